@@ -1,0 +1,14 @@
+import { defineConfig } from "vitest/config";
+
+// Tests start real PostgreSQL servers, the service, devkube and kubectl: give them room,
+// and keep parallelism at the machine's two cores.
+export default defineConfig({
+  test: {
+    include: ["src/**/*.test.ts", "test/**/*.test.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    pool: "forks",
+    maxWorkers: 2,
+    globalSetup: [],
+  },
+});
