@@ -1,0 +1,6 @@
+// The wire contract of the Managed Database Service API (seed + CONTRACT.md): one source for the service and the client.
+export * from "./ids.ts";
+export * from "./regions.ts";
+export * from "./errors.ts";
+export * from "./resources.ts";
+export * from "./bodies.ts";

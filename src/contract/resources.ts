@@ -1,0 +1,141 @@
+import { z } from "zod";
+import { BackupId, ConnectionId, DatabaseId, ProjectId } from "./ids.ts";
+
+// Response schemas. Objects are not strict: a client tolerates unknown extra fields (forward compatibility),
+// but every field the seed names is required with its type.
+
+const Url = z.url();
+const CreatedAt = z.iso.datetime({ offset: false });
+
+export const DatabaseStatus = z.enum(["provisioning", "ready", "recovering", "failure"]);
+export type DatabaseStatus = z.infer<typeof DatabaseStatus>;
+
+export const Ref = z.object({ id: z.string(), url: Url, name: z.string() });
+export type Ref = z.infer<typeof Ref>;
+
+export const RegionRef = z.object({ id: z.string(), name: z.string() });
+
+export const Source = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("empty") }),
+  z.object({ type: z.literal("backup"), databaseId: z.string(), backupId: z.string() }),
+]);
+export type Source = z.infer<typeof Source>;
+
+export const Endpoint = z.object({ host: z.string(), port: z.number().int() });
+export const EndpointWithSecret = Endpoint.extend({ connectionString: z.string() });
+export type Endpoint = z.infer<typeof Endpoint>;
+
+const endpointsOf = <T extends z.ZodType>(endpoint: T) =>
+  z.object({ direct: endpoint.optional(), pooled: endpoint.optional(), accelerate: endpoint.optional() });
+
+export const DirectConnection = z.object({ host: z.string(), pass: z.string(), user: z.string() });
+export type DirectConnection = z.infer<typeof DirectConnection>;
+
+/** The mask that replaces `directConnection.pass` outside creation responses (CONTRACT §6). */
+export const maskedPassword = "********";
+
+export const Connection = z.object({
+  id: ConnectionId,
+  type: z.literal("connection"),
+  url: Url,
+  name: z.string(),
+  createdAt: CreatedAt,
+  kind: z.string(),
+  endpoints: endpointsOf(Endpoint),
+  directConnection: DirectConnection,
+  database: Ref,
+});
+export type Connection = z.infer<typeof Connection>;
+
+/** A connection in a creation response: every endpoint carries its connection string. */
+export const CreatedConnection = Connection.extend({ endpoints: endpointsOf(EndpointWithSecret) });
+export type CreatedConnection = z.infer<typeof CreatedConnection>;
+
+export const ApiKey = Connection.omit({ database: true }).extend({ connectionString: z.string() });
+export type ApiKey = z.infer<typeof ApiKey>;
+
+const databaseFields = {
+  id: DatabaseId,
+  type: z.literal("database"),
+  url: Url,
+  name: z.string(),
+  status: DatabaseStatus,
+  createdAt: CreatedAt,
+  isDefault: z.boolean(),
+  defaultConnectionId: z.string(),
+  region: RegionRef,
+  source: Source,
+};
+
+/** A database as GET, list, PATCH and restore return it: no usable secret anywhere. */
+export const Database = z.object({ ...databaseFields, connections: z.array(Connection), project: Ref });
+export type Database = z.infer<typeof Database>;
+
+/** POST /v1/databases: endpoint connection strings, no top-level credentials (seed, endpoint 2). */
+export const DatabaseWithCredentials = Database.extend({ connections: z.array(CreatedConnection) });
+export type DatabaseWithCredentials = z.infer<typeof DatabaseWithCredentials>;
+
+const creationFields = {
+  connections: z.array(CreatedConnection),
+  apiKeys: z.array(ApiKey),
+  connectionString: z.string(),
+  directConnection: DirectConnection,
+};
+
+/** POST /v1/projects/{id}/databases: the full creation form. */
+export const CreatedDatabase = Database.extend(creationFields);
+export type CreatedDatabase = z.infer<typeof CreatedDatabase>;
+
+/** The database nested in a project creation response: creation form, without `project`. */
+export const ProjectDatabase = z.object({ ...databaseFields, ...creationFields });
+export type ProjectDatabase = z.infer<typeof ProjectDatabase>;
+
+export const Project = z.object({
+  id: ProjectId,
+  type: z.literal("project"),
+  url: Url,
+  name: z.string(),
+  createdAt: CreatedAt,
+  defaultRegion: z.string(),
+  workspace: Ref,
+});
+export type Project = z.infer<typeof Project>;
+
+/** POST /v1/projects: the project with its database in creation form (`null` with `createDatabase: false`). */
+export const CreatedProject = Project.extend({ database: ProjectDatabase.nullable() });
+export type CreatedProject = z.infer<typeof CreatedProject>;
+
+export const BackupStatus = z.enum(["running", "completed", "failed"]);
+export const Backup = z.object({
+  id: BackupId,
+  type: z.literal("backup"),
+  backupType: z.literal("full"),
+  status: BackupStatus,
+  size: z.number().int().nonnegative().nullable(),
+  createdAt: CreatedAt,
+});
+export type Backup = z.infer<typeof Backup>;
+
+// Envelopes.
+export const Pagination = z.object({ nextCursor: z.string().nullable(), hasMore: z.boolean() });
+export type Pagination = z.infer<typeof Pagination>;
+
+export const dataOf = <T extends z.ZodType>(resource: T) => z.object({ data: resource });
+export const pageOf = <T extends z.ZodType>(resource: T) => z.object({ data: z.array(resource), pagination: Pagination });
+export type Page<T> = { data: T[]; pagination: Pagination };
+
+export const BackupList = z.object({
+  data: z.array(Backup),
+  meta: z.object({ backupRetentionDays: z.number().int() }),
+  pagination: z.object({ hasMore: z.boolean(), limit: z.number().int() }),
+});
+export type BackupList = z.infer<typeof BackupList>;
+
+export const OAuthTokenResponse = z.object({
+  access_token: z.string(),
+  token_type: z.literal("Bearer"),
+  expires_in: z.number().int().positive(),
+  refresh_token: z.string(),
+  scope: z.string(),
+});
+export type OAuthTokenResponse = z.infer<typeof OAuthTokenResponse>;
