@@ -9,6 +9,6 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: "forks",
     maxWorkers: 2,
-    globalSetup: [],
+    reporters: ["default", "./test/support/summary-reporter.ts"],
   },
 });
