@@ -1,0 +1,50 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { findPostgresBinaries, PostgresNotFoundError, startPostgres } from "./index.ts";
+
+async function query(url: string, sql: string): Promise<pg.QueryResult> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+describe("postgres", () => {
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+
+  it("finds binaries, highest version first", async () => {
+    const bin = await findPostgresBinaries();
+    expect(bin.version).toBeGreaterThanOrEqual(13);
+    expect(bin.bindir).toMatch(/bin$/);
+  });
+
+  it("names what is missing and how to install it", async () => {
+    const err = await findPostgresBinaries({ searchPath: "/nonexistent", pgConfig: "/nonexistent/pg_config", libRoot: "/nonexistent" }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PostgresNotFoundError);
+    expect((err as Error).message).toMatch(/initdb, postgres, pg_dump, pg_restore.*apt-get install postgresql/);
+  });
+
+  it("starts, keeps data across restarts, and tolerates a stale postmaster.pid", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "mds-pg-"));
+    dirs.push(dir);
+    const first = await startPostgres({ dir, port: 0, settings: { fsync: "off" } });
+    await query(first.url, "create table kept (v int); insert into kept values (42)");
+    await first.stop();
+    await first.stop(); // idempotent
+    // A killed server leaves its pid file; a dead pid must not block the next start.
+    await writeFile(path.join(dir, "data", "postmaster.pid"), "999999\n");
+    const second = await startPostgres({ dir, settings: { fsync: "off" } });
+    const { rows } = await query(second.url, "select v from kept");
+    expect(rows).toEqual([{ v: 42 }]);
+    await second.stop();
+  });
+});

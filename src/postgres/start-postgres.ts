@@ -1,0 +1,207 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmod, chown, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import path from "node:path";
+import pg from "pg";
+import type { Logger } from "pino";
+import { PostgresError } from "./errors.ts";
+import { findPostgresBinaries, type PostgresBinaries } from "./find-binaries.ts";
+import { postgresOsUser, type OsUser } from "./os-user.ts";
+
+export type StartPostgresOptions = {
+  /** Directory that holds the cluster (`DIR/data`) and its superuser password; created on first use. */
+  dir: string;
+  /** 0 or absent: a free port. */
+  port?: number;
+  logger?: Logger;
+  /** Extra server settings (`-c name=value`), e.g. `{ fsync: "off" }` for throwaway test servers. */
+  settings?: Record<string, string>;
+  binaries?: PostgresBinaries;
+};
+
+export type RunningPostgres = {
+  /** Superuser URL (holds the password: never log it). */
+  url: string;
+  host: string;
+  port: number;
+  bindir: string;
+  version: number;
+  stop(): Promise<void>;
+};
+
+const superuser = "postgres";
+
+export async function findFreePort(host = "127.0.0.1"): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, host, () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await stat(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function runToEnd(command: string, args: string[], user: OsUser | undefined): Promise<{ code: number; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
+    let output = "";
+    child.stdout.on("data", (d: Buffer) => (output += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (output += d.toString()));
+    child.once("error", reject);
+    child.once("close", (code) => resolve({ code: code ?? 1, output }));
+  });
+}
+
+async function initCluster(bin: PostgresBinaries, dir: string, dataDir: string, user: OsUser | undefined): Promise<void> {
+  const password = randomBytes(18).toString("base64url");
+  const pwfile = path.join(dir, "superuser-password");
+  await writeFile(pwfile, password + "\n", { mode: 0o600 });
+  if (user) await chown(pwfile, user.uid, user.gid);
+  // Build into a temporary directory and rename: an interrupted initdb never leaves a half cluster behind.
+  const tmp = `${dataDir}.init`;
+  await rm(tmp, { recursive: true, force: true });
+  const result = await runToEnd(
+    path.join(bin.bindir, "initdb"),
+    ["-D", tmp, "-U", superuser, `--pwfile=${pwfile}`, "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"],
+    user,
+  );
+  if (result.code !== 0) throw new PostgresError("initdb_failed", `cannot initialise PostgreSQL in ${dataDir}: initdb failed: ${result.output.trim()}`);
+  await rename(tmp, dataDir);
+}
+
+async function prepareDir(dir: string, user: OsUser | undefined): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  if (user) {
+    // The server runs as the unprivileged user: it must own its directory and reach it.
+    await chown(dir, user.uid, user.gid);
+    const mode = (await stat(dir)).mode & 0o777;
+    if ((mode & 0o700) !== 0o700) await chmod(dir, mode | 0o700);
+    let parent = path.dirname(path.resolve(dir));
+    while (parent !== path.dirname(parent)) {
+      const parentMode = (await stat(parent)).mode & 0o777;
+      if ((parentMode & 0o001) === 0) await chmod(parent, parentMode | 0o011);
+      parent = path.dirname(parent);
+    }
+  }
+}
+
+/** Waits until the server accepts a superuser login, or fails with its log if it exits first. */
+async function waitReady(url: string, child: ChildProcess, output: () => string): Promise<void> {
+  let exited = false;
+  child.once("exit", () => (exited = true));
+  for (let attempt = 0; ; attempt++) {
+    if (exited) throw new PostgresError("start_failed", `PostgreSQL exited during start: ${output().trim().slice(-2000)}`);
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+    try {
+      await client.connect();
+      await client.query("select 1");
+      await client.end();
+      return;
+    } catch {
+      await client.end().catch(() => {});
+      if (attempt > 600) throw new PostgresError("start_failed", `PostgreSQL did not accept connections: ${output().trim().slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
+/**
+ * Runs a private PostgreSQL server over `dir` (initdb on first use). When we are root, the server runs as the
+ * `postgres` OS user, because postgres refuses to run as root. Data survives a stop and a new start on the same dir.
+ */
+export async function startPostgres(options: StartPostgresOptions): Promise<RunningPostgres> {
+  const bin = options.binaries ?? (await findPostgresBinaries());
+  const user = await postgresOsUser();
+  const dir = path.resolve(options.dir);
+  const dataDir = path.join(dir, "data");
+  await prepareDir(dir, user);
+  if (!(await exists(path.join(dataDir, "PG_VERSION")))) await initCluster(bin, dir, dataDir, user);
+  const password = (await readFile(path.join(dir, "superuser-password"), "utf8")).trim();
+  // A postmaster.pid left by a killed server would make postgres refuse to start if its pid got reused.
+  const pidFile = path.join(dataDir, "postmaster.pid");
+  if (await exists(pidFile)) await clearStalePid(pidFile);
+
+  const host = "127.0.0.1";
+  for (let attempt = 0; ; attempt++) {
+    const port = options.port && options.port > 0 ? options.port : await findFreePort(host);
+    const settings: Record<string, string> = {
+      listen_addresses: host,
+      port: String(port),
+      unix_socket_directories: "",
+      max_connections: "200",
+      shared_buffers: "64MB",
+      ...options.settings,
+    };
+    const args = ["-D", dataDir, ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])];
+    const child = spawn(path.join(bin.bindir, "postgres"), args, { stdio: ["ignore", "pipe", "pipe"], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
+    let log = "";
+    const onData = (d: Buffer) => {
+      log = (log + d.toString()).slice(-20_000);
+      if (options.logger) for (const line of d.toString().split("\n")) if (line.trim()) options.logger.debug({ postgres: line }, "postgres");
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    const url = `postgresql://${superuser}:${encodeURIComponent(password)}@${host}:${port}/postgres`;
+    try {
+      await waitReady(url, child, () => log);
+    } catch (err) {
+      child.kill("SIGKILL");
+      // Someone took the free port between our probe and the bind: try another one.
+      if (attempt < 3 && !(options.port && options.port > 0) && /could not bind|Address already in use/i.test(log)) continue;
+      throw err;
+    }
+    options.logger?.info({ port, dataDir, version: bin.version }, "PostgreSQL started");
+    let stopping: Promise<void> | undefined;
+    const exited = new Promise<void>((resolve) => {
+      if (child.exitCode !== null) resolve();
+      else child.once("exit", () => resolve());
+    });
+    return {
+      url,
+      host,
+      port,
+      bindir: bin.bindir,
+      version: bin.version,
+      stop() {
+        stopping ??= (async () => {
+          // SIGINT = fast shutdown: disconnect clients, checkpoint, exit. Escalate if it hangs.
+          child.kill("SIGINT");
+          const timer = setTimeout(() => child.kill("SIGQUIT"), 15_000);
+          await exited;
+          clearTimeout(timer);
+          options.logger?.info({ dataDir }, "PostgreSQL stopped");
+        })();
+        return stopping;
+      },
+    };
+  }
+}
+
+async function clearStalePid(pidFile: string): Promise<void> {
+  const pid = Number((await readFile(pidFile, "utf8")).split("\n")[0]);
+  if (Number.isInteger(pid) && pid > 0) {
+    try {
+      process.kill(pid, 0);
+      // Alive: maybe a postgres of ours, maybe a reused pid. Only a postgres process keeps the file meaningful.
+      const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+      if (cmdline.includes("postgres")) {
+        throw new PostgresError("already_running", `cannot start PostgreSQL: another server (pid ${pid}) is running on ${path.dirname(pidFile)}`);
+      }
+    } catch (err) {
+      if (err instanceof PostgresError) throw err;
+    }
+  }
+  await rm(pidFile, { force: true });
+}
