@@ -1,0 +1,140 @@
+import { z } from "zod";
+
+// Pieces shared by the three kinds. Every field carries a description: it is what `kubectl explain` shows.
+
+// The service's regions (CONTRACT.md §5). Kept here, not imported from the wire contract, because the CRD is a
+// user-facing API of its own: a new service region must be a deliberate CRD change, not a silent one.
+export const Region = z
+  .enum(["us-east-1", "us-west-1", "eu-west-3", "eu-central-1", "ap-northeast-1", "ap-southeast-1"])
+  .describe("A region of the service.");
+export type Region = z.infer<typeof Region>;
+
+export const DeletionPolicy = z
+  .enum(["Retain", "Delete"])
+  .default("Retain")
+  .describe(
+    "What happens to the remote object when this resource is deleted. Retain (default) keeps it and the connection " +
+      "Secret (released from garbage collection, remote ids in its labels) so a re-applied resource adopts both; " +
+      "Delete removes the remote object and then the Secret.",
+  );
+export type DeletionPolicy = z.infer<typeof DeletionPolicy>;
+
+// Kubernetes object names (DNS subdomain) and Secret data keys.
+const objectName = z
+  .string()
+  .min(1)
+  .max(253)
+  .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/);
+const secretKey = z
+  .string()
+  .min(1)
+  .max(253)
+  .regex(/^[-._a-zA-Z0-9]+$/);
+
+export const LocalObjectReference = z
+  .object({ name: objectName.describe("Name of the object in the same namespace.") })
+  .describe("A reference to an object in the same namespace.");
+export type LocalObjectReference = z.infer<typeof LocalObjectReference>;
+
+export const CredentialsSecretRef = z
+  .object({
+    name: objectName.describe("Name of a Secret in the same namespace that holds the service API token."),
+    key: secretKey.default("token").describe("Key of the token in the Secret's data. Defaults to token."),
+  })
+  .describe("A Secret in the same namespace holding the API token.");
+
+export const Credentials = z
+  .object({ secretRef: CredentialsSecretRef })
+  .describe(
+    "The API token to talk to the service with. When omitted, the operator's default credentials Secret is used " +
+      "(flag --credentials-secret of mds operator).",
+  );
+export type Credentials = z.infer<typeof Credentials>;
+
+// The variables a template may use: plain substitution, no code is evaluated.
+export const templateVariables = ["host", "port", "user", "password", "database", "directUrl", "pooledUrl"] as const;
+const templateValue = z
+  .string()
+  .max(4096)
+  .regex(new RegExp(`^([^{}]|\\{\\{ *(${templateVariables.join("|")}) *\\}\\})*$`), {
+    message: `a template value may use only the variables ${templateVariables.map((v) => `{{${v}}}`).join(", ")}`,
+  })
+  .describe(`A value with {{variable}} placeholders; variables: ${templateVariables.join(", ")}.`);
+
+const stringMap = (what: string) =>
+  z
+    .record(z.string().min(1).max(317), z.string().max(4096))
+    .refine((m) => Object.keys(m).length <= 64, { message: `at most 64 ${what}` })
+    .meta({ maxProperties: 64 });
+
+export const SecretEndpoint = z
+  .enum(["pooled", "direct"])
+  .default("pooled")
+  .describe("Which endpoint DATABASE_URL points at: pooled (default; the pooler when the region has one) or direct.");
+export type SecretEndpoint = z.infer<typeof SecretEndpoint>;
+
+export const ConnectionSecret = z
+  .object({
+    name: objectName
+      .optional()
+      .describe("Name of the Secret the operator writes (same namespace). Defaults to the resource's name. Immutable."),
+    endpoint: SecretEndpoint,
+    template: z
+      .record(secretKey, templateValue)
+      .refine((m) => Object.keys(m).length <= 32, { message: "at most 32 template keys" })
+      .meta({ maxProperties: 32 })
+      .optional()
+      .describe(
+        "Extra Secret keys built from fixed variables, e.g. JDBC_URL: " +
+          "'jdbc:postgresql://{{host}}:{{port}}/{{database}}?sslmode=require'. " +
+          `Variables: ${templateVariables.join(", ")}. No code is evaluated.`,
+      ),
+    labels: stringMap("labels").optional().describe("Extra labels on the Secret (the operator's own labels win)."),
+    annotations: stringMap("annotations")
+      .optional()
+      .describe("Extra annotations on the Secret, e.g. for tools that copy Secrets across namespaces."),
+  })
+  .describe(
+    "The connection Secret: DATABASE_URL, DIRECT_URL, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE " +
+      "plus template keys; labelled with the remote ids and annotated with a hash of its data.",
+  );
+export type ConnectionSecret = z.infer<typeof ConnectionSecret>;
+
+export const idPattern = (prefix: string) => new RegExp(`^${prefix}_[a-zA-Z0-9]{8,64}$`);
+
+// Rules that make an optional field immutable once the resource exists: it can be neither added, removed nor changed.
+// A rule on the field itself would not see additions or removals, so it sits on the parent object.
+export function immutableFields(...fields: string[]): { rule: string; message: string }[] {
+  return fields.map((f) => ({
+    rule: `has(self.${f}) == has(oldSelf.${f}) && (!has(self.${f}) || self.${f} == oldSelf.${f})`,
+    message: `${f} is immutable: it cannot be added, changed or removed after creation`,
+  }));
+}
+
+export function exactlyOne(a: string, b: string, what: string): { rule: string; message: string } {
+  return { rule: `has(self.${a}) != has(self.${b})`, message: `exactly one of ${what} must be set` };
+}
+
+// Kubernetes object metadata as the operator reads it; the apiserver owns its validation, so unknown fields pass.
+export const ObjectMeta = z.looseObject({
+  name: z.string(),
+  namespace: z.string().optional(),
+  uid: z.string().optional(),
+  resourceVersion: z.string().optional(),
+  generation: z.number().int().optional(),
+  creationTimestamp: z.string().optional(),
+  deletionTimestamp: z.string().optional(),
+  labels: z.record(z.string(), z.string()).optional(),
+  annotations: z.record(z.string(), z.string()).optional(),
+  finalizers: z.array(z.string()).optional(),
+  ownerReferences: z.array(z.looseObject({ apiVersion: z.string(), kind: z.string(), name: z.string(), uid: z.string() })).optional(),
+});
+export type ObjectMeta = z.infer<typeof ObjectMeta>;
+
+// connectionSecret.name is immutable; written out because has() on a missing parent is an error in CEL.
+const secretNameOf = (o: string) =>
+  `(has(${o}.connectionSecret) && has(${o}.connectionSecret.name) ? ${o}.connectionSecret.name : '')`;
+export const secretNameUnchanged = {
+  rule: `${secretNameOf("self")} == ${secretNameOf("oldSelf")}`,
+  message: "connectionSecret.name is immutable: create a new resource to use another Secret",
+};

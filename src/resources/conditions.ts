@@ -1,0 +1,73 @@
+import { z } from "zod";
+
+// Conditions follow metav1.Condition so `kubectl wait --for=condition=Ready`, Argo CD and Flux understand them.
+// Two types only (crossplane's model): Ready says whether the remote object is usable and its Secret is current;
+// Synced says whether the last reconcile succeeded.
+export const ConditionType = z.enum(["Ready", "Synced"]);
+export type ConditionType = z.infer<typeof ConditionType>;
+
+export const ConditionStatus = z.enum(["True", "False", "Unknown"]);
+export type ConditionStatus = z.infer<typeof ConditionStatus>;
+
+// The closed set of reasons the operator writes. The CRD accepts any CamelCase reason (as metav1.Condition does),
+// so an older CRD never rejects a newer operator's status; TypeScript keeps the operator itself to this list.
+// Each entry's text is what the user should understand and do; the README's troubleshooting table is built from it.
+export const conditionReasons = {
+  // Ready
+  Available: "The remote object is ready and its connection Secret is current.",
+  Creating: "The operator is creating the remote object (lookup by logicalId, then create).",
+  Provisioning: "The service is provisioning the database; the operator polls it fast until it is ready.",
+  Restoring: "A restore is replacing the database's data; it becomes Available again when the restore ends.",
+  Deleting: "The resource is being deleted; the remote object is deleted or retained per deletionPolicy.",
+  RemoteFailure: "The service reports the database in status failure; see the message and the service's logs.",
+  RemoteNotFound: "The remote object recorded in status.id no longer exists; the operator does not recreate it silently.",
+  SecretOutOfDate: "The connection Secret is missing or was edited; the operator is rebuilding it with working credentials.",
+  WaitingForDatabases: "Deletion of a Project with deletionPolicy Delete waits until its databases are gone.",
+  // Synced
+  ReconcileSuccess: "The last reconcile completed without error.",
+  ReconcileError: "The last reconcile failed; the message names the cause and the operator retries with backoff.",
+  ReconcilePaused: "Reconciliation is paused by the mds.dev/paused annotation.",
+  InvalidSpec: "The spec cannot be acted on (for example an unknown region or a reference to itself); fix the spec.",
+  CredentialsMissing: "The credentials Secret (spec.credentials.secretRef or the operator's default) or its key does not exist.",
+  CredentialsInvalid: "The service refused the API token (401 or 403); replace the token in the credentials Secret.",
+  ProjectNotReady: "The Database's project is missing or not ready yet; the operator waits for it.",
+  DatabaseNotReady: "A database this resource refers to is missing or not ready yet; the operator waits for it.",
+  ApiUnavailable: "The service cannot be reached or answered 5xx; the operator retries with backoff.",
+  RateLimited: "The service answered 429; the operator waits for Retry-After before calling it again.",
+  Conflict: "The service refused the request as a conflict (409); the message says with what.",
+  OutcomeUnknown: "A restore was requested but its outcome cannot be known; it is never repeated automatically.",
+} as const;
+
+export const ConditionReason = z.enum(Object.keys(conditionReasons) as [keyof typeof conditionReasons, ...(keyof typeof conditionReasons)[]]);
+export type ConditionReason = z.infer<typeof ConditionReason>;
+
+// metav1.Condition, with the same limits so the CRD's validation matches what Kubernetes users expect.
+export const Condition = z
+  .object({
+    type: ConditionType.describe("Condition type: Ready (usable) or Synced (last reconcile succeeded)."),
+    status: ConditionStatus.describe("True, False or Unknown."),
+    observedGeneration: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe("metadata.generation of the spec this condition was computed from."),
+    lastTransitionTime: z.iso
+      .datetime()
+      .describe("When the condition's status last changed (RFC 3339); it does not change when only the message does."),
+    reason: z
+      .string()
+      .min(1)
+      .max(1024)
+      .regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/)
+      .describe("CamelCase reason for the condition's last transition; see the operator README for what each means."),
+    message: z.string().max(32768).describe("Human-readable details: what happened and what to fix. Never contains secrets."),
+  })
+  .describe("A condition of the resource, as in metav1.Condition.");
+export type Condition = z.infer<typeof Condition>;
+
+export const Conditions = z
+  .array(Condition)
+  .max(8)
+  .meta({ "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"] })
+  .describe("Ready and Synced conditions, each with observedGeneration.");

@@ -1,0 +1,103 @@
+import { z } from "zod";
+import { apiVersion } from "../group.ts";
+import { Conditions } from "../conditions.ts";
+import { LocalObjectReference, ObjectMeta, exactlyOne, idPattern } from "../common.ts";
+
+const databaseId = z.string().regex(idPattern("db")).max(80);
+
+export const RestoreTarget = z
+  .object({
+    databaseRef: LocalObjectReference.optional().describe("The Database resource (same namespace) whose data is replaced."),
+    databaseId: databaseId.optional().describe("The remote id (db_…) of the database whose data is replaced."),
+  })
+  .meta({ "x-kubernetes-validations": [exactlyOne("databaseRef", "databaseId", "target.databaseRef.name or target.databaseId")] })
+  .describe("The database to restore into. Its data is replaced; its credentials keep working.");
+export type RestoreTarget = z.infer<typeof RestoreTarget>;
+
+export const RestoreSource = z
+  .object({
+    databaseRef: LocalObjectReference.optional().describe("The Database resource (same namespace) whose backup is restored."),
+    databaseId: databaseId.optional().describe("The remote id (db_…) of the database whose backup is restored."),
+    backupId: z.string().regex(idPattern("bkp")).max(80).optional().describe("The backup to restore (bkp_…)."),
+    latest: z
+      .boolean()
+      .optional()
+      .describe("true: restore the source's latest completed backup, resolved once and recorded in status.backupId."),
+  })
+  .meta({
+    "x-kubernetes-validations": [
+      exactlyOne("databaseRef", "databaseId", "source.databaseRef.name or source.databaseId"),
+      {
+        rule: "has(self.backupId) != (has(self.latest) && self.latest)",
+        message: "exactly one of source.backupId or source.latest: true must be set",
+      },
+    ],
+  })
+  .describe("The backup to restore: whose (databaseRef or databaseId) and which (backupId or latest).");
+export type RestoreSource = z.infer<typeof RestoreSource>;
+
+export const DatabaseRestoreSpec = z
+  .object({
+    target: RestoreTarget,
+    source: RestoreSource,
+    idempotencyKey: z
+      .string()
+      .min(1)
+      .max(253)
+      .regex(/^[A-Za-z0-9._:/-]+$/)
+      .optional()
+      .describe(
+        "The restore runs at most once per key and target, even if this resource is deleted and re-applied. " +
+          "Defaults to <namespace>/<name>. Use a new key (or name) to restore again.",
+      ),
+  })
+  .meta({
+    "x-kubernetes-validations": [
+      { rule: "self == oldSelf", message: "spec is immutable: create a new DatabaseRestore to restore again" },
+    ],
+  })
+  .describe("A one-shot restore of a backup into a database. Immutable.");
+export type DatabaseRestoreSpec = z.infer<typeof DatabaseRestoreSpec>;
+
+export const RestorePhase = z
+  .enum(["Pending", "Running", "Succeeded", "Failed", "Skipped"])
+  .describe(
+    "Pending → Running → Succeeded | Failed; Skipped when the key was already applied to the target. " +
+      "Succeeded, Failed and Skipped are final.",
+  );
+export type RestorePhase = z.infer<typeof RestorePhase>;
+export const terminalRestorePhases: readonly RestorePhase[] = ["Succeeded", "Failed", "Skipped"];
+
+export const DatabaseRestoreStatus = z
+  .object({
+    phase: RestorePhase.optional(),
+    reason: z
+      .string()
+      .max(128)
+      .optional()
+      .describe("CamelCase reason for the phase, e.g. OutcomeUnknown when a restore's outcome cannot be known."),
+    message: z.string().max(32768).optional().describe("What happened, in words."),
+    idempotencyKey: z.string().max(253).optional().describe("The key in effect (spec.idempotencyKey or its default)."),
+    targetDatabaseId: z.string().max(80).optional().describe("The resolved target database (db_…)."),
+    sourceDatabaseId: z.string().max(80).optional().describe("The resolved source database (db_…)."),
+    backupId: z.string().max(80).optional().describe("The resolved backup (bkp_…), recorded before the restore starts."),
+    requestedAt: z.iso.datetime().optional().describe("When the restore was requested; written before the request is sent."),
+    completedAt: z.iso.datetime().optional().describe("When the restore reached a final phase."),
+    observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
+    conditions: Conditions.optional(),
+  })
+  .describe("Progress of the restore.");
+export type DatabaseRestoreStatus = z.infer<typeof DatabaseRestoreStatus>;
+
+export const DatabaseRestore = z
+  .object({
+    apiVersion: z.literal(apiVersion),
+    kind: z.literal("DatabaseRestore"),
+    metadata: ObjectMeta,
+    spec: DatabaseRestoreSpec,
+    status: DatabaseRestoreStatus.optional(),
+  })
+  .describe(
+    "Restores a backup into a database, destructively and exactly once per idempotencyKey. Credentials are kept.",
+  );
+export type DatabaseRestore = z.infer<typeof DatabaseRestore>;

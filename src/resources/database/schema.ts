@@ -1,0 +1,172 @@
+import { z } from "zod";
+import { apiVersion } from "../group.ts";
+import { Conditions } from "../conditions.ts";
+import {
+  ConnectionSecret,
+  Credentials,
+  DeletionPolicy,
+  LocalObjectReference,
+  ObjectMeta,
+  Region,
+  exactlyOne,
+  idPattern,
+  immutableFields,
+  secretNameUnchanged,
+} from "../common.ts";
+
+export const DatabaseSource = z
+  .object({
+    type: z
+      .enum(["empty", "backup"])
+      .describe("empty: a new, empty database. backup: a new database that starts with a backup's data."),
+    databaseRef: LocalObjectReference.optional().describe("type backup: the Database resource whose backup to use."),
+    databaseId: z
+      .string()
+      .regex(idPattern("db"))
+      .max(80)
+      .optional()
+      .describe("type backup: the remote id (db_…) of the database whose backup to use."),
+    backupId: z.string().regex(idPattern("bkp")).max(80).optional().describe("type backup: the backup (bkp_…) to use."),
+    latest: z.boolean().optional().describe("type backup: true to use the source database's latest completed backup."),
+  })
+  .meta({
+    "x-kubernetes-validations": [
+      {
+        rule: "self.type == 'empty' ? !has(self.databaseRef) && !has(self.databaseId) && !has(self.backupId) && !has(self.latest) : true",
+        message: "source of type empty takes no databaseRef, databaseId, backupId or latest",
+      },
+      {
+        rule: "self.type == 'backup' ? has(self.databaseRef) != has(self.databaseId) : true",
+        message: "source of type backup needs exactly one of databaseRef.name or databaseId",
+      },
+      {
+        rule: "self.type == 'backup' ? has(self.backupId) != (has(self.latest) && self.latest) : true",
+        message: "source of type backup needs exactly one of backupId or latest: true",
+      },
+    ],
+  })
+  .describe("What the database starts with. Omitted means empty. Immutable.");
+export type DatabaseSource = z.infer<typeof DatabaseSource>;
+
+export const DatabaseSpec = z
+  .object({
+    projectRef: LocalObjectReference.optional().describe(
+      "The Project resource (same namespace) this database belongs to. Exactly one of projectRef and projectId. Immutable.",
+    ),
+    projectId: z
+      .string()
+      .regex(idPattern("proj"))
+      .max(80)
+      .optional()
+      .describe("The remote id (proj_…) of the project. Exactly one of projectRef and projectId. Immutable."),
+    displayName: z
+      .string()
+      .trim()
+      .min(1)
+      .max(64)
+      .optional()
+      .describe("The database's name at the service. Defaults to the resource's name."),
+    region: z
+      .union([Region, z.literal("inherit")])
+      .default("inherit")
+      .meta({ enum: [...Region.options, "inherit"] })
+      .describe("Region of the database; inherit (default) uses the project's default region. Immutable."),
+    isDefault: z
+      .boolean()
+      .default(false)
+      .describe("Make this the project's default database (the flag moves from the previous default)."),
+    source: DatabaseSource.optional(),
+    connectionSecret: ConnectionSecret.optional(),
+    credentials: Credentials.optional(),
+    deletionPolicy: DeletionPolicy,
+    externalId: z
+      .string()
+      .regex(idPattern("db"))
+      .max(80)
+      .optional()
+      .describe(
+        "Adopt this existing remote database (db_…) instead of creating one; the operator mints a connection for its " +
+          "Secret. Immutable.",
+      ),
+  })
+  .meta({
+    "x-kubernetes-validations": [
+      exactlyOne("projectRef", "projectId", "projectRef.name or projectId"),
+      ...immutableFields("projectRef", "projectId", "region", "source", "externalId"),
+      secretNameUnchanged,
+    ],
+  })
+  .describe("Desired state of a database at the Managed Database Service.");
+export type DatabaseSpec = z.infer<typeof DatabaseSpec>;
+
+export const RemoteStatus = z
+  .enum(["provisioning", "ready", "recovering", "failure"])
+  .describe("The database's status at the service.");
+export type RemoteStatus = z.infer<typeof RemoteStatus>;
+
+const Endpoint = z
+  .object({
+    host: z.string().max(253).describe("Host name or address."),
+    port: z.number().int().min(1).max(65535).describe("TCP port."),
+  })
+  .describe("A network endpoint (no credentials).");
+
+// One entry per restore idempotencyKey ever applied to this database. It is mirrored on the connection Secret
+// (annotation mds.dev/restores), which outlives the Database resource, so a re-created Database still remembers.
+export const RestoreLedgerEntry = z
+  .object({
+    key: z.string().min(1).max(253).describe("The restore's idempotencyKey."),
+    backupId: z.string().max(80).optional().describe("The backup restored (bkp_…)."),
+    sourceDatabaseId: z.string().max(80).optional().describe("The database the backup belongs to (db_…)."),
+    restore: z.string().max(253).optional().describe("Name of the DatabaseRestore that requested it."),
+    phase: z.enum(["Running", "Succeeded", "Failed"]).describe("Outcome of the restore as far as known."),
+    requestedAt: z.iso.datetime().optional().describe("When the restore was requested from the service."),
+    completedAt: z.iso.datetime().optional().describe("When the restore ended."),
+  })
+  .describe("A restore applied to this database.");
+export type RestoreLedgerEntry = z.infer<typeof RestoreLedgerEntry>;
+
+export const restoreLedgerLimit = 20;
+
+export const DatabaseStatus = z
+  .object({
+    id: z.string().max(80).optional().describe("The remote database's id (db_…)."),
+    projectId: z.string().max(80).optional().describe("The remote project's id (proj_…)."),
+    remoteStatus: RemoteStatus.optional(),
+    region: z.string().max(64).optional().describe("The database's region as the service reports it."),
+    connection: z
+      .object({
+        id: z.string().max(80).describe("Connection id (con_…)."),
+        name: z.string().max(128).describe("Connection name."),
+      })
+      .optional()
+      .describe("The service connection whose credentials are in the Secret."),
+    endpoints: z
+      .object({
+        direct: Endpoint.optional().describe("The PostgreSQL server."),
+        pooled: Endpoint.optional().describe("The pooler, or the direct endpoint when the region has none."),
+      })
+      .optional()
+      .describe("Where the database can be reached (credentials are only in the Secret)."),
+    secretName: z.string().max(253).optional().describe("Name of the connection Secret."),
+    restoreLedger: z
+      .array(RestoreLedgerEntry)
+      .max(restoreLedgerLimit)
+      .optional()
+      .describe(`Restores applied to this database, newest last, at most ${restoreLedgerLimit}.`),
+    observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
+    conditions: Conditions.optional(),
+  })
+  .describe("Observed state of the database.");
+export type DatabaseStatus = z.infer<typeof DatabaseStatus>;
+
+export const Database = z
+  .object({
+    apiVersion: z.literal(apiVersion),
+    kind: z.literal("Database"),
+    metadata: ObjectMeta,
+    spec: DatabaseSpec,
+    status: DatabaseStatus.optional(),
+  })
+  .describe("A PostgreSQL database at the Managed Database Service, with its credentials in a connection Secret.");
+export type Database = z.infer<typeof Database>;
