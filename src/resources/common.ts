@@ -63,7 +63,7 @@ const templateValue = z
 
 const stringMap = (what: string) =>
   z
-    .record(z.string().min(1).max(317), z.string().max(4096))
+    .record(z.string().min(1).max(317), z.string().max(4096).describe(`Value of one of the ${what}.`))
     .refine((m) => Object.keys(m).length <= 64, { message: `at most 64 ${what}` })
     .meta({ maxProperties: 64 });
 

@@ -1,0 +1,225 @@
+import { z } from "zod";
+import { stringify } from "yaml";
+import { group, version } from "./group.ts";
+import { ProjectSpec, ProjectStatus, Project } from "./project/schema.ts";
+import { DatabaseSpec, DatabaseStatus, Database } from "./database/schema.ts";
+import { DatabaseRestoreSpec, DatabaseRestoreStatus, DatabaseRestore } from "./database-restore/schema.ts";
+
+// The CRDs are generated from the zod schemas so the operator's parsing and the apiserver's validation cannot
+// disagree. z.toJSONSchema gives draft JSON Schema; Kubernetes wants a *structural* OpenAPI v3 subset, so the
+// output is rewritten below (see "Specifying a structural schema" in the Kubernetes CRD docs).
+
+type JsonSchema = { [key: string]: unknown };
+
+export interface PrinterColumn {
+  name: string;
+  type: "string" | "integer" | "number" | "boolean" | "date";
+  jsonPath: string;
+  description: string;
+  priority?: number;
+}
+
+export interface KindDefinition {
+  kind: string;
+  plural: string;
+  singular: string;
+  shortNames: string[];
+  spec: z.ZodType;
+  status: z.ZodType;
+  whole: z.ZodType;
+  printerColumns: PrinterColumn[];
+}
+
+const condition = (type: string): PrinterColumn => ({
+  name: type.toUpperCase(),
+  type: "string",
+  jsonPath: `.status.conditions[?(@.type=="${type}")].status`,
+  description: `The ${type} condition's status.`,
+});
+const age: PrinterColumn = { name: "AGE", type: "date", jsonPath: ".metadata.creationTimestamp", description: "Age." };
+
+export const kinds: KindDefinition[] = [
+  {
+    kind: "Project",
+    plural: "projects",
+    singular: "project",
+    shortNames: ["mdsproject"],
+    spec: ProjectSpec,
+    status: ProjectStatus,
+    whole: Project,
+    printerColumns: [
+      condition("Ready"),
+      condition("Synced"),
+      { name: "REGION", type: "string", jsonPath: ".status.defaultRegion", description: "Default region." },
+      { name: "ID", type: "string", jsonPath: ".status.id", description: "Remote project id." },
+      { name: "SECRET", type: "string", jsonPath: ".status.secretName", description: "Default database's Secret.", priority: 1 },
+      age,
+    ],
+  },
+  {
+    kind: "Database",
+    plural: "databases",
+    singular: "database",
+    shortNames: ["mdsdb"],
+    spec: DatabaseSpec,
+    status: DatabaseStatus,
+    whole: Database,
+    printerColumns: [
+      condition("Ready"),
+      condition("Synced"),
+      { name: "STATUS", type: "string", jsonPath: ".status.remoteStatus", description: "Remote status." },
+      { name: "SECRET", type: "string", jsonPath: ".status.secretName", description: "Connection Secret." },
+      { name: "ID", type: "string", jsonPath: ".status.id", description: "Remote database id." },
+      { name: "PROJECT", type: "string", jsonPath: ".status.projectId", description: "Remote project id.", priority: 1 },
+      { name: "REGION", type: "string", jsonPath: ".status.region", description: "Region.", priority: 1 },
+      age,
+    ],
+  },
+  {
+    kind: "DatabaseRestore",
+    plural: "databaserestores",
+    singular: "databaserestore",
+    shortNames: ["mdsrestore"],
+    spec: DatabaseRestoreSpec,
+    status: DatabaseRestoreStatus,
+    whole: DatabaseRestore,
+    printerColumns: [
+      { name: "PHASE", type: "string", jsonPath: ".status.phase", description: "Phase of the restore." },
+      { name: "TARGET", type: "string", jsonPath: ".status.targetDatabaseId", description: "Target database id." },
+      { name: "BACKUP", type: "string", jsonPath: ".status.backupId", description: "Restored backup id." },
+      { name: "COMPLETED", type: "date", jsonPath: ".status.completedAt", description: "When it ended." },
+      { name: "REASON", type: "string", jsonPath: ".status.reason", description: "Reason of the phase.", priority: 1 },
+      age,
+    ],
+  },
+];
+
+const maxSafe = Number.MAX_SAFE_INTEGER;
+
+// Rewrites one node (and its children) into the structural subset Kubernetes accepts.
+function toStructural(node: JsonSchema): JsonSchema {
+  const out: JsonSchema = {};
+  for (const [key, value] of Object.entries(node)) {
+    switch (key) {
+      case "$schema":
+      case "propertyNames": // unsupported; keys are checked by zod in the operator instead
+        continue;
+      case "additionalProperties":
+        // `false` is the default for structural schemas (unknown fields are pruned) and may not sit beside properties.
+        if (value === false) continue;
+        out[key] = toStructural(value as JsonSchema);
+        continue;
+      case "properties":
+        out[key] = Object.fromEntries(
+          Object.entries(value as Record<string, JsonSchema>).map(([k, v]) => [k, toStructural(v)]),
+        );
+        continue;
+      case "items":
+        out[key] = toStructural(value as JsonSchema);
+        continue;
+      case "const":
+        out.enum = [value];
+        continue;
+      case "minimum":
+        if (value === -maxSafe) continue;
+        out[key] = value;
+        continue;
+      case "maximum":
+        if (value === maxSafe) continue;
+        out[key] = value;
+        continue;
+      default:
+        out[key] = value;
+    }
+  }
+  // RFC 3339 timestamps: the apiserver checks `format: date-time`; zod's long regex adds nothing but noise.
+  if (out.format === "date-time") delete out.pattern;
+  // A union of string enums (region: Region | "inherit") becomes one string enum: structural schemas forbid
+  // types inside anyOf.
+  if (Array.isArray(out.anyOf)) {
+    const branches = out.anyOf as JsonSchema[];
+    if (branches.every((b) => b.type === "string" && (Array.isArray(b.enum) || "const" in b))) {
+      const values = branches.flatMap((b) => (Array.isArray(b.enum) ? (b.enum as unknown[]) : [b.const]));
+      delete out.anyOf;
+      out.type = "string";
+      out.enum = [...new Set([...((out.enum as unknown[] | undefined) ?? []), ...values])];
+    } else {
+      throw new Error(`cannot generate CRD: a union that is not a string enum is not structural: ${JSON.stringify(out)}`);
+    }
+  }
+  if (out.type === "object" && out.properties === undefined && out.additionalProperties === undefined) {
+    throw new Error(`cannot generate CRD: an object without properties would be pruned: ${JSON.stringify(out)}`);
+  }
+  return out;
+}
+
+export function openApiSchemaOf(schema: z.ZodType): JsonSchema {
+  const json = z.toJSONSchema(schema, { io: "input", target: "openapi-3.0", unrepresentable: "throw" }) as JsonSchema;
+  return toStructural(json);
+}
+
+export function crdOf(def: KindDefinition): JsonSchema {
+  const wholeDescription = def.whole.description ?? def.kind;
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: {
+      name: `${def.plural}.${group}`,
+      labels: { "app.kubernetes.io/name": "mds-operator", "app.kubernetes.io/part-of": "mds" },
+    },
+    spec: {
+      group,
+      names: {
+        kind: def.kind,
+        listKind: `${def.kind}List`,
+        plural: def.plural,
+        singular: def.singular,
+        shortNames: def.shortNames,
+        categories: ["mds"],
+      },
+      scope: "Namespaced",
+      versions: [
+        {
+          name: version,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: def.printerColumns,
+          schema: {
+            openAPIV3Schema: {
+              type: "object",
+              description: wholeDescription,
+              properties: {
+                apiVersion: {
+                  type: "string",
+                  description: "APIVersion defines the versioned schema of this representation of an object.",
+                },
+                kind: { type: "string", description: "Kind is a string value representing the REST resource." },
+                metadata: { type: "object" },
+                spec: openApiSchemaOf(def.spec),
+                status: openApiSchemaOf(def.status),
+              },
+              required: ["spec"],
+            },
+          },
+        },
+      ],
+    },
+  };
+}
+
+export const crdHeader = "# Generated by `npm run crds` from src/resources/*/schema.ts. Do not edit by hand.\n";
+
+export function crdFileName(def: KindDefinition): string {
+  return `${group}_${def.plural}.yaml`;
+}
+
+// file name → YAML text, in a stable order.
+export function renderCrdFiles(): Map<string, string> {
+  return new Map(kinds.map((def) => [crdFileName(def), crdHeader + stringify(crdOf(def), { lineWidth: 0 })]));
+}
+
+// All CRDs as one multi-document YAML stream, for `kubectl apply -f -`.
+export function renderCrdBundle(): string {
+  return [...renderCrdFiles().values()].join("---\n");
+}
