@@ -1,0 +1,175 @@
+import { HttpMethod, RequestContext, type KubeConfig } from "@kubernetes/client-node";
+import { fetch } from "undici";
+import { KubeError, kubeErrorFor } from "./errors.ts";
+import { pathOf, stripObject, type KubeObject, type ObjectList, type ResourceType } from "./types.ts";
+
+export interface ListOptions {
+  namespace?: string | undefined;
+  labelSelector?: string | undefined;
+  limit?: number | undefined;
+  continue?: string | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+export interface DeleteOptions {
+  /** Refuse the delete unless the object still has this uid (a re-created object is not deleted by mistake). */
+  uid?: string;
+  propagationPolicy?: "Background" | "Foreground" | "Orphan";
+}
+
+/**
+ * The operator's whole Kubernetes surface. Every write that should not clobber a newer object carries the
+ * resourceVersion it was computed from (in the body or the merge patch) so the server answers 409.
+ */
+export interface KubeClient {
+  get<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string): Promise<T | undefined>;
+  list<T extends KubeObject>(type: ResourceType, options?: ListOptions): Promise<ObjectList<T>>;
+  create<T extends KubeObject>(type: ResourceType, obj: T): Promise<T>;
+  replace<T extends KubeObject>(type: ResourceType, obj: T): Promise<T>;
+  /** JSON merge patch (RFC 7386) of the main resource. */
+  patch<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string, patch: object): Promise<T>;
+  /** JSON merge patch of the status subresource. */
+  patchStatus<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string, patch: object): Promise<T>;
+  /** Resolves whether or not the object existed. */
+  delete(type: ResourceType, namespace: string | undefined, name: string, options?: DeleteOptions): Promise<void>;
+}
+
+export interface KubeClientOptions {
+  /** Timeout of one request, so a hung apiserver cannot wedge a worker. */
+  timeoutMs?: number;
+  fieldManager?: string;
+}
+
+type Method = (typeof HttpMethod)[keyof typeof HttpMethod];
+
+/** A thin client over client-node's configuration and auth (kubeconfig or in-cluster), speaking plain JSON. */
+export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOptions = {}): KubeClient {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const fieldManager = options.fieldManager ?? "mds-operator";
+
+  async function request(
+    what: string,
+    method: Method,
+    path: string,
+    query: Record<string, string | undefined>,
+    body?: unknown,
+    contentType = "application/json",
+    signal?: AbortSignal,
+  ): Promise<unknown> {
+    const cluster = kubeConfig.getCurrentCluster();
+    if (!cluster) throw new KubeError(`${what}: no current cluster in the kubeconfig`, { code: "config" });
+    const url = new URL(cluster.server.replace(/\/$/, "") + path);
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
+    const ctx = new RequestContext(url.toString(), method);
+    await kubeConfig.applySecurityAuthentication(ctx);
+    const headers = ctx.getHeaders();
+    headers["accept"] = "application/json";
+    if (body !== undefined) headers["content-type"] = contentType;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    let response;
+    try {
+      const dispatcher = ctx.getDispatcher();
+      response = await fetch(url, {
+        method,
+        headers,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        ...(dispatcher === undefined ? {} : { dispatcher }),
+        signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
+      });
+    } catch (err) {
+      // The cause of a network error names host and port only; headers never reach it.
+      throw new KubeError(`${what}: ${(err as Error).message}`, { code: "network_error", cause: err });
+    }
+    const text = await response.text();
+    let parsed: unknown = undefined;
+    if (text !== "") {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+    }
+    if (response.status >= 400) throw kubeErrorFor(what, response.status, parsed);
+    return parsed;
+  }
+
+  const describe = (verb: string, type: ResourceType, namespace: string | undefined, name?: string) =>
+    `cannot ${verb} ${type.kind}${name === undefined ? "" : ` "${namespace === undefined ? "" : `${namespace}/`}${name}"`}`;
+
+  return {
+    async get<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string) {
+      try {
+        return stripObject((await request(describe("get", type, namespace, name), HttpMethod.GET, pathOf(type, namespace, name), {})) as T);
+      } catch (err) {
+        if (err instanceof KubeError && err.status === 404) return undefined;
+        throw err;
+      }
+    },
+    async list<T extends KubeObject>(type: ResourceType, o: ListOptions = {}) {
+      const list = (await request(
+        describe("list", type, o.namespace),
+        HttpMethod.GET,
+        pathOf(type, o.namespace),
+        {
+          labelSelector: o.labelSelector,
+          limit: o.limit === undefined ? undefined : String(o.limit),
+          continue: o.continue,
+        },
+        undefined,
+        undefined,
+        o.signal,
+      )) as ObjectList<T>;
+      list.items = (list.items ?? []).map((item) => stripObject(item));
+      list.metadata = list.metadata ?? {};
+      return list;
+    },
+    async create<T extends KubeObject>(type: ResourceType, obj: T) {
+      const ns = obj.metadata.namespace;
+      return stripObject(
+        (await request(describe("create", type, ns, obj.metadata.name), HttpMethod.POST, pathOf(type, ns), { fieldManager }, obj)) as T,
+      );
+    },
+    async replace<T extends KubeObject>(type: ResourceType, obj: T) {
+      const ns = obj.metadata.namespace;
+      const name = obj.metadata.name;
+      return stripObject(
+        (await request(describe("update", type, ns, name), HttpMethod.PUT, pathOf(type, ns, name), { fieldManager }, obj)) as T,
+      );
+    },
+    async patch<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string, patch: object) {
+      return stripObject(
+        (await request(
+          describe("patch", type, namespace, name),
+          HttpMethod.PATCH,
+          pathOf(type, namespace, name),
+          { fieldManager },
+          patch,
+          "application/merge-patch+json",
+        )) as T,
+      );
+    },
+    async patchStatus<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string, patch: object) {
+      return stripObject(
+        (await request(
+          describe("update status of", type, namespace, name),
+          HttpMethod.PATCH,
+          pathOf(type, namespace, name, "status"),
+          { fieldManager },
+          patch,
+          "application/merge-patch+json",
+        )) as T,
+      );
+    },
+    async delete(type: ResourceType, namespace: string | undefined, name: string, o: DeleteOptions = {}) {
+      const body: Record<string, unknown> = { kind: "DeleteOptions", apiVersion: "v1" };
+      if (o.uid !== undefined) body["preconditions"] = { uid: o.uid };
+      if (o.propagationPolicy !== undefined) body["propagationPolicy"] = o.propagationPolicy;
+      try {
+        await request(describe("delete", type, namespace, name), HttpMethod.DELETE, pathOf(type, namespace, name), {}, body);
+      } catch (err) {
+        if (err instanceof KubeError && err.status === 404) return;
+        throw err;
+      }
+    },
+  };
+}

@@ -1,0 +1,4 @@
+export * from "./types.ts";
+export * from "./errors.ts";
+export * from "./client.ts";
+export * from "./informer.ts";

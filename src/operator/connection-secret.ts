@@ -1,0 +1,199 @@
+import { createHash } from "node:crypto";
+import type { OwnerReference, Secret } from "../kube/types.ts";
+import type { ConnectionSecret } from "../resources/common.ts";
+
+// The connection Secret: fixed keys, optional template keys from fixed variables, labels naming the remote ids,
+// a hash of the data so pods can roll on change. Pure functions; the loop decides when to write.
+
+export const labels = {
+  managedBy: "app.kubernetes.io/managed-by",
+  projectId: "mds.dev/project-id",
+  databaseId: "mds.dev/database-id",
+  connectionId: "mds.dev/connection-id",
+} as const;
+export const managedByValue = "mds-operator";
+export const managedSecretSelector = `${labels.managedBy}=${managedByValue}`;
+export const annotations = {
+  dataHash: "mds.dev/data-hash",
+  credentialsHash: "mds.dev/credentials-hash",
+  restores: "mds.dev/restores",
+  externalId: "mds.dev/external-id",
+} as const;
+
+export interface Endpoint {
+  host: string;
+  port: number;
+}
+
+/** Everything needed to connect; lives only in memory and in the Secret. */
+export interface ConnectionCredentials {
+  connectionId: string;
+  connectionName: string;
+  user: string;
+  password: string;
+  database: string;
+  sslmode: string;
+  direct: Endpoint;
+  pooled?: Endpoint | undefined;
+}
+
+/** Parses a postgresql:// URL of a creation response into its parts. */
+export function parseConnectionString(url: string): { user: string; password: string; host: string; port: number; database: string; sslmode: string } {
+  const u = new URL(url);
+  return {
+    user: decodeURIComponent(u.username),
+    password: decodeURIComponent(u.password),
+    host: u.hostname,
+    port: u.port === "" ? 5432 : Number(u.port),
+    database: decodeURIComponent(u.pathname.replace(/^\//, "")),
+    sslmode: u.searchParams.get("sslmode") ?? "prefer",
+  };
+}
+
+export function connectionUrl(c: ConnectionCredentials, endpoint: Endpoint): string {
+  const enc = encodeURIComponent;
+  return `postgresql://${enc(c.user)}:${enc(c.password)}@${endpoint.host}:${endpoint.port}/${enc(c.database)}?sslmode=${enc(c.sslmode)}`;
+}
+
+export function secretData(c: ConnectionCredentials, spec: ConnectionSecret | undefined): Record<string, string> {
+  const directUrl = connectionUrl(c, c.direct);
+  const pooledUrl = connectionUrl(c, c.pooled ?? c.direct);
+  const endpoint = spec?.endpoint ?? "pooled";
+  const vars: Record<string, string> = {
+    host: c.direct.host,
+    port: String(c.direct.port),
+    user: c.user,
+    password: c.password,
+    database: c.database,
+    directUrl,
+    pooledUrl,
+  };
+  const data: Record<string, string> = {};
+  for (const [key, template] of Object.entries(spec?.template ?? {})) {
+    data[key] = template.replace(/\{\{ *([a-zA-Z]+) *\}\}/g, (_m, v: string) => vars[v] ?? "");
+  }
+  // The fixed keys win over template keys of the same name.
+  Object.assign(data, {
+    DATABASE_URL: endpoint === "direct" ? directUrl : pooledUrl,
+    DIRECT_URL: directUrl,
+    PGHOST: c.direct.host,
+    PGPORT: String(c.direct.port),
+    PGUSER: c.user,
+    PGPASSWORD: c.password,
+    PGDATABASE: c.database,
+    PGSSLMODE: c.sslmode,
+  });
+  return data;
+}
+
+export function hashData(data: Record<string, string>): string {
+  const h = createHash("sha256");
+  for (const key of Object.keys(data).sort()) h.update(`${key}\u0000${data[key]}\u0000`);
+  return h.digest("hex");
+}
+
+export function credentialsHash(connectionId: string, user: string, password: string): string {
+  return createHash("sha256").update(`${connectionId}\u0000${user}\u0000${password}`).digest("hex");
+}
+
+export function decodeData(secret: Secret): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(secret.data ?? {})) out[k] = Buffer.from(v, "base64").toString("utf8");
+  return out;
+}
+
+export function encodeData(data: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(data)) out[k] = Buffer.from(v, "utf8").toString("base64");
+  return out;
+}
+
+/**
+ * The credentials the operator itself wrote into this Secret, if they are intact: the credentials hash
+ * annotation proves PGUSER/PGPASSWORD are what the operator put there, so an edit of other keys can be undone
+ * without minting new credentials.
+ */
+export function credentialsFromSecret(secret: Secret, endpoints: { direct: Endpoint; pooled?: Endpoint | undefined }): ConnectionCredentials | undefined {
+  const data = decodeData(secret);
+  const connectionId = secret.metadata.labels?.[labels.connectionId];
+  const user = data["PGUSER"];
+  const password = data["PGPASSWORD"];
+  const database = data["PGDATABASE"];
+  if (connectionId === undefined || user === undefined || password === undefined || database === undefined) return undefined;
+  if (secret.metadata.annotations?.[annotations.credentialsHash] !== credentialsHash(connectionId, user, password)) return undefined;
+  return {
+    connectionId,
+    connectionName: "",
+    user,
+    password,
+    database,
+    sslmode: data["PGSSLMODE"] ?? "prefer",
+    direct: endpoints.direct,
+    pooled: endpoints.pooled,
+  };
+}
+
+export interface SecretInput {
+  namespace: string;
+  name: string;
+  credentials: ConnectionCredentials;
+  spec: ConnectionSecret | undefined;
+  projectId: string | undefined;
+  databaseId: string;
+  owner: OwnerReference | undefined;
+  /** Annotations to carry over from the Secret being replaced (the restore ledger). */
+  keep?: Record<string, string> | undefined;
+}
+
+export function buildSecret(input: SecretInput): Secret {
+  const data = secretData(input.credentials, input.spec);
+  const c = input.credentials;
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    type: "Opaque",
+    metadata: {
+      name: input.name,
+      namespace: input.namespace,
+      labels: {
+        ...(input.spec?.labels ?? {}),
+        [labels.managedBy]: managedByValue,
+        [labels.databaseId]: input.databaseId,
+        [labels.connectionId]: c.connectionId,
+        ...(input.projectId === undefined ? {} : { [labels.projectId]: input.projectId }),
+      },
+      annotations: {
+        ...(input.spec?.annotations ?? {}),
+        ...(input.keep ?? {}),
+        [annotations.dataHash]: hashData(data),
+        [annotations.credentialsHash]: credentialsHash(c.connectionId, c.user, c.password),
+      },
+      ...(input.owner === undefined ? {} : { ownerReferences: [input.owner] }),
+    },
+    data: encodeData(data),
+  };
+}
+
+/** Whether the Secret in the cluster already is what `desired` describes (ignoring what others may add). */
+export function secretUpToDate(current: Secret, desired: Secret): boolean {
+  const cm = current.metadata;
+  const dm = desired.metadata;
+  const sameMap = (a: Record<string, string> | undefined, b: Record<string, string> | undefined) =>
+    Object.entries(b ?? {}).every(([k, v]) => a?.[k] === v);
+  const sameData =
+    Object.keys(current.data ?? {}).length === Object.keys(desired.data ?? {}).length && sameMap(current.data, desired.data);
+  const owners = (o: OwnerReference[] | undefined) => (o ?? []).map((r) => r.uid).join(",");
+  return sameData && sameMap(cm.labels, dm.labels) && sameMap(cm.annotations, dm.annotations) && owners(cm.ownerReferences) === owners(dm.ownerReferences);
+}
+
+/** The restore ledger on a Secret: the idempotency keys applied to its database. */
+export function restoreKeysOf(secret: Secret | undefined): string[] {
+  const raw = secret?.metadata.annotations?.[annotations.restores];
+  if (raw === undefined) return [];
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    return Array.isArray(parsed) ? parsed.filter((k): k is string => typeof k === "string") : [];
+  } catch {
+    return [];
+  }
+}

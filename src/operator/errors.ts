@@ -1,0 +1,81 @@
+import type { ConditionReason } from "../resources/conditions.ts";
+import { KubeConflictError } from "../kube/errors.ts";
+
+/** An error that carries the condition reason it should be reported under. */
+export class ReconcileError extends Error {
+  readonly reason: ConditionReason;
+  constructor(reason: ConditionReason, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "ReconcileError";
+    this.reason = reason;
+  }
+}
+
+/** What retrying cannot fix: reported, then left alone until the spec (generation) changes. */
+export class TerminalError extends ReconcileError {
+  constructor(reason: ConditionReason, message: string, options?: { cause?: unknown }) {
+    super(reason, message, options);
+    this.name = "TerminalError";
+  }
+}
+
+/** How an error is reported and retried; decided here and nowhere else. */
+export interface ErrorClass {
+  reason: ConditionReason;
+  terminal: boolean;
+  /** Kubernetes 409: requeue at once, silently (no condition, no event). */
+  conflict: boolean;
+  /** A wait the service asked for (Retry-After), if any. */
+  retryAfterMs?: number;
+}
+
+function apiCodeOf(err: unknown): { code: string; status?: number; retryAfterMs?: number } | undefined {
+  if (typeof err !== "object" || err === null) return undefined;
+  const e = err as { code?: unknown; status?: unknown; retryAfterMs?: unknown };
+  if (typeof e.code !== "string") return undefined;
+  return {
+    code: e.code,
+    ...(typeof e.status === "number" ? { status: e.status } : {}),
+    ...(typeof e.retryAfterMs === "number" ? { retryAfterMs: e.retryAfterMs } : {}),
+  };
+}
+
+export function classifyError(err: unknown): ErrorClass {
+  if (err instanceof KubeConflictError) return { reason: "ReconcileError", terminal: false, conflict: true };
+  if (err instanceof TerminalError) return { reason: err.reason, terminal: true, conflict: false };
+  if (err instanceof ReconcileError) return { reason: err.reason, terminal: false, conflict: false };
+  const api = apiCodeOf(err);
+  if (api !== undefined && !(err instanceof Error && err.name.startsWith("Kube"))) {
+    switch (api.code) {
+      case "unauthorized":
+      case "forbidden":
+        return { reason: "CredentialsInvalid", terminal: false, conflict: false };
+      case "rate_limited":
+        return {
+          reason: "RateLimited",
+          terminal: false,
+          conflict: false,
+          ...(api.retryAfterMs === undefined ? {} : { retryAfterMs: api.retryAfterMs }),
+        };
+      case "invalid_request":
+      case "unprocessable":
+      case "region_unavailable":
+        return { reason: "InvalidSpec", terminal: true, conflict: false };
+      case "conflict":
+        return { reason: "Conflict", terminal: false, conflict: false };
+      case "unavailable":
+      case "internal_error":
+      case "timeout":
+      case "network_error":
+        return { reason: "ApiUnavailable", terminal: false, conflict: false };
+    }
+  }
+  return { reason: "ReconcileError", terminal: false, conflict: false };
+}
+
+/** A message fit for a condition or an Event: one line, bounded, no stack. */
+export function messageOf(err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err);
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length > 1000 ? `${line.slice(0, 997)}...` : line;
+}

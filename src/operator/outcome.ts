@@ -1,0 +1,44 @@
+import { classifyError } from "./errors.ts";
+import type { WorkQueue } from "./work-queue.ts";
+
+// The result of one reconcile, as plain data. `applyOutcome` is the one place that turns it into a requeue.
+export type Outcome =
+  | { type: "done" }
+  | { type: "requeueAfter"; ms: number }
+  | { type: "error"; error: unknown };
+
+export const done = (): Outcome => ({ type: "done" });
+export const requeueAfter = (ms: number): Outcome => ({ type: "requeueAfter", ms });
+export const failed = (error: unknown): Outcome => ({ type: "error", error });
+
+/**
+ * - success: reset the key's backoff; requeue after the poll interval (or not at all);
+ * - Kubernetes 409: requeue at once, silently;
+ * - terminal error (invalid spec): no retry; the next spec change enqueues the key again;
+ * - other errors: per-key exponential backoff with jitter (1 s → 5 min), or the service's Retry-After if longer.
+ */
+export function applyOutcome(queue: WorkQueue, key: string, outcome: Outcome): void {
+  switch (outcome.type) {
+    case "done":
+      queue.forget(key);
+      return;
+    case "requeueAfter":
+      queue.forget(key);
+      queue.addAfter(key, outcome.ms);
+      return;
+    case "error": {
+      const c = classifyError(outcome.error);
+      if (c.conflict) {
+        queue.add(key);
+        return;
+      }
+      if (c.terminal) {
+        queue.forget(key);
+        return;
+      }
+      const delay = queue.addRateLimited(key);
+      if (c.retryAfterMs !== undefined && c.retryAfterMs > delay) queue.addAfter(key, c.retryAfterMs);
+      return;
+    }
+  }
+}
