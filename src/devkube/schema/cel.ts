@@ -1,0 +1,151 @@
+// CEL for x-kubernetes-validations on top of @marcbachmann/cel-js: `self`/`oldSelf` bindings, the
+// Kubernetes list/string library functions the engine lacks, and values typed from the schema
+// (schema integers become CEL int = bigint, so `self.size + 1 == 4` works as on a real cluster).
+import { Environment } from "@marcbachmann/cel-js";
+import type { Node } from "./types.ts";
+import { isObject } from "./types.ts";
+
+export interface CelProgram {
+  evaluate(vars: Record<string, unknown>): unknown;
+  /** whether the expression references oldSelf (a transition rule) */
+  usesOldSelf: boolean;
+}
+
+function compareCel(a: unknown, b: unknown): number {
+  if (typeof a === "string" && typeof b === "string") return a < b ? -1 : a > b ? 1 : 0;
+  if ((typeof a === "bigint" || typeof a === "number") && (typeof b === "bigint" || typeof b === "number")) {
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+  if (typeof a === "boolean" && typeof b === "boolean") return Number(a) - Number(b);
+  throw new Error("no such overload");
+}
+
+function buildEnvironment(): Environment {
+  const env = new Environment({ unlistedVariablesAreDyn: false, homogeneousAggregateLiterals: false, enableOptionalTypes: true });
+  env.registerVariable("self", "dyn");
+  env.registerVariable("oldSelf", "dyn");
+  // Kubernetes CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go)
+  env.registerFunction("list.isSorted(): bool", (l: unknown[]) => l.every((v, i) => i === 0 || compareCel(l[i - 1], v) <= 0));
+  env.registerFunction("list.sum(): dyn", (l: unknown[]) => {
+    if (l.length === 0) return 0n;
+    if (l.every((v) => typeof v === "bigint")) return (l as bigint[]).reduce((a, b) => a + b, 0n);
+    return (l as number[]).reduce((a, b) => a + Number(b), 0);
+  });
+  const pick = (l: unknown[], sign: number): unknown => {
+    if (l.length === 0) throw new Error("min/max called on empty list");
+    return l.reduce((a, b) => (compareCel(b, a) * sign < 0 ? b : a));
+  };
+  env.registerFunction("list.min(): dyn", (l: unknown[]) => pick(l, 1));
+  env.registerFunction("list.max(): dyn", (l: unknown[]) => pick(l, -1));
+  env.registerFunction("list.indexOf(dyn): int", (l: unknown[], v: unknown) => BigInt(l.findIndex((x) => celEqual(x, v))));
+  env.registerFunction("list.lastIndexOf(dyn): int", (l: unknown[], v: unknown) => {
+    for (let i = l.length - 1; i >= 0; i--) if (celEqual(l[i], v)) return BigInt(i);
+    return -1n;
+  });
+  // Kubernetes CEL string library extras (cel-go ext strings) the engine does not ship
+  env.registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) => s.split(a).join(b));
+  env.registerFunction("string.replace(string, string, int): string", (s: string, a: string, b: string, n: bigint) => {
+    let out = s;
+    let count = 0n;
+    let from = 0;
+    while (n < 0n || count < n) {
+      const i = out.indexOf(a, from);
+      if (i < 0) break;
+      out = out.slice(0, i) + b + out.slice(i + a.length);
+      from = i + b.length + (a.length === 0 ? 1 : 0);
+      count++;
+    }
+    return out;
+  });
+  env.registerFunction("string.reverse(): string", (s: string) => [...s].reverse().join(""));
+  return env;
+}
+
+function celEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if ((typeof a === "bigint" || typeof a === "number") && (typeof b === "bigint" || typeof b === "number")) return Number(a) === Number(b);
+  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((v, i) => celEqual(v, b[i]));
+  if (isObject(a) && isObject(b)) {
+    const ka = Object.keys(a);
+    return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && celEqual(a[k], b[k]));
+  }
+  return false;
+}
+
+let shared: Environment | undefined;
+function environment(): Environment {
+  shared ??= buildEnvironment();
+  return shared;
+}
+
+function firstLine(message: string): string {
+  return (message.split("\n")[0] ?? message).trim();
+}
+
+function referencesOldSelf(ast: unknown): boolean {
+  if (!Array.isArray(ast)) return false;
+  if (ast[0] === "id" && ast[1] === "oldSelf") return true;
+  return ast.some((part) => (Array.isArray(part) ? referencesOldSelf(part) : false));
+}
+
+/** Compiles one expression; throws an Error whose message reads like kube's "compilation failed: ..." detail. */
+export function compileCel(expression: string, expect: "bool" | "string"): CelProgram {
+  const env = environment();
+  let parsed: ReturnType<Environment["parse"]>;
+  try {
+    parsed = env.parse(expression);
+  } catch (err) {
+    throw new Error(`compilation failed: ERROR: <input>: Syntax error: ${firstLine((err as Error).message)}`, { cause: err });
+  }
+  const checked = parsed.check();
+  if (!checked.valid) {
+    throw new Error(`compilation failed: ERROR: <input>: ${firstLine(checked.error?.message ?? "type error")}`);
+  }
+  if (checked.type !== expect && checked.type !== "dyn") {
+    throw new Error(expect === "bool" ? "cel expression must evaluate to a bool" : "messageExpression must evaluate to a string");
+  }
+  const usesOldSelf = referencesOldSelf(parsed.ast.toOldStructure());
+  return {
+    usesOldSelf,
+    evaluate: (vars) => parsed(vars),
+  };
+}
+
+/**
+ * Converts a decoded JSON value to a CEL value typed by its schema: integers as bigint, objects and
+ * lists recursively. Unknown (preserved) content follows JSON: integral numbers become int.
+ * At the resource root only metadata.name/generateName are visible, as in Kubernetes.
+ */
+export function toCel(value: unknown, node: Node | undefined, isRoot = false): unknown {
+  if (value === null || value === undefined) return null;
+  if (typeof value === "number") {
+    if (node?.type === "number") return value;
+    if (node?.type === "integer" || node?.intOrString || node === undefined || node.preserveUnknownFields) {
+      return Number.isInteger(value) ? BigInt(value) : value;
+    }
+    return value;
+  }
+  if (Array.isArray(value)) return value.map((v) => toCel(v, node?.items));
+  if (isObject(value)) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      if ((isRoot || node?.embeddedResource === true) && k === "metadata" && isObject(v)) {
+        const meta: Record<string, unknown> = {};
+        if (typeof v["name"] === "string") meta["name"] = v["name"];
+        if (typeof v["generateName"] === "string") meta["generateName"] = v["generateName"];
+        out[k] = meta;
+        continue;
+      }
+      const prop = node?.properties?.[k];
+      const sub = prop ?? (node?.additionalProperties !== true ? node?.additionalProperties : undefined);
+      out[k] = toCel(v, sub);
+    }
+    return out;
+  }
+  return value;
+}
+
+/** CEL values back to printable JSON-ish values (for messageExpression results). */
+export function celToString(v: unknown): string {
+  return typeof v === "string" ? v : String(v);
+}
