@@ -246,7 +246,8 @@ function evaluateRules(value: unknown, node: Node, path: string, old: Old, uncha
 export function validateObject(obj: JsonObject, root: Node, oldObj?: JsonObject): FieldError[] {
   const ctx: Ctx = { schema: [], cel: [] };
   walk(obj, root, "", oldObj === undefined ? undefined : { value: oldObj }, ctx, true);
-  return [...ctx.schema, ...ctx.cel];
+  // kube-apiserver validates with a nil root path, which field.Path prints as "<nil>"
+  return [...ctx.schema, ...ctx.cel].map((e) => (e.field === "" ? { ...e, field: "<nil>" } : e));
 }
 
 /** Validates a schema default against its own node (CRD creation). */

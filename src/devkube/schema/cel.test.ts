@@ -1,0 +1,123 @@
+import { describe, expect, it } from "vitest";
+import { SchemaError, compileSchema, formatFieldError, invalidStatus } from "./index.ts";
+
+// The rules the mds operator's CRDs use, plus Kubernetes library functions.
+const schema = compileSchema({
+  type: "object",
+  properties: {
+    spec: {
+      type: "object",
+      "x-kubernetes-validations": [
+        { rule: "has(self.projectRef) != has(self.projectId)", message: "exactly one of projectRef or projectId must be set" },
+        { rule: "!has(oldSelf.externalId) || self.externalId == oldSelf.externalId", message: "externalId is immutable once set" },
+      ],
+      properties: {
+        projectRef: { type: "string" },
+        projectId: { type: "string" },
+        externalId: { type: "string" },
+        region: { type: "string", "x-kubernetes-validations": [{ rule: "self == oldSelf", message: "region is immutable" }] },
+        size: { type: "integer", "x-kubernetes-validations": [{ rule: "self + 1 <= 10", messageExpression: "'size ' + string(self) + ' is too large'" }] },
+        tags: { type: "array", items: { type: "string" }, "x-kubernetes-validations": [{ rule: "self.isSorted()", message: "tags must be sorted", reason: "FieldValueForbidden" }] },
+        name: {
+          type: "string",
+          "x-kubernetes-validations": [
+            { rule: "self.lowerAscii() == self", message: "must be lower case" },
+            { rule: "self.matches('^[a-z]')" },
+          ],
+        },
+        limits: {
+          type: "object",
+          properties: { min: { type: "integer" }, max: { type: "integer" } },
+          "x-kubernetes-validations": [{ rule: "self.min <= self.max", message: "min must not exceed max", fieldPath: ".min" }],
+        },
+      },
+    },
+  },
+});
+
+const base = { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "d" } };
+const obj = (spec: Record<string, unknown>): Record<string, unknown> => ({ ...base, spec: { projectId: "p", ...spec } });
+const fmt = (errs: ReturnType<typeof schema.validate>): string[] => errs.map(formatFieldError);
+
+describe("x-kubernetes-validations", () => {
+  const createCases: [string, Record<string, unknown>, string[]][] = [
+    ["valid", obj({ region: "eu", size: 3, tags: ["a", "b"], name: "abc", limits: { min: 1, max: 2 } }), []],
+    ["exactly one of (none)", { ...base, spec: {} }, ['spec: Invalid value: "object": exactly one of projectRef or projectId must be set']],
+    ["exactly one of (both)", obj({ projectRef: "r" }), ['spec: Invalid value: "object": exactly one of projectRef or projectId must be set']],
+    ["integers are CEL int + messageExpression", obj({ size: 10 }), ['spec.size: Invalid value: "integer": size 10 is too large']],
+    ["isSorted with reason Forbidden", obj({ tags: ["b", "a"] }), ["spec.tags: Forbidden: tags must be sorted"]],
+    ["default message", obj({ name: "1a" }), ['spec.name: Invalid value: "string": failed rule: self.matches(\'^[a-z]\')']],
+    ["lowerAscii", obj({ name: "aB" }), ['spec.name: Invalid value: "string": must be lower case']],
+    ["fieldPath", obj({ limits: { min: 3, max: 2 } }), ['spec.limits.min: Invalid value: "object": min must not exceed max']],
+    ["missing key is a runtime error", obj({ limits: { min: 3 } }), ['spec.limits.min: Invalid value: "object": no such key: max evaluating rule: self.min <= self.max']],
+  ];
+  it.each(createCases)("create: %s", (_n, o, want) => {
+    expect(fmt(schema.validate(o))).toEqual(want);
+  });
+
+  it("skips transition rules on create and when the old value is absent", () => {
+    expect(fmt(schema.validate(obj({ region: "eu", externalId: "x" })))).toEqual([]);
+    expect(fmt(schema.validate(obj({ region: "eu" }), obj({})))).toEqual([]);
+  });
+
+  it("evaluates transition rules with oldSelf on update", () => {
+    expect(fmt(schema.validate(obj({ region: "us" }), obj({ region: "eu" })))).toEqual(['spec.region: Invalid value: "string": region is immutable']);
+    expect(fmt(schema.validate(obj({ region: "eu" }), obj({ region: "eu" })))).toEqual([]);
+    expect(fmt(schema.validate(obj({ externalId: "b" }), obj({ externalId: "a" })))).toEqual(['spec: Invalid value: "object": externalId is immutable once set']);
+    expect(fmt(schema.validate(obj({ externalId: "a" }), obj({})))).toEqual([]);
+  });
+
+  it("ratchets non-transition rules on unchanged values", () => {
+    const old = obj({ tags: ["b", "a"] });
+    expect(fmt(schema.validate(obj({ tags: ["b", "a"], region: "eu" }), old))).toEqual([]);
+  });
+
+  it("invalidStatus renders the 422 like kube-apiserver", () => {
+    const errs = schema.validate(obj({ region: "us", size: 10 }), obj({ region: "eu", size: 1 }));
+    const status = invalidStatus("Database", "mds.dev", "d", errs);
+    expect(status).toMatchObject({
+      kind: "Status",
+      code: 422,
+      reason: "Invalid",
+      message: 'Database.mds.dev "d" is invalid: [spec.region: Invalid value: "string": region is immutable, spec.size: Invalid value: "integer": size 10 is too large]',
+      details: {
+        name: "d",
+        group: "mds.dev",
+        kind: "Database",
+        causes: [
+          { reason: "FieldValueInvalid", message: 'Invalid value: "string": region is immutable', field: "spec.region" },
+          { reason: "FieldValueInvalid", message: 'Invalid value: "integer": size 10 is too large', field: "spec.size" },
+        ],
+      },
+    });
+    expect(invalidStatus("ConfigMap", "", "c", errs.slice(0, 1))["message"]).toBe('ConfigMap "c" is invalid: spec.region: Invalid value: "string": region is immutable');
+  });
+
+  it("binds self at the root with only metadata.name/generateName", () => {
+    const s = compileSchema({
+      type: "object",
+      "x-kubernetes-validations": [{ rule: "self.metadata.name.startsWith('db-') && !has(self.metadata.labels)", message: "name must start with db-" }],
+      properties: { spec: { type: "object" } },
+    });
+    expect(fmt(s.validate({ metadata: { name: "db-1", labels: { a: "b" } } }))).toEqual([]);
+    expect(fmt(s.validate({ metadata: { name: "x" } }))).toEqual(['<nil>: Invalid value: "object": name must start with db-']);
+  });
+});
+
+describe("CEL compile errors reject the schema", () => {
+  it.each([
+    ["syntax", { rule: "self ==" }, "x-kubernetes-validations[0].rule"],
+    ["unknown function", { rule: "self.nope()" }, "x-kubernetes-validations[0].rule"],
+    ["non-bool", { rule: "'a'" }, "x-kubernetes-validations[0].rule"],
+    ["bad reason", { rule: "true", reason: "Nope" }, "x-kubernetes-validations[0].reason"],
+    ["optionalOldSelf without oldSelf", { rule: "true", optionalOldSelf: true }, "x-kubernetes-validations[0].optionalOldSelf"],
+  ])("%s", (_n, rule, field) => {
+    try {
+      compileSchema({ type: "object", properties: { spec: { type: "object", "x-kubernetes-validations": [rule] } } });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(SchemaError);
+      expect((err as SchemaError).errors.map((e) => e.field)).toEqual([`properties[spec].${field}`]);
+    }
+  });
+});
