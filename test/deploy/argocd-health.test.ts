@@ -1,0 +1,200 @@
+// The Argo CD health checks, run by a real Lua 5.1 interpreter against sample objects whose status is valid
+// against the resource schemas, so the samples are what the operator can actually write.
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { conditionReasons, type ConditionReason } from "../../src/resources/conditions.ts";
+import { DatabaseStatus } from "../../src/resources/database/schema.ts";
+import { ProjectStatus } from "../../src/resources/project/schema.ts";
+import { DatabaseRestoreStatus, RestorePhase } from "../../src/resources/database-restore/schema.ts";
+import { apiVersion } from "../../src/resources/group.ts";
+import { kinds } from "../../src/resources/crd.ts";
+import { argocdCmPath, customizationsDir, readHealthScripts, renderArgocdCm } from "./argocd-cm.ts";
+import { requireLua, runHealthScript } from "./lua.ts";
+import { parse } from "yaml";
+
+const scriptOf = (kind: string) => join(customizationsDir, "mds.dev", kind, "health.lua");
+const T = "2026-01-02T03:04:05Z";
+
+type Reason = ConditionReason;
+interface ConditionInput {
+  status: "True" | "False" | "Unknown";
+  reason: Reason;
+  message?: string;
+  observedGeneration?: number;
+}
+
+function condition(type: "Ready" | "Synced", c: ConditionInput) {
+  return { type, status: c.status, reason: c.reason, message: c.message ?? "", lastTransitionTime: T, observedGeneration: c.observedGeneration ?? 3 };
+}
+
+// A Database at generation 3 with the given status; the status is checked against the real schema.
+function database(status: Record<string, unknown> | undefined, metadata: Record<string, unknown> = {}) {
+  if (status !== undefined) DatabaseStatus.parse(status);
+  return { apiVersion, kind: "Database", metadata: { name: "orders", namespace: "shop", generation: 3, ...metadata }, spec: { projectRef: { name: "shop" } }, status };
+}
+function project(status: Record<string, unknown> | undefined) {
+  if (status !== undefined) ProjectStatus.parse(status);
+  return { apiVersion, kind: "Project", metadata: { name: "shop", namespace: "shop", generation: 3 }, spec: { displayName: "shop", region: "us-east-1" }, status };
+}
+function restore(status: Record<string, unknown> | undefined) {
+  if (status !== undefined) DatabaseRestoreStatus.parse(status);
+  return { apiVersion, kind: "DatabaseRestore", metadata: { name: "rollback", namespace: "shop", generation: 1 }, spec: {}, status };
+}
+const conditions = (ready: ConditionInput, synced: ConditionInput = { status: "True", reason: "ReconcileSuccess" }) => [
+  condition("Ready", ready),
+  condition("Synced", synced),
+];
+
+// Reasons after which nothing changes without a person; everything else is worth waiting for.
+const degradedReasons: Reason[] = ["RemoteFailure", "RemoteNotFound", "InvalidSpec", "CredentialsInvalid", "Conflict"];
+
+beforeAll(() => {
+  requireLua();
+});
+
+describe("Database and Project health (Argo CD, Lua 5.1)", () => {
+  const health = (obj: unknown, kind = "Database") => runHealthScript(scriptOf(kind), obj);
+
+  it("is Progressing before any status exists", () => {
+    expect(health(database(undefined))).toEqual({ status: "Progressing", message: "Waiting for the operator to report status" });
+    expect(health(database({})).status).toBe("Progressing");
+    expect(health(project(undefined), "Project").status).toBe("Progressing");
+  });
+
+  it("is Healthy when Ready is True for the current generation", () => {
+    const obj = database({ remoteStatus: "ready", observedGeneration: 3, conditions: conditions({ status: "True", reason: "Available", message: "database ready" }) });
+    expect(health(obj)).toEqual({ status: "Healthy", message: "database ready" });
+  });
+
+  it("stays Healthy when Ready is current but the last resync failed transiently", () => {
+    const obj = database({ remoteStatus: "ready", conditions: conditions({ status: "True", reason: "Available" }, { status: "False", reason: "ApiUnavailable", message: "service unreachable" }) });
+    expect(health(obj).status).toBe("Healthy");
+  });
+
+  it("is Progressing when Ready is True for an older generation (a spec change not yet observed)", () => {
+    const obj = database({ conditions: conditions({ status: "True", reason: "Available", observedGeneration: 2 }, { status: "True", reason: "ReconcileSuccess", observedGeneration: 2 }) });
+    expect(health(obj)).toEqual({ status: "Progressing", message: "Waiting for the operator to observe generation 3" });
+  });
+
+  it("falls back to status.observedGeneration when a condition has none", () => {
+    const ready = { type: "Ready", status: "True", reason: "Available", message: "ok", lastTransitionTime: T };
+    expect(health(database({ observedGeneration: 3, conditions: [ready] })).status).toBe("Healthy");
+    expect(health(database({ observedGeneration: 2, conditions: [ready] })).status).toBe("Progressing");
+  });
+
+  it("is Progressing while provisioning, creating, restoring and waiting for its project", () => {
+    for (const [remoteStatus, reason] of [["provisioning", "Provisioning"], [undefined, "Creating"], ["recovering", "Restoring"], [undefined, "ProjectNotReady"]] as const) {
+      const status = { ...(remoteStatus ? { remoteStatus } : {}), conditions: conditions({ status: "False", reason, message: `now ${reason}` }) };
+      expect(health(database(status))).toEqual({ status: "Progressing", message: `now ${reason}` });
+    }
+  });
+
+  it("is Progressing during an API outage, and says why", () => {
+    const obj = database({ conditions: conditions({ status: "False", reason: "Provisioning", message: "provisioning" }, { status: "False", reason: "ApiUnavailable", message: "connect ECONNREFUSED" }) });
+    expect(health(obj)).toEqual({ status: "Progressing", message: "provisioning (ApiUnavailable: connect ECONNREFUSED)" });
+  });
+
+  it("is Degraded when the service reports the database failed", () => {
+    const obj = database({ remoteStatus: "failure", conditions: conditions({ status: "False", reason: "RemoteFailure", message: "provisioning failed" }) });
+    expect(health(obj)).toEqual({ status: "Degraded", message: "provisioning failed" });
+    expect(health(database({ remoteStatus: "failure" })).status).toBe("Degraded");
+  });
+
+  it("is Degraded when a Project's default database failed", () => {
+    const obj = project({ defaultDatabase: { id: "db_abcdefgh1", name: "default", status: "failure" } });
+    expect(health(obj, "Project").status).toBe("Degraded");
+  });
+
+  it("is Degraded on an invalid spec for the current generation, Progressing once the spec changed", () => {
+    const invalid = (observedGeneration: number) =>
+      database({ conditions: conditions({ status: "False", reason: "Creating", observedGeneration }, { status: "False", reason: "InvalidSpec", message: 'unknown region "mars"', observedGeneration }) });
+    expect(health(invalid(3))).toEqual({ status: "Degraded", message: 'InvalidSpec: unknown region "mars"' });
+    expect(health(invalid(2)).status).toBe("Progressing");
+  });
+
+  it("classifies every condition reason the operator can write", () => {
+    for (const reason of Object.keys(conditionReasons) as Reason[]) {
+      const obj = database({ conditions: conditions({ status: "False", reason, message: "m" }, { status: "False", reason, message: "m" }) });
+      const expected = degradedReasons.includes(reason) ? "Degraded" : reason === "ReconcilePaused" ? "Suspended" : "Progressing";
+      expect({ reason, status: health(obj).status }).toEqual({ reason, status: expected });
+    }
+  });
+
+  it("names only reasons that exist in src/resources/conditions.ts", async () => {
+    const text = await readFile(scriptOf("Database"), "utf8");
+    const block = /local terminal = \{([^}]*)\}/.exec(text)?.[1] ?? "";
+    const named = [...block.matchAll(/(\w+) = true/g)].map((m) => m[1]);
+    expect(named.sort()).toEqual([...degradedReasons].sort());
+    for (const reason of named) expect(Object.keys(conditionReasons)).toContain(reason);
+  });
+
+  it("is Suspended while paused", () => {
+    const obj = database({ conditions: conditions({ status: "False", reason: "Provisioning" }, { status: "True", reason: "ReconcilePaused", message: "paused by annotation" }) });
+    expect(health(obj)).toEqual({ status: "Suspended", message: "paused by annotation" });
+  });
+
+  it("is Progressing while being deleted", () => {
+    const obj = database({ conditions: conditions({ status: "False", reason: "Deleting" }) }, { deletionTimestamp: T });
+    expect(health(obj)).toEqual({ status: "Progressing", message: "Being deleted" });
+  });
+
+  it("survives text Lua would choke on (quotes, backslashes, non-ASCII)", () => {
+    const message = 'name "ördérs" \\ is\ttaken\n— retry';
+    const obj = database({ conditions: conditions({ status: "True", reason: "Available", message }) });
+    expect(health(obj)).toEqual({ status: "Healthy", message });
+  });
+
+  it("uses one script for Project and Database, so they cannot drift", async () => {
+    expect(await readFile(scriptOf("Project"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
+    const obj = project({ conditions: conditions({ status: "True", reason: "Available", message: "ok" }) });
+    expect(health(obj, "Project")).toEqual({ status: "Healthy", message: "ok" });
+  });
+});
+
+describe("DatabaseRestore health (Argo CD, Lua 5.1)", () => {
+  const health = (obj: unknown) => runHealthScript(scriptOf("DatabaseRestore"), obj);
+
+  it("is Progressing before any status, while Pending and while Running", () => {
+    expect(health(restore(undefined)).status).toBe("Progressing");
+    expect(health(restore({ phase: "Pending" }))).toEqual({ status: "Progressing", message: "Restore pending" });
+    expect(health(restore({ phase: "Running", requestedAt: T, message: "restoring bkp_abcdefgh1" }))).toEqual({ status: "Progressing", message: "restoring bkp_abcdefgh1" });
+  });
+
+  it("is Healthy when Succeeded or Skipped", () => {
+    expect(health(restore({ phase: "Succeeded", completedAt: T }))).toEqual({ status: "Healthy", message: "Restore succeeded" });
+    const skipped = health(restore({ phase: "Skipped", reason: "AlreadyApplied", message: "key shop/rollback was applied on 2026-01-01" }));
+    expect(skipped).toEqual({ status: "Healthy", message: "AlreadyApplied: key shop/rollback was applied on 2026-01-01" });
+  });
+
+  it("is Degraded when Failed, including an unknowable outcome", () => {
+    expect(health(restore({ phase: "Failed", message: "backup not found" }))).toEqual({ status: "Degraded", message: "backup not found" });
+    const unknown = health(restore({ phase: "Failed", reason: "OutcomeUnknown", message: "not repeated automatically" }));
+    expect(unknown).toEqual({ status: "Degraded", message: "OutcomeUnknown: not repeated automatically" });
+  });
+
+  it("is Degraded on an invalid spec before any phase", () => {
+    const obj = restore({ conditions: [condition("Synced", { status: "False", reason: "InvalidSpec", message: "target and source are both missing", observedGeneration: 1 })] });
+    expect(health(obj)).toEqual({ status: "Degraded", message: "InvalidSpec: target and source are both missing" });
+  });
+
+  it("covers every phase of the schema", () => {
+    const expected: Record<RestorePhase, string> = { Pending: "Progressing", Running: "Progressing", Succeeded: "Healthy", Failed: "Degraded", Skipped: "Healthy" };
+    for (const phase of RestorePhase.options) expect({ phase, status: health(restore({ phase })).status }).toEqual({ phase, status: expected[phase] });
+  });
+});
+
+describe("Argo CD installation files", () => {
+  it("has one health.lua per kind, laid out as Argo CD's resource_customizations/<group>/<Kind>/health.lua", async () => {
+    const scripts = await readHealthScripts();
+    expect([...scripts.keys()].sort()).toEqual(kinds.map((k) => `mds.dev/${k.kind}`).sort());
+  });
+
+  it("argocd-cm.yaml embeds exactly the tested scripts (regenerate with `npm run argocd-cm`)", async () => {
+    expect(await readFile(argocdCmPath, "utf8")).toBe(await renderArgocdCm());
+    const cm = parse(await readFile(argocdCmPath, "utf8")) as { data: Record<string, string> };
+    for (const [groupKind, script] of await readHealthScripts()) {
+      expect(cm.data[`resource.customizations.health.${groupKind.replace("/", "_")}`]).toBe(script);
+    }
+  });
+});
