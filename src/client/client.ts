@@ -159,7 +159,7 @@ export function createClient(options: ClientOptions): MdsClient {
   const ignoreBody = { ignoreBody: undefined };
 
   const client: MdsClient = {
-    createProject(body, opts) {
+    async createProject(body, opts) {
       const description = `create project${label(body.name ?? body.logicalId)}`;
       return unwrap(
         {
@@ -183,7 +183,7 @@ export function createClient(options: ClientOptions): MdsClient {
     deleteProject(id, opts) {
       return send({ operation: "deleteProject", description: `delete project "${id}"`, method: "DELETE", path: `/v1/projects/${seg(id)}`, response: ignoreBody }, opts);
     },
-    createDatabase(body, opts) {
+    async createDatabase(body, opts) {
       const description = `create database${label(body.name ?? body.logicalId)} in project "${body.projectId}"`;
       return unwrap(
         {
@@ -198,7 +198,7 @@ export function createClient(options: ClientOptions): MdsClient {
         opts,
       );
     },
-    createProjectDatabase(projectId, body, opts) {
+    async createProjectDatabase(projectId, body, opts) {
       const description = `create database${label(body.name ?? body.logicalId)} in project "${projectId}"`;
       return unwrap(
         {
@@ -216,7 +216,7 @@ export function createClient(options: ClientOptions): MdsClient {
     getDatabase(id, opts) {
       return unwrap({ operation: "getDatabase", description: `get database "${id}"`, method: "GET", path: `/v1/databases/${seg(id)}`, response: { schema: DatabaseEnvelope } }, opts);
     },
-    updateDatabase(id, body, opts) {
+    async updateDatabase(id, body, opts) {
       const description = `update database "${id}"`;
       return unwrap(
         {
@@ -233,7 +233,7 @@ export function createClient(options: ClientOptions): MdsClient {
     deleteDatabase(id, opts) {
       return send({ operation: "deleteDatabase", description: `delete database "${id}"`, method: "DELETE", path: `/v1/databases/${seg(id)}`, response: ignoreBody }, opts);
     },
-    restoreDatabase(targetId, body, opts) {
+    async restoreDatabase(targetId, body, opts) {
       const description = `restore database "${targetId}"`;
       return unwrap(
         {
@@ -289,7 +289,7 @@ export function createClient(options: ClientOptions): MdsClient {
         opts,
       );
     },
-    createConnection(databaseId, body, opts) {
+    async createConnection(databaseId, body, opts) {
       const description = `create connection${label(body.name)} for database "${databaseId}"`;
       return unwrap(
         {

@@ -98,7 +98,6 @@ export function createTransport(config: TransportConfig) {
         const result = await attempt(call, url, body, token, idempotencyKey, signal);
         lastStatus = result.kind === "response" ? result.status : undefined;
 
-        let error: MdsApiError;
         if (result.kind === "response" && result.status >= 200 && result.status < 300) {
           const value = parseSuccess(call, result, token);
           callHook(config.hooks.onAttempt, {
@@ -112,7 +111,7 @@ export function createTransport(config: TransportConfig) {
           finish("ok");
           return value;
         }
-        error = result.kind === "response" ? errorFromResponse(call, result, token, config.clock.now()) : result.error;
+        const error = result.kind === "response" ? errorFromResponse(call, result, token, config.clock.now()) : result.error;
         callHook(config.hooks.onAttempt, {
           operation: call.operation,
           method: call.method,
