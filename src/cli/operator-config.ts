@@ -1,0 +1,153 @@
+import { z } from "zod";
+import { parseArgs } from "node:util";
+
+// The one configuration schema of `mds operator`: every option is a flag and an environment variable
+// (flags win). Parsed once at start; a bad value stops the process with a message naming the flag and the variable.
+
+export const levels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+/** "250ms", "2s", "5m", "1h" or a plain number of milliseconds. */
+export function parseDuration(text: string): number | undefined {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(text);
+  if (!m) return undefined;
+  const factor = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? "ms") as "ms" | "s" | "m" | "h"];
+  return Math.round(Number(m[1]) * factor);
+}
+
+const duration = (min: number, max: number) =>
+  z
+    .string()
+    .transform((s, ctx) => {
+      const ms = parseDuration(s);
+      if (ms === undefined || ms < min || ms > max) {
+        ctx.addIssue({ code: "custom", message: `expected a duration like 1s or 5m between ${min} ms and ${max / 1000} s, got "${s}"` });
+        return z.NEVER;
+      }
+      return ms;
+    });
+
+const bool = z.string().transform((s, ctx) => {
+  const v = s.trim().toLowerCase();
+  if (["true", "1", "yes", "on"].includes(v)) return true;
+  if (["false", "0", "no", "off"].includes(v)) return false;
+  ctx.addIssue({ code: "custom", message: `expected true or false, got "${s}"` });
+  return z.NEVER;
+});
+
+const secretRef = z.string().transform((s, ctx) => {
+  const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(s.trim());
+  if (!m) {
+    ctx.addIssue({ code: "custom", message: `expected <namespace>/<name> of a Secret, got "${s}"` });
+    return z.NEVER;
+  }
+  return { namespace: m[1]!, name: m[3]! };
+});
+
+export const OperatorConfig = z.object({
+  kubeconfig: z.string().min(1).optional(),
+  context: z.string().min(1).optional(),
+  apiUrl: z.url({ protocol: /^https?$/, error: "expected an http(s) URL of the service API" }),
+  credentialsSecret: secretRef.default({ namespace: "mds-system", name: "mds-credentials" }),
+  credentialsKey: z.string().regex(/^[-._a-zA-Z0-9]+$/, "expected a Secret data key").default("token"),
+  namespaces: z
+    .string()
+    .transform((s) => s.split(",").map((n) => n.trim()).filter((n) => n !== ""))
+    .pipe(z.array(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "expected namespace names separated by commas")))
+    .optional(),
+  instanceId: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,40}$/, "expected 1-40 characters of letters, digits, '.', '_' or '-'")
+    .default("default"),
+  concurrency: z.coerce.number().int().min(1).max(64).default(4),
+  pollFast: duration(100, 600_000).default(1000),
+  pollSlow: duration(1000, 86_400_000).default(300_000),
+  leaderElect: bool.default(true),
+  leaseNamespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/).optional(),
+  leaseName: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/).default("mds-operator"),
+  identity: z.string().min(1).max(128).optional(),
+  metricsAddress: z.string().default(":8080"),
+  logLevel: z.enum(levels).default("info"),
+});
+export type OperatorConfig = z.infer<typeof OperatorConfig>;
+
+type Key = keyof z.input<typeof OperatorConfig>;
+
+// flag name, environment variable, help text
+export const operatorOptions: Record<Key, { flag: string; env: string; help: string }> = {
+  kubeconfig: { flag: "kubeconfig", env: "KUBECONFIG", help: "kubeconfig file (default: in-cluster config, else ~/.kube/config)" },
+  context: { flag: "context", env: "MDS_KUBE_CONTEXT", help: "kubeconfig context (default: the current one)" },
+  apiUrl: { flag: "api-url", env: "MDS_API_URL", help: "URL of the Managed Database Service API (required)" },
+  credentialsSecret: {
+    flag: "credentials-secret",
+    env: "MDS_CREDENTIALS_SECRET",
+    help: "<namespace>/<name> of the Secret with the default API token (default mds-system/mds-credentials)",
+  },
+  credentialsKey: { flag: "credentials-key", env: "MDS_CREDENTIALS_KEY", help: "key of the token in that Secret (default token)" },
+  namespaces: { flag: "namespaces", env: "MDS_WATCH_NAMESPACES", help: "comma-separated namespaces to watch (default: all)" },
+  instanceId: {
+    flag: "instance-id",
+    env: "MDS_INSTANCE_ID",
+    help: "stable id of this installation, part of every logicalId k8s:<id>:<ns>/<name> (default: default)",
+  },
+  concurrency: { flag: "concurrency", env: "MDS_CONCURRENCY", help: "workers per kind (default 4)" },
+  pollFast: { flag: "poll-fast", env: "MDS_POLL_FAST", help: "poll interval while provisioning or recovering (default 1s)" },
+  pollSlow: { flag: "poll-slow", env: "MDS_POLL_SLOW", help: "resync interval of settled objects (default 5m)" },
+  leaderElect: { flag: "leader-elect", env: "MDS_LEADER_ELECT", help: "elect a leader through a Lease (default true; --no-leader-elect)" },
+  leaseNamespace: {
+    flag: "lease-namespace",
+    env: "POD_NAMESPACE",
+    help: "namespace of the Lease (default: the credentials Secret's namespace)",
+  },
+  leaseName: { flag: "lease-name", env: "MDS_LEASE_NAME", help: "name of the Lease (default mds-operator)" },
+  identity: { flag: "identity", env: "POD_NAME", help: "this replica's identity in the Lease (default <hostname>_<random>)" },
+  metricsAddress: {
+    flag: "metrics-address",
+    env: "MDS_METRICS_ADDRESS",
+    help: "listen address of /metrics, /healthz, /readyz (default :8080; off disables)",
+  },
+  logLevel: { flag: "log-level", env: "MDS_LOG_LEVEL", help: `log level: ${levels.join(", ")} (default info)` },
+};
+
+export function operatorHelp(): string {
+  const rows = Object.values(operatorOptions).map((o) => `  --${o.flag.padEnd(20)} ${o.env.padEnd(24)} ${o.help}`);
+  return ["usage: mds operator [options]", "", "  flag                   environment variable", ...rows].join("\n");
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/** Flags first, then the environment; throws ConfigError naming the flag and the variable. */
+export function parseOperatorConfig(argv: string[], env: Record<string, string | undefined>): OperatorConfig | "help" {
+  const entries = Object.entries(operatorOptions) as [Key, { flag: string; env: string }][];
+  const options: Record<string, { type: "string" | "boolean"; short?: string }> = { help: { type: "boolean", short: "h" } };
+  for (const [key, o] of entries) options[o.flag] = { type: key === "leaderElect" ? "boolean" : "string" };
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false, allowNegative: true }));
+  } catch (err) {
+    throw new ConfigError(err instanceof Error ? err.message : String(err));
+  }
+  if (values.help === true) return "help";
+  const raw: Record<string, string> = {};
+  for (const [key, o] of entries) {
+    const flag = values[o.flag];
+    const value = typeof flag === "boolean" ? String(flag) : (flag ?? env[o.env]);
+    if (value !== undefined && value !== "") raw[key] = value;
+  }
+  const parsed = OperatorConfig.safeParse(raw);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => {
+      const key = issue.path[0] as Key | undefined;
+      const o = key === undefined ? undefined : operatorOptions[key];
+      const where = o ? `--${o.flag} (${o.env})` : "configuration";
+      const message = issue.code === "invalid_type" && raw[key ?? ""] === undefined ? "is required" : issue.message;
+      return `${where}: ${message}`;
+    });
+    throw new ConfigError(`invalid configuration: ${lines.join("; ")}`);
+  }
+  return parsed.data;
+}

@@ -1,0 +1,123 @@
+import { describe, expect, it } from "vitest";
+import { Writable } from "node:stream";
+import { KubeConfig } from "@kubernetes/client-node";
+import { parseOperatorConfig, parseDuration } from "./operator-config.ts";
+import { createLogger, startOperatorRuntime, type OperatorOptions } from "./operator.ts";
+
+const env = { MDS_API_URL: "http://127.0.0.1:9999" };
+
+describe("mds operator configuration", () => {
+  it("has defaults for everything but the API URL", () => {
+    expect(parseOperatorConfig([], env)).toEqual({
+      apiUrl: "http://127.0.0.1:9999",
+      credentialsSecret: { namespace: "mds-system", name: "mds-credentials" },
+      credentialsKey: "token",
+      instanceId: "default",
+      concurrency: 4,
+      pollFast: 1000,
+      pollSlow: 300_000,
+      leaderElect: true,
+      leaseName: "mds-operator",
+      metricsAddress: ":8080",
+      logLevel: "info",
+    });
+  });
+
+  it("reads flags before the environment", () => {
+    const config = parseOperatorConfig(
+      ["--api-url", "https://api.example", "--namespaces", "a, b", "--no-leader-elect", "--poll-fast", "500ms", "--concurrency", "8"],
+      { ...env, MDS_WATCH_NAMESPACES: "c", MDS_POLL_SLOW: "10m", MDS_CREDENTIALS_SECRET: "ops/token", MDS_LEADER_ELECT: "true" },
+    );
+    expect(config).toMatchObject({
+      apiUrl: "https://api.example",
+      namespaces: ["a", "b"],
+      leaderElect: false,
+      pollFast: 500,
+      pollSlow: 600_000,
+      concurrency: 8,
+      credentialsSecret: { namespace: "ops", name: "token" },
+    });
+  });
+
+  it("refuses bad values with a message naming the flag and the variable", () => {
+    expect(() => parseOperatorConfig([], {})).toThrow("--api-url (MDS_API_URL): is required");
+    expect(() => parseOperatorConfig(["--concurrency", "0"], env)).toThrow("--concurrency (MDS_CONCURRENCY)");
+    expect(() => parseOperatorConfig([], { ...env, MDS_POLL_SLOW: "soon" })).toThrow(
+      '--poll-slow (MDS_POLL_SLOW): expected a duration like 1s or 5m between 1000 ms and 86400 s, got "soon"',
+    );
+    expect(() => parseOperatorConfig(["--credentials-secret", "nonamespace"], env)).toThrow(
+      'expected <namespace>/<name> of a Secret, got "nonamespace"',
+    );
+    expect(() => parseOperatorConfig(["--log-level", "loud"], env)).toThrow("--log-level (MDS_LOG_LEVEL)");
+    expect(() => parseOperatorConfig(["--bogus"], env)).toThrow("Unknown option '--bogus'");
+    expect(() => parseOperatorConfig([], { ...env, MDS_LEADER_ELECT: "maybe" })).toThrow('expected true or false, got "maybe"');
+  });
+
+  it("parses durations", () => {
+    expect([parseDuration("250ms"), parseDuration("2s"), parseDuration("5m"), parseDuration("1h"), parseDuration("75")]).toEqual([
+      250, 2000, 300_000, 3_600_000, 75,
+    ]);
+    expect(parseDuration("5 minutes")).toBeUndefined();
+  });
+});
+
+describe("operator runtime", () => {
+  it("passes the configuration to createOperator, serves health and metrics, and never logs the token", async () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    });
+    const logger = createLogger("debug", sink);
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromOptions({
+      clusters: [{ name: "c", server: "https://127.0.0.1:1" }],
+      users: [{ name: "u", token: "planted-kube-token-9f8e" }],
+      contexts: [{ name: "x", cluster: "c", user: "u" }],
+      currentContext: "x",
+    });
+    let received: OperatorOptions | undefined;
+    let ready = false;
+    const config = parseOperatorConfig(["--no-leader-elect", "--metrics-address", "127.0.0.1:0", "--instance-id", "ci"], env);
+    if (config === "help") throw new Error("unexpected help");
+    const runtime = await startOperatorRuntime(config, {
+      kubeConfig,
+      logger,
+      identity: "test",
+      createOperator: (options) => {
+        received = options;
+        return {
+          start: async () => {
+            ready = true;
+            options.logger.info({ token: "planted-api-token-1a2b", data: { PGPASSWORD: "x" } }, "reconciled");
+          },
+          stop: async () => {
+            ready = false;
+          },
+          isReady: () => ready,
+        };
+      },
+    });
+    expect(received).toMatchObject({
+      apiUrl: "http://127.0.0.1:9999",
+      instanceId: "ci",
+      namespaces: undefined,
+      concurrency: 4,
+      pollIntervals: { fastMs: 1000, slowMs: 300_000 },
+      defaultCredentials: { secretNamespace: "mds-system", secretName: "mds-credentials", key: "token" },
+    });
+    expect(received?.canWrite()).toBe(true);
+    const readyz = await fetch(`${runtime.healthUrl}/readyz`);
+    expect([readyz.status, await readyz.text()]).toEqual([200, "ok: leader election disabled\n"]);
+    const metrics = await (await fetch(`${runtime.healthUrl}/metrics`)).text();
+    expect(metrics).toContain("mds_operator_leader 1");
+    await runtime.stop();
+    const out = lines.join("");
+    expect(out).toContain("reconciled");
+    expect(out).not.toContain("planted-api-token-1a2b");
+    expect(out).not.toContain("planted-kube-token-9f8e");
+    expect(out).not.toContain("PGPASSWORD");
+  });
+});

@@ -1,0 +1,230 @@
+import { hostname } from "node:os";
+import { randomUUID } from "node:crypto";
+import { KubeConfig } from "@kubernetes/client-node";
+import pino, { type DestinationStream, type Logger } from "pino";
+import type { Registry } from "prom-client";
+import { ConfigError, operatorHelp, parseOperatorConfig, type OperatorConfig } from "./operator-config.ts";
+import { createLeaderElector, createLeaseClient, type LeaseClient } from "../operator/leader-election.ts";
+import { createHealthApp, listenHealth } from "../operator/health-server.ts";
+import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
+
+// `mds operator`: configuration, logger, kubeconfig, leader election, health and metrics around the reconcilers
+// that src/operator's createOperator builds.
+
+/** The seam with src/operator/index.ts (see OperatorOptions there). */
+export interface OperatorOptions {
+  kubeConfig: KubeConfig;
+  apiUrl: string;
+  defaultCredentials: { secretNamespace: string; secretName: string; key: string };
+  namespaces: string[] | undefined;
+  instanceId: string;
+  concurrency: number;
+  pollIntervals: { fastMs: number; slowMs: number };
+  logger: Logger;
+  metrics: Registry;
+  canWrite: () => boolean;
+}
+export interface OperatorHandle {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  isReady(): boolean;
+}
+export type CreateOperator = (options: OperatorOptions) => OperatorHandle;
+
+// Secrets must never reach a log line: pino removes these paths wherever a caller puts them.
+export const redactPaths = [
+  "token",
+  "*.token",
+  "password",
+  "*.password",
+  "connectionString",
+  "*.connectionString",
+  "*.DATABASE_URL",
+  "*.DIRECT_URL",
+  "*.PGPASSWORD",
+  "*.data",
+  "*.stringData",
+  "headers.authorization",
+  "*.headers.authorization",
+  "req.headers.authorization",
+];
+
+export function createLogger(level: OperatorConfig["logLevel"], destination?: DestinationStream): Logger {
+  const options = { level, base: { component: "mds-operator" }, redact: { paths: redactPaths, remove: true } };
+  return destination ? pino(options, destination) : pino(options);
+}
+
+export function loadKubeConfig(config: Pick<OperatorConfig, "kubeconfig" | "context">, inCluster: boolean): KubeConfig {
+  const kc = new KubeConfig();
+  if (config.kubeconfig !== undefined) kc.loadFromFile(config.kubeconfig);
+  else if (inCluster) kc.loadFromCluster();
+  else kc.loadFromDefault();
+  if (config.context !== undefined) kc.setCurrentContext(config.context);
+  if (!kc.getCurrentCluster()) throw new ConfigError("no Kubernetes cluster configured: pass --kubeconfig or set KUBECONFIG");
+  return kc;
+}
+
+export interface OperatorRuntime {
+  /** Where /metrics, /healthz and /readyz answer, when enabled. */
+  healthUrl: string | undefined;
+  /** Resolves when this replica lost its leadership: the process should exit and be restarted. */
+  lost: Promise<void>;
+  isLeader(): boolean;
+  stop(): Promise<void>;
+}
+
+export interface RuntimeDeps {
+  kubeConfig: KubeConfig;
+  logger: Logger;
+  createOperator: CreateOperator;
+  identity: string;
+  /** Tests may replace the Lease (default: a coordination/v1 Lease through kubeConfig). */
+  leaseClient?: LeaseClient;
+  leaseTiming?: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
+}
+
+export async function startOperatorRuntime(config: OperatorConfig, deps: RuntimeDeps): Promise<OperatorRuntime> {
+  const { logger } = deps;
+  const registry = createMetricsRegistry();
+  const metrics = operatorMetrics(registry);
+  let signalLost: () => void = () => undefined;
+  const lost = new Promise<void>((resolve) => (signalLost = resolve));
+
+  const leaseNamespace = config.leaseNamespace ?? config.credentialsSecret.namespace;
+  const elector = config.leaderElect
+    ? createLeaderElector({
+        lease: deps.leaseClient ?? createLeaseClient(deps.kubeConfig, leaseNamespace, config.leaseName),
+        identity: deps.identity,
+        logger,
+        ...(deps.leaseTiming ?? {}),
+        onStartedLeading: () => metrics.leader.set(1),
+        onStoppedLeading: () => {
+          metrics.leader.set(0);
+          signalLost();
+        },
+      })
+    : undefined;
+  if (!elector) metrics.leader.set(1);
+  const canWrite = elector ? () => elector.isLeader() : () => true;
+
+  const operator = deps.createOperator({
+    kubeConfig: deps.kubeConfig,
+    apiUrl: config.apiUrl,
+    defaultCredentials: {
+      secretNamespace: config.credentialsSecret.namespace,
+      secretName: config.credentialsSecret.name,
+      key: config.credentialsKey,
+    },
+    namespaces: config.namespaces && config.namespaces.length > 0 ? config.namespaces : undefined,
+    instanceId: config.instanceId,
+    concurrency: config.concurrency,
+    pollIntervals: { fastMs: config.pollFast, slowMs: config.pollSlow },
+    logger,
+    metrics: registry,
+    canWrite,
+  });
+
+  let stopped = false;
+  let failed = false;
+  let healthUrl: string | undefined;
+  const app =
+    config.metricsAddress === "off"
+      ? undefined
+      : createHealthApp({
+          registry,
+          isLive: () => !failed,
+          isReady: () => !stopped && operator.isReady(),
+          describe: () =>
+            elector === undefined
+              ? "leader election disabled"
+              : elector.isLeader()
+                ? "leader"
+                : `standby (leader: ${elector.observedLeader() ?? "none yet"})`,
+        });
+  if (app) healthUrl = (await listenHealth(app, config.metricsAddress)).url;
+
+  logger.info(
+    {
+      apiUrl: config.apiUrl,
+      namespaces: config.namespaces ?? "all",
+      instanceId: config.instanceId,
+      leaderElection: config.leaderElect,
+      identity: deps.identity,
+      healthUrl,
+    },
+    "Starting operator",
+  );
+  try {
+    await operator.start();
+  } catch (err) {
+    failed = true;
+    await app?.close();
+    throw new Error(`cannot start the operator: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  elector?.start();
+
+  return {
+    healthUrl,
+    lost,
+    isLeader: canWrite,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      // Stop writing first, then release the Lease so a standby takes over at once.
+      await operator.stop();
+      await elector?.stop();
+      await app?.close();
+      logger.info("Stopped operator");
+    },
+  };
+}
+
+async function loadCreateOperator(): Promise<CreateOperator> {
+  // Imported by path so the command line (and its tests) type-check while src/operator/index.ts evolves.
+  const specifier = "../operator/index.ts";
+  const mod = (await import(specifier)) as { createOperator?: CreateOperator };
+  if (typeof mod.createOperator !== "function") throw new Error("src/operator/index.ts does not export createOperator");
+  return mod.createOperator;
+}
+
+export async function runOperator(argv: string[]): Promise<number> {
+  let config: OperatorConfig;
+  try {
+    const parsed = parseOperatorConfig(argv, process.env);
+    if (parsed === "help") {
+      console.log(operatorHelp());
+      return 0;
+    }
+    config = parsed;
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`mds operator: ${err.message}\n\n${operatorHelp()}`);
+      return 2;
+    }
+    throw err;
+  }
+  const logger = createLogger(config.logLevel);
+  let kubeConfig: KubeConfig;
+  try {
+    kubeConfig = loadKubeConfig(config, process.env.KUBERNETES_SERVICE_HOST !== undefined && config.kubeconfig === undefined);
+  } catch (err) {
+    logger.error({ err: err instanceof Error ? err.message : String(err) }, "Cannot load the Kubernetes configuration");
+    return 2;
+  }
+  const identity = config.identity ?? `${hostname()}_${randomUUID().slice(0, 8)}`;
+  const runtime = await startOperatorRuntime(config, {
+    kubeConfig,
+    logger,
+    createOperator: await loadCreateOperator(),
+    identity,
+  });
+
+  const signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM"];
+  const reason = await new Promise<"signal" | "lost">((resolve) => {
+    for (const s of signals) process.once(s, () => resolve("signal"));
+    void runtime.lost.then(() => resolve("lost"));
+  });
+  if (reason === "lost") logger.error("Leadership lost: exiting so a fresh process campaigns again");
+  await runtime.stop();
+  return reason === "lost" ? 1 : 0;
+}
