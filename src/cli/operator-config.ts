@@ -120,6 +120,15 @@ export class ConfigError extends Error {
   }
 }
 
+// Spellings other tools use (client-go's --leader-elect=false, controller-runtime's --leader-election-namespace).
+function normalizeArgv(argv: string[]): string[] {
+  return argv.map((arg) => {
+    const m = /^--leader-elect=(.*)$/.exec(arg);
+    if (m) return ["false", "0", "no", "off"].includes(m[1]!.toLowerCase()) ? "--no-leader-elect" : "--leader-elect";
+    return arg.replace(/^--leader-election-namespace(?==|$)/, "--lease-namespace");
+  });
+}
+
 /** Flags first, then the environment; throws ConfigError naming the flag and the variable. */
 export function parseOperatorConfig(argv: string[], env: Record<string, string | undefined>): OperatorConfig | "help" {
   const entries = Object.entries(operatorOptions) as [Key, { flag: string; env: string }][];
@@ -127,7 +136,7 @@ export function parseOperatorConfig(argv: string[], env: Record<string, string |
   for (const [key, o] of entries) options[o.flag] = { type: key === "leaderElect" ? "boolean" : "string" };
   let values: Record<string, string | boolean | undefined>;
   try {
-    ({ values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false, allowNegative: true }));
+    ({ values } = parseArgs({ args: normalizeArgv(argv), options, strict: true, allowPositionals: false, allowNegative: true }));
   } catch (err) {
     throw new ConfigError(err instanceof Error ? err.message : String(err));
   }

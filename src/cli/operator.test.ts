@@ -39,6 +39,14 @@ describe("mds operator configuration", () => {
     });
   });
 
+  it("accepts client-go and controller-runtime spellings", () => {
+    expect(parseOperatorConfig(["--leader-elect=false", "--leader-election-namespace=ops"], env)).toMatchObject({
+      leaderElect: false,
+      leaseNamespace: "ops",
+    });
+    expect(parseOperatorConfig(["--leader-elect=true"], env)).toMatchObject({ leaderElect: true });
+  });
+
   it("refuses bad values with a message naming the flag and the variable", () => {
     expect(() => parseOperatorConfig([], {})).toThrow("--api-url (MDS_API_URL): is required");
     expect(() => parseOperatorConfig(["--concurrency", "0"], env)).toThrow("--concurrency (MDS_CONCURRENCY)");
