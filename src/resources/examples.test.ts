@@ -1,0 +1,30 @@
+import { describe, expect, it } from "vitest";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseAllDocuments } from "yaml";
+import { Project } from "./project/schema.ts";
+import { Database } from "./database/schema.ts";
+import { DatabaseRestore } from "./database-restore/schema.ts";
+
+// The examples a newcomer applies must stay valid against the schemas the CRDs come from.
+const root = fileURLToPath(new URL("../../examples", import.meta.url));
+const files = ["", "restore"].flatMap((sub) =>
+  readdirSync(join(root, sub))
+    .filter((f) => f.endsWith(".yaml"))
+    .map((f) => join(sub, f)),
+);
+const schemas = { Project, Database, DatabaseRestore } as const;
+
+describe("examples", () => {
+  it.each(files)("%s is valid", (file) => {
+    const docs = parseAllDocuments(readFileSync(join(root, file), "utf8")).map((d) => d.toJS() as { kind: string });
+    expect(docs.length).toBeGreaterThan(0);
+    for (const doc of docs) {
+      const schema = schemas[doc.kind as keyof typeof schemas];
+      expect(schema, `unknown kind ${doc.kind}`).toBeDefined();
+      const result = schema.safeParse(doc);
+      expect(result.error?.message).toBeUndefined();
+    }
+  });
+});
