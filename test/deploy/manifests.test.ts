@@ -1,0 +1,228 @@
+// The install manifests, rendered by the real kubectl's kustomize and checked against Kubernetes' published
+// schemas and the promises of deploy/README.md: CRDs by reference, least-privilege RBAC, two leader-elected
+// replicas under the restricted Pod Security profile, probes, resources, metrics Service, NetworkPolicy.
+import { readFile, readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { beforeAll, describe, expect, it } from "vitest";
+import { parse, parseAllDocuments } from "yaml";
+import { kubectl } from "./kubectl.ts";
+import { describeObject, validateKubernetesObject, type KubeObjectLike } from "./kubernetes-schema.ts";
+
+const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+const installs = {
+  default: "deploy",
+  singleNamespace: "deploy/overlays/single-namespace",
+  withService: "deploy/overlays/with-service",
+} as const;
+type Install = keyof typeof installs;
+
+interface Obj extends KubeObjectLike {
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+  [key: string]: unknown;
+}
+interface PolicyRule {
+  apiGroups?: string[];
+  resources?: string[];
+  resourceNames?: string[];
+  verbs: string[];
+}
+interface Container {
+  name: string;
+  args?: string[];
+  securityContext?: Record<string, unknown> & { capabilities?: { drop?: string[]; add?: string[] }; seccompProfile?: { type: string } };
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  livenessProbe?: unknown;
+  readinessProbe?: unknown;
+  ports?: { name?: string; containerPort: number }[];
+}
+interface PodSpec {
+  securityContext?: { runAsNonRoot?: boolean; seccompProfile?: { type: string } };
+  containers: Container[];
+  initContainers?: Container[];
+  volumes?: Record<string, unknown>[];
+  hostNetwork?: boolean;
+  hostPID?: boolean;
+  hostIPC?: boolean;
+  serviceAccountName?: string;
+}
+
+const rendered = {} as Record<Install, Obj[]>;
+
+beforeAll(async () => {
+  for (const [install, dir] of Object.entries(installs) as [Install, string][]) {
+    const result = await kubectl(["kustomize", dir]);
+    if (result.code !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${result.stderr}`);
+    rendered[install] = parseAllDocuments(result.stdout).map((d) => d.toJS() as Obj);
+  }
+});
+
+const find = (install: Install, kind: string, name: string) => {
+  const o = rendered[install].find((x) => x.kind === kind && x.metadata.name === name);
+  if (o === undefined) throw new Error(`${installs[install]} renders no ${kind} ${name}`);
+  return o;
+};
+const podSpecOf = (o: Obj) => (o as unknown as { spec: { template: { spec: PodSpec } } }).spec.template.spec;
+const workloads = (install: Install) => rendered[install].filter((o) => ["Deployment", "StatefulSet", "DaemonSet", "Job"].includes(o.kind));
+const rulesOf = (o: Obj) => (o as unknown as { rules: PolicyRule[] }).rules;
+
+describe.each(Object.keys(installs) as Install[])("%s install", (install) => {
+  it("renders and every object is valid against the Kubernetes API schemas, with no unknown field", async () => {
+    expect(rendered[install].length).toBeGreaterThan(10);
+    const problems = (await Promise.all(rendered[install].map(validateKubernetesObject))).flat();
+    expect(problems).toEqual([]);
+  });
+
+  it("has a namespace for every namespaced object, under the restricted Pod Security profile", () => {
+    const namespaces = rendered[install].filter((o) => o.kind === "Namespace");
+    expect(namespaces.map((n) => n.metadata.name)).toEqual(["mds-system"]);
+    const labels = namespaces[0]?.metadata.labels ?? {};
+    for (const mode of ["enforce", "audit", "warn"]) expect(labels[`pod-security.kubernetes.io/${mode}`]).toBe("restricted");
+    const clusterScoped = ["Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"];
+    for (const o of rendered[install].filter((x) => !clusterScoped.includes(x.kind))) expect({ o: describeObject(o), ns: o.metadata.namespace }).toEqual({ o: describeObject(o), ns: "mds-system" });
+  });
+
+  it("runs every container under the restricted profile, with probes, requests and limits", () => {
+    const allowedVolumes = ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"];
+    expect(workloads(install).length).toBeGreaterThan(0);
+    for (const workload of workloads(install)) {
+      const pod = podSpecOf(workload);
+      const where = describeObject(workload);
+      expect({ where, runAsNonRoot: pod.securityContext?.runAsNonRoot, seccomp: pod.securityContext?.seccompProfile?.type }).toEqual({ where, runAsNonRoot: true, seccomp: "RuntimeDefault" });
+      expect({ where, host: [pod.hostNetwork, pod.hostPID, pod.hostIPC].some(Boolean) }).toEqual({ where, host: false });
+      for (const volume of pod.volumes ?? []) {
+        const type = Object.keys(volume).find((k) => k !== "name") ?? "";
+        expect({ where, type, allowed: allowedVolumes.includes(type) }).toEqual({ where, type, allowed: true });
+      }
+      for (const c of [...pod.containers, ...(pod.initContainers ?? [])]) {
+        const at = `${where} container ${c.name}`;
+        expect({ at, ...c.securityContext }).toMatchObject({ at, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" } });
+        expect({ at, add: c.securityContext?.capabilities?.add }).toEqual({ at, add: undefined });
+        expect({ at, requests: Object.keys(c.resources?.requests ?? {}).sort(), limits: Object.keys(c.resources?.limits ?? {}).sort() }).toEqual({ at, requests: ["cpu", "memory"], limits: ["cpu", "memory"] });
+        expect({ at, liveness: c.livenessProbe !== undefined, readiness: c.readinessProbe !== undefined }).toEqual({ at, liveness: true, readiness: true });
+      }
+    }
+  });
+
+  it("runs two operator replicas with leader election, probed on the health server", () => {
+    const deployment = find(install, "Deployment", "mds-operator") as unknown as { spec: { replicas: number; template: { spec: PodSpec } } };
+    expect(deployment.spec.replicas).toBe(2);
+    const pod = deployment.spec.template.spec;
+    expect(pod.serviceAccountName).toBe("mds-operator");
+    const [operator] = pod.containers;
+    expect(operator?.args).toContain("--leader-elect=true");
+    expect(operator?.livenessProbe).toMatchObject({ httpGet: { path: "/healthz", port: "http-metrics" } });
+    expect(operator?.readinessProbe).toMatchObject({ httpGet: { path: "/readyz", port: "http-metrics" } });
+    expect(operator?.ports).toEqual([{ name: "http-metrics", containerPort: 8080, protocol: "TCP" }]);
+    const pdb = find(install, "PodDisruptionBudget", "mds-operator") as unknown as { spec: { minAvailable: number } };
+    expect(pdb.spec.minAvailable).toBe(1);
+  });
+
+  it("exposes metrics through a Service that selects the operator's pods", () => {
+    const service = find(install, "Service", "mds-operator-metrics") as unknown as { spec: { selector: Record<string, string>; ports: { targetPort: string }[] } };
+    const deployment = find(install, "Deployment", "mds-operator") as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } };
+    expect(deployment.spec.template.metadata.labels).toMatchObject(service.spec.selector);
+    expect(service.spec.ports.map((p) => p.targetPort)).toEqual(["http-metrics"]);
+  });
+
+  it("denies all traffic to and from the operator except DNS, the API server, the service API and metrics", () => {
+    const policy = find(install, "NetworkPolicy", "mds-operator") as unknown as {
+      spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress: { ports: { port: string | number }[] }[]; egress: { ports: { port: number; protocol: string }[] }[] };
+    };
+    expect(policy.spec.podSelector.matchLabels).toEqual({ "app.kubernetes.io/name": "mds-operator" });
+    expect(policy.spec.policyTypes.sort()).toEqual(["Egress", "Ingress"]);
+    expect(policy.spec.ingress.flatMap((r) => r.ports.map((p) => p.port))).toEqual(["http-metrics"]);
+    const egressPorts = policy.spec.egress.flatMap((r) => r.ports.map((p) => `${p.protocol}/${p.port}`));
+    expect(egressPorts).toEqual(expect.arrayContaining(["UDP/53", "TCP/53", "TCP/443", "TCP/6443"]));
+  });
+
+  it("grants no wildcard and none of escalate, bind or impersonate", () => {
+    for (const role of rendered[install].filter((o) => o.kind === "Role" || o.kind === "ClusterRole")) {
+      for (const rule of rulesOf(role)) {
+        const all = [...(rule.apiGroups ?? []), ...(rule.resources ?? []), ...rule.verbs, ...(rule.resourceNames ?? [])];
+        expect({ role: describeObject(role), wildcards: all.filter((x) => x.includes("*")) }).toEqual({ role: describeObject(role), wildcards: [] });
+        expect(rule.verbs.filter((v) => ["escalate", "bind", "impersonate"].includes(v))).toEqual([]);
+      }
+    }
+  });
+
+  it("contains the CRDs of crds/ unchanged (referenced, not copied)", async () => {
+    const files = (await readdir(join(repoRoot, "crds"))).filter((f) => f.endsWith(".yaml"));
+    const generated = await Promise.all(files.map(async (f) => parse(await readFile(join(repoRoot, "crds", f), "utf8")) as Obj));
+    const installed = rendered[install].filter((o) => o.kind === "CustomResourceDefinition");
+    expect(installed.map((o) => o.metadata.name).sort()).toEqual(generated.map((o) => o.metadata.name).sort());
+    for (const crd of generated) {
+      const copy = installed.find((o) => o.metadata.name === crd.metadata.name);
+      // kustomize only adds the install's common labels.
+      const { labels: _l, ...metadata } = copy?.metadata ?? { name: "" };
+      const { labels: _g, ...generatedMetadata } = crd.metadata;
+      expect({ ...copy, metadata }).toEqual({ ...crd, metadata: generatedMetadata });
+    }
+  });
+});
+
+// What the operator calls, from src/kube/, src/operator/ and src/resources/*/controller.ts. The ClusterRole (or the
+// single-namespace Role) must grant exactly this; the end-to-end RBAC test on devkube proves nothing is missing.
+const operatorRules: PolicyRule[] = [
+  { apiGroups: ["mds.dev"], resources: ["projects", "databases", "databaserestores"], verbs: ["get", "list", "watch", "update", "patch"] },
+  { apiGroups: ["mds.dev"], resources: ["projects/status", "databases/status", "databaserestores/status"], verbs: ["get", "update", "patch"] },
+  { apiGroups: ["mds.dev"], resources: ["projects/finalizers", "databases/finalizers", "databaserestores/finalizers"], verbs: ["update"] },
+  { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
+  { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+];
+
+describe("RBAC", () => {
+  it("grants the operator exactly the calls it makes, cluster-wide by default", () => {
+    expect(rulesOf(find("default", "ClusterRole", "mds-operator"))).toEqual(operatorRules);
+    const binding = find("default", "ClusterRoleBinding", "mds-operator") as unknown as { roleRef: unknown; subjects: unknown[] };
+    expect(binding.roleRef).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "mds-operator" });
+    expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "mds-operator", namespace: "mds-system" }]);
+  });
+
+  it("limits leader election to one Lease and the credentials to one Secret in the operator's namespace", () => {
+    expect(rulesOf(find("default", "Role", "mds-operator-leader-election"))).toEqual([
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], resourceNames: ["mds-operator-leader"], verbs: ["get", "update"] },
+    ]);
+    expect(rulesOf(find("default", "Role", "mds-operator-credentials"))).toEqual([
+      { apiGroups: [""], resources: ["secrets"], resourceNames: ["mds-operator-credentials"], verbs: ["get"] },
+    ]);
+  });
+
+  it("uses only namespaced Roles in single-namespace mode, with the same rules", () => {
+    const kinds = rendered.singleNamespace.map((o) => o.kind);
+    expect(kinds).not.toContain("ClusterRole");
+    expect(kinds).not.toContain("ClusterRoleBinding");
+    expect(rulesOf(find("singleNamespace", "Role", "mds-operator"))).toEqual(operatorRules);
+    const args = podSpecOf(find("singleNamespace", "Deployment", "mds-operator")).containers[0]?.args ?? [];
+    expect(args).toContain("--namespaces=$(POD_NAMESPACE)");
+  });
+
+  it("gives the service pod no Kubernetes API token", () => {
+    for (const name of ["mds-service"]) {
+      const pod = podSpecOf(find("withService", "Deployment", name)) as PodSpec & { automountServiceAccountToken?: boolean };
+      expect(pod.automountServiceAccountToken).toBe(false);
+    }
+  });
+});
+
+describe("crds/Kustomization", () => {
+  it("lists exactly the generated CRD files, so a new kind cannot be left out of the install", async () => {
+    const files = (await readdir(join(repoRoot, "crds"))).filter((f) => f.endsWith(".yaml")).sort();
+    const kustomization = parse(await readFile(join(repoRoot, "crds", "Kustomization"), "utf8")) as { resources: string[] };
+    expect([...kustomization.resources].sort()).toEqual(files);
+  });
+
+  it("copies no CRD into deploy/", async () => {
+    const found: string[] = [];
+    const walk = async (dir: string): Promise<void> => {
+      for (const entry of await readdir(dir, { withFileTypes: true })) {
+        const path = join(dir, entry.name);
+        if (entry.isDirectory()) await walk(path);
+        else if (/\.ya?ml$/.test(entry.name) && (await readFile(path, "utf8")).includes("kind: CustomResourceDefinition")) found.push(path);
+      }
+    };
+    await walk(join(repoRoot, "deploy"));
+    expect(found).toEqual([]);
+  });
+});
