@@ -1,0 +1,587 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { parse as parseYaml } from "yaml";
+import { crdResourceTypes, crdStatus, CRD_FINALIZER, defaultCrd, validateCrd } from "./crd.ts";
+import { ApiError, badRequest, conflict, forbidden, internal, invalid, notFound, qualified, unsupportedMediaType, type FieldCause } from "./errors.ts";
+import { recordUpdate, serverSideApply } from "./managed-fields.ts";
+import { applyJsonPatch, applyMergePatch, applyStrategicMergePatch, PatchError } from "./patch/index.ts";
+import type { Registry } from "./registry.ts";
+import { apiVersionOf, type ResourceType } from "./resource-type.ts";
+import type { Selector } from "./selectors.ts";
+import type { Store } from "./store.ts";
+import { clone, isObj, jsonEqual, metaOf, str, timeNow, type Obj } from "./types.ts";
+
+// Object semantics shared by every resource: what a kube-apiserver registry + etcd store do.
+
+export type FieldValidation = "Strict" | "Warn" | "Ignore";
+export interface WriteOptions { dryRun: boolean; fieldManager: string | undefined; userAgent: string; fieldValidation: FieldValidation }
+export interface WriteResult { code: number; body: Obj; warnings: string[] }
+export interface DeleteOptions { propagationPolicy?: string; orphanDependents?: boolean; preconditions?: { uid?: string; resourceVersion?: string }; dryRun: boolean }
+export interface ListOptions { label?: Selector; field?: Selector; limit?: number; continueToken?: string }
+export interface ListResult { items: Obj[]; resourceVersion: string; continueToken?: string; remaining?: number }
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const META_FIELDS = new Set(["name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences", "finalizers", "managedFields"]);
+const SYSTEM_META = ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"];
+
+export class Api {
+  private readonly store: Store;
+  private readonly registry: Registry;
+  private readonly changed: () => void;
+
+  constructor(store: Store, registry: Registry, changed: () => void) {
+    this.store = store;
+    this.registry = registry;
+    this.changed = changed;
+  }
+
+  /** Stored form → the form served at rt's group/version (conversion, defaulting on read). */
+  render(rt: ResourceType, stored: Obj): Obj {
+    let o = clone(stored);
+    if (rt.fromStorage) o = rt.fromStorage(o);
+    o = { apiVersion: apiVersionOf(rt), kind: rt.kind, ...o };
+    o["apiVersion"] = apiVersionOf(rt);
+    o["kind"] = rt.kind;
+    if (rt.schema) {
+      try { o = rt.schema.applyDefaults(o); } catch { /* serve as stored */ }
+    }
+    return o;
+  }
+
+  private toStorage(rt: ResourceType, wire: Obj): Obj {
+    return rt.toStorage ? rt.toStorage(wire) : wire;
+  }
+
+  namespaceOf(rt: ResourceType, ns: string | undefined): string {
+    return rt.namespaced ? (ns ?? "") : "";
+  }
+
+  get(rt: ResourceType, ns: string, name: string): Obj {
+    const stored = this.store.get(rt.storageKey, this.namespaceOf(rt, ns), name);
+    if (!stored) throw notFound(rt, name);
+    return this.render(rt, stored);
+  }
+
+  list(rt: ResourceType, ns: string | undefined, opts: ListOptions): ListResult {
+    const resourceVersion = String(this.store.currentRv());
+    let start: string | undefined;
+    if (opts.continueToken) {
+      try {
+        const t = JSON.parse(Buffer.from(opts.continueToken, "base64url").toString("utf8")) as { start?: unknown };
+        if (typeof t.start !== "string") throw new Error("bad");
+        start = t.start;
+      } catch {
+        throw badRequest("continue key is not valid: illegal base64 data at input byte 0");
+      }
+    }
+    const all = this.store.list(rt.storageKey, rt.namespaced ? ns : undefined).map((o) => this.render(rt, o));
+    let matched = all.filter((o) => (!opts.label || opts.label(o)) && (!opts.field || opts.field(o)));
+    if (start !== undefined) matched = matched.filter((o) => keyOf(o) > (start as string));
+    if (opts.limit && opts.limit > 0 && matched.length > opts.limit) {
+      const page = matched.slice(0, opts.limit);
+      const last = page[page.length - 1] as Obj;
+      const token = Buffer.from(JSON.stringify({ rv: resourceVersion, start: keyOf(last) })).toString("base64url");
+      return { items: page, resourceVersion, continueToken: token, remaining: matched.length - page.length };
+    }
+    return { items: matched, resourceVersion };
+  }
+
+  // ---------------------------------------------------------------- create
+
+  create(rt: ResourceType, ns: string | undefined, body: unknown, opts: WriteOptions): WriteResult {
+    const obj = this.decode(rt, body, ns);
+    const meta = metaOf(obj);
+    if (meta["resourceVersion"] !== undefined && meta["resourceVersion"] !== "") {
+      throw internal("resourceVersion should not be set on objects to be created");
+    }
+    if (!meta["name"] && typeof meta["generateName"] === "string" && meta["generateName"]) {
+      meta["name"] = `${meta["generateName"]}${randomName()}`;
+    }
+    const name = str(meta["name"]) ?? "";
+    if (!name) throw invalid(rt.kind, rt.group, "", [{ type: "FieldValueRequired", field: "metadata.name", message: "Required value: name or generateName is required" }]);
+    this.checkNamespaceWritable(rt, meta, name);
+    if (this.store.get(rt.storageKey, this.namespaceOf(rt, ns), name)) {
+      throw new ApiError(409, "AlreadyExists", `${qualified(rt)} "${name}" already exists`, { name, ...(rt.group ? { group: rt.group } : {}), kind: rt.plural });
+    }
+    return this.commit(rt, undefined, obj, opts, { subresource: undefined, managed: "update" });
+  }
+
+  private checkNamespaceWritable(rt: ResourceType, meta: Obj, name: string): void {
+    if (!rt.namespaced) return;
+    const ns = str(meta["namespace"]) ?? "";
+    const nsObj = this.store.get("/namespaces", "", ns);
+    if (!nsObj) throw notFound({ group: "", plural: "namespaces" }, ns);
+    if (metaOf(nsObj)["deletionTimestamp"]) {
+      throw forbidden(rt, name, `unable to create new content in namespace ${ns} because it is being terminated`);
+    }
+  }
+
+  // ---------------------------------------------------------------- update (PUT)
+
+  update(rt: ResourceType, ns: string | undefined, name: string, subresource: string | undefined, body: unknown, opts: WriteOptions): WriteResult {
+    const obj = this.decode(rt, body, ns);
+    const meta = metaOf(obj);
+    if (meta["name"] !== undefined && meta["name"] !== name) {
+      throw badRequest(`the name of the object (${String(meta["name"])}) does not match the name on the URL (${name})`);
+    }
+    meta["name"] = name;
+    const stored = this.store.get(rt.storageKey, this.namespaceOf(rt, ns), name);
+    if (!stored) throw notFound(rt, name);
+    const rv = meta["resourceVersion"];
+    if (rv === undefined || rv === "") {
+      if (rt.custom || rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions") {
+        throw invalid(rt.kind, rt.group, name, [{ type: "FieldValueInvalid", field: "metadata.resourceVersion", message: "Invalid value: 0x0: must be specified for an update" }]);
+      }
+    } else if (rv !== metaOf(stored)["resourceVersion"]) {
+      throw conflict(rt, name);
+    }
+    return this.commit(rt, stored, obj, opts, { subresource, managed: "update" });
+  }
+
+  // ---------------------------------------------------------------- patch
+
+  patch(rt: ResourceType, ns: string | undefined, name: string, subresource: string | undefined, contentType: string, body: Buffer, opts: WriteOptions & { force: boolean }): WriteResult {
+    const namespace = this.namespaceOf(rt, ns);
+    const stored = this.store.get(rt.storageKey, namespace, name);
+    const text = body.toString("utf8");
+    if (contentType === "application/apply-patch+yaml") {
+      if (!opts.fieldManager) {
+        throw invalid("PatchOptions", "meta.k8s.io", "", [{ type: "FieldValueRequired", field: "fieldManager", message: "Required value: is required for apply patch" }]);
+      }
+      let applied: unknown;
+      try {
+        applied = parseYaml(text);
+      } catch (err) {
+        throw badRequest(`error decoding YAML: ${(err as Error).message}`);
+      }
+      if (!isObj(applied)) throw badRequest("error decoding patch: the body is not a YAML/JSON object");
+      const av = applied["apiVersion"];
+      const kind = applied["kind"];
+      if (av !== apiVersionOf(rt) || kind !== rt.kind) {
+        throw badRequest(`the API version in the data (${String(av ?? "")}) does not match the expected API version (${apiVersionOf(rt)})`);
+      }
+      const ameta = metaOf(applied);
+      if (ameta["name"] !== undefined && ameta["name"] !== name) throw badRequest(`the name of the object (${String(ameta["name"])}) does not match the name on the URL (${name})`);
+      if (rt.namespaced && ameta["namespace"] !== undefined && ameta["namespace"] !== namespace) {
+        throw badRequest("the namespace of the provided object does not match the namespace sent on the request");
+      }
+      ameta["name"] = name;
+      if (rt.namespaced) ameta["namespace"] = namespace;
+      const live = stored ? this.render(rt, stored) : undefined;
+      if (live && ameta["resourceVersion"] !== undefined && ameta["resourceVersion"] !== metaOf(live)["resourceVersion"]) throw conflict(rt, name);
+      const applyArgs = { live, applied, manager: opts.fieldManager, force: opts.force, now: timeNow(), ...(subresource === "status" ? { subresource: "status" as const } : {}) };
+      const result = this.patchLib(() => serverSideApply(applyArgs));
+      const next = result.object;
+      if (!stored) {
+        if (subresource) throw notFound(rt, name);
+        delete metaOf(next)["resourceVersion"];
+        this.checkNamespaceWritable(rt, metaOf(next), name);
+        return this.commit(rt, undefined, next, opts, { subresource: undefined, managed: "keep" });
+      }
+      return this.commit(rt, stored, next, opts, { subresource, managed: "keep" });
+    }
+    if (!stored) throw notFound(rt, name);
+    const live = this.render(rt, stored);
+    let patchBody: unknown;
+    try {
+      patchBody = JSON.parse(text);
+    } catch (err) {
+      throw badRequest(`error decoding patch: ${(err as Error).message}`);
+    }
+    let next: unknown;
+    switch (contentType) {
+      case "application/json-patch+json":
+        if (!Array.isArray(patchBody)) throw badRequest("json: cannot unmarshal object into Go value of type jsonpatch.Patch");
+        if (patchBody.length > 10000) throw new ApiError(413, "RequestEntityTooLarge", `The request is too large: the allowed number of operations in a JSON patch is 10000, but found ${patchBody.length}`);
+        next = this.patchLib(() => applyJsonPatch(live, patchBody));
+        break;
+      case "application/merge-patch+json":
+        if (!isObj(patchBody)) throw badRequest("error decoding patch: the patch is not a JSON object");
+        next = this.patchLib(() => applyMergePatch(live, patchBody));
+        break;
+      case "application/strategic-merge-patch+json":
+        if (rt.custom) throw unsupportedMediaType(contentType, ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]);
+        if (!isObj(patchBody)) throw badRequest("error decoding patch: the patch is not a JSON object");
+        next = this.patchLib(() => applyStrategicMergePatch(live, patchBody, rt.kindKey));
+        break;
+      default:
+        throw unsupportedMediaType(contentType, ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml", ...(rt.custom ? [] : ["application/strategic-merge-patch+json"])]);
+    }
+    if (!isObj(next)) throw badRequest("the patch did not produce an object");
+    const nmeta = metaOf(next);
+    if (nmeta["name"] !== name) throw badRequest(`the name of the object (${String(nmeta["name"] ?? "")}) does not match the name on the URL (${name})`);
+    if (nmeta["resourceVersion"] !== metaOf(live)["resourceVersion"]) {
+      if (nmeta["resourceVersion"] === undefined || nmeta["resourceVersion"] === "") nmeta["resourceVersion"] = metaOf(live)["resourceVersion"];
+      else throw conflict(rt, name);
+    }
+    const decoded = this.decode(rt, next, ns);
+    return this.commit(rt, stored, decoded, opts, { subresource, managed: "update" });
+  }
+
+  private patchLib<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof PatchError) {
+        const causes = err.causes?.map((c) => ({ reason: c.type, message: c.message, field: c.field }));
+        const reasonFor: Record<number, string> = { 400: "BadRequest", 409: "Conflict", 422: "Invalid" };
+        throw new ApiError(err.status, err.reason || reasonFor[err.status] || "BadRequest", err.message, causes ? { causes } : undefined, { cause: err });
+      }
+      if (err instanceof ApiError) throw err;
+      throw badRequest((err as Error).message);
+    }
+  }
+
+  // ---------------------------------------------------------------- the write path
+
+  /**
+   * Everything create/update/patch share: status isolation, kind rules, schema pruning,
+   * defaulting and validation, generation, finalizer rules, managedFields, no-op detection,
+   * finalizer-driven removal, and the store write.
+   */
+  private commit(rt: ResourceType, stored: Obj | undefined, next: Obj, opts: WriteOptions, how: { subresource: string | undefined; managed: "update" | "keep" }): WriteResult {
+    const warnings: string[] = [];
+    const old = stored ? this.render(rt, stored) : undefined;
+    const meta = metaOf(next);
+    const name = String(meta["name"]);
+    if (how.subresource !== undefined && !rt.subresources.includes(how.subresource)) throw notFoundPath();
+    if (rt.namespaced) meta["namespace"] = meta["namespace"] ?? "";
+    else delete meta["namespace"];
+
+    const hasStatus = rt.subresources.includes("status");
+    if (old) {
+      const ometa = metaOf(old);
+      for (const k of SYSTEM_META) {
+        if (ometa[k] === undefined) delete meta[k];
+        else meta[k] = ometa[k];
+      }
+      if (meta["managedFields"] === undefined && ometa["managedFields"] !== undefined) meta["managedFields"] = ometa["managedFields"];
+      if (how.subresource === "status") {
+        // a /status write changes status only (and managedFields)
+        const status = next["status"];
+        const keepManaged = meta["managedFields"];
+        for (const k of Object.keys(next)) delete next[k];
+        Object.assign(next, clone(old));
+        if (status === undefined) delete next["status"];
+        else next["status"] = status;
+        if (keepManaged !== undefined) metaOf(next)["managedFields"] = keepManaged;
+        else delete metaOf(next)["managedFields"];
+      } else if (hasStatus) {
+        if (old["status"] === undefined) delete next["status"];
+        else next["status"] = clone(old["status"]);
+      }
+    } else {
+      for (const k of SYSTEM_META) delete meta[k];
+      if (hasStatus && rt.storageKey !== "/namespaces") delete next["status"];
+      meta["uid"] = randomUUID();
+      meta["creationTimestamp"] = timeNow();
+      if (rt.generation) meta["generation"] = 1;
+    }
+    const nmeta = metaOf(next);
+
+    this.validateMeta(rt, next, old);
+    this.pruneUnknown(rt, next, opts, warnings);
+    if (rt.prepare) rt.prepare(next, { operation: old ? "update" : "create", old });
+    const isCrd = rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions";
+    if (isCrd) {
+      defaultCrd(next);
+      validateCrd(next, old);
+      if (!old) nmeta["finalizers"] = [...new Set([...(Array.isArray(nmeta["finalizers"]) ? (nmeta["finalizers"] as string[]) : []), CRD_FINALIZER])];
+      next["status"] = crdStatus(next, old);
+    }
+    if (rt.schema) {
+      let defaulted = rt.schema.applyDefaults(next);
+      const errors = rt.schema.validate(defaulted, old);
+      if (errors.length > 0) throw invalid(rt.kind, rt.group, name, errors.map((e) => ({ type: e.type, field: e.field, message: e.message })));
+      defaulted = { ...defaulted };
+      for (const k of Object.keys(next)) delete next[k];
+      Object.assign(next, defaulted);
+    }
+
+    if (old && rt.generation) {
+      const strip = (o: Obj) => {
+        const c: Obj = { ...o };
+        delete c["metadata"];
+        if (hasStatus) delete c["status"];
+        return c;
+      };
+      if (!jsonEqual(strip(next), strip(old))) metaOf(next)["generation"] = Number(metaOf(old)["generation"] ?? 0) + 1;
+    }
+
+    if (old && metaOf(old)["deletionTimestamp"]) {
+      const before = new Set(finalizersOf(old));
+      const added = finalizersOf(next).filter((f) => !before.has(f));
+      if (added.length > 0) {
+        throw invalid(rt.kind, rt.group, name, [{ type: "FieldValueForbidden", field: "metadata.finalizers", message: `Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{${added.map((f) => JSON.stringify(f)).join(", ")}}` }]);
+      }
+    }
+
+    let result: Obj = next;
+    if (how.managed === "update") {
+      const manager = opts.fieldManager ?? defaultManager(opts.userAgent);
+      const args = { old, updated: next, manager, operation: "Update" as const, now: timeNow(), ...(how.subresource === "status" ? { subresource: "status" as const } : {}) };
+      result = this.patchLib(() => recordUpdate(args));
+    }
+
+    const storedNext = this.toStorage(rt, result);
+    metaOf(storedNext)["resourceVersion"] = stored ? metaOf(stored)["resourceVersion"] : undefined;
+    if (stored && sameIgnoringManaged(storedNext, stored)) {
+      return { code: 200, body: this.render(rt, stored), warnings };
+    }
+    delete metaOf(storedNext)["resourceVersion"];
+    if (opts.dryRun) {
+      const preview = this.render(rt, storedNext);
+      if (stored) metaOf(preview)["resourceVersion"] = metaOf(stored)["resourceVersion"];
+      return { code: stored ? 200 : 201, body: preview, warnings };
+    }
+    if (stored && metaOf(storedNext)["deletionTimestamp"] && finalizersOf(storedNext).length === 0 && rt.storageKey !== "/namespaces") {
+      const removed = this.store.remove(rt.storageKey, this.namespaceOf(rt, str(metaOf(storedNext)["namespace"])), name);
+      this.afterWrite(rt, storedNext, true);
+      return { code: 200, body: this.render(rt, { ...storedNext, metadata: { ...metaOf(storedNext), resourceVersion: metaOf(removed ?? storedNext)["resourceVersion"] } }), warnings };
+    }
+    const written = this.store.write(rt.storageKey, storedNext);
+    this.afterWrite(rt, written, false);
+    return { code: stored ? 200 : 201, body: this.render(rt, written), warnings };
+  }
+
+  private afterWrite(rt: ResourceType, obj: Obj, removed: boolean): void {
+    if (rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions") {
+      const name = String(metaOf(obj)["name"]);
+      if (removed) this.registry.removeCrd(name);
+      else this.registry.setCrd(name, crdResourceTypes(obj));
+    }
+    this.changed();
+  }
+
+  /** Registers resource types of every stored CRD (at startup). */
+  loadCrds(): void {
+    for (const crd of this.store.list("apiextensions.k8s.io/customresourcedefinitions")) {
+      this.registry.setCrd(String(metaOf(crd)["name"]), crdResourceTypes(crd));
+    }
+  }
+
+  private validateMeta(rt: ResourceType, obj: Obj, old: Obj | undefined): void {
+    const meta = metaOf(obj);
+    const name = String(meta["name"] ?? "");
+    const causes: FieldCause[] = [];
+    if (!old) {
+      const isLabel = rt.storageKey === "/namespaces";
+      const re = isLabel ? DNS_LABEL : DNS_SUBDOMAIN;
+      const maxLen = isLabel ? 63 : 253;
+      if (!re.test(name) || name.length > maxLen) {
+        causes.push({ type: "FieldValueInvalid", field: "metadata.name", message: isLabel
+          ? `Invalid value: "${name}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`
+          : `Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')` });
+      }
+    }
+    for (const field of ["labels", "annotations"]) {
+      const v = meta[field];
+      if (v === undefined || v === null) continue;
+      if (!isObj(v)) throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: json: cannot unmarshal ${typeof v} into Go struct field ObjectMeta.metadata.${field} of type map[string]string`);
+      for (const [k, val] of Object.entries(v)) {
+        if (typeof val !== "string") throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: json: cannot unmarshal ${typeof val} into Go struct field ObjectMeta.metadata.${field} of type string`);
+        if (field === "labels" && (!/^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/.test(val) || val.length > 63)) {
+          causes.push({ type: "FieldValueInvalid", field: `metadata.labels`, message: `Invalid value: "${val}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')` });
+        }
+        if (!/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(k)) {
+          causes.push({ type: "FieldValueInvalid", field: `metadata.${field}`, message: `Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')` });
+        }
+      }
+    }
+    const fins = meta["finalizers"];
+    if (fins !== undefined && fins !== null && (!Array.isArray(fins) || fins.some((f) => typeof f !== "string"))) {
+      throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: json: cannot unmarshal into Go struct field ObjectMeta.metadata.finalizers of type []string`);
+    }
+    const refs = meta["ownerReferences"];
+    if (Array.isArray(refs)) {
+      refs.forEach((r, i) => {
+        if (!isObj(r)) return;
+        for (const f of ["apiVersion", "kind", "name", "uid"]) {
+          if (!r[f]) causes.push({ type: "FieldValueRequired", field: `metadata.ownerReferences[${i}].${f}`, message: f === "uid" ? `Invalid value: "": uid must not be empty` : `Invalid value: "": ${f} must not be empty` });
+        }
+      });
+    }
+    if (causes.length > 0) throw invalid(rt.kind, rt.group, name, causes);
+  }
+
+  /** Drops unknown fields (typed decoding or structural pruning); Strict rejects, Warn warns. */
+  private pruneUnknown(rt: ResourceType, obj: Obj, opts: WriteOptions, warnings: string[]): void {
+    const unknown: string[] = [];
+    const meta = metaOf(obj);
+    for (const k of Object.keys(meta)) {
+      if (!META_FIELDS.has(k)) { unknown.push(`metadata.${k}`); delete meta[k]; }
+    }
+    if (rt.knownFields) {
+      for (const k of Object.keys(obj)) {
+        if (!rt.knownFields.has(k)) { unknown.push(k); delete obj[k]; }
+      }
+    } else if (rt.schema) {
+      const pruned = rt.schema.prune(obj);
+      unknown.push(...pruned.unknownFields);
+      for (const k of Object.keys(obj)) delete obj[k];
+      Object.assign(obj, pruned.object);
+    }
+    if (unknown.length === 0) return;
+    if (opts.fieldValidation === "Strict") {
+      throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: strict decoding error: ${unknown.map((f) => `unknown field "${f}"`).join(", ")}`);
+    }
+    if (opts.fieldValidation === "Warn") for (const f of unknown) warnings.push(`unknown field "${f}"`);
+  }
+
+  /** Body checks every write makes: an object, of this kind, for this namespace. */
+  private decode(rt: ResourceType, body: unknown, ns: string | undefined): Obj {
+    if (!isObj(body)) throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: the body is not an object`);
+    const obj = clone(body);
+    const av = obj["apiVersion"];
+    const kind = obj["kind"];
+    if (av !== undefined && av !== "" && av !== apiVersionOf(rt)) {
+      throw badRequest(`the API version in the data (${String(av)}) does not match the expected API version (${apiVersionOf(rt)})`);
+    }
+    if (kind !== undefined && kind !== "" && kind !== rt.kind) {
+      throw badRequest(`the kind in the data (${String(kind)}) does not match the expected kind (${rt.kind})`);
+    }
+    obj["apiVersion"] = apiVersionOf(rt);
+    obj["kind"] = rt.kind;
+    const meta = obj["metadata"];
+    if (meta !== undefined && !isObj(meta)) throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: json: cannot unmarshal into Go struct field ${rt.kind}.metadata of type v1.ObjectMeta`);
+    const m = metaOf(obj);
+    if (rt.namespaced) {
+      if (m["namespace"] !== undefined && m["namespace"] !== "" && m["namespace"] !== ns) {
+        throw badRequest("the namespace of the provided object does not match the namespace sent on the request");
+      }
+      m["namespace"] = ns ?? "";
+    } else {
+      delete m["namespace"];
+    }
+    return obj;
+  }
+
+  // ---------------------------------------------------------------- delete
+
+  delete(rt: ResourceType, ns: string | undefined, name: string, opts: DeleteOptions): WriteResult {
+    const namespace = this.namespaceOf(rt, ns);
+    const stored = this.store.get(rt.storageKey, namespace, name);
+    if (!stored) throw notFound(rt, name);
+    const meta = metaOf(stored);
+    const pre = opts.preconditions;
+    if (pre?.uid && pre.uid !== meta["uid"]) throw conflict(rt, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${String(meta["uid"])}`);
+    if (pre?.resourceVersion && pre.resourceVersion !== meta["resourceVersion"]) throw conflict(rt, name, `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in meta: ${String(meta["resourceVersion"])}`);
+    let policy = opts.propagationPolicy;
+    if (policy !== undefined && !["Background", "Foreground", "Orphan"].includes(policy)) {
+      throw invalid("DeleteOptions", "meta.k8s.io", "", [{ type: "FieldValueNotSupported", field: "propagationPolicy", message: `Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan", "nil"` }]);
+    }
+    if (policy === undefined && opts.orphanDependents !== undefined) policy = opts.orphanDependents ? "Orphan" : "Background";
+
+    if (rt.storageKey === "/namespaces") {
+      if (meta["deletionTimestamp"]) return { code: 200, body: this.render(rt, stored), warnings: [] };
+      if (["default", "kube-system", "kube-public"].includes(name)) throw forbidden(rt, name, "this namespace may not be deleted");
+      const next = clone(stored);
+      metaOf(next)["deletionTimestamp"] = timeNow();
+      next["status"] = { phase: "Terminating" };
+      if (opts.dryRun) return { code: 200, body: this.render(rt, next), warnings: [] };
+      const written = this.store.write(rt.storageKey, next);
+      this.changed();
+      return { code: 200, body: this.render(rt, written), warnings: [] };
+    }
+
+    const finalizers = finalizersOf(stored);
+    const wanted = [...finalizers];
+    if (policy === "Orphan" && !wanted.includes("orphan")) wanted.push("orphan");
+    if (policy === "Foreground" && !wanted.includes("foregroundDeletion")) wanted.push("foregroundDeletion");
+    if (policy === "Background" || policy === "Foreground") {
+      const i = wanted.indexOf("orphan");
+      if (i >= 0 && !finalizers.includes("orphan")) wanted.splice(i, 1);
+    }
+    if (wanted.length > 0) {
+      if (meta["deletionTimestamp"] && jsonEqual(wanted, finalizers)) {
+        return { code: 200, body: this.render(rt, stored), warnings: [] };
+      }
+      const next = clone(stored);
+      const nmeta = metaOf(next);
+      nmeta["finalizers"] = wanted;
+      if (!nmeta["deletionTimestamp"]) {
+        nmeta["deletionTimestamp"] = timeNow();
+        nmeta["deletionGracePeriodSeconds"] = 0;
+        if (nmeta["generation"] !== undefined) nmeta["generation"] = Number(nmeta["generation"]) + 1;
+      }
+      if (rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions") next["status"] = crdStatus(next, stored);
+      if (opts.dryRun) return { code: 200, body: this.render(rt, next), warnings: [] };
+      const written = this.store.write(rt.storageKey, next);
+      this.afterWrite(rt, written, false);
+      return { code: 200, body: this.render(rt, written), warnings: [] };
+    }
+    if (opts.dryRun) return { code: 200, body: this.deletedBody(rt, stored), warnings: [] };
+    const removed = this.store.remove(rt.storageKey, namespace, name) as Obj;
+    this.afterWrite(rt, removed, true);
+    return { code: 200, body: this.deletedBody(rt, removed), warnings: [] };
+  }
+
+  private deletedBody(rt: ResourceType, obj: Obj): Obj {
+    if (rt.deleteReturnsObject || rt.custom === false && rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions") return this.render(rt, obj);
+    const meta = metaOf(obj);
+    const details: Obj = { name: meta["name"] };
+    if (rt.group) details["group"] = rt.group;
+    details["kind"] = rt.plural;
+    details["uid"] = meta["uid"];
+    return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", details };
+  }
+
+  /** Deletion started by a controller (GC, namespace cleanup): background, no preconditions. */
+  deleteInternal(rt: ResourceType, ns: string, name: string, policy = "Background"): void {
+    try {
+      this.delete(rt, ns, name, { propagationPolicy: policy, dryRun: false });
+    } catch (err) {
+      if (!(err instanceof ApiError && err.code === 404)) throw err;
+    }
+  }
+
+  /** Writes a stored object as a controller would (finalizer removal, ownerReference stripping). */
+  writeInternal(rt: ResourceType, stored: Obj): void {
+    const cur = this.store.get(rt.storageKey, String(metaOf(stored)["namespace"] ?? ""), String(metaOf(stored)["name"]));
+    if (!cur) return;
+    if (metaOf(stored)["deletionTimestamp"] && finalizersOf(stored).length === 0) {
+      if (rt.storageKey === "/namespaces") {
+        const spec = stored["spec"];
+        if (isObj(spec) && Array.isArray(spec["finalizers"]) && spec["finalizers"].length > 0) {
+          this.afterWrite(rt, this.store.write(rt.storageKey, stored), false);
+          return;
+        }
+      }
+      const removed = this.store.remove(rt.storageKey, String(metaOf(stored)["namespace"] ?? ""), String(metaOf(stored)["name"]));
+      if (removed) this.afterWrite(rt, removed, true);
+      return;
+    }
+    if (sameIgnoringManaged(stored, cur)) return;
+    this.afterWrite(rt, this.store.write(rt.storageKey, stored), false);
+  }
+}
+
+export function finalizersOf(o: Obj): string[] {
+  const f = metaOf(o)["finalizers"];
+  return Array.isArray(f) ? (f as string[]) : [];
+}
+
+function keyOf(o: Obj): string {
+  const m = metaOf(o);
+  return `${String(m["namespace"] ?? "")}/${String(m["name"])}`;
+}
+
+function sameIgnoringManaged(a: Obj, b: Obj): boolean {
+  const strip = (o: Obj) => ({ ...o, metadata: { ...metaOf(o), managedFields: undefined, resourceVersion: undefined } });
+  return jsonEqual(strip(a), strip(b));
+}
+
+function defaultManager(userAgent: string): string {
+  const prefix = userAgent.split("/")[0] ?? "";
+  return prefix.slice(0, 128) || "unknown";
+}
+
+function randomName(): string {
+  const alphabet = "bcdfghjklmnpqrstvwxz2456789";
+  const bytes = randomBytes(5);
+  return [...bytes].map((b) => alphabet[b % alphabet.length]).join("");
+}
+
+function notFoundPath(): ApiError {
+  return new ApiError(404, "NotFound", "the server could not find the requested resource");
+}

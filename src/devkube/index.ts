@@ -1,0 +1,142 @@
+import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:https";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
+import { pino, type Logger } from "pino";
+import { stringify as toYaml } from "yaml";
+import { Api } from "./api.ts";
+import { Controllers } from "./controllers.ts";
+import { Registry } from "./registry.ts";
+import { createApp, type Authorizer } from "./server.ts";
+import { Store } from "./store.ts";
+import { ensureTls } from "./tls.ts";
+import { WatchHub } from "./watch.ts";
+
+export interface DevkubeOptions {
+  dir: string;
+  port?: number;
+  host?: string;
+  logger?: Logger;
+  /** Events retained per resource type for watch resumption (older RVs get 410). */
+  watchHistoryLimit?: number;
+  /** Interval of BOOKMARK events on watches that allow them. */
+  bookmarkIntervalMs?: number;
+  /** Upper bound of a watch without timeoutSeconds (kube: 30–60 min). */
+  maxWatchSeconds?: number;
+  /** Serve aggregated discovery (kubectl's default path); false forces the legacy fan-out. */
+  aggregatedDiscovery?: boolean;
+  authorize?: Authorizer;
+}
+
+export interface Devkube {
+  url: string;
+  kubeconfigPath: string;
+  kubeconfig: string;
+  token: string;
+  stop(): Promise<void>;
+  /** Ends every open watch, as a real server does at its request timeout (for reconnect tests). */
+  closeWatches(): void;
+  /** Changes the per-type watch history length at runtime (for 410 tests). */
+  setWatchHistoryLimit(n: number): void;
+}
+
+export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
+  const dir = path.resolve(options.dir);
+  const host = options.host ?? "127.0.0.1";
+  const logger = options.logger ?? pino({ level: "silent" });
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const token = await ensureToken(dir);
+  const tls = await ensureTls(dir, host);
+
+  const store = new Store(dir, options.watchHistoryLimit ?? 1000);
+  const registry = new Registry();
+  let controllers: Controllers | undefined;
+  const api = new Api(store, registry, () => controllers?.schedule());
+  controllers = new Controllers(api, store, registry, logger);
+  api.loadCrds();
+  seedNamespaces(api);
+  controllers.schedule();
+  const watches = new WatchHub(store, api, { bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000, maxWatchSeconds: options.maxWatchSeconds ?? 1800 });
+
+  let address = "";
+  const app = createApp({
+    api, store, registry, watches, logger, adminToken: token, serverAddress: () => address,
+    aggregatedDiscovery: options.aggregatedDiscovery ?? true,
+    ...(options.authorize ? { authorize: options.authorize } : {}),
+  });
+  const server: Server = createServer({ key: tls.serverKey, cert: tls.serverCert }, app);
+  server.keepAliveTimeout = 5000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const urlHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
+  address = `${urlHost}:${port}`;
+  const url = `https://${address}`;
+  const kubeconfig = renderKubeconfig(url, tls.caCert, token);
+  const kubeconfigPath = path.join(dir, "kubeconfig");
+  await writeFile(`${kubeconfigPath}.tmp`, kubeconfig, { mode: 0o600 });
+  await rename(`${kubeconfigPath}.tmp`, kubeconfigPath);
+  logger.info({ url, kubeconfig: kubeconfigPath }, "devkube serving");
+
+  let stopped = false;
+  return {
+    url, kubeconfigPath, kubeconfig, token,
+    closeWatches: () => watches.closeAll(),
+    setWatchHistoryLimit: (n) => { store.historyLimit = n; },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      controllers?.stop();
+      watches.closeAll();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      store.close();
+    },
+  };
+}
+
+function seedNamespaces(api: Api): void {
+  for (const name of ["default", "kube-system", "kube-public", "kube-node-lease"]) {
+    const rt = api["registry"].lookup("", "v1", "namespaces");
+    if (!rt) continue;
+    try {
+      api.get(rt, "", name);
+    } catch {
+      api.create(rt, undefined, { metadata: { name } }, { dryRun: false, fieldManager: "devkube", userAgent: "devkube", fieldValidation: "Strict" });
+    }
+  }
+}
+
+async function ensureToken(dir: string): Promise<string> {
+  const file = path.join(dir, "token");
+  if (existsSync(file)) {
+    const t = (await readFile(file, "utf8")).trim();
+    if (t) return t;
+  }
+  const token = randomBytes(32).toString("base64url");
+  await writeFile(`${file}.tmp`, `${token}\n`, { mode: 0o600 });
+  await rename(`${file}.tmp`, file);
+  await chmod(file, 0o600);
+  return token;
+}
+
+export function renderKubeconfig(url: string, caCert: string, token: string): string {
+  return toYaml({
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [{ name: "devkube", cluster: { server: url, "certificate-authority-data": Buffer.from(caCert).toString("base64") } }],
+    users: [{ name: "devkube-admin", user: { token } }],
+    contexts: [{ name: "devkube", context: { cluster: "devkube", user: "devkube-admin", namespace: "default" } }],
+    "current-context": "devkube",
+    preferences: {},
+  });
+}

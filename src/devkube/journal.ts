@@ -1,0 +1,82 @@
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import path from "node:path";
+import type { Obj } from "./types.ts";
+
+/**
+ * Persistence: an append-only JSON-lines journal, fsynced per write so a `kill -9` loses nothing
+ * that was acknowledged, and compacted (rewritten through a rename) at every start. A torn last
+ * line — the only damage a crash can do — is ignored.
+ */
+export type JournalRecord =
+  | { rv: number; k: string; o: Obj }
+  | { rv: number; k: string; d: string }
+  | { rv: number };
+
+export interface LoadedState { rv: number; objects: Map<string, Map<string, Obj>> }
+
+export class Journal {
+  private fd: number | undefined;
+  private readonly file: string;
+
+  constructor(dir: string) {
+    this.file = path.join(dir, "objects.jsonl");
+  }
+
+  load(): LoadedState {
+    const objects = new Map<string, Map<string, Obj>>();
+    let rv = 0;
+    if (existsSync(this.file)) {
+      const lines = readFileSync(this.file, "utf8").split("\n");
+      for (const line of lines) {
+        if (!line.trim()) continue;
+        let rec: JournalRecord;
+        try {
+          rec = JSON.parse(line) as JournalRecord;
+        } catch {
+          continue; // torn write at the end of the file
+        }
+        rv = Math.max(rv, rec.rv);
+        if ("o" in rec) {
+          const meta = rec.o["metadata"] as Obj;
+          const key = `${String(meta["namespace"] ?? "")}/${String(meta["name"])}`;
+          let bucket = objects.get(rec.k);
+          if (!bucket) objects.set(rec.k, (bucket = new Map()));
+          bucket.set(key, rec.o);
+        } else if ("d" in rec) {
+          objects.get(rec.k)?.delete(rec.d);
+        }
+      }
+    }
+    this.compact(rv, objects);
+    return { rv, objects };
+  }
+
+  private compact(rv: number, objects: Map<string, Map<string, Obj>>): void {
+    const tmp = `${this.file}.tmp`;
+    const fd = openSync(tmp, "w", 0o600);
+    try {
+      writeSync(fd, `${JSON.stringify({ rv })}\n`);
+      for (const [k, bucket] of objects) {
+        for (const o of bucket.values()) writeSync(fd, `${JSON.stringify({ rv, k, o })}\n`);
+      }
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, this.file);
+    const dirFd = openSync(path.dirname(this.file), "r");
+    try { fsyncSync(dirFd); } finally { closeSync(dirFd); }
+    this.fd = openSync(this.file, "a", 0o600);
+  }
+
+  append(rec: JournalRecord): void {
+    if (this.fd === undefined) throw new Error("devkube journal is closed");
+    writeSync(this.fd, `${JSON.stringify(rec)}\n`);
+    fsyncSync(this.fd);
+  }
+
+  close(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+  }
+}
