@@ -35,3 +35,4 @@ export type {
   Page,
   Pagination,
 } from "../contract/index.ts";
+export { prometheusHooks } from "./prometheus-hooks.ts";
