@@ -182,9 +182,33 @@ const Step = fc.record({
   unprefixed: fc.boolean(),
 });
 
-function checkReply(step: { operation: Operation; attacker: "A" | "B" }, victim: Workspace, reply: Reply): void {
+/** A victim whose ids have the same shapes but never existed: the control group for "existence is never revealed". */
+function phantomOf(victim: Workspace): Workspace {
+  const fresh = (id: string) => id.replace(/c[a-z0-9]{24}$/, () => "c" + Array.from({ length: 24 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join(""));
+  return {
+    ...victim,
+    projectId: fresh(victim.projectId),
+    databaseId: fresh(victim.databaseId),
+    connectionId: fresh(victim.connectionId),
+    backupId: fresh(victim.backupId),
+    projectLogicalId: `${victim.projectLogicalId}:phantom`,
+    databaseLogicalId: `${victim.databaseLogicalId}:phantom`,
+  };
+}
+
+function idsOf(w: Workspace): string[] {
+  return [w.projectId, w.databaseId, w.connectionId, w.backupId];
+}
+
+/** The reply with every id of `w` (prefixed or not) replaced by a placeholder, for comparison. */
+function normalised(reply: Reply, w: Workspace): string {
+  let text = JSON.stringify(reply.body ?? null);
+  for (const id of idsOf(w)) text = text.split(id).join("<id>").split(stripPrefix(id)).join("<id>");
+  return text;
+}
+
+function checkReply(step: { operation: Operation; attacker: "A" | "B" }, victim: Workspace, reply: Reply, control: Reply, phantom: Workspace, sent: string): void {
   const label = `${step.attacker} → ${victim.label}: ${step.operation.name}`;
-  const foreignIds = [victim.projectId, victim.databaseId, victim.connectionId, victim.backupId];
   const text = JSON.stringify(reply.body ?? null);
   switch (step.operation.expect) {
     case "404":
@@ -199,8 +223,15 @@ function checkReply(step: { operation: Operation; attacker: "A" | "B" }, victim:
       expect(reply.status, label).toBe(200);
       break;
   }
-  // Whatever the status, no reply may name the other workspace's objects.
-  for (const id of foreignIds) expect(text.includes(id) || text.includes(stripPrefix(id)), `${label} revealed ${id}`).toBe(false);
+  // Existence is never revealed: the answer about a real foreign object reads exactly like the answer about
+  // an id that never existed.
+  expect(reply.status, `${label}: differs from a never-existing id`).toBe(control.status);
+  expect(normalised(reply, victim), `${label}: differs from a never-existing id`).toBe(normalised(control, phantom));
+  // No reply names a foreign object the request did not name itself.
+  for (const id of idsOf(victim)) {
+    if (sent.includes(id) || sent.includes(stripPrefix(id))) continue;
+    expect(text.includes(id) || text.includes(stripPrefix(id)), `${label} revealed ${id}`).toBe(false);
+  }
 }
 
 describe("workspace isolation", () => {
@@ -226,8 +257,12 @@ describe("workspace isolation", () => {
           const victim = ws[step.attacker === "A" ? "B" : "A"];
           const id = step.unprefixed ? stripPrefix : (raw: string) => raw;
           const op = step.operation;
-          const reply = await call(attacker.token, op.method, op.path(attacker, victim, id), op.body?.(attacker, victim, id));
-          checkReply(step, victim, reply);
+          const path = op.path(attacker, victim, id);
+          const body = op.body?.(attacker, victim, id);
+          const reply = await call(attacker.token, op.method, path, body);
+          const phantom = phantomOf(victim);
+          const control = await call(attacker.token, op.method, op.path(attacker, phantom, id), op.body?.(attacker, phantom, id));
+          checkReply(step, victim, reply, control, phantom, path + JSON.stringify(body ?? null));
         }
         expect(await snapshot(ws.A)).toEqual(before.A);
         expect(await snapshot(ws.B)).toEqual(before.B);

@@ -1,0 +1,50 @@
+// `npm run chaos -- --iterations N [--seed S] [--crashes-per-step K] [--no-faults] [--keep]`
+// Runs chaos iterations on the local stack (see src/testing/chaos-run.ts) and prints a table and
+// the final line `chaos: N iterations, K crashes injected, V invariant violations`; exits 1 when V > 0.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { formatReport, runChaos, tableHeader } from "../src/testing/chaos-run.ts";
+import { startChaosStack } from "../src/testing/chaos-stack.ts";
+
+const { values } = parseArgs({
+  options: {
+    iterations: { type: "string", default: "5" },
+    seed: { type: "string", default: "1" },
+    "crashes-per-step": { type: "string", default: "2" },
+    "step-timeout": { type: "string", default: "90" },
+    "no-faults": { type: "boolean", default: false },
+    keep: { type: "boolean", default: false },
+  },
+});
+
+const iterations = Number(values.iterations);
+const seed = Number(values.seed);
+if (!Number.isInteger(iterations) || iterations < 1) throw new Error(`--iterations must be a positive integer, got "${values.iterations}"`);
+if (!Number.isInteger(seed)) throw new Error(`--seed must be an integer, got "${values.seed}"`);
+
+const dir = await mkdtemp(path.join(tmpdir(), "mds-chaos-"));
+console.log(`chaos: ${iterations} iterations, seed ${seed}, state in ${dir}`);
+const stack = await startChaosStack({ dir });
+console.log(`crash points: ${stack.crashPoints.length === 0 ? "none found (random SIGKILLs only)" : stack.crashPoints.join(", ")}`);
+console.log(tableHeader);
+let exitCode = 1;
+try {
+  const report = await runChaos(stack, {
+    iterations,
+    seed,
+    crashesPerStep: Number(values["crashes-per-step"]),
+    stepTimeoutMs: Number(values["step-timeout"]) * 1000,
+    faults: !values["no-faults"],
+    log: (line) => console.log(line),
+  });
+  console.log("");
+  console.log(formatReport(report));
+  exitCode = report.violations > 0 ? 1 : 0;
+} finally {
+  await stack.stop();
+  if (!values.keep) await rm(dir, { recursive: true, force: true });
+  else console.log(`kept ${dir}`);
+}
+process.exit(exitCode);

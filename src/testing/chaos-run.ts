@@ -1,0 +1,433 @@
+import pg from "pg";
+import { checkInvariants, collectSecretValues, mdsApiVersion, type Violation } from "./chaos-invariants.ts";
+import { crashPointsForStep, type ChaosStep } from "./crash-points.ts";
+import { seededRandom, type FaultSchedule } from "./fault-proxy.ts";
+import { conditionOf, isReady, type KubeObject } from "./kube-objects.ts";
+import type { ChaosStack, OperatorProcess } from "./chaos-stack.ts";
+
+// Chaos iterations: each runs one resource lifecycle (create, update, Secret rebuild, restore,
+// delete) on the local stack while the operator is SIGKILLed at named crash points and at random
+// moments, the API misbehaves through the fault proxy, watches are cut and, with two replicas, the
+// leader is killed. After each iteration the invariants are checked from the outside.
+
+export interface ChaosOptions {
+  iterations: number;
+  seed: number;
+  /** Per step; a step that does not converge in time is a violation. */
+  stepTimeoutMs?: number;
+  /** Crash points armed per step (at most). */
+  crashesPerStep?: number;
+  /** Leave the API alone (no fault schedule) - for a first smoke run. */
+  faults?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface IterationResult {
+  iteration: number;
+  replicas: number;
+  crashPoints: number;
+  crashPointsNotReached: number;
+  randomKills: number;
+  watchDrops: number;
+  outages: number;
+  apiFaults: number;
+  seconds: number;
+  violations: Violation[];
+}
+
+export interface ChaosReport {
+  iterations: IterationResult[];
+  crashes: number;
+  violations: number;
+  crashPointsHit: Record<string, number>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+class Timeout extends Error {}
+
+async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Timeout(`${what} did not happen within ${timeoutMs / 1000} s${last instanceof Error ? ` (last error: ${last.message})` : ""}`);
+    await sleep(150);
+  }
+}
+
+function shuffle<T>(items: T[], random: () => number): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}
+
+/**
+ * Keeps `replicas` operator processes running the way a Deployment would, restarting whatever
+ * dies. Each restart takes the next armed crash point, if any.
+ */
+class Supervisor {
+  private readonly stack: ChaosStack;
+  private readonly replicas: number;
+  private readonly processes = new Map<string, OperatorProcess>();
+  private queue: string[] = [];
+  private stopped = false;
+  private generation = 0;
+  crashPointHits: string[] = [];
+  crashPointMisses: string[] = [];
+  randomKills = 0;
+
+  constructor(stack: ChaosStack, replicas: number) {
+    this.stack = stack;
+    this.replicas = replicas;
+  }
+
+  start(): void {
+    for (let r = 0; r < this.replicas; r++) this.launch(`r${r}`);
+  }
+
+  private launch(slot: string): void {
+    if (this.stopped) return;
+    const crashPoint = this.queue.shift();
+    const proc = this.stack.startOperator({
+      identity: `chaos-${slot}-${++this.generation}`,
+      leaderElect: this.replicas > 1,
+      ...(crashPoint === undefined ? {} : { crashPoint: `${crashPoint}:1` }),
+    });
+    this.processes.set(slot, proc);
+    void proc.exited.then(({ code, signal }) => {
+      if (this.processes.get(slot) !== proc) return;
+      if (crashPoint !== undefined) {
+        if (signal === "SIGKILL" && !proc.killedByHarness) this.crashPointHits.push(crashPoint);
+        else this.crashPointMisses.push(crashPoint);
+      }
+      void code;
+      if (!this.stopped) setTimeout(() => this.launch(slot), 50);
+    });
+  }
+
+  /** Re-arms: the processes are SIGKILLed (a crash too) and come back with the queued crash points. */
+  async arm(points: string[]): Promise<void> {
+    this.queue = [...points];
+    if (points.length === 0) return;
+    await this.killAll();
+  }
+
+  /** Crash points still queued when a step converged were never armed. */
+  disarm(): string[] {
+    const left = this.queue;
+    this.queue = [];
+    return left;
+  }
+
+  async killAll(): Promise<void> {
+    for (const proc of this.processes.values()) {
+      if (proc.alive()) {
+        this.randomKills++;
+        await proc.kill("SIGKILL");
+      }
+    }
+  }
+
+  /** Kills the current leader (or the only replica). */
+  async killLeader(): Promise<boolean> {
+    const holder = await this.stack.leaseHolder();
+    for (const proc of this.processes.values()) {
+      if (proc.alive() && (this.replicas === 1 || proc.identity === holder)) {
+        this.randomKills++;
+        await proc.kill("SIGKILL");
+        return true;
+      }
+    }
+    return false;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const proc of this.processes.values()) if (proc.alive()) await proc.kill("SIGTERM");
+    await Promise.all([...this.processes.values()].map((p) => p.exited));
+  }
+}
+
+interface IterationState {
+  ns: string;
+  project: string;
+  database: string;
+  databaseSecret: string;
+  restore: string;
+  databaseId?: string | undefined;
+  restoreKeysByTarget: Map<string, Set<string>>;
+}
+
+async function withDatabase<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  client.on("error", () => undefined);
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function apiCall(stack: ChaosStack, method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  // The harness talks to the service directly, not through the fault proxy: its own calls must not fail.
+  const res = await fetch(stack.api.directUrl + path, {
+    method,
+    headers: { authorization: `Bearer ${stack.api.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text === "" ? undefined : (JSON.parse(text) as unknown) };
+}
+
+async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, timeoutMs: number, note: (line: string) => void): Promise<void> {
+  const kube = stack.kube;
+  const get = (kind: string, name: string) => kube.get(mdsApiVersion, kind, s.ns, name);
+  switch (step) {
+    case "create": {
+      await kube.apply({
+        apiVersion: mdsApiVersion,
+        kind: "Project",
+        metadata: { name: s.project, namespace: s.ns },
+        spec: { displayName: `chaos ${s.ns}`, deletionPolicy: "Delete", connectionSecret: { name: `${s.project}-conn` } },
+      });
+      await kube.apply({
+        apiVersion: mdsApiVersion,
+        kind: "Database",
+        metadata: { name: s.database, namespace: s.ns },
+        spec: { projectRef: { name: s.project }, displayName: `db ${s.ns}`, deletionPolicy: "Delete", connectionSecret: { name: s.databaseSecret } },
+      });
+      await waitFor("Project and Database Ready", timeoutMs, async () => isReady(await get("Project", s.project)) && isReady(await get("Database", s.database)));
+      const db = await get("Database", s.database);
+      s.databaseId = db?.status?.["id"] as string | undefined;
+      return;
+    }
+    case "update": {
+      const displayName = `renamed ${s.ns}`;
+      const patched = await kube.mergePatch(mdsApiVersion, "Database", s.ns, s.database, { spec: { displayName } });
+      const generation = patched.metadata.generation ?? 0;
+      await waitFor("Database update synced", timeoutMs, async () => {
+        const db = await get("Database", s.database);
+        const synced = conditionOf(db, "Synced");
+        if (synced?.status !== "True" || (synced.observedGeneration ?? 0) < generation || !isReady(db)) return false;
+        const remote = await apiCall(stack, "GET", `/v1/databases/${s.databaseId ?? ""}`);
+        return (remote.body as { data?: { name?: string } }).data?.name === displayName;
+      });
+      return;
+    }
+    case "secret": {
+      await kube.remove("v1", "Secret", s.ns, s.databaseSecret);
+      await waitFor("Secret rebuilt with working credentials", timeoutMs, async () => {
+        const data = await kube.secretData(s.ns, s.databaseSecret);
+        if (data?.["DATABASE_URL"] === undefined || !isReady(await get("Database", s.database))) return false;
+        return withDatabase(data["DATABASE_URL"], async (c) => (await c.query("select 1")).rowCount === 1);
+      });
+      return;
+    }
+    case "restore": {
+      const url = await waitFor("Database Ready with a Secret", timeoutMs, async () => {
+        const data = await kube.secretData(s.ns, s.databaseSecret);
+        return isReady(await get("Database", s.database)) ? data?.["DATABASE_URL"] : undefined;
+      });
+      await withDatabase(url, async (c) => {
+        await c.query("create table if not exists chaos (v text)");
+        await c.query("insert into chaos values ('before-backup')");
+      });
+      const backup = await apiCall(stack, "POST", `/v1/databases/${s.databaseId ?? ""}/backups`, {});
+      const backupId = (backup.body as { data?: { id?: string } }).data?.id;
+      if (backupId === undefined) throw new Error(`cannot take a backup: HTTP ${backup.status}`);
+      await waitFor("backup completed", timeoutMs, async () => {
+        const list = await apiCall(stack, "GET", `/v1/databases/${s.databaseId ?? ""}/backups`);
+        return ((list.body as { data?: Array<{ id: string; status: string }> }).data ?? []).find((b) => b.id === backupId)?.status === "completed";
+      });
+      await withDatabase(url, (c) => c.query("insert into chaos values ('after-backup')"));
+      const key = `${s.ns}/${s.restore}`;
+      if (s.databaseId !== undefined) s.restoreKeysByTarget.set(s.databaseId, new Set([key]));
+      const restore: KubeObject = {
+        apiVersion: mdsApiVersion,
+        kind: "DatabaseRestore",
+        metadata: { name: s.restore, namespace: s.ns },
+        spec: { target: { databaseRef: { name: s.database } }, source: { databaseRef: { name: s.database }, backupId } },
+      };
+      await kube.apply(restore);
+      const phase = await waitFor("restore finished", timeoutMs, async () => {
+        const r = await get("DatabaseRestore", s.restore);
+        const p = r?.status?.["phase"];
+        return p === "Succeeded" || p === "Failed" || p === "Skipped" ? (p as string) : undefined;
+      });
+      if (phase !== "Succeeded") {
+        const r = await get("DatabaseRestore", s.restore);
+        note(`restore ended ${phase} (${String(r?.status?.["reason"] ?? "")}): ${String(r?.status?.["message"] ?? "")}`);
+        if (phase === "Failed" && r?.status?.["reason"] === "OutcomeUnknown") return;
+        throw new Error(`restore ended ${phase}, not Succeeded`);
+      }
+      const rows = await withDatabase(url, async (c) => (await c.query<{ v: string }>("select v from chaos order by v")).rows.map((r) => r.v));
+      if (JSON.stringify(rows) !== JSON.stringify(["before-backup"])) throw new Error(`restored data is ${JSON.stringify(rows)}, expected only the backup's row`);
+      // A re-applied DatabaseRestore must be Skipped and leave newer data alone.
+      await withDatabase(url, (c) => c.query("insert into chaos values ('after-restore')"));
+      await kube.remove(mdsApiVersion, "DatabaseRestore", s.ns, s.restore);
+      await waitFor("DatabaseRestore gone", timeoutMs, async () => (await get("DatabaseRestore", s.restore)) === undefined);
+      await kube.apply(restore);
+      const again = await waitFor("re-applied restore settled", timeoutMs, async () => {
+        const p = (await get("DatabaseRestore", s.restore))?.status?.["phase"];
+        return p === "Succeeded" || p === "Failed" || p === "Skipped" ? (p as string) : undefined;
+      });
+      if (again !== "Skipped") throw new Error(`re-applied DatabaseRestore ended ${again}, expected Skipped`);
+      const after = await withDatabase(url, async (c) => (await c.query<{ v: string }>("select v from chaos order by v")).rows.map((r) => r.v));
+      if (!after.includes("after-restore")) throw new Error("a second restore ran: the row written after the first restore is gone");
+      return;
+    }
+    case "delete": {
+      await kube.remove(mdsApiVersion, "DatabaseRestore", s.ns, s.restore);
+      await kube.remove(mdsApiVersion, "Database", s.ns, s.database);
+      await kube.remove(mdsApiVersion, "Project", s.ns, s.project);
+      await waitFor("resources deleted", timeoutMs, async () => (await get("Database", s.database)) === undefined && (await get("Project", s.project)) === undefined);
+      if (s.databaseId !== undefined) {
+        const remote = await apiCall(stack, "GET", `/v1/databases/${s.databaseId}`);
+        if (remote.status !== 404) throw new Error(`remote database ${s.databaseId} still exists after delete with deletionPolicy Delete (HTTP ${remote.status})`);
+      }
+      return;
+    }
+  }
+}
+
+const steps: ChaosStep[] = ["create", "update", "secret", "restore", "delete"];
+
+export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promise<ChaosReport> {
+  const log = options.log ?? (() => undefined);
+  const timeoutMs = options.stepTimeoutMs ?? 90_000;
+  const crashesPerStep = options.crashesPerStep ?? 2;
+  const allPoints = stack.crashPoints;
+  const results: IterationResult[] = [];
+  const crashPointsHit: Record<string, number> = {};
+  let crashes = 0;
+
+  for (let i = 0; i < options.iterations; i++) {
+    const random = seededRandom(options.seed * 1000 + i);
+    const started = Date.now();
+    const ns = `chaos-${options.seed}-${i}`;
+    await stack.kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+    const s: IterationState = { ns, project: "proj", database: "db", databaseSecret: "db-conn", restore: "restore-1", restoreKeysByTarget: new Map() };
+    const replicas = random() < 0.3 ? 2 : 1;
+    const supervisor = new Supervisor(stack, replicas);
+    const violations: Violation[] = [];
+    let watchDrops = 0;
+    let outages = 0;
+    let misses = 0;
+    stack.apiProxy.resetStats();
+    const schedule: FaultSchedule | undefined =
+      options.faults === false
+        ? undefined
+        : { seed: options.seed * 7919 + i, rates: { "rate-limit": 0.03, "server-error": 0.03, reset: 0.02, slow: 0.02, truncate: 0.01, "reset-after-forward": 0.01 }, retryAfterSeconds: 1, slowDelayMs: 300 };
+    stack.apiProxy.setSchedule(schedule);
+    supervisor.start();
+
+    try {
+      for (const step of steps) {
+        const candidates = crashPointsForStep(step, allPoints);
+        const armed = shuffle(candidates, random).slice(0, crashesPerStep);
+        await supervisor.arm(armed);
+        // Disruptions at seeded moments while the step runs.
+        const disruptions: Promise<void>[] = [];
+        const disrupt = (afterMs: number, action: () => Promise<void>) =>
+          disruptions.push(
+            sleep(afterMs)
+              .then(action)
+              .catch(() => undefined),
+          );
+        if (random() < 0.5) disrupt(Math.floor(random() * 2000), async () => void (stack.kubeProxy.dropConnections() > 0 && watchDrops++));
+        if (random() < 0.3) disrupt(Math.floor(random() * 3000), async () => void (await supervisor.killLeader()));
+        if (schedule !== undefined && random() < 0.15) {
+          const duration = 1000 + Math.floor(random() * 3000);
+          const mode = random() < 0.5 ? "refuse" : "unavailable";
+          disrupt(Math.floor(random() * 2000), async () => {
+            outages++;
+            await stack.apiProxy.startOutage(mode, duration);
+          });
+        }
+        try {
+          await runStep(stack, step, s, timeoutMs, (line) => log(`  [${ns}] ${step}: ${line}`));
+        } catch (error) {
+          const message = error instanceof Error ? error.message : String(error);
+          violations.push({ invariant: error instanceof Timeout && step === "delete" ? "no-stuck-finalizer" : "converged", detail: `${step}: ${message}` });
+          log(`  [${ns}] ${step}: ${message}`);
+          await Promise.all(disruptions);
+          misses += supervisor.disarm().length;
+          break;
+        }
+        await Promise.all(disruptions);
+        await stack.apiProxy.endOutage();
+        misses += supervisor.disarm().length;
+      }
+    } finally {
+      stack.apiProxy.setSchedule(undefined);
+      await stack.apiProxy.endOutage();
+    }
+
+    // Let the operator settle without faults, then check.
+    const planted = [...stack.planted, ...(await collectSecretValues(stack.kube, [ns]).catch(() => []))];
+    await supervisor.stop();
+    violations.push(
+      ...(await checkInvariants(
+        {
+          kube: stack.kube,
+          controlUrl: stack.controlUrl,
+          api: { url: stack.api.directUrl, token: stack.api.token },
+          namespaces: [ns],
+          instanceId: stack.instanceId,
+          logFiles: stack.logFiles(),
+          planted,
+        },
+        { restoreKeysByTarget: s.restoreKeysByTarget },
+      )),
+    );
+
+    for (const p of supervisor.crashPointHits) crashPointsHit[p] = (crashPointsHit[p] ?? 0) + 1;
+    const injected = supervisor.crashPointHits.length + supervisor.randomKills;
+    crashes += injected;
+    const faults = Object.values(stack.apiProxy.stats().faults).reduce((a, b) => a + b, 0);
+    const result: IterationResult = {
+      iteration: i,
+      replicas,
+      crashPoints: supervisor.crashPointHits.length,
+      crashPointsNotReached: supervisor.crashPointMisses.length + misses,
+      randomKills: supervisor.randomKills,
+      watchDrops,
+      outages,
+      apiFaults: faults,
+      seconds: Math.round((Date.now() - started) / 100) / 10,
+      violations,
+    };
+    results.push(result);
+    log(formatRow(result));
+    for (const v of violations) log(`    VIOLATION ${v.invariant}: ${v.detail}`);
+  }
+  return { iterations: results, crashes, violations: results.reduce((n, r) => n + r.violations.length, 0), crashPointsHit };
+}
+
+export const tableHeader = "iter  replicas  crash-points  not-reached  kills  watch-drops  outages  api-faults  seconds  violations";
+
+export function formatRow(r: IterationResult): string {
+  const cells = [r.iteration, r.replicas, r.crashPoints, r.crashPointsNotReached, r.randomKills, r.watchDrops, r.outages, r.apiFaults, r.seconds, r.violations.length];
+  const widths = [4, 8, 12, 11, 5, 11, 7, 10, 7, 10];
+  return cells.map((c, k) => String(c).padStart(widths[k] ?? 6)).join("  ");
+}
+
+export function formatReport(report: ChaosReport): string {
+  const lines = [tableHeader, ...report.iterations.map(formatRow)];
+  const hits = Object.entries(report.crashPointsHit).sort();
+  if (hits.length > 0) lines.push("", "crash points hit:", ...hits.map(([name, n]) => `  ${name.padEnd(40)} ${n}`));
+  const violations = report.iterations.flatMap((r) => r.violations.map((v) => `  iteration ${r.iteration}: ${v.invariant}: ${v.detail}`));
+  if (violations.length > 0) lines.push("", "violations:", ...violations);
+  lines.push("", `chaos: ${report.iterations.length} iterations, ${report.crashes} crashes injected, ${report.violations} invariant violations`);
+  return lines.join("\n");
+}

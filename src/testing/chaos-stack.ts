@@ -1,0 +1,230 @@
+import { spawn } from "node:child_process";
+import { openSync, closeSync } from "node:fs";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parse as parseYaml, stringify as toYaml } from "yaml";
+import { startDevkube, type Devkube } from "../devkube/index.ts";
+import { startTestService } from "../service/testing.ts";
+import { discoverCrashPoints } from "./crash-points.ts";
+import { startFaultProxy, type FaultProxy } from "./fault-proxy.ts";
+import { createKubeObjects, type KubeObject, type KubeObjects } from "./kube-objects.ts";
+import type { PlantedSecret } from "./secret-scan.ts";
+import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
+
+// The whole local stack for chaos runs and operator benchmarks: PostgreSQL and the service (through
+// src/service/testing.ts), the fault proxy in front of the service, devkube with the CRDs from crds/,
+// a TCP proxy in front of devkube (to cut watches), the default credentials Secret, and operator
+// processes started the way `mds operator` runs in a cluster, each logging to its own file.
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+export interface OperatorProcess {
+  identity: string;
+  pid: number;
+  logFile: string;
+  /** True once the harness itself sent a signal (so a SIGKILL exit is not a crash point). */
+  killedByHarness: boolean;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  alive(): boolean;
+  kill(signal: NodeJS.Signals): Promise<void>;
+}
+
+export interface StartOperatorOptions {
+  identity: string;
+  leaderElect: boolean;
+  /** `<name>:<count>` for MDS_CRASH_POINT. */
+  crashPoint?: string;
+  /** Extra flags, e.g. ["--poll-slow", "30s"]. */
+  args?: string[];
+  env?: Record<string, string>;
+}
+
+export interface ChaosStack {
+  dir: string;
+  instanceId: string;
+  api: { url: string; directUrl: string; token: string };
+  /** The service's control database (superuser URL: never print it), when the service harness exposes it. */
+  controlUrl: string | undefined;
+  apiProxy: FaultProxy;
+  kubeProxy: TcpProxy;
+  devkube: Devkube;
+  kube: KubeObjects;
+  /** A kubeconfig that reaches devkube through kubeProxy (what operators use). */
+  operatorKubeconfigPath: string;
+  crashPoints: string[];
+  planted: PlantedSecret[];
+  startOperator(options: StartOperatorOptions): OperatorProcess;
+  leaseHolder(): Promise<string | undefined>;
+  logFiles(): string[];
+  stop(): Promise<void>;
+}
+
+export const credentialsSecret = { namespace: "mds-system", name: "mds-credentials", key: "token" };
+
+export interface ChaosStackOptions {
+  dir: string;
+  instanceId?: string;
+  /** Operator log level (debug by default: more output to scan for leaks). */
+  logLevel?: string;
+  pollFast?: string;
+  pollSlow?: string;
+  /** Options passed to startTestService (e.g. a rate limit). */
+  service?: Parameters<typeof startTestService>[0];
+}
+
+async function applyCrds(kube: KubeObjects): Promise<void> {
+  const dir = path.join(repoRoot, "crds");
+  for (const file of (await readdir(dir)).filter((f) => f.endsWith(".yaml")).sort()) {
+    await kube.apply(parseYaml(await readFile(path.join(dir, file), "utf8")) as KubeObject);
+  }
+  // Wait until devkube serves the kinds.
+  for (let i = 0; i < 200; i++) {
+    try {
+      await kube.list("mds.dev/v1alpha1", "Database", "default");
+      await kube.list("mds.dev/v1alpha1", "Project", "default");
+      await kube.list("mds.dev/v1alpha1", "DatabaseRestore", "default");
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  throw new Error("cannot start the chaos stack: the CRDs from crds/ were not served by devkube within 20 s");
+}
+
+export async function startChaosStack(options: ChaosStackOptions): Promise<ChaosStack> {
+  const dir = path.resolve(options.dir);
+  const logDir = path.join(dir, "logs");
+  await mkdir(logDir, { recursive: true });
+  const instanceId = options.instanceId ?? "chaos";
+  const cleanups: Array<() => Promise<void>> = [];
+  const stop = async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+  };
+  try {
+    const service = await startTestService(options.service);
+    cleanups.push(() => service.stop());
+    const controlUrl = (service as { controlUrl?: string }).controlUrl;
+    const apiProxy = await startFaultProxy({ target: service.url });
+    cleanups.push(() => apiProxy.stop());
+
+    const devkube = await startDevkube({ dir: path.join(dir, "devkube") });
+    cleanups.push(() => devkube.stop());
+    const devkubeUrl = new URL(devkube.url);
+    const kubeProxy = await startTcpProxy({ targetHost: devkubeUrl.hostname, targetPort: Number(devkubeUrl.port) });
+    cleanups.push(() => kubeProxy.stop());
+    const kubeconfig = parseYaml(devkube.kubeconfig) as { clusters: Array<{ cluster: { server: string } }> };
+    for (const c of kubeconfig.clusters) c.cluster.server = kubeProxy.url;
+    const operatorKubeconfigPath = path.join(dir, "operator.kubeconfig");
+    await writeFile(operatorKubeconfigPath, toYaml(kubeconfig), { mode: 0o600 });
+
+    const kube = createKubeObjects(devkube.kubeconfigPath);
+    await applyCrds(kube);
+    await kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: credentialsSecret.namespace } });
+    await kube.apply({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: credentialsSecret.name, namespace: credentialsSecret.namespace },
+      data: { [credentialsSecret.key]: Buffer.from(service.token).toString("base64") },
+    });
+
+    const planted: PlantedSecret[] = [
+      { name: "service API token", value: service.token },
+      { name: "devkube token", value: devkube.token },
+    ];
+    if (controlUrl !== undefined) {
+      const password = decodeURIComponent(new URL(controlUrl).password);
+      if (password.length >= 8) planted.push({ name: "control database password", value: password });
+    }
+
+    const logFiles: string[] = [];
+    const processes = new Set<OperatorProcess>();
+    cleanups.push(async () => {
+      for (const p of processes) if (p.alive()) await p.kill("SIGKILL");
+    });
+    let started = 0;
+
+    const startOperator = (o: StartOperatorOptions): OperatorProcess => {
+      const logFile = path.join(logDir, `operator-${++started}-${o.identity}.log`);
+      logFiles.push(logFile);
+      const fd = openSync(logFile, "a");
+      const args = [
+        path.join(repoRoot, "bin/mds.js"),
+        "operator",
+        "--kubeconfig",
+        operatorKubeconfigPath,
+        "--api-url",
+        apiProxy.url,
+        "--credentials-secret",
+        `${credentialsSecret.namespace}/${credentialsSecret.name}`,
+        "--instance-id",
+        instanceId,
+        "--poll-fast",
+        options.pollFast ?? "300ms",
+        "--poll-slow",
+        options.pollSlow ?? "30s",
+        "--metrics-address",
+        "off",
+        "--log-level",
+        options.logLevel ?? "debug",
+        "--identity",
+        o.identity,
+        o.leaderElect ? "--leader-elect" : "--no-leader-elect",
+        ...(o.args ?? []),
+      ];
+      const child = spawn(process.execPath, args, {
+        stdio: ["ignore", fd, fd],
+        env: { ...process.env, ...(o.crashPoint === undefined ? {} : { MDS_CRASH_POINT: o.crashPoint }), ...(o.env ?? {}) },
+      });
+      closeSync(fd);
+      let alive = true;
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+        child.once("exit", (code, signal) => {
+          alive = false;
+          processes.delete(proc);
+          resolve({ code, signal });
+        });
+      });
+      const proc: OperatorProcess = {
+        identity: o.identity,
+        pid: child.pid ?? -1,
+        logFile,
+        killedByHarness: false,
+        exited,
+        alive: () => alive,
+        async kill(signal) {
+          if (!alive) return;
+          proc.killedByHarness = true;
+          child.kill(signal);
+          await exited;
+        },
+      };
+      processes.add(proc);
+      return proc;
+    };
+
+    return {
+      dir,
+      instanceId,
+      api: { url: apiProxy.url, directUrl: service.url, token: service.token },
+      controlUrl,
+      apiProxy,
+      kubeProxy,
+      devkube,
+      kube,
+      operatorKubeconfigPath,
+      crashPoints: await discoverCrashPoints(repoRoot),
+      planted,
+      startOperator,
+      async leaseHolder() {
+        const lease = await kube.get("coordination.k8s.io/v1", "Lease", credentialsSecret.namespace, "mds-operator");
+        return (lease?.spec?.["holderIdentity"] as string | undefined) ?? undefined;
+      },
+      logFiles: () => [...logFiles],
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
