@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startDevkube, type Devkube } from "../devkube/index.ts";
+import { runKubectl } from "../devkube/testing/kubectl.ts";
+
+// The generated CRDs installed the way a user installs them (kubectl apply -f crds/) and exercised with the
+// real kubectl: explain shows the descriptions, the apiserver refuses what the schemas and CEL rules refuse.
+const crds = fileURLToPath(new URL("../../crds", import.meta.url));
+
+describe("CRDs on devkube with kubectl", () => {
+  let dir = "";
+  let kube: Devkube;
+  const kubectl = async (args: string[], input?: string) =>
+    runKubectl(kube.kubeconfigPath, args, { cacheDir: join(dir, "kubectl-cache"), ...(input === undefined ? {} : { input }) });
+  const apply = (yaml: string) => kubectl(["apply", "-f", "-"], yaml);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "mds-crds-"));
+    kube = await startDevkube({ dir: join(dir, "kube") });
+    const applied = await kubectl(["apply", "-f", crds]);
+    expect(applied.stderr).toBe("");
+    const waited = await kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=30s"]);
+    expect(waited.code).toBe(0);
+    // kubectl's discovery cache predates the CRDs; `get` refreshes it (explain alone would not, as with a real
+    // apiserver), just as a user's first `kubectl get mds` does.
+    expect((await kubectl(["get", "mds"])).code).toBe(0);
+  });
+  afterAll(async () => {
+    await kube?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("kubectl explain shows the field descriptions", async () => {
+    const res = await kubectl(["explain", "mdsdb.spec"]);
+    expect(res.stderr).toBe("");
+    expect(res.stdout).toContain("KIND:       Database");
+    expect(res.stdout).toContain("projectRef");
+    expect(res.stdout).toContain("Exactly one of projectRef and projectId");
+    const restore = await kubectl(["explain", "mdsrestore.spec.idempotencyKey"]);
+    expect(restore.stdout).toContain("The restore runs at most once per key and target");
+  });
+
+  it("refuses a Database naming two projects, with the rule's message", async () => {
+    const res = await apply(`apiVersion: mds.dev/v1alpha1
+kind: Database
+metadata: { name: two-projects }
+spec:
+  projectRef: { name: shop }
+  projectId: proj_c123456789012345678901234
+`);
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toContain("exactly one of projectRef.name or projectId must be set");
+  });
+
+  it("refuses an unknown region and an unknown template variable", async () => {
+    const res = await apply(`apiVersion: mds.dev/v1alpha1
+kind: Database
+metadata: { name: bad-region }
+spec:
+  projectRef: { name: shop }
+  region: mars-north-1
+`);
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toContain("spec.region");
+    expect(res.stderr).toContain('supported values: "us-east-1"');
+    const tpl = await apply(`apiVersion: mds.dev/v1alpha1
+kind: Database
+metadata: { name: bad-template }
+spec:
+  projectRef: { name: shop }
+  connectionSecret: { template: { X: "{{env.HOME}}" } }
+`);
+    expect(tpl.code).not.toBe(0);
+    expect(tpl.stderr).toContain("spec.connectionSecret.template.X");
+  });
+
+  it("applies the defaults and refuses changes to immutable fields", async () => {
+    const created = await apply(`apiVersion: mds.dev/v1alpha1
+kind: Database
+metadata: { name: orders }
+spec:
+  projectRef: { name: shop }
+`);
+    expect(created.stderr).toBe("");
+    const got = await kubectl(["get", "mdsdb", "orders", "-o", "jsonpath={.spec.region} {.spec.deletionPolicy} {.spec.isDefault}"]);
+    expect(got.stdout).toBe("inherit Retain false");
+    const moved = await kubectl(["patch", "mdsdb", "orders", "--type=merge", "-p", '{"spec":{"region":"eu-west-3"}}']);
+    expect(moved.code).not.toBe(0);
+    expect(moved.stderr).toContain("region is immutable");
+    const renamed = await kubectl(["patch", "mdsdb", "orders", "--type=merge", "-p", '{"spec":{"displayName":"orders-v2"}}']);
+    expect(renamed.stderr).toBe("");
+  });
+
+  it("refuses any change to a DatabaseRestore's spec", async () => {
+    const created = await apply(`apiVersion: mds.dev/v1alpha1
+kind: DatabaseRestore
+metadata: { name: r1 }
+spec:
+  target: { databaseRef: { name: orders } }
+  source: { databaseRef: { name: orders }, latest: true }
+`);
+    expect(created.stderr).toBe("");
+    const changed = await kubectl(["patch", "mdsrestore", "r1", "--type=merge", "-p", '{"spec":{"idempotencyKey":"again"}}']);
+    expect(changed.code).not.toBe(0);
+    expect(changed.stderr).toContain("spec is immutable");
+    const both = await apply(`apiVersion: mds.dev/v1alpha1
+kind: DatabaseRestore
+metadata: { name: r2 }
+spec:
+  target: { databaseRef: { name: orders } }
+  source: { databaseRef: { name: orders }, backupId: bkp_c1234567890, latest: true }
+`);
+    expect(both.stderr).toContain("exactly one of source.backupId or source.latest: true must be set");
+  });
+
+  it("kubectl get mds lists every kind with its printer columns", async () => {
+    const res = await kubectl(["get", "mds"]);
+    expect(res.stderr).toBe("");
+    expect(res.stdout).toMatch(/NAME\s+READY\s+SYNCED\s+STATUS\s+SECRET\s+ID\s+AGE/);
+    expect(res.stdout).toContain("database.mds.dev/orders");
+    expect(res.stdout).toMatch(/NAME\s+PHASE\s+TARGET\s+BACKUP\s+COMPLETED\s+AGE/);
+  });
+});
