@@ -25,8 +25,8 @@ describe("CRDs on devkube with kubectl", () => {
     const waited = await kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=30s"]);
     expect(waited.code).toBe(0);
     // kubectl's discovery cache predates the CRDs; `get` refreshes it (explain alone would not, as with a real
-    // apiserver), just as a user's first `kubectl get mds` does.
-    expect((await kubectl(["get", "mds"])).code).toBe(0);
+    // apiserver), just as a first `kubectl get mdsdb` does.
+    expect((await kubectl(["get", "mdsdb"])).code).toBe(0);
   });
   afterAll(async () => {
     await kube?.stop();
