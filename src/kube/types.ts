@@ -6,28 +6,28 @@ export interface OwnerReference {
   kind: string;
   name: string;
   uid: string;
-  controller?: boolean;
-  blockOwnerDeletion?: boolean;
+  controller?: boolean | undefined;
+  blockOwnerDeletion?: boolean | undefined;
 }
 
 export interface ObjectMeta {
   name: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  generation?: number;
-  creationTimestamp?: string;
-  deletionTimestamp?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  finalizers?: string[];
-  ownerReferences?: OwnerReference[];
-  managedFields?: unknown;
+  namespace?: string | undefined;
+  uid?: string | undefined;
+  resourceVersion?: string | undefined;
+  generation?: number | undefined;
+  creationTimestamp?: string | undefined;
+  deletionTimestamp?: string | undefined;
+  labels?: Record<string, string> | undefined;
+  annotations?: Record<string, string> | undefined;
+  finalizers?: string[] | undefined;
+  ownerReferences?: OwnerReference[] | undefined;
+  managedFields?: unknown | undefined;
 }
 
 export interface KubeObject {
-  apiVersion?: string;
-  kind?: string;
+  apiVersion?: string | undefined;
+  kind?: string | undefined;
   metadata: ObjectMeta;
   [key: string]: unknown;
 }

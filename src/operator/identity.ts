@@ -1,0 +1,41 @@
+import { createHash } from "node:crypto";
+import type { CreatedConnection } from "../contract/index.ts";
+import { parseConnectionString, type ConnectionCredentials } from "./connection-secret.ts";
+
+/**
+ * The caller-chosen key every create carries: stable across operator restarts and cluster rebuilds (instanceId is
+ * a setting, not the cluster's uid), so a re-created resource finds its remote object instead of duplicating it.
+ */
+export function logicalIdOf(instanceId: string, namespace: string, name: string): string {
+  const id = `k8s:${instanceId}:${namespace}/${name}`;
+  if (id.length <= 128) return id;
+  return `k8s:${instanceId.slice(0, 40)}:${createHash("sha256").update(id).digest("hex").slice(0, 64)}`;
+}
+
+/** Idempotency-Key for a POST: derived, so a retry after a crash sends the same one. */
+export function idempotencyKeyOf(...parts: string[]): string {
+  return `mds-${createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 48)}`;
+}
+
+export function connectionNameOf(namespace: string, name: string): string {
+  const n = `k8s-${namespace}-${name}`;
+  return n.length <= 64 ? n : `k8s-${createHash("sha256").update(n).digest("hex").slice(0, 40)}`;
+}
+
+/** Credentials out of a creation response's connection (the only place they ever appear). */
+export function credentialsFromCreated(connection: CreatedConnection): ConnectionCredentials {
+  const direct = connection.endpoints.direct;
+  if (direct === undefined) throw new Error(`connection "${connection.id}" has no direct endpoint`);
+  const parsed = parseConnectionString(direct.connectionString);
+  const pooled = connection.endpoints.pooled;
+  return {
+    connectionId: connection.id,
+    connectionName: connection.name,
+    user: parsed.user,
+    password: parsed.password,
+    database: parsed.database,
+    sslmode: parsed.sslmode,
+    direct: { host: direct.host, port: direct.port },
+    pooled: pooled === undefined ? undefined : { host: pooled.host, port: pooled.port },
+  };
+}

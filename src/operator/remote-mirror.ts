@@ -1,0 +1,152 @@
+import type { Logger } from "pino";
+import type { Database, Project } from "../contract/index.ts";
+import { isApiNotFound, type MdsApi } from "./api.ts";
+
+// Remote state mirrored by paginated lists: a resync of N databases costs ⌈N/100⌉ calls, not N. Objects that
+// are provisioning or recovering are read one by one (fast polling) until they settle.
+
+interface Entry<T> {
+  value: T;
+  at: number;
+}
+
+export interface RemoteMirror {
+  /** Resolves after the first full list, so a restarted operator does not GET every object. */
+  ready(): Promise<void>;
+  refresh(): Promise<void>;
+  getDatabase(id: string): Promise<Database | undefined>;
+  getProject(id: string): Promise<Project | undefined>;
+  /** Databases of a project as last listed or read. */
+  databasesOf(projectId: string): Database[];
+  putDatabase(db: Database): void;
+  forgetDatabase(id: string): void;
+  start(intervalMs: number): void;
+  stop(): void;
+}
+
+const settled = (db: Database) => db.status === "ready" || db.status === "failure";
+
+export function createRemoteMirror(options: {
+  api: MdsApi;
+  logger: Logger;
+  /** Entries younger than this are served without a call. */
+  maxAgeMs: number;
+  onChange: (kind: "database" | "project", id: string) => void;
+  pageSize?: number;
+}): RemoteMirror {
+  const { api, logger } = options;
+  const pageSize = options.pageSize ?? 100;
+  const databases = new Map<string, Entry<Database>>();
+  const projects = new Map<string, Entry<Project>>();
+  let first: Promise<void> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+
+  const fingerprint = (db: Database) => `${db.status}|${db.name}|${db.isDefault}|${db.connections.map((c) => c.id).join(",")}`;
+
+  async function listAll() {
+    const started = Date.now();
+    const seenDb = new Map<string, Database>();
+    let cursor: string | undefined;
+    do {
+      const page = await api.listDatabases({ limit: pageSize, ...(cursor === undefined ? {} : { cursor }) });
+      for (const db of page.data) seenDb.set(db.id, db);
+      cursor = page.pagination.hasMore && page.pagination.nextCursor !== null ? page.pagination.nextCursor : undefined;
+    } while (cursor !== undefined);
+    const seenProjects = new Map<string, Project>();
+    cursor = undefined;
+    do {
+      const page = await api.listProjects({ limit: pageSize, ...(cursor === undefined ? {} : { cursor }) });
+      for (const p of page.data) seenProjects.set(p.id, p);
+      cursor = page.pagination.hasMore && page.pagination.nextCursor !== null ? page.pagination.nextCursor : undefined;
+    } while (cursor !== undefined);
+    for (const [id, entry] of databases) {
+      // Something read after the list started is newer than the list.
+      if (!seenDb.has(id) && entry.at < started) {
+        databases.delete(id);
+        options.onChange("database", id);
+      }
+    }
+    for (const [id, db] of seenDb) {
+      const before = databases.get(id);
+      if (before !== undefined && before.at >= started) continue;
+      databases.set(id, { value: db, at: Date.now() });
+      if (before !== undefined && fingerprint(before.value) !== fingerprint(db)) options.onChange("database", id);
+    }
+    for (const [id, entry] of projects) {
+      if (!seenProjects.has(id) && entry.at < started) {
+        projects.delete(id);
+        options.onChange("project", id);
+      }
+    }
+    for (const [id, p] of seenProjects) projects.set(id, { value: p, at: Date.now() });
+  }
+
+  async function refresh() {
+    running ??= listAll().finally(() => (running = undefined));
+    return running;
+  }
+
+  return {
+    ready() {
+      first ??= refresh().catch((err: unknown) => {
+        first = undefined;
+        throw err;
+      });
+      return first;
+    },
+    refresh,
+    async getDatabase(id) {
+      await this.ready();
+      const entry = databases.get(id);
+      if (entry !== undefined && settled(entry.value) && Date.now() - entry.at < options.maxAgeMs) return entry.value;
+      try {
+        const db = await api.getDatabase(id);
+        databases.set(id, { value: db, at: Date.now() });
+        return db;
+      } catch (err) {
+        if (isApiNotFound(err)) {
+          databases.delete(id);
+          return undefined;
+        }
+        throw err;
+      }
+    },
+    async getProject(id) {
+      await this.ready();
+      const entry = projects.get(id);
+      if (entry !== undefined && Date.now() - entry.at < options.maxAgeMs) return entry.value;
+      try {
+        const p = await api.getProject(id);
+        projects.set(id, { value: p, at: Date.now() });
+        return p;
+      } catch (err) {
+        if (isApiNotFound(err)) {
+          projects.delete(id);
+          return undefined;
+        }
+        throw err;
+      }
+    },
+    databasesOf(projectId) {
+      return [...databases.values()].map((e) => e.value).filter((db) => db.project.id === projectId);
+    },
+    putDatabase(db) {
+      databases.set(db.id, { value: db, at: Date.now() });
+    },
+    forgetDatabase(id) {
+      databases.delete(id);
+    },
+    start(intervalMs) {
+      if (timer !== undefined) return;
+      timer = setInterval(() => {
+        refresh().catch((err: unknown) => logger.warn({ err }, "Could not list remote objects"));
+      }, intervalMs);
+      timer.unref();
+    },
+    stop() {
+      if (timer !== undefined) clearInterval(timer);
+      timer = undefined;
+    },
+  };
+}

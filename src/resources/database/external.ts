@@ -1,0 +1,252 @@
+import type { Connection, CreateProjectDatabaseBody, CreatedConnection, Database as RemoteDatabase, SourceBody } from "../../contract/index.ts";
+import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
+import { annotations } from "../../operator/connection-secret.ts";
+import { ReconcileError } from "../../operator/errors.ts";
+import { connectionNameOf, credentialsFromCreated, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
+import { secretNameOf, type Creation, type ExternalClient, type Observation, type SecretTarget } from "../../operator/managed-reconciler.ts";
+import type { RemoteMirror } from "../../operator/remote-mirror.ts";
+import type { Database } from "./schema.ts";
+
+// The Database kind's external client: thin, idempotent, returns data. The crash-safe create lives here:
+// lookup by logicalId → POST with Idempotency-Key; credentials recovery by replay, else mint + revoke.
+
+export type DatabaseObject = Database & { apiVersion: string; kind: string; metadata: Database["metadata"] & { name: string } };
+
+export interface DatabaseExternalDeps {
+  api: MdsApi;
+  mirror: RemoteMirror;
+  instanceId: string;
+  projectId: string;
+  /** Remote id of a Database resource in the same namespace (for source.databaseRef). */
+  databaseIdOf: (namespace: string, name: string) => string | undefined;
+}
+
+export function recordedDatabaseId(obj: DatabaseObject): string | undefined {
+  return obj.spec.externalId ?? obj.status?.id ?? obj.metadata.annotations?.[annotations.externalId];
+}
+
+function endpointsOf(connection: Connection | undefined) {
+  const direct = connection?.endpoints.direct;
+  if (direct === undefined) return undefined;
+  const pooled = connection?.endpoints.pooled;
+  return { direct: { host: direct.host, port: direct.port }, ...(pooled === undefined ? {} : { pooled: { host: pooled.host, port: pooled.port } }) };
+}
+
+export function readinessOf(db: RemoteDatabase): Observation["ready"] {
+  switch (db.status) {
+    case "ready":
+      return { ok: true };
+    case "provisioning":
+      return { ok: false, reason: "Provisioning", message: `The service is provisioning database "${db.id}"` };
+    case "recovering":
+      return { ok: false, reason: "Restoring", message: `A restore is replacing the data of database "${db.id}"` };
+    case "failure":
+      return { ok: false, reason: "RemoteFailure", message: `The service reports database "${db.id}" in status failure` };
+  }
+}
+
+export function secretTargetOf(obj: { metadata: { name: string }; spec: { connectionSecret?: Database["spec"]["connectionSecret"] } }, db: RemoteDatabase, preferredConnectionId: string | undefined): SecretTarget | undefined {
+  const connection = db.connections.find((c) => c.id === preferredConnectionId) ?? db.connections.find((c) => c.id === db.defaultConnectionId) ?? db.connections[0];
+  const endpoints = endpointsOf(connection);
+  if (endpoints === undefined) return undefined;
+  return {
+    name: secretNameOf(obj as never),
+    spec: obj.spec.connectionSecret,
+    databaseId: db.id,
+    projectId: db.project.id,
+    connections: db.connections.map((c) => ({ id: c.id, name: c.name })),
+    endpoints,
+  };
+}
+
+export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClient<DatabaseObject> {
+  const { api, mirror, instanceId, projectId } = deps;
+  const logicalIdFor = (obj: DatabaseObject) => logicalIdOf(instanceId, obj.metadata.namespace ?? "default", obj.metadata.name);
+  const nameFor = (obj: DatabaseObject) => obj.spec.displayName ?? obj.metadata.name;
+
+  async function sourceFor(obj: DatabaseObject): Promise<SourceBody | undefined> {
+    const s = obj.spec.source;
+    if (s === undefined || s.type === "empty") return undefined;
+    const ns = obj.metadata.namespace ?? "default";
+    const sourceId = s.databaseId ?? (s.databaseRef === undefined ? undefined : deps.databaseIdOf(ns, s.databaseRef.name));
+    if (sourceId === undefined) {
+      throw new ReconcileError("DatabaseNotReady", `source database "${s.databaseRef?.name}" has no remote id yet; waiting for it`);
+    }
+    let backupId = s.backupId;
+    if (backupId === undefined) {
+      const backups = await api.listBackups(sourceId, { limit: 100 });
+      backupId = backups.data.find((b) => b.status === "completed")?.id;
+      if (backupId === undefined) throw new ReconcileError("DatabaseNotReady", `database "${sourceId}" has no completed backup yet`);
+    }
+    return { type: "backup", databaseId: sourceId, backupId };
+  }
+
+  async function bodyFor(obj: DatabaseObject): Promise<CreateProjectDatabaseBody> {
+    const source = await sourceFor(obj);
+    return {
+      name: nameFor(obj),
+      region: obj.spec.region ?? "inherit",
+      isDefault: obj.spec.isDefault ?? false,
+      logicalId: logicalIdFor(obj),
+      ...(source === undefined ? {} : { source }),
+    };
+  }
+
+  async function lookup(obj: DatabaseObject): Promise<RemoteDatabase | undefined> {
+    const page = await api.listDatabases({ projectId, logicalId: logicalIdFor(obj), limit: 1 });
+    return page.data[0];
+  }
+
+  const createKey = (obj: DatabaseObject) => idempotencyKeyOf("create-database", logicalIdFor(obj), projectId);
+
+  return {
+    async observe(obj): Promise<Observation> {
+      const id = recordedDatabaseId(obj);
+      if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, upToDate: true, fastPoll: true };
+      const db = await mirror.getDatabase(id);
+      if (db === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, upToDate: true, fastPoll: false };
+      const preferred = (obj.status?.connection as { id?: string } | undefined)?.id;
+      const secret = secretTargetOf(obj, db, preferred);
+      return {
+        exists: true,
+        status: {
+          id: db.id,
+          projectId: db.project.id,
+          remoteStatus: db.status,
+          region: db.region.id,
+          ...(secret === undefined ? {} : { endpoints: secret.endpoints }),
+        },
+        ready: readinessOf(db),
+        upToDate: db.name === nameFor(obj) && (!(obj.spec.isDefault ?? false) || db.isDefault),
+        fastPoll: db.status === "provisioning" || db.status === "recovering",
+        secret,
+      };
+    },
+
+    async create(obj): Promise<Creation> {
+      const found = await lookup(obj);
+      if (found !== undefined) return adopted(obj, found);
+      let created;
+      try {
+        created = await api.createProjectDatabase(projectId, await bodyFor(obj), { idempotencyKey: createKey(obj) });
+      } catch (err) {
+        // A concurrent or earlier create with our logicalId: adopt it.
+        if (isApiConflict(err)) {
+          const again = await lookup(obj);
+          if (again !== undefined) return adopted(obj, again);
+        }
+        throw err;
+      }
+      const connection = created.connections.find((c) => c.id === created.defaultConnectionId) ?? created.connections[0];
+      if (connection === undefined) throw new Error(`database "${created.id}" was created without a connection`);
+      const { connections: _c, apiKeys: _a, connectionString: _s, directConnection: _d, ...rest } = created;
+      const db: RemoteDatabase = { ...rest, connections: created.connections.map(stripSecrets) };
+      mirror.putDatabase(db);
+      return {
+        id: created.id,
+        adopted: false,
+        status: { projectId: created.project.id, remoteStatus: created.status, region: created.region.id },
+        credentials: credentialsFromCreated(connection),
+        secret: secretTargetOf(obj, db, connection.id),
+      };
+    },
+
+    async update(obj) {
+      const id = recordedDatabaseId(obj);
+      if (id === undefined) return;
+      const db = await mirror.getDatabase(id);
+      const body: { name?: string; isDefault?: true } = {};
+      if (db?.name !== nameFor(obj)) body.name = nameFor(obj);
+      if ((obj.spec.isDefault ?? false) && db?.isDefault !== true) body.isDefault = true;
+      mirror.putDatabase(await api.updateDatabase(id, body));
+    },
+
+    async delete(obj) {
+      const id = recordedDatabaseId(obj);
+      if (id === undefined) {
+        // Never created as far as we recorded; a create may still have landed: find it by logicalId.
+        const found = obj.spec.externalId === undefined ? await lookup(obj).catch(() => undefined) : undefined;
+        if (found === undefined) return { done: true };
+        return deleteById(found.id);
+      }
+      return deleteById(id);
+    },
+
+    async recoverCredentials(obj, target, previousConnectionId) {
+      const ours = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
+      if (ours !== undefined && ours.id === target.databaseId) {
+        // Within the service's replay window the same POST returns the original response, credentials included.
+        try {
+          const replay = await api.createProjectDatabase(projectId, await bodyFor(obj), { idempotencyKey: createKey(obj) });
+          const connection = replay.connections.find((c) => c.id === replay.defaultConnectionId);
+          if (replay.id === target.databaseId && connection !== undefined && target.connections.some((c) => c.id === connection.id)) {
+            const revoke = previousConnectionId !== undefined && previousConnectionId !== connection.id ? [previousConnectionId] : [];
+            return { credentials: credentialsFromCreated(connection), revoke };
+          }
+        } catch (err) {
+          const code = errorCode(err);
+          if (code !== "conflict" && code !== "unprocessable" && code !== "invalid_request" && !(err instanceof ReconcileError)) throw err;
+        }
+      }
+      const minted = await api.createConnection(
+        target.databaseId,
+        { name: connectionNameOf(obj.metadata.namespace ?? "default", obj.metadata.name) },
+        { idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none") },
+      );
+      mirror.forgetDatabase(target.databaseId);
+      // The credentials of the connection we replace are lost; after a crash right after the POST that is the
+      // database's original connection. An adopted (externalId) database's other connections are not ours.
+      const lost = previousConnectionId ?? (ours !== undefined ? ours.defaultConnectionId : undefined);
+      return { credentials: credentialsFromCreated(minted), revoke: lost === undefined || lost === minted.id ? [] : [lost] };
+    },
+
+    async revokeConnection(id) {
+      try {
+        await api.deleteConnection(id);
+      } catch (err) {
+        if (!isApiNotFound(err)) throw err;
+      }
+    },
+
+    connectionStatus(connectionId, target) {
+      const c = target.connections.find((x) => x.id === connectionId);
+      return { connection: { id: connectionId, name: c?.name ?? "" } };
+    },
+  };
+
+  function adopted(obj: DatabaseObject, db: RemoteDatabase): Creation {
+    mirror.putDatabase(db);
+    return {
+      id: db.id,
+      adopted: true,
+      status: { projectId: db.project.id, remoteStatus: db.status, region: db.region.id },
+      secret: secretTargetOf(obj, db, undefined),
+    };
+  }
+
+  async function deleteById(id: string): Promise<{ done: true } | { done: false; reason: "WaitingForDatabases"; message: string }> {
+    try {
+      await api.deleteDatabase(id);
+    } catch (err) {
+      if (isApiNotFound(err)) return { done: true };
+      if (isApiConflict(err)) {
+        return { done: false, reason: "WaitingForDatabases", message: `Database "${id}" is its project's default database; it can be deleted once the project's other databases are gone` };
+      }
+      throw err;
+    }
+    mirror.forgetDatabase(id);
+    return { done: true };
+  }
+}
+
+function stripSecrets(c: CreatedConnection): Connection {
+  const strip = (e: { host: string; port: number } | undefined) => (e === undefined ? undefined : { host: e.host, port: e.port });
+  const direct = strip(c.endpoints.direct);
+  const pooled = strip(c.endpoints.pooled);
+  const accelerate = strip(c.endpoints.accelerate);
+  return {
+    ...c,
+    directConnection: { ...c.directConnection, pass: "********" },
+    endpoints: { ...(direct ? { direct } : {}), ...(pooled ? { pooled } : {}), ...(accelerate ? { accelerate } : {}) },
+  };
+}
