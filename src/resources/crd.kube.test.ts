@@ -38,9 +38,9 @@ describe("CRDs on devkube with kubectl", () => {
     expect(res.stderr).toBe("");
     expect(res.stdout).toContain("KIND:       Database");
     expect(res.stdout).toContain("projectRef");
-    expect(res.stdout).toContain("Exactly one of projectRef and projectId");
+    expect(res.stdout).toContain("The remote id (proj_…) of the project.");
     const restore = await kubectl(["explain", "mdsrestore.spec.idempotencyKey"]);
-    expect(restore.stdout).toContain("The restore runs at most once per key and target");
+    expect(restore.stdout).toContain("The restore runs at most once per key");
   });
 
   it("refuses a Database naming two projects, with the rule's message", async () => {
