@@ -110,7 +110,7 @@ describe.each(Object.keys(installs) as Install[])("%s install", (install) => {
     const pod = deployment.spec.template.spec;
     expect(pod.serviceAccountName).toBe("mds-operator");
     const [operator] = pod.containers;
-    expect(operator?.args).toContain("--leader-elect=true");
+    expect(operator?.args).toContain("--leader-elect");
     expect(operator?.livenessProbe).toMatchObject({ httpGet: { path: "/healthz", port: "http-metrics" } });
     expect(operator?.readinessProbe).toMatchObject({ httpGet: { path: "/readyz", port: "http-metrics" } });
     expect(operator?.ports).toEqual([{ name: "http-metrics", containerPort: 8080, protocol: "TCP" }]);
@@ -182,10 +182,10 @@ describe("RBAC", () => {
   it("limits leader election to one Lease and the credentials to one Secret in the operator's namespace", () => {
     expect(rulesOf(find("default", "Role", "mds-operator-leader-election"))).toEqual([
       { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
-      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], resourceNames: ["mds-operator-leader"], verbs: ["get", "update"] },
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], resourceNames: ["mds-operator"], verbs: ["get", "update"] },
     ]);
     expect(rulesOf(find("default", "Role", "mds-operator-credentials"))).toEqual([
-      { apiGroups: [""], resources: ["secrets"], resourceNames: ["mds-operator-credentials"], verbs: ["get"] },
+      { apiGroups: [""], resources: ["secrets"], resourceNames: ["mds-credentials"], verbs: ["get"] },
     ]);
   });
 

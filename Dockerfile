@@ -1,0 +1,56 @@
+# syntax=docker/dockerfile:1
+# The mds image. Default target: the operator (`mds operator`). `--target service` builds the service image,
+# which adds the PostgreSQL client tools (pg_dump, pg_restore) it runs for backups and restores.
+#
+#   docker build -t mds:0.1.0 .
+#   docker build --target service -t mds-service:0.1.0 .
+#
+# Why compiled JavaScript rather than Node 24 running the .ts sources (as bin/mds.js does in development):
+# the build stage type-checks everything (`tsc` fails the build on a type error), the image carries neither
+# TypeScript nor the sources' dev tooling, and start-up skips type stripping of every module.
+# test/deploy/image.test.ts checks this file and runs the same production file set (dist/ + production
+# dependencies only) outside Docker.
+
+ARG NODE_IMAGE=node:24-bookworm-slim
+
+# 1. Compile src/ to dist/ (dev dependencies are needed here only).
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --ignore-scripts
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN node node_modules/typescript/bin/tsc -p tsconfig.build.json \
+ && cd src && find . -type f ! -name '*.ts' -exec cp --parents {} ../dist/ \;
+
+# 2. Production dependencies only.
+FROM ${NODE_IMAGE} AS prod-deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund --ignore-scripts && npm cache clean --force
+
+# 3. What both images run: dist/, production node_modules, package.json (it declares ESM), the entry point.
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=prod-deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+COPY deploy/image/mds.js ./bin/mds.js
+# A numeric non-root user, so Kubernetes' runAsNonRoot can verify it; it owns nothing in the image.
+USER 65532:65532
+
+# 4. The service: adds pg_dump and pg_restore.
+FROM runtime AS service
+USER root
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends postgresql-client \
+ && rm -rf /var/lib/apt/lists/*
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["node", "/app/bin/mds.js", "service"]
+
+# 5. The operator (the default target: last stage).
+FROM runtime AS operator
+EXPOSE 8080
+ENTRYPOINT ["node", "/app/bin/mds.js", "operator"]
