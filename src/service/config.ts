@@ -1,0 +1,50 @@
+import { z } from "zod";
+import { Region, regionIds } from "../contract/index.ts";
+
+const HostPort = z.strictObject({ host: z.string().min(1), port: z.number().int().min(1).max(65535) });
+
+/** One region = one PostgreSQL server. `adminUrl` holds a superuser password: never log it. */
+export const RegionConfig = z.strictObject({
+  adminUrl: z.string().min(1),
+  /** What clients reach (defaults to the admin URL's host and port). */
+  host: z.string().min(1).optional(),
+  port: z.number().int().min(1).max(65535).optional(),
+  sslmode: z.enum(["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]).default("disable"),
+  pooler: HostPort.optional(),
+  accelerate: HostPort.optional(),
+});
+export type RegionConfig = z.infer<typeof RegionConfig>;
+
+export const ServiceConfig = z.strictObject({
+  /** Control database (holds a password: never log it). */
+  controlUrl: z.string().min(1),
+  regions: z.partialRecord(Region, RegionConfig).refine((r) => Object.keys(r).length > 0, { error: "at least one region needs a server" }),
+  /** What clients reach; resources' `url` fields start with it. */
+  baseUrl: z.url().transform((u) => u.replace(/\/+$/, "")),
+  /** 32-byte key that encrypts stored creation responses (they hold credentials). */
+  encryptionKey: z.instanceof(Buffer).refine((b) => b.length === 32, { error: "must be 32 bytes" }),
+  /** Directory for pg_dump archives. */
+  backupDir: z.string().min(1),
+  backupRetentionDays: z.number().int().min(1).default(7),
+  /** How often to look for databases due for their daily backup and for expired backups. */
+  backupScheduleIntervalMs: z.number().int().min(100).default(10 * 60_000),
+  jobConcurrency: z.number().int().min(1).max(32).default(4),
+  jobPollIntervalMs: z.number().int().min(10).default(1000),
+  jobMaxAttempts: z.number().int().min(1).default(5),
+  rateLimit: z.strictObject({ perSecond: z.number().positive(), burst: z.number().int().min(1) }).default({ perSecond: 20, burst: 100 }),
+  accessTokenTtlSeconds: z.number().int().min(1).default(3600),
+  instanceId: z.string().min(1).optional(),
+});
+export type ServiceConfig = z.infer<typeof ServiceConfig>;
+export type ServiceConfigInput = z.input<typeof ServiceConfig>;
+
+/** Regions in the contract's order, keeping only those with a server. */
+export function enabledRegions(config: ServiceConfig): Region[] {
+  return regionIds.filter((r) => config.regions[r] !== undefined);
+}
+
+/** Public host and port of a region (the admin URL's by default). */
+export function publicEndpoint(region: RegionConfig): { host: string; port: number } {
+  const url = new URL(region.adminUrl);
+  return { host: region.host ?? url.hostname, port: region.port ?? (url.port ? Number(url.port) : 5432) };
+}

@@ -1,0 +1,123 @@
+import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import path from "node:path";
+import pg from "pg";
+import type { Logger } from "pino";
+import { regionIds, type Region } from "../contract/index.ts";
+import { startPostgres, type RunningPostgres } from "../postgres/index.ts";
+import { parseKey, randomSecret } from "./crypto.ts";
+import { startService, type RunningService, type StartServiceOptions } from "./index.ts";
+import { migrate } from "./store/migrate.ts";
+import { createPool } from "./store/pool.ts";
+import { createServiceToken, findPrincipal } from "./tokens.ts";
+
+export const controlDatabase = "mds_control";
+
+export type EmbeddedServiceOptions = {
+  dir: string;
+  host?: string;
+  port?: number;
+  baseUrl?: string;
+  logger?: Logger;
+  /** Extra PostgreSQL settings (tests turn fsync off). */
+  postgresSettings?: Record<string, string>;
+  service?: Partial<Omit<StartServiceOptions, "controlUrl" | "regions" | "encryptionKey" | "backupDir" | "host" | "port" | "baseUrl" | "logger">>;
+};
+
+export type EmbeddedService = RunningService & { token: string; controlUrl: string; postgres: RunningPostgres; dir: string };
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
+    if (!rowCount) await client.query(`CREATE DATABASE "${name}"`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The key that encrypts stored creation responses: generated once into DIR/secret.key (0600). */
+async function ensureKey(file: string): Promise<Buffer> {
+  try {
+    return parseKey(await readFile(file, "utf8"));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    const key = randomSecret(32);
+    await writeFile(file, key + "\n", { mode: 0o600 });
+    return parseKey(key);
+  }
+}
+
+/** Reuses the token of DIR/service.json while it is valid, so clients keep working across restarts. */
+async function ensureDefaultToken(controlUrl: string, file: string): Promise<string> {
+  const pool = createPool(controlUrl, 2);
+  try {
+    await migrate(pool);
+    try {
+      const previous = JSON.parse(await readFile(file, "utf8")) as { token?: unknown };
+      if (typeof previous.token === "string") {
+        const principal = await findPrincipal(pool, previous.token);
+        if (principal?.workspaceName === "default") return previous.token;
+      }
+    } catch {
+      // no previous file, or unreadable: mint a new token
+    }
+    return (await createServiceToken(pool, { workspace: "default", name: "embedded" })).token;
+  } finally {
+    await pool.end();
+  }
+}
+
+/**
+ * `mds service --embedded DIR`: a private PostgreSQL under DIR/postgres for control data and all six regions,
+ * backups under DIR/backups, and DIR/service.json = { url, token } once listening. Data survives restarts.
+ */
+export async function startEmbeddedService(options: EmbeddedServiceOptions): Promise<EmbeddedService> {
+  const dir = path.resolve(options.dir);
+  await mkdir(dir, { recursive: true });
+  const postgres = await startPostgres({ dir: path.join(dir, "postgres"), ...(options.logger ? { logger: options.logger.child({ component: "postgres" }) } : {}), ...(options.postgresSettings ? { settings: options.postgresSettings } : {}) });
+  try {
+    await ensureDatabase(postgres.url, controlDatabase);
+    const controlUrl = withDatabase(postgres.url, controlDatabase);
+    const encryptionKey = await ensureKey(path.join(dir, "secret.key"));
+    const serviceFile = path.join(dir, "service.json");
+    const token = await ensureDefaultToken(controlUrl, serviceFile);
+    const regions = Object.fromEntries(regionIds.map((r) => [r, { adminUrl: postgres.url }])) as Record<Region, { adminUrl: string }>;
+    const service = await startService({
+      ...options.service,
+      controlUrl,
+      regions,
+      encryptionKey,
+      backupDir: path.join(dir, "backups"),
+      bindir: postgres.bindir,
+      ...(options.host !== undefined ? { host: options.host } : {}),
+      ...(options.port !== undefined ? { port: options.port } : {}),
+      ...(options.baseUrl !== undefined ? { baseUrl: options.baseUrl } : {}),
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+    const tmp = `${serviceFile}.tmp`;
+    await writeFile(tmp, JSON.stringify({ url: service.url, token }, null, 2) + "\n", { mode: 0o600 });
+    await chmod(tmp, 0o600);
+    await rename(tmp, serviceFile);
+    return {
+      ...service,
+      token,
+      controlUrl,
+      postgres,
+      dir,
+      async stop() {
+        await service.stop();
+        await postgres.stop();
+      },
+    };
+  } catch (err) {
+    await postgres.stop();
+    throw err;
+  }
+}

@@ -1,0 +1,100 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { z } from "zod";
+import type { ServiceDeps } from "./deps.ts";
+import { invalidRequest, ServiceError } from "./errors.ts";
+import { lookupIdempotent, parseIdempotencyKey, requestHash, storeIdempotent, type StoredResponse } from "./idempotency.ts";
+import { inTransaction } from "./store/pool.ts";
+import { findPrincipal, requiredScopes, type Principal } from "./tokens.ts";
+import type pg from "pg";
+
+// Request plumbing shared by the routes: bodies, ids, queries, auth, idempotent creation.
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  const where = issue.path.length ? issue.path.join(".") : "body";
+  if (issue.code === "unrecognized_keys") return `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${[...issue.path, k].join(".")}"`).join(", ")}`;
+  return `${where}: ${issue.message}`;
+}
+
+export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    const issues = result.error.issues.slice(0, 5).map(describeIssue).join("; ");
+    throw invalidRequest(`invalid ${what}: ${issues}`, "see the API contract for the fields this endpoint accepts");
+  }
+  return result.data;
+}
+
+/** The JSON object body of a request: wrong content type, bad JSON or a non-object are 400. An absent body is `{}`. */
+export function jsonBody(req: FastifyRequest): Record<string, unknown> {
+  const raw = req.body;
+  if (raw === undefined || raw === null || (Buffer.isBuffer(raw) && raw.length === 0)) return {};
+  const type = req.headers["content-type"] ?? "";
+  if (!/^application\/json\s*(;|$)/i.test(type)) {
+    throw invalidRequest(`unsupported content type "${type.slice(0, 100)}"`, "send the body as JSON with Content-Type: application/json");
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse((raw as Buffer).toString("utf8"));
+  } catch {
+    throw invalidRequest("request body is not valid JSON", "send a JSON object");
+  }
+  if (!value || typeof value !== "object" || Array.isArray(value)) throw invalidRequest("request body must be a JSON object", "send a JSON object");
+  return value as Record<string, unknown>;
+}
+
+export function pathId(schema: z.ZodType<string>, value: unknown, what: string, pattern: RegExp): string {
+  const result = schema.safeParse(value);
+  if (!result.success) throw invalidRequest(`invalid ${what} "${String(value).slice(0, 100)}"`, `${what}s match ${pattern.source}`);
+  return result.data;
+}
+
+export async function authenticate(deps: ServiceDeps, req: FastifyRequest): Promise<Principal> {
+  const header = req.headers.authorization;
+  if (!header) throw new ServiceError("unauthorized", "missing bearer token", "send Authorization: Bearer <token>");
+  const match = /^Bearer ([\x21-\x7e]{1,512})$/i.exec(header);
+  if (!match) throw new ServiceError("unauthorized", "malformed Authorization header", "send Authorization: Bearer <token>");
+  const principal = await findPrincipal(deps.pool, match[1]!);
+  if (!principal) throw new ServiceError("unauthorized", "invalid, expired or revoked token", "create a new token with `mds token create`");
+  const missing = requiredScopes.filter((s) => !principal.scopes.includes(s));
+  if (missing.length) throw new ServiceError("forbidden", `token lacks the scope${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`, `every /v1 route needs ${requiredScopes.join(" and ")}`);
+  const wait = deps.rateLimiter.take(principal.tokenId);
+  if (wait > 0) throw new ServiceError("rate_limited", "too many requests for this token", `retry after ${wait} s`, { headers: { "retry-after": String(wait) } });
+  return principal;
+}
+
+export function principalOf(req: FastifyRequest): Principal {
+  const p = (req as FastifyRequest & { principal?: Principal }).principal;
+  if (!p) throw new ServiceError("unauthorized", "missing bearer token", "send Authorization: Bearer <token>");
+  return p;
+}
+
+/**
+ * Runs a POST in one transaction with its Idempotency-Key record: the same key and request replay the stored
+ * response (credentials included) without acting again.
+ */
+export async function idempotentPost(
+  deps: ServiceDeps,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  body: unknown,
+  op: (client: pg.PoolClient) => Promise<StoredResponse>,
+  options: { restore?: boolean } = {},
+): Promise<unknown> {
+  const principal = principalOf(req);
+  const key = parseIdempotencyKey(req.headers["idempotency-key"]);
+  const path = req.url.split("?")[0] ?? req.url;
+  const hash = requestHash(req.method, path, body);
+  const result = await inTransaction(deps.pool, async (client) => {
+    if (key) {
+      const stored = await lookupIdempotent(client, deps.config.encryptionKey, { workspaceId: principal.workspaceId, key, hash });
+      if (stored) return { ...stored, replayed: true };
+    }
+    const response = await op(client);
+    if (key) await storeIdempotent(client, deps.config.encryptionKey, { workspaceId: principal.workspaceId, key, hash, response, ...(options.restore ? { restore: true } : {}) });
+    return { ...response, replayed: false };
+  });
+  if (!result.replayed) deps.wakeJobs();
+  else reply.header("idempotent-replayed", "true");
+  reply.code(result.status);
+  return result.body;
+}

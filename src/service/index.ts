@@ -1,0 +1,112 @@
+import type pg from "pg";
+import type { Logger } from "pino";
+import type { Region } from "../contract/index.ts";
+import { findPostgresBinaries } from "../postgres/index.ts";
+import { createApp } from "./app.ts";
+import { ServiceConfig, type ServiceConfigInput } from "./config.ts";
+import type { ServiceDeps } from "./deps.ts";
+import { jobHandlers } from "./job-handlers.ts";
+import { JobRunner } from "./jobs.ts";
+import { createServiceLogger } from "./logger.ts";
+import { createMetrics } from "./metrics.ts";
+import { RateLimiter } from "./rate-limit.ts";
+import { startScheduler } from "./scheduler.ts";
+import { migrate } from "./store/migrate.ts";
+import { createPool } from "./store/pool.ts";
+
+export { createApp } from "./app.ts";
+export { ServiceConfig, RegionConfig, type ServiceConfigInput } from "./config.ts";
+export { createServiceToken, listServiceTokens, revokeToken, ensureWorkspace } from "./tokens.ts";
+export { createServiceLogger } from "./logger.ts";
+export { startEmbeddedService, type EmbeddedServiceOptions } from "./embedded.ts";
+
+export type StartServiceOptions = Omit<ServiceConfigInput, "baseUrl"> & {
+  /** Defaults to http://<host>:<bound port>. */
+  baseUrl?: string;
+  host?: string;
+  /** 0 or absent: a free port. */
+  port?: number;
+  logger?: Logger;
+  /** Directory of pg_dump/pg_restore; found like the server binaries by default. */
+  bindir?: string;
+};
+
+export type RunningService = { url: string; deps: ServiceDeps; stop(): Promise<void> };
+
+/** Runs the service: migrations, job workers, the daily-backup scheduler, and the HTTP server. */
+export async function startService(options: StartServiceOptions): Promise<RunningService> {
+  const { host = "127.0.0.1", port = 0, logger = createServiceLogger("info"), bindir, ...rest } = options;
+  const config = ServiceConfig.parse({ ...rest, baseUrl: rest.baseUrl ?? "http://placeholder.invalid" });
+  const pool = createPool(config.controlUrl, 20);
+  const regionPools = new Map<Region, pg.Pool>();
+  const byUrl = new Map<string, pg.Pool>();
+  const cleanup = async () => {
+    await pool.end().catch(() => {});
+    for (const p of byUrl.values()) await p.end().catch(() => {});
+  };
+  try {
+    await migrate(pool);
+    for (const [region, r] of Object.entries(config.regions) as [Region, { adminUrl: string }][]) {
+      let p = byUrl.get(r.adminUrl);
+      if (!p) {
+        p = createPool(r.adminUrl, 8);
+        byUrl.set(r.adminUrl, p);
+      }
+      regionPools.set(region, p);
+    }
+    const lockPool = createPool(config.controlUrl, config.jobConcurrency + 1);
+    byUrl.set(`lock:${config.controlUrl}`, lockPool);
+    const metrics = createMetrics();
+    const wake = { fn: () => {} };
+    const deps: ServiceDeps = {
+      config,
+      pool,
+      regionPools,
+      bindir: bindir ?? (await findPostgresBinaries()).bindir,
+      logger,
+      wakeJobs: () => wake.fn(),
+      metrics,
+      rateLimiter: new RateLimiter(config.rateLimit),
+    };
+    const runner = new JobRunner({
+      pool,
+      lockPool,
+      handlers: jobHandlers(deps),
+      concurrency: config.jobConcurrency,
+      pollIntervalMs: config.jobPollIntervalMs,
+      maxAttempts: config.jobMaxAttempts,
+      logger: logger.child({ component: "jobs" }),
+      ...(config.instanceId ? { instanceId: config.instanceId } : {}),
+    });
+    wake.fn = () => runner.wake();
+    const app = createApp(deps);
+    await app.listen({ host, port });
+    const address = app.server.address();
+    const boundPort = typeof address === "object" && address ? address.port : port;
+    const url = (rest.baseUrl ?? `http://${host.includes(":") ? `[${host}]` : host}:${boundPort}`).replace(/\/+$/, "");
+    config.baseUrl = url;
+    runner.start();
+    const gauge = setInterval(() => metrics.jobsRunning.set(runner.busy), 1000);
+    gauge.unref();
+    const scheduler = startScheduler(deps);
+    logger.info({ url, regions: [...regionPools.keys()] }, "service listening");
+    let stopping: Promise<void> | undefined;
+    return {
+      url,
+      deps,
+      stop() {
+        stopping ??= (async () => {
+          clearInterval(gauge);
+          await app.close();
+          await scheduler.stop();
+          await runner.stop();
+          await cleanup();
+        })();
+        return stopping;
+      },
+    };
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+}

@@ -1,0 +1,149 @@
+import { mkdir, rm } from "node:fs/promises";
+import path from "node:path";
+import type { ServiceDeps } from "./deps.ts";
+import { regionPool } from "./deps.ts";
+import { dumpDatabase, restoreDatabase, verifyArchive } from "./dump.ts";
+import { JobFatalError, type Job, type JobHandler, type JobKind } from "./jobs.ts";
+import { allowConnections, createDatabase, databaseComment, dropDatabase, dropDatabaseIfExists, provisionDatabase, revokeLoginRole, swapDatabases } from "./provisioner.ts";
+import { inTransaction } from "./store/pool.ts";
+import { getBackup, getDatabaseById } from "./store.ts";
+
+// The durable work behind the API: every step can be repeated after a crash, and a job that gives up leaves a
+// clean state (status `failure`, old data in place, no scratch database).
+
+export function backupFile(deps: ServiceDeps, databaseId: string, backupId: string): string {
+  return path.join(deps.config.backupDir, databaseId, `${backupId}.dump`);
+}
+
+async function loadDatabase(deps: ServiceDeps, job: Job) {
+  const db = await getDatabaseById(deps.pool, job.target_id);
+  if (!db) throw new JobFatalError(`database ${job.target_id} does not exist`);
+  return db;
+}
+
+async function setStatus(deps: ServiceDeps, id: string, status: string, from: string[]): Promise<void> {
+  await deps.pool.query("UPDATE databases SET status = $2 WHERE id = $1 AND status = ANY($3)", [id, status, from]);
+}
+
+async function usableBackupFile(deps: ServiceDeps, backupId: string): Promise<string> {
+  const backup = await getBackup(deps.pool, backupId);
+  if (!backup || backup.status !== "completed" || !backup.path || !backup.sha256) throw new JobFatalError(`backup ${backupId} is not usable`);
+  try {
+    await verifyArchive(backup.path, backup.sha256);
+  } catch (err) {
+    throw new JobFatalError(`backup ${backupId} cannot be read: ${(err as Error).message}`, { cause: err });
+  }
+  return backup.path;
+}
+
+const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
+  async run(job, ctx) {
+    const db = await loadDatabase(deps, job);
+    if (db.deleted_at || db.status !== "provisioning") return ctx.outcome("skipped");
+    const pool = regionPool(deps, db.region);
+    const { rows: logins } = await deps.pool.query<{ roleName: string; verifier: string }>(
+      `SELECT role_name AS "roleName", verifier FROM connections WHERE database_id = $1 AND revoked_at IS NULL`,
+      [db.id],
+    );
+    const fromBackup = db.source.type === "backup" ? await usableBackupFile(deps, db.source.backupId) : undefined;
+    // A restore interrupted by a crash leaves a half-filled database that nobody can see yet: start over.
+    if (fromBackup && ctx.attempt > 1) await dropDatabaseIfExists(pool, db.pg_name);
+    await provisionDatabase(pool, { pgName: db.pg_name, ownerRole: db.owner_role, logins });
+    if (fromBackup) await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: db.pg_name, file: fromBackup, role: db.owner_role });
+    await inTransaction(deps.pool, async (client) => {
+      // Serialised with connection mint/revoke, which lock the same row.
+      await client.query("SELECT 1 FROM databases WHERE id = $1 FOR UPDATE", [db.id]);
+      const { rows: revoked } = await client.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1 AND revoked_at IS NOT NULL", [db.id]);
+      for (const r of revoked) await revokeLoginRole(pool, r.role_name);
+      await client.query("UPDATE databases SET status = 'ready' WHERE id = $1 AND status = 'provisioning'", [db.id]);
+    });
+    ctx.outcome("provisioned");
+  },
+  async fail(job, err) {
+    await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'", [job.target_id, err.message.slice(0, 500)]);
+  },
+});
+
+function adminUrlOf(deps: ServiceDeps, region: string): string {
+  const r = deps.config.regions[region as keyof typeof deps.config.regions];
+  if (!r) throw new JobFatalError(`region ${region} has no server`);
+  return r.adminUrl;
+}
+
+const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
+  async run(job, ctx) {
+    const backupId = String(job.payload.backupId);
+    const db = await loadDatabase(deps, job);
+    if (db.deleted_at) throw new JobFatalError("database was deleted");
+    if (db.status === "failure" && db.source.type === "empty") {
+      // A database that never got provisioned has nothing to dump.
+      const exists = await regionPool(deps, db.region).query("SELECT 1 FROM pg_database WHERE datname = $1", [db.pg_name]);
+      if (!exists.rowCount) throw new JobFatalError("database does not exist on its server");
+    }
+    const file = backupFile(deps, db.id, backupId);
+    await mkdir(path.dirname(file), { recursive: true });
+    const result = await dumpDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: db.pg_name, file });
+    await deps.pool.query("UPDATE backups SET status = 'completed', size = $2, sha256 = $3, path = $4, completed_at = now() WHERE id = $1", [backupId, result.size, result.sha256, file]);
+    ctx.outcome("completed");
+  },
+  async fail(job) {
+    const backupId = String(job.payload.backupId);
+    await deps.pool.query("UPDATE backups SET status = 'failed', completed_at = now() WHERE id = $1 AND status = 'running'", [backupId]);
+    await rm(backupFile(deps, job.target_id, backupId), { force: true });
+  },
+});
+
+export const restoreMarker = (job: Job) => `mds:restore:${job.id}`;
+const scratchName = (pgName: string, job: Job) => `${pgName}_r${job.id}`;
+const oldName = (pgName: string, job: Job) => `${pgName}_o${job.id}`;
+
+const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
+  async run(job, ctx) {
+    const db = await loadDatabase(deps, job);
+    if (db.deleted_at) throw new JobFatalError("database was deleted");
+    const pool = regionPool(deps, db.region);
+    const scratch = scratchName(db.pg_name, job);
+    const old = oldName(db.pg_name, job);
+    // The marker moves with the scratch database's rename: if the target carries it, this job's swap already happened.
+    if ((await databaseComment(pool, db.pg_name)) === restoreMarker(job)) {
+      ctx.outcome("resumed-after-swap");
+    } else {
+      await dropDatabaseIfExists(pool, scratch);
+      await allowConnections(pool, db.pg_name);
+      const file = await usableBackupFile(deps, String(job.payload.backupId));
+      await createDatabase(pool, scratch, db.owner_role);
+      await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: scratch, file, role: db.owner_role });
+      await swapDatabases(pool, { target: db.pg_name, scratch, old, marker: restoreMarker(job) });
+      ctx.outcome("restored");
+    }
+    await dropDatabaseIfExists(pool, old);
+    await setStatus(deps, db.id, "ready", ["recovering"]);
+  },
+  async fail(job, err) {
+    const db = await getDatabaseById(deps.pool, job.target_id);
+    if (db) {
+      const pool = regionPool(deps, db.region);
+      await dropDatabaseIfExists(pool, scratchName(db.pg_name, job)).catch(() => {});
+      await allowConnections(pool, db.pg_name).catch(() => {});
+    }
+    await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'recovering'", [job.target_id, err.message.slice(0, 500)]);
+  },
+});
+
+const drop: (deps: ServiceDeps) => JobHandler = (deps) => ({
+  async run(job, ctx) {
+    const db = await loadDatabase(deps, job);
+    const { rows } = await deps.pool.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1", [db.id]);
+    await dropDatabase(regionPool(deps, db.region), { pgName: db.pg_name, ownerRole: db.owner_role, loginRoles: rows.map((r) => r.role_name) });
+    await rm(path.join(deps.config.backupDir, db.id), { recursive: true, force: true });
+    await deps.pool.query("UPDATE backups SET deleted_at = coalesce(deleted_at, now()) WHERE database_id = $1", [db.id]);
+    ctx.outcome("dropped");
+  },
+  async fail() {
+    // The database is already invisible to the API; an operator can drop leftovers by their mds_ names.
+  },
+});
+
+export function jobHandlers(deps: ServiceDeps): Record<JobKind, JobHandler> {
+  return { provision: provision(deps), backup: backup(deps), restore: restore(deps), drop: drop(deps) };
+}

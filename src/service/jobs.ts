@@ -1,0 +1,173 @@
+import { randomUUID } from "node:crypto";
+import type pg from "pg";
+import type { Logger } from "pino";
+
+export type JobKind = "provision" | "backup" | "restore" | "drop";
+export type Job = { id: string; kind: JobKind; target_id: string; payload: Record<string, unknown>; idempotency_key: string | null };
+
+/** A failure that retrying cannot fix: the job fails at once. */
+export class JobFatalError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "JobFatalError";
+  }
+}
+
+export type JobContext = { attempt: number; runId: string; outcome(text: string): void };
+export type JobHandler = {
+  run(job: Job, ctx: JobContext): Promise<void>;
+  /** Called once when the job is given up: leave a clean, visible state (e.g. status `failure`), never a half one. */
+  fail(job: Job, err: Error): Promise<void>;
+};
+
+export type JobRunnerOptions = {
+  pool: pg.Pool;
+  /** Connections that hold job locks for whole runs: one per worker. */
+  lockPool: pg.Pool;
+  handlers: Record<JobKind, JobHandler>;
+  concurrency: number;
+  pollIntervalMs: number;
+  maxAttempts: number;
+  logger: Logger;
+  instanceId?: string;
+};
+
+export async function enqueueJob(
+  db: Pick<pg.Pool, "query">,
+  input: { kind: JobKind; targetId: string; payload?: Record<string, unknown>; idempotencyKey?: string | null },
+): Promise<string> {
+  const { rows } = await db.query<{ id: string }>(
+    "INSERT INTO jobs (kind, target_id, payload, idempotency_key) VALUES ($1, $2, $3, $4) RETURNING id",
+    [input.kind, input.targetId, JSON.stringify(input.payload ?? {}), input.idempotencyKey ?? null],
+  );
+  return rows[0]!.id;
+}
+
+// The oldest pending job whose target has no older pending job (jobs of one database run in order, one at a time)
+// and that no live worker holds. A pending row we can lock whose run was started is a run whose worker died.
+const claimSql = `
+  SELECT id, kind, target_id, payload, idempotency_key FROM jobs j
+  WHERE state = 'pending' AND run_after <= now()
+    AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.target_id = j.target_id AND o.state = 'pending' AND o.id < j.id)
+  ORDER BY id
+  FOR UPDATE SKIP LOCKED
+  LIMIT 1`;
+
+export class JobRunner {
+  readonly instanceId: string;
+  private readonly options: JobRunnerOptions;
+  private stopped = false;
+  private readonly workers: Promise<void>[] = [];
+  private wakeUp: (() => void)[] = [];
+  private running = 0;
+
+  constructor(options: JobRunnerOptions) {
+    this.options = options;
+    this.instanceId = options.instanceId ?? randomUUID();
+  }
+
+  start(): void {
+    for (let i = 0; i < this.options.concurrency; i++) this.workers.push(this.work());
+  }
+
+  /** New work was enqueued: let idle workers look now instead of at the next poll. */
+  wake(): void {
+    const waiting = this.wakeUp;
+    this.wakeUp = [];
+    for (const w of waiting) w();
+  }
+
+  get busy(): number {
+    return this.running;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake();
+    await Promise.all(this.workers);
+  }
+
+  private idle(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wakeUp = this.wakeUp.filter((w) => w !== done);
+        resolve();
+      };
+      const timer = setTimeout(done, this.options.pollIntervalMs);
+      this.wakeUp.push(done);
+    });
+  }
+
+  private async work(): Promise<void> {
+    while (!this.stopped) {
+      let didWork = false;
+      try {
+        didWork = await this.runOne();
+      } catch (err) {
+        this.options.logger.warn({ err: { message: (err as Error).message } }, "job worker error");
+      }
+      if (!didWork && !this.stopped) await this.idle();
+    }
+  }
+
+  /** Claims one job and runs it while holding its row lock. Returns false when there was nothing to do. */
+  async runOne(): Promise<boolean> {
+    const { pool, lockPool, handlers, logger, maxAttempts } = this.options;
+    const client = await lockPool.connect();
+    let broken = false;
+    try {
+      await client.query("BEGIN");
+      const { rows } = await client.query<Job>(claimSql);
+      const job = rows[0];
+      if (!job) {
+        await client.query("COMMIT");
+        return false;
+      }
+      this.running++;
+      try {
+        // Counted outside the lock's transaction, so a crash mid-run still counts as an attempt.
+        const run = await pool.query<{ id: string; attempts: string }>(
+          `WITH r AS (INSERT INTO job_runs (job_id, instance) VALUES ($1, $2) RETURNING id)
+           SELECT (SELECT id FROM r) AS id, (SELECT count(*) FROM job_runs WHERE job_id = $1) + 1 AS attempts`,
+          [job.id, this.instanceId],
+        );
+        const runId = run.rows[0]!.id;
+        const attempt = Number(run.rows[0]!.attempts);
+        const log = logger.child({ job: job.id, kind: job.kind, target: job.target_id, attempt });
+        let outcome = "";
+        const handler = handlers[job.kind];
+        try {
+          if (attempt > maxAttempts) throw new JobFatalError(`gave up after ${maxAttempts} attempts`);
+          log.debug("job started");
+          await handler.run(job, { attempt, runId, outcome: (text) => (outcome = text) });
+          await client.query("UPDATE jobs SET state = 'done', finished_at = now() WHERE id = $1", [job.id]);
+          await pool.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || "done"]);
+          log.debug("job done");
+        } catch (err) {
+          const error = err instanceof Error ? err : new Error(String(err));
+          const fatal = error instanceof JobFatalError || attempt >= maxAttempts;
+          log.warn({ err: { message: error.message } }, fatal ? "job failed" : "job attempt failed, will retry");
+          if (fatal) {
+            await handler.fail(job, error);
+            await client.query("UPDATE jobs SET state = 'failed', error = $2, finished_at = now() WHERE id = $1", [job.id, error.message.slice(0, 2000)]);
+          } else {
+            const backoffMs = Math.min(30_000, 250 * 2 ** attempt);
+            await client.query("UPDATE jobs SET run_after = now() + $2 * interval '1 millisecond', error = $3 WHERE id = $1", [job.id, backoffMs, error.message.slice(0, 2000)]);
+          }
+          await pool.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || (fatal ? "failed" : "retry")]);
+        }
+        await client.query("COMMIT");
+        return true;
+      } finally {
+        this.running--;
+      }
+    } catch (err) {
+      broken = true;
+      await client.query("ROLLBACK").catch(() => {});
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+}

@@ -1,0 +1,120 @@
+import {
+  maskedPassword,
+  regionNames,
+  type ApiKey,
+  type Backup,
+  type Connection,
+  type CreatedConnection,
+  type Database,
+  type Project,
+  type Region,
+} from "../contract/index.ts";
+import { publicEndpoint, type ServiceConfig } from "./config.ts";
+import type { BackupRow, ConnectionRow, DatabaseRow, ProjectRow } from "./rows.ts";
+
+// Rows → wire resources. Secrets (passwords) are inputs only at creation time; everything else masks them.
+
+export type Urls = { baseUrl: string };
+const url = (base: string, collection: string, id: string) => `${base}/v1/${collection}/${id}`;
+
+type Endpoints = { direct: { host: string; port: number }; pooled: { host: string; port: number }; accelerate?: { host: string; port: number }; sslmode: string };
+
+export function endpointsOf(config: ServiceConfig, region: string): Endpoints {
+  const r = config.regions[region as Region];
+  if (!r) throw new Error(`region ${region} has no server configured`);
+  const direct = publicEndpoint(r);
+  return { direct, pooled: r.pooler ?? direct, ...(r.accelerate ? { accelerate: r.accelerate } : {}), sslmode: r.sslmode };
+}
+
+export function connectionString(host: string, port: number, user: string, password: string, database: string, sslmode: string): string {
+  return `postgresql://${encodeURIComponent(user)}:${encodeURIComponent(password)}@${host}:${port}/${encodeURIComponent(database)}?sslmode=${sslmode}`;
+}
+
+export function renderConnection(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow): Connection {
+  const e = endpointsOf(config, db.region);
+  return {
+    id: c.id,
+    type: "connection",
+    url: url(config.baseUrl, "connections", c.id),
+    name: c.name,
+    createdAt: c.created_at.toISOString(),
+    kind: "postgres",
+    endpoints: { direct: e.direct, pooled: e.pooled, ...(e.accelerate ? { accelerate: e.accelerate } : {}) },
+    directConnection: { host: `${e.direct.host}:${e.direct.port}`, user: c.role_name, pass: maskedPassword },
+    database: { id: db.id, url: url(config.baseUrl, "databases", db.id), name: db.name },
+  };
+}
+
+export function renderCreatedConnection(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string): CreatedConnection {
+  const base = renderConnection(config, db, c);
+  const e = endpointsOf(config, db.region);
+  const cs = (ep: { host: string; port: number }) => ({ ...ep, connectionString: connectionString(ep.host, ep.port, c.role_name, password, db.pg_name, e.sslmode) });
+  return {
+    ...base,
+    endpoints: { direct: cs(e.direct), pooled: cs(e.pooled), ...(e.accelerate ? { accelerate: cs(e.accelerate) } : {}) },
+    directConnection: { ...base.directConnection, pass: password },
+  };
+}
+
+export function renderApiKey(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string): ApiKey {
+  const { database: _database, ...rest } = renderConnection(config, db, c);
+  const e = endpointsOf(config, db.region);
+  return {
+    ...rest,
+    directConnection: { ...rest.directConnection, pass: password },
+    connectionString: connectionString(e.pooled.host, e.pooled.port, c.role_name, password, db.pg_name, e.sslmode),
+  };
+}
+
+function databaseFields(config: ServiceConfig, db: DatabaseRow) {
+  return {
+    id: db.id,
+    type: "database" as const,
+    url: url(config.baseUrl, "databases", db.id),
+    name: db.name,
+    status: db.status,
+    createdAt: db.created_at.toISOString(),
+    isDefault: db.is_default,
+    defaultConnectionId: db.default_connection_id,
+    region: { id: db.region, name: regionNames[db.region as Region] ?? db.region },
+    source: db.source,
+  };
+}
+
+export function renderDatabase(config: ServiceConfig, db: DatabaseRow, connections: ConnectionRow[]): Database {
+  return {
+    ...databaseFields(config, db),
+    connections: connections.map((c) => renderConnection(config, db, c)),
+    project: { id: db.project_id, url: url(config.baseUrl, "projects", db.project_id), name: db.project_name },
+  };
+}
+
+/** The full creation form: the new connection with its password, as connection, apiKey and top-level fields. */
+export function renderCreatedDatabase(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string) {
+  const e = endpointsOf(config, db.region);
+  const created = renderCreatedConnection(config, db, c, password);
+  return {
+    ...databaseFields(config, db),
+    connections: [created],
+    project: { id: db.project_id, url: url(config.baseUrl, "projects", db.project_id), name: db.project_name },
+    apiKeys: [renderApiKey(config, db, c, password)],
+    connectionString: connectionString(e.pooled.host, e.pooled.port, c.role_name, password, db.pg_name, e.sslmode),
+    directConnection: created.directConnection,
+  };
+}
+
+export function renderProject(config: ServiceConfig, p: ProjectRow): Project {
+  return {
+    id: p.id,
+    type: "project",
+    url: url(config.baseUrl, "projects", p.id),
+    name: p.name,
+    createdAt: p.created_at.toISOString(),
+    defaultRegion: p.default_region,
+    workspace: { id: p.workspace_id, url: url(config.baseUrl, "workspaces", p.workspace_id), name: p.workspace_name },
+  };
+}
+
+export function renderBackup(b: BackupRow): Backup {
+  return { id: b.id, type: "backup", backupType: "full", status: b.status, size: b.size === null ? null : Number(b.size), createdAt: b.created_at.toISOString() };
+}

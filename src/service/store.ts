@@ -1,0 +1,106 @@
+import type pg from "pg";
+import { cursorTs, type Cursor } from "./pagination.ts";
+import type { BackupRow, ConnectionRow, DatabaseRow, ProjectRow } from "./rows.ts";
+
+// Queries of the control database. Every lookup is scoped by workspace: another workspace's object is simply absent.
+
+type Db = Pick<pg.Pool, "query">;
+
+const projectColumns = `p.id, p.workspace_id, w.name AS workspace_name, p.name, p.default_region, p.logical_id, p.created_at, ${cursorTs("p.created_at")} AS cursor_ts`;
+const databaseColumns = `d.id, d.project_id, p.name AS project_name, d.workspace_id, d.name, d.region, d.status, d.is_default, d.pg_name,
+  d.owner_role, d.source, d.logical_id, d.default_connection_id, d.created_at, ${cursorTs("d.created_at")} AS cursor_ts`;
+
+export async function getProject(db: Db, workspaceId: string, id: string, lock = false): Promise<ProjectRow | undefined> {
+  const { rows } = await db.query<ProjectRow>(
+    `SELECT ${projectColumns} FROM projects p JOIN workspaces w ON w.id = p.workspace_id
+     WHERE p.id = $1 AND p.workspace_id = $2 AND p.deleted_at IS NULL ${lock ? "FOR UPDATE OF p" : ""}`,
+    [id, workspaceId],
+  );
+  return rows[0];
+}
+
+export async function listProjects(db: Db, q: { workspaceId: string; cursor?: Cursor | undefined; limit: number; logicalId?: string | undefined }) {
+  const { rows } = await db.query<ProjectRow & { cursor_ts: string }>(
+    `SELECT ${projectColumns} FROM projects p JOIN workspaces w ON w.id = p.workspace_id
+     WHERE p.workspace_id = $1 AND p.deleted_at IS NULL
+       AND ($2::text IS NULL OR p.logical_id = $2)
+       AND ($3::timestamptz IS NULL OR (p.created_at, p.id) > ($3::timestamptz, $4::text))
+     ORDER BY p.created_at, p.id LIMIT $5`,
+    [q.workspaceId, q.logicalId ?? null, q.cursor?.ts ?? null, q.cursor?.id ?? null, q.limit + 1],
+  );
+  return rows;
+}
+
+export async function getDatabase(db: Db, workspaceId: string, id: string, lock = false): Promise<DatabaseRow | undefined> {
+  const { rows } = await db.query<DatabaseRow>(
+    `SELECT ${databaseColumns} FROM databases d JOIN projects p ON p.id = d.project_id
+     WHERE d.id = $1 AND d.workspace_id = $2 AND d.deleted_at IS NULL ${lock ? "FOR UPDATE OF d" : ""}`,
+    [id, workspaceId],
+  );
+  return rows[0];
+}
+
+/** For jobs: the row even if deleted. */
+export async function getDatabaseById(db: Db, id: string): Promise<(DatabaseRow & { deleted_at: Date | null }) | undefined> {
+  const { rows } = await db.query<DatabaseRow & { deleted_at: Date | null }>(
+    `SELECT ${databaseColumns}, d.deleted_at FROM databases d JOIN projects p ON p.id = d.project_id WHERE d.id = $1`,
+    [id],
+  );
+  return rows[0];
+}
+
+export async function listDatabases(db: Db, q: { workspaceId: string; projectId?: string | undefined; logicalId?: string | undefined; cursor?: Cursor | undefined; limit: number }) {
+  const { rows } = await db.query<DatabaseRow & { cursor_ts: string }>(
+    `SELECT ${databaseColumns} FROM databases d JOIN projects p ON p.id = d.project_id
+     WHERE d.workspace_id = $1 AND d.deleted_at IS NULL
+       AND ($2::text IS NULL OR d.project_id = $2)
+       AND ($3::text IS NULL OR d.logical_id = $3)
+       AND ($4::timestamptz IS NULL OR (d.created_at, d.id) > ($4::timestamptz, $5::text))
+     ORDER BY d.created_at, d.id LIMIT $6`,
+    [q.workspaceId, q.projectId ?? null, q.logicalId ?? null, q.cursor?.ts ?? null, q.cursor?.id ?? null, q.limit + 1],
+  );
+  return rows;
+}
+
+/** Live connections of the given databases, oldest first, grouped by database id. */
+export async function connectionsOf(db: Db, databaseIds: string[]): Promise<Map<string, ConnectionRow[]>> {
+  const out = new Map<string, ConnectionRow[]>();
+  if (databaseIds.length === 0) return out;
+  const { rows } = await db.query<ConnectionRow>(
+    `SELECT id, database_id, name, role_name, created_at FROM connections
+     WHERE database_id = ANY($1) AND revoked_at IS NULL ORDER BY created_at, id`,
+    [databaseIds],
+  );
+  for (const r of rows) {
+    const list = out.get(r.database_id) ?? [];
+    list.push(r);
+    out.set(r.database_id, list);
+  }
+  return out;
+}
+
+export async function getConnection(db: Db, workspaceId: string, id: string, lock = false): Promise<ConnectionRow | undefined> {
+  const { rows } = await db.query<ConnectionRow>(
+    `SELECT c.id, c.database_id, c.name, c.role_name, c.created_at FROM connections c JOIN databases d ON d.id = c.database_id
+     WHERE c.id = $1 AND d.workspace_id = $2 AND c.revoked_at IS NULL AND d.deleted_at IS NULL ${lock ? "FOR UPDATE OF c" : ""}`,
+    [id, workspaceId],
+  );
+  return rows[0];
+}
+
+export async function listBackups(db: Db, databaseId: string, limit: number): Promise<BackupRow[]> {
+  const { rows } = await db.query<BackupRow>(
+    `SELECT id, database_id, status, size, sha256, path, created_at FROM backups
+     WHERE database_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT $2`,
+    [databaseId, limit + 1],
+  );
+  return rows;
+}
+
+export async function getBackup(db: Db, id: string): Promise<BackupRow | undefined> {
+  const { rows } = await db.query<BackupRow>(
+    `SELECT id, database_id, status, size, sha256, path, created_at FROM backups WHERE id = $1 AND deleted_at IS NULL`,
+    [id],
+  );
+  return rows[0];
+}

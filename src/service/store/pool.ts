@@ -1,0 +1,26 @@
+import pg from "pg";
+
+// timestamptz comes back as Date (ms precision is enough for output; cursors use text from SQL).
+export function createPool(url: string, max = 10): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30_000 });
+  // An idle client losing its server must not crash the process; the next query reports the problem.
+  pool.on("error", () => {});
+  return pool;
+}
+
+export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const result = await fn(client);
+    await client.query("COMMIT");
+    return result;
+  } catch (err) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+export type Queryable = Pick<pg.Pool, "query">;

@@ -1,0 +1,58 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import pino, { type Logger } from "pino";
+import { startEmbeddedService, type EmbeddedServiceOptions } from "./embedded.ts";
+import { createPool } from "./store/pool.ts";
+import { createServiceToken } from "./tokens.ts";
+
+export type TestService = {
+  url: string;
+  /** Token of workspace "default" with workspace:admin and offline_access. */
+  token: string;
+  createToken(workspace: string, scopes?: string[]): Promise<string>;
+  /** The control database (superuser URL): tests read job history from it (see README, "Job history"). */
+  controlUrl: string;
+  /** The PostgreSQL server's superuser URL. */
+  postgresUrl: string;
+  dir: string;
+  stop(): Promise<void>;
+};
+
+export type TestServiceOptions = {
+  /** Reuse a directory (e.g. to restart over the same data); default: a fresh temporary one, removed on stop. */
+  dir?: string;
+  logger?: Logger;
+  service?: EmbeddedServiceOptions["service"];
+};
+
+/**
+ * One embedded PostgreSQL and service for a test file (about a second to start). Durability settings are off:
+ * test data need not survive a power cut, and fsync is the slowest part of provisioning.
+ */
+export async function startTestService(options: TestServiceOptions = {}): Promise<TestService> {
+  const dir = options.dir ?? (await mkdtemp(path.join(tmpdir(), "mds-service-")));
+  const service = await startEmbeddedService({
+    dir,
+    port: 0,
+    logger: options.logger ?? pino({ level: "silent" }),
+    postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
+    service: { rateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, ...options.service },
+  });
+  const pool = createPool(service.controlUrl, 2);
+  return {
+    url: service.url,
+    token: service.token,
+    controlUrl: service.controlUrl,
+    postgresUrl: service.postgres.url,
+    dir,
+    async createToken(workspace, scopes) {
+      return (await createServiceToken(pool, { workspace, ...(scopes ? { scopes } : {}), name: "test" })).token;
+    },
+    async stop() {
+      await pool.end().catch(() => {});
+      await service.stop();
+      if (!options.dir) await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
