@@ -5,3 +5,5 @@ export type { PatchCause } from "./errors.ts";
 export { applyMergePatch } from "./merge-patch.ts";
 export { applyJsonPatch } from "./json-patch.ts";
 export { applyStrategicMergePatch } from "./strategic-merge.ts";
+export { serverSideApply, recordUpdate } from "./server-side-apply.ts";
+export type { ApplyResult, ServerSideApplyArgs, RecordUpdateArgs } from "./server-side-apply.ts";
