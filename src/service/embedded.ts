@@ -12,6 +12,37 @@ import { createServiceToken, findPrincipal } from "./tokens.ts";
 
 export const controlDatabase = "mds_control";
 
+/** The control database URL of an embedded directory whose server runs, if it answers. */
+export async function runningEmbeddedControlUrl(dir: string): Promise<string | undefined> {
+  try {
+    const { controlUrl } = JSON.parse(await readFile(path.join(dir, "control.json"), "utf8")) as { controlUrl?: unknown };
+    if (typeof controlUrl !== "string") return undefined;
+    const client = new pg.Client({ connectionString: controlUrl, connectionTimeoutMillis: 2000 });
+    try {
+      await client.connect();
+      await client.query("SELECT 1");
+      return controlUrl;
+    } finally {
+      await client.end().catch(() => {});
+    }
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs `fn` against the control database of an embedded directory, starting its PostgreSQL if the service is not running. */
+export async function withEmbeddedControl<T>(dir: string, fn: (controlUrl: string) => Promise<T>): Promise<T> {
+  const running = await runningEmbeddedControlUrl(dir);
+  if (running) return fn(running);
+  const postgres = await startPostgres({ dir: path.join(path.resolve(dir), "postgres") });
+  try {
+    await ensureDatabase(postgres.url, controlDatabase);
+    return await fn(withDatabase(postgres.url, controlDatabase));
+  } finally {
+    await postgres.stop();
+  }
+}
+
 export type EmbeddedServiceOptions = {
   dir: string;
   host?: string;
@@ -101,6 +132,8 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
       ...(options.baseUrl !== undefined ? { baseUrl: options.baseUrl } : {}),
       ...(options.logger ? { logger: options.logger } : {}),
     });
+    // For `mds token --embedded DIR` while the service runs: where the control database is (holds a password: 0600).
+    await writeFile(path.join(dir, "control.json"), JSON.stringify({ controlUrl }) + "\n", { mode: 0o600 });
     const tmp = `${serviceFile}.tmp`;
     await writeFile(tmp, JSON.stringify({ url: service.url, token }, null, 2) + "\n", { mode: 0o600 });
     await chmod(tmp, 0o600);
