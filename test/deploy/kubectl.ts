@@ -64,13 +64,14 @@ export interface KubectlResult {
   stderr: string;
 }
 
-/** Runs kubectl with `args`; the environment carries only what is given (no KUBECONFIG from the machine). */
-export async function kubectl(args: string[], options: { kubeconfig?: string; cwd?: string } = {}): Promise<KubectlResult> {
+/** Runs kubectl with `args` (and `input` on stdin); the environment carries only what is given (no KUBECONFIG from the machine). */
+export async function kubectl(args: string[], options: { kubeconfig?: string; cwd?: string; input?: string } = {}): Promise<KubectlResult> {
   const binary = await kubectlPath();
   const env: NodeJS.ProcessEnv = { PATH: "/usr/bin:/bin", HOME: join(repoRoot, "node_modules", ".cache", "mds-deploy") };
   if (options.kubeconfig !== undefined) env.KUBECONFIG = options.kubeconfig;
   return new Promise((resolve, reject) => {
-    const child = spawn(binary, args, { cwd: options.cwd ?? repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(binary, args, { cwd: options.cwd ?? repoRoot, env, stdio: ["pipe", "pipe", "pipe"] });
+    child.stdin.end(options.input ?? "");
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on("data", (b: Buffer) => out.push(b));
