@@ -169,7 +169,7 @@ export function createClient(options: ClientOptions): MdsClient {
           path: "/v1/projects",
           body: checkBody(CreateProjectBody, body, description),
           response: { schema: CreatedProjectEnvelope },
-          conflictNamesExisting: true,
+          conflictNamesExisting: { logicalId: body.logicalId },
         },
         opts,
       );
@@ -193,7 +193,7 @@ export function createClient(options: ClientOptions): MdsClient {
           path: "/v1/databases",
           body: checkBody(CreateDatabaseBody, body, description),
           response: { schema: DatabaseWithCredentialsEnvelope },
-          conflictNamesExisting: true,
+          conflictNamesExisting: { logicalId: body.logicalId },
         },
         opts,
       );
@@ -208,7 +208,7 @@ export function createClient(options: ClientOptions): MdsClient {
           path: `/v1/projects/${seg(projectId)}/databases`,
           body: checkBody(CreateProjectDatabaseBody, body, description),
           response: { schema: CreatedDatabaseEnvelope },
-          conflictNamesExisting: true,
+          conflictNamesExisting: { logicalId: body.logicalId },
         },
         opts,
       );

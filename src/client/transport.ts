@@ -50,8 +50,11 @@ export interface Call<T> {
   body?: unknown;
   /** The response envelope, or the value to return when the body is ignored (DELETE, 204). */
   response: { schema: z.ZodType<T> } | { ignoreBody: T };
-  /** Look for the id of the resource that holds a duplicate key in a 409 (creations). */
-  conflictNamesExisting?: boolean;
+  /**
+   * Creations: a 409 names the resource that already holds the key; `logicalId` is the key
+   * sent, so an id-like part of it is not mistaken for the holder's id.
+   */
+  conflictNamesExisting?: { logicalId: string | undefined };
 }
 
 // A response bigger than this is not one of ours (the largest list page is ~100 databases).
@@ -264,7 +267,8 @@ function errorFromResponse(
   const message = parsed.success ? scrub(parsed.data.error.message, token) : `HTTP ${status}`;
   const hint = parsed.success && parsed.data.error.hint !== "" ? scrub(parsed.data.error.hint, token) : undefined;
   const retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(result.headers["retry-after"], now) : undefined;
-  const existingId = call.conflictNamesExisting && status === 409 ? findResourceId(`${message} ${hint ?? ""}`) : undefined;
+  const existingId =
+    call.conflictNamesExisting !== undefined && status === 409 ? findExistingId(message, hint, call.conflictNamesExisting.logicalId) : undefined;
   return createMdsError(`cannot ${call.description}: ${code}: ${message}`, {
     code,
     status,
@@ -348,8 +352,13 @@ function scrub(text: string, token: string): string {
   return out;
 }
 
-const resourceIdPattern = /\b(?:proj|db|con|bkp)_[A-Za-z0-9]+/;
+const resourceIdPattern = /\b(?:proj|db|con|bkp)_[A-Za-z0-9]+/g;
 
-function findResourceId(text: string): string | undefined {
-  return resourceIdPattern.exec(text)?.[0];
+/** The hint names only the holder (`existing project id: proj_…`); the message's last id is the holder. */
+function findExistingId(message: string, hint: string | undefined, logicalId: string | undefined): string | undefined {
+  const ids = (text: string): string[] => {
+    const cleaned = logicalId === undefined || logicalId === "" ? text : text.split(logicalId).join(" ");
+    return [...cleaned.matchAll(resourceIdPattern)].map((m) => m[0]);
+  };
+  return ids(hint ?? "").at(-1) ?? ids(message).at(-1);
 }

@@ -8,7 +8,13 @@ import {
   ConflictError,
   ContractViolationError,
   createClient,
+  ForbiddenError,
+  InternalServerError,
   InvalidRequestError,
+  MethodNotAllowedError,
+  PayloadTooLargeError,
+  RegionUnavailableError,
+  UnprocessableError,
   MdsApiError,
   NetworkError,
   NotFoundError,
@@ -140,6 +146,41 @@ describe("responses", () => {
     const error = await failure(client.createProject({ name: "shop", logicalId: "k8s:a:ns/shop" }));
     expect(error).toBeInstanceOf(ConflictError);
     expect(error instanceof ConflictError && error.existingId).toBe(existing);
+  });
+
+  it("finds the holder's id in the hint, not inside the logicalId sent", async () => {
+    const { client } = makeClient();
+    const holder = newId("database");
+    const logicalId = `k8s:x:ns/${newId("database")}`;
+    server.script([errorReply(409, "conflict", `logicalId "${logicalId}" already used by database "${holder}"`, {}, `existing database id: ${holder}`)]);
+    const error = await failure(client.createDatabase({ projectId: newId("project"), logicalId }));
+    expect(error instanceof ConflictError && error.existingId).toBe(holder);
+  });
+
+  it("maps every contract error row to its class", async () => {
+    const { client } = makeClient({ retry: { maxAttempts: 1 } });
+    const rows: [number, string, new (...args: never[]) => MdsApiError][] = [
+      [400, "invalid_request", InvalidRequestError],
+      [401, "unauthorized", UnauthorizedError],
+      [403, "forbidden", ForbiddenError],
+      [404, "not_found", NotFoundError],
+      [405, "method_not_allowed", MethodNotAllowedError],
+      [409, "conflict", ConflictError],
+      [413, "payload_too_large", PayloadTooLargeError],
+      [422, "unprocessable", UnprocessableError],
+      [422, "region_unavailable", RegionUnavailableError],
+      [429, "rate_limited", RateLimitedError],
+      [500, "internal_error", InternalServerError],
+      [503, "unavailable", UnavailableError],
+      [418, "teapot_reached", MdsApiError],
+    ];
+    server.script(rows.map(([status, code]) => errorReply(status, code, "scripted")));
+    for (const [status, code, cls] of rows) {
+      const error = await failure(client.getProject(newId("project")));
+      expect(error).toBeInstanceOf(cls);
+      expect(error).toMatchObject({ status, code, retryable: [429, 500, 503].includes(status) });
+    }
+    expect(server.requests).toHaveLength(rows.length);
   });
 
   it("gives a proxy's non-JSON 502 the code its status implies", async () => {

@@ -1,0 +1,61 @@
+import { existsSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createClient, MdsApiError, RateLimitedError } from "../../src/client/index.ts";
+
+// The client against the real service's per-token budget: a 429 is a RateLimitedError carrying
+// the service's Retry-After, and a client whose own budget fits the service's never sees one.
+
+interface TestService {
+  url: string;
+  token: string;
+  createToken(workspace: string, scopes?: string[]): Promise<string>;
+  stop(): Promise<void>;
+}
+interface TestingModule {
+  startTestService(options?: { service?: { rateLimit?: { perSecond: number; burst: number } } }): Promise<TestService>;
+}
+
+const testingPath = "../../src/service/testing.ts";
+// Skipped only while the file is absent: a file that exists but fails to load fails the suite.
+const testing = existsSync(new URL(testingPath, import.meta.url))
+  ? ((await import(/* @vite-ignore */ testingPath)) as TestingModule)
+  : undefined;
+
+describe.skipIf(testing === undefined)("client against the service's rate limit", () => {
+  let service: TestService;
+
+  beforeAll(async () => {
+    if (testing === undefined) return;
+    service = await testing.startTestService({ service: { rateLimit: { perSecond: 5, burst: 2 } } });
+  });
+
+  afterAll(async () => {
+    await service?.stop();
+  });
+
+  it("surfaces a 429 as RateLimitedError with the service's Retry-After", async () => {
+    const token = await service.createToken("burst");
+    const client = createClient({ baseUrl: service.url, token, rateLimit: false, retry: { maxAttempts: 1 } });
+    const results = await Promise.allSettled(Array.from({ length: 6 }, () => client.listDatabases()));
+    const errors = results.flatMap((r) => (r.status === "rejected" ? [r.reason] : []));
+    expect(errors.length).toBeGreaterThan(0);
+    for (const error of errors) {
+      expect(error).toBeInstanceOf(RateLimitedError);
+      expect(error).toMatchObject({ status: 429, code: "rate_limited", retryable: true });
+      expect((error as MdsApiError).retryAfterMs).toBeGreaterThanOrEqual(1000);
+    }
+  });
+
+  it("stays under the service's budget when its own budget fits it", async () => {
+    const token = await service.createToken("polite");
+    const outcomes: string[] = [];
+    const client = createClient({
+      baseUrl: service.url,
+      token,
+      rateLimit: { requestsPerSecond: 5, burst: 1 },
+      hooks: { onAttempt: (e) => outcomes.push(e.outcome) },
+    });
+    await Promise.all(Array.from({ length: 6 }, () => client.listDatabases()));
+    expect(outcomes).toEqual(Array(6).fill("ok"));
+  });
+});
