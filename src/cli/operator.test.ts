@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { Writable } from "node:stream";
 import { KubeConfig } from "@kubernetes/client-node";
 import { parseOperatorConfig, parseDuration } from "./operator-config.ts";
-import { createLogger, startOperatorRuntime, type OperatorOptions } from "./operator.ts";
+import { createLogger, crashPointFromEnv, startOperatorRuntime } from "./operator.ts";
+import type { OperatorOptions } from "../operator/index.ts";
 
 const env = { MDS_API_URL: "http://127.0.0.1:9999" };
 
@@ -127,5 +128,18 @@ describe("operator runtime", () => {
     expect(out).not.toContain("planted-api-token-1a2b");
     expect(out).not.toContain("planted-kube-token-9f8e");
     expect(out).not.toContain("PGPASSWORD");
+  });
+});
+
+describe("MDS_CRASH_POINT", () => {
+  it("kills at the count-th arrival at the named point only", () => {
+    const kills: string[] = [];
+    const point = crashPointFromEnv("database.after-create:2", () => kills.push("killed"));
+    point?.("database.before-create");
+    point?.("database.after-create");
+    expect(kills).toEqual([]);
+    point?.("database.after-create");
+    expect(kills).toEqual(["killed"]);
+    expect(crashPointFromEnv(undefined, () => undefined)).toBeUndefined();
   });
 });

@@ -1,35 +1,18 @@
+import { writeSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import { KubeConfig } from "@kubernetes/client-node";
 import pino, { type DestinationStream, type Logger } from "pino";
-import type { Registry } from "prom-client";
 import { ConfigError, operatorHelp, parseOperatorConfig, type OperatorConfig } from "./operator-config.ts";
 import { createLeaderElector, createLeaseClient, type LeaseClient } from "../operator/leader-election.ts";
 import { createHealthApp, listenHealth } from "../operator/health-server.ts";
 import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
+import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
 
 // `mds operator`: configuration, logger, kubeconfig, leader election, health and metrics around the reconcilers
 // that src/operator's createOperator builds.
 
-/** The seam with src/operator/index.ts (see OperatorOptions there). */
-export interface OperatorOptions {
-  kubeConfig: KubeConfig;
-  apiUrl: string;
-  defaultCredentials: { secretNamespace: string; secretName: string; key: string };
-  namespaces: string[] | undefined;
-  instanceId: string;
-  concurrency: number;
-  pollIntervals: { fastMs: number; slowMs: number };
-  logger: Logger;
-  metrics: Registry;
-  canWrite: () => boolean;
-}
-export interface OperatorHandle {
-  start(): Promise<void>;
-  stop(): Promise<void>;
-  isReady(): boolean;
-}
-export type CreateOperator = (options: OperatorOptions) => OperatorHandle;
+export type CreateOperator = (options: OperatorOptions) => Operator;
 
 // Secrets must never reach a log line: pino removes these paths wherever a caller puts them.
 export const redactPaths = [
@@ -179,12 +162,24 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
   };
 }
 
-async function loadCreateOperator(): Promise<CreateOperator> {
-  // Imported by path so the command line (and its tests) type-check while src/operator/index.ts evolves.
-  const specifier = "../operator/index.ts";
-  const mod = (await import(specifier)) as { createOperator?: CreateOperator };
-  if (typeof mod.createOperator !== "function") throw new Error("src/operator/index.ts does not export createOperator");
-  return mod.createOperator;
+/**
+ * Test-only: MDS_CRASH_POINT=<name>[:<count>] kills this process (SIGKILL, no cleanup) the count-th time the
+ * operator reaches the named point, so chaos tests can crash it exactly between two steps of an algorithm.
+ */
+export function crashPointFromEnv(value: string | undefined, kill: () => void): ((name: string) => void) | undefined {
+  if (value === undefined || value === "") return undefined;
+  const m = /^(.+?)(?::(\d+))?$/.exec(value.trim());
+  const target = m?.[1] ?? value;
+  const count = Number(m?.[2] ?? "1");
+  let seen = 0;
+  return (name) => {
+    if (name !== target) return;
+    seen += 1;
+    if (seen === count) {
+      writeSync(2, `mds operator: crash point ${name} reached (${count}): killing this process\n`);
+      kill();
+    }
+  };
 }
 
 export async function runOperator(argv: string[]): Promise<number> {
@@ -215,7 +210,10 @@ export async function runOperator(argv: string[]): Promise<number> {
   const runtime = await startOperatorRuntime(config, {
     kubeConfig,
     logger,
-    createOperator: await loadCreateOperator(),
+    createOperator: (options) => {
+      const crashPoint = crashPointFromEnv(process.env.MDS_CRASH_POINT, () => process.kill(process.pid, "SIGKILL"));
+      return createOperator(crashPoint ? { ...options, crashPoint } : options);
+    },
     identity,
   });
 
