@@ -52,9 +52,10 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
 
   const store = new Store(dir, options.watchHistoryLimit ?? 1000);
   const registry = new Registry();
-  let controllers: Controllers | undefined;
-  const api = new Api(store, registry, () => controllers?.schedule());
-  controllers = new Controllers(api, store, registry, logger);
+  const scheduler = { schedule: (): void => undefined };
+  const api = new Api(store, registry, () => scheduler.schedule());
+  const controllers = new Controllers(api, store, registry, logger);
+  scheduler.schedule = () => controllers.schedule();
   api.loadCrds();
   seedNamespaces(api);
   controllers.schedule();
@@ -93,7 +94,7 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
     async stop() {
       if (stopped) return;
       stopped = true;
-      controllers?.stop();
+      controllers.stop();
       watches.closeAll();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -15,6 +15,45 @@ export function recordUpdate(args: UpdateArgs): Obj {
 }
 
 export function serverSideApply(args: ApplyArgs): { object: Obj } {
-  if (!lib.serverSideApply) throw new ApiError(415, "UnsupportedMediaType", "server-side apply is not available in this devkube build");
-  return lib.serverSideApply(args);
+  const apply = lib.serverSideApply;
+  if (!apply) throw new ApiError(415, "UnsupportedMediaType", "server-side apply is not available in this devkube build");
+  try {
+    return apply(args);
+  } catch (err) {
+    // kube's lastAppliedManager: `kubectl apply --server-side` (manager "kubectl") takes over
+    // fields that the client-side-apply annotation says it set, without conflicts.
+    if (!(err instanceof patchLib.PatchError) || err.status !== 409 || args.manager !== "kubectl" || args.force || !args.live) throw err;
+    const allowed = lastAppliedFields(args.live);
+    const causes = err.causes ?? [];
+    if (allowed.size === 0 || causes.length === 0) throw err;
+    const covered = causes.every((c) => [...allowed].some((f) => c.field === f || c.field.startsWith(`${f}.`) || c.field.startsWith(`${f}[`)));
+    if (!covered) throw err;
+    return apply({ ...args, force: true });
+  }
+}
+
+const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
+
+/** Leaf field paths (".spec.size") of the client-side-apply annotation. */
+function lastAppliedFields(live: Obj): Set<string> {
+  const meta = live["metadata"];
+  const annotations = meta && typeof meta === "object" ? (meta as Obj)["annotations"] : undefined;
+  const text = annotations && typeof annotations === "object" ? (annotations as Obj)[LAST_APPLIED] : undefined;
+  const out = new Set<string>();
+  if (typeof text !== "string") return out;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return out;
+  }
+  const walk = (v: unknown, path: string): void => {
+    if (v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length > 0) {
+      for (const [k, child] of Object.entries(v)) walk(child, `${path}.${k}`);
+    } else if (path) {
+      out.add(path);
+    }
+  };
+  walk(parsed, "");
+  return out;
 }

@@ -6,6 +6,7 @@ import type { Api, DeleteOptions, FieldValidation, WriteOptions, WriteResult } f
 import { aggregatedCore, aggregatedGroups, AGGREGATED_CONTENT_TYPE, apiGroup, apiGroupList, apiResourceList, apiVersions } from "./discovery.ts";
 import { ApiError, badRequest, failureStatus, methodNotAllowed, pathNotFound, unsupportedMediaType } from "./errors.ts";
 import { buildOpenApi, type OpenApiDocs } from "./openapi.ts";
+import { decodeProtobuf, PROTOBUF_TYPE } from "./protobuf.ts";
 import type { Registry } from "./registry.ts";
 import { apiVersionOf, type ResourceType } from "./resource-type.ts";
 import { parseFieldSelector, parseLabelSelector } from "./selectors.ts";
@@ -289,6 +290,7 @@ function decodeBody(body: Buffer, contentType: string | undefined): unknown {
       throw badRequest(`error decoding body: ${(err as Error).message}`);
     }
   }
+  if (ct === PROTOBUF_TYPE) return decodeProtobuf(body);
   if (ct === "application/yaml") {
     try {
       return parseYaml(body.toString("utf8"));
@@ -296,7 +298,7 @@ function decodeBody(body: Buffer, contentType: string | undefined): unknown {
       throw badRequest(`error decoding YAML: ${(err as Error).message}`);
     }
   }
-  throw unsupportedMediaType(ct, ["application/json", "application/yaml"]);
+  throw unsupportedMediaType(ct, ["application/json", "application/yaml", PROTOBUF_TYPE]);
 }
 
 function writeOptions(q: URLSearchParams, req: IncomingMessage): WriteOptions {

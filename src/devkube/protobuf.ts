@@ -1,0 +1,146 @@
+import { badRequest } from "./errors.ts";
+import type { Obj } from "./types.ts";
+
+// kubectl's imperative generators (`create configmap|secret|namespace|serviceaccount`) send
+// Kubernetes protobuf. This decodes exactly those kinds: the `k8s\0` envelope, runtime.Unknown,
+// ObjectMeta's common fields and each kind's own fields (field numbers from k8s.io/api generated.proto).
+
+export const PROTOBUF_TYPE = "application/vnd.kubernetes.protobuf";
+const MAGIC = Buffer.from([0x6b, 0x38, 0x73, 0x00]);
+
+type Field = { no: number; wire: number; value: bigint | Buffer };
+
+function readVarint(buf: Buffer, pos: number): [bigint, number] {
+  let result = 0n;
+  let shift = 0n;
+  for (;;) {
+    if (pos >= buf.length) throw new Error("truncated varint");
+    const b = buf[pos++] as number;
+    result |= BigInt(b & 0x7f) << shift;
+    if ((b & 0x80) === 0) return [result, pos];
+    shift += 7n;
+  }
+}
+
+function fields(buf: Buffer): Field[] {
+  const out: Field[] = [];
+  let pos = 0;
+  while (pos < buf.length) {
+    const [key, p1] = readVarint(buf, pos);
+    pos = p1;
+    const no = Number(key >> 3n);
+    const wire = Number(key & 7n);
+    if (wire === 0) {
+      const [v, p2] = readVarint(buf, pos);
+      pos = p2;
+      out.push({ no, wire, value: v });
+    } else if (wire === 2) {
+      const [len, p2] = readVarint(buf, pos);
+      const end = p2 + Number(len);
+      if (end > buf.length) throw new Error("truncated field");
+      out.push({ no, wire, value: buf.subarray(p2, end) });
+      pos = end;
+    } else if (wire === 1) {
+      out.push({ no, wire, value: buf.subarray(pos, pos + 8) });
+      pos += 8;
+    } else if (wire === 5) {
+      out.push({ no, wire, value: buf.subarray(pos, pos + 4) });
+      pos += 4;
+    } else {
+      throw new Error(`unsupported wire type ${wire}`);
+    }
+  }
+  return out;
+}
+
+const text = (f: Field) => (f.value as Buffer).toString("utf8");
+const bytes = (f: Field) => f.value as Buffer;
+
+function mapEntry(f: Field, valueAsBase64: boolean): [string, string] {
+  let k = "";
+  let v = "";
+  for (const e of fields(bytes(f))) {
+    if (e.no === 1) k = text(e);
+    if (e.no === 2) v = valueAsBase64 ? bytes(e).toString("base64") : text(e);
+  }
+  return [k, v];
+}
+
+function objectMeta(buf: Buffer): Obj {
+  const meta: Obj = {};
+  const labels: Obj = {};
+  const annotations: Obj = {};
+  const finalizers: string[] = [];
+  for (const f of fields(buf)) {
+    switch (f.no) {
+      case 1: meta["name"] = text(f); break;
+      case 2: meta["generateName"] = text(f); break;
+      case 3: meta["namespace"] = text(f); break;
+      case 11: { const [k, v] = mapEntry(f, false); labels[k] = v; break; }
+      case 12: { const [k, v] = mapEntry(f, false); annotations[k] = v; break; }
+      case 14: finalizers.push(text(f)); break;
+      default: break;
+    }
+  }
+  if (Object.keys(labels).length > 0) meta["labels"] = labels;
+  if (Object.keys(annotations).length > 0) meta["annotations"] = annotations;
+  if (finalizers.length > 0) meta["finalizers"] = finalizers;
+  return meta;
+}
+
+function decodeKind(kind: string, raw: Buffer): Obj {
+  const obj: Obj = {};
+  const maps: Record<string, Obj> = {};
+  const put = (field: string, [k, v]: [string, string]) => { (maps[field] ??= {})[k] = v; };
+  for (const f of fields(raw)) {
+    if (f.no === 1) { obj["metadata"] = objectMeta(bytes(f)); continue; }
+    switch (kind) {
+      case "ConfigMap":
+        if (f.no === 2) put("data", mapEntry(f, false));
+        else if (f.no === 3) put("binaryData", mapEntry(f, true));
+        else if (f.no === 4) obj["immutable"] = f.value === 1n;
+        break;
+      case "Secret":
+        if (f.no === 2) put("data", mapEntry(f, true));
+        else if (f.no === 3) obj["type"] = text(f);
+        else if (f.no === 4) put("stringData", mapEntry(f, false));
+        else if (f.no === 5) obj["immutable"] = f.value === 1n;
+        break;
+      case "ServiceAccount":
+        if (f.no === 3) {
+          const ref: Obj = {};
+          for (const e of fields(bytes(f))) if (e.no === 1) ref["name"] = text(e);
+          ((obj["imagePullSecrets"] ??= []) as Obj[]).push(ref);
+        } else if (f.no === 4) obj["automountServiceAccountToken"] = f.value === 1n;
+        break;
+      default:
+        break; // Namespace: spec/status are set by the server
+    }
+  }
+  Object.assign(obj, maps);
+  return obj;
+}
+
+/** Decodes a protobuf request body into the JSON object it stands for. */
+export function decodeProtobuf(body: Buffer): Obj {
+  if (body.length < 4 || !body.subarray(0, 4).equals(MAGIC)) throw badRequest("provided protobuf body does not start with the Kubernetes envelope");
+  try {
+    let apiVersion = "";
+    let kind = "";
+    let raw: Buffer = Buffer.alloc(0);
+    for (const f of fields(body.subarray(4))) {
+      if (f.no === 1) {
+        for (const t of fields(bytes(f))) {
+          if (t.no === 1) apiVersion = text(t);
+          if (t.no === 2) kind = text(t);
+        }
+      } else if (f.no === 2) raw = bytes(f);
+    }
+    if (apiVersion !== "v1" || !["ConfigMap", "Secret", "Namespace", "ServiceAccount"].includes(kind)) {
+      throw new Error(`protobuf bodies are only understood for v1 ConfigMap, Secret, Namespace and ServiceAccount, not ${apiVersion}/${kind}; send JSON instead`);
+    }
+    return { apiVersion, kind, ...decodeKind(kind, raw) };
+  } catch (err) {
+    throw badRequest(`cannot decode protobuf body: ${(err as Error).message}`);
+  }
+}
