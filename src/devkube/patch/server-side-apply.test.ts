@@ -159,6 +159,12 @@ describe("serverSideApply", () => {
     expect(ctrl).toMatchObject({ operation: "Apply", subresource: "status", fieldsV1: { "f:status": { "f:conditions": { 'k:{"type":"Ready"}': { ".": {}, "f:status": {}, "f:type": {} } } } } });
   });
 
+  it("ignoreStatus: a main-resource apply neither merges nor owns status", () => {
+    const o = serverSideApply({ live: created(first), applied: { ...widget({ color: "red", size: 3 }), status: { phase: "x" } }, manager: "kubectl", force: false, now: T2, ignoreStatus: true }).object;
+    expect(o["status"]).toBeUndefined();
+    expect(managed(o)[0]?.["fieldsV1"]).toEqual({ "f:metadata": { "f:labels": { "f:app": {} } }, "f:spec": { "f:color": {}, "f:size": {} } });
+  });
+
   it("uses listTypes from the CRD schema (set vs atomic)", () => {
     const listTypes = (p: string[]): { type: "set" } | undefined => (p.join(".") === "spec.tags" ? { type: "set" } : undefined);
     const a = serverSideApply({ live: undefined, applied: widget({ tags: ["x"], plain: [1] }), manager: "a", force: false, now: T1, listTypes }).object;

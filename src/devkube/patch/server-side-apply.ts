@@ -23,6 +23,8 @@ export interface ServerSideApplyArgs {
   /** RFC3339 time recorded in managedFields */
   now: string;
   listTypes?: ListTypesArg;
+  /** main-resource write of a kind with a status subresource: status is neither merged nor owned */
+  ignoreStatus?: boolean;
 }
 
 export interface RecordUpdateArgs {
@@ -33,6 +35,8 @@ export interface RecordUpdateArgs {
   subresource?: "status";
   now: string;
   listTypes?: ListTypesArg;
+  /** main-resource write of a kind with a status subresource: status changes are not recorded */
+  ignoreStatus?: boolean;
 }
 
 // --- structured merge --------------------------------------------------------------------------
@@ -219,6 +223,10 @@ export function serverSideApply(args: ServerSideApplyArgs): ApplyResult {
   if (args.subresource === "status") {
     appliedSet = only(appliedSet, "f:status");
     config = Object.hasOwn(config, "status") ? { status: config["status"] } : {};
+  } else if (args.ignoreStatus === true) {
+    appliedSet = difference(appliedSet, only(appliedSet, "f:status"));
+    config = { ...config };
+    delete config["status"];
   }
 
   // An object never touched by managedFields-aware writers is owned by "before-first-apply".
@@ -300,6 +308,7 @@ export function recordUpdate(args: RecordUpdateArgs): Record<string, unknown> {
   const c = compare(old ?? {}, updated, lookup);
   let gained = changed(c);
   if (args.subresource === "status") gained = only(gained, "f:status");
+  else if (args.ignoreStatus === true) gained = difference(gained, only(gained, "f:status"));
   const removed = stripManaged(c.removed);
   for (const m of managers.values()) m.set = difference(difference(m.set, gained), removed);
 

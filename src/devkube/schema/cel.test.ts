@@ -49,10 +49,42 @@ describe("x-kubernetes-validations", () => {
     ["default message", obj({ name: "1a" }), ['spec.name: Invalid value: "string": failed rule: self.matches(\'^[a-z]\')']],
     ["lowerAscii", obj({ name: "aB" }), ['spec.name: Invalid value: "string": must be lower case']],
     ["fieldPath", obj({ limits: { min: 3, max: 2 } }), ['spec.limits.min: Invalid value: "object": min must not exceed max']],
-    ["missing key is a runtime error", obj({ limits: { min: 3 } }), ['spec.limits.min: Invalid value: "object": no such key: max evaluating rule: self.min <= self.max']],
+    ["missing key is a runtime error", obj({ limits: { min: 3 } }), ['spec.limits: Invalid value: "object": no such key: max evaluating rule: min must not exceed max']],
   ];
   it.each(createCases)("create: %s", (_n, o, want) => {
     expect(fmt(schema.validate(o))).toEqual(want);
+  });
+
+  it("keys additionalProperties values as [key] in CEL errors, and orders schema, list-type, then CEL errors", () => {
+    const s = compileSchema({
+      type: "object",
+      properties: {
+        spec: {
+          type: "object",
+          properties: {
+            m: { type: "object", additionalProperties: { type: "string", maxLength: 1, "x-kubernetes-validations": [{ rule: "self != 'bad'" }] } },
+            l: { type: "array", "x-kubernetes-list-type": "set", items: { type: "string" }, "x-kubernetes-validations": [{ rule: "size(self) < 2", message: "too many" }] },
+          },
+        },
+      },
+    });
+    expect(fmt(s.validate({ spec: { m: { k: "bad" }, l: ["a", "a"] } }))).toEqual([
+      "spec.m.k: Too long: may not be more than 1 byte",
+      'spec.l[1]: Duplicate value: "a"',
+      'spec.m[k]: Invalid value: "string": failed rule: self != \'bad\'',
+      'spec.l: Invalid value: "array": too many',
+    ]);
+  });
+
+  it("reports runtime overload errors like cel-go", () => {
+    const s = compileSchema({ type: "object", properties: { p: { "x-kubernetes-int-or-string": true, "x-kubernetes-validations": [{ rule: "self + 1 > 0" }] } } });
+    expect(fmt(s.validate({ p: "x" }))[0]).toMatch(/^p: Invalid value: "": '.*overload.*': call arguments did not match a supported operator, function or macro signature for rule: self \+ 1 > 0$/);
+  });
+
+  it("ratchets items of atomic lists through their unchanged parent", () => {
+    const s = compileSchema({ type: "object", properties: { l: { type: "array", items: { type: "string", "x-kubernetes-validations": [{ rule: "self.size() < 3", message: "short" }] } } } });
+    expect(fmt(s.validate({ l: ["long"] }, { l: ["long"] }))).toEqual([]);
+    expect(fmt(s.validate({ l: ["long", "x"] }, { l: ["long"] }))).toEqual(['l[0]: Invalid value: "string": short']);
   });
 
   it("skips transition rules on create and when the old value is absent", () => {

@@ -16,6 +16,7 @@ type Old = { value: unknown } | undefined;
 
 interface Ctx {
   schema: FieldError[];
+  listType: FieldError[];
   cel: FieldError[];
 }
 
@@ -156,27 +157,39 @@ function correlateItem(item: unknown, node: Node, old: Old): Old {
   return match === undefined ? undefined : { value: match };
 }
 
-function walk(value: unknown, node: Node, path: string, old: Old, ctx: Ctx, isRoot: boolean): void {
-  const unchanged = old !== undefined && deepEqual(value, old.value);
+/**
+ * Walks value and schema together. `path` is the schema-validation path (kube-openapi joins map keys
+ * with "."), `celPath` the CEL path (field.Path: map keys as "[key]"). `inherited` is the ratcheting
+ * state of the nearest correlatable ancestor, used where no old value can be correlated.
+ */
+function walk(value: unknown, node: Node, path: string, celPath: string, old: Old, ctx: Ctx, isRoot: boolean, inherited: boolean): void {
+  const unchanged = old !== undefined ? deepEqual(value, old.value) : inherited;
   const schemaErrs: FieldError[] = [];
   const typeOk = checkScalar(value, node, path, schemaErrs);
-  if (Array.isArray(value)) checkListType(value, node, path, schemaErrs);
   if (!unchanged) ctx.schema.push(...schemaErrs);
+  if (Array.isArray(value)) {
+    const listErrs: FieldError[] = [];
+    checkListType(value, node, path, listErrs);
+    if (!unchanged) ctx.listType.push(...listErrs);
+  }
   if (!typeOk) return;
+  if (value !== null && node.rules.length > 0) evaluateRules(value, node, celPath, old, unchanged, ctx, isRoot);
   if (Array.isArray(value) && node.items !== undefined) {
     const items = node.items;
-    value.forEach((item, i) => walk(item, items, `${path}[${i}]`, correlateItem(item, node, old), ctx, false));
+    value.forEach((item, i) => walk(item, items, `${path}[${i}]`, `${celPath}[${i}]`, correlateItem(item, node, old), ctx, false, unchanged));
   } else if (isObject(value)) {
     const oldObj = old !== undefined && isObject(old.value) ? old.value : undefined;
     for (const [k, v] of Object.entries(value)) {
       if (isRoot && (k === "apiVersion" || k === "kind")) continue;
-      const prop = node.properties?.[k] ?? (node.additionalProperties !== true ? node.additionalProperties : undefined);
-      if (prop === undefined) continue;
+      const prop = node.properties?.[k];
+      const sub = prop ?? (node.additionalProperties !== true ? node.additionalProperties : undefined);
+      if (sub === undefined) continue;
       const childOld: Old = oldObj !== undefined && Object.hasOwn(oldObj, k) ? { value: oldObj[k] } : undefined;
-      walk(v, prop, path === "" ? k : `${path}.${k}`, childOld, ctx, false);
+      const childPath = path === "" ? k : `${path}.${k}`;
+      const childCel = prop !== undefined ? (celPath === "" ? k : `${celPath}.${k}`) : `${celPath}[${k}]`;
+      walk(v, sub, childPath, childCel, childOld, ctx, false, unchanged);
     }
   }
-  if (value !== null && node.rules.length > 0) evaluateRules(value, node, path, old, unchanged, ctx, isRoot);
 }
 
 function renderFieldPath(base: string, fieldPath: string): string {
@@ -189,9 +202,13 @@ function renderFieldPath(base: string, fieldPath: string): string {
   return out;
 }
 
-function normaliseCelError(message: string): string {
-  const first = (message.split("\n")[0] ?? message).trim();
-  return first.replace(/^No such key/, "no such key");
+/** cel-go's wording of runtime errors, as kube-apiserver embeds it. */
+function runtimeErrorDetail(message: string, ruleText: string): string {
+  const first = (message.split("\n")[0] ?? message).trim().replace(/^No such key/, "no such key");
+  if (/^(no such overload|found no matching overload)/.test(first)) {
+    return `'${first}': call arguments did not match a supported operator, function or macro signature for rule: ${ruleText}`;
+  }
+  return `${first} evaluating rule: ${ruleText}`;
 }
 
 function evaluateRules(value: unknown, node: Node, path: string, old: Old, unchanged: boolean, ctx: Ctx, isRoot: boolean): void {
@@ -204,24 +221,26 @@ function evaluateRules(value: unknown, node: Node, path: string, old: Old, uncha
     if (!transition && unchanged) continue; // ratcheting
     self ??= toCel(value, node, isRoot);
     if (old !== undefined) oldSelf ??= toCel(old.value, node, isRoot);
-    const field = rule.fieldPath !== undefined ? renderFieldPath(path, rule.fieldPath) : path;
+    // ruleErrorString: the message when there is one, else the rule
+    const ruleText = rule.message !== undefined && rule.message !== "" ? rule.message.trim() : rule.rule.trim();
     let result: unknown;
     try {
       result = rule.program.evaluate({ self, oldSelf: old === undefined ? null : oldSelf });
     } catch (err) {
-      ctx.cel.push(invalid(field, typeName, `${normaliseCelError((err as Error).message)} evaluating rule: ${rule.rule.trim()}`));
+      ctx.cel.push(invalid(path, typeName, runtimeErrorDetail((err as Error).message, ruleText)));
       continue;
     }
     if (result === true) continue;
     if (result !== false) {
-      ctx.cel.push(invalid(field, typeName, `rule did not evaluate to a bool evaluating rule: ${rule.rule.trim()}`));
+      ctx.cel.push(invalid(path, typeName, `no such overload: rule did not evaluate to a bool evaluating rule: ${ruleText}`));
       continue;
     }
-    let message = rule.message ?? `failed rule: ${rule.rule.trim()}`;
+    const field = rule.fieldPath !== undefined ? renderFieldPath(path, rule.fieldPath) : path;
+    let message = rule.message !== undefined && rule.message !== "" ? rule.message.trim() : `failed rule: ${rule.rule.trim()}`;
     if (rule.messageProgram !== undefined) {
       try {
         const m = rule.messageProgram.evaluate({ self, oldSelf: old === undefined ? null : oldSelf });
-        if (typeof m === "string" && m.trim() !== "" && !m.includes("\n")) message = m;
+        if (typeof m === "string" && m.trim() !== "" && !m.trim().includes("\n")) message = m.trim();
       } catch {
         // kube falls back to the static message when messageExpression fails
       }
@@ -244,15 +263,15 @@ function evaluateRules(value: unknown, node: Node, path: string, old: Old, uncha
 
 /** Validates a (pruned, defaulted) object; with oldObj also transition rules and ratcheting. */
 export function validateObject(obj: JsonObject, root: Node, oldObj?: JsonObject): FieldError[] {
-  const ctx: Ctx = { schema: [], cel: [] };
-  walk(obj, root, "", oldObj === undefined ? undefined : { value: oldObj }, ctx, true);
+  const ctx: Ctx = { schema: [], listType: [], cel: [] };
+  walk(obj, root, "", "", oldObj === undefined ? undefined : { value: oldObj }, ctx, true, false);
   // kube-apiserver validates with a nil root path, which field.Path prints as "<nil>"
-  return [...ctx.schema, ...ctx.cel].map((e) => (e.field === "" ? { ...e, field: "<nil>" } : e));
+  return [...ctx.schema, ...ctx.listType, ...ctx.cel].map((e) => (e.field === "" ? { ...e, field: "<nil>" } : e));
 }
 
 /** Validates a schema default against its own node (CRD creation). */
 export function validateDefault(value: unknown, node: Node, path: string): FieldError[] {
-  const ctx: Ctx = { schema: [], cel: [] };
-  walk(value, node, path, undefined, ctx, false);
-  return [...ctx.schema, ...ctx.cel];
+  const ctx: Ctx = { schema: [], listType: [], cel: [] };
+  walk(value, node, path, path, undefined, ctx, false, false);
+  return [...ctx.schema, ...ctx.listType, ...ctx.cel];
 }
