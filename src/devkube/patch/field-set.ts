@@ -138,16 +138,24 @@ export function itemElements(list: unknown[], lt: ListType): string[] {
   });
 }
 
-/** The set of leaf fields (and associative list items) present in a value. */
-export function toFieldSet(value: unknown, path: string[], lookup: ListTypeLookup): FieldNode {
+// Map-typed (not struct) fields of built-in kinds. When such a map appears in an update, structured-
+// merge-diff records the map itself as added too (".": {} in FieldsV1), unlike struct fields.
+const builtinMaps = new Set(["metadata.labels", "metadata.annotations", "data", "binaryData", "stringData"]);
+
+/**
+ * The set of leaf fields (and associative list items) present in a value. `added` marks built-in
+ * maps themselves as members, as a comparison reports a newly added map.
+ */
+export function toFieldSet(value: unknown, path: string[], lookup: ListTypeLookup, added = false): FieldNode {
   const out = emptySet();
   if (isObject(value)) {
     if (Object.keys(value).length === 0) {
       out.member = true;
       return out;
     }
+    if (added && builtinMaps.has(path.join("."))) out.member = true;
     for (const [k, v] of Object.entries(value)) {
-      const child = toFieldSet(v, [...path, k], lookup);
+      const child = toFieldSet(v, [...path, k], lookup, added);
       out.children.set(`f:${k}`, child);
     }
     return out;
@@ -163,7 +171,7 @@ export function toFieldSet(value: unknown, path: string[], lookup: ListTypeLooku
       const el = elements[i] ?? `i:${i}`;
       if (lt.type === "set") out.children.set(el, { member: true, children: new Map() });
       else {
-        const child = isObject(item) ? toFieldSet(item, path, lookup) : emptySet();
+        const child = isObject(item) ? toFieldSet(item, path, lookup, added) : emptySet();
         child.member = true;
         out.children.set(el, child);
       }
@@ -193,7 +201,7 @@ function compareInto(a: unknown, b: unknown, path: string[], lookup: ListTypeLoo
       if (inA && inB) {
         const nodes = [mod, add, rem].map((n) => child(n, el));
         compareInto(a[k], b[k], [...path, k], lookup, out, nodes);
-      } else if (inB) add.children.set(el, toFieldSet(b[k], [...path, k], lookup));
+      } else if (inB) add.children.set(el, toFieldSet(b[k], [...path, k], lookup, true));
       else rem.children.set(el, toFieldSet(a[k], [...path, k], lookup));
     }
     return;
@@ -206,7 +214,7 @@ function compareInto(a: unknown, b: unknown, path: string[], lookup: ListTypeLoo
       for (const [i, el] of eb.entries()) {
         const j = ea.indexOf(el);
         if (j < 0) {
-          const s = lt.type === "set" ? { member: true, children: new Map() } : toFieldSet(b[i], path, lookup);
+          const s = lt.type === "set" ? { member: true, children: new Map() } : toFieldSet(b[i], path, lookup, true);
           s.member = true;
           add.children.set(el, s);
         } else if (lt.type === "map") {
