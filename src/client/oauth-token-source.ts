@@ -27,7 +27,11 @@ const TokenResponse = z.object({
   scope: z.string().optional(),
 });
 
-const OAuthErrorBody = z.object({ error: z.string(), error_description: z.string().optional() });
+// RFC 6749 §5.2 errors, or the contract's error body (what our service sends).
+const OAuthErrorBody = z.union([
+  z.object({ error: z.string(), error_description: z.string().optional() }),
+  z.object({ error: z.object({ code: z.string(), message: z.string() }) }),
+]);
 
 // Without `expires_in` we assume the contract's default lifetime.
 const defaultLifetimeMs = 3_600_000;
@@ -90,9 +94,10 @@ export function oauthTokenSource(options: OAuthOptions, deps: OAuthDeps): TokenS
       return parsed.data.access_token;
     }
     const oauthError = OAuthErrorBody.safeParse(json);
-    const detail = oauthError.success
-      ? `${oauthError.data.error}${oauthError.data.error_description === undefined ? "" : `: ${oauthError.data.error_description}`}`
-      : `HTTP ${status}`;
+    let detail = describeOAuthError(oauthError.success ? oauthError.data : undefined, status);
+    for (const secret of [refreshToken, options.clientSecret]) {
+      if (secret !== undefined && secret.length >= 4) detail = detail.split(secret).join("[redacted]");
+    }
     if (status >= 500 || status === 429) {
       throw new UnavailableError(`${what}: unavailable: ${detail}`, { code: "unavailable", status, retryable: true });
     }
@@ -134,6 +139,12 @@ export function oauthTokenSource(options: OAuthOptions, deps: OAuthDeps): TokenS
       return true;
     },
   };
+}
+
+function describeOAuthError(body: z.infer<typeof OAuthErrorBody> | undefined, status: number): string {
+  if (body === undefined) return `HTTP ${status}`;
+  if (typeof body.error !== "string") return `${body.error.code}: ${body.error.message}`;
+  return "error_description" in body && body.error_description !== undefined ? `${body.error}: ${body.error_description}` : body.error;
 }
 
 function parseJson(text: string): unknown {

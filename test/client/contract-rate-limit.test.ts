@@ -1,32 +1,15 @@
-import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, MdsApiError, RateLimitedError } from "../../src/client/index.ts";
+import { startTestService, type TestService } from "../../src/service/testing.ts";
 
 // The client against the real service's per-token budget: a 429 is a RateLimitedError carrying
 // the service's Retry-After, and a client whose own budget fits the service's never sees one.
 
-interface TestService {
-  url: string;
-  token: string;
-  createToken(workspace: string, scopes?: string[]): Promise<string>;
-  stop(): Promise<void>;
-}
-interface TestingModule {
-  startTestService(options?: { service?: { rateLimit?: { perSecond: number; burst: number } } }): Promise<TestService>;
-}
-
-const testingPath = "../../src/service/testing.ts";
-// Skipped only while the file is absent: a file that exists but fails to load fails the suite.
-const testing = existsSync(new URL(testingPath, import.meta.url))
-  ? ((await import(/* @vite-ignore */ testingPath)) as TestingModule)
-  : undefined;
-
-describe.skipIf(testing === undefined)("client against the service's rate limit", () => {
+describe("client against the service's rate limit", () => {
   let service: TestService;
 
   beforeAll(async () => {
-    if (testing === undefined) return;
-    service = await testing.startTestService({ service: { rateLimit: { perSecond: 5, burst: 2 } } });
+    service = await startTestService({ service: { rateLimit: { perSecond: 5, burst: 2 } } });
   });
 
   afterAll(async () => {

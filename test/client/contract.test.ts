@@ -1,5 +1,6 @@
-import { existsSync } from "node:fs";
 import { inspect } from "node:util";
+import pg from "pg";
+import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ConflictError,
@@ -14,6 +15,8 @@ import {
 } from "../../src/client/index.ts";
 import { newId, type Database } from "../../src/contract/index.ts";
 import type { MdsApi } from "../../src/operator/api.ts";
+import { listServiceTokens } from "../../src/service/tokens.ts";
+import { startTestService, type TestService } from "../../src/service/testing.ts";
 import { scanText } from "../../src/testing/secret-scan.ts";
 
 // The shared contract suite: every client method against the real service (real PostgreSQL
@@ -22,23 +25,6 @@ import { scanText } from "../../src/testing/secret-scan.ts";
 // provoked through the client; 422 region_unavailable cannot either, because the test service
 // serves all six regions; 429 is in contract-rate-limit.test.ts. Those codes, 500 and 503 are
 // also covered against a misbehaving server in misbehaving-server.test.ts.
-
-interface TestService {
-  url: string;
-  token: string;
-  createToken(workspace: string, scopes?: string[]): Promise<string>;
-  stop(): Promise<void>;
-}
-interface TestingModule {
-  startTestService(options?: object): Promise<TestService>;
-}
-
-// The service lands in parallel; until src/service/testing.ts exists this suite is skipped, not faked.
-const testingPath = "../../src/service/testing.ts";
-// Skipped only while the file is absent: a file that exists but fails to load fails the suite.
-const testing = existsSync(new URL(testingPath, import.meta.url))
-  ? ((await import(/* @vite-ignore */ testingPath)) as TestingModule)
-  : undefined;
 
 // The operator codes against MdsApi; the client must satisfy it.
 export const satisfiesOperatorApi = (client: MdsClient): MdsApi => client;
@@ -70,14 +56,13 @@ async function eventually<T>(check: () => Promise<T>, what: string, timeoutMs = 
   throw new Error(`timed out waiting for ${what}`, { cause: last });
 }
 
-describe.skipIf(testing === undefined)("client against the real service", () => {
+describe("client against the real service", () => {
   let service: TestService;
   let client: MdsClient;
   const secrets: string[] = [];
 
   beforeAll(async () => {
-    if (testing === undefined) return;
-    service = await testing.startTestService();
+    service = await startTestService();
     secrets.push(service.token);
     client = createClient({
       baseUrl: service.url,
@@ -159,8 +144,7 @@ describe.skipIf(testing === undefined)("client against the real service", () => 
     let defaultDb: string;
 
     beforeAll(async () => {
-      if (testing === undefined) return;
-      const project = await client.createProject({ name: "dbs" });
+        const project = await client.createProject({ name: "dbs" });
       projectId = project.id;
       defaultDb = project.database?.id ?? "";
     });
@@ -258,6 +242,50 @@ describe.skipIf(testing === undefined)("client against the real service", () => 
       await ready(db.id);
       await client.deleteDatabase(db.id);
       expect(await failure(client.getDatabase(db.id))).toBeInstanceOf(NotFoundError);
+    });
+  });
+
+  describe("OAuth", () => {
+    // A refresh token from the service's client_credentials grant (client_id = the service token's id).
+    async function firstRefreshToken(workspace: string): Promise<{ clientId: string; refreshToken: string }> {
+      const token = await service.createToken(workspace);
+      secrets.push(token);
+      const pool = new pg.Pool({ connectionString: service.controlUrl, max: 1 });
+      const [info] = await listServiceTokens(pool, workspace);
+      await pool.end();
+      const clientId = info?.id ?? "";
+      const response = await request(`${service.url}/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ grant_type: "client_credentials", client_id: clientId, client_secret: token }).toString(),
+      });
+      const body = (await response.body.json()) as { refresh_token: string; access_token: string };
+      secrets.push(body.refresh_token, body.access_token);
+      return { clientId, refreshToken: body.refresh_token };
+    }
+
+    it("refreshes against the service, rotates the refresh token, and reports a spent one as unauthorized", async () => {
+      const workspace = `oauth-${Date.now()}`;
+      const { clientId, refreshToken } = await firstRefreshToken(workspace);
+      const rotated: string[] = [];
+      const oauthClient = createClient({
+        baseUrl: service.url,
+        oauth: { tokenUrl: `${service.url}/oauth/token`, clientId, refreshToken, onRefreshToken: (t) => void rotated.push(t) },
+      });
+      const project = await oauthClient.createProject({ name: "via-oauth", createDatabase: false });
+      expect((await oauthClient.listProjects()).data.map((p) => p.id)).toEqual([project.id]);
+      expect(rotated).toHaveLength(1);
+      expect(rotated[0]).not.toBe(refreshToken);
+      secrets.push(...rotated);
+
+      // The first refresh token is spent: presenting it again revokes the chain.
+      const replay = createClient({
+        baseUrl: service.url,
+        oauth: { tokenUrl: `${service.url}/oauth/token`, clientId, refreshToken, onRefreshToken: () => undefined },
+      });
+      const error = await failure(replay.listProjects());
+      expect(error).toBeInstanceOf(UnauthorizedError);
+      expect(error.message).toMatch(/^cannot refresh the access token: unauthorized: unauthorized: refresh token already used/);
     });
   });
 
