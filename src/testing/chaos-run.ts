@@ -82,6 +82,8 @@ class Supervisor {
   private stopped = false;
   private generation = 0;
   crashPointHits: string[] = [];
+  /** Exits nobody asked for (no crash point armed, no harness signal): a broken operator, not chaos. */
+  unexpectedExits: Array<{ code: number | null; signal: NodeJS.Signals | null; logFile: string }> = [];
   crashPointMisses: string[] = [];
   randomKills = 0;
 
@@ -109,8 +111,9 @@ class Supervisor {
         if (signal === "SIGKILL" && !proc.killedByHarness) this.crashPointHits.push(crashPoint);
         else this.crashPointMisses.push(crashPoint);
       }
-      void code;
-      if (!this.stopped) setTimeout(() => this.launch(slot), 50);
+      else if (!proc.killedByHarness && !this.stopped && !(this.replicas > 1 && code === 1)) this.unexpectedExits.push({ code, signal, logFile: proc.logFile });
+      // Exit code 1 after a lost lease is expected with two replicas; a Deployment restarts it.
+      if (!this.stopped) setTimeout(() => this.launch(slot), this.unexpectedExits.length > 0 ? 500 : 50);
     });
   }
 
@@ -148,6 +151,21 @@ class Supervisor {
       }
     }
     return false;
+  }
+
+  /** Rejects when the operator keeps exiting on its own (it cannot start): no point waiting for convergence. */
+  failure(): Promise<never> {
+    return new Promise((_resolve, reject) => {
+      const check = setInterval(() => {
+        if (this.stopped) return clearInterval(check);
+        if (this.unexpectedExits.length >= 3) {
+          clearInterval(check);
+          const last = this.unexpectedExits[this.unexpectedExits.length - 1];
+          reject(new Error(`the operator keeps exiting by itself (last: code ${String(last?.code)}, signal ${String(last?.signal)}); see ${last?.logFile ?? "its log"}`));
+        }
+      }, 200);
+      check.unref();
+    });
   }
 
   async stop(): Promise<void> {
@@ -355,7 +373,7 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
           });
         }
         try {
-          await runStep(stack, step, s, timeoutMs, (line) => log(`  [${ns}] ${step}: ${line}`));
+          await Promise.race([runStep(stack, step, s, timeoutMs, (line) => log(`  [${ns}] ${step}: ${line}`)), supervisor.failure()]);
         } catch (error) {
           const message = error instanceof Error ? error.message : String(error);
           violations.push({ invariant: error instanceof Timeout && step === "delete" ? "no-stuck-finalizer" : "converged", detail: `${step}: ${message}` });

@@ -2,7 +2,9 @@ import { spawn } from "node:child_process";
 import { openSync, closeSync } from "node:fs";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
+import pino from "pino";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
 import { startTestService } from "../service/testing.ts";
@@ -48,6 +50,8 @@ export interface ChaosStack {
   controlUrl: string | undefined;
   apiProxy: FaultProxy;
   kubeProxy: TcpProxy;
+  /** Requests devkube served (from its request log), by method; the harness's own requests count too. */
+  kubeRequests: RequestCounter;
   devkube: Devkube;
   kube: KubeObjects;
   /** A kubeconfig that reaches devkube through kubeProxy (what operators use). */
@@ -60,6 +64,55 @@ export interface ChaosStack {
   stop(): Promise<void>;
 }
 
+export interface RequestCounter {
+  stream: Writable;
+  counts(): { total: number; writes: number; byMethod: Record<string, number>; writesByPath: Record<string, number> };
+  reset(): void;
+}
+
+/** Counts devkube's debug "request" log lines; writes are POST, PUT, PATCH and DELETE. */
+export function createRequestCounter(): RequestCounter {
+  let byMethod: Record<string, number> = {};
+  let writesByPath: Record<string, number> = {};
+  let pending = "";
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      pending += chunk.toString("utf8");
+      let nl: number;
+      while ((nl = pending.indexOf("\n")) >= 0) {
+        const line = pending.slice(0, nl);
+        pending = pending.slice(nl + 1);
+        if (!line.includes('"msg":"request"')) continue;
+        try {
+          const entry = JSON.parse(line) as { method?: string; path?: string };
+          const method = entry.method ?? "?";
+          byMethod[method] = (byMethod[method] ?? 0) + 1;
+          if (method !== "GET" && method !== "HEAD") {
+            // Names and ids out, so writes group by resource type.
+            const key = `${method} ${(entry.path ?? "").split("?")[0]?.replace(/\/namespaces\/[^/]+/, "/namespaces/*") ?? ""}`;
+            writesByPath[key] = (writesByPath[key] ?? 0) + 1;
+          }
+        } catch {
+          // Not a JSON line: ignore.
+        }
+      }
+      callback();
+    },
+  });
+  return {
+    stream,
+    counts() {
+      const total = Object.values(byMethod).reduce((a, b) => a + b, 0);
+      const writes = total - (byMethod["GET"] ?? 0) - (byMethod["HEAD"] ?? 0);
+      return { total, writes, byMethod: { ...byMethod }, writesByPath: { ...writesByPath } };
+    },
+    reset() {
+      byMethod = {};
+      writesByPath = {};
+    },
+  };
+}
+
 export const credentialsSecret = { namespace: "mds-system", name: "mds-credentials", key: "token" };
 
 export interface ChaosStackOptions {
@@ -70,7 +123,7 @@ export interface ChaosStackOptions {
   pollFast?: string;
   pollSlow?: string;
   /** Options passed to startTestService (e.g. a rate limit). */
-  service?: Parameters<typeof startTestService>[0];
+  service?: NonNullable<Parameters<typeof startTestService>[0]>["service"];
 }
 
 async function applyCrds(kube: KubeObjects): Promise<void> {
@@ -102,13 +155,17 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
   };
   try {
-    const service = await startTestService(options.service);
+    // The service logs at debug into a file that the secret scan reads too.
+    const serviceLog = path.join(logDir, "service.log");
+    const serviceLogger = pino({ level: "debug" }, pino.destination({ dest: serviceLog, sync: true }));
+    const service = await startTestService({ logger: serviceLogger, ...(options.service === undefined ? {} : { service: options.service }) });
     cleanups.push(() => service.stop());
-    const controlUrl = (service as { controlUrl?: string }).controlUrl;
+    const controlUrl: string | undefined = service.controlUrl;
     const apiProxy = await startFaultProxy({ target: service.url });
     cleanups.push(() => apiProxy.stop());
 
-    const devkube = await startDevkube({ dir: path.join(dir, "devkube") });
+    const kubeRequests = createRequestCounter();
+    const devkube = await startDevkube({ dir: path.join(dir, "devkube"), logger: pino({ level: "debug" }, kubeRequests.stream) });
     cleanups.push(() => devkube.stop());
     const devkubeUrl = new URL(devkube.url);
     const kubeProxy = await startTcpProxy({ targetHost: devkubeUrl.hostname, targetPort: Number(devkubeUrl.port) });
@@ -132,12 +189,12 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       { name: "service API token", value: service.token },
       { name: "devkube token", value: devkube.token },
     ];
-    if (controlUrl !== undefined) {
-      const password = decodeURIComponent(new URL(controlUrl).password);
-      if (password.length >= 8) planted.push({ name: "control database password", value: password });
+    for (const [name, url] of [["control database password", controlUrl], ["PostgreSQL superuser password", service.postgresUrl]] as const) {
+      const password = decodeURIComponent(new URL(url).password);
+      if (password.length >= 8 && !planted.some((p) => p.value === password)) planted.push({ name, value: password });
     }
 
-    const logFiles: string[] = [];
+    const logFiles: string[] = [serviceLog];
     const processes = new Set<OperatorProcess>();
     cleanups.push(async () => {
       for (const p of processes) if (p.alive()) await p.kill("SIGKILL");
@@ -210,6 +267,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       controlUrl,
       apiProxy,
       kubeProxy,
+      kubeRequests,
       devkube,
       kube,
       operatorKubeconfigPath,
