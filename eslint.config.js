@@ -1,8 +1,9 @@
 import js from "@eslint/js";
+import globals from "globals";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/", "dist/", ".mds/", "coverage/"] },
+  { ignores: ["node_modules/", "dist/", ".mds/", "coverage/", ".tmp/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -13,7 +14,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ["bin/**/*.js", "eslint.config.js", "vitest.config.ts"],
-    languageOptions: { globals: { process: "readonly", console: "readonly" } },
+    files: ["**/*.js"],
+    languageOptions: { globals: globals.node },
   },
 );
