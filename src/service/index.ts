@@ -31,6 +31,20 @@ export type StartServiceOptions = Omit<ServiceConfigInput, "baseUrl"> & {
   bindir?: string;
 };
 
+/**
+ * Tenants' login roles must reach nothing but their own database: PUBLIC loses CONNECT on the maintenance
+ * databases of every region server and on the control database (which may live on a region server).
+ */
+async function hardenServers(control: pg.Pool, regions: pg.Pool[], logger: Logger): Promise<void> {
+  const revoke = (db: string) => `DO $$ BEGIN EXECUTE format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', ${db}); END $$`;
+  for (const p of regions) {
+    for (const db of ["postgres", "template1"]) {
+      await p.query(revoke(`'${db}'`)).catch((err: Error) => logger.warn({ err: { message: err.message } }, "cannot revoke CONNECT on a maintenance database"));
+    }
+  }
+  await control.query(revoke("current_database()")).catch((err: Error) => logger.warn({ err: { message: err.message } }, "cannot revoke CONNECT on the control database"));
+}
+
 export type RunningService = { url: string; deps: ServiceDeps; stop(): Promise<void> };
 
 /** Runs the service: migrations, job workers, the daily-backup scheduler, and the HTTP server. */
@@ -54,6 +68,7 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
       }
       regionPools.set(region, p);
     }
+    await hardenServers(pool, [...byUrl.values()], logger);
     const lockPool = createPool(config.controlUrl, config.jobConcurrency + 1);
     byUrl.set(`lock:${config.controlUrl}`, lockPool);
     const metrics = createMetrics();

@@ -39,7 +39,10 @@ async function usableBackupFile(deps: ServiceDeps, backupId: string): Promise<st
 const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
   async run(job, ctx) {
     const db = await loadDatabase(deps, job);
-    if (db.deleted_at || db.status !== "provisioning") return ctx.outcome("skipped");
+    if (db.deleted_at || db.status !== "provisioning") {
+      await ctx.outcome("skipped");
+      return;
+    }
     const pool = regionPool(deps, db.region);
     const { rows: logins } = await deps.pool.query<{ roleName: string; verifier: string }>(
       `SELECT role_name AS "roleName", verifier FROM connections WHERE database_id = $1 AND revoked_at IS NULL`,
@@ -57,7 +60,7 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
       for (const r of revoked) await revokeLoginRole(pool, r.role_name);
       await client.query("UPDATE databases SET status = 'ready' WHERE id = $1 AND status = 'provisioning'", [db.id]);
     });
-    ctx.outcome("provisioned");
+    await ctx.outcome("provisioned");
   },
   async fail(job, err) {
     await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'", [job.target_id, err.message.slice(0, 500)]);
@@ -84,7 +87,7 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
     await mkdir(path.dirname(file), { recursive: true });
     const result = await dumpDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: db.pg_name, file });
     await deps.pool.query("UPDATE backups SET status = 'completed', size = $2, sha256 = $3, path = $4, completed_at = now() WHERE id = $1", [backupId, result.size, result.sha256, file]);
-    ctx.outcome("completed");
+    await ctx.outcome("completed");
   },
   async fail(job) {
     const backupId = String(job.payload.backupId);
@@ -106,7 +109,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
     const old = oldName(db.pg_name, job);
     // The marker moves with the scratch database's rename: if the target carries it, this job's swap already happened.
     if ((await databaseComment(pool, db.pg_name)) === restoreMarker(job)) {
-      ctx.outcome("resumed-after-swap");
+      await ctx.outcome("resumed-after-swap");
     } else {
       await dropDatabaseIfExists(pool, scratch);
       await allowConnections(pool, db.pg_name);
@@ -114,7 +117,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
       await createDatabase(pool, scratch, db.owner_role);
       await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: scratch, file, role: db.owner_role });
       await swapDatabases(pool, { target: db.pg_name, scratch, old, marker: restoreMarker(job) });
-      ctx.outcome("restored");
+      await ctx.outcome("restored");
     }
     await dropDatabaseIfExists(pool, old);
     await setStatus(deps, db.id, "ready", ["recovering"]);
@@ -137,7 +140,7 @@ const drop: (deps: ServiceDeps) => JobHandler = (deps) => ({
     await dropDatabase(regionPool(deps, db.region), { pgName: db.pg_name, ownerRole: db.owner_role, loginRoles: rows.map((r) => r.role_name) });
     await rm(path.join(deps.config.backupDir, db.id), { recursive: true, force: true });
     await deps.pool.query("UPDATE backups SET deleted_at = coalesce(deleted_at, now()) WHERE database_id = $1", [db.id]);
-    ctx.outcome("dropped");
+    await ctx.outcome("dropped");
   },
   async fail() {
     // The database is already invisible to the API; an operator can drop leftovers by their mds_ names.

@@ -13,7 +13,8 @@ export class JobFatalError extends Error {
   }
 }
 
-export type JobContext = { attempt: number; runId: string; outcome(text: string): void };
+/** `outcome` records at once what this attempt did (e.g. "restored"), so the history survives a crash right after. */
+export type JobContext = { attempt: number; runId: string; outcome(text: string): Promise<void> };
 export type JobHandler = {
   run(job: Job, ctx: JobContext): Promise<void>;
   /** Called once when the job is given up: leave a clean, visible state (e.g. status `failure`), never a half one. */
@@ -140,7 +141,14 @@ export class JobRunner {
         try {
           if (attempt > maxAttempts) throw new JobFatalError(`gave up after ${maxAttempts} attempts`);
           log.debug("job started");
-          await handler.run(job, { attempt, runId, outcome: (text) => (outcome = text) });
+          await handler.run(job, {
+            attempt,
+            runId,
+            outcome: async (text) => {
+              outcome = text;
+              await pool.query("UPDATE job_runs SET outcome = $2 WHERE id = $1", [runId, text]);
+            },
+          });
           await client.query("UPDATE jobs SET state = 'done', finished_at = now() WHERE id = $1", [job.id]);
           await pool.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || "done"]);
           log.debug("job done");

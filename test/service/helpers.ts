@@ -1,0 +1,70 @@
+import pg from "pg";
+import type { TestService } from "../../src/service/testing.ts";
+
+export type Response<T = unknown> = { status: number; headers: Headers; body: T };
+// Responses are loosely typed in tests: schemas check the shapes.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Json = any;
+
+export function client(service: Pick<TestService, "url">, token: string) {
+  return async function request(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Response<Json>> {
+    const init: RequestInit = { method, headers: { authorization: `Bearer ${token}`, ...headers } };
+    if (body !== undefined) {
+      init.body = typeof body === "string" ? body : JSON.stringify(body);
+      (init.headers as Record<string, string>)["content-type"] ??= "application/json";
+    }
+    const res = await fetch(`${service.url}${path}`, init);
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: res.status, headers: res.headers, body: parsed };
+  };
+}
+
+export async function eventually<T>(fn: () => Promise<T>, options: { timeoutMs?: number; intervalMs?: number } = {}): Promise<T> {
+  const deadline = Date.now() + (options.timeoutMs ?? 30_000);
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, options.intervalMs ?? 50));
+    }
+  }
+}
+
+export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  c.on("error", () => {});
+  await c.connect();
+  try {
+    return (await c.query<R>(text, params)).rows;
+  } finally {
+    await c.end();
+  }
+}
+
+/** Whether a connection string logs in; the error code when it does not (never the URL). */
+export async function tryConnect(url: string): Promise<true | string> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  c.on("error", () => {});
+  try {
+    await c.connect();
+    await c.query("SELECT 1");
+    return true;
+  } catch (err) {
+    return (err as { code?: string }).code ?? "error";
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
