@@ -165,6 +165,12 @@ describe("serverSideApply", () => {
     expect(managed(o)[0]?.["fieldsV1"]).toEqual({ "f:metadata": { "f:labels": { "f:app": {} } }, "f:spec": { "f:color": {}, "f:size": {} } });
   });
 
+  it("rejects managedFields in the applied configuration (400)", () => {
+    const applied = { ...widget({}), metadata: { name: "w1", managedFields: [] } };
+    const err = conflict(() => serverSideApply({ live: undefined, applied, manager: "m", force: false, now: T1 }));
+    expect([err.status, err.reason, err.message]).toEqual([400, "BadRequest", "metadata.managedFields must be nil"]);
+  });
+
   it("uses listTypes from the CRD schema (set vs atomic)", () => {
     const listTypes = (p: string[]): { type: "set" } | undefined => (p.join(".") === "spec.tags" ? { type: "set" } : undefined);
     const a = serverSideApply({ live: undefined, applied: widget({ tags: ["x"], plain: [1] }), manager: "a", force: false, now: T1, listTypes }).object;

@@ -214,6 +214,10 @@ function conflictError(conflicts: { manager: Manager; path: string[] }[]): Patch
  * The caller resets fields the endpoint may not change (e.g. status on the main resource).
  */
 export function serverSideApply(args: ServerSideApplyArgs): ApplyResult {
+  const appliedMeta = args.applied["metadata"];
+  if (isObject(appliedMeta) && appliedMeta["managedFields"] !== undefined && appliedMeta["managedFields"] !== null) {
+    throw new PatchError(400, "BadRequest", "metadata.managedFields must be nil");
+  }
   const lookup = withBuiltinListTypes(args.listTypes);
   const apiVersion = typeof args.applied["apiVersion"] === "string" ? args.applied["apiVersion"] : "";
   const live = withoutManagedFields(args.live);
@@ -300,7 +304,8 @@ function requestedManagedFields(updated: JsonObject): "reset" | "keep" | "given"
 export function recordUpdate(args: RecordUpdateArgs): Record<string, unknown> {
   const lookup = withBuiltinListTypes(args.listTypes);
   const apiVersion = typeof args.updated["apiVersion"] === "string" ? args.updated["apiVersion"] : "";
-  const requested = requestedManagedFields(args.updated);
+  // subresource writes cannot touch managedFields (fieldmanager ignoreManagedFieldsFromRequestObject)
+  const requested = args.subresource !== undefined ? "keep" : requestedManagedFields(args.updated);
   const managers =
     requested === "keep" ? decodeManagedFields(args.old) : requested === "given" ? decodeManagedFields(args.updated) : new Map<string, Manager>();
   const old = withoutManagedFields(args.old);
