@@ -19,6 +19,7 @@ import {
   NetworkError,
   NotFoundError,
   RateLimitedError,
+  systemClock,
   TimeoutError,
   UnauthorizedError,
   UnavailableError,
@@ -323,6 +324,39 @@ describe("retries", () => {
   });
 });
 
+describe("more failures", () => {
+  it("retries a refused connection, then reports network_error", async () => {
+    const closed = await startScriptedServer();
+    const url = closed.url;
+    await closed.close();
+    const token = plantedToken();
+    planted.push(token);
+    const clock = fakeClock();
+    const attempts: string[] = [];
+    const client = createClient({ baseUrl: url, token, clock, retry: { maxAttempts: 3 }, hooks: { onAttempt: (e) => attempts.push(e.outcome) } });
+    const error = await failure(client.getDatabase(dbId));
+    expect(error).toBeInstanceOf(NetworkError);
+    expect(error.message).toBe(`cannot get database "${dbId}": network_error: ECONNREFUSED`);
+    expect(attempts).toEqual(["network_error", "network_error", "network_error"]);
+    expect(clock.sleeps).toHaveLength(2);
+  });
+
+  it("stops a long Retry-After wait when the caller aborts", async () => {
+    // The system clock: the 30 s wait is real, and only the abort can end it before the test times out.
+    const controller = new AbortController();
+    const { client } = makeClient({
+      clock: systemClock,
+      rateLimit: false,
+      hooks: { onRetry: () => setImmediate(() => controller.abort(new Error("shutting down"))) },
+    });
+    server.script([errorReply(503, "unavailable", "down", { "retry-after": "30" })]);
+    const error = await failure(client.getDatabase(dbId, { signal: controller.signal }));
+    expect(error).toBeInstanceOf(AbortedError);
+    expect(error.cause).toEqual(new Error("shutting down"));
+    expect(server.requests).toHaveLength(1);
+  });
+});
+
 describe("pagination", () => {
   it("walks every page with the cursor and keeps the filters", async () => {
     const { client } = makeClient();
@@ -392,6 +426,29 @@ describe("credentials", () => {
     await client.getDatabase(dbId);
     expect(server.requests.map((r) => r.headers.authorization)).toEqual([`Bearer ${first}`, `Bearer ${second}`]);
     await rm(dir, { recursive: true });
+  });
+
+  it("fails with unauthorized when a refreshed OAuth token is refused too", async () => {
+    let issued = 0;
+    const tokens = [plantedToken(), plantedToken()];
+    planted.push(...tokens);
+    server.script([], (req, res) => {
+      if (req.url === "/oauth/token") {
+        const access = tokens[issued++];
+        reply(200, { access_token: access, token_type: "Bearer", expires_in: 3600, refresh_token: `refresh-${issued}`, scope: "" })(req, res);
+        return;
+      }
+      errorReply(401, "unauthorized", "workspace suspended")(req, res);
+    });
+    const client = createClient({
+      baseUrl: server.url,
+      oauth: { tokenUrl: `${server.url}/oauth/token`, clientId: "operator", refreshToken: "refresh-0", onRefreshToken: () => undefined },
+      clock: fakeClock(),
+      rateLimit: false,
+    });
+    const error = await failure(client.getDatabase(dbId));
+    expect(error).toBeInstanceOf(UnauthorizedError);
+    expect(server.requests.map((r) => r.url)).toEqual(["/oauth/token", `/v1/databases/${dbId}`, "/oauth/token", `/v1/databases/${dbId}`]);
   });
 
   it("fails with unauthorized when the token is refused twice", async () => {
