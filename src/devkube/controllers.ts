@@ -26,6 +26,14 @@ export class Controllers {
     this.logger = logger;
   }
 
+  /** Runs only after events a controller can act on: deletions, owner references, deleting objects. */
+  watchStore(): () => void {
+    return this.store.subscribe((_sk, ev) => {
+      const meta = metaOf(ev.object);
+      if (ev.type === "DELETED" || meta["ownerReferences"] !== undefined || meta["deletionTimestamp"] !== undefined) this.schedule();
+    });
+  }
+
   schedule(): void {
     if (this.stopped || this.timer || this.running) return;
     this.timer = setTimeout(() => {
@@ -106,8 +114,7 @@ export class Controllers {
   }
 
   private garbageCollect(): void {
-    const all: { sk: string; obj: Obj }[] = [];
-    for (const sk of this.store.storageKeys()) for (const obj of this.store.list(sk)) all.push({ sk, obj });
+    const all = [...this.store.scan()];
     const uids = new Map<string, Obj>();
     for (const { obj } of all) uids.set(String(metaOf(obj)["uid"]), obj);
     const dependentsOf = (uid: string) => all.filter(({ obj }) => refsOf(obj).some((r) => r["uid"] === uid));

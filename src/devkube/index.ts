@@ -52,10 +52,9 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
 
   const store = new Store(dir, options.watchHistoryLimit ?? 1000);
   const registry = new Registry();
-  const scheduler = { schedule: (): void => undefined };
-  const api = new Api(store, registry, () => scheduler.schedule());
+  const api = new Api(store, registry, () => undefined);
   const controllers = new Controllers(api, store, registry, logger);
-  scheduler.schedule = () => controllers.schedule();
+  const unwatch = controllers.watchStore();
   api.loadCrds();
   seedNamespaces(api);
   controllers.schedule();
@@ -94,6 +93,7 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
     async stop() {
       if (stopped) return;
       stopped = true;
+      unwatch();
       controllers.stop();
       watches.closeAll();
       await new Promise<void>((resolve) => {

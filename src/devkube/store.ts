@@ -57,6 +57,11 @@ export class Store {
     return keys.map((k) => clone(bucket.get(k) as Obj));
   }
 
+  /** Every stored object, uncopied: callers must not mutate what they get. */
+  *scan(): Generator<{ sk: string; obj: Obj }> {
+    for (const [sk, bucket] of this.data) for (const obj of bucket.values()) yield { sk, obj };
+  }
+
   storageKeys(): string[] {
     return [...this.data.keys()];
   }
