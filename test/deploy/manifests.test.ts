@@ -161,12 +161,12 @@ describe.each(Object.keys(installs) as Install[])("%s install", (install) => {
   });
 });
 
-// What the operator calls, from src/kube/, src/operator/ and src/resources/*/controller.ts. The ClusterRole (or the
-// single-namespace Role) must grant exactly this; the end-to-end RBAC test on devkube proves nothing is missing.
+// What the operator calls, from src/operator/ and src/resources/*/controller.ts. The ClusterRole (or the
+// single-namespace Role) must grant exactly this; rbac-e2e.test.ts runs the operator with it and proves nothing is
+// missing and every rule is used.
 const operatorRules: PolicyRule[] = [
-  { apiGroups: ["mds.dev"], resources: ["projects", "databases", "databaserestores"], verbs: ["get", "list", "watch", "update", "patch"] },
-  { apiGroups: ["mds.dev"], resources: ["projects/status", "databases/status", "databaserestores/status"], verbs: ["get", "update", "patch"] },
-  { apiGroups: ["mds.dev"], resources: ["projects/finalizers", "databases/finalizers", "databaserestores/finalizers"], verbs: ["update"] },
+  { apiGroups: ["mds.dev"], resources: ["projects", "databases", "databaserestores"], verbs: ["get", "list", "watch", "patch"] },
+  { apiGroups: ["mds.dev"], resources: ["projects/status", "databases/status", "databaserestores/status"], verbs: ["patch"] },
   { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
   { apiGroups: [""], resources: ["events"], verbs: ["create"] },
 ];
