@@ -3,6 +3,7 @@
 import type { FieldError } from "./errors.ts";
 import { SchemaError, aggregateMessage } from "./errors.ts";
 import type { JsonObject, Node } from "./types.ts";
+import { deepEqual } from "./types.ts";
 import { parseStructural } from "./structural.ts";
 import { prune, pruneInPlace } from "./prune.ts";
 import { applyDefaults } from "./defaults.ts";
@@ -32,8 +33,11 @@ function checkDefaults(node: Node, schemaPath: string, dataPath: string, errors:
   const sp = (p: string): string => (schemaPath === "" ? p : `${schemaPath}.${p}`);
   const dp = (p: string): string => (dataPath === "" ? p : `${dataPath}.${p}`);
   if (node.hasDefault) {
-    pruneInPlace(node.default, node);
-    if (node.default === null && !node.nullable) {
+    const pruned = structuredClone(node.default);
+    pruneInPlace(pruned, node);
+    if (!deepEqual(pruned, node.default)) {
+      errors.push({ type: "FieldValueInvalid", field: sp("default"), message: "must not have unknown fields", badValue: node.default });
+    } else if (node.default === null && !node.nullable) {
       // a null default on a non-nullable field is dropped on write; kube rejects it at CRD creation
       errors.push({ type: "FieldValueInvalid", field: sp("default"), message: "must not be null for non-nullable schema", badValue: null });
     } else {

@@ -107,6 +107,7 @@ describe("compileSchema rejects non-structural schemas", () => {
     ["map list without keys", { type: "object", properties: { l: { type: "array", "x-kubernetes-list-type": "map", items: { type: "object" } } } }, ['properties[l].x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is "map"']],
     ["map key not required", { type: "object", properties: { l: { type: "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["n"], items: { type: "object", properties: { n: { type: "string" } } } } } }, ["properties[l].items.properties[n]: Required value: all x-kubernetes-list-map-keys must be required or have a default value"]],
     ["invalid default", { type: "object", properties: { spec: { type: "object", properties: { size: { type: "integer", default: "x" } } } } }, ['properties[spec].properties[size].default: Invalid value: "string": spec.size in body must be of type integer: "string"']],
+    ["default with unknown fields", { type: "object", properties: { spec: { type: "object", default: { a: 1 }, properties: { b: { type: "integer" } } } } }, ['properties[spec].default: Invalid value: map[string]interface {}{"a":1}: must not have unknown fields']],
     ["metadata restricted", { type: "object", properties: { metadata: { type: "object", properties: { labels: { type: "object" } } } } }, ["properties[metadata].properties[labels]: Forbidden: must not be specified"]],
   ];
   it.each(cases)("%s", (_n, raw, want) => {

@@ -83,6 +83,17 @@ describe("validate: kube-openapi checks worded like kube-apiserver", () => {
   });
 });
 
+describe("validate: embedded resources", () => {
+  const s = compileSchema({ type: "object", properties: { tpl: { type: "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true } } });
+  it.each([
+    [{ apiVersion: "v1", kind: "ConfigMap", data: {} }, []],
+    [{ data: {} }, ["tpl.apiVersion: Required value: must not be empty", "tpl.kind: Required value: must not be empty"]],
+    [{ apiVersion: "", kind: 3 }, ['tpl.apiVersion: Invalid value: "": must not be empty', "tpl.kind: Invalid value: 3: must be a string"]],
+  ])("%j", (tpl, want) => {
+    expect(s.validate({ tpl }).map(formatFieldError)).toEqual(want);
+  });
+});
+
 describe("validate: junctors", () => {
   const s = compileSchema({
     type: "object",

@@ -157,6 +157,19 @@ function correlateItem(item: unknown, node: Node, old: Old): Old {
   return match === undefined ? undefined : { value: match };
 }
 
+/** apiVersion and kind of x-kubernetes-embedded-resource objects (customresource validateEmbeddedResource). */
+function checkEmbedded(value: JsonObject, path: string, out: FieldError[]): void {
+  const p = (k: string): string => (path === "" ? k : `${path}.${k}`);
+  if (!Object.hasOwn(value, "apiVersion")) out.push(required(p("apiVersion"), "must not be empty"));
+  if (!Object.hasOwn(value, "kind")) out.push(required(p("kind"), "must not be empty"));
+  for (const k of ["apiVersion", "kind"]) {
+    if (!Object.hasOwn(value, k)) continue;
+    const v = value[k];
+    if (typeof v !== "string") out.push(invalid(p(k), v, "must be a string"));
+    else if (v === "") out.push(invalid(p(k), v, "must not be empty"));
+  }
+}
+
 /**
  * Walks value and schema together. `path` is the schema-validation path (kube-openapi joins map keys
  * with "."), `celPath` the CEL path (field.Path: map keys as "[key]"). `inherited` is the ratcheting
@@ -173,6 +186,7 @@ function walk(value: unknown, node: Node, path: string, celPath: string, old: Ol
     if (!unchanged) ctx.listType.push(...listErrs);
   }
   if (!typeOk) return;
+  if (node.embeddedResource && isObject(value) && !unchanged) checkEmbedded(value, path, ctx.listType);
   if (value !== null && node.rules.length > 0) evaluateRules(value, node, celPath, old, unchanged, ctx, isRoot);
   if (Array.isArray(value) && node.items !== undefined) {
     const items = node.items;
