@@ -24,14 +24,7 @@ export class RateBudget {
   #pausedUntil = 0;
 
   constructor(options: RateLimitOptions & { clock: Clock }) {
-    const requestsPerSecond = options.requestsPerSecond ?? defaultRateLimit.requestsPerSecond;
-    const burst = options.burst ?? defaultRateLimit.burst;
-    if (!(requestsPerSecond > 0) || !Number.isFinite(requestsPerSecond)) {
-      throw new TypeError(`invalid client option rateLimit.requestsPerSecond: ${String(requestsPerSecond)}`);
-    }
-    if (!(burst >= 1) || !Number.isFinite(burst)) {
-      throw new TypeError(`invalid client option rateLimit.burst: ${String(burst)}`);
-    }
+    const { requestsPerSecond, burst } = resolveRateLimit(options);
     this.requestsPerSecond = requestsPerSecond;
     this.burst = burst;
     this.#clock = options.clock;
@@ -75,6 +68,19 @@ export class RateBudget {
   }
 }
 
+/** The settings with defaults filled in; throws a TypeError naming a bad one. */
+export function resolveRateLimit(options: RateLimitOptions): Required<RateLimitOptions> {
+  const requestsPerSecond = options.requestsPerSecond ?? defaultRateLimit.requestsPerSecond;
+  const burst = options.burst ?? defaultRateLimit.burst;
+  if (!(requestsPerSecond > 0) || !Number.isFinite(requestsPerSecond)) {
+    throw new TypeError(`invalid client option rateLimit.requestsPerSecond: ${String(requestsPerSecond)}`);
+  }
+  if (!(burst >= 1) || !Number.isFinite(burst)) {
+    throw new TypeError(`invalid client option rateLimit.burst: ${String(burst)}`);
+  }
+  return { requestsPerSecond, burst };
+}
+
 // Budgets live for the process: one per credential identity, whatever number of clients use it.
 const sharedBudgets = new Map<string, RateBudget>();
 
@@ -83,6 +89,7 @@ const sharedBudgets = new Map<string, RateBudget>();
  * sits in the registry. The first caller's settings win for an identity.
  */
 export function sharedRateBudget(identity: string, options: RateLimitOptions, clock: Clock): RateBudget {
+  resolveRateLimit(options);
   const key = createHash("sha256").update(identity).digest("hex");
   let budget = sharedBudgets.get(key);
   if (budget === undefined) {

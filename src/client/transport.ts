@@ -6,6 +6,7 @@ import type { Clock } from "./clock.ts";
 import {
   AbortedError,
   ContractViolationError,
+  InvalidRequestError,
   MdsApiError,
   NetworkError,
   TimeoutError,
@@ -57,6 +58,9 @@ export interface Call<T> {
   conflictNamesExisting?: { logicalId: string | undefined };
 }
 
+// The service's rule (and a safe header value).
+const idempotencyKeyPattern = /^[\x21-\x7e]{1,255}$/;
+
 // A response bigger than this is not one of ours (the largest list page is ~100 databases).
 const maxResponseBytes = 16 * 1024 * 1024;
 
@@ -89,6 +93,12 @@ export function createTransport(config: TransportConfig) {
       });
 
     try {
+      if (idempotencyKey !== undefined && !idempotencyKeyPattern.test(idempotencyKey)) {
+        throw new InvalidRequestError(`cannot ${call.description}: invalid_request: idempotencyKey must be 1-255 printable ASCII characters without spaces`, {
+          code: "invalid_request",
+          operation: call.operation,
+        });
+      }
       for (;;) {
         throwIfAborted(signal, call);
         if (config.budget !== undefined) {

@@ -200,6 +200,17 @@ describe("responses", () => {
     expect(server.requests).toHaveLength(0);
   });
 
+  it("refuses an idempotency key the service would refuse, before sending", async () => {
+    const { client } = makeClient();
+    server.script([]);
+    for (const key of ["", "has space", "x".repeat(256), "line\nbreak"]) {
+      const error = await failure(client.createProject({ name: "shop" }, { idempotencyKey: key }));
+      expect(error).toBeInstanceOf(InvalidRequestError);
+      expect(error.message).toBe('cannot create project "shop": invalid_request: idempotencyKey must be 1-255 printable ASCII characters without spaces');
+    }
+    expect(server.requests).toHaveLength(0);
+  });
+
   it("never puts the token or a connection string into an error message", async () => {
     const { client, token } = makeClient();
     server.script([errorReply(400, "invalid_request", `bad token ${token} for postgresql://u:p4ss@h:5432/d`, {}, `try ${token}`)]);
@@ -563,6 +574,9 @@ describe("options", () => {
       [{ baseUrl: "http://x", token, timeoutMs: 0 }, "invalid client option timeoutMs: 0"],
       [{ baseUrl: "http://x", token, retry: { maxAttempts: 0 } }, "invalid client option retry.maxAttempts: 0"],
       [{ baseUrl: "http://x", token: `${token} ` }, "invalid client option token: must be non-empty without whitespace"],
+      [{ baseUrl: "http://x", token, rateLimit: { requestsPerSecond: -1 } }, "invalid client option rateLimit.requestsPerSecond: -1"],
+      [{ baseUrl: "ftp://x", token }, "invalid client option baseUrl: must be http or https"],
+      [{ baseUrl: "http://user:pw@x", token }, "invalid client option baseUrl: must not carry credentials"],
     ];
     for (const [options, message] of cases) {
       let thrown: unknown;
