@@ -1,0 +1,44 @@
+import { describe, expect, it } from "vitest";
+import { setCondition } from "./conditions.ts";
+import { buildSecret, credentialsFromSecret, decodeData, secretData, type ConnectionCredentials } from "./connection-secret.ts";
+
+const creds: ConnectionCredentials = {
+  connectionId: "con_1",
+  connectionName: "c",
+  user: "u@x",
+  password: "p:/w?d",
+  database: "db1",
+  sslmode: "require",
+  direct: { host: "h", port: 5432 },
+  pooled: { host: "pool", port: 6432 },
+};
+
+describe("connection Secret", () => {
+  it("has the fixed keys, percent-encodes credentials, and evaluates only fixed template variables", () => {
+    const data = secretData(creds, { endpoint: "pooled", template: { JDBC_URL: "jdbc:postgresql://{{host}}:{{port}}/{{database}}?user={{user}}", DATABASE_URL: "override" } });
+    expect(data["DATABASE_URL"]).toBe("postgresql://u%40x:p%3A%2Fw%3Fd@pool:6432/db1?sslmode=require");
+    expect(data["DIRECT_URL"]).toBe("postgresql://u%40x:p%3A%2Fw%3Fd@h:5432/db1?sslmode=require");
+    expect(data["JDBC_URL"]).toBe("jdbc:postgresql://h:5432/db1?user=u@x");
+    expect(new URL(data["DATABASE_URL"]!).password).toBe("p%3A%2Fw%3Fd");
+    expect(secretData(creds, { endpoint: "direct" })["DATABASE_URL"]).toBe(data["DIRECT_URL"]);
+  });
+
+  it("reads back only credentials it wrote itself (credentials hash)", () => {
+    const s = buildSecret({ namespace: "n", name: "s", credentials: creds, spec: undefined, projectId: "proj_1", databaseId: "db_1", owner: undefined });
+    expect(s.metadata.labels).toMatchObject({ "mds.dev/database-id": "db_1", "mds.dev/connection-id": "con_1", "app.kubernetes.io/managed-by": "mds-operator" });
+    expect(credentialsFromSecret(s, { direct: creds.direct })?.password).toBe(creds.password);
+    const edited = { ...s, data: { ...s.data, PGPASSWORD: Buffer.from("other").toString("base64") } };
+    expect(credentialsFromSecret(edited, { direct: creds.direct })).toBeUndefined();
+    expect(decodeData(s)["PGUSER"]).toBe("u@x");
+  });
+
+  it("keeps lastTransitionTime while a condition's status does not change", () => {
+    const t1 = new Date("2026-01-01T00:00:00Z");
+    const t2 = new Date("2026-01-01T01:00:00Z");
+    const a = setCondition(undefined, { type: "Ready", status: "False", reason: "Creating", message: "x" }, t1);
+    const b = setCondition(a, { type: "Ready", status: "False", reason: "Provisioning", message: "y" }, t2);
+    expect(b[0]!.lastTransitionTime).toBe("2026-01-01T00:00:00Z");
+    const c = setCondition(b, { type: "Ready", status: "True", reason: "Available", message: "" }, t2);
+    expect(c[0]!.lastTransitionTime).toBe("2026-01-01T01:00:00Z");
+  });
+});

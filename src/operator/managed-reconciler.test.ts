@@ -1,0 +1,236 @@
+import { pino } from "pino";
+import { beforeEach, describe, expect, it } from "vitest";
+import { createFakeKube, type FakeKube } from "../kube/testing.ts";
+import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
+import { databaseKind } from "../resources/database/controller.ts";
+import { DatabaseType, ProjectType } from "../resources/types.ts";
+import { decodeData, encodeData } from "./connection-secret.ts";
+import { createCredentialPool } from "./credentials.ts";
+import { classifyError } from "./errors.ts";
+import type { EventRecorder } from "./events.ts";
+import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
+import type { Outcome } from "./outcome.ts";
+import { FakeApiError, createFakeApi, type FakeApi } from "./testing/fake-api.ts";
+
+// The generic loop with the Database kind, against a fake kube seam and a fake service: state is asserted, not
+// call sequences, except where the count of calls or writes is the behaviour (steady state, no duplicates).
+
+const poll = { fastMs: 1_000, slowMs: 300_000 };
+let kube: FakeKube;
+let api: FakeApi;
+let events: { type: string; reason: string; message: string }[];
+let crash: string | undefined;
+let run: (name: string) => Promise<Outcome>;
+
+beforeEach(async () => {
+  kube = createFakeKube();
+  api = createFakeApi();
+  events = [];
+  crash = undefined;
+  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "t0ken-planted" }) });
+  const project = await api.createProject({ name: "shop", createDatabase: false });
+  kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "shop", namespace: "default" }, spec: {}, status: { id: project.id } });
+  const logger = pino({ level: "silent" });
+  const recorder: EventRecorder = { record: (_o, type, reason, message) => events.push({ type, reason, message }) };
+  const pool = createCredentialPool({ kube, apiUrl: "http://api.invalid", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} });
+  const deps: LoopDeps = {
+    kube,
+    objects: kube.cache(DatabaseType),
+    secrets: kube.cache<Secret>(SecretType),
+    events: recorder,
+    logger,
+    pollIntervals: poll,
+    crashPoint: (name) => {
+      if (name === crash) {
+        crash = undefined;
+        throw new Error(`simulated crash at ${name}`);
+      }
+    },
+  };
+  const kind = databaseKind({
+    pool,
+    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
+    instanceId: "unit",
+    projects: kube.cache(ProjectType),
+    databases: kube.cache(DatabaseType),
+  });
+  run = (name) => reconcileManaged(deps, kind, `default/${name}`);
+});
+
+function applyDatabase(name: string, spec: object = { projectRef: { name: "shop" } }) {
+  kube.put(DatabaseType, { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: "default" }, spec });
+}
+const db = (name: string) => kube.read<KubeObject>(DatabaseType, "default", name)!;
+const statusOf = (name: string) => db(name)["status"] as { id?: string; conditions?: { type: string; status: string; reason: string; message: string }[]; connection?: { id: string } };
+const condition = (name: string, type: string) => statusOf(name).conditions?.find((c) => c.type === type);
+const secret = (name: string) => kube.read<Secret>(SecretType, "default", name);
+
+async function converge(name: string, rounds = 6) {
+  let outcome: Outcome = { type: "done" };
+  for (let i = 0; i < rounds; i++) outcome = await run(name);
+  return outcome;
+}
+
+describe("the managed loop (Database)", () => {
+  it("creates once, writes the Secret before status, becomes Ready, then writes and calls nothing while nothing changes", async () => {
+    applyDatabase("orders");
+    await converge("orders");
+    expect(api.databases.size).toBe(1);
+    expect(condition("orders", "Ready")).toMatchObject({ status: "True", reason: "Available" });
+    expect(condition("orders", "Synced")).toMatchObject({ status: "True", reason: "ReconcileSuccess" });
+    const firstSecretWrite = kube.writes.findIndex((w) => w.resource === "secrets");
+    const firstStatusWrite = kube.writes.findIndex((w) => w.resource === "databases/status");
+    expect(firstSecretWrite).toBeGreaterThanOrEqual(0);
+    expect(firstSecretWrite).toBeLessThan(firstStatusWrite);
+    const data = decodeData(secret("orders")!);
+    const connectionId = statusOf("orders").connection!.id;
+    expect(data["PGPASSWORD"]).toBe(api.passwords.get(connectionId));
+    expect(data["DATABASE_URL"]).toContain("pool.example:6432");
+    expect(data["DIRECT_URL"]).toContain("db.example:5432");
+
+    const writes = kube.writes.length;
+    const calls = JSON.stringify(api.calls);
+    const outcome = await run("orders");
+    expect(outcome).toEqual({ type: "requeueAfter", ms: poll.slowMs });
+    expect(kube.writes.length).toBe(writes);
+    expect(JSON.stringify(api.calls)).toBe(calls);
+  });
+
+  it("after a crash between the POST and the Secret, past the replay window, adopts, mints a connection and revokes the lost one", async () => {
+    applyDatabase("orders");
+    crash = "database:after-create";
+    const crashed = await run("orders");
+    expect(crashed.type).toBe("error");
+    expect(secret("orders")).toBeUndefined();
+    const original = [...api.databases.values()][0]!.defaultConnectionId;
+    api.expireReplays();
+    await converge("orders");
+    expect(api.databases.size).toBe(1);
+    const connectionId = statusOf("orders").connection!.id;
+    expect(connectionId).not.toBe(original);
+    expect(api.passwords.has(original)).toBe(false);
+    expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(connectionId));
+    expect(condition("orders", "Ready")?.status).toBe("True");
+    expect(events.map((e) => e.reason)).toEqual(expect.arrayContaining(["Adopted", "SecretRebuilt", "ConnectionRevoked"]));
+  });
+
+  it("within the replay window, recovers the original credentials without minting", async () => {
+    applyDatabase("orders");
+    crash = "database:after-create";
+    await run("orders");
+    await converge("orders");
+    const d = [...api.databases.values()][0]!;
+    expect(statusOf("orders").connection!.id).toBe(d.defaultConnectionId);
+    expect(api.calls["createConnection"] ?? 0).toBe(0);
+  });
+
+  it("undoes an edit of DATABASE_URL from the intact credentials, and mints new ones when PGPASSWORD was edited", async () => {
+    applyDatabase("orders");
+    await converge("orders");
+    const s = secret("orders")!;
+    const good = decodeData(s);
+    kube.put(SecretType, { ...s, data: encodeData({ ...good, DATABASE_URL: "postgresql://x:y@evil/z" }) });
+    await converge("orders", 2);
+    expect(decodeData(secret("orders")!)).toEqual(good);
+    expect(api.calls["createConnection"] ?? 0).toBe(0);
+
+    // Within the replay window the original credentials come back; past it, new ones are minted and the
+    // connection whose password was lost is revoked.
+    api.expireReplays();
+    const s2 = secret("orders")!;
+    kube.put(SecretType, { ...s2, data: encodeData({ ...good, PGPASSWORD: "guess" }) });
+    const before = statusOf("orders").connection!.id;
+    await converge("orders", 2);
+    const after = statusOf("orders").connection!.id;
+    expect(after).not.toBe(before);
+    expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(after));
+    expect(api.passwords.has(before)).toBe(false);
+  });
+
+  it("reports an API outage in Synced=False with the cause, backs off, and converges once the service is back", async () => {
+    applyDatabase("orders");
+    api.outage = new FakeApiError("unavailable", 503, "cannot list databases: unavailable: the service cannot reach PostgreSQL");
+    const outcome = await run("orders");
+    expect(outcome.type).toBe("error");
+    expect(classifyError((outcome as { error: unknown }).error)).toMatchObject({ reason: "ApiUnavailable", terminal: false });
+    expect(condition("orders", "Synced")).toMatchObject({ status: "False", reason: "ApiUnavailable" });
+    expect(condition("orders", "Synced")?.message).toContain("unavailable");
+    api.outage = undefined;
+    await converge("orders");
+    expect(condition("orders", "Ready")?.status).toBe("True");
+    expect(condition("orders", "Synced")?.status).toBe("True");
+  });
+
+  it("refuses a spec it cannot act on without calling the service (terminal until the spec changes)", async () => {
+    applyDatabase("bad", { projectRef: { name: "shop" }, region: "mars-north-1" });
+    const outcome = await run("bad");
+    expect(classifyError((outcome as { error: unknown }).error)).toMatchObject({ reason: "InvalidSpec", terminal: true });
+    expect(condition("bad", "Synced")).toMatchObject({ status: "False", reason: "InvalidSpec" });
+    expect(condition("bad", "Synced")?.message).toContain("region");
+    expect(api.calls["createProjectDatabase"] ?? 0).toBe(0);
+  });
+
+  it("waits for a missing project and a missing credentials Secret with a reason that says so", async () => {
+    applyDatabase("lonely", { projectRef: { name: "nope" } });
+    await run("lonely");
+    expect(condition("lonely", "Synced")).toMatchObject({ status: "False", reason: "ProjectNotReady" });
+    applyDatabase("nocreds", { projectRef: { name: "shop" }, credentials: { secretRef: { name: "missing" } } });
+    await run("nocreds");
+    expect(condition("nocreds", "Synced")).toMatchObject({ status: "False", reason: "CredentialsMissing" });
+    expect(condition("nocreds", "Synced")?.message).toContain('"default/missing"');
+    expect(api.databases.size).toBe(0);
+  });
+
+  it("requeues a 409 silently: no condition, no event", async () => {
+    applyDatabase("orders");
+    await converge("orders");
+    // A worker that read the object before someone else wrote it: its write carries the old resourceVersion.
+    const current = db("orders");
+    const stale = { ...current, metadata: { ...current.metadata, finalizers: [] } };
+    kube.put(DatabaseType, { ...current, metadata: { ...current.metadata, labels: { touched: "yes" } } });
+    const before = events.length;
+    const staleRun = await reconcileManaged(
+      { kube, objects: { get: () => stale }, secrets: kube.cache<Secret>(SecretType), events: { record: (_o, type, reason, message) => events.push({ type, reason, message }) }, logger: pino({ level: "silent" }), pollIntervals: poll, crashPoint: () => {} },
+      databaseKind({ pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger: pino({ level: "silent" }), pollIntervals: poll, onRemoteChange: () => {} }), defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" }, instanceId: "unit", projects: kube.cache(ProjectType), databases: kube.cache(DatabaseType) }),
+      "default/orders",
+    );
+    expect(staleRun.type).toBe("error");
+    expect(classifyError((staleRun as { error: unknown }).error).conflict).toBe(true);
+    expect(events.slice(before).filter((e) => e.type === "Warning")).toEqual([]);
+  });
+
+  it("Retain releases the Secret and keeps the remote database; the finalizer goes without an API call", async () => {
+    applyDatabase("orders");
+    await converge("orders");
+    const id = statusOf("orders").id!;
+    await kube.delete(DatabaseType, "default", "orders");
+    api.outage = new FakeApiError("unavailable", 503, "down");
+    await run("orders");
+    expect(kube.read(DatabaseType, "default", "orders")).toBeUndefined();
+    expect(secret("orders")!.metadata.ownerReferences ?? []).toEqual([]);
+    expect(secret("orders")!.metadata.labels?.["mds.dev/database-id"]).toBe(id);
+    expect(api.databases.has(id)).toBe(true);
+  });
+
+  it("Delete removes the remote database and the Secret", async () => {
+    applyDatabase("scratch", { projectRef: { name: "shop" }, deletionPolicy: "Delete" });
+    await converge("scratch");
+    const id = statusOf("scratch").id!;
+    await kube.delete(DatabaseType, "default", "scratch");
+    await run("scratch");
+    expect(kube.read(DatabaseType, "default", "scratch")).toBeUndefined();
+    expect(secret("scratch")).toBeUndefined();
+    expect(api.databases.has(id)).toBe(false);
+  });
+
+  it("adopts an existing remote database by externalId and mints a connection for its Secret, revoking nothing", async () => {
+    const projectId = [...api.projects.keys()][0]!;
+    const existing = await api.createProjectDatabase(projectId, { name: "legacy" });
+    applyDatabase("legacy", { projectRef: { name: "shop" }, externalId: existing.id });
+    await converge("legacy");
+    expect(statusOf("legacy").id).toBe(existing.id);
+    expect(api.databases.size).toBe(1);
+    expect(api.passwords.has(existing.defaultConnectionId)).toBe(true);
+    expect(condition("legacy", "Ready")?.status).toBe("True");
+  });
+});

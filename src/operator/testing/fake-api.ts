@@ -1,0 +1,258 @@
+import { randomBytes } from "node:crypto";
+import type { Connection, CreatedConnection, CreatedDatabase, CreatedProject, Database, Project } from "../../contract/index.ts";
+import type { MdsApi } from "../api.ts";
+
+// An in-memory Managed Database Service for unit tests of the loop: logicalId uniqueness, Idempotency-Key replay
+// (which a test can expire), connections with credentials only in creation responses, call counts and injected
+// failures. The end-to-end tests use the real service.
+
+export class FakeApiError extends Error {
+  readonly code: string;
+  readonly status: number;
+  constructor(code: string, status: number, message: string) {
+    super(message);
+    this.code = code;
+    this.status = status;
+  }
+}
+
+const id = (prefix: string) => `${prefix}_c${randomBytes(12).toString("hex")}`;
+const now = () => new Date().toISOString().replace(/\.\d+Z$/, "Z");
+
+export interface FakeApi extends MdsApi {
+  calls: Record<string, number>;
+  databases: Map<string, Database & { logicalId?: string | undefined }>;
+  projects: Map<string, Project & { logicalId?: string | undefined }>;
+  /** Connection id → password (what would still log in). */
+  passwords: Map<string, string>;
+  /** Forget every Idempotency-Key record, as if the replay window had passed. */
+  expireReplays(): void;
+  /** The next call of `operation` fails with this error. */
+  failNext(operation: string, error: Error): void;
+  /** Every call fails with this error until cleared (an outage). */
+  outage: Error | undefined;
+  /** How many reads until a created database becomes ready (0: at once). */
+  provisioningReads: number;
+}
+
+export function createFakeApi(): FakeApi {
+  const databases: FakeApi["databases"] = new Map();
+  const projects: FakeApi["projects"] = new Map();
+  const connections = new Map<string, Connection>();
+  const passwords = new Map<string, string>();
+  const replays = new Map<string, { body: string; response: unknown }>();
+  const failures = new Map<string, Error>();
+  const calls: Record<string, number> = {};
+  const pendingReads = new Map<string, number>();
+
+  function enter(op: string) {
+    calls[op] = (calls[op] ?? 0) + 1;
+    if (api.outage) throw api.outage;
+    const f = failures.get(op);
+    if (f) {
+      failures.delete(op);
+      throw f;
+    }
+  }
+
+  async function idempotent<T>(key: string | undefined, body: unknown, fn: () => T): Promise<T> {
+    if (key === undefined) return fn();
+    const rec = replays.get(key);
+    const b = JSON.stringify(body);
+    if (rec) {
+      if (rec.body !== b) throw new FakeApiError("unprocessable", 422, "Idempotency-Key reused with another body");
+      return structuredClone(rec.response) as T;
+    }
+    const response = fn();
+    replays.set(key, { body: b, response: structuredClone(response) });
+    return response;
+  }
+
+  function newConnection(db: { id: string; name: string }, name: string): CreatedConnection {
+    const cid = id("con");
+    const user = `u_${cid.slice(5, 15)}`;
+    const pass = randomBytes(16).toString("hex");
+    passwords.set(cid, pass);
+    const url = (port: number) => `postgresql://${user}:${pass}@db.example:${port}/d_${db.id.slice(4, 12)}?sslmode=require`;
+    const conn: Connection = {
+      id: cid,
+      type: "connection",
+      url: `https://api.example/v1/connections/${cid}`,
+      name,
+      createdAt: now(),
+      kind: "postgres",
+      endpoints: { direct: { host: "db.example", port: 5432 }, pooled: { host: "pool.example", port: 6432 } },
+      directConnection: { host: "db.example:5432", user, pass: "********" },
+      database: { id: db.id, url: `https://api.example/v1/databases/${db.id}`, name: db.name },
+    };
+    connections.set(cid, conn);
+    return {
+      ...conn,
+      directConnection: { ...conn.directConnection, pass },
+      endpoints: { direct: { host: "db.example", port: 5432, connectionString: url(5432) }, pooled: { host: "pool.example", port: 6432, connectionString: url(6432) } },
+    };
+  }
+
+  function view(dbId: string): Database {
+    const db = databases.get(dbId)!;
+    const left = pendingReads.get(dbId) ?? 0;
+    if (db.status === "provisioning" && left <= 0) db.status = "ready";
+    else if (left > 0) pendingReads.set(dbId, left - 1);
+    const { logicalId: _l, ...rest } = db;
+    return structuredClone({ ...rest, connections: [...connections.values()].filter((c) => c.database.id === dbId) });
+  }
+
+  function createDb(projectId: string, body: { name?: string | undefined; isDefault?: boolean | undefined; logicalId?: string | undefined }): CreatedDatabase {
+    const p = projects.get(projectId);
+    if (p === undefined) throw new FakeApiError("not_found", 404, `project "${projectId}" not found`);
+    if (body.logicalId !== undefined) {
+      const dup = [...databases.values()].find((d) => d.project.id === projectId && d.logicalId === body.logicalId);
+      if (dup) throw new FakeApiError("conflict", 409, `logicalId already used by "${dup.id}"`);
+    }
+    const dbId = id("db");
+    const name = body.name ?? "db";
+    const conn = newConnection({ id: dbId, name }, "default");
+    const db: Database & { logicalId?: string | undefined } = {
+      id: dbId,
+      type: "database",
+      url: `https://api.example/v1/databases/${dbId}`,
+      name,
+      status: "provisioning",
+      createdAt: now(),
+      isDefault: body.isDefault ?? false,
+      defaultConnectionId: conn.id,
+      region: { id: "us-east-1", name: "us-east-1" },
+      source: { type: "empty" },
+      connections: [],
+      project: { id: p.id, url: p.url, name: p.name },
+      logicalId: body.logicalId,
+    };
+    databases.set(dbId, db);
+    pendingReads.set(dbId, api.provisioningReads);
+    const { logicalId: _l, ...rest } = db;
+    return {
+      ...rest,
+      connections: [conn],
+      apiKeys: [],
+      connectionString: conn.endpoints.direct!.connectionString,
+      directConnection: conn.directConnection,
+    };
+  }
+
+  const page = <T>(items: T[], params: { limit?: number; cursor?: string } | undefined) => {
+    const limit = params?.limit ?? 100;
+    const start = params?.cursor === undefined ? 0 : Number(params.cursor);
+    const data = items.slice(start, start + limit);
+    const hasMore = start + limit < items.length;
+    return { data, pagination: { hasMore, nextCursor: hasMore ? String(start + limit) : null } };
+  };
+
+  const api: FakeApi = {
+    calls,
+    databases,
+    projects,
+    passwords,
+    outage: undefined,
+    provisioningReads: 0,
+    expireReplays: () => replays.clear(),
+    failNext: (op, err) => failures.set(op, err),
+    async createProject(body, o) {
+      enter("createProject");
+      return idempotent(o?.idempotencyKey, body, (): CreatedProject => {
+        if (body.logicalId !== undefined && [...projects.values()].some((p) => p.logicalId === body.logicalId)) {
+          throw new FakeApiError("conflict", 409, "logicalId already used");
+        }
+        const pid = id("proj");
+        const p = {
+          id: pid,
+          type: "project" as const,
+          url: `https://api.example/v1/projects/${pid}`,
+          name: body.name ?? "p",
+          createdAt: now(),
+          defaultRegion: body.region ?? "us-east-1",
+          workspace: { id: "wksp_c000000000000000000000000", url: "https://api.example/w", name: "default" },
+          logicalId: body.logicalId,
+        };
+        projects.set(pid, p);
+        const database = body.createDatabase === false ? null : (({ project: _p, ...d }) => d)(createDb(pid, { name: "default", isDefault: true }));
+        const { logicalId: _l, ...rest } = p;
+        return { ...rest, database };
+      });
+    },
+    async getProject(pid) {
+      enter("getProject");
+      const p = projects.get(pid);
+      if (!p) throw new FakeApiError("not_found", 404, "not found");
+      const { logicalId: _l, ...rest } = p;
+      return structuredClone(rest);
+    },
+    async listProjects(params) {
+      enter("listProjects");
+      const all = [...projects.values()].filter((p) => params?.logicalId === undefined || p.logicalId === params.logicalId).map(({ logicalId: _l, ...rest }) => structuredClone(rest));
+      return page(all, params);
+    },
+    async deleteProject(pid) {
+      enter("deleteProject");
+      if (!projects.has(pid)) throw new FakeApiError("not_found", 404, "not found");
+      if ([...databases.values()].some((d) => d.project.id === pid)) throw new FakeApiError("conflict", 409, "project has databases");
+      projects.delete(pid);
+    },
+    async createProjectDatabase(pid, body, o) {
+      enter("createProjectDatabase");
+      return idempotent(o?.idempotencyKey, { pid, body }, () => createDb(pid, body));
+    },
+    async getDatabase(dbId) {
+      enter("getDatabase");
+      if (!databases.has(dbId)) throw new FakeApiError("not_found", 404, "not found");
+      return view(dbId);
+    },
+    async updateDatabase(dbId, body) {
+      enter("updateDatabase");
+      const db = databases.get(dbId);
+      if (!db) throw new FakeApiError("not_found", 404, "not found");
+      if (body.name !== undefined) db.name = body.name;
+      if (body.isDefault) db.isDefault = true;
+      return view(dbId);
+    },
+    async deleteDatabase(dbId) {
+      enter("deleteDatabase");
+      if (!databases.delete(dbId)) throw new FakeApiError("not_found", 404, "not found");
+      for (const [cid, c] of connections) if (c.database.id === dbId) connections.delete(cid);
+    },
+    async restoreDatabase(dbId, body, o) {
+      enter("restoreDatabase");
+      return idempotent(o?.idempotencyKey, body, () => {
+        const db = databases.get(dbId);
+        if (!db) throw new FakeApiError("not_found", 404, "not found");
+        db.source = body.source;
+        db.status = "ready";
+        return view(dbId);
+      });
+    },
+    async listDatabases(params) {
+      enter("listDatabases");
+      const all = [...databases.values()]
+        .filter((d) => (params?.projectId === undefined || d.project.id === params.projectId) && (params?.logicalId === undefined || d.logicalId === params.logicalId))
+        .map((d) => view(d.id));
+      return page(all, params);
+    },
+    async listBackups() {
+      enter("listBackups");
+      return { data: [{ id: "bkp_c000000000000000000000001", type: "backup", backupType: "full", status: "completed", size: 1, createdAt: now() }], meta: { backupRetentionDays: 7 }, pagination: { hasMore: false, limit: 100 } };
+    },
+    async createConnection(dbId, body, o) {
+      enter("createConnection");
+      return idempotent(o?.idempotencyKey, { dbId, body }, () => {
+        const db = databases.get(dbId);
+        if (!db) throw new FakeApiError("not_found", 404, "not found");
+        return newConnection(db, body.name);
+      });
+    },
+    async deleteConnection(cid) {
+      enter("deleteConnection");
+      if (!connections.delete(cid)) throw new FakeApiError("not_found", 404, "not found");
+      passwords.delete(cid);
+    },
+  };
+  return api;
+}

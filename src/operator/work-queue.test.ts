@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { backoffDelay, createWorkQueue } from "./work-queue.ts";
+import { applyOutcome, failed, requeueAfter } from "./outcome.ts";
+import { TerminalError } from "./errors.ts";
+import { KubeConflictError } from "../kube/errors.ts";
+
+describe("work queue", () => {
+  it("backs off exponentially with jitter from 1 s to a 5 min cap", () => {
+    expect(backoffDelay(0, { baseMs: 1000, maxMs: 300_000, random: () => 0 })).toBe(500);
+    expect(backoffDelay(0, { baseMs: 1000, maxMs: 300_000, random: () => 1 })).toBe(1000);
+    expect(backoffDelay(3, { baseMs: 1000, maxMs: 300_000, random: () => 1 })).toBe(8000);
+    expect(backoffDelay(30, { baseMs: 1000, maxMs: 300_000, random: () => 1 })).toBe(300_000);
+    expect(backoffDelay(30, { baseMs: 1000, maxMs: 300_000, random: () => 0 })).toBe(150_000);
+  });
+
+  it("dedupes queued keys and never runs one key on two workers at once", async () => {
+    const q = createWorkQueue();
+    let running = 0;
+    let maxRunning = 0;
+    const runs: string[] = [];
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    q.start(async (key) => {
+      running++;
+      maxRunning = Math.max(maxRunning, running);
+      runs.push(key);
+      if (runs.length === 1) await gate;
+      running--;
+    }, 4);
+    q.add("a");
+    await new Promise((r) => setTimeout(r, 5));
+    q.add("a"); // while in flight: runs once more afterwards
+    q.add("a");
+    q.add("b");
+    q.add("b");
+    release();
+    await new Promise((r) => setTimeout(r, 20));
+    await q.stop();
+    expect(runs.sort()).toEqual(["a", "a", "b"]);
+    expect(maxRunning).toBeLessThanOrEqual(2);
+  });
+
+  it("turns outcomes into requeues in one place", () => {
+    const q = createWorkQueue();
+    applyOutcome(q, "k", failed(new Error("boom")));
+    applyOutcome(q, "k", failed(new Error("boom")));
+    expect(q.failures("k")).toBe(2);
+    applyOutcome(q, "k", requeueAfter(1000));
+    expect(q.failures("k")).toBe(0);
+    applyOutcome(q, "t", failed(new TerminalError("InvalidSpec", "bad")));
+    expect(q.failures("t")).toBe(0);
+    applyOutcome(q, "c", failed(new KubeConflictError("conflict")));
+    expect(q.failures("c")).toBe(0);
+    expect(q.depth()).toBeGreaterThan(0);
+    void q.stop();
+  });
+});
