@@ -137,15 +137,47 @@ describe("x-kubernetes-validations", () => {
 });
 
 describe("CEL compile errors reject the schema", () => {
+  it("names the undeclared field like cel-go", () => {
+    try {
+      compileSchema({ type: "object", properties: { spec: { type: "object", properties: { a: { type: "string" } }, "x-kubernetes-validations": [{ rule: "self.b == 'x'" }] } } });
+      expect.unreachable();
+    } catch (err) {
+      expect((err as SchemaError).errors.map(formatFieldError)).toEqual([
+        "properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.b == 'x'\": compilation failed: ERROR: <input>:1:5: undefined field 'b'",
+      ]);
+    }
+  });
+
+  it("accepts selects into maps, preserved fields, list items and comprehension variables", () => {
+    expect(() =>
+      compileSchema({
+        type: "object",
+        "x-kubernetes-validations": [{ rule: "self.metadata.name != '' && self.spec.m.anything == 'x' && self.spec.free.deep.er && self.spec.l.all(i, i.n > 0) && self.spec.l[0].n > 0" }],
+        properties: {
+          spec: {
+            type: "object",
+            properties: {
+              m: { type: "object", additionalProperties: { type: "string" } },
+              free: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+              l: { type: "array", items: { type: "object", properties: { n: { type: "integer" } } } },
+            },
+          },
+        },
+      }),
+    ).not.toThrow();
+  });
+
   it.each([
     ["syntax", { rule: "self ==" }, "x-kubernetes-validations[0].rule"],
     ["unknown function", { rule: "self.nope()" }, "x-kubernetes-validations[0].rule"],
     ["non-bool", { rule: "'a'" }, "x-kubernetes-validations[0].rule"],
+    ["undeclared field", { rule: "has(self.projctId)" }, "x-kubernetes-validations[0].rule"],
+    ["undeclared nested field", { rule: "self.a.nope == 1" }, "x-kubernetes-validations[0].rule"],
     ["bad reason", { rule: "true", reason: "Nope" }, "x-kubernetes-validations[0].reason"],
     ["optionalOldSelf without oldSelf", { rule: "true", optionalOldSelf: true }, "x-kubernetes-validations[0].optionalOldSelf"],
   ])("%s", (_n, rule, field) => {
     try {
-      compileSchema({ type: "object", properties: { spec: { type: "object", "x-kubernetes-validations": [rule] } } });
+      compileSchema({ type: "object", properties: { spec: { type: "object", properties: { a: { type: "object", properties: { b: { type: "integer" } } } }, "x-kubernetes-validations": [rule] } } });
       expect.unreachable();
     } catch (err) {
       expect(err).toBeInstanceOf(SchemaError);

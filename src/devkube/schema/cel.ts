@@ -88,8 +88,67 @@ function referencesOldSelf(ast: unknown): boolean {
   return ast.some((part) => (Array.isArray(part) ? referencesOldSelf(part) : false));
 }
 
+interface AstNode {
+  op: string;
+  args: unknown;
+  pos: number;
+}
+
+function isAst(v: unknown): v is AstNode {
+  return typeof v === "object" && v !== null && "op" in v && "args" in v;
+}
+
+/** What a select on a schema node yields: a node, "unknown" (no static type), or an error. */
+function selectField(node: Node | "unknown", field: string, isRoot: boolean): Node | "unknown" | undefined {
+  if (node === "unknown") return "unknown";
+  if (node.preserveUnknownFields || node.intOrString || node.type === undefined) return "unknown";
+  if (node.type !== "object") return undefined;
+  if (isRoot && (field === "apiVersion" || field === "kind" || field === "metadata")) return "unknown";
+  if (node.embeddedResource && (field === "apiVersion" || field === "kind" || field === "metadata")) return "unknown";
+  const prop = node.properties?.[field];
+  if (prop !== undefined) return prop;
+  if (node.additionalProperties !== undefined) return node.additionalProperties === true ? "unknown" : node.additionalProperties;
+  return undefined;
+}
+
+/**
+ * Static field check against the schema, as cel-go's type checker does with the declared type of
+ * self: selecting an undeclared field of a structural object is a compile error in Kubernetes.
+ */
+function checkSelects(ast: AstNode, root: Node, isRoot: boolean): string | undefined {
+  let problem: string | undefined;
+  const resolve = (n: AstNode): Node | "unknown" => {
+    if (n.op === "id") return n.args === "self" || n.args === "oldSelf" ? root : "unknown";
+    if ((n.op === "." || n.op === ".?") && Array.isArray(n.args) && isAst(n.args[0]) && typeof n.args[1] === "string") {
+      const base = n.args[0];
+      const baseType = resolve(base);
+      const out = selectField(baseType, n.args[1], baseType === root && isRoot && base.op === "id");
+      if (out === undefined) {
+        problem ??= `ERROR: <input>:1:${n.pos - (n.op === ".?" ? 1 : 0)}: undefined field '${n.args[1]}'`;
+        return "unknown";
+      }
+      return out;
+    }
+    if (n.op === "[]" && Array.isArray(n.args) && isAst(n.args[0])) {
+      const baseType = resolve(n.args[0]);
+      visitArgs(n.args.slice(1));
+      if (baseType !== "unknown" && baseType.type === "array") return baseType.items ?? "unknown";
+      if (baseType !== "unknown" && baseType.additionalProperties !== undefined && baseType.additionalProperties !== true) return baseType.additionalProperties;
+      return "unknown";
+    }
+    visitArgs(n.args);
+    return "unknown";
+  };
+  const visitArgs = (args: unknown): void => {
+    if (isAst(args)) resolve(args);
+    else if (Array.isArray(args)) for (const a of args) visitArgs(a);
+  };
+  resolve(ast);
+  return problem;
+}
+
 /** Compiles one expression; throws an Error whose message reads like kube's "compilation failed: ..." detail. */
-export function compileCel(expression: string, expect: "bool" | "string"): CelProgram {
+export function compileCel(expression: string, expect: "bool" | "string", self?: { node: Node; isRoot: boolean }): CelProgram {
   const env = environment();
   let parsed: ReturnType<Environment["parse"]>;
   try {
@@ -103,6 +162,10 @@ export function compileCel(expression: string, expect: "bool" | "string"): CelPr
   }
   if (checked.type !== expect && checked.type !== "dyn") {
     throw new Error(expect === "bool" ? "cel expression must evaluate to a bool" : "messageExpression must evaluate to a string");
+  }
+  if (self !== undefined) {
+    const problem = checkSelects(parsed.ast as unknown as AstNode, self.node, self.isRoot);
+    if (problem !== undefined) throw new Error(`compilation failed: ${problem}`);
   }
   const usesOldSelf = referencesOldSelf(parsed.ast.toOldStructure());
   return {

@@ -188,12 +188,15 @@ function parseNode(raw: unknown, path: string, ctx: "root" | "property" | "items
   const validations = raw["x-kubernetes-validations"];
   if (validations !== undefined) {
     if (!Array.isArray(validations)) errors.push(invalid(join(path, "x-kubernetes-validations"), validations, "must be a list"));
-    else node.rules = validations.flatMap((v, i) => parseRule(v, join(path, `x-kubernetes-validations[${i}]`), errors));
+    else pendingRules.push({ node, raw: validations, path, isRoot: ctx === "root" });
   }
   return node;
 }
 
-function parseRule(raw: unknown, path: string, errors: FieldError[]): CompiledRule[] {
+// Rules are compiled after the whole tree is parsed, so that they can be checked against it.
+let pendingRules: { node: Node; raw: unknown[]; path: string; isRoot: boolean }[] = [];
+
+function parseRule(raw: unknown, path: string, errors: FieldError[], self: { node: Node; isRoot: boolean }): CompiledRule[] {
   if (!isObject(raw) || typeof raw["rule"] !== "string") {
     errors.push(required(join(path, "rule"), ""));
     return [];
@@ -201,7 +204,7 @@ function parseRule(raw: unknown, path: string, errors: FieldError[]): CompiledRu
   const rule = raw["rule"];
   let program: CelProgram;
   try {
-    program = compileCel(rule, "bool");
+    program = compileCel(rule, "bool", self);
   } catch (err) {
     errors.push(invalid(join(path, "rule"), rule, (err as Error).message));
     return [];
@@ -215,7 +218,7 @@ function parseRule(raw: unknown, path: string, errors: FieldError[]): CompiledRu
   if (typeof raw["messageExpression"] === "string") {
     out.messageExpression = raw["messageExpression"];
     try {
-      out.messageProgram = compileCel(raw["messageExpression"], "string");
+      out.messageProgram = compileCel(raw["messageExpression"], "string", self);
     } catch (err) {
       errors.push(invalid(join(path, "messageExpression"), raw["messageExpression"], `messageExpression ${(err as Error).message}`));
     }
@@ -270,7 +273,12 @@ function checkRootMetadata(root: Node, errors: FieldError[]): void {
 /** Parses and checks a schema; returns the root node and all problems found. */
 export function parseStructural(raw: unknown): { root: Node; errors: FieldError[] } {
   const errors: FieldError[] = [];
+  pendingRules = [];
   const root = parseNode(raw, "", "root", errors);
+  for (const p of pendingRules) {
+    p.node.rules = p.raw.flatMap((v, i) => parseRule(v, join(p.path, `x-kubernetes-validations[${i}]`), errors, { node: p.node, isRoot: p.isRoot }));
+  }
+  pendingRules = [];
   checkRootMetadata(root, errors);
   return { root, errors };
 }
