@@ -46,7 +46,7 @@ afterAll(async () => {
 });
 
 describe("bad input is a clear 400 and changes nothing", () => {
-  const bad: [string, string, string, unknown, Record<string, string>?][] = [
+  const bad: [string, string, string, unknown, Record<string, string> | undefined][] = [
     ["malformed JSON", "POST", "/v1/projects", "{not json", undefined],
     ["a JSON array", "POST", "/v1/projects", "[]", undefined],
     ["a JSON string", "POST", "/v1/projects", '"x"', undefined],
