@@ -72,7 +72,9 @@ export function createKubeObjects(kubeconfig: KubeConfig | string): KubeObjects 
       }
     },
     async mergePatch(apiVersion, kind, namespace, name, patch) {
-      return (await api.patch({ ...header(apiVersion, kind, namespace, name), ...patch }, undefined, undefined, "chaos", undefined, PatchStrategy.MergePatch)) as KubeObject;
+      const head = header(apiVersion, kind, namespace, name);
+      const metadata = { ...((patch["metadata"] as Record<string, unknown> | undefined) ?? {}), ...head.metadata };
+      return (await api.patch({ ...patch, ...head, metadata }, undefined, undefined, "chaos", undefined, PatchStrategy.MergePatch)) as KubeObject;
     },
     async remove(apiVersion, kind, namespace, name) {
       try {

@@ -2,7 +2,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkInvariants, mdsApiVersion } from "../../src/testing/chaos-invariants.ts";
 import { formatReport, runChaos } from "../../src/testing/chaos-run.ts";
+import type { KubeObject } from "../../src/testing/kube-objects.ts";
 import { startChaosStack, type ChaosStack } from "../../src/testing/chaos-stack.ts";
 
 // A short chaos run inside `npm test`: one full lifecycle (create, update, Secret rebuild, restore,
@@ -30,5 +32,48 @@ describe("chaos", () => {
     expect(report.violations, `${lines.join("\n")}\n${text}`).toBe(0);
     expect(report.crashes).toBeGreaterThan(0);
     expect(text).toMatch(/^chaos: 1 iterations, \d+ crashes injected, 0 invariant violations$/m);
+  });
+});
+
+describe("the invariant checks", () => {
+  it("catch a planted stuck finalizer and a planted leak, without printing the secret", async () => {
+    const ns = "chaos-selftest";
+    const kube = stack.kube;
+    await kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+    await kube.apply({
+      apiVersion: mdsApiVersion,
+      kind: "Database",
+      metadata: { name: "held", namespace: ns, finalizers: ["chaos.test/hold"], annotations: { "mds.dev/paused": "true" } },
+      spec: { projectRef: { name: "nowhere" } },
+    });
+    await kube.remove(mdsApiVersion, "Database", ns, "held");
+    const event = {
+      apiVersion: "v1",
+      kind: "Event",
+      metadata: { name: "leak", namespace: ns },
+      involvedObject: { apiVersion: mdsApiVersion, kind: "Database", name: "held", namespace: ns },
+      reason: "Leak",
+      type: "Normal",
+      message: `connected with token ${stack.api.token}`,
+    } as KubeObject;
+    await kube.apply(event);
+    try {
+      const violations = await checkInvariants({
+        kube,
+        controlUrl: stack.controlUrl,
+        api: { url: stack.api.directUrl, token: stack.api.token },
+        namespaces: [ns],
+        instanceId: stack.instanceId,
+        logFiles: [],
+        planted: stack.planted,
+      });
+      const kinds = violations.map((v) => v.invariant).sort();
+      expect(kinds).toEqual(["no-secret-leak", "no-stuck-finalizer"]);
+      expect(JSON.stringify(violations)).toContain(`event ${ns}/leak`);
+      expect(JSON.stringify(violations)).not.toContain(stack.api.token);
+    } finally {
+      await kube.mergePatch(mdsApiVersion, "Database", ns, "held", { metadata: { finalizers: null } });
+      await kube.remove("v1", "Event", ns, "leak");
+    }
   });
 });
