@@ -111,20 +111,25 @@ export function createTransport(config: TransportConfig) {
         const result = await attempt(call, url, body, token, idempotencyKey, signal);
         lastStatus = result.kind === "response" ? result.status : undefined;
 
+        let error: MdsApiError;
         if (result.kind === "response" && result.status >= 200 && result.status < 300) {
-          const value = parseSuccess(call, result, token);
-          callHook(config.hooks.onAttempt, {
-            operation: call.operation,
-            method: call.method,
-            attempt: attempts,
-            status: result.status,
-            outcome: "ok",
-            durationMs: config.clock.now() - attemptStarted,
-          });
-          finish("ok");
-          return value;
+          const parsed = parseSuccess(call, result, token);
+          if (parsed.ok) {
+            callHook(config.hooks.onAttempt, {
+              operation: call.operation,
+              method: call.method,
+              attempt: attempts,
+              status: result.status,
+              outcome: "ok",
+              durationMs: config.clock.now() - attemptStarted,
+            });
+            finish("ok");
+            return parsed.value;
+          }
+          error = parsed.error;
+        } else {
+          error = result.kind === "response" ? errorFromResponse(call, result, token, config.clock.now()) : result.error;
         }
-        const error = result.kind === "response" ? errorFromResponse(call, result, token, config.clock.now()) : result.error;
         callHook(config.hooks.onAttempt, {
           operation: call.operation,
           method: call.method,
@@ -235,26 +240,32 @@ export function createTransport(config: TransportConfig) {
   return { send };
 }
 
-function parseSuccess<T>(call: Call<T>, result: { status: number; headers: Record<string, string | string[] | undefined>; text: string }, token: string): T {
+function parseSuccess<T>(
+  call: Call<T>,
+  result: { status: number; headers: Record<string, string | string[] | undefined>; text: string },
+  token: string,
+): { ok: true; value: T } | { ok: false; error: ContractViolationError } {
   const requestId = header(result.headers, "x-request-id");
-  const violation = (detail: string, cause?: unknown): ContractViolationError =>
-    new ContractViolationError(`cannot ${call.description}: contract_violation: ${scrub(detail, token)}`, {
+  const violation = (detail: string, cause?: unknown) => ({
+    ok: false as const,
+    error: new ContractViolationError(`cannot ${call.description}: contract_violation: ${scrub(detail, token)}`, {
       code: "contract_violation",
       status: result.status,
       requestId,
       operation: call.operation,
       cause,
-    });
-  if ("ignoreBody" in call.response) return call.response.ignoreBody;
+    }),
+  });
+  if ("ignoreBody" in call.response) return { ok: true, value: call.response.ignoreBody };
   let json: unknown;
   try {
     json = JSON.parse(result.text);
   } catch (error) {
-    throw violation(`HTTP ${result.status} with a body that is not JSON`, error);
+    return violation(`HTTP ${result.status} with a body that is not JSON`, error);
   }
   const parsed = call.response.schema.safeParse(json);
-  if (!parsed.success) throw violation(summarizeIssues(parsed.error), parsed.error);
-  return parsed.data;
+  if (!parsed.success) return violation(summarizeIssues(parsed.error), parsed.error);
+  return { ok: true, value: parsed.data };
 }
 
 function errorFromResponse(
