@@ -100,10 +100,19 @@ export class Api {
     const name = str(meta["name"]) ?? "";
     if (!name) throw invalid(rt.kind, rt.group, "", [{ type: "FieldValueRequired", field: "metadata.name", message: "Required value: name or generateName is required" }]);
     this.checkNamespaceWritable(rt, meta, name);
+    this.checkCrdNotTerminating(rt);
     if (this.store.get(rt.storageKey, this.namespaceOf(rt, ns), name)) {
       throw new ApiError(409, "AlreadyExists", `${qualified(rt)} "${name}" already exists`, { name, ...(rt.group ? { group: rt.group } : {}), kind: rt.plural });
     }
     return this.commit(rt, undefined, obj, opts, { subresource: undefined, managed: "update" });
+  }
+
+  private checkCrdNotTerminating(rt: ResourceType): void {
+    if (!rt.crdName) return;
+    const crd = this.store.get("apiextensions.k8s.io/customresourcedefinitions", "", rt.crdName);
+    if (crd && metaOf(crd)["deletionTimestamp"]) {
+      throw new ApiError(405, "MethodNotAllowed", `create not allowed while custom resource definition is terminating`);
+    }
   }
 
   private checkNamespaceWritable(rt: ResourceType, meta: Obj, name: string): void {
@@ -127,6 +136,9 @@ export class Api {
     meta["name"] = name;
     const stored = this.store.get(rt.storageKey, this.namespaceOf(rt, ns), name);
     if (!stored) throw notFound(rt, name);
+    if (meta["uid"] !== undefined && meta["uid"] !== "" && meta["uid"] !== metaOf(stored)["uid"]) {
+      throw conflict(rt, name, `Precondition failed: UID in precondition: ${String(meta["uid"])}, UID in object meta: ${String(metaOf(stored)["uid"])}`);
+    }
     const rv = meta["resourceVersion"];
     if (rv === undefined || rv === "") {
       if (rt.custom || rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions") {
@@ -176,6 +188,7 @@ export class Api {
         if (subresource) throw notFound(rt, name);
         delete metaOf(next)["resourceVersion"];
         this.checkNamespaceWritable(rt, metaOf(next), name);
+        this.checkCrdNotTerminating(rt);
         return this.commit(rt, undefined, next, opts, { subresource: undefined, managed: "keep" });
       }
       return this.commit(rt, stored, next, opts, { subresource, managed: "keep" });
@@ -517,7 +530,7 @@ export class Api {
   }
 
   private deletedBody(rt: ResourceType, obj: Obj): Obj {
-    if (rt.deleteReturnsObject || rt.custom === false && rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions") return this.render(rt, obj);
+    if (rt.deleteReturnsObject) return this.render(rt, obj);
     const meta = metaOf(obj);
     const details: Obj = { name: meta["name"] };
     if (rt.group) details["group"] = rt.group;
