@@ -33,7 +33,7 @@ export const redactPaths = [
 ];
 
 export function createLogger(level: OperatorConfig["logLevel"], destination?: DestinationStream): Logger {
-  const options = { level, base: { component: "mds-operator" }, redact: { paths: redactPaths, remove: true } };
+  const options = { level, base: { name: "mds-operator", pid: process.pid }, redact: { paths: redactPaths, remove: true } };
   return destination ? pino(options, destination) : pino(options);
 }
 
