@@ -20,4 +20,3 @@ export class PatchError extends Error {
 }
 
 export const badRequest = (message: string): PatchError => new PatchError(400, "BadRequest", message);
-export const unprocessable = (message: string): PatchError => new PatchError(422, "Invalid", message);

@@ -1,6 +1,8 @@
-// JSON patch (RFC 6902) like evanphx/json-patch as used by kube-apiserver: a malformed patch document
-// is a 400, an operation that does not apply (missing path, failed test) a 422; missing parents are
-// never created (a fabric8-style leniency that hides operator bugs).
+// JSON patch (RFC 6902) like evanphx/json-patch as used by kube-apiserver: a patch document that is
+// not a list is a 400; an operation that does not apply (missing path, failed test, unknown op) is the
+// generic 422 kube-apiserver answers (NewGenericServerResponse: "the server rejected our request due
+// to an error in our request", no causes); the detail is kept as the error's `cause`. Missing parents
+// are never created (a fabric8-style leniency that hides operator bugs).
 import { PatchError, badRequest } from "./errors.ts";
 import { clone, deepEqual, isObject } from "./json.ts";
 
@@ -12,16 +14,17 @@ interface Op {
   hasValue: boolean;
 }
 
-const notApplicable = (message: string): PatchError => new PatchError(422, "Invalid", message);
+/** An operation that does not apply; turned into kube's generic 422 by applyJsonPatch. */
+class NotApplicable extends Error {}
+const notApplicable = (message: string): NotApplicable => new NotApplicable(message);
 
-function parseOps(ops: unknown): Op[] {
-  if (!Array.isArray(ops)) throw badRequest("json: cannot unmarshal object into Go value of type jsonpatch.Patch");
+function parseOps(ops: unknown[]): Op[] {
   return ops.map((raw) => {
-    if (!isObject(raw)) throw badRequest("json: cannot unmarshal into Go value of type jsonpatch.Operation");
+    if (!isObject(raw)) throw notApplicable("invalid operation");
     const op = raw["op"];
     const path = raw["path"];
-    if (typeof op !== "string") throw badRequest("json: operation missing op");
-    if (typeof path !== "string") throw notApplicable(`${op} operation missing path`);
+    if (typeof op !== "string") throw notApplicable("Unexpected kind: unknown");
+    if (typeof path !== "string") throw notApplicable(`${op} operation missing path field`);
     const out: Op = { op, path, hasValue: Object.hasOwn(raw, "value"), value: raw["value"] };
     if (typeof raw["from"] === "string") out.from = raw["from"];
     return out;
@@ -94,8 +97,20 @@ function removeValue(doc: unknown, path: string, op: string): unknown {
 
 /** Applies an RFC 6902 operation list to a copy of target. */
 export function applyJsonPatch(target: unknown, ops: unknown): unknown {
-  let doc = clone(target);
-  for (const o of parseOps(ops)) {
+  // decoding: the body must be a list of objects (else 400, as json.Unmarshal into jsonpatch.Patch fails)
+  if (!Array.isArray(ops)) throw badRequest("json: cannot unmarshal object into Go value of type jsonpatch.Patch");
+  if (!ops.every(isObject)) throw badRequest("json: cannot unmarshal into Go value of type jsonpatch.Operation");
+  try {
+    return applyOps(clone(target), parseOps(ops));
+  } catch (err) {
+    if (!(err instanceof NotApplicable)) throw err;
+    throw new PatchError(422, "Invalid", "the server rejected our request due to an error in our request", { cause: err });
+  }
+}
+
+function applyOps(start: unknown, ops: Op[]): unknown {
+  let doc = start;
+  for (const o of ops) {
     switch (o.op) {
       case "add":
         if (!o.hasValue) throw notApplicable("add operation missing value");

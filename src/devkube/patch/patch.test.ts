@@ -51,10 +51,17 @@ describe("applyJsonPatch (RFC 6902)", () => {
     ["replace missing", [{ op: "replace", path: "/spec/nope", value: 1 }], 422, "replace operation does not apply: doc is missing key: /spec/nope: missing value"],
     ["index out of range", [{ op: "add", path: "/spec/list/5", value: 1 }], 422, 'add operation does not apply: index out of bounds: 5 in "/spec/list/5"'],
     ["unknown op", [{ op: "frobnicate", path: "/a" }], 422, "Unexpected kind: frobnicate"],
+    ["missing path", [{ op: "add", value: 1 }], 422, "add operation missing path field"],
+    ["list of non-objects", [1], 400, "json: cannot unmarshal into Go value of type jsonpatch.Operation"],
     ["not a list", { op: "add" }, 400, "json: cannot unmarshal object into Go value of type jsonpatch.Patch"],
-  ])("%s", (_n, ops, status, message) => {
+  ])("%s", (_n, ops, status, detail) => {
     const err = caught(() => applyJsonPatch(doc, ops));
-    expect([err.status, err.message]).toEqual([status, message]);
+    if (status === 400) expect([err.status, err.reason, err.message]).toEqual([400, "BadRequest", detail]);
+    else {
+      // kube-apiserver answers every JSON patch that does not apply with this generic 422 and no causes
+      expect([err.status, err.reason, err.message, err.causes]).toEqual([422, "Invalid", "the server rejected our request due to an error in our request", undefined]);
+      expect((err.cause as Error).message).toBe(detail);
+    }
   });
   it("is atomic: a failing op leaves the target untouched", () => {
     const t = { a: 1 };
