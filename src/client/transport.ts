@@ -186,10 +186,15 @@ export function createTransport(config: TransportConfig) {
     idempotencyKey: string | undefined,
     signal: AbortSignal | undefined,
   ): Promise<AttemptResult> {
-    // Real time, not the injected clock: a test clock must not fire timeouts early.
+    // Real time, not the injected clock: a test clock must not fire timeouts early. The caller's
+    // signal is linked by hand and unlinked afterwards, so a process-wide signal gathers no listeners.
     const timeout = new AbortController();
     const timer = setTimeout(() => timeout.abort(), config.timeoutMs);
-    const combined = signal === undefined ? timeout.signal : AbortSignal.any([signal, timeout.signal]);
+    const combined = new AbortController();
+    const forward = (): void => combined.abort(signal?.reason);
+    timeout.signal.addEventListener("abort", forward, { once: true });
+    signal?.addEventListener("abort", forward, { once: true });
+    if (signal?.aborted) forward();
     const headers: Record<string, string> = {
       authorization: `Bearer ${token}`,
       accept: "application/json",
@@ -203,7 +208,7 @@ export function createTransport(config: TransportConfig) {
         method: call.method,
         headers,
         ...(body === undefined ? {} : { body }),
-        signal: combined,
+        signal: combined.signal,
         ...(config.dispatcher === undefined ? {} : { dispatcher: config.dispatcher }),
       });
       const text = await readBounded(response.body, call.description);
@@ -234,6 +239,7 @@ export function createTransport(config: TransportConfig) {
       };
     } finally {
       clearTimeout(timer);
+      signal?.removeEventListener("abort", forward);
     }
   }
 

@@ -296,6 +296,16 @@ describe("retries", () => {
     expect(server.requests).toHaveLength(2);
   });
 
+  it("ends a body that stalls halfway after timeoutMs", async () => {
+    const { client } = makeClient({ timeoutMs: 150, retry: { maxAttempts: 1 } });
+    server.script([(_req, res) => {
+      res.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
+      res.write('{"data": {');
+    }]);
+    const error = await failure(client.getDatabase(dbId));
+    expect(error).toBeInstanceOf(TimeoutError);
+  });
+
   it("never retries a POST without an Idempotency-Key", async () => {
     const { client } = makeClient();
     server.script([errorReply(503, "unavailable", "down")], resetConnection);
