@@ -2,8 +2,9 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { parse as parseYaml } from "yaml";
 import { crdResourceTypes, crdStatus, CRD_FINALIZER, defaultCrd, validateCrd } from "./crd.ts";
 import { ApiError, badRequest, conflict, forbidden, internal, invalid, notFound, qualified, unsupportedMediaType, type FieldCause } from "./errors.ts";
-import { recordUpdate, serverSideApply } from "./managed-fields.ts";
+import { recordUpdate, serverSideApply, type ListTypes } from "./managed-fields.ts";
 import { applyJsonPatch, applyMergePatch, applyStrategicMergePatch, PatchError } from "./patch/index.ts";
+import { errorBody } from "./schema/index.ts";
 import type { Registry } from "./registry.ts";
 import { apiVersionOf, type ResourceType } from "./resource-type.ts";
 import type { Selector } from "./selectors.ts";
@@ -181,7 +182,7 @@ export class Api {
       if (rt.namespaced) ameta["namespace"] = namespace;
       const live = stored ? this.render(rt, stored) : undefined;
       if (live && ameta["resourceVersion"] !== undefined && ameta["resourceVersion"] !== metaOf(live)["resourceVersion"]) throw conflict(rt, name);
-      const applyArgs = { live, applied, manager: opts.fieldManager, force: opts.force, now: timeNow(), ...(subresource === "status" ? { subresource: "status" as const } : {}) };
+      const applyArgs = { live, applied, manager: opts.fieldManager, force: opts.force, now: timeNow(), ...(subresource === "status" ? { subresource: "status" as const } : {}), ...listTypesOf(rt) };
       const result = this.patchLib(() => serverSideApply(applyArgs));
       const next = result.object;
       if (!stored) {
@@ -305,7 +306,7 @@ export class Api {
     if (rt.schema) {
       let defaulted = rt.schema.applyDefaults(next);
       const errors = rt.schema.validate(defaulted, old);
-      if (errors.length > 0) throw invalid(rt.kind, rt.group, name, errors.map((e) => ({ type: e.type, field: e.field, message: e.message })));
+      if (errors.length > 0) throw invalid(rt.kind, rt.group, name, errors.map((e) => ({ type: e.type, field: e.field, message: errorBody(e) })));
       defaulted = { ...defaulted };
       for (const k of Object.keys(next)) delete next[k];
       Object.assign(next, defaulted);
@@ -332,7 +333,7 @@ export class Api {
     let result: Obj = next;
     if (how.managed === "update") {
       const manager = opts.fieldManager ?? defaultManager(opts.userAgent);
-      const args = { old, updated: next, manager, operation: "Update" as const, now: timeNow(), ...(how.subresource === "status" ? { subresource: "status" as const } : {}) };
+      const args = { old, updated: next, manager, operation: "Update" as const, now: timeNow(), ...(how.subresource === "status" ? { subresource: "status" as const } : {}), ...listTypesOf(rt) };
       result = this.patchLib(() => recordUpdate(args));
     }
 
@@ -567,6 +568,12 @@ export class Api {
     if (sameIgnoringManaged(stored, cur)) return;
     this.afterWrite(rt, this.store.write(rt.storageKey, stored), false);
   }
+}
+
+/** CRD list types (x-kubernetes-list-type) for field management; built-ins use the library's own table. */
+function listTypesOf(rt: ResourceType): { listTypes?: ListTypes } {
+  const schema = rt.schema;
+  return schema ? { listTypes: (path: string[]) => schema.listTypes(path) } : {};
 }
 
 export function finalizersOf(o: Obj): string[] {

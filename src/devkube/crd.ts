@@ -1,7 +1,7 @@
 import { invalid, type FieldCause } from "./errors.ts";
 import { evaluateJsonPath } from "./jsonpath.ts";
 import { ALL_VERBS, type PrinterColumn, type ResourceType } from "./resource-type.ts";
-import { compileSchema, SchemaError, type CompiledSchema } from "./schema/index.ts";
+import { compileSchema, errorBody, SchemaError, type CompiledSchema } from "./schema/index.ts";
 import { isObj, metaOf, str, timeNow, type Obj } from "./types.ts";
 
 // CustomResourceDefinition handling: validation of the CRD itself, its status, and the resource
@@ -68,7 +68,7 @@ export function validateCrd(crd: Obj, old: Obj | undefined): void {
     } catch (err) {
       if (err instanceof SchemaError) {
         const errs = err.errors.length > 0 ? err.errors : [{ type: "FieldValueInvalid" as const, field: "", message: err.message }];
-        for (const e of errs) causes.push({ type: e.type, field: e.field ? `${field}.schema.openAPIV3Schema.${e.field}` : `${field}.schema.openAPIV3Schema`, message: e.message });
+        for (const e of errs) causes.push({ type: e.type, field: e.field ? `${field}.schema.openAPIV3Schema.${e.field}` : `${field}.schema.openAPIV3Schema`, message: errorBody(e) });
       } else {
         causes.push({ type: "FieldValueInvalid", field: `${field}.schema.openAPIV3Schema`, message: `Invalid value: ${(err as Error).message}` });
       }

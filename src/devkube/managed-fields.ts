@@ -5,8 +5,9 @@ import type { Obj } from "./types.ts";
 // The seam to the patch library's field management. While a build of the library lacks
 // server-side apply, writes keep working without managedFields and apply answers 415.
 
-interface UpdateArgs { old: Obj | undefined; updated: Obj; manager: string; operation: "Update"; subresource?: "status"; now: string }
-interface ApplyArgs { live: Obj | undefined; applied: Obj; manager: string; force: boolean; subresource?: "status"; now: string }
+export type ListTypes = (path: string[]) => { type: "atomic" | "set" | "map"; keys?: string[] } | undefined;
+interface UpdateArgs { old: Obj | undefined; updated: Obj; manager: string; operation: "Update"; subresource?: "status"; now: string; listTypes?: ListTypes }
+interface ApplyArgs { live: Obj | undefined; applied: Obj; manager: string; force: boolean; subresource?: "status"; now: string; listTypes?: ListTypes }
 
 const lib = patchLib as unknown as { recordUpdate?: (a: UpdateArgs) => Obj; serverSideApply?: (a: ApplyArgs) => { object: Obj } };
 
