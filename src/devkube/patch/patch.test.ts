@@ -124,5 +124,8 @@ describe("applyStrategicMergePatch", () => {
     expect(caught(() => applyStrategicMergePatch(sa, { metadata: { $patch: "explode" } }, "v1/ServiceAccount")).status).toBe(400);
     expect(caught(() => applyStrategicMergePatch(sa, { secrets: [{ namespace: "x" }] }, "v1/ServiceAccount")).status).toBe(400);
     expect(caught(() => applyStrategicMergePatch(sa, ["x"], "v1/ServiceAccount")).status).toBe(400);
+    expect(caught(() => applyStrategicMergePatch(sa, { metadata: { "$deleteFromPrimitiveList/finalizers": "a" } }, "v1/ServiceAccount")).message).toBe("invalid patch format of primitive list");
+    expect(caught(() => applyStrategicMergePatch(sa, { "$setElementOrder/secrets": {} }, "v1/ServiceAccount")).message).toBe("invalid patch format of setElementOrder list");
+    expect(caught(() => applyStrategicMergePatch(sa, { metadata: { $retainKeys: ["name"], labels: {} } }, "v1/ServiceAccount")).status).toBe(422);
   });
 });

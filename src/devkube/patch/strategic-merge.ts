@@ -34,23 +34,27 @@ function mergeMap(original: JsonObject, patch: JsonObject, path: string[], looku
   if (patchType !== undefined) {
     if (patchType === "replace") return stripDirectives(patch) as JsonObject;
     if (patchType === "delete") return undefined;
-    if (patchType !== "merge") throw badRequest(`Unknown patch type: ${String(patchType)} in map: ${JSON.stringify(patch)}`);
+    if (patchType !== "merge") throw badRequest(`unknown patch type: ${String(patchType)} in map: ${JSON.stringify(patch)}`);
   }
   const out = clone(original);
   const retain = patch[retainKeys];
   if (retain !== undefined) {
-    if (!Array.isArray(retain)) throw badRequest(`invalid retainKeys directive: ${JSON.stringify(retain)}`);
+    if (!Array.isArray(retain)) throw badRequest("invalid patch format of retainKeys");
+    for (const k of Object.keys(patch)) {
+      if (k === directive || k === retainKeys || k.startsWith(setOrderPrefix) || k.startsWith(deletePrimitivePrefix)) continue;
+      if (!retain.includes(k)) throw new PatchError(422, "Invalid", "the server rejected our request due to an error in our request", { cause: new Error("patch content doesn't match retainKeys list") });
+    }
     for (const k of Object.keys(out)) if (!retain.includes(k)) delete out[k];
   }
   const orders: Record<string, unknown[]> = {};
   for (const [k, v] of Object.entries(patch)) {
     if (k.startsWith(deletePrimitivePrefix)) {
       const field = k.slice(deletePrimitivePrefix.length);
-      if (!Array.isArray(v)) throw badRequest(`invalid $deleteFromPrimitiveList for ${field}: ${JSON.stringify(v)}`);
+      if (!Array.isArray(v)) throw badRequest("invalid patch format of primitive list");
       const cur = out[field];
       if (Array.isArray(cur)) out[field] = cur.filter((item) => !v.some((d) => deepEqual(d, item)));
     } else if (k.startsWith(setOrderPrefix)) {
-      if (!Array.isArray(v)) throw badRequest(`invalid $setElementOrder for ${k.slice(setOrderPrefix.length)}: ${JSON.stringify(v)}`);
+      if (!Array.isArray(v)) throw badRequest("invalid patch format of setElementOrder list");
       orders[k.slice(setOrderPrefix.length)] = v;
     }
   }
