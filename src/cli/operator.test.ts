@@ -1,9 +1,10 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { Writable } from "node:stream";
 import { KubeConfig } from "@kubernetes/client-node";
 import { parseOperatorConfig, parseDuration } from "./operator-config.ts";
 import { createLogger, crashPointFromEnv, startOperatorRuntime } from "./operator.ts";
 import type { OperatorOptions } from "../operator/index.ts";
+import type { LeaseClient, LeaseRecord } from "../operator/leader-election.ts";
 
 const env = { MDS_API_URL: "http://127.0.0.1:9999" };
 
@@ -128,6 +129,55 @@ describe("operator runtime", () => {
     expect(out).not.toContain("planted-api-token-1a2b");
     expect(out).not.toContain("planted-kube-token-9f8e");
     expect(out).not.toContain("PGPASSWORD");
+  });
+});
+
+describe("operator runtime with leader election", () => {
+  it("writes only while leading, and reports a lost lease so the process exits", async () => {
+    vi.useFakeTimers();
+    try {
+      let stored: { record: LeaseRecord; resourceVersion: string } | undefined;
+      const broken = { now: false };
+      const lease: LeaseClient = {
+        description: "mds-system/mds-operator",
+        get: async () => {
+          if (broken.now) throw new Error("apiserver unreachable");
+          return stored;
+        },
+        create: async (record) => {
+          stored = { record, resourceVersion: "1" };
+        },
+        update: async (record, rv) => {
+          if (broken.now) throw new Error("apiserver unreachable");
+          stored = { record, resourceVersion: String(Number(rv) + 1) };
+        },
+      };
+      let canWrite: (() => boolean) | undefined;
+      const config = parseOperatorConfig(["--metrics-address", "off"], env);
+      if (config === "help") throw new Error("unexpected help");
+      const runtime = await startOperatorRuntime(config, {
+        kubeConfig: new KubeConfig(),
+        logger: createLogger("silent"),
+        identity: "replica-a",
+        leaseClient: lease,
+        createOperator: (options) => {
+          canWrite = options.canWrite;
+          return { start: async () => undefined, stop: async () => undefined, isReady: () => true };
+        },
+      });
+      let lost = false;
+      void runtime.lost.then(() => (lost = true));
+      await vi.advanceTimersByTimeAsync(100);
+      expect(canWrite?.()).toBe(true);
+      expect(stored?.record.holderIdentity).toBe("replica-a");
+      broken.now = true;
+      await vi.advanceTimersByTimeAsync(10_500);
+      expect(canWrite?.()).toBe(false);
+      expect(lost).toBe(true);
+      await runtime.stop();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 
