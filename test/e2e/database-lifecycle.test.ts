@@ -142,6 +142,41 @@ describe("Database lifecycle", () => {
     expect(pres.status).toBe(404);
   });
 
+  it("a Project with connectionSecret publishes its default database's Secret, which connects", async (ctx) => {
+    try {
+      await stack.kubectl(["apply", "-f", "-"], manifests(project("withdb", { connectionSecret: { name: "withdb-db", endpoint: "direct", template: { JDBC_URL: "jdbc:postgresql://{{host}}:{{port}}/{{database}}" } } })));
+    } catch (err) {
+      // devkube evaluates the transition rule has(self.connectionSecret) == has(oldSelf.connectionSecret) on
+      // create (a real apiserver skips rules that reference oldSelf there); reported to devkube.
+      if ((err as Error).message.includes("cannot be added or removed after creation")) return ctx.skip();
+      throw err;
+    }
+    const p = (await waitReady(ProjectType as typeof DatabaseType, "withdb"))["status"] as { id: string; defaultDatabase: { id: string; status: string }; secretName: string };
+    expect(p.defaultDatabase.status).toBe("ready");
+    expect(p.secretName).toBe("withdb-db");
+    const data = await secretData("withdb-db");
+    expect(data["DATABASE_URL"]).toBe(data["DIRECT_URL"]);
+    expect(data["JDBC_URL"]).toMatch(/^jdbc:postgresql:\/\/[^/]+:\d+\/\S+$/);
+    expect(await connects(data["DATABASE_URL"]!)).toBe(1);
+  });
+
+  it("externalId adopts an existing remote database and mints a connection for its Secret", async () => {
+    const shop = (await stack.kube.get<KubeObject>(ProjectType, "default", "shop"))!["status"] as { id: string };
+    const res = await fetch(`${stack.service.url}/v1/projects/${shop.id}/databases`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.service.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "legacy" }),
+    });
+    const created = ((await res.json()) as { data: { id: string } }).data;
+    await stack.kubectl(["apply", "-f", "-"], manifests(database("legacy", { projectRef: { name: "shop" }, externalId: created.id })));
+    const s = (await waitReady(DatabaseType, "legacy"))["status"] as { id: string };
+    expect(s.id).toBe(created.id);
+    expect(await connects((await secretData("legacy"))["DATABASE_URL"]!)).toBe(1);
+    const events = await stack.kubectl(["get", "events", "--field-selector", "involvedObject.name=legacy", "-o", "json"]);
+    const reasons = (JSON.parse(events) as { items: { reason: string }[] }).items.map((e) => e.reason);
+    expect(reasons).toEqual(expect.arrayContaining(["SecretRebuilt"]));
+  });
+
   it("never logs a token, password or connection string", async () => {
     const data = await secretData("orders");
     const all = stack.logs.join("");
