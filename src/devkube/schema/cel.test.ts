@@ -99,6 +99,22 @@ describe("x-kubernetes-validations", () => {
     expect(fmt(schema.validate(obj({ externalId: "a" }), obj({})))).toEqual([]);
   });
 
+  it("optionalOldSelf: the rule also runs on create, with oldSelf an optional", () => {
+    const s = compileSchema({
+      type: "object",
+      properties: {
+        spec: {
+          type: "object",
+          properties: { tier: { type: "string" } },
+          "x-kubernetes-validations": [{ rule: "!oldSelf.hasValue() || oldSelf.value().tier == 'paid' || self.tier == oldSelf.value().tier", optionalOldSelf: true, message: "free tier cannot change" }],
+        },
+      },
+    });
+    expect(fmt(s.validate({ spec: { tier: "free" } }))).toEqual([]);
+    expect(fmt(s.validate({ spec: { tier: "paid" } }, { spec: { tier: "free" } }))).toEqual(['spec: Invalid value: "object": free tier cannot change']);
+    expect(fmt(s.validate({ spec: { tier: "free" } }, { spec: { tier: "paid" } }))).toEqual([]);
+  });
+
   it("ratchets non-transition rules on unchanged values", () => {
     const old = obj({ tags: ["b", "a"] });
     expect(fmt(schema.validate(obj({ tags: ["b", "a"], region: "eu" }), old))).toEqual([]);

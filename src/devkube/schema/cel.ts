@@ -20,10 +20,10 @@ function compareCel(a: unknown, b: unknown): number {
   throw new Error("no such overload");
 }
 
-function buildEnvironment(): Environment {
+function buildEnvironment(optionalOldSelf: boolean): Environment {
   const env = new Environment({ unlistedVariablesAreDyn: false, homogeneousAggregateLiterals: false, enableOptionalTypes: true });
   env.registerVariable("self", "dyn");
-  env.registerVariable("oldSelf", "dyn");
+  env.registerVariable("oldSelf", optionalOldSelf ? "optional<dyn>" : "dyn");
   // Kubernetes CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go)
   env.registerFunction("list.isSorted(): bool", (l: unknown[]) => l.every((v, i) => i === 0 || compareCel(l[i - 1], v) <= 0));
   env.registerFunction("list.sum(): dyn", (l: unknown[]) => {
@@ -72,10 +72,14 @@ function celEqual(a: unknown, b: unknown): boolean {
   return false;
 }
 
-let shared: Environment | undefined;
-function environment(): Environment {
-  shared ??= buildEnvironment();
-  return shared;
+const shared = new Map<boolean, Environment>();
+function environment(optionalOldSelf: boolean): Environment {
+  let env = shared.get(optionalOldSelf);
+  if (env === undefined) {
+    env = buildEnvironment(optionalOldSelf);
+    shared.set(optionalOldSelf, env);
+  }
+  return env;
 }
 
 function firstLine(message: string): string {
@@ -148,8 +152,8 @@ function checkSelects(ast: AstNode, root: Node, isRoot: boolean): string | undef
 }
 
 /** Compiles one expression; throws an Error whose message reads like kube's "compilation failed: ..." detail. */
-export function compileCel(expression: string, expect: "bool" | "string", self?: { node: Node; isRoot: boolean }): CelProgram {
-  const env = environment();
+export function compileCel(expression: string, expect: "bool" | "string", self?: { node: Node; isRoot: boolean }, optionalOldSelf = false): CelProgram {
+  const env = environment(optionalOldSelf);
   let parsed: ReturnType<Environment["parse"]>;
   try {
     parsed = env.parse(expression);

@@ -204,7 +204,7 @@ function parseRule(raw: unknown, path: string, errors: FieldError[], self: { nod
   const rule = raw["rule"];
   let program: CelProgram;
   try {
-    program = compileCel(rule, "bool", self);
+    program = compileCel(rule, "bool", self, raw["optionalOldSelf"] === true);
   } catch (err) {
     errors.push(invalid(join(path, "rule"), rule, (err as Error).message));
     return [];

@@ -10,6 +10,7 @@ import { checkFormat } from "./formats.ts";
 import type { CompiledRule } from "./structural.ts";
 import { parseFieldPath } from "./structural.ts";
 import { toCel } from "./cel.ts";
+import { Optional } from "@marcbachmann/cel-js";
 
 /** the correlated old value, when there is one */
 type Old = { value: unknown } | undefined;
@@ -239,7 +240,9 @@ function evaluateRules(value: unknown, node: Node, path: string, old: Old, uncha
     const ruleText = rule.message !== undefined && rule.message !== "" ? rule.message.trim() : rule.rule.trim();
     let result: unknown;
     try {
-      result = rule.program.evaluate({ self, oldSelf: old === undefined ? null : oldSelf });
+      // optionalOldSelf rules see oldSelf as a CEL optional (none on create)
+      const oldVar = rule.optionalOldSelf === true ? (old === undefined ? Optional.none() : Optional.of(oldSelf)) : old === undefined ? null : oldSelf;
+      result = rule.program.evaluate({ self, oldSelf: oldVar });
     } catch (err) {
       ctx.cel.push(invalid(path, typeName, runtimeErrorDetail((err as Error).message, ruleText)));
       continue;
