@@ -14,13 +14,19 @@ export const defaultRateLimit: Required<RateLimitOptions> = { requestsPerSecond:
  * A token bucket shared by every caller of one credential, plus a pause that a 429 sets for
  * all of them: the service's budget is per token, so one client pausing while another keeps
  * sending would only earn more 429s.
+ *
+ * It is kept as GCRA (the "virtual scheduling" form of a token bucket): each caller reserves the
+ * next free slot and sleeps once until it, so callers go in arrival order and a thousand waiters
+ * cost a thousand timers, not a thundering herd every refill.
  */
 export class RateBudget {
   readonly requestsPerSecond: number;
   readonly burst: number;
   readonly #clock: Clock;
-  #tokens: number;
-  #refilledAt: number;
+  readonly #interval: number;
+  readonly #tolerance: number;
+  /** Theoretical arrival time of the next request: the bucket is full when it is <= now. */
+  #tat: number;
   #pausedUntil = 0;
 
   constructor(options: RateLimitOptions & { clock: Clock }) {
@@ -28,21 +34,28 @@ export class RateBudget {
     this.requestsPerSecond = requestsPerSecond;
     this.burst = burst;
     this.#clock = options.clock;
-    this.#tokens = burst;
-    this.#refilledAt = options.clock.now();
+    this.#interval = 1000 / requestsPerSecond;
+    this.#tolerance = this.#interval * (burst - 1);
+    this.#tat = options.clock.now();
   }
 
-  /** Milliseconds until which every caller waits (0 when not paused). */
+  /** Milliseconds since the epoch until which every caller waits (0 when never paused). */
   get pausedUntil(): number {
     return this.#pausedUntil;
   }
 
-  /** Holds every caller until `until` (ms since epoch); an earlier pause never shortens a later one. */
+  /**
+   * Holds every caller until `until` (ms since epoch); an earlier pause never shortens a later
+   * one. Afterwards callers resume at the sustained rate, without a burst that would hit the
+   * limit again at once.
+   */
   pauseUntil(until: number): void {
-    if (until > this.#pausedUntil) this.#pausedUntil = until;
+    if (until <= this.#pausedUntil) return;
+    this.#pausedUntil = until;
+    this.#tat = Math.max(this.#tat, until + this.#tolerance);
   }
 
-  /** Waits for a token; returns how long the caller was held (ms). */
+  /** Waits for a slot; returns how long the caller was held (ms). */
   async acquire(signal?: AbortSignal): Promise<number> {
     const started = this.#clock.now();
     for (;;) {
@@ -52,19 +65,14 @@ export class RateBudget {
         await this.#clock.sleep(this.#pausedUntil - now, signal);
         continue;
       }
-      this.#refill(now);
-      if (this.#tokens >= 1) {
-        this.#tokens -= 1;
-        return this.#clock.now() - started;
-      }
-      await this.#clock.sleep(Math.ceil(((1 - this.#tokens) * 1000) / this.requestsPerSecond), signal);
+      const tat = Math.max(this.#tat, now);
+      const allowAt = tat - this.#tolerance;
+      this.#tat = tat + this.#interval;
+      if (allowAt > now) await this.#clock.sleep(allowAt - now, signal);
+      // Paused while this caller waited for its slot: take a new slot after the pause.
+      if (this.#pausedUntil > this.#clock.now()) continue;
+      return this.#clock.now() - started;
     }
-  }
-
-  #refill(now: number): void {
-    const elapsed = Math.max(0, now - this.#refilledAt);
-    this.#tokens = Math.min(this.burst, this.#tokens + (elapsed * this.requestsPerSecond) / 1000);
-    this.#refilledAt = now;
   }
 }
 
