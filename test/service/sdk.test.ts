@@ -1,0 +1,87 @@
+import { createManagementApiClient } from "@prisma/management-api-sdk";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { eventually, sql } from "./helpers.ts";
+
+// The public client of this API family, written by nobody here, drives the seed's endpoints unchanged.
+
+let service: TestService;
+let sdk: ReturnType<typeof createManagementApiClient>;
+
+beforeAll(async () => {
+  service = await startTestService();
+  sdk = createManagementApiClient({ token: service.token, baseUrl: service.url });
+});
+afterAll(async () => {
+  await service?.stop();
+});
+
+describe("@prisma/management-api-sdk against mds service", () => {
+  it("drives all 8 endpoints of the seed", async () => {
+    // 1. POST /v1/projects
+    const created = await sdk.POST("/v1/projects", { body: { name: "via-sdk", region: "us-east-1" } });
+    expect(created.error).toBeUndefined();
+    expect(created.response.status).toBe(201);
+    const project = created.data!.data;
+    const defaultDb = project.database!;
+    expect(project.id).toMatch(/^proj_/);
+    expect(defaultDb.connectionString).toMatch(/^postgresql:\/\//);
+
+    // 3. POST /v1/projects/{projectId}/databases
+    const viaProject = await sdk.POST("/v1/projects/{projectId}/databases", { params: { path: { projectId: project.id } }, body: { name: "second", region: "inherit" } });
+    expect(viaProject.response.status).toBe(201);
+    const second = viaProject.data!.data;
+
+    // 2. POST /v1/databases
+    const viaBody = await sdk.POST("/v1/databases", { body: { projectId: project.id, name: "third" } });
+    expect(viaBody.response.status).toBe(201);
+
+    // 6. GET /v1/databases/{databaseId}
+    await eventually(async () => {
+      const got = await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: defaultDb.id } } });
+      expect(got.data!.data.status).toBe("ready");
+    });
+    await sql(defaultDb.connectionString!, "CREATE TABLE t (v text); INSERT INTO t VALUES ('before')");
+
+    // 4. GET /v1/projects/{projectId}/databases
+    const perProject = await sdk.GET("/v1/projects/{projectId}/databases", { params: { path: { projectId: project.id }, query: { limit: 2 } } });
+    expect(perProject.data!.data).toHaveLength(2);
+    expect(perProject.data!.pagination.hasMore).toBe(true);
+    const next = await sdk.GET("/v1/projects/{projectId}/databases", { params: { path: { projectId: project.id }, query: { cursor: perProject.data!.pagination.nextCursor! } } });
+    expect(next.data!.data).toHaveLength(1);
+
+    // 5. GET /v1/databases
+    const all = await sdk.GET("/v1/databases", { params: { query: { projectId: project.id } } });
+    expect(all.data!.data.map((d) => d.id).sort()).toEqual([defaultDb.id, second.id, viaBody.data!.data.id].sort());
+
+    // 7. PATCH /v1/databases/{databaseId}
+    const patched = await sdk.PATCH("/v1/databases/{databaseId}", { params: { path: { databaseId: second.id } }, body: { name: "renamed" } });
+    expect(patched.data!.data.name).toBe("renamed");
+
+    // 8. POST /v1/databases/{targetDatabaseId}/restore (with a backup taken through our extension)
+    const backup = await fetch(`${service.url}/v1/databases/${defaultDb.id}/backups`, { method: "POST", headers: { authorization: `Bearer ${service.token}` } });
+    const backupId = ((await backup.json()) as { data: { id: string } }).data.id;
+    await eventually(async () => {
+      const list = await fetch(`${service.url}/v1/databases/${defaultDb.id}/backups`, { headers: { authorization: `Bearer ${service.token}` } });
+      expect(((await list.json()) as { data: { status: string }[] }).data[0]!.status).toBe("completed");
+    });
+    await sql(defaultDb.connectionString!, "UPDATE t SET v = 'after'");
+    const restored = await sdk.POST("/v1/databases/{targetDatabaseId}/restore", {
+      params: { path: { targetDatabaseId: defaultDb.id } },
+      body: { source: { type: "backup", databaseId: defaultDb.id, backupId } },
+    });
+    expect(restored.response.status).toBe(200);
+    expect(restored.data!.data.status).toBe("recovering");
+    await eventually(async () => {
+      const got = await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: defaultDb.id } } });
+      expect(got.data!.data.status).toBe("ready");
+    });
+    expect(await sql(defaultDb.connectionString!, "SELECT v FROM t")).toEqual([{ v: "before" }]);
+  });
+
+  it("gets the error bodies the SDK types describe", async () => {
+    const missing = await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: "db_c000000000000000000000000" } } });
+    expect(missing.response.status).toBe(404);
+    expect(missing.error).toMatchObject({ error: { code: "not_found", message: expect.any(String), hint: expect.any(String) } });
+  });
+});
