@@ -1,0 +1,222 @@
+// The operator runs with exactly the RBAC that deploy/ binds to its ServiceAccount: `mds operator`'s runtime
+// (config parsing, leader election through the Lease, createOperator) against devkube through an RBAC-enforcing
+// proxy, with the real service. It takes a Project and Databases through creation, a deleted and an edited Secret,
+// a restore, and both deletion policies. Anything the operator lacks is a 403 and fails the test; any granted
+// verb it never uses fails it too, so the manifests grant exactly what the operator does.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { KubeConfig } from "@kubernetes/client-node";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseAllDocuments, stringify } from "yaml";
+import { parseOperatorConfig } from "../../src/cli/operator-config.ts";
+import { startOperatorRuntime, type CreateOperator, type OperatorRuntime } from "../../src/cli/operator.ts";
+import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
+import { ensureTls } from "../../src/devkube/tls.ts";
+import { createOperator } from "../../src/operator/index.ts";
+import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { eventually as poll } from "../e2e/helpers.ts";
+import { kubectl } from "./kubectl.ts";
+import { authorize, grantsFor, startRbacProxy, type Grant, type RbacProxy, type RequestAttributes } from "./rbac.ts";
+
+const ns = "shop";
+let dir: string;
+let devkube: Devkube;
+let service: TestService;
+let proxy: RbacProxy;
+let runtime: OperatorRuntime | undefined;
+let grants: Grant[];
+const logs: string[] = [];
+
+const admin = async (args: string[], input?: string) => {
+  const r = await kubectl(args, { kubeconfig: devkube.kubeconfigPath, ...(input === undefined ? {} : { input }) });
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")} failed: ${r.stderr.trim()}`);
+  return r.stdout;
+};
+const getJson = async (args: string[]) => JSON.parse(await admin([...args, "-o", "json"])) as Record<string, unknown> & { status?: Record<string, unknown>; data?: Record<string, string> };
+const apply = (...objects: object[]) => admin(["apply", "-f", "-"], objects.map((o) => stringify(o)).join("---\n"));
+const exists = async (args: string[]) => (await kubectl(["get", ...args, "-o", "name"], { kubeconfig: devkube.kubeconfigPath })).code === 0;
+const api = async (method: string, path: string) => {
+  const res = await fetch(`${service.url}${path}`, { method, headers: { authorization: `Bearer ${service.token}` } });
+  return (await res.json()) as { data: unknown };
+};
+
+// Polls like test/e2e's eventually, but a request the RBAC refused ends the wait at once with what was refused.
+function eventually<T>(fn: () => Promise<T> | T, options: { what: string; timeoutMs?: number }): Promise<T> {
+  const forbidden = () => new Error(`the operator was refused: ${proxy.denied.map((d) => `${d.verb} ${d.group ? `${d.group}/` : ""}${d.resource}${d.subresource ? `/${d.subresource}` : ""}${d.namespace ? ` in ${d.namespace}` : ""}`).join(", ")}`);
+  let refused = false;
+  return poll(
+    async () => {
+      if (proxy !== undefined && proxy.denied.length > 0) {
+        refused = true;
+        return undefined as T;
+      }
+      return fn();
+    },
+    options,
+  ).then((v) => {
+    if (refused) throw forbidden();
+    return v;
+  });
+}
+
+const meta = (name: string) => ({ name, namespace: ns });
+// Retain: the Retain Database below keeps its remote database, which a Delete Project would wait for forever.
+const project = { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: meta("shop"), spec: { region: "us-east-1", deletionPolicy: "Retain" } };
+const database = (name: string, deletionPolicy: "Retain" | "Delete") => ({
+  apiVersion: "mds.dev/v1alpha1",
+  kind: "Database",
+  metadata: meta(name),
+  spec: { projectRef: { name: "shop" }, deletionPolicy },
+});
+
+async function waitReady(name: string): Promise<{ id: string; secretName: string }> {
+  return eventually(
+    async () => {
+      const status = (await getJson(["-n", ns, "get", "mdsdb", name])).status as { id: string; secretName: string; conditions?: { type: string; status: string }[] } | undefined;
+      if (status?.conditions?.find((c) => c.type === "Ready")?.status !== "True") throw new Error(`${name} not Ready: ${JSON.stringify(status?.conditions)} ${JSON.stringify(proxy.denied)}`);
+      return status;
+    },
+    { what: `Database ${name} Ready`, timeoutMs: 60_000 },
+  );
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "mds-rbac-e2e-"));
+  [devkube, service] = await Promise.all([startDevkube({ dir: join(dir, "kube") }), startTestService()]);
+
+  // The install as devkube can hold it (namespace, CRDs, ServiceAccount, RBAC); the grants come from the same objects.
+  const rendered = parseAllDocuments((await kubectl(["kustomize", "deploy"])).stdout).map((d) => d.toJS() as { kind: string; metadata: { name: string; namespace?: string } });
+  grants = grantsFor(rendered as Parameters<typeof grantsFor>[0], { namespace: "mds-system", name: "mds-operator" });
+  const installable = ["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
+  await apply(...rendered.filter((o) => installable.includes(o.kind)));
+  await eventually(() => admin(["get", "mdsdb,mdsproject,mdsrestore", "-A"]), { what: "CRDs served" });
+  await admin(["create", "namespace", ns]);
+  await apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "mds-system" }, stringData: { token: service.token } });
+
+  const tls = await ensureTls(join(dir, "kube"), "127.0.0.1");
+  proxy = await startRbacProxy({ upstream: devkube.url, ca: tls.caCert, cert: tls.serverCert, key: tls.serverKey, grants });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromString(devkube.kubeconfig.replace(devkube.url, proxy.url));
+
+  // What the Deployment passes (args, the ConfigMap's MDS_* and the downward API), through the real parser.
+  const config = parseOperatorConfig(["--leader-elect", "--metrics-address=off"], {
+    MDS_API_URL: service.url,
+    MDS_INSTANCE_ID: "rbac-e2e",
+    MDS_CREDENTIALS_SECRET: "mds-system/mds-credentials",
+    MDS_POLL_FAST: "200ms",
+    MDS_LOG_LEVEL: "debug",
+    POD_NAMESPACE: "mds-system",
+    POD_NAME: "mds-operator-0",
+  });
+  if (config === "help") throw new Error("unexpected help");
+  const sink = new Writable({ write: (chunk: Buffer, _e, cb) => (logs.push(chunk.toString()), cb()) });
+  runtime = await startOperatorRuntime(config, {
+    kubeConfig,
+    logger: pino({ level: "debug" }, sink),
+    createOperator: createOperator as unknown as CreateOperator,
+    identity: "mds-operator-0",
+  });
+  await eventually(() => {
+    if (!runtime?.isLeader()) throw new Error("not leading yet");
+  }, { what: "leadership" });
+}, 180_000);
+
+afterAll(async () => {
+  await runtime?.stop();
+  await proxy?.close();
+  await Promise.all([devkube?.stop(), service?.stop()]);
+  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+});
+
+describe("the operator under deploy/'s RBAC", () => {
+  it("creates, repairs, restores and deletes with no request forbidden", async () => {
+    await apply(project, database("orders", "Delete"), database("archive", "Retain"));
+    const orders = await waitReady("orders");
+    await waitReady("archive");
+
+    // A deleted Secret is re-created; an edited one is replaced.
+    await admin(["-n", ns, "delete", "secret", orders.secretName]);
+    await eventually(() => getJson(["-n", ns, "get", "secret", orders.secretName]), { what: "Secret re-created" });
+    await admin(["-n", ns, "patch", "secret", orders.secretName, "--type=merge", "-p", JSON.stringify({ stringData: { PGPASSWORD: "edited" } })]);
+    await eventually(
+      async () => {
+        const data = (await getJson(["-n", ns, "get", "secret", orders.secretName])).data ?? {};
+        if (Buffer.from(data["PGPASSWORD"] ?? "", "base64").toString() === "edited") throw new Error("not rebuilt yet");
+      },
+      { what: "edited Secret rebuilt" },
+    );
+
+    // A restore of the latest backup into the same database.
+    await api("POST", `/v1/databases/${orders.id}/backups`);
+    await eventually(
+      async () => {
+        const list = (await api("GET", `/v1/databases/${orders.id}/backups`)).data as { status: string }[];
+        if (list[0]?.status !== "completed") throw new Error("backup not completed");
+      },
+      { what: "backup completed" },
+    );
+    await apply({
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "DatabaseRestore",
+      metadata: meta("rollback"),
+      spec: { target: { databaseRef: { name: "orders" } }, source: { databaseRef: { name: "orders" }, latest: true } },
+    });
+    await eventually(
+      async () => {
+        const phase = (await getJson(["-n", ns, "get", "mdsrestore", "rollback"])).status?.["phase"];
+        if (phase !== "Succeeded") throw new Error(`phase ${String(phase)}`);
+      },
+      { what: "restore Succeeded", timeoutMs: 60_000 },
+    );
+
+    // Delete removes the remote database and the Secret; Retain keeps the Secret, released from its owner.
+    await admin(["-n", ns, "delete", "mdsrestore", "rollback", "--wait=false"]);
+    await admin(["-n", ns, "delete", "mdsdb", "orders", "archive", "--wait=false"]);
+    await eventually(
+      async () => {
+        if (await exists(["-n", ns, "mdsdb", "orders"])) throw new Error("orders still there");
+        if (await exists(["-n", ns, "mdsdb", "archive"])) throw new Error("archive still there");
+      },
+      { what: "Databases deleted", timeoutMs: 60_000 },
+    );
+    const kept = await getJson(["-n", ns, "get", "secret", "archive"]);
+    expect((kept["metadata"] as { ownerReferences?: unknown[] }).ownerReferences ?? []).toEqual([]);
+    await eventually(
+      async () => {
+        if (await exists(["-n", ns, "secret", orders.secretName])) throw new Error("orders Secret still there");
+      },
+      { what: "orders Secret deleted" },
+    );
+    await admin(["-n", ns, "delete", "mdsproject", "shop", "--wait=false"]);
+    await eventually(
+      async () => {
+        if (await exists(["-n", ns, "mdsproject", "shop"])) throw new Error("project still there");
+      },
+      { what: "Project deleted", timeoutMs: 60_000 },
+    );
+
+    expect(proxy.denied).toEqual([]);
+    expect(logs.join("").toLowerCase()).not.toContain("forbidden");
+  }, 240_000);
+
+  it("used every verb on every resource that deploy/ grants (nothing granted is unused)", () => {
+    const used = proxy.allowed.map((a) => a.attrs);
+    const unused: string[] = [];
+    for (const grant of grants) {
+      for (const group of grant.rule.apiGroups ?? []) {
+        for (const resource of grant.rule.resources ?? []) {
+          const [plural = "", subresource] = resource.split("/");
+          for (const verb of grant.rule.verbs) {
+            const probe = (a: RequestAttributes) =>
+              a.group === group && a.resource === plural && a.subresource === subresource && a.verb === verb && authorize([grant], a) !== undefined;
+            if (!used.some(probe)) unused.push(`${grant.from}: ${verb} ${group ? `${group}/` : ""}${resource}${grant.namespace ? ` in ${grant.namespace}` : ""}`);
+          }
+        }
+      }
+    }
+    expect(unused).toEqual([]);
+  });
+});
