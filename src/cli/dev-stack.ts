@@ -334,6 +334,9 @@ function superviseOperator(o: { dir: string; args: string[]; restartDelayMs: num
     const c = spawn(process.execPath, [path.join(repoRoot, "bin/mds.js"), "operator", ...o.args], {
       stdio: ["ignore", fd, fd],
       cwd: repoRoot,
+      // Its own process group: a terminal's Ctrl-C reaches only mds dev, which stops the parts in order
+      // (a child that saw the SIGINT itself would exit and be "restarted" while everything shuts down).
+      detached: true,
     });
     closeSync(fd);
     child = c;
