@@ -1,4 +1,4 @@
-// `npm run chaos -- --iterations N [--seed S] [--crashes-per-step K] [--no-faults] [--keep]`
+// `npm run chaos -- --iterations N [--seed S] [--crashes-per-step K] [--replicas 1|2|random] [--no-faults] [--keep]`
 // Runs chaos iterations on the local stack (see src/testing/chaos-run.ts) and prints a table and
 // the final line `chaos: N iterations, K crashes injected, V invariant violations`; exits 1 when V > 0.
 import { mkdtemp, rm } from "node:fs/promises";
@@ -15,6 +15,7 @@ const { values } = parseArgs({
     "crashes-per-step": { type: "string", default: "2" },
     "step-timeout": { type: "string", default: "90" },
     "no-faults": { type: "boolean", default: false },
+    replicas: { type: "string", default: "random" },
     keep: { type: "boolean", default: false },
   },
 });
@@ -37,6 +38,7 @@ try {
     crashesPerStep: Number(values["crashes-per-step"]),
     stepTimeoutMs: Number(values["step-timeout"]) * 1000,
     faults: !values["no-faults"],
+    replicas: values.replicas === "1" ? 1 : values.replicas === "2" ? 2 : "random",
     log: (line) => console.log(line),
   });
   console.log("");

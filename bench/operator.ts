@@ -125,6 +125,7 @@ try {
     return isReady(p) ? p : undefined;
   });
   const projectId = String(project.status?.["id"]);
+  record("operator RSS with one Project", `${await rssMb(operator)} MB`, "-");
 
   // 1. Apply-to-Secret latency for one Database at a time, next to the service's own provisioning time.
   console.log(`\n1. apply-to-Secret latency, ${samples} samples`);
@@ -153,6 +154,7 @@ try {
   for (const n of sizes) {
     console.log(`\n2. ${n} Databases to Ready`);
     const names = Array.from({ length: n - created }, (_, k) => `db-${created + k}`);
+    stack.apiProxy.resetStats();
     const t0 = now();
     await inParallel(names, 16, async (name) => void (await stack.kube.apply(databaseObject(ns, name))));
     created = n;
@@ -170,6 +172,12 @@ try {
     process.stdout.write("\n");
     record(`${n - lastN} new Databases Ready (${n} total)`, `${seconds.toFixed(1)} s (applies took ${(applied / 1000).toFixed(1)} s)`, n <= 100 ? "100 ≤ 10 s" : "1,000 ≤ 90 s");
     lastN = n;
+    const during = stack.apiProxy.stats();
+    record(
+      `API calls while ${n - (created - names.length)} became Ready`,
+      `${during.total} (${Object.entries(during.byRoute).map(([r, c]) => `${r} ×${c}`).join(", ")}); peak ${Math.max(0, ...Object.values(during.peakPerSecondByCredential))}/s`,
+      "-",
+    );
 
     // 3. One steady-state resync: API calls and Kubernetes writes, counted while the harness is quiet.
     console.log(`\n3. steady-state resync at N = ${n} (window ${resyncSeconds} s + 5 s)`);

@@ -20,6 +20,10 @@ export interface ChaosOptions {
   /** Leave the API alone (no fault schedule) - for a first smoke run. */
   faults?: boolean;
   log?: (line: string) => void;
+  /** Operator replicas: 1, 2 (leader election), or seeded "random" (30 % two). */
+  replicas?: 1 | 2 | "random";
+  /** The lifecycle steps to run, in order (default all five). */
+  steps?: ChaosStep[];
 }
 
 export interface IterationResult {
@@ -335,12 +339,14 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
     const ns = `chaos-${options.seed}-${i}`;
     await stack.kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
     const s: IterationState = { ns, project: "proj", database: "db", databaseSecret: "db-conn", restore: "restore-1", restoreKeysByTarget: new Map() };
-    const replicas = random() < 0.3 ? 2 : 1;
+    const twoReplicas = random() < 0.3;
+    const replicas = options.replicas === undefined || options.replicas === "random" ? (twoReplicas ? 2 : 1) : options.replicas;
     const supervisor = new Supervisor(stack, replicas);
     const violations: Violation[] = [];
     let watchDrops = 0;
     let outages = 0;
     let misses = 0;
+    const stepSeconds: Partial<Record<ChaosStep, number>> = {};
     stack.apiProxy.resetStats();
     const schedule: FaultSchedule | undefined =
       options.faults === false
@@ -350,7 +356,7 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
     supervisor.start();
 
     try {
-      for (const step of steps) {
+      for (const step of options.steps ?? steps) {
         const candidates = crashPointsForStep(step, allPoints);
         const armed = shuffle(candidates, random).slice(0, crashesPerStep);
         await supervisor.arm(armed);
@@ -372,6 +378,7 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
             await stack.apiProxy.startOutage(mode, duration);
           });
         }
+        const stepStarted = Date.now();
         try {
           await Promise.race([runStep(stack, step, s, timeoutMs, (line) => log(`  [${ns}] ${step}: ${line}`)), supervisor.failure()]);
         } catch (error) {
@@ -385,6 +392,7 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
         await Promise.all(disruptions);
         await stack.apiProxy.endOutage();
         misses += supervisor.disarm().length;
+        stepSeconds[step] = Math.round((Date.now() - stepStarted) / 100) / 10;
       }
     } finally {
       stack.apiProxy.setSchedule(undefined);
@@ -427,6 +435,7 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
     };
     results.push(result);
     log(formatRow(result));
+    log(`    step seconds: ${Object.entries(stepSeconds).map(([k, v]) => `${k} ${v}`).join(", ")}`);
     for (const v of violations) log(`    VIOLATION ${v.invariant}: ${v.detail}`);
   }
   return { iterations: results, crashes, violations: results.reduce((n, r) => n + r.violations.length, 0), crashPointsHit };

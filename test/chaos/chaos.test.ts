@@ -27,7 +27,14 @@ afterAll(async () => {
 describe("chaos", () => {
   it("keeps every invariant through crashes, API faults and dropped watches", { timeout: 300_000 }, async () => {
     const lines: string[] = [];
-    const report = await runChaos(stack, { iterations: 1, seed: 11, crashesPerStep: 1, stepTimeoutMs: 60_000, log: (l) => lines.push(l) });
+    const report = await runChaos(stack, {
+      iterations: 1,
+      seed: 11,
+      crashesPerStep: 1,
+      replicas: 1,
+      stepTimeoutMs: 60_000,
+      log: (l) => lines.push(l),
+    });
     const text = formatReport(report);
     expect(report.violations, `${lines.join("\n")}\n${text}`).toBe(0);
     expect(report.crashes).toBeGreaterThan(0);
