@@ -218,7 +218,7 @@ export function builtinResourceTypes(): ResourceType[] {
       },
     }),
     base("", "v1", "ServiceAccount", "serviceaccounts", true, {
-      shortNames: ["sa"], deleteReturnsObject: true, knownFields: known("secrets", "imagePullSecrets", "automountServiceAccountToken"),
+      shortNames: ["sa"], deleteReturnsObject: true, subresources: ["token"], knownFields: known("secrets", "imagePullSecrets", "automountServiceAccountToken"),
       table: { columns: [NAME_COLUMN, column("Secrets", "string", "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use."), AGE_COLUMN], cells: (o, now) => [metaOf(o)["name"], Array.isArray(o["secrets"]) ? o["secrets"].length : 0, age(o, now)] },
     }),
     base("", "v1", "Event", "events", true, {
@@ -255,6 +255,7 @@ export function builtinResourceTypes(): ResourceType[] {
         if (typeof d === "number" && d <= 0) throw invalid("Lease", "coordination.k8s.io", String(metaOf(o)["name"] ?? ""), [{ type: "FieldValueInvalid", field: "spec.leaseDurationSeconds", message: `Invalid value: ${d}: must be greater than 0` }]);
       },
     }),
+    base("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false, { verbs: ["create"], knownFields: known("spec", "status") }),
     base(rbac, "v1", "Role", "roles", true, { knownFields: known("rules"), table: RBAC_CREATED_AT }),
     base(rbac, "v1", "ClusterRole", "clusterroles", false, { knownFields: known("rules", "aggregationRule"), table: RBAC_CREATED_AT }),
     base(rbac, "v1", "RoleBinding", "rolebindings", true, { knownFields: known("subjects", "roleRef"), table: BINDING_TABLE }),

@@ -68,10 +68,14 @@ export function apiResourceList(registry: Registry, group: string, version: stri
     if (t.categories.length > 0) r["categories"] = t.categories;
     resources.push(r);
     for (const sub of t.subresources) {
-      resources.push({ name: `${t.plural}/${sub}`, singularName: "", namespaced: t.namespaced, kind: t.kind, verbs: ["get", "patch", "update"] });
+      resources.push({ name: `${t.plural}/${sub}`, singularName: "", namespaced: t.namespaced, kind: sub === "token" ? "TokenRequest" : t.kind, ...(sub === "token" ? { group: "authentication.k8s.io", version: "v1" } : {}), verbs: subresourceVerbs(sub) });
     }
   }
   return { kind: "APIResourceList", apiVersion: "v1", groupVersion: group ? `${group}/${version}` : version, resources };
+}
+
+function subresourceVerbs(sub: string): string[] {
+  return sub === "token" ? ["create"] : ["get", "patch", "update"];
 }
 
 function aggregatedResource(t: ResourceType): Obj {
@@ -85,7 +89,7 @@ function aggregatedResource(t: ResourceType): Obj {
   if (t.shortNames.length > 0) r["shortNames"] = t.shortNames;
   if (t.categories.length > 0) r["categories"] = t.categories;
   if (t.subresources.length > 0) {
-    r["subresources"] = t.subresources.map((s) => ({ subresource: s, responseKind: { group: t.group, version: t.version, kind: t.kind }, verbs: ["get", "patch", "update"] }));
+    r["subresources"] = t.subresources.map((s) => ({ subresource: s, responseKind: s === "token" ? { group: "authentication.k8s.io", version: "v1", kind: "TokenRequest" } : { group: t.group, version: t.version, kind: t.kind }, verbs: subresourceVerbs(s) }));
   }
   return r;
 }

@@ -9,7 +9,8 @@ import { stringify as toYaml } from "yaml";
 import { Api } from "./api.ts";
 import { Controllers } from "./controllers.ts";
 import { Registry } from "./registry.ts";
-import { createApp, type Authorizer } from "./server.ts";
+import { defaultClusterRoles, rbacAuthorizer, TokenIssuer, type Authorizer } from "./rbac.ts";
+import { createApp } from "./server.ts";
 import { Store } from "./store.ts";
 import { ensureTls } from "./tls.ts";
 import { WatchHub } from "./watch.ts";
@@ -56,7 +57,7 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
   const controllers = new Controllers(api, store, registry, logger);
   const unwatch = controllers.watchStore();
   api.loadCrds();
-  seedNamespaces(api);
+  seed(api, registry);
   controllers.schedule();
   const watches = new WatchHub(store, api, { bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000, maxWatchSeconds: options.maxWatchSeconds ?? 1800 });
 
@@ -64,7 +65,8 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
   const app = createApp({
     api, store, registry, watches, logger, adminToken: token, serverAddress: () => address,
     aggregatedDiscovery: options.aggregatedDiscovery ?? true,
-    ...(options.authorize ? { authorize: options.authorize } : {}),
+    tokens: new TokenIssuer(dir),
+    authorize: options.authorize ?? rbacAuthorizer(store),
   });
   const server: Server = createServer({ key: tls.serverKey, cert: tls.serverCert }, app);
   server.keepAliveTimeout = 5000;
@@ -105,16 +107,22 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
   };
 }
 
-function seedNamespaces(api: Api): void {
-  for (const name of ["default", "kube-system", "kube-public", "kube-node-lease"]) {
-    const rt = api["registry"].lookup("", "v1", "namespaces");
-    if (!rt) continue;
+/** What a fresh cluster has: the four system namespaces and the default ClusterRoles bindings refer to. */
+function seed(api: Api, registry: Registry): void {
+  const opts = { dryRun: false, fieldManager: "devkube", userAgent: "devkube", fieldValidation: "Strict" as const };
+  const namespaces = registry.lookup("", "v1", "namespaces");
+  const clusterRoles = registry.lookup("rbac.authorization.k8s.io", "v1", "clusterroles");
+  if (!namespaces || !clusterRoles) throw new Error("devkube registry lacks built-in kinds");
+  const ensure = (rt: typeof namespaces, body: Record<string, unknown>): void => {
+    const name = String((body["metadata"] as { name: string }).name);
     try {
       api.get(rt, "", name);
     } catch {
-      api.create(rt, undefined, { metadata: { name } }, { dryRun: false, fieldManager: "devkube", userAgent: "devkube", fieldValidation: "Strict" });
+      api.create(rt, undefined, body, opts);
     }
-  }
+  };
+  for (const name of ["default", "kube-system", "kube-public", "kube-node-lease"]) ensure(namespaces, { metadata: { name } });
+  for (const role of defaultClusterRoles()) ensure(clusterRoles, role);
 }
 
 async function ensureToken(dir: string): Promise<string> {

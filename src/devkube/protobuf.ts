@@ -1,7 +1,8 @@
 import { badRequest } from "./errors.ts";
 import type { Obj } from "./types.ts";
 
-// kubectl's imperative generators (`create configmap|secret|namespace|serviceaccount`) send
+// kubectl's imperative generators (`create configmap|secret|namespace|serviceaccount|role|
+// rolebinding|clusterrole|clusterrolebinding|token`, `auth can-i`) send
 // Kubernetes protobuf. This decodes exactly those kinds: the `k8s\0` envelope, runtime.Unknown,
 // ObjectMeta's common fields and each kind's own fields (field numbers from k8s.io/api generated.proto).
 
@@ -88,6 +89,30 @@ function objectMeta(buf: Buffer): Obj {
   return meta;
 }
 
+function repeatedStrings(buf: Buffer, spec: Record<number, string>): Obj {
+  const out: Obj = {};
+  for (const f of fields(buf)) {
+    const key = spec[f.no];
+    if (key) ((out[key] ??= []) as string[]).push(text(f));
+  }
+  return out;
+}
+
+function scalars(buf: Buffer, spec: Record<number, string>): Obj {
+  const out: Obj = {};
+  for (const f of fields(buf)) {
+    const key = spec[f.no];
+    if (!key) continue;
+    out[key] = f.wire === 0 ? Number(f.value as bigint) : text(f);
+  }
+  return out;
+}
+
+const POLICY_RULE = { 1: "verbs", 2: "apiGroups", 3: "resources", 4: "resourceNames", 5: "nonResourceURLs" };
+const SUBJECT = { 1: "kind", 2: "apiGroup", 3: "name", 4: "namespace" };
+const ROLE_REF = { 1: "apiGroup", 2: "kind", 3: "name" };
+const RESOURCE_ATTRIBUTES = { 1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name" };
+
 function decodeKind(kind: string, raw: Buffer): Obj {
   const obj: Obj = {};
   const maps: Record<string, Obj> = {};
@@ -113,6 +138,35 @@ function decodeKind(kind: string, raw: Buffer): Obj {
           ((obj["imagePullSecrets"] ??= []) as Obj[]).push(ref);
         } else if (f.no === 4) obj["automountServiceAccountToken"] = f.value === 1n;
         break;
+      case "Role":
+      case "ClusterRole":
+        if (f.no === 2) ((obj["rules"] ??= []) as Obj[]).push(repeatedStrings(bytes(f), POLICY_RULE));
+        break;
+      case "RoleBinding":
+      case "ClusterRoleBinding":
+        if (f.no === 2) ((obj["subjects"] ??= []) as Obj[]).push(scalars(bytes(f), SUBJECT));
+        else if (f.no === 3) obj["roleRef"] = scalars(bytes(f), ROLE_REF);
+        break;
+      case "TokenRequest":
+        if (f.no === 2) {
+          const spec: Obj = {};
+          for (const e of fields(bytes(f))) {
+            if (e.no === 1) ((spec["audiences"] ??= []) as string[]).push(text(e));
+            if (e.no === 4) spec["expirationSeconds"] = Number(e.value as bigint);
+          }
+          obj["spec"] = spec;
+        }
+        break;
+      case "SelfSubjectAccessReview":
+        if (f.no === 2) {
+          const spec: Obj = {};
+          for (const e of fields(bytes(f))) {
+            if (e.no === 1) spec["resourceAttributes"] = scalars(bytes(e), RESOURCE_ATTRIBUTES);
+            if (e.no === 2) spec["nonResourceAttributes"] = scalars(bytes(e), { 1: "path", 2: "verb" });
+          }
+          obj["spec"] = spec;
+        }
+        break;
       default:
         break; // Namespace: spec/status are set by the server
     }
@@ -120,6 +174,8 @@ function decodeKind(kind: string, raw: Buffer): Obj {
   Object.assign(obj, maps);
   return obj;
 }
+
+const SUPPORTED = new Set(["v1/ConfigMap", "v1/Secret", "v1/Namespace", "v1/ServiceAccount", "rbac.authorization.k8s.io/v1/Role", "rbac.authorization.k8s.io/v1/ClusterRole", "rbac.authorization.k8s.io/v1/RoleBinding", "rbac.authorization.k8s.io/v1/ClusterRoleBinding", "authentication.k8s.io/v1/TokenRequest", "authorization.k8s.io/v1/SelfSubjectAccessReview"]);
 
 /** Decodes a protobuf request body into the JSON object it stands for. */
 export function decodeProtobuf(body: Buffer): Obj {
@@ -136,8 +192,8 @@ export function decodeProtobuf(body: Buffer): Obj {
         }
       } else if (f.no === 2) raw = bytes(f);
     }
-    if (apiVersion !== "v1" || !["ConfigMap", "Secret", "Namespace", "ServiceAccount"].includes(kind)) {
-      throw new Error(`protobuf bodies are only understood for v1 ConfigMap, Secret, Namespace and ServiceAccount, not ${apiVersion}/${kind}; send JSON instead`);
+    if (!SUPPORTED.has(`${apiVersion}/${kind}`)) {
+      throw new Error(`protobuf bodies are only understood for ${[...SUPPORTED].join(", ")}, not ${apiVersion}/${kind}; send JSON instead`);
     }
     return { apiVersion, kind, ...decodeKind(kind, raw) };
   } catch (err) {

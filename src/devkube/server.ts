@@ -9,6 +9,7 @@ import { buildOpenApi, type OpenApiDocs } from "./openapi.ts";
 import { decodeProtobuf, PROTOBUF_TYPE } from "./protobuf.ts";
 import type { Registry } from "./registry.ts";
 import { apiVersionOf, type ResourceType } from "./resource-type.ts";
+import { forbiddenMessage, serviceAccountUser, type Authorizer, type RequestAttributes, type TokenIssuer, type UserInfo } from "./rbac.ts";
 import { parseFieldSelector, parseLabelSelector } from "./selectors.ts";
 import type { Store } from "./store.ts";
 import { buildTable, type IncludeObject } from "./table.ts";
@@ -18,11 +19,7 @@ import type { WatchHub } from "./watch.ts";
 // The HTTP surface: authentication, content negotiation, routing to discovery, OpenAPI and
 // resources, and Kubernetes Status errors.
 
-export interface UserInfo { name: string; groups: string[] }
-
-/** Authorization seam: today every authenticated user may do everything; RBAC plugs in here. */
-export interface RequestAttributes { verb: string; group: string; resource: string; subresource: string | undefined; namespace: string | undefined; name: string | undefined }
-export type Authorizer = (user: UserInfo, attrs: RequestAttributes) => { allowed: boolean; reason?: string };
+export type { Authorizer, RequestAttributes, UserInfo } from "./rbac.ts";
 
 export interface AppDeps {
   api: Api;
@@ -33,7 +30,8 @@ export interface AppDeps {
   adminToken: string;
   serverAddress: () => string;
   aggregatedDiscovery: boolean;
-  authorize?: Authorizer;
+  tokens: TokenIssuer;
+  authorize: Authorizer;
 }
 
 const MAX_BODY = 3 * 1024 * 1024;
@@ -87,7 +85,7 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
         sendJson(res, 200, VERSION);
         return;
       }
-      user = authenticate(req, deps.adminToken);
+      user = authenticate(req, deps);
       if (!user) throw new ApiError(401, "Unauthorized", "Unauthorized");
       const segs = path.split("/").filter(Boolean).map(decodeURIComponent);
       if (segs[0] === "openapi") return serveOpenApi(segs);
@@ -142,10 +140,13 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
       if (rt.namespaced && ns === undefined && name !== undefined) throw pathNotFound();
       if (sub !== undefined && !rt.subresources.includes(sub)) throw pathNotFound();
       const verb = verbOf(req.method ?? "GET", name, url.searchParams);
-      const decision = deps.authorize?.(who, { verb, group, resource: rt.plural, subresource: sub, namespace: ns, name }) ?? { allowed: true };
-      if (!decision.allowed) {
-        throw new ApiError(403, "Forbidden", `${rt.group ? `${rt.plural}.${rt.group}` : rt.plural}${name ? ` "${name}"` : ""} is forbidden: User "${who.name}" cannot ${verb} resource "${rt.plural}" in API group "${rt.group}"${ns ? ` in the namespace "${ns}"` : rt.namespaced ? "" : " at the cluster scope"}${decision.reason ? `: ${decision.reason}` : ""}`, { ...(name ? { name } : {}), ...(rt.group ? { group: rt.group } : {}), kind: rt.plural });
+      const attrs: RequestAttributes = { verb, group, resource: rt.plural, subresource: sub, namespace: rt.namespaced ? ns : undefined, name };
+      // every authenticated user may ask what it may do (kube's system:basic-user)
+      if (rt.storageKey !== SSAR && !deps.authorize(who, attrs).allowed) {
+        throw new ApiError(403, "Forbidden", forbiddenMessage(who, attrs), { ...(name ? { name } : {}), ...(rt.group ? { group: rt.group } : {}), kind: rt.plural });
       }
+      if (rt.storageKey === SSAR) return selfSubjectAccessReview(who);
+      if (rt.storageKey === "/serviceaccounts" && sub === "token") return tokenRequest(ns ?? "", name ?? "");
       return serveResource(rt, ns, name, sub);
     }
 
@@ -230,6 +231,34 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
       throw methodNotAllowed();
     }
 
+    async function selfSubjectAccessReview(who: UserInfo): Promise<void> {
+      if (req.method !== "POST") throw methodNotAllowed();
+      const body = decodeBody(await readBody(req), req.headers["content-type"]);
+      const spec = isObj(body) && isObj(body["spec"]) ? body["spec"] : {};
+      const ra = isObj(spec["resourceAttributes"]) ? spec["resourceAttributes"] : undefined;
+      let allowed = true;
+      if (ra) {
+        const str = (k: string) => (typeof ra[k] === "string" && ra[k] !== "" ? (ra[k] as string) : undefined);
+        allowed = deps.authorize(who, { verb: str("verb") ?? "", group: str("group") ?? "", resource: str("resource") ?? "", subresource: str("subresource"), namespace: str("namespace"), name: str("name") }).allowed;
+      } else if (!who.groups.includes("system:masters")) {
+        allowed = isObj(spec["nonResourceAttributes"]) && /^\/(api|apis|openapi|version|healthz|readyz|livez)(\/|$)/.test(String(spec["nonResourceAttributes"]["path"] ?? ""));
+      }
+      sendJson(res, 201, { kind: "SelfSubjectAccessReview", apiVersion: "authorization.k8s.io/v1", metadata: {}, spec, status: { allowed, ...(allowed ? { reason: "devkube RBAC" } : {}) } });
+    }
+
+    async function tokenRequest(ns: string, name: string): Promise<void> {
+      if (req.method !== "POST") throw methodNotAllowed();
+      const body = decodeBody(await readBody(req), req.headers["content-type"]);
+      const rt = deps.registry.lookup("", "v1", "serviceaccounts");
+      if (!rt) throw pathNotFound();
+      const sa = deps.api.get(rt, ns, name);
+      const spec = isObj(body) && isObj(body["spec"]) ? body["spec"] : {};
+      const seconds = typeof spec["expirationSeconds"] === "number" ? spec["expirationSeconds"] : 3600;
+      if (seconds < 600) throw new ApiError(422, "Invalid", `TokenRequest.authentication.k8s.io "${name}" is invalid: spec.expirationSeconds: Invalid value: ${seconds}: may not specify a duration less than 10 minutes`);
+      const issued = deps.tokens.issue(ns, name, String(metaOf(sa)["uid"]), seconds);
+      sendJson(res, 201, { kind: "TokenRequest", apiVersion: "authentication.k8s.io/v1", metadata: { name, namespace: ns, creationTimestamp: null }, spec: { audiences: spec["audiences"] ?? [], expirationSeconds: seconds, boundObjectRef: null }, status: issued });
+    }
+
     function sendWrite(result: WriteResult): void {
       for (const w of result.warnings) res.appendHeader("Warning", `299 - ${JSON.stringify(w)}`);
       sendJson(res, result.code, result.body);
@@ -250,15 +279,39 @@ function verbOf(method: string, name: string | undefined, q: URLSearchParams): s
   }
 }
 
-function authenticate(req: IncomingMessage, adminToken: string): UserInfo | undefined {
+const SSAR = "authorization.k8s.io/selfsubjectaccessreviews";
+
+/** The admin token (system:masters, may impersonate) or a ServiceAccount token whose account still exists. */
+function authenticate(req: IncomingMessage, deps: AppDeps): UserInfo | undefined {
   const header = req.headers["authorization"];
   if (typeof header !== "string") return undefined;
   const m = /^Bearer\s+(.+)$/i.exec(header.trim());
   if (!m) return undefined;
-  const given = Buffer.from(m[1] as string);
-  const want = Buffer.from(adminToken);
-  if (given.length === want.length && timingSafeEqual(given, want)) return { name: "devkube-admin", groups: ["system:masters", "system:authenticated"] };
-  return undefined;
+  const token = m[1] as string;
+  const given = Buffer.from(token);
+  const want = Buffer.from(deps.adminToken);
+  if (given.length === want.length && timingSafeEqual(given, want)) {
+    const admin: UserInfo = { name: "devkube-admin", groups: ["system:masters", "system:authenticated"] };
+    return impersonated(req, deps) ?? admin;
+  }
+  const claims = deps.tokens.verify(token);
+  if (!claims) return undefined;
+  const sa = deps.store.get("/serviceaccounts", claims.namespace, claims.name);
+  if (!sa || metaOf(sa)["uid"] !== claims.uid) return undefined;
+  return serviceAccountUser(claims.namespace, claims.name, claims.uid);
+}
+
+function impersonated(req: IncomingMessage, deps: AppDeps): UserInfo | undefined {
+  const as = req.headers["impersonate-user"];
+  if (typeof as !== "string" || !as) return undefined;
+  const sa = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(as);
+  if (sa) {
+    const obj = deps.store.get("/serviceaccounts", sa[1] as string, sa[2] as string);
+    return serviceAccountUser(sa[1] as string, sa[2] as string, obj ? String(metaOf(obj)["uid"]) : "");
+  }
+  const raw = req.headers["impersonate-group"];
+  const groups = (Array.isArray(raw) ? raw : typeof raw === "string" ? raw.split(",") : []).map((g) => g.trim()).filter(Boolean);
+  return { name: as, groups: [...groups, "system:authenticated"] };
 }
 
 function negotiate(accept: string): Negotiated {
