@@ -108,6 +108,7 @@ describe("compileSchema rejects non-structural schemas", () => {
     ["map key not required", { type: "object", properties: { l: { type: "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["n"], items: { type: "object", properties: { n: { type: "string" } } } } } }, ["properties[l].items.properties[n]: Required value: all x-kubernetes-list-map-keys must be required or have a default value"]],
     ["invalid default", { type: "object", properties: { spec: { type: "object", properties: { size: { type: "integer", default: "x" } } } } }, ['properties[spec].properties[size].default: Invalid value: "string": spec.size in body must be of type integer: "string"']],
     ["default with unknown fields", { type: "object", properties: { spec: { type: "object", default: { a: 1 }, properties: { b: { type: "integer" } } } } }, ['properties[spec].default: Invalid value: map[string]interface {}{"a":1}: must not have unknown fields']],
+    ["RE2 has no lookahead", { type: "object", properties: { a: { type: "string", pattern: "^(?!x)" } } }, ["properties[a].pattern: Invalid value: \"^(?!x)\": must be a valid regular expression, but isn't: error parsing regexp: invalid or unsupported Perl syntax: `(?!`"]],
     ["metadata restricted", { type: "object", properties: { metadata: { type: "object", properties: { labels: { type: "object" } } } } }, ["properties[metadata].properties[labels]: Forbidden: must not be specified"]],
   ];
   it.each(cases)("%s", (_n, raw, want) => {

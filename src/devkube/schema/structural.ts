@@ -18,6 +18,17 @@ export interface CompiledRule extends CelRule {
   messageProgram?: CelProgram;
 }
 
+/**
+ * Kubernetes compiles patterns with Go's RE2, which lacks lookaround and backreferences; a JS-only
+ * pattern must be rejected here as it would be on a real cluster.
+ */
+function re2Problem(pattern: string): string | undefined {
+  const m = /\(\?<?[=!]|\\[1-9]|\\k</.exec(pattern);
+  if (m === null) return undefined;
+  const token = m[0];
+  return token.startsWith("(") ? `error parsing regexp: invalid or unsupported Perl syntax: \`${token}\`` : `error parsing regexp: invalid escape sequence: \`${token}\``;
+}
+
 const join = (path: string, part: string): string => (path === "" ? part : `${path}.${part}`);
 
 function num(raw: Record<string, unknown>, key: string, path: string, errors: FieldError[]): number | undefined {
@@ -132,10 +143,15 @@ function parseNode(raw: unknown, path: string, ctx: "root" | "property" | "items
   }
   if (typeof raw["pattern"] === "string") {
     node.patternSource = raw["pattern"];
-    try {
-      node.pattern = new RegExp(raw["pattern"], "u");
-    } catch {
-      errors.push(invalid(join(path, "pattern"), raw["pattern"], "must be a valid regular expression"));
+    const problem = re2Problem(raw["pattern"]);
+    if (problem !== undefined) {
+      errors.push(invalid(join(path, "pattern"), raw["pattern"], `must be a valid regular expression, but isn't: ${problem}`));
+    } else {
+      try {
+        node.pattern = new RegExp(raw["pattern"], "u");
+      } catch (err) {
+        errors.push(invalid(join(path, "pattern"), raw["pattern"], `must be a valid regular expression, but isn't: error parsing regexp: ${(err as Error).message}`));
+      }
     }
   }
   if (raw["uniqueItems"] === true) {
