@@ -90,6 +90,14 @@ describe("applyDefaults", () => {
   it.each(cases)("%s", (_n, input, want) => {
     expect(schema.applyDefaults(input)).toEqual(want);
   });
+
+  it("never modifies its input (nor does validate)", () => {
+    const input = { spec: { size: null, items: [{ name: "a" }] } };
+    const copy = structuredClone(input);
+    schema.applyDefaults(input);
+    schema.validate(input, copy);
+    expect(input).toEqual(copy);
+  });
 });
 
 describe("compileSchema rejects non-structural schemas", () => {
