@@ -360,8 +360,10 @@ function chooseTokenSource(options: ClientOptions, clock: Clock, timeoutMs: numb
   const given = [options.token !== undefined, options.tokenFile !== undefined, options.oauth !== undefined].filter(Boolean).length;
   if (given !== 1) throw new TypeError("invalid client options: give exactly one of token, tokenFile, oauth");
   if (options.token !== undefined) {
-    if (options.token.trim() === "" || /\s/.test(options.token)) throw new TypeError("invalid client option token: must be non-empty without whitespace");
-    return staticTokenSource(options.token);
+    // A token read from a Secret often ends with a newline: surrounding whitespace is dropped.
+    const token = options.token.trim();
+    if (token === "" || /\s/.test(token)) throw new TypeError("invalid client option token: must be non-empty without whitespace");
+    return staticTokenSource(token);
   }
   if (options.tokenFile !== undefined) {
     if (options.tokenFile === "") throw new TypeError("invalid client option tokenFile: must be a path");

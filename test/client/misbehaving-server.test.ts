@@ -96,7 +96,10 @@ const dbId = newId("database");
 
 describe("responses", () => {
   it("unwraps data and tolerates unknown extra fields", async () => {
-    const { client, token } = makeClient();
+    const token = plantedToken();
+    planted.push(token);
+    // A token from a Secret often ends with a newline.
+    const client = createClient({ baseUrl: server.url, token: `${token}\n`, clock: fakeClock() });
     const body = databaseJson({ id: dbId, somethingNew: { nested: true } });
     server.script([reply(200, { data: body, alsoNew: 1 })]);
     const db = await client.getDatabase(dbId);
@@ -583,7 +586,8 @@ describe("options", () => {
       [{ baseUrl: "http://x" }, "invalid client options: give exactly one of token, tokenFile, oauth"],
       [{ baseUrl: "http://x", token, timeoutMs: 0 }, "invalid client option timeoutMs: 0"],
       [{ baseUrl: "http://x", token, retry: { maxAttempts: 0 } }, "invalid client option retry.maxAttempts: 0"],
-      [{ baseUrl: "http://x", token: `${token} ` }, "invalid client option token: must be non-empty without whitespace"],
+      [{ baseUrl: "http://x", token: `${token} ${token}` }, "invalid client option token: must be non-empty without whitespace"],
+      [{ baseUrl: "http://x", token: " \n" }, "invalid client option token: must be non-empty without whitespace"],
       [{ baseUrl: "http://x", token, rateLimit: { requestsPerSecond: -1 } }, "invalid client option rateLimit.requestsPerSecond: -1"],
       [{ baseUrl: "ftp://x", token }, "invalid client option baseUrl: must be http or https"],
       [{ baseUrl: "http://user:pw@x", token }, "invalid client option baseUrl: must not carry credentials"],
