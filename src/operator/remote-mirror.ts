@@ -8,6 +8,8 @@ import { isApiNotFound, type MdsApi } from "./api.ts";
 interface Entry<T> {
   value: T;
   at: number;
+  /** Order of writes into the mirror: a read that began after a list began is newer than that list. */
+  seq: number;
 }
 
 export interface RemoteMirror {
@@ -41,11 +43,13 @@ export function createRemoteMirror(options: {
   let first: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
+  let seq = 0;
+  const fresh = <T>(value: T): Entry<T> => ({ value, at: Date.now(), seq: ++seq });
 
   const fingerprint = (db: Database) => `${db.status}|${db.name}|${db.isDefault}|${db.connections.map((c) => c.id).join(",")}`;
 
   async function listAll() {
-    const started = Date.now();
+    const started = ++seq;
     const seenDb = new Map<string, Database>();
     let cursor: string | undefined;
     do {
@@ -62,37 +66,43 @@ export function createRemoteMirror(options: {
     } while (cursor !== undefined);
     for (const [id, entry] of databases) {
       // Something read after the list started is newer than the list.
-      if (!seenDb.has(id) && entry.at < started) {
+      if (!seenDb.has(id) && entry.seq < started) {
         databases.delete(id);
         options.onChange("database", id);
       }
     }
     for (const [id, db] of seenDb) {
       const before = databases.get(id);
-      if (before !== undefined && before.at >= started) continue;
-      databases.set(id, { value: db, at: Date.now() });
+      if (before !== undefined && before.seq > started) continue;
+      databases.set(id, fresh(db));
       if (before !== undefined && fingerprint(before.value) !== fingerprint(db)) options.onChange("database", id);
     }
     for (const [id, entry] of projects) {
-      if (!seenProjects.has(id) && entry.at < started) {
+      if (!seenProjects.has(id) && entry.seq < started) {
         projects.delete(id);
         options.onChange("project", id);
       }
     }
-    for (const [id, p] of seenProjects) projects.set(id, { value: p, at: Date.now() });
+    for (const [id, p] of seenProjects) projects.set(id, fresh(p));
   }
 
   async function refresh() {
     running ??= listAll().finally(() => (running = undefined));
-    return running;
+    const current = running;
+    if (first === undefined) {
+      first = current.catch((err: unknown) => {
+        first = undefined;
+        throw err;
+      });
+      // Whoever awaits ready() sees the failure; an unobserved one must not crash the process.
+      first.catch(() => {});
+    }
+    return current;
   }
 
   return {
     ready() {
-      first ??= refresh().catch((err: unknown) => {
-        first = undefined;
-        throw err;
-      });
+      if (first === undefined) return refresh();
       return first;
     },
     refresh,
@@ -102,7 +112,7 @@ export function createRemoteMirror(options: {
       if (entry !== undefined && settled(entry.value) && Date.now() - entry.at < options.maxAgeMs) return entry.value;
       try {
         const db = await api.getDatabase(id);
-        databases.set(id, { value: db, at: Date.now() });
+        databases.set(id, fresh(db));
         return db;
       } catch (err) {
         if (isApiNotFound(err)) {
@@ -118,7 +128,7 @@ export function createRemoteMirror(options: {
       if (entry !== undefined && Date.now() - entry.at < options.maxAgeMs) return entry.value;
       try {
         const p = await api.getProject(id);
-        projects.set(id, { value: p, at: Date.now() });
+        projects.set(id, fresh(p));
         return p;
       } catch (err) {
         if (isApiNotFound(err)) {
@@ -132,7 +142,7 @@ export function createRemoteMirror(options: {
       return [...databases.values()].map((e) => e.value).filter((db) => db.project.id === projectId);
     },
     putDatabase(db) {
-      databases.set(db.id, { value: db, at: Date.now() });
+      databases.set(db.id, fresh(db));
     },
     forgetDatabase(id) {
       databases.delete(id);

@@ -1,0 +1,39 @@
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { createRemoteMirror } from "./remote-mirror.ts";
+import { createFakeApi } from "./testing/fake-api.ts";
+
+describe("remote mirror", () => {
+  it("resyncs N databases with ⌈N/100⌉ list calls and serves settled ones without a call", async () => {
+    const api = createFakeApi();
+    const project = await api.createProject({ name: "p", createDatabase: false });
+    for (let i = 0; i < 250; i++) await api.createProjectDatabase(project.id, { name: `d${i}` });
+    const changed: string[] = [];
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: (_k, id) => changed.push(id) });
+    for (const k of Object.keys(api.calls)) delete api.calls[k];
+    await mirror.refresh();
+    expect(api.calls["listDatabases"]).toBe(3);
+    const some = [...api.databases.keys()][7]!;
+    expect((await mirror.getDatabase(some))?.id).toBe(some);
+    expect(api.calls["getDatabase"] ?? 0).toBe(0);
+
+    // A change seen by the next list wakes the resource that mirrors it.
+    await api.updateDatabase(some, { name: "renamed" });
+    await mirror.refresh();
+    expect(changed).toEqual([some]);
+    expect(api.calls["listDatabases"]).toBe(6);
+  });
+
+  it("reads a provisioning database one by one (fast polling) until it settles", async () => {
+    const api = createFakeApi();
+    api.provisioningReads = 2;
+    const project = await api.createProject({ name: "p", createDatabase: false });
+    const db = await api.createProjectDatabase(project.id, { name: "d" });
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: () => {} });
+    await mirror.ready();
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push((await mirror.getDatabase(db.id))?.status);
+    expect(statuses).toEqual(["provisioning", "ready", "ready", "ready"]);
+    expect(api.calls["getDatabase"]).toBe(2);
+  });
+});
