@@ -1,5 +1,6 @@
 import { writeSync } from "node:fs";
 import { hostname } from "node:os";
+import path from "node:path";
 import { randomUUID } from "node:crypto";
 import { KubeConfig } from "@kubernetes/client-node";
 import pino, { type DestinationStream, type Logger } from "pino";
@@ -39,7 +40,10 @@ export function createLogger(level: OperatorConfig["logLevel"], destination?: De
 
 export function loadKubeConfig(config: Pick<OperatorConfig, "kubeconfig" | "context">, inCluster: boolean): KubeConfig {
   const kc = new KubeConfig();
-  if (config.kubeconfig !== undefined) kc.loadFromFile(config.kubeconfig);
+  const files = (config.kubeconfig ?? "").split(path.delimiter).filter((f) => f !== "");
+  // KUBECONFIG may list several files; client-node merges them only through loadFromDefault.
+  if (files.length > 1) kc.loadFromDefault();
+  else if (files[0] !== undefined) kc.loadFromFile(files[0]);
   else if (inCluster) kc.loadFromCluster();
   else kc.loadFromDefault();
   if (config.context !== undefined) kc.setCurrentContext(config.context);

@@ -155,6 +155,7 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
   // by comparing the holder's renewTime with our clock: clocks of two machines may disagree.
   let observed: { holder: string | undefined; renewMs: number | undefined } | undefined;
   let observedAtMs = 0;
+  let lastError: string | undefined;
 
   const isLeader = () => running && leading && now() - lastRenewMs < renewDeadlineMs;
 
@@ -215,6 +216,7 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
     const startedAt = now();
     try {
       const ok = await tryAcquireOrRenew();
+      lastError = undefined;
       if (!running) return;
       if (ok) {
         lastRenewMs = startedAt;
@@ -228,7 +230,12 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
         becomeFollower(`lease taken by ${observed?.holder ?? "another holder"}`);
       }
     } catch (err) {
-      log.debug({ err: err instanceof Error ? err.message : String(err) }, "Lease round failed");
+      // A Lease that cannot be read or written (missing namespace, RBAC) would otherwise leave every replica a
+      // silent standby: say so once per distinct cause.
+      const message = err instanceof Error ? err.message : String(err);
+      if (message !== lastError) log.warn({ err: message }, "Cannot acquire or renew the lease");
+      else log.debug({ err: message }, "Lease round failed");
+      lastError = message;
       if (leading && now() - lastRenewMs >= renewDeadlineMs) becomeFollower("renew deadline passed");
     }
   }
