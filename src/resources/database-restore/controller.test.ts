@@ -1,0 +1,116 @@
+import { pino } from "pino";
+import { beforeEach, describe, expect, it } from "vitest";
+import { createFakeKube, type FakeKube } from "../../kube/testing.ts";
+import { SecretType, type KubeObject, type Secret } from "../../kube/types.ts";
+import { encodeData, restoreKeysOf } from "../../operator/connection-secret.ts";
+import { createCredentialPool } from "../../operator/credentials.ts";
+import type { Outcome } from "../../operator/outcome.ts";
+import { createFakeApi, type FakeApi } from "../../operator/testing/fake-api.ts";
+import { DatabaseRestoreType, DatabaseType } from "../types.ts";
+import { createRestoreReconciler } from "./controller.ts";
+
+// Restore at most once per key and target: wiped status, re-applied resource, crash before the POST beyond the
+// replay window (OutcomeUnknown, never a second request).
+
+const poll = { fastMs: 1_000, slowMs: 300_000 };
+let kube: FakeKube;
+let api: FakeApi;
+let clock: number;
+let crash: string | undefined;
+let reconcile: (key: string) => Promise<Outcome>;
+let dbId: string;
+
+beforeEach(async () => {
+  kube = createFakeKube();
+  api = createFakeApi();
+  clock = Date.parse("2026-11-21T10:00:00Z");
+  crash = undefined;
+  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "tok" }) });
+  const project = await api.createProject({ name: "p", createDatabase: false });
+  dbId = (await api.createProjectDatabase(project.id, { name: "inv" })).id;
+  kube.put(DatabaseType, { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "inv", namespace: "default" }, spec: { projectId: project.id }, status: { id: dbId, secretName: "inv" } });
+  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "inv", namespace: "default", labels: { "app.kubernetes.io/managed-by": "mds-operator", "mds.dev/database-id": dbId } }, data: {} });
+  const logger = pino({ level: "silent" });
+  reconcile = createRestoreReconciler({
+    kube,
+    databases: kube.cache(DatabaseType),
+    secrets: kube.cache<Secret>(SecretType),
+    pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} }),
+    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
+    events: { record() {} },
+    logger,
+    pollIntervals: poll,
+    crashPoint: (name) => {
+      if (name === crash) {
+        crash = undefined;
+        throw new Error(`simulated crash at ${name}`);
+      }
+    },
+    now: () => new Date(clock),
+  });
+});
+
+const applyRestore = (name: string) =>
+  kube.put(DatabaseRestoreType, {
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "DatabaseRestore",
+    metadata: { name, namespace: "default" },
+    spec: { target: { databaseRef: { name: "inv" } }, source: { databaseRef: { name: "inv" }, latest: true }, idempotencyKey: "k1" },
+  });
+const restoreStatus = (name: string) => kube.read<KubeObject>(DatabaseRestoreType, "default", name)?.["status"] as Record<string, unknown> | undefined;
+async function settle(name: string, rounds = 5) {
+  for (let i = 0; i < rounds; i++) await reconcile(`default/${name}`);
+}
+
+describe("DatabaseRestore", () => {
+  it("resolves latest once, restores, and records the key on the Database and its Secret", async () => {
+    applyRestore("r1");
+    await settle("r1");
+    expect(restoreStatus("r1")).toMatchObject({ phase: "Succeeded", backupId: "bkp_c000000000000000000000001", targetDatabaseId: dbId });
+    expect(api.calls["restoreDatabase"]).toBe(1);
+    const ledger = (kube.read<KubeObject>(DatabaseType, "default", "inv")!["status"] as { restoreLedger: { key: string; phase: string }[] }).restoreLedger;
+    expect(ledger.map((e) => [e.key, e.phase])).toEqual([["k1", "Succeeded"]]);
+    expect(restoreKeysOf(kube.read<Secret>(SecretType, "default", "inv"))).toEqual(["k1"]);
+  });
+
+  it("is Skipped after its status is wiped or it is re-applied", async () => {
+    applyRestore("r1");
+    await settle("r1");
+    const obj = kube.read<KubeObject>(DatabaseRestoreType, "default", "r1")!;
+    delete obj["status"];
+    kube.objects.delete("databaserestores|default/r1");
+    kube.put(DatabaseRestoreType, obj);
+    await settle("r1");
+    expect(restoreStatus("r1")?.["phase"]).toBe("Skipped");
+    applyRestore("r2");
+    await settle("r2");
+    expect(restoreStatus("r2")?.["phase"]).toBe("Skipped");
+    expect(api.calls["restoreDatabase"]).toBe(1);
+  });
+
+  it("after a crash with requestedAt set, re-POSTs only while the service can replay; later it is OutcomeUnknown", async () => {
+    applyRestore("r1");
+    crash = "restore:before-post";
+    await settle("r1", 1);
+    expect(restoreStatus("r1")).toMatchObject({ phase: "Running" });
+    expect(api.calls["restoreDatabase"] ?? 0).toBe(0);
+    clock += 25 * 3600_000;
+    await settle("r1");
+    expect(restoreStatus("r1")).toMatchObject({ phase: "Failed", reason: "OutcomeUnknown" });
+    expect(api.calls["restoreDatabase"] ?? 0).toBe(0);
+    // Terminal phases never change.
+    await settle("r1");
+    expect(restoreStatus("r1")?.["phase"]).toBe("Failed");
+  });
+
+  it("after a crash right after the POST, the replayed request does not restore twice", async () => {
+    applyRestore("r1");
+    crash = "restore:after-post";
+    await settle("r1", 1);
+    await settle("r1");
+    expect(restoreStatus("r1")?.["phase"]).toBe("Succeeded");
+    // The same process remembers the acknowledged POST; after a real restart one replay-safe re-POST with the
+    // same Idempotency-Key follows (end-to-end test: the real service runs one restore job).
+    expect(api.calls["restoreDatabase"]).toBe(1);
+  });
+});
