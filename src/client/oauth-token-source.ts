@@ -1,7 +1,7 @@
 import { request, type Dispatcher } from "undici";
 import { z } from "zod";
 import type { Clock } from "./clock.ts";
-import { ContractViolationError, NetworkError, TimeoutError, UnauthorizedError, UnavailableError, AbortedError } from "./errors.ts";
+import { ContractViolationError, MdsApiError, NetworkError, TimeoutError, UnauthorizedError, UnavailableError, AbortedError } from "./errors.ts";
 import type { TokenSource } from "./token-source.ts";
 
 export interface OAuthOptions {
@@ -14,7 +14,8 @@ export interface OAuthOptions {
   /**
    * Receives every rotated refresh token; persist it (e.g. into a Secret) or the next process
    * start holds a spent one. Awaited before the new access token is used; a rejection fails the
-   * call that triggered the refresh (the new token is kept in memory either way).
+   * call that triggered the refresh with `internal_error` (the new tokens are kept in memory, so
+   * the next call works).
    */
   onRefreshToken(newRefreshToken: string): void | Promise<void>;
 }
@@ -89,7 +90,16 @@ export function oauthTokenSource(options: OAuthOptions, deps: OAuthDeps): TokenS
       const rotated = parsed.data.refresh_token;
       if (rotated !== undefined && rotated !== refreshToken) {
         refreshToken = rotated;
-        await options.onRefreshToken(rotated);
+        try {
+          await options.onRefreshToken(rotated);
+        } catch (error) {
+          // The new tokens stay in memory, so the next call works; this one reports the lost write.
+          throw new MdsApiError(`${what}: internal_error: onRefreshToken failed: ${error instanceof Error ? error.message : String(error)}`, {
+            code: "internal_error",
+            retryable: true,
+            cause: error,
+          });
+        }
       }
       return parsed.data.access_token;
     }

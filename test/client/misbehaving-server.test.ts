@@ -561,6 +561,62 @@ describe("credentials", () => {
       expect(rotated).toEqual(["refresh-1", "refresh-2"]);
     });
 
+    it("lets a caller stop waiting for a shared refresh, which goes on for the others", async () => {
+      const access = plantedToken();
+      planted.push(access);
+      let answerTokenRequest: (() => void) | undefined;
+      const controller = new AbortController();
+      server.script([], (req, res) => {
+        if (req.url === "/oauth/token") {
+          // Hold the refresh until the first caller has given up.
+          answerTokenRequest = () => reply(200, { access_token: access, token_type: "Bearer", expires_in: 3600, refresh_token: "refresh-1", scope: "" })(req, res);
+          controller.abort(new Error("reconcile cancelled"));
+          return;
+        }
+        reply(200, { data: databaseJson({ id: dbId }) })(req, res);
+      });
+      const client = createClient({
+        baseUrl: server.url,
+        oauth: { tokenUrl: `${server.url}/oauth/token`, clientId: "operator", refreshToken: "refresh-0", onRefreshToken: () => undefined },
+        clock: fakeClock(),
+        rateLimit: false,
+      });
+      const first = client.getDatabase(dbId, { signal: controller.signal });
+      const second = client.getDatabase(dbId);
+      expect(await failure(first)).toBeInstanceOf(AbortedError);
+      answerTokenRequest?.();
+      expect((await second).id).toBe(dbId);
+      expect(server.requests.filter((r) => r.url === "/oauth/token")).toHaveLength(1);
+    });
+
+    it("fails the call when onRefreshToken rejects, and keeps the new token", async () => {
+      const access = plantedToken();
+      planted.push(access);
+      server.script([], (req, res) => {
+        if (req.url === "/oauth/token") {
+          reply(200, { access_token: access, token_type: "Bearer", expires_in: 3600, refresh_token: "refresh-1", scope: "" })(req, res);
+          return;
+        }
+        reply(200, { data: databaseJson({ id: dbId }) })(req, res);
+      });
+      const client = createClient({
+        baseUrl: server.url,
+        oauth: {
+          tokenUrl: `${server.url}/oauth/token`,
+          clientId: "operator",
+          refreshToken: "refresh-0",
+          onRefreshToken: () => Promise.reject(new Error("cannot write Secret")),
+        },
+        clock: fakeClock(),
+        rateLimit: false,
+      });
+      const error = await failure(client.getDatabase(dbId));
+      expect(error).toMatchObject({ code: "internal_error", retryable: true });
+      expect(error.message).toBe("cannot refresh the access token: internal_error: onRefreshToken failed: cannot write Secret");
+      expect((await client.getDatabase(dbId)).id).toBe(dbId);
+      expect(server.requests.filter((r) => r.url === "/oauth/token")).toHaveLength(1);
+    });
+
     it("fails with unauthorized when the refresh token is refused", async () => {
       server.script([], (req, res) => reply(400, { error: "invalid_grant", error_description: "refresh token reused" })(req, res));
       const client = createClient({
@@ -577,6 +633,21 @@ describe("credentials", () => {
 });
 
 describe("options", () => {
+  it("ignores a hook that throws", async () => {
+    const { client } = makeClient({
+      hooks: {
+        onRequest: () => {
+          throw new Error("broken metrics");
+        },
+        onAttempt: () => {
+          throw new Error("broken metrics");
+        },
+      },
+    });
+    server.script([reply(200, { data: databaseJson({ id: dbId }) })]);
+    expect((await client.getDatabase(dbId)).id).toBe(dbId);
+  });
+
   it("rejects unusable options with a clear message", () => {
     const token = plantedToken();
     planted.push(token);
