@@ -205,6 +205,14 @@ function fileLogger(file: string): Logger {
   return pino({ level: "info" }, pino.destination({ dest: file, append: true, mkdir: true, sync: false }));
 }
 
+// KEY=value lines that dotenv parsers (node --env-file, python-dotenv) read, plus a last line that makes
+// `source .mds/env` export them, so kubectl started from that shell sees KUBECONFIG.
+export function renderEnvFile(env: Record<string, string>): string {
+  const quote = (v: string) => (/^[A-Za-z0-9_./:@%+,=-]*$/.test(v) ? v : `'${v.replaceAll("'", "'\\''")}'`);
+  const lines = Object.entries(env).map(([k, v]) => `${k}=${quote(v)}`);
+  return [...lines, `export ${Object.keys(env).join(" ")}`, ""].join("\n");
+}
+
 async function linkKubectl(binDir: string): Promise<string | undefined> {
   try {
     const real = await kubectlPath();
@@ -284,7 +292,7 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
     say(`operator        running (pid ${operator.pid() ?? "?"}, log ${path.join(dir, "operator.log")}, health ${healthUrl}/readyz)`);
 
     // Written last: its presence means the stack is ready.
-    await writeAtomic(path.join(dir, "env"), Object.entries(env).map(([k, v]) => `${k}=${v}`).join("\n") + "\n");
+    await writeAtomic(path.join(dir, "env"), renderEnvFile(env));
     const activate = [
       "# source this file: the mds dev stack's environment, and its kubectl first on PATH",
       ...Object.entries(env).map(([k, v]) => `export ${k}=${JSON.stringify(v)}`),

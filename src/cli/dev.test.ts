@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { existsSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -63,6 +64,10 @@ describe("mds dev", () => {
     expect(env).toMatch(/^MDS_API_URL=http:\/\/127\.0\.0\.1:\d+$/m);
     expect(env).toContain(`MDS_TOKEN=${stack.env.MDS_TOKEN}\n`);
     expect(Number(await readFile(join(dir, "operator.pid"), "utf8"))).toBe(stack.operatorPid());
+    // `source .mds/env` exports the variables to programs started from that shell.
+    const exported = execFileSync("bash", ["-c", `source ${join(dir, "env")} && env`], { encoding: "utf8", env: { PATH: process.env.PATH ?? "" } });
+    expect(exported).toContain(`KUBECONFIG=${stack.env.KUBECONFIG}\n`);
+    expect(exported).toContain(`MDS_TOKEN=${stack.env.MDS_TOKEN}\n`);
 
     await kubectl(["apply", "-f", examples]);
     // The Secret is written first, before the database is provisioned; Ready says it is usable.
