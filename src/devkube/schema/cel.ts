@@ -4,6 +4,7 @@
 import { Environment } from "@marcbachmann/cel-js";
 import type { Node } from "./types.ts";
 import { isObject } from "./types.ts";
+import { registerKubernetesLibraries } from "./k8s-library.ts";
 
 export interface CelProgram {
   evaluate(vars: Record<string, unknown>): unknown;
@@ -11,65 +12,12 @@ export interface CelProgram {
   usesOldSelf: boolean;
 }
 
-function compareCel(a: unknown, b: unknown): number {
-  if (typeof a === "string" && typeof b === "string") return a < b ? -1 : a > b ? 1 : 0;
-  if ((typeof a === "bigint" || typeof a === "number") && (typeof b === "bigint" || typeof b === "number")) {
-    return a < b ? -1 : a > b ? 1 : 0;
-  }
-  if (typeof a === "boolean" && typeof b === "boolean") return Number(a) - Number(b);
-  throw new Error("no such overload");
-}
-
 function buildEnvironment(optionalOldSelf: boolean): Environment {
   const env = new Environment({ unlistedVariablesAreDyn: false, homogeneousAggregateLiterals: false, enableOptionalTypes: true });
   env.registerVariable("self", "dyn");
   env.registerVariable("oldSelf", optionalOldSelf ? "optional<dyn>" : "dyn");
-  // Kubernetes CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go)
-  env.registerFunction("list.isSorted(): bool", (l: unknown[]) => l.every((v, i) => i === 0 || compareCel(l[i - 1], v) <= 0));
-  env.registerFunction("list.sum(): dyn", (l: unknown[]) => {
-    if (l.length === 0) return 0n;
-    if (l.every((v) => typeof v === "bigint")) return (l as bigint[]).reduce((a, b) => a + b, 0n);
-    return (l as number[]).reduce((a, b) => a + Number(b), 0);
-  });
-  const pick = (l: unknown[], sign: number): unknown => {
-    if (l.length === 0) throw new Error("min/max called on empty list");
-    return l.reduce((a, b) => (compareCel(b, a) * sign < 0 ? b : a));
-  };
-  env.registerFunction("list.min(): dyn", (l: unknown[]) => pick(l, 1));
-  env.registerFunction("list.max(): dyn", (l: unknown[]) => pick(l, -1));
-  env.registerFunction("list.indexOf(dyn): int", (l: unknown[], v: unknown) => BigInt(l.findIndex((x) => celEqual(x, v))));
-  env.registerFunction("list.lastIndexOf(dyn): int", (l: unknown[], v: unknown) => {
-    for (let i = l.length - 1; i >= 0; i--) if (celEqual(l[i], v)) return BigInt(i);
-    return -1n;
-  });
-  // Kubernetes CEL string library extras (cel-go ext strings) the engine does not ship
-  env.registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) => s.split(a).join(b));
-  env.registerFunction("string.replace(string, string, int): string", (s: string, a: string, b: string, n: bigint) => {
-    let out = s;
-    let count = 0n;
-    let from = 0;
-    while (n < 0n || count < n) {
-      const i = out.indexOf(a, from);
-      if (i < 0) break;
-      out = out.slice(0, i) + b + out.slice(i + a.length);
-      from = i + b.length + (a.length === 0 ? 1 : 0);
-      count++;
-    }
-    return out;
-  });
-  env.registerFunction("string.reverse(): string", (s: string) => [...s].reverse().join(""));
+  registerKubernetesLibraries(env);
   return env;
-}
-
-function celEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if ((typeof a === "bigint" || typeof a === "number") && (typeof b === "bigint" || typeof b === "number")) return Number(a) === Number(b);
-  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((v, i) => celEqual(v, b[i]));
-  if (isObject(a) && isObject(b)) {
-    const ka = Object.keys(a);
-    return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && celEqual(a[k], b[k]));
-  }
-  return false;
 }
 
 const shared = new Map<boolean, Environment>();
