@@ -1,11 +1,13 @@
-// The operator runs with exactly the RBAC that deploy/ binds to its ServiceAccount: `mds operator`'s runtime
+// The operator runs with exactly the RBAC that deploy/ binds to its ServiceAccount, in both install modes (all
+// namespaces; single-namespace with Roles only, installed into an application namespace): `mds operator`'s runtime
 // (config parsing, leader election through the Lease, createOperator) against devkube through an RBAC-enforcing
 // proxy, with the real service. It takes a Project and Databases through creation, a deleted and an edited Secret,
 // a restore, and both deletion policies. Anything the operator lacks is a 403 and fails the test; any granted
 // verb it never uses fails it too, so the manifests grant exactly what the operator does.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Writable } from "node:stream";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
@@ -21,14 +23,30 @@ import { eventually as poll } from "../e2e/helpers.ts";
 import { kubectl } from "./kubectl.ts";
 import { authorize, grantsFor, startRbacProxy, type Grant, type RbacProxy, type RequestAttributes } from "./rbac.ts";
 
-const ns = "shop";
+const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+
+interface Mode {
+  name: string;
+  /** A kustomization to render; `namespace` is set on top of it (the operator's namespace). */
+  install: string;
+  namespace: string;
+  /** Where the test's resources live, and MDS_WATCH_NAMESPACES (undefined: all). */
+  resourceNamespace: string;
+  watch: string | undefined;
+}
+const modes: Mode[] = [
+  { name: "all namespaces (deploy/)", install: "deploy", namespace: "mds-system", resourceNamespace: "shop", watch: undefined },
+  { name: "single namespace (overlays/single-namespace) in an application namespace", install: "deploy/overlays/single-namespace", namespace: "team-a", resourceNamespace: "team-a", watch: "team-a" },
+];
+
+let ns: string;
 let dir: string;
 let devkube: Devkube;
 let service: TestService;
 let proxy: RbacProxy;
 let runtime: OperatorRuntime | undefined;
 let grants: Grant[];
-const logs: string[] = [];
+let logs: string[] = [];
 
 const admin = async (args: string[], input?: string) => {
   const r = await kubectl(args, { kubeconfig: devkube.kubeconfigPath, ...(input === undefined ? {} : { input }) });
@@ -64,7 +82,7 @@ function eventually<T>(fn: () => Promise<T> | T, options: { what: string; timeou
 
 const meta = (name: string) => ({ name, namespace: ns });
 // Retain: the Retain Database below keeps its remote database, which a Delete Project would wait for forever.
-const project = { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: meta("shop"), spec: { region: "us-east-1", deletionPolicy: "Retain" } };
+const project = () => ({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: meta("shop"), spec: { region: "us-east-1", deletionPolicy: "Retain" } });
 const database = (name: string, deletionPolicy: "Retain" | "Delete") => ({
   apiVersion: "mds.dev/v1alpha1",
   kind: "Database",
@@ -83,18 +101,30 @@ async function waitReady(name: string): Promise<{ id: string; secretName: string
   );
 }
 
-beforeAll(async () => {
+/** `kubectl kustomize` of the mode's install with the operator's namespace set (a temporary overlay). */
+async function render(mode: Mode): Promise<{ kind: string; metadata: { name: string; namespace?: string } }[]> {
+  const overlay = join(dir, "overlay");
+  await mkdir(overlay, { recursive: true });
+  await writeFile(join(overlay, "kustomization.yaml"), stringify({ apiVersion: "kustomize.config.k8s.io/v1beta1", kind: "Kustomization", namespace: mode.namespace, resources: [relative(overlay, join(repoRoot, mode.install))] }));
+  const result = await kubectl(["kustomize", overlay]);
+  if (result.code !== 0) throw new Error(`kubectl kustomize failed: ${result.stderr}`);
+  return parseAllDocuments(result.stdout).map((d) => d.toJS() as { kind: string; metadata: { name: string; namespace?: string } });
+}
+
+async function setup(mode: Mode): Promise<void> {
+  ns = mode.resourceNamespace;
+  logs = [];
   dir = await mkdtemp(join(tmpdir(), "mds-rbac-e2e-"));
   [devkube, service] = await Promise.all([startDevkube({ dir: join(dir, "kube") }), startTestService()]);
 
   // The install as devkube can hold it (namespace, CRDs, ServiceAccount, RBAC); the grants come from the same objects.
-  const rendered = parseAllDocuments((await kubectl(["kustomize", "deploy"])).stdout).map((d) => d.toJS() as { kind: string; metadata: { name: string; namespace?: string } });
-  grants = grantsFor(rendered as Parameters<typeof grantsFor>[0], { namespace: "mds-system", name: "mds-operator" });
+  const rendered = await render(mode);
+  grants = grantsFor(rendered as Parameters<typeof grantsFor>[0], { namespace: mode.namespace, name: "mds-operator" });
   const installable = ["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
   await apply(...rendered.filter((o) => installable.includes(o.kind)));
   await eventually(() => admin(["get", "mdsdb,mdsproject,mdsrestore", "-A"]), { what: "CRDs served" });
-  await admin(["create", "namespace", ns]);
-  await apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "mds-system" }, stringData: { token: service.token } });
+  if (!(await exists(["namespace", ns]))) await admin(["create", "namespace", ns]);
+  await apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: mode.namespace }, stringData: { token: service.token } });
 
   const tls = await ensureTls(join(dir, "kube"), "127.0.0.1");
   proxy = await startRbacProxy({ upstream: devkube.url, ca: tls.caCert, cert: tls.serverCert, key: tls.serverKey, grants });
@@ -102,13 +132,13 @@ beforeAll(async () => {
   kubeConfig.loadFromString(devkube.kubeconfig.replace(devkube.url, proxy.url));
 
   // What the Deployment passes (args, the ConfigMap's MDS_* and the downward API), through the real parser.
-  const config = parseOperatorConfig(["--leader-elect", "--metrics-address=off"], {
+  const config = parseOperatorConfig(["--leader-elect", "--metrics-address=off", ...(mode.watch === undefined ? [] : [`--namespaces=${mode.watch}`])], {
     MDS_API_URL: service.url,
     MDS_INSTANCE_ID: "rbac-e2e",
-    MDS_CREDENTIALS_SECRET: "mds-system/mds-credentials",
+    MDS_CREDENTIALS_SECRET: `${mode.namespace}/mds-credentials`,
     MDS_POLL_FAST: "200ms",
     MDS_LOG_LEVEL: "debug",
-    POD_NAMESPACE: "mds-system",
+    POD_NAMESPACE: mode.namespace,
     POD_NAME: "mds-operator-0",
   });
   if (config === "help") throw new Error("unexpected help");
@@ -122,18 +152,22 @@ beforeAll(async () => {
   await eventually(() => {
     if (!runtime?.isLeader()) throw new Error("not leading yet");
   }, { what: "leadership" });
-}, 180_000);
+}
 
-afterAll(async () => {
+async function teardown(): Promise<void> {
   await runtime?.stop();
+  runtime = undefined;
   await proxy?.close();
   await Promise.all([devkube?.stop(), service?.stop()]);
   if (dir !== undefined) await rm(dir, { recursive: true, force: true });
-});
+}
 
-describe("the operator under deploy/'s RBAC", () => {
+describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
+  beforeAll(() => setup(mode), 180_000);
+  afterAll(teardown);
+
   it("creates, repairs, restores and deletes with no request forbidden", async () => {
-    await apply(project, database("orders", "Delete"), database("archive", "Retain"));
+    await apply(project(), database("orders", "Delete"), database("archive", "Retain"));
     const orders = await waitReady("orders");
     await waitReady("archive");
 
