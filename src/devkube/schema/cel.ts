@@ -5,6 +5,7 @@ import { Environment } from "@marcbachmann/cel-js";
 import type { Node } from "./types.ts";
 import { isObject } from "./types.ts";
 import { registerKubernetesLibraries } from "./k8s-library.ts";
+import { registerIpLibraries } from "./ip-library.ts";
 
 export interface CelProgram {
   evaluate(vars: Record<string, unknown>): unknown;
@@ -17,6 +18,7 @@ function buildEnvironment(optionalOldSelf: boolean): Environment {
   env.registerVariable("self", "dyn");
   env.registerVariable("oldSelf", optionalOldSelf ? "optional<dyn>" : "dyn");
   registerKubernetesLibraries(env);
+  registerIpLibraries(env);
   return env;
 }
 

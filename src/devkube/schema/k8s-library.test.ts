@@ -41,6 +41,16 @@ describe("Kubernetes CEL libraries", () => {
     "url('https://example.com/a%20b').getEscapedPath() == '/a%20b' && url('https://e.com').getScheme() == 'https'",
     "url('https://e.com/?x=1&x=2').getQuery()['x'] == ['1', '2']",
     "isURL('https://e.com') && isURL('/just/a/path') && !isURL('e.com')",
+    // ip and cidr
+    "isIP('10.0.0.1') && isIP('fd00::1') && !isIP('10.0.0.256') && !isIP('010.0.0.1') && !isIP('::ffff:1.2.3.4')",
+    "ip('10.0.0.1').family() == 4 && ip('::1').family() == 6 && ip('::1').isLoopback() && ip('127.0.0.2').isLoopback()",
+    "ip('0.0.0.0').isUnspecified() && ip('169.254.1.1').isLinkLocalUnicast() && ip('8.8.8.8').isGlobalUnicast()",
+    "ip('10.0.0.1') == ip('10.0.0.1')",
+    "isCIDR('10.0.0.0/8') && !isCIDR('10.0.0.0/33') && !isCIDR('10.0.0.0')",
+    "cidr('10.0.0.0/8').containsIP(ip('10.1.2.3')) && cidr('10.0.0.0/8').containsIP('10.9.9.9') && !cidr('10.0.0.0/8').containsIP('11.0.0.1')",
+    "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16') && !cidr('10.1.0.0/16').containsCIDR('10.0.0.0/8')",
+    "cidr('fd00::/8').containsIP('fd12:3456::1') && !cidr('fd00::/8').containsIP('10.0.0.1')",
+    "cidr('10.1.2.3/8').masked() == cidr('10.0.0.0/8') && cidr('10.1.2.3/8').prefixLength() == 8 && cidr('10.1.2.3/8').ip() == ip('10.1.2.3')",
   ])("%s", (expr) => {
     expect(run(expr)).toBe(true);
   });
