@@ -37,12 +37,12 @@ describe("health server", () => {
   it("/metrics serves the operator's metrics in Prometheus text format", async () => {
     const m = operatorMetrics(registry);
     expect(operatorMetrics(registry)).toBe(m);
-    m.apiRequests.inc({ route: "GET /v1/databases", code: "200" });
+    m.kubeWrites.inc({ verb: "create", resource: "secrets" });
     m.leader.set(1);
     const res = await fetch(`${url}/metrics`);
     const text = await res.text();
     expect(res.headers.get("content-type")).toContain("text/plain");
-    expect(text).toContain('mds_operator_api_requests_total{route="GET /v1/databases",code="200"} 1');
+    expect(text).toContain('mds_operator_kube_writes_total{verb="create",resource="secrets"} 1');
     expect(text).toContain("mds_operator_leader 1");
     expect(text).toContain("mds_operator_process_resident_memory_bytes");
   });

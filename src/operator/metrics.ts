@@ -1,8 +1,9 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
 // The operator's Prometheus metrics. One registry per process (built in src/cli), passed down; every part of the
-// operator records into the same named metrics through operatorMetrics(registry). Labels never carry secrets or
-// unbounded values (no object names, no ids).
+// operator records into the same named metrics through operatorMetrics(registry). Calls to the service API are
+// counted by the client's own hooks in the same registry (mds_client_*: requests, attempts by HTTP status,
+// throttled time, retries). Labels never carry secrets or unbounded values (no object names, no ids).
 
 export function createMetricsRegistry(): Registry {
   const registry = new Registry();
@@ -15,10 +16,6 @@ export interface OperatorMetrics {
   reconcileDuration: Histogram<"kind" | "result">;
   /** Keys waiting in the work queue, by kind. */
   queueDepth: Gauge<"kind">;
-  /** Requests to the service API by route template (e.g. "POST /v1/databases") and HTTP status code. */
-  apiRequests: Counter<"route" | "code">;
-  /** Time callers spent waiting for the rate budget or Retry-After. */
-  apiThrottledSeconds: Counter;
   /** From a resource's creation to its first Ready=True, by kind. */
   timeToReady: Histogram<"kind">;
   /** Writes to the Kubernetes API by verb and resource; zero in a steady-state resync. */
@@ -45,17 +42,6 @@ export function operatorMetrics(registry: Registry): OperatorMetrics {
       name: "mds_operator_queue_depth",
       help: "Keys waiting in the work queue, by kind.",
       labelNames: ["kind"],
-      registers,
-    }),
-    apiRequests: new Counter({
-      name: "mds_operator_api_requests_total",
-      help: "Requests to the Managed Database Service API, by route and HTTP status code.",
-      labelNames: ["route", "code"],
-      registers,
-    }),
-    apiThrottledSeconds: new Counter({
-      name: "mds_operator_api_throttled_seconds_total",
-      help: "Time spent waiting for the rate budget or Retry-After before calling the service.",
       registers,
     }),
     timeToReady: new Histogram({
