@@ -111,6 +111,10 @@ export async function checkInvariants(ctx: InvariantContext, expectations: Invar
     }
     const found = ((reply.body as { data: Array<{ id: string }> }).data ?? []).map((d) => d.id);
     if (found.length > 1) violations.push({ invariant: "one-remote-per-resource", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: ${found.length} remote objects (${found.join(", ")})` });
+    // A Ready resource must be found by its logicalId (else the lookup the operator relies on, or this check, is broken).
+    if (found.length === 0 && isReady(obj) && obj.spec?.["externalId"] === undefined) {
+      violations.push({ invariant: "one-remote-per-resource", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name} is Ready but no remote object has its logicalId` });
+    }
     const id = obj.status?.["id"];
     if (typeof id === "string" && found.length === 1 && found[0] !== id && obj.spec?.["externalId"] === undefined) {
       violations.push({ invariant: "one-remote-per-resource", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: status.id ${id} but logicalId names ${found[0]}` });
