@@ -163,6 +163,10 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
       throw err;
     }
     options.logger?.info({ port, dataDir, version: bin.version }, "PostgreSQL started");
+    // If this process exits without stopping the server (an uncaught error, process.exit), take the server down too.
+    const onExit = () => child.kill("SIGQUIT");
+    process.once("exit", onExit);
+    child.once("exit", () => process.off("exit", onExit));
     let stopping: Promise<void> | undefined;
     const exited = new Promise<void>((resolve) => {
       if (child.exitCode !== null) resolve();

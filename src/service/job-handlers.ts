@@ -21,10 +21,6 @@ async function loadDatabase(deps: ServiceDeps, job: Job) {
   return db;
 }
 
-async function setStatus(deps: ServiceDeps, id: string, status: string, from: string[]): Promise<void> {
-  await deps.pool.query("UPDATE databases SET status = $2 WHERE id = $1 AND status = ANY($3)", [id, status, from]);
-}
-
 async function usableBackupFile(deps: ServiceDeps, backupId: string): Promise<string> {
   const backup = await getBackup(deps.pool, backupId);
   if (!backup || backup.status !== "completed" || !backup.path || !backup.sha256) throw new JobFatalError(`backup ${backupId} is not usable`);
@@ -111,16 +107,21 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
     if ((await databaseComment(pool, db.pg_name)) === restoreMarker(job)) {
       await ctx.outcome("resumed-after-swap");
     } else {
+      const t0 = performance.now();
       await dropDatabaseIfExists(pool, scratch);
       await allowConnections(pool, db.pg_name);
       const file = await usableBackupFile(deps, String(job.payload.backupId));
       await createDatabase(pool, scratch, db.owner_role);
+      const t1 = performance.now();
       await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: scratch, file, role: db.owner_role });
+      const t2 = performance.now();
       await swapDatabases(pool, { target: db.pg_name, scratch, old, marker: restoreMarker(job) });
       await ctx.outcome("restored");
+      deps.logger.debug({ job: job.id, prepareMs: Math.round(t1 - t0), pgRestoreMs: Math.round(t2 - t1), swapMs: Math.round(performance.now() - t2) }, "restore swapped");
     }
+    // Dropping the old copy can wait behind a checkpoint: the database is already usable, so report ready first.
+    await settleRestore(deps, job, "ready");
     await dropDatabaseIfExists(pool, old);
-    await setStatus(deps, db.id, "ready", ["recovering"]);
   },
   async fail(job, err) {
     const db = await getDatabaseById(deps.pool, job.target_id);
@@ -129,9 +130,18 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
       await dropDatabaseIfExists(pool, scratchName(db.pg_name, job)).catch(() => {});
       await allowConnections(pool, db.pg_name).catch(() => {});
     }
-    await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'recovering'", [job.target_id, err.message.slice(0, 500)]);
+    await settleRestore(deps, job, "failure", err.message);
   },
 });
+
+/** Ends `recovering`, unless a later restore was accepted meanwhile (it owns the status now). */
+async function settleRestore(deps: ServiceDeps, job: Job, status: "ready" | "failure", reason?: string): Promise<void> {
+  await deps.pool.query(
+    `UPDATE databases SET status = $3, failure_reason = coalesce($4, failure_reason) WHERE id = $1 AND status = 'recovering'
+       AND NOT EXISTS (SELECT 1 FROM jobs WHERE target_id = $1 AND kind = 'restore' AND state = 'pending' AND id > $2)`,
+    [job.target_id, job.id, status, reason?.slice(0, 500) ?? null],
+  );
+}
 
 const drop: (deps: ServiceDeps) => JobHandler = (deps) => ({
   async run(job, ctx) {
