@@ -67,6 +67,7 @@ export function createCredentialPool(options: {
           api,
           logger: options.logger.child({ credential: id }),
           maxAgeMs: options.pollIntervals.slowMs * 2 + 5_000,
+          fastMs: options.pollIntervals.fastMs,
           onChange: options.onRemoteChange,
         });
         mirror.start(options.pollIntervals.slowMs);

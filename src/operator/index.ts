@@ -38,6 +38,8 @@ export interface OperatorOptions {
   canWrite: () => boolean;
   /** Test-only: called at named points of the create and restore algorithms; a throw simulates a crash there. */
   crashPoint?: (name: string) => void | Promise<void>;
+  /** Rate budget shared by every caller of one credential (default: the client's, 10 requests/s, burst 20). */
+  apiRateLimit?: { requestsPerSecond: number; burst: number };
   /** Test seam: the API client of one credential (default: src/client with Prometheus hooks). */
   createApiClient?: CreateApiClient;
   /** Test seam: the Kubernetes client (default: built from kubeConfig). */
@@ -59,7 +61,9 @@ export function createOperator(options: OperatorOptions): Operator {
   const namespaces = options.namespaces ?? [undefined];
   const crashPoint = options.crashPoint ?? (() => {});
   const createApiClient: CreateApiClient =
-    options.createApiClient ?? (({ baseUrl, token }) => createClient({ baseUrl, token, hooks: prometheusHooks(options.metrics) }));
+    options.createApiClient ??
+    (({ baseUrl, token }) =>
+      createClient({ baseUrl, token, hooks: prometheusHooks(options.metrics), ...(options.apiRateLimit === undefined ? {} : { rateLimit: options.apiRateLimit }) }));
 
   const queues = { Project: createWorkQueue(), Database: createWorkQueue(), DatabaseRestore: createWorkQueue() };
   const informers: Informer<KubeObject>[] = [];

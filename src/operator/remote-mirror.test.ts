@@ -29,11 +29,25 @@ describe("remote mirror", () => {
     api.provisioningReads = 2;
     const project = await api.createProject({ name: "p", createDatabase: false });
     const db = await api.createProjectDatabase(project.id, { name: "d" });
-    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: () => {} });
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
     await mirror.ready();
     const statuses = [];
     for (let i = 0; i < 4; i++) statuses.push((await mirror.getDatabase(db.id))?.status);
     expect(statuses).toEqual(["provisioning", "ready", "ready", "ready"]);
     expect(api.calls["getDatabase"]).toBe(2);
+  });
+
+  it("serves a burst of provisioning databases with list calls, not one GET each", async () => {
+    const api = createFakeApi();
+    api.provisioningReads = 1_000;
+    const project = await api.createProject({ name: "p", createDatabase: false });
+    const ids = [];
+    for (let i = 0; i < 50; i++) ids.push((await api.createProjectDatabase(project.id, { name: `d${i}` })).id);
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
+    await mirror.ready();
+    for (const k of Object.keys(api.calls)) delete api.calls[k];
+    await Promise.all(ids.map((id) => mirror.getDatabase(id)));
+    expect(api.calls["getDatabase"] ?? 0).toBe(0);
+    expect(api.calls["listDatabases"]).toBeLessThanOrEqual(2);
   });
 });

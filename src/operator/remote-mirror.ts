@@ -31,8 +31,10 @@ const settled = (db: Database) => db.status === "ready" || db.status === "failur
 export function createRemoteMirror(options: {
   api: MdsApi;
   logger: Logger;
-  /** Entries younger than this are served without a call. */
+  /** Settled entries younger than this are served without a call. */
   maxAgeMs: number;
+  /** An unsettled (provisioning, recovering) entry is read again at most this often. */
+  fastMs?: number;
   onChange: (kind: "database" | "project", id: string) => void;
   pageSize?: number;
 }): RemoteMirror {
@@ -46,6 +48,13 @@ export function createRemoteMirror(options: {
   let seq = 0;
   const fresh = <T>(value: T): Entry<T> => ({ value, at: Date.now(), seq: ++seq });
 
+  const fastMs = options.fastMs ?? 1_000;
+  /** One list page per 100 databases against one GET per unsettled database. */
+  const listIsCheaper = () => {
+    let unsettled = 0;
+    for (const e of databases.values()) if (!settled(e.value)) unsettled++;
+    return unsettled > 2 && unsettled >= Math.ceil(databases.size / pageSize);
+  };
   const fingerprint = (db: Database) => `${db.status}|${db.name}|${db.isDefault}|${db.connections.map((c) => c.id).join(",")}`;
 
   async function listAll() {
@@ -109,7 +118,15 @@ export function createRemoteMirror(options: {
     async getDatabase(id) {
       await this.ready();
       const entry = databases.get(id);
-      if (entry !== undefined && settled(entry.value) && Date.now() - entry.at < options.maxAgeMs) return entry.value;
+      const age = entry === undefined ? Infinity : Date.now() - entry.at;
+      if (entry !== undefined && settled(entry.value) && age < options.maxAgeMs) return entry.value;
+      if (entry !== undefined && !settled(entry.value) && age < fastMs) return entry.value;
+      if (entry !== undefined && listIsCheaper()) {
+        // Many databases provisioning at once (a burst of applies): one list serves them all.
+        await refresh();
+        const listed = databases.get(id);
+        if (listed !== undefined) return listed.value;
+      }
       try {
         const db = await api.getDatabase(id);
         databases.set(id, fresh(db));
