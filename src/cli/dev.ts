@@ -15,14 +15,18 @@ When ready it writes <dir>/env (KUBECONFIG, MDS_API_URL, MDS_TOKEN) and <dir>/ac
 export function nextSteps(dir: string): string {
   const relative = path.relative(process.cwd(), dir);
   const rel = relative === "" ? "." : relative.startsWith("..") ? dir : relative;
+  const steps: [string, string][] = [
+    [`source ${rel}/activate`, "# KUBECONFIG, MDS_API_URL, MDS_TOKEN, and kubectl on PATH"],
+    ["kubectl apply -f examples/", '# a Project "shop" and two Databases'],
+    ["kubectl get mds", "# watch them become Ready"],
+    ["kubectl get secret orders-db -o jsonpath='{.data.DATABASE_URL}' | base64 -d", ""],
+  ];
+  const width = Math.max(...steps.filter(([, c]) => c !== "").map(([cmd]) => cmd.length)) + 2;
   return [
     "",
     "Ready. In another terminal:",
     "",
-    `  source ${rel}/activate                # KUBECONFIG, MDS_API_URL, MDS_TOKEN, and kubectl on PATH`,
-    "  kubectl apply -f examples/            # a Project \"shop\" and two Databases",
-    "  kubectl get mds                       # watch them become Ready",
-    "  kubectl get secret orders-db -o jsonpath='{.data.DATABASE_URL}' | base64 -d",
+    ...steps.map(([cmd, comment]) => `  ${comment === "" ? cmd : cmd.padEnd(width) + comment}`),
     "",
     `Then try a restore: src/operator/README.md. Logs: ${rel}/operator.log, ${rel}/service.log, ${rel}/devkube.log.`,
     "Press Ctrl-C to stop everything.",
