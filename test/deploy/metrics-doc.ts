@@ -1,9 +1,11 @@
-// The metrics table of docs/metrics.md, rendered from the operator's own registry (src/operator/metrics.ts), so
+// The metrics table of docs/metrics.md, rendered from the operator's own registry (src/operator/metrics.ts and the
+// API client's src/client/prometheus-hooks.ts), so
 // the reference lists exactly what /metrics serves. `npm run docs:reference` rewrites the block between the
 // markers; docs.test.ts fails when it drifts.
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { prometheusHooks } from "../../src/client/index.ts";
 import { createMetricsRegistry, operatorMetrics } from "../../src/operator/metrics.ts";
 
 export const metricsDocPath = join(fileURLToPath(new URL("../../", import.meta.url)), "docs", "metrics.md");
@@ -13,6 +15,8 @@ export const endMarker = "<!-- END generated: metrics table -->";
 export async function renderMetricsTable(): Promise<string> {
   const registry = createMetricsRegistry();
   operatorMetrics(registry);
+  // The operator's API clients report into the same registry (src/operator/index.ts).
+  prometheusHooks(registry);
   const rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"];
   const metrics = await registry.getMetricsAsJSON();
   for (const m of metrics.filter((x) => !/^mds_operator_(process_|nodejs_)/.test(x.name)).sort((a, b) => a.name.localeCompare(b.name))) {
