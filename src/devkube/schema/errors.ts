@@ -15,8 +15,13 @@ export interface FieldError {
   type: FieldErrorType;
   /** "spec.replicas", "spec.items[2].name" */
   field: string;
-  /** the detail Kubernetes prints after the type and value */
+  /**
+   * What Kubernetes prints for this error after the field, and puts in the Status cause's message
+   * (field.Error.ErrorBody): 'Invalid value: "bad": must be ...', "Required value".
+   */
   message: string;
+  /** the bare detail after the type and value ("must be ..."), "" when none */
+  detail: string;
   badValue?: unknown;
 }
 
@@ -41,26 +46,32 @@ const typeTitles: Record<FieldErrorType, string> = {
   FieldValueTooMany: "Too many",
 };
 
-export const required = (field: string, detail = ""): FieldError => ({ type: "FieldValueRequired", field, message: detail });
-export const forbidden = (field: string, detail: string): FieldError => ({ type: "FieldValueForbidden", field, message: detail });
-export const invalid = (field: string, value: unknown, detail: string): FieldError => ({ type: "FieldValueInvalid", field, message: detail, badValue: value });
-export const typeInvalid = (field: string, value: unknown, detail: string): FieldError => ({ type: "FieldValueTypeInvalid", field, message: detail, badValue: value });
-export const duplicate = (field: string, value: unknown): FieldError => ({ type: "FieldValueDuplicate", field, message: "", badValue: value });
+function make(type: FieldErrorType, field: string, detail: string, ...value: [] | [unknown]): FieldError {
+  const err: FieldError = value.length === 0 ? { type, field, message: "", detail } : { type, field, message: "", detail, badValue: value[0] };
+  err.message = errorBody(err);
+  return err;
+}
+
+export const required = (field: string, detail = ""): FieldError => make("FieldValueRequired", field, detail);
+export const forbidden = (field: string, detail: string): FieldError => make("FieldValueForbidden", field, detail);
+export const invalid = (field: string, value: unknown, detail: string): FieldError => make("FieldValueInvalid", field, detail, value);
+export const typeInvalid = (field: string, value: unknown, detail: string): FieldError => make("FieldValueTypeInvalid", field, detail, value);
+export const duplicate = (field: string, value: unknown): FieldError => make("FieldValueDuplicate", field, "", value);
 
 export function notSupported(field: string, value: unknown, supported: string[]): FieldError {
   const detail = supported.length > 0 ? `supported values: ${supported.map((s) => JSON.stringify(s)).join(", ")}` : "";
-  return { type: "FieldValueNotSupported", field, message: detail, badValue: value };
+  return make("FieldValueNotSupported", field, detail, value);
 }
 
 export function tooLong(field: string, value: unknown, max: number): FieldError {
   const detail = max >= 0 ? `may not be more than ${max} ${max === 1 ? "byte" : "bytes"}` : "value is too long";
-  return { type: "FieldValueTooLong", field, message: detail, badValue: value };
+  return make("FieldValueTooLong", field, detail, value);
 }
 
 export function tooMany(field: string, actual: number, max: number): FieldError {
   const detail = max >= 0 ? `must have at most ${max} ${max === 1 ? "item" : "items"}` : "has too many items";
   // An unknown count is printed without a value (field.omitValue); we model that as no badValue.
-  return actual >= 0 ? { type: "FieldValueTooMany", field, message: detail, badValue: actual } : { type: "FieldValueTooMany", field, message: detail };
+  return actual >= 0 ? make("FieldValueTooMany", field, detail, actual) : make("FieldValueTooMany", field, detail);
 }
 
 /** Go's fmt %#v / %v / %q rendering of a decoded JSON value, as field.Error prints bad values. */
@@ -92,8 +103,12 @@ function formatGoNumber(n: number): string {
   return String(n);
 }
 
-/** field.Error.ErrorBody(): "Invalid value: \"x\": detail". */
-export function errorBody(err: FieldError): string {
+/**
+ * field.Error.ErrorBody(): "Invalid value: \"x\": detail", computed from type, badValue and detail
+ * (for a FieldError this equals its message). An object without `detail` has its `message` taken
+ * as the detail.
+ */
+export function errorBody(err: { type: FieldErrorType; detail?: string | undefined; message?: string | undefined; badValue?: unknown }): string {
   const title = typeTitles[err.type];
   let s: string;
   if (
@@ -106,13 +121,14 @@ export function errorBody(err: FieldError): string {
   } else {
     s = `${title}: ${formatGoValue(err.badValue)}`;
   }
-  if (err.message.length > 0) s += `: ${err.message}`;
+  const detail = "detail" in err ? (err.detail ?? "") : (err.message ?? "");
+  if (detail.length > 0) s += `: ${detail}`;
   return s;
 }
 
 /** field.Error.Error(): "spec.x: Invalid value: ...". */
 export function formatFieldError(err: FieldError): string {
-  return `${err.field}: ${errorBody(err)}`;
+  return `${err.field}: ${err.message}`;
 }
 
 /** utilerrors aggregate wording: one error alone, several as "[a, b]", duplicates dropped. */
@@ -138,7 +154,7 @@ export function invalidStatus(kind: string, group: string, name: string, errors:
       name,
       group,
       kind,
-      causes: errors.map((e) => ({ reason: e.type, message: errorBody(e), field: e.field })),
+      causes: errors.map((e) => ({ reason: e.type, message: e.message, field: e.field })),
     },
     code: 422,
   };

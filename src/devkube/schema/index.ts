@@ -1,7 +1,7 @@
 // Structural schemas (CRD openAPIV3Schema): pruning, defaulting, validation and CEL rules with
 // kube-apiserver's semantics and wording. Pure: no I/O.
 import type { FieldError } from "./errors.ts";
-import { SchemaError, aggregateMessage } from "./errors.ts";
+import { SchemaError, aggregateMessage, invalid } from "./errors.ts";
 import type { JsonObject, Node } from "./types.ts";
 import { deepEqual } from "./types.ts";
 import { parseStructural } from "./structural.ts";
@@ -36,10 +36,10 @@ function checkDefaults(node: Node, schemaPath: string, dataPath: string, errors:
     const pruned = structuredClone(node.default);
     pruneInPlace(pruned, node);
     if (!deepEqual(pruned, node.default)) {
-      errors.push({ type: "FieldValueInvalid", field: sp("default"), message: "must not have unknown fields", badValue: node.default });
+      errors.push(invalid(sp("default"), node.default, "must not have unknown fields"));
     } else if (node.default === null && !node.nullable) {
       // a null default on a non-nullable field is dropped on write; kube rejects it at CRD creation
-      errors.push({ type: "FieldValueInvalid", field: sp("default"), message: "must not be null for non-nullable schema", badValue: null });
+      errors.push(invalid(sp("default"), null, "must not be null for non-nullable schema"));
     } else {
       for (const e of validateDefault(node.default, node, dataPath)) errors.push({ ...e, field: sp("default") });
     }

@@ -69,6 +69,18 @@ describe("validate: kube-openapi checks worded like kube-apiserver", () => {
     expect(schema.validate(obj).map(formatFieldError)).toEqual(want);
   });
 
+  it("gives each error kube's cause message (ErrorBody) and the bare detail", () => {
+    expect(schema.validate(withSpec({ replicas: "3" }))).toEqual([
+      {
+        type: "FieldValueTypeInvalid",
+        field: "spec.replicas",
+        message: 'Invalid value: "string": spec.replicas in body must be of type integer: "string"',
+        detail: 'spec.replicas in body must be of type integer: "string"',
+        badValue: "string",
+      },
+    ]);
+  });
+
   it("reports every error, with kube's error types", () => {
     const errs = schema.validate(withSpec({ replicas: "x", deletionPolicy: "Nope", tags: ["a", "b", "c"], name: "abcdefghij" }));
     expect(errs.map((e) => e.type).sort()).toEqual(["FieldValueNotSupported", "FieldValueTooLong", "FieldValueTooMany", "FieldValueTypeInvalid"]);
