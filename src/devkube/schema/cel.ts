@@ -1,6 +1,7 @@
 // CEL for x-kubernetes-validations on top of @marcbachmann/cel-js: `self`/`oldSelf` bindings, the
-// Kubernetes list/string library functions the engine lacks, and values typed from the schema
-// (schema integers become CEL int = bigint, so `self.size + 1 == 4` works as on a real cluster).
+// Kubernetes CEL libraries the engine lacks (k8s-library.ts, ip-library.ts), a static check of field
+// selections against the schema, and values typed from the schema (schema integers become CEL
+// int = bigint, so `self.size + 1 == 4` works as on a real cluster).
 import { Environment } from "@marcbachmann/cel-js";
 import type { Node } from "./types.ts";
 import { isObject } from "./types.ts";
