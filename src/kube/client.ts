@@ -46,6 +46,11 @@ type Method = (typeof HttpMethod)[keyof typeof HttpMethod];
 export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOptions = {}): KubeClient {
   const timeoutMs = options.timeoutMs ?? 30_000;
   const fieldManager = options.fieldManager ?? "mds-operator";
+  // client-node builds a new undici Agent (a new TLS connection pool) on every applySecurityAuthentication when
+  // the cluster has a CA: one handshake per request and pools that are never closed. Keep the first one; the
+  // headers (tokens that an exec or OIDC provider may refresh) are still taken per request.
+  let dispatcher: ReturnType<RequestContext["getDispatcher"]>;
+  let dispatcherResolved = false;
 
   async function request(
     what: string,
@@ -68,7 +73,10 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
     const timeout = AbortSignal.timeout(timeoutMs);
     let response;
     try {
-      const dispatcher = ctx.getDispatcher();
+      if (!dispatcherResolved) {
+        dispatcher = ctx.getDispatcher();
+        dispatcherResolved = true;
+      }
       response = await fetch(url, {
         method,
         headers,
