@@ -60,6 +60,8 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
   seed(api, registry);
   controllers.schedule();
   const watches = new WatchHub(store, api, { bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000, maxWatchSeconds: options.maxWatchSeconds ?? 1800 });
+  // a deleted CRD's endpoints go away, and so do the watches on them (clients then get 404)
+  registry.onRemoved((sk) => watches.closeAll(sk));
 
   let address = "";
   const app = createApp({

@@ -53,7 +53,18 @@ export class Registry {
   }
 
   removeCrd(name: string): void {
-    if (this.crds.delete(name)) this.revision++;
+    const types = this.crds.get(name);
+    if (!types) return;
+    this.crds.delete(name);
+    this.revision++;
+    for (const l of this.removalListeners) for (const t of types) l(t.storageKey);
+  }
+
+  private readonly removalListeners = new Set<(storageKey: string) => void>();
+
+  /** Called with the storage key of every resource type that stops being served. */
+  onRemoved(listener: (storageKey: string) => void): void {
+    this.removalListeners.add(listener);
   }
 
   crdTypes(name: string): ResourceType[] {

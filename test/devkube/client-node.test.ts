@@ -299,3 +299,21 @@ describe("leases and events", () => {
     expect(String(missing.body["message"])).toContain("action: Required value");
   });
 });
+
+describe("CRD deletion", () => {
+  it("sends a DELETE to informers for every CR, then the endpoints are gone", async () => {
+    const api = kc.makeApiClient(k8s.CustomObjectsApi);
+    const ref = { group: "example.com", version: "v1", namespace: "default", plural: "widgets" };
+    const informer = k8s.makeInformer(kc, "/apis/example.com/v1/namespaces/default/widgets", () => api.listNamespacedCustomObject(ref) as Promise<k8s.KubernetesListObject<k8s.KubernetesObject>>);
+    const deleted: string[] = [];
+    informer.on("delete", (o) => deleted.push(o.metadata?.name ?? ""));
+    informer.on("error", () => undefined);
+    await informer.start();
+    const before = informer.list().map((o) => o.metadata?.name ?? "");
+    expect(before.length).toBeGreaterThan(0);
+    await h.ok(["delete", "crd", "widgets.example.com"]);
+    await eventually(() => before.every((n) => deleted.includes(n)));
+    await expect(api.listNamespacedCustomObject(ref)).rejects.toMatchObject({ code: 404 });
+    await informer.stop();
+  });
+});
