@@ -3,8 +3,10 @@ import pg from "pg";
 // timestamptz comes back as Date (ms precision is enough for output; cursors use text from SQL).
 export function createPool(url: string, max = 10): pg.Pool {
   const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30_000 });
-  // An idle client losing its server must not crash the process; the next query reports the problem.
+  // A client losing its server (idle or checked out) must not crash the process: the pending query rejects,
+  // and the broken client is discarded on release.
   pool.on("error", () => {});
+  pool.on("connect", (client) => client.on("error", () => {}));
   return pool;
 }
 
