@@ -159,7 +159,9 @@ describe("CEL compile errors reject the schema", () => {
       expect.unreachable();
     } catch (err) {
       expect((err as SchemaError).errors.map(formatFieldError)).toEqual([
-        "properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.b == 'x'\": compilation failed: ERROR: <input>:1:5: undefined field 'b'",
+        "properties[spec].x-kubernetes-validations[0].rule: Invalid value: " +
+          'apiextensions.ValidationRule{Rule:"self.b == \'x\'", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: ' +
+          "compilation failed: ERROR: <input>:1:5: undefined field 'b'\n | self.b == 'x'\n | ....^",
       ]);
     }
   });

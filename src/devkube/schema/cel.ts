@@ -49,6 +49,17 @@ interface AstNode {
   pos: number;
 }
 
+/** cel-go's error rendering: location, message, the source line and a caret under the column. */
+function celGoError(ast: AstNode, column: number, message: string): string {
+  const input = (ast as unknown as { input?: string }).input ?? "";
+  const before = input.slice(0, column - 1);
+  const line = before.split("\n").length;
+  const lineStart = before.lastIndexOf("\n") + 1;
+  const col = column - lineStart;
+  const source = input.split("\n")[line - 1] ?? "";
+  return `ERROR: <input>:${line}:${col}: ${message}\n | ${source}\n | ${".".repeat(Math.max(0, col - 1))}^`;
+}
+
 function isAst(v: unknown): v is AstNode {
   return typeof v === "object" && v !== null && "op" in v && "args" in v;
 }
@@ -79,7 +90,7 @@ function checkSelects(ast: AstNode, root: Node, isRoot: boolean): string | undef
       const baseType = resolve(base);
       const out = selectField(baseType, n.args[1], baseType === root && isRoot && base.op === "id");
       if (out === undefined) {
-        problem ??= `ERROR: <input>:1:${n.pos - (n.op === ".?" ? 1 : 0)}: undefined field '${n.args[1]}'`;
+        problem ??= celGoError(ast, n.pos - (n.op === ".?" ? 1 : 0), `undefined field '${n.args[1]}'`);
         return "unknown";
       }
       return out;

@@ -74,8 +74,20 @@ export function tooMany(field: string, actual: number, max: number): FieldError 
   return actual >= 0 ? make("FieldValueTooMany", field, detail, actual) : make("FieldValueTooMany", field, detail);
 }
 
+/** A bad value Kubernetes prints as a Go literal (e.g. a CRD's ValidationRule struct). */
+export class GoLiteral {
+  readonly text: string;
+  constructor(text: string) {
+    this.text = text;
+  }
+  toJSON(): string {
+    return this.text;
+  }
+}
+
 /** Go's fmt %#v / %v / %q rendering of a decoded JSON value, as field.Error prints bad values. */
 export function formatGoValue(value: unknown, nested = false): string {
+  if (value instanceof GoLiteral) return value.text;
   if (value === null || value === undefined) return nested ? "interface {}(nil)" : "null";
   if (typeof value === "string") return JSON.stringify(value);
   if (typeof value === "bigint") return value.toString();

@@ -3,7 +3,7 @@
 // Error paths are relative to the openAPIV3Schema ("properties[spec].type"); the CRD handler
 // prefixes "spec.versions[i].schema.openAPIV3Schema.".
 import type { FieldError } from "./errors.ts";
-import { forbidden, invalid, notSupported, required } from "./errors.ts";
+import { GoLiteral, forbidden, invalid, notSupported, required } from "./errors.ts";
 import type { CelRule, Node, SchemaType } from "./types.ts";
 import { isObject } from "./types.ts";
 import type { CelProgram } from "./cel.ts";
@@ -212,6 +212,16 @@ function parseNode(raw: unknown, path: string, ctx: "root" | "property" | "items
 // Rules are compiled after the whole tree is parsed, so that they can be checked against it.
 let pendingRules: { node: Node; raw: unknown[]; path: string; isRoot: boolean }[] = [];
 
+/** The rule as kube-apiserver prints it in errors: the Go struct apiextensions.ValidationRule (%#v). */
+function ruleLiteral(raw: Record<string, unknown>): GoLiteral {
+  const str = (k: string): string => JSON.stringify(typeof raw[k] === "string" ? raw[k] : "");
+  const ptr = (k: string, type: string): string => (raw[k] === undefined || raw[k] === null ? `(${type})(nil)` : `(${type})(0xc000a1e000)`);
+  return new GoLiteral(
+    `apiextensions.ValidationRule{Rule:${str("rule")}, Message:${str("message")}, MessageExpression:${str("messageExpression")}, ` +
+      `Reason:${ptr("reason", "*apiextensions.FieldValueErrorReason")}, FieldPath:${str("fieldPath")}, OptionalOldSelf:${ptr("optionalOldSelf", "*bool")}}`,
+  );
+}
+
 function parseRule(raw: unknown, path: string, errors: FieldError[], self: { node: Node; isRoot: boolean }): CompiledRule[] {
   if (!isObject(raw) || typeof raw["rule"] !== "string") {
     errors.push(required(join(path, "rule"), ""));
@@ -222,7 +232,7 @@ function parseRule(raw: unknown, path: string, errors: FieldError[], self: { nod
   try {
     program = compileCel(rule, "bool", self, raw["optionalOldSelf"] === true);
   } catch (err) {
-    errors.push(invalid(join(path, "rule"), rule, (err as Error).message));
+    errors.push(invalid(join(path, "rule"), ruleLiteral(raw), (err as Error).message));
     return [];
   }
   const out: CompiledRule = { rule, program };
@@ -236,7 +246,7 @@ function parseRule(raw: unknown, path: string, errors: FieldError[], self: { nod
     try {
       out.messageProgram = compileCel(raw["messageExpression"], "string", self);
     } catch (err) {
-      errors.push(invalid(join(path, "messageExpression"), raw["messageExpression"], `messageExpression ${(err as Error).message}`));
+      errors.push(invalid(join(path, "messageExpression"), ruleLiteral(raw), `messageExpression ${(err as Error).message}`));
     }
   }
   const reason = raw["reason"];
