@@ -110,7 +110,9 @@ function isAlive(pid: number): boolean {
 async function claimDir(lockFile: string): Promise<void> {
   const previous = await readFile(lockFile, "utf8").catch(() => "");
   const pid = Number(previous.trim());
-  if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid)) {
+  // A pid file left by a killed mds dev may name a pid reused by an unrelated process: only a node process counts.
+  const cmdline = Number.isInteger(pid) && pid > 0 ? await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "") : "";
+  if (Number.isInteger(pid) && pid > 0 && isAlive(pid) && (pid === process.pid || cmdline.includes("node"))) {
     throw new Error(`cannot start: mds dev already runs with this state directory (pid ${pid})`);
   }
   await writeFile(lockFile, `${process.pid}\n`);

@@ -75,6 +75,10 @@ describe("mds dev", () => {
     expect(await query(await secretUrl("orders-db"))).toMatch(/\w+/);
   });
 
+  it("refuses a second mds dev on the same directory", async () => {
+    await expect(startDevStack({ dir })).rejects.toThrow(`mds dev already runs with this state directory (pid ${process.pid})`);
+  });
+
   it("restarts the operator after it is killed, and the restarted one rebuilds a deleted Secret", { timeout: 120_000 }, async () => {
     const before = stack!.operatorPid()!;
     const restarted = stack!.nextOperatorStart();
