@@ -7,6 +7,9 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startDevkube } from "../../src/devkube/index.ts";
+import { eventually } from "../e2e/helpers.ts";
+import { kubectl } from "./kubectl.ts";
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -42,15 +45,21 @@ function parseDockerfile(text: string): { args: Map<string, string>; stages: Sta
 }
 
 function run(command: string, args: string[], cwd: string): Promise<{ code: number; output: string }> {
-  return new Promise((resolve, reject) => {
-    // A clean environment: nothing from the machine (no KUBECONFIG, no tokens) leaks into what the image would see.
-    const child = spawn(command, args, { cwd, env: { PATH: "/usr/bin:/bin", NODE_ENV: "production" }, stdio: ["ignore", "pipe", "pipe"] });
-    const chunks: Buffer[] = [];
-    child.stdout.on("data", (b: Buffer) => chunks.push(b));
-    child.stderr.on("data", (b: Buffer) => chunks.push(b));
+  return start(command, args, cwd).done;
+}
+
+// A child process with a clean environment: nothing from the machine (no KUBECONFIG, no tokens) leaks into what
+// the image would see.
+function start(command: string, args: string[], cwd: string, env: Record<string, string> = {}) {
+  const child = spawn(command, args, { cwd, env: { PATH: "/usr/bin:/bin", NODE_ENV: "production", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const chunks: Buffer[] = [];
+  child.stdout.on("data", (b: Buffer) => chunks.push(b));
+  child.stderr.on("data", (b: Buffer) => chunks.push(b));
+  const done = new Promise<{ code: number; output: string }>((resolve, reject) => {
     child.on("error", reject);
-    child.on("close", (code) => resolve({ code: code ?? 1, output: Buffer.concat(chunks).toString("utf8") }));
+    child.on("close", (code, signal) => resolve({ code: code ?? (signal ? 128 : 1), output: Buffer.concat(chunks).toString("utf8") }));
   });
+  return { child, output: () => Buffer.concat(chunks).toString("utf8"), done };
 }
 
 describe("Dockerfile", () => {
@@ -153,6 +162,46 @@ describe("the image's file set", () => {
     const result = await run(process.execPath, ["bin/mds.js", "--help"], dir);
     expect(result).toMatchObject({ code: 0 });
     expect(result.output).toContain("usage: mds <command>");
+  });
+
+  it("runs `mds operator` from the file set: it reaches devkube, leads, becomes ready, and stops cleanly on SIGTERM", async () => {
+    const kubeDir = join(dir, "devkube");
+    const devkube = await startDevkube({ dir: kubeDir });
+    try {
+      const crds = await kubectl(["apply", "-f", join(repoRoot, "crds")], { kubeconfig: devkube.kubeconfigPath });
+      expect(crds.code).toBe(0);
+      expect((await kubectl(["create", "namespace", "mds-system"], { kubeconfig: devkube.kubeconfigPath })).code).toBe(0);
+      // As the Deployment runs it: options from the environment, leader election in POD_NAMESPACE.
+      const operator = start(process.execPath, ["bin/mds.js", "operator", "--leader-elect", "--metrics-address=127.0.0.1:0"], dir, {
+        KUBECONFIG: devkube.kubeconfigPath,
+        MDS_API_URL: "http://127.0.0.1:9",
+        MDS_INSTANCE_ID: "image-test",
+        POD_NAMESPACE: "mds-system",
+        POD_NAME: "mds-operator-image-test",
+      });
+      try {
+        const healthUrl = await eventually(() => {
+          const m = /"healthUrl":"([^"]+)"/.exec(operator.output());
+          if (!m?.[1]) throw new Error(`no healthUrl logged yet: ${operator.output().slice(-500)}`);
+          return m[1];
+        }, { what: "the operator's health server" });
+        const readyz = await eventually(async () => {
+          const res = await fetch(`${healthUrl}/readyz`);
+          const text = await res.text();
+          if (res.status !== 200 || text !== "ok: leader\n") throw new Error(`${res.status} ${text}`);
+          return text;
+        }, { what: "/readyz ok as leader" });
+        expect(readyz).toBe("ok: leader\n");
+        expect((await fetch(`${healthUrl}/metrics`)).status).toBe(200);
+      } finally {
+        operator.child.kill("SIGTERM");
+      }
+      const exit = await operator.done;
+      expect(exit.output).not.toMatch(/Cannot find (module|package)/);
+      expect(exit.code).toBe(0);
+    } finally {
+      await devkube.stop();
+    }
   });
 
   it("runs the entrypoint `mds operator --help`", async () => {
