@@ -289,7 +289,9 @@ class LoopRun<T extends ManagedObject> {
       { type: "Ready", status: "False", reason: "Creating", message: `Waiting for the remote ${this.kind.kind.toLowerCase()} "${creation.id}"` },
       { type: "Synced", status: "True", reason: "ReconcileSuccess", message: "" },
     );
-    return requeueAfter(0);
+    // The watch event of these writes brings the key back with a fresh object; an immediate requeue would read
+    // the cache before it has them and repeat the lookup.
+    return requeueAfter(this.deps.pollIntervals.fastMs);
   }
 
   private async publishWithRetry(target: SecretTarget, credentials: ConnectionCredentials): Promise<string> {
