@@ -255,6 +255,7 @@ export function builtinResourceTypes(): ResourceType[] {
         if (typeof d === "number" && d <= 0) throw invalid("Lease", "coordination.k8s.io", String(metaOf(o)["name"] ?? ""), [{ type: "FieldValueInvalid", field: "spec.leaseDurationSeconds", message: `Invalid value: ${d}: must be greater than 0` }]);
       },
     }),
+    base("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", false, { verbs: ["create"], knownFields: known("status") }),
     base("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false, { verbs: ["create"], knownFields: known("spec", "status") }),
     base(rbac, "v1", "Role", "roles", true, { knownFields: known("rules"), table: RBAC_CREATED_AT }),
     base(rbac, "v1", "ClusterRole", "clusterroles", false, { knownFields: known("rules", "aggregationRule"), table: RBAC_CREATED_AT }),

@@ -70,7 +70,8 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
     tokens: new TokenIssuer(dir),
     authorize: options.authorize ?? rbacAuthorizer(store),
   });
-  const server: Server = createServer({ key: tls.serverKey, cert: tls.serverCert }, app);
+  // client certificates are requested but optional: token clients send none
+  const server: Server = createServer({ key: tls.serverKey, cert: tls.serverCert, ca: tls.caCert, requestCert: true, rejectUnauthorized: false }, app);
   server.keepAliveTimeout = 5000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -83,7 +84,7 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
   const urlHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
   address = `${urlHost}:${port}`;
   const url = `https://${address}`;
-  const kubeconfig = renderKubeconfig(url, tls.caCert, token);
+  const kubeconfig = renderKubeconfig(url, tls.caCert, token, { cert: tls.clientCert, key: tls.clientKey });
   const kubeconfigPath = path.join(dir, "kubeconfig");
   await writeFile(`${kubeconfigPath}.tmp`, kubeconfig, { mode: 0o600 });
   await rename(`${kubeconfigPath}.tmp`, kubeconfigPath);
@@ -140,13 +141,21 @@ async function ensureToken(dir: string): Promise<string> {
   return token;
 }
 
-export function renderKubeconfig(url: string, caCert: string, token: string): string {
+/** Two contexts: "devkube" (bearer token, the current one) and "cert" (client certificate). */
+export function renderKubeconfig(url: string, caCert: string, token: string, client: { cert: string; key: string }): string {
+  const b64 = (s: string) => Buffer.from(s).toString("base64");
   return toYaml({
     apiVersion: "v1",
     kind: "Config",
-    clusters: [{ name: "devkube", cluster: { server: url, "certificate-authority-data": Buffer.from(caCert).toString("base64") } }],
-    users: [{ name: "devkube-admin", user: { token } }],
-    contexts: [{ name: "devkube", context: { cluster: "devkube", user: "devkube-admin", namespace: "default" } }],
+    clusters: [{ name: "devkube", cluster: { server: url, "certificate-authority-data": b64(caCert) } }],
+    users: [
+      { name: "devkube-admin", user: { token } },
+      { name: "devkube-cert", user: { "client-certificate-data": b64(client.cert), "client-key-data": b64(client.key) } },
+    ],
+    contexts: [
+      { name: "devkube", context: { cluster: "devkube", user: "devkube-admin", namespace: "default" } },
+      { name: "cert", context: { cluster: "devkube", user: "devkube-cert", namespace: "default" } },
+    ],
     "current-context": "devkube",
     preferences: {},
   });

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { TLSSocket } from "node:tls";
 import { timingSafeEqual } from "node:crypto";
 import type { Logger } from "pino";
 import { parse as parseYaml } from "yaml";
@@ -142,10 +143,15 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
       const verb = verbOf(req.method ?? "GET", name, url.searchParams);
       const attrs: RequestAttributes = { verb, group, resource: rt.plural, subresource: sub, namespace: rt.namespaced ? ns : undefined, name };
       // every authenticated user may ask what it may do (kube's system:basic-user)
-      if (rt.storageKey !== SSAR && !deps.authorize(who, attrs).allowed) {
+      if (rt.storageKey !== SSAR && rt.storageKey !== SSR && !deps.authorize(who, attrs).allowed) {
         throw new ApiError(403, "Forbidden", forbiddenMessage(who, attrs), { ...(name ? { name } : {}), ...(rt.group ? { group: rt.group } : {}), kind: rt.plural });
       }
       if (rt.storageKey === SSAR) return selfSubjectAccessReview(who);
+      if (rt.storageKey === SSR) {
+        if (req.method !== "POST") throw methodNotAllowed();
+        await readBody(req);
+        return sendJson(res, 201, { kind: "SelfSubjectReview", apiVersion: "authentication.k8s.io/v1", metadata: { creationTimestamp: null }, status: { userInfo: { username: who.name, groups: who.groups, ...(who.serviceAccount ? { uid: who.serviceAccount.uid } : {}) } } });
+      }
       if (rt.storageKey === "/serviceaccounts" && sub === "token") return tokenRequest(ns ?? "", name ?? "");
       return serveResource(rt, ns, name, sub);
     }
@@ -280,11 +286,12 @@ function verbOf(method: string, name: string | undefined, q: URLSearchParams): s
 }
 
 const SSAR = "authorization.k8s.io/selfsubjectaccessreviews";
+const SSR = "authentication.k8s.io/selfsubjectreviews";
 
 /** The admin token (system:masters, may impersonate) or a ServiceAccount token whose account still exists. */
 function authenticate(req: IncomingMessage, deps: AppDeps): UserInfo | undefined {
   const header = req.headers["authorization"];
-  if (typeof header !== "string") return undefined;
+  if (typeof header !== "string") return certificateUser(req, deps);
   const m = /^Bearer\s+(.+)$/i.exec(header.trim());
   if (!m) return undefined;
   const token = m[1] as string;
@@ -299,6 +306,19 @@ function authenticate(req: IncomingMessage, deps: AppDeps): UserInfo | undefined
   const sa = deps.store.get("/serviceaccounts", claims.namespace, claims.name);
   if (!sa || metaOf(sa)["uid"] !== claims.uid) return undefined;
   return serviceAccountUser(claims.namespace, claims.name, claims.uid);
+}
+
+/** A client certificate signed by devkube's CA: user = CN, groups = O (kube's x509 authenticator). */
+function certificateUser(req: IncomingMessage, deps: AppDeps): UserInfo | undefined {
+  const socket = req.socket as TLSSocket;
+  if (typeof socket.getPeerCertificate !== "function" || !socket.authorized) return undefined;
+  const subject = socket.getPeerCertificate().subject as Record<string, string | string[] | undefined> | undefined;
+  const cn = subject?.["CN"];
+  if (typeof cn !== "string" || !cn) return undefined;
+  const o = subject?.["O"];
+  const groups = [...(Array.isArray(o) ? o : typeof o === "string" ? [o] : []), "system:authenticated"];
+  const user: UserInfo = { name: cn, groups };
+  return groups.includes("system:masters") ? (impersonated(req, deps) ?? user) : user;
 }
 
 function impersonated(req: IncomingMessage, deps: AppDeps): UserInfo | undefined {

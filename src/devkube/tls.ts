@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 
 const run = promisify(execFile);
 
-export interface TlsMaterial { caCert: string; serverCert: string; serverKey: string }
+export interface TlsMaterial { caCert: string; serverCert: string; serverKey: string; clientCert: string; clientKey: string }
 
 /**
  * A CA kept under DIR/pki (so kubeconfigs stay valid across restarts) and a server certificate
@@ -37,7 +37,22 @@ export async function ensureTls(dir: string, host: string): Promise<TlsMaterial>
   await openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", srvKey]);
   await openssl(["req", "-new", "-key", srvKey, "-subj", "/CN=devkube", "-out", srvCsr]);
   await openssl(["x509", "-req", "-in", srvCsr, "-CA", caCrt, "-CAkey", caKey, "-CAcreateserial", "-days", "825", "-sha256", "-extfile", ext, "-out", srvCrt]);
+  // the kubeconfig's "cert" context: a client certificate for CN=devkube-admin, O=system:masters
+  const cliKey = path.join(pki, "admin.key");
+  const cliCrt = path.join(pki, "admin.crt");
+  if (!existsSync(cliKey) || !existsSync(cliCrt)) {
+    const cliCsr = path.join(pki, "admin.csr");
+    const cliExt = path.join(pki, "admin.ext");
+    await writeFile(cliExt, "extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n");
+    await openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", `${cliKey}.tmp`]);
+    await openssl(["req", "-new", "-key", `${cliKey}.tmp`, "-subj", "/O=system:masters/CN=devkube-admin", "-out", cliCsr]);
+    await openssl(["x509", "-req", "-in", cliCsr, "-CA", caCrt, "-CAkey", caKey, "-CAcreateserial", "-days", "825", "-sha256", "-extfile", cliExt, "-out", `${cliCrt}.tmp`]);
+    await rename(`${cliKey}.tmp`, cliKey);
+    await rename(`${cliCrt}.tmp`, cliCrt);
+  }
   return {
+    clientCert: await readFile(cliCrt, "utf8"),
+    clientKey: await readFile(cliKey, "utf8"),
     caCert: await readFile(caCrt, "utf8"),
     serverCert: await readFile(srvCrt, "utf8"),
     serverKey: await readFile(srvKey, "utf8"),

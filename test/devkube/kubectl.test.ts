@@ -20,6 +20,12 @@ describe("transport and discovery", () => {
     expect(out).toMatch(/NAME\s+STATUS\s+AGE/);
   });
 
+  it("authenticates with the client certificate of the cert context", async () => {
+    const out = await h.ok(["--context=cert", "get", "ns", "-o", "name"]);
+    expect(out).toContain("namespace/kube-system");
+    expect(await h.ok(["--context=cert", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])).toBe("devkube-admin");
+  });
+
   it("rejects a wrong token with kubectl's login message", async () => {
     const bad = h.devkube.kubeconfig.replace(h.devkube.token, "wrong-token");
     const p = await h.file("bad-kubeconfig", bad);

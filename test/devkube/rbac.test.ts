@@ -26,6 +26,7 @@ afterAll(async () => {
 describe("RBAC", () => {
   it("forbids a ServiceAccount without bindings, in kube's words", async () => {
     expect(token.length).toBeGreaterThan(20);
+    expect((await asSa(["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])).stdout).toBe("system:serviceaccount:default:op");
     const r = await asSa(["get", "configmaps"]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('Error from server (Forbidden): configmaps is forbidden: User "system:serviceaccount:default:op" cannot list resource "configmaps" in API group "" in the namespace "default"');
