@@ -11,6 +11,7 @@ import { createServiceLogger } from "./logger.ts";
 import { createMetrics } from "./metrics.ts";
 import { RateLimiter } from "./rate-limit.ts";
 import { startScheduler } from "./scheduler.ts";
+import { startSpareFiller } from "./spares.ts";
 import { migrate } from "./store/migrate.ts";
 import { createPool } from "./store/pool.ts";
 
@@ -100,6 +101,11 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
     const boundPort = typeof address === "object" && address ? address.port : port;
     const url = (rest.baseUrl ?? `http://${host.includes(":") ? `[${host}]` : host}:${boundPort}`).replace(/\/+$/, "");
     config.baseUrl = url;
+    const spares = startSpareFiller({ pools: [...new Set(regionPools.values())], target: config.spareDatabases, logger });
+    wake.fn = () => {
+      runner.wake();
+      spares.wake();
+    };
     runner.start();
     const gauge = setInterval(() => metrics.jobsRunning.set(runner.busy), 1000);
     gauge.unref();
@@ -115,6 +121,7 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
           await app.close();
           await scheduler.stop();
           await runner.stop();
+          await spares.stop();
           await cleanup();
         })();
         return stopping;

@@ -37,7 +37,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     port: 0,
     logger: options.logger ?? pino({ level: "silent" }),
     postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
-    service: { rateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, ...options.service },
+    service: { rateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
   });
   const pool = createPool(service.controlUrl, 2);
   return {
