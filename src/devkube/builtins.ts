@@ -117,11 +117,12 @@ function eventField(o: Obj, field: string): string | undefined {
 function eventTable(): BuiltinTable {
   return {
     columns: [column("Last Seen", "string", "Time when this Event was last seen"), column("Type", "string", "Type of this event (Normal, Warning), new types could be added in the future."), column("Reason", "string", "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."), column("Object", "string", "The object that this event is about."), column("Message", "string", "A human-readable description of the status of this operation.")],
+    // cells read both forms: core/v1 and events.k8s.io/v1 (regarding, note, deprecated*)
     cells: (o, now) => {
-      const io = isObj(o["involvedObject"]) ? o["involvedObject"] : {};
-      const last = str(o["lastTimestamp"]) ?? str(o["eventTime"]) ?? str(metaOf(o)["creationTimestamp"]);
+      const ref = isObj(o["involvedObject"]) ? o["involvedObject"] : isObj(o["regarding"]) ? o["regarding"] : {};
+      const last = str(o["lastTimestamp"]) ?? str(o["deprecatedLastTimestamp"]) ?? str(o["eventTime"]) ?? str(metaOf(o)["creationTimestamp"]);
       const seen = last ? humanDuration(now.getTime() - Date.parse(last)) : "<unknown>";
-      return [seen, o["type"] ?? "", o["reason"] ?? "", `${String(io["kind"] ?? "").toLowerCase()}/${String(io["name"] ?? "")}`, o["message"] ?? ""];
+      return [seen, o["type"] ?? "", o["reason"] ?? "", `${String(ref["kind"] ?? "").toLowerCase()}/${String(ref["name"] ?? "")}`, o["message"] ?? o["note"] ?? ""];
     },
   };
 }
