@@ -22,6 +22,8 @@ export interface ChaosOptions {
   log?: (line: string) => void;
   /** Operator replicas: 1, 2 (leader election), or seeded "random" (30 % two). */
   replicas?: 1 | 2 | "random";
+  /** Steps that get crash points armed (default all); the others still get random kills and faults. */
+  crashSteps?: ChaosStep[];
   /** The lifecycle steps to run, in order (default all five). */
   steps?: ChaosStep[];
 }
@@ -357,7 +359,7 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
 
     try {
       for (const step of options.steps ?? steps) {
-        const candidates = crashPointsForStep(step, allPoints);
+        const candidates = options.crashSteps === undefined || options.crashSteps.includes(step) ? crashPointsForStep(step, allPoints) : [];
         const armed = shuffle(candidates, random).slice(0, crashesPerStep);
         await supervisor.arm(armed);
         // Disruptions at seeded moments while the step runs.

@@ -32,6 +32,7 @@ describe("chaos", () => {
       seed: 11,
       crashesPerStep: 1,
       replicas: 1,
+      crashSteps: ["create", "restore"],
       stepTimeoutMs: 60_000,
       log: (l) => lines.push(l),
     });
