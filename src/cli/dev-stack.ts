@@ -128,6 +128,17 @@ async function stopOrphanOperator(pidFile: string): Promise<void> {
   await until(async () => !isAlive(pid), `the previous operator (pid ${pid}) to stop`, 15_000).catch(() => process.kill(pid, "SIGKILL"));
 }
 
+// Likewise a PostgreSQL left running by a killed mds dev (its children outlive a SIGKILL): a fast shutdown, so the
+// new start owns its data directory again.
+async function stopOrphanPostgres(dataDir: string): Promise<void> {
+  const pid = Number((await readFile(path.join(dataDir, "postmaster.pid"), "utf8").catch(() => "")).split("\n")[0]);
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
+  const cmdline = (await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")).split("\0");
+  if (!cmdline.some((a) => a.endsWith("postgres")) || !cmdline.includes(dataDir)) return;
+  process.kill(pid, "SIGINT");
+  await until(async () => !isAlive(pid), `the previous PostgreSQL (pid ${pid}) to stop`, 20_000).catch(() => process.kill(pid, "SIGQUIT"));
+}
+
 function status(err: unknown): number | undefined {
   return err instanceof ApiException ? err.code : undefined;
 }
@@ -235,6 +246,7 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
   const lockFile = path.join(dir, "dev.pid");
   await claimDir(lockFile);
   await stopOrphanOperator(path.join(dir, "operator.pid"));
+  await stopOrphanPostgres(path.join(dir, "service", "postgres", "data"));
   const ports = await loadPorts(path.join(dir, "ports.json"));
   const cleanups: (() => Promise<void>)[] = [async () => rm(lockFile, { force: true })];
   const cleanup = async () => {

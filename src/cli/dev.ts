@@ -60,8 +60,8 @@ export async function runDev(argv: string[]): Promise<number> {
     console.log("\nmds dev: stopping (Ctrl-C again to force)");
     requestStop();
   };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  // SIGHUP too: a closed terminal must not leave PostgreSQL and the operator running without us.
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, onSignal);
 
   let stack;
   try {
