@@ -199,6 +199,8 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
         if (negotiated === "table") return sendJson(res, 200, buildTable(rt, [obj], include, String(metaOf(obj)["resourceVersion"] ?? ""), true), TABLE_TYPE);
         return sendJson(res, 200, obj);
       }
+      // writes to the all-namespaces path of a namespaced resource are not routes on a real server
+      if (rt.namespaced && ns === undefined) throw methodNotAllowed();
       const body = await readBody(req);
       const opts = writeOptions(q, req);
       if (method === "POST") {
