@@ -30,7 +30,7 @@ interface Mode {
   /** A kustomization to render; `namespace` is set on top of it (the operator's namespace). */
   install: string;
   namespace: string;
-  /** Where the test's resources live, and MDS_WATCH_NAMESPACES (undefined: all). */
+  /** Where the test's resources live, and the namespaces the Deployment must make the operator watch (undefined: all). */
   resourceNamespace: string;
   watch: string | undefined;
 }
@@ -101,6 +101,34 @@ async function waitReady(name: string): Promise<{ id: string; secretName: string
   );
 }
 
+interface Container {
+  args?: string[];
+  env?: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
+  envFrom?: { configMapRef?: { name: string } }[];
+}
+
+/** The operator container's args and environment as the kubelet would give them to the process. */
+function containerOptions(rendered: { kind: string; metadata: { name: string } }[], namespace: string, podName: string): { args: string[]; env: Record<string, string> } {
+  const deployment = rendered.find((o) => o.kind === "Deployment" && o.metadata.name === "mds-operator") as unknown as { spec: { template: { spec: { containers: Container[] } } } } | undefined;
+  const container = deployment?.spec.template.spec.containers[0];
+  if (container === undefined) throw new Error("the install renders no mds-operator Deployment");
+  const env: Record<string, string> = {};
+  for (const from of container.envFrom ?? []) {
+    const configMap = rendered.find((o) => o.kind === "ConfigMap" && o.metadata.name === from.configMapRef?.name) as unknown as { data?: Record<string, string> } | undefined;
+    if (configMap === undefined) throw new Error(`envFrom names a missing ConfigMap ${from.configMapRef?.name}`);
+    Object.assign(env, configMap.data);
+  }
+  const fields: Record<string, string> = { "metadata.namespace": namespace, "metadata.name": podName };
+  // $(VAR) refers to variables defined earlier in the list, as the kubelet expands them.
+  const expand = (text: string) => text.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole, name: string) => env[name] ?? whole);
+  for (const e of container.env ?? []) {
+    const fieldPath = e.valueFrom?.fieldRef?.fieldPath;
+    if (fieldPath !== undefined) env[e.name] = fields[fieldPath] ?? "";
+    else if (e.value !== undefined) env[e.name] = expand(e.value);
+  }
+  return { args: (container.args ?? []).map(expand), env };
+}
+
 /** `kubectl kustomize` of the mode's install with the operator's namespace set (a temporary overlay). */
 async function render(mode: Mode): Promise<{ kind: string; metadata: { name: string; namespace?: string } }[]> {
   const overlay = join(dir, "overlay");
@@ -131,17 +159,19 @@ async function setup(mode: Mode): Promise<void> {
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromString(devkube.kubeconfig.replace(devkube.url, proxy.url));
 
-  // What the Deployment passes (args, the ConfigMap's MDS_* and the downward API), through the real parser.
-  const config = parseOperatorConfig(["--leader-elect", "--metrics-address=off", ...(mode.watch === undefined ? [] : [`--namespaces=${mode.watch}`])], {
+  // Exactly what the rendered Deployment gives its container (args, env, the ConfigMap through envFrom, the
+  // downward API), through the real parser; only the service URL, the poll interval and the metrics port differ.
+  const { args, env } = containerOptions(rendered, mode.namespace, "mds-operator-0");
+  const config = parseOperatorConfig([...args.filter((a) => !a.startsWith("--metrics-address")), "--metrics-address=off"], {
+    ...env,
     MDS_API_URL: service.url,
-    MDS_INSTANCE_ID: "rbac-e2e",
-    MDS_CREDENTIALS_SECRET: `${mode.namespace}/mds-credentials`,
     MDS_POLL_FAST: "200ms",
     MDS_LOG_LEVEL: "debug",
-    POD_NAMESPACE: mode.namespace,
-    POD_NAME: "mds-operator-0",
   });
   if (config === "help") throw new Error("unexpected help");
+  if (JSON.stringify(config.namespaces) !== JSON.stringify(mode.watch === undefined ? undefined : [mode.watch])) {
+    throw new Error(`the Deployment makes the operator watch ${JSON.stringify(config.namespaces ?? "all")}, expected ${mode.watch ?? "all"}`);
+  }
   const sink = new Writable({ write: (chunk: Buffer, _e, cb) => (logs.push(chunk.toString()), cb()) });
   runtime = await startOperatorRuntime(config, {
     kubeConfig,
