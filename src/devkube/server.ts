@@ -165,15 +165,19 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
         if (name === undefined) {
           const label = parseLabelSelector(q.get("labelSelector") ?? undefined);
           const field = parseFieldSelector(q.get("fieldSelector") ?? undefined, rt);
-          if (q.get("resourceVersionMatch") && !q.get("resourceVersion")) {
+          if (q.get("resourceVersionMatch") && !q.get("resourceVersion") && q.get("sendInitialEvents") !== "true") {
             throw new ApiError(422, "Invalid", `ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided`);
           }
           if (q.get("watch") === "true" || q.get("watch") === "1") {
             const timeout = q.get("timeoutSeconds");
+            const initial = q.get("sendInitialEvents") === "true";
+            if (initial && (q.get("resourceVersionMatch") !== "NotOlderThan" || q.get("allowWatchBookmarks") !== "true")) {
+              throw new ApiError(422, "Invalid", `ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled and resourceVersionMatch is NotOlderThan and allowWatchBookmarks is true`);
+            }
             deps.watches.serve(req, res, {
               rt, namespace: ns, label, field, resourceVersion: q.get("resourceVersion") ?? undefined,
               timeoutSeconds: timeout ? Number(timeout) : undefined, bookmarks: q.get("allowWatchBookmarks") === "true",
-              table: negotiated === "table" ? include : undefined,
+              table: negotiated === "table" ? include : undefined, sendInitialEvents: initial,
             });
             return;
           }

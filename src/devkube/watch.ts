@@ -20,6 +20,8 @@ export interface WatchRequest {
   timeoutSeconds: number | undefined;
   bookmarks: boolean;
   table: IncludeObject | undefined;
+  /** WatchList: initial ADDED events, then a BOOKMARK annotated k8s.io/initial-events-end. */
+  sendInitialEvents: boolean;
 }
 
 export interface WatchSettings { bookmarkIntervalMs: number; maxWatchSeconds: number }
@@ -94,7 +96,13 @@ export class WatchHub {
     res.on("error", finish);
 
     const rv = w.resourceVersion;
-    if (rv === undefined || rv === "" || rv === "0") {
+    if (w.sendInitialEvents) {
+      for (const o of this.store.list(rt.storageKey, rt.namespaced ? w.namespace : undefined)) {
+        const r = this.api.render(rt, o);
+        if (matches(r)) send("ADDED", r);
+      }
+      send("BOOKMARK", { kind: rt.kind, apiVersion: apiVersionOf(rt), metadata: { resourceVersion: String(this.store.currentRv()), annotations: { "k8s.io/initial-events-end": "true" } } });
+    } else if (rv === undefined || rv === "" || rv === "0") {
       for (const o of this.store.list(rt.storageKey, rt.namespaced ? w.namespace : undefined)) {
         const r = this.api.render(rt, o);
         if (matches(r)) send("ADDED", r);

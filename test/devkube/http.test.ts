@@ -136,6 +136,16 @@ describe("tables and watches", () => {
     expect(lines[1]?.object.columnDefinitions.length ?? 0).toBe(0);
   });
 
+  it("answers WatchList requests with initial events and an initial-events-end bookmark", async () => {
+    const res = await request(`${h.devkube.url}/api/v1/namespaces?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1`, { headers: { authorization: `Bearer ${h.devkube.token}` }, dispatcher: agent });
+    const lines = (await res.body.text()).trim().split("\n").map((l) => JSON.parse(l) as { type: string; object: { metadata: { annotations?: Record<string, string> } } });
+    const end = lines.findIndex((l) => l.type === "BOOKMARK" && l.object.metadata.annotations?.["k8s.io/initial-events-end"] === "true");
+    expect(end).toBeGreaterThan(3);
+    expect(lines.slice(0, end).every((l) => l.type === "ADDED")).toBe(true);
+    const refused = await call("GET", "/api/v1/namespaces?watch=true&sendInitialEvents=true");
+    expect(refused.json).toMatchObject({ code: 422, reason: "Invalid" });
+  });
+
   it("lists built-in items without kind and apiVersion, CR items with them, never items: null", async () => {
     const cms = await call("GET", "/api/v1/namespaces/kube-public/configmaps");
     expect(cms.json).toMatchObject({ kind: "ConfigMapList", apiVersion: "v1", items: [] });
