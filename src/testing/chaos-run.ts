@@ -370,7 +370,22 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
               .then(action)
               .catch(() => undefined),
           );
-        if (random() < 0.5) disrupt(Math.floor(random() * 2000), async () => void (stack.kubeProxy.dropConnections() > 0 && watchDrops++));
+        if (random() < 0.5) {
+          // Three ways a watch ends: the connection is cut (TCP), the server ends it (as at its request timeout), or
+          // the server ends it having forgotten the history, so resuming gets 410 Gone and the informer must relist.
+          const how = random();
+          disrupt(Math.floor(random() * 2000), async () => {
+            watchDrops++;
+            if (how < 0.4) stack.kubeProxy.dropConnections();
+            else if (how < 0.7) stack.devkube.closeWatches();
+            else {
+              stack.devkube.setWatchHistoryLimit(1);
+              stack.devkube.closeWatches();
+              await sleep(3000);
+              stack.devkube.setWatchHistoryLimit(1000);
+            }
+          });
+        }
         if (random() < 0.3) disrupt(Math.floor(random() * 3000), async () => void (await supervisor.killLeader()));
         if (schedule !== undefined && random() < 0.15) {
           const duration = 1000 + Math.floor(random() * 3000);
