@@ -105,7 +105,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
     const old = oldName(db.pg_name, job);
     // The marker moves with the scratch database's rename: if the target carries it, this job's swap already happened.
     if ((await databaseComment(pool, db.pg_name)) === restoreMarker(job)) {
-      await ctx.outcome("resumed-after-swap");
+      await ctx.outcome("resumed-after-swap", { durable: true });
     } else {
       const t0 = performance.now();
       await dropDatabaseIfExists(pool, scratch);
@@ -116,7 +116,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
       await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: scratch, file, role: db.owner_role });
       const t2 = performance.now();
       await swapDatabases(pool, { target: db.pg_name, scratch, old, marker: restoreMarker(job) });
-      await ctx.outcome("restored");
+      await ctx.outcome("restored", { durable: true });
       deps.logger.debug({ job: job.id, prepareMs: Math.round(t1 - t0), pgRestoreMs: Math.round(t2 - t1), swapMs: Math.round(performance.now() - t2) }, "restore swapped");
     }
     // Dropping the old copy can wait behind a checkpoint: the database is already usable, so report ready first.

@@ -13,8 +13,11 @@ export class JobFatalError extends Error {
   }
 }
 
-/** `outcome` records at once what this attempt did (e.g. "restored"), so the history survives a crash right after. */
-export type JobContext = { attempt: number; runId: string; outcome(text: string): Promise<void> };
+/**
+ * `outcome` says what this attempt did; with `durable` it is written at once (e.g. "restored", which must survive a
+ * crash right after), otherwise with the end of the run.
+ */
+export type JobContext = { attempt: number; runId: string; outcome(text: string, options?: { durable?: boolean }): Promise<void> };
 export type JobHandler = {
   run(job: Job, ctx: JobContext): Promise<void>;
   /** Called once when the job is given up: leave a clean, visible state (e.g. status `failure`), never a half one. */
@@ -144,13 +147,14 @@ export class JobRunner {
           await handler.run(job, {
             attempt,
             runId,
-            outcome: async (text) => {
+            outcome: async (text, options) => {
               outcome = text;
-              await pool.query("UPDATE job_runs SET outcome = $2 WHERE id = $1", [runId, text]);
+              if (options?.durable) await pool.query("UPDATE job_runs SET outcome = $2 WHERE id = $1", [runId, text]);
             },
           });
+          // The run's record commits with the job's: one flush. Nobody else touches this job_runs row.
           await client.query("UPDATE jobs SET state = 'done', finished_at = now() WHERE id = $1", [job.id]);
-          await pool.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || "done"]);
+          await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || "done"]);
           log.debug("job done");
         } catch (err) {
           const error = err instanceof Error ? err : new Error(String(err));
@@ -163,7 +167,7 @@ export class JobRunner {
             const backoffMs = Math.min(30_000, 250 * 2 ** attempt);
             await client.query("UPDATE jobs SET run_after = now() + $2 * interval '1 millisecond', error = $3 WHERE id = $1", [job.id, backoffMs, error.message.slice(0, 2000)]);
           }
-          await pool.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || (fatal ? "failed" : "retry")]);
+          await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || (fatal ? "failed" : "retry")]);
         }
         await client.query("COMMIT");
         return true;

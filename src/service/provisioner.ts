@@ -92,10 +92,57 @@ export async function createDatabase(pool: pg.Pool, name: string, ownerRole: str
   await pool.query(`REVOKE ALL ON DATABASE ${ident(name)} FROM PUBLIC`);
 }
 
+/**
+ * Roles, database (a spare renamed, or CREATE DATABASE when none is left), owner and grants. Everything but
+ * CREATE DATABASE runs in one transaction: one commit (one WAL flush) instead of one per statement.
+ */
 export async function provisionDatabase(pool: pg.Pool, input: { pgName: string; ownerRole: string; logins: LoginRole[] }): Promise<void> {
-  await ensureOwnerRole(pool, input.ownerRole);
-  await createDatabase(pool, input.pgName, input.ownerRole);
-  for (const login of input.logins) await ensureLoginRole(pool, input.ownerRole, login);
+  const client = await pool.connect();
+  let needsCreate = false;
+  let broken = false;
+  try {
+    await client.query("BEGIN");
+    const owner = ident(input.ownerRole);
+    const { rowCount: hasOwner } = await client.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [input.ownerRole]);
+    if (!hasOwner) await client.query(`CREATE ROLE ${owner} NOLOGIN`);
+    for (const login of input.logins) {
+      const role = ident(login.roleName);
+      const { rowCount } = await client.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [login.roleName]);
+      await client.query(rowCount ? `ALTER ROLE ${role} LOGIN PASSWORD ${literal(login.verifier)}` : `CREATE ROLE ${role} LOGIN PASSWORD ${literal(login.verifier)}`);
+      await client.query(`GRANT ${owner} TO ${role}`);
+      await client.query(`ALTER ROLE ${role} SET role = ${literal(input.ownerRole)}`);
+    }
+    let exists = (await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [input.pgName])).rowCount! > 0;
+    if (!exists) {
+      const { rows } = await client.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname LIMIT 8", [`${sparePrefix}%`]);
+      for (const { datname } of rows) {
+        await client.query("SAVEPOINT claim");
+        try {
+          await client.query(`ALTER DATABASE ${ident(datname)} RENAME TO ${ident(input.pgName)}`);
+          await client.query("RELEASE SAVEPOINT claim");
+          exists = true;
+          break;
+        } catch {
+          // Another worker holds or took this spare: try the next one.
+          await client.query("ROLLBACK TO SAVEPOINT claim");
+        }
+      }
+    }
+    if (exists) {
+      await client.query(`ALTER DATABASE ${ident(input.pgName)} OWNER TO ${owner}`);
+      await client.query(`REVOKE ALL ON DATABASE ${ident(input.pgName)} FROM PUBLIC`);
+    } else {
+      needsCreate = true;
+    }
+    await client.query("COMMIT");
+  } catch (err) {
+    broken = true;
+    await client.query("ROLLBACK").catch(() => {});
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+  if (needsCreate) await createDatabase(pool, input.pgName, input.ownerRole);
 }
 
 /** After this, the role cannot log in and none of its sessions remain. */
