@@ -142,6 +142,8 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
       unix_socket_directories: "",
       max_connections: "200",
       shared_buffers: "64MB",
+      // A failing statement is not echoed into the server log: CREATE/ALTER ROLE statements carry password verifiers.
+      log_min_error_statement: "panic",
       ...options.settings,
     };
     const args = ["-D", dataDir, ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])];
