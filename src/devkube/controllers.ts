@@ -9,6 +9,8 @@ import { clone, isObj, metaOf, type Obj } from "./types.ts";
 // namespace deletion, CRD instance cleanup, and owner-reference garbage collection.
 
 const CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions";
+const ROOT_CA = "kube-root-ca.crt";
+const ROOT_CA_DESCRIPTION = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
 
 export class Controllers {
   private readonly api: Api;
@@ -19,18 +21,21 @@ export class Controllers {
   private running = false;
   private stopped = false;
 
-  constructor(api: Api, store: Store, registry: Registry, logger: Logger) {
+  private readonly caCert: string;
+
+  constructor(api: Api, store: Store, registry: Registry, logger: Logger, caCert: string) {
     this.api = api;
     this.store = store;
     this.registry = registry;
     this.logger = logger;
+    this.caCert = caCert;
   }
 
   /** Runs only after events a controller can act on: deletions, owner references, deleting objects. */
   watchStore(): () => void {
     return this.store.subscribe((_sk, ev) => {
       const meta = metaOf(ev.object);
-      if (ev.type === "DELETED" || meta["ownerReferences"] !== undefined || meta["deletionTimestamp"] !== undefined) this.schedule();
+      if (ev.type === "DELETED" || meta["ownerReferences"] !== undefined || meta["deletionTimestamp"] !== undefined || (_sk === "/namespaces" && ev.type === "ADDED")) this.schedule();
     });
   }
 
@@ -63,9 +68,30 @@ export class Controllers {
   }
 
   private pass(): void {
+    this.namespaceDefaults();
     this.namespaces();
     this.crds();
     this.garbageCollect();
+  }
+
+  /**
+   * What kube-controller-manager puts in every active namespace: the "default" ServiceAccount and
+   * the "kube-root-ca.crt" ConfigMap (re-created when deleted).
+   */
+  private namespaceDefaults(): void {
+    const sa = this.registry.lookup("", "v1", "serviceaccounts");
+    const cm = this.registry.lookup("", "v1", "configmaps");
+    if (!sa || !cm) return;
+    const opts = { dryRun: false, fieldManager: "kube-controller-manager", userAgent: "kube-controller-manager", fieldValidation: "Strict" as const };
+    for (const ns of this.store.list("/namespaces")) {
+      const meta = metaOf(ns);
+      if (meta["deletionTimestamp"]) continue;
+      const name = String(meta["name"]);
+      if (!this.store.get(sa.storageKey, name, "default")) this.api.create(sa, name, { metadata: { name: "default" } }, opts);
+      if (!this.store.get(cm.storageKey, name, ROOT_CA)) {
+        this.api.create(cm, name, { metadata: { name: ROOT_CA, annotations: { "kubernetes.io/description": ROOT_CA_DESCRIPTION } }, data: { "ca.crt": this.caCert } }, opts);
+      }
+    }
   }
 
   private namespaces(): void {

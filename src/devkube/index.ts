@@ -54,7 +54,7 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
   const store = new Store(dir, options.watchHistoryLimit ?? 1000);
   const registry = new Registry();
   const api = new Api(store, registry, () => undefined);
-  const controllers = new Controllers(api, store, registry, logger);
+  const controllers = new Controllers(api, store, registry, logger, tls.caCert);
   const unwatch = controllers.watchStore();
   api.loadCrds();
   seed(api, registry);

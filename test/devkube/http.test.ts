@@ -1,7 +1,7 @@
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { startHarness, WIDGET_CRD, type Harness } from "./helpers.ts";
+import { eventually, startHarness, WIDGET_CRD, type Harness } from "./helpers.ts";
 
 // The wire details clients depend on: Status error bodies, discovery and OpenAPI documents,
 // Tables, warnings, watch framing.
@@ -147,13 +147,22 @@ describe("tables and watches", () => {
   });
 
   it("lists built-in items without kind and apiVersion, CR items with them, never items: null", async () => {
-    const cms = await call("GET", "/api/v1/namespaces/kube-public/configmaps");
-    expect(cms.json).toMatchObject({ kind: "ConfigMapList", apiVersion: "v1", items: [] });
+    const none = await call("GET", "/api/v1/namespaces/kube-public/configmaps?labelSelector=nothing%3Dhere");
+    expect(none.json).toMatchObject({ kind: "ConfigMapList", apiVersion: "v1", items: [] });
     await call("POST", "/api/v1/namespaces/default/configmaps", { body: { metadata: { name: "k" } } });
     const withItem = await call("GET", "/api/v1/namespaces/default/configmaps");
     expect(withItem.json["items"][0].kind).toBeUndefined();
     const ws = await call("GET", "/apis/example.com/v1/widgets");
     expect(ws.json["items"][0].kind).toBe("Widget");
+  });
+
+  it("gives every namespace a default ServiceAccount and the kube-root-ca.crt ConfigMap, re-created when deleted", async () => {
+    await call("POST", "/api/v1/namespaces", { body: { metadata: { name: "fresh" } } });
+    await eventually(async () => (await call("GET", "/api/v1/namespaces/fresh/serviceaccounts/default")).status === 200);
+    const ca = await call("GET", "/api/v1/namespaces/fresh/configmaps/kube-root-ca.crt");
+    expect(ca.json["data"]["ca.crt"]).toContain("BEGIN CERTIFICATE");
+    await call("DELETE", "/api/v1/namespaces/fresh/configmaps/kube-root-ca.crt");
+    await eventually(async () => (await call("GET", "/api/v1/namespaces/fresh/configmaps/kube-root-ca.crt")).status === 200);
   });
 
   it("deletes collections by selector", async () => {
