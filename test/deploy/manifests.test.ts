@@ -1,7 +1,8 @@
 // The install manifests, rendered by the real kubectl's kustomize and checked against Kubernetes' published
 // schemas and the promises of deploy/README.md: CRDs by reference, least-privilege RBAC, two leader-elected
 // replicas under the restricted Pod Security profile, probes, resources, metrics Service, NetworkPolicy.
-import { readFile, readdir } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -226,5 +227,30 @@ describe("crds/Kustomization", () => {
     };
     await walk(join(repoRoot, "deploy"));
     expect(found).toEqual([]);
+  });
+});
+
+describe("deploy/README.md's overlay example", () => {
+  it("renders as documented: the image and the MDS_* options merged into the operator's ConfigMap", async () => {
+    const readme = await readFile(join(repoRoot, "deploy", "README.md"), "utf8");
+    const example = /^ *```yaml\n *# my-mds\/kustomization.yaml\n([\s\S]*?)^ *```/m.exec(readme)?.[1];
+    expect(example).toBeDefined();
+    // The example sits beside a checkout named mds (resources: ../mds/deploy).
+    const dir = await mkdtemp(join(tmpdir(), "mds-overlay-"));
+    try {
+      await symlink(repoRoot, join(dir, "mds"));
+      await mkdir(join(dir, "my-mds"));
+      await writeFile(join(dir, "my-mds", "kustomization.yaml"), (example ?? "").replace(/^ {3}/gm, ""));
+      const result = await kubectl(["kustomize", join(dir, "my-mds")]);
+      expect(result.stderr).toBe("");
+      const objects = parseAllDocuments(result.stdout).map((d) => d.toJS() as Obj);
+      const configMap = objects.find((o) => o.kind === "ConfigMap") as unknown as { metadata: { name: string }; data: Record<string, string> };
+      expect(configMap.data).toMatchObject({ MDS_API_URL: "https://mds.example.com", MDS_INSTANCE_ID: "prod-eu-1" });
+      const pod = podSpecOf(objects.find((o) => o.kind === "Deployment") as Obj) as PodSpec & { containers: (Container & { image: string; envFrom: { configMapRef: { name: string } }[] })[] };
+      expect(pod.containers[0]?.image).toBe("registry.example.com/mds:0.1.0");
+      expect(pod.containers[0]?.envFrom[0]?.configMapRef.name).toBe(configMap.metadata.name);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
