@@ -21,9 +21,10 @@ export class Controllers {
   private running = false;
   private stopped = false;
 
-  private readonly caCert: string;
+  private readonly caCert: string | undefined;
 
-  constructor(api: Api, store: Store, registry: Registry, logger: Logger, caCert: string) {
+  /** caCert undefined: no per-namespace defaults (default ServiceAccount, kube-root-ca.crt). */
+  constructor(api: Api, store: Store, registry: Registry, logger: Logger, caCert: string | undefined) {
     this.api = api;
     this.store = store;
     this.registry = registry;
@@ -81,7 +82,8 @@ export class Controllers {
   private namespaceDefaults(): void {
     const sa = this.registry.lookup("", "v1", "serviceaccounts");
     const cm = this.registry.lookup("", "v1", "configmaps");
-    if (!sa || !cm) return;
+    const caCert = this.caCert;
+    if (!sa || !cm || caCert === undefined) return;
     const opts = { dryRun: false, fieldManager: "kube-controller-manager", userAgent: "kube-controller-manager", fieldValidation: "Strict" as const };
     for (const ns of this.store.list("/namespaces")) {
       const meta = metaOf(ns);
@@ -89,7 +91,7 @@ export class Controllers {
       const name = String(meta["name"]);
       if (!this.store.get(sa.storageKey, name, "default")) this.api.create(sa, name, { metadata: { name: "default" } }, opts);
       if (!this.store.get(cm.storageKey, name, ROOT_CA)) {
-        this.api.create(cm, name, { metadata: { name: ROOT_CA, annotations: { "kubernetes.io/description": ROOT_CA_DESCRIPTION } }, data: { "ca.crt": this.caCert } }, opts);
+        this.api.create(cm, name, { metadata: { name: ROOT_CA, annotations: { "kubernetes.io/description": ROOT_CA_DESCRIPTION } }, data: { "ca.crt": caCert } }, opts);
       }
     }
   }

@@ -29,6 +29,8 @@ export interface DevkubeOptions {
   /** Serve aggregated discovery (kubectl's default path); false forces the legacy fan-out. */
   aggregatedDiscovery?: boolean;
   authorize?: Authorizer;
+  /** Put the "default" ServiceAccount and "kube-root-ca.crt" ConfigMap in every namespace, as a cluster does (default true). */
+  namespaceDefaults?: boolean;
 }
 
 export interface Devkube {
@@ -54,7 +56,7 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
   const store = new Store(dir, options.watchHistoryLimit ?? 1000);
   const registry = new Registry();
   const api = new Api(store, registry, () => undefined);
-  const controllers = new Controllers(api, store, registry, logger, tls.caCert);
+  const controllers = new Controllers(api, store, registry, logger, options.namespaceDefaults === false ? undefined : tls.caCert);
   const unwatch = controllers.watchStore();
   api.loadCrds();
   seed(api, registry);
