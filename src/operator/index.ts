@@ -9,7 +9,7 @@ import { databaseKind, remoteIdOf, type KindDeps } from "../resources/database/c
 import { createRestoreReconciler } from "../resources/database-restore/controller.ts";
 import { projectKind } from "../resources/project/controller.ts";
 import { DatabaseRestoreType, DatabaseType, ProjectType } from "../resources/types.ts";
-import type { CreateApiClient } from "./api.ts";
+import type { CreateApiClient, MdsApi } from "./api.ts";
 import { managedSecretSelector } from "./connection-secret.ts";
 import { createCredentialPool } from "./credentials.ts";
 import { createEventRecorder } from "./events.ts";
@@ -17,7 +17,7 @@ import { reconcileManaged, type LoopDeps, type ManagedKind, type ManagedObject }
 import { operatorMetrics } from "./metrics.ts";
 import { applyOutcome, type Outcome } from "./outcome.ts";
 import { createWorkQueue, type WorkQueue } from "./work-queue.ts";
-import { classifyError } from "./errors.ts";
+import { ReconcileError, classifyError } from "./errors.ts";
 
 export interface OperatorOptions {
   kubeConfig: KubeConfig;
@@ -57,10 +57,11 @@ type Cache = { get(namespace: string | undefined, name: string): KubeObject | un
 export function createOperator(options: OperatorOptions): Operator {
   const logger = options.logger;
   const metrics = operatorMetrics(options.metrics);
-  const kube = countWrites(options.kube ?? createKubeClient(options.kubeConfig), metrics.kubeWrites);
+  const kube = countWrites(options.kube ?? createKubeClient(options.kubeConfig), metrics.kubeWrites, options.canWrite);
   const namespaces = options.namespaces ?? [undefined];
   const crashPoint = options.crashPoint ?? (() => {});
-  const createApiClient: CreateApiClient =
+  const createApiClient: CreateApiClient = (o) => gateApiWrites(buildApiClient(o), options.canWrite);
+  const buildApiClient: CreateApiClient =
     options.createApiClient ??
     (({ baseUrl, token }) =>
       createClient({ baseUrl, token, hooks: prometheusHooks(options.metrics), ...(options.apiRateLimit === undefined ? {} : { rateLimit: options.apiRateLimit }) }));
@@ -252,28 +253,59 @@ function keyOf(obj: KubeObject): string {
   return `${obj.metadata.namespace ?? ""}/${obj.metadata.name}`;
 }
 
-/** Counts Kubernetes writes by verb and resource (zero in a steady-state resync is a benchmark goal). */
-function countWrites(kube: KubeClient, counter: { inc(labels: { verb: string; resource: string }): void }): KubeClient {
+/** A process that lost its lease stops writing at once, even in the middle of a reconcile. */
+export class NotLeaderError extends ReconcileError {
+  constructor(what: string) {
+    super("ReconcileError", `${what} skipped: this replica is not the leader`);
+    this.name = "NotLeaderError";
+  }
+}
+
+const apiWrites = new Set(["createProject", "deleteProject", "createProjectDatabase", "updateDatabase", "deleteDatabase", "restoreDatabase", "createConnection", "deleteConnection"]);
+
+function gateApiWrites(api: MdsApi, canWrite: () => boolean): MdsApi {
+  return new Proxy(api, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof prop !== "string" || typeof value !== "function" || !apiWrites.has(prop)) return value;
+      return (...args: unknown[]) => {
+        if (!canWrite()) return Promise.reject(new NotLeaderError(prop));
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+}
+
+/** Counts Kubernetes writes by verb and resource (zero in a steady-state resync is a benchmark goal) and refuses them without the lease. */
+function countWrites(kube: KubeClient, counter: { inc(labels: { verb: string; resource: string }): void }, canWrite: () => boolean): KubeClient {
+  const gate = (verb: string, type: { plural: string }) => {
+    if (!canWrite()) throw new NotLeaderError(`${verb} ${type.plural}`);
+  };
   return {
     get: kube.get.bind(kube),
     list: kube.list.bind(kube),
     async create(type, obj) {
+      gate("create", type);
       counter.inc({ verb: "create", resource: type.plural });
       return kube.create(type, obj);
     },
     async replace(type, obj) {
+      gate("update", type);
       counter.inc({ verb: "update", resource: type.plural });
       return kube.replace(type, obj);
     },
     async patch(type, ns, name, patch) {
+      gate("patch", type);
       counter.inc({ verb: "patch", resource: type.plural });
       return kube.patch(type, ns, name, patch);
     },
     async patchStatus(type, ns, name, patch) {
+      gate("patch", type);
       counter.inc({ verb: "patch", resource: `${type.plural}/status` });
       return kube.patchStatus(type, ns, name, patch);
     },
     async delete(type, ns, name, o) {
+      gate("delete", type);
       counter.inc({ verb: "delete", resource: type.plural });
       return kube.delete(type, ns, name, o);
     },

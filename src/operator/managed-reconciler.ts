@@ -454,7 +454,10 @@ class LoopRun<T extends ManagedObject> {
     const secret = await this.deps.kube.get<Secret>(SecretType, this.ns, name);
     if (secret === undefined || secret.metadata.labels?.[labels.managedBy] !== managedByValue) return;
     const owned = (secret.metadata.ownerReferences ?? []).some((r) => r.uid === this.obj.metadata.uid);
-    const sameDb = recordedId(this.obj) !== undefined && secret.metadata.labels?.[labels.databaseId] !== undefined;
+    // A released Secret (Retain earlier, then re-adopted) has no ownerReference yet: its database id says whose it is.
+    const status = this.obj.status as { id?: string; defaultDatabase?: { id?: string } } | undefined;
+    const ours = [status?.id, status?.defaultDatabase?.id].filter((x): x is string => x !== undefined);
+    const sameDb = ours.includes(secret.metadata.labels?.[labels.databaseId] ?? "");
     if (!owned && !sameDb) return;
     try {
       await this.deps.kube.delete(SecretType, this.ns, name, secret.metadata.uid === undefined ? {} : { uid: secret.metadata.uid });

@@ -57,20 +57,13 @@ export function createRemoteMirror(options: {
   };
   const fingerprint = (db: Database) => `${db.status}|${db.name}|${db.isDefault}|${db.connections.map((c) => c.id).join(",")}`;
 
-  async function listAll() {
+  async function listAll(withProjects: boolean) {
     const started = ++seq;
     const seenDb = new Map<string, Database>();
     let cursor: string | undefined;
     do {
       const page = await api.listDatabases({ limit: pageSize, ...(cursor === undefined ? {} : { cursor }) });
       for (const db of page.data) seenDb.set(db.id, db);
-      cursor = page.pagination.hasMore && page.pagination.nextCursor !== null ? page.pagination.nextCursor : undefined;
-    } while (cursor !== undefined);
-    const seenProjects = new Map<string, Project>();
-    cursor = undefined;
-    do {
-      const page = await api.listProjects({ limit: pageSize, ...(cursor === undefined ? {} : { cursor }) });
-      for (const p of page.data) seenProjects.set(p.id, p);
       cursor = page.pagination.hasMore && page.pagination.nextCursor !== null ? page.pagination.nextCursor : undefined;
     } while (cursor !== undefined);
     for (const [id, entry] of databases) {
@@ -86,6 +79,14 @@ export function createRemoteMirror(options: {
       databases.set(id, fresh(db));
       if (before !== undefined && fingerprint(before.value) !== fingerprint(db)) options.onChange("database", id);
     }
+    if (!withProjects) return;
+    const seenProjects = new Map<string, Project>();
+    cursor = undefined;
+    do {
+      const page = await api.listProjects({ limit: pageSize, ...(cursor === undefined ? {} : { cursor }) });
+      for (const p of page.data) seenProjects.set(p.id, p);
+      cursor = page.pagination.hasMore && page.pagination.nextCursor !== null ? page.pagination.nextCursor : undefined;
+    } while (cursor !== undefined);
     for (const [id, entry] of projects) {
       if (!seenProjects.has(id) && entry.seq < started) {
         projects.delete(id);
@@ -95,8 +96,16 @@ export function createRemoteMirror(options: {
     for (const [id, p] of seenProjects) projects.set(id, fresh(p));
   }
 
+  let runningDatabases: Promise<void> | undefined;
+  /** Databases only: what fast polling needs. */
+  async function refreshDatabases() {
+    if (running !== undefined) return running;
+    runningDatabases ??= listAll(false).finally(() => (runningDatabases = undefined));
+    return runningDatabases;
+  }
+
   async function refresh() {
-    running ??= listAll().finally(() => (running = undefined));
+    running ??= listAll(true).finally(() => (running = undefined));
     const current = running;
     if (first === undefined) {
       first = current.catch((err: unknown) => {
@@ -123,7 +132,7 @@ export function createRemoteMirror(options: {
       if (entry !== undefined && !settled(entry.value) && age < fastMs) return entry.value;
       if (entry !== undefined && listIsCheaper()) {
         // Many databases provisioning at once (a burst of applies): one list serves them all.
-        await refresh();
+        await refreshDatabases();
         const listed = databases.get(id);
         if (listed !== undefined) return listed.value;
       }

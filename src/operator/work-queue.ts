@@ -1,6 +1,8 @@
 // A keyed work queue in the controller-runtime mould: a key is queued at most once (N events → 1 reconcile),
 // never processed by two workers at once (a key added while in flight runs again afterwards), delayed adds keep
-// the earliest deadline, and failures back off per key.
+// the earliest deadline, and failures back off per key. Keys whose delay has expired (polls of objects in
+// progress, retries) go ahead of newly added ones, so a burst of applies does not starve the objects already
+// being created (the priority queue of controller-runtime, in two lanes).
 
 export interface BackoffOptions {
   baseMs: number;
@@ -18,7 +20,7 @@ export function backoffDelay(failures: number, options: BackoffOptions = default
 }
 
 export interface WorkQueue {
-  add(key: string): void;
+  add(key: string, urgent?: boolean): void;
   addAfter(key: string, ms: number): void;
   /** Schedules the key after its next backoff step; returns the delay. */
   addRateLimited(key: string): number;
@@ -34,6 +36,7 @@ export interface WorkQueue {
 
 export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQueue {
   const queue: string[] = [];
+  const due: string[] = [];
   const queued = new Set<string>();
   const processing = new Set<string>();
   const dirty = new Set<string>();
@@ -50,15 +53,20 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
     for (const f of w) f();
   }
 
-  function add(key: string) {
+  function add(key: string, urgent = false) {
     if (stopped) return;
     if (processing.has(key)) {
       dirty.add(key);
       return;
     }
-    if (queued.has(key)) return;
+    if (queued.has(key)) {
+      if (!urgent) return;
+      const i = queue.indexOf(key);
+      if (i < 0) return;
+      queue.splice(i, 1);
+    }
     queued.add(key);
-    queue.push(key);
+    (urgent ? due : queue).push(key);
     notify();
   }
 
@@ -71,7 +79,7 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
     if (existing !== undefined) clearTimeout(existing.timer);
     const timer = setTimeout(() => {
       timers.delete(key);
-      add(key);
+      add(key, true);
     }, ms);
     timer.unref();
     timers.set(key, { at, timer });
@@ -79,7 +87,7 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
 
   async function worker() {
     while (!stopped) {
-      const key = queue.shift();
+      const key = due.shift() ?? queue.shift();
       if (key === undefined) {
         await new Promise<void>((resolve) => wake.push(resolve));
         continue;
@@ -111,7 +119,7 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
       failureCounts.delete(key);
     },
     failures: (key) => failureCounts.get(key) ?? 0,
-    depth: () => queue.length + timers.size,
+    depth: () => queue.length + due.length + timers.size,
     start(h, concurrency) {
       handler = h;
       for (let i = 0; i < Math.max(1, concurrency); i++) workers.push(worker());
