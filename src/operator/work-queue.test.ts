@@ -54,4 +54,19 @@ describe("work queue", () => {
     expect(q.depth()).toBeGreaterThan(0);
     void q.stop();
   });
+
+  it("runs keys whose delay expired before newly added ones", async () => {
+    const q = createWorkQueue();
+    const order: string[] = [];
+    for (let i = 0; i < 5; i++) q.add(`new-${i}`);
+    q.addAfter("polled", 1);
+    await new Promise((r) => setTimeout(r, 10));
+    q.start(async (key) => {
+      order.push(key);
+    }, 1);
+    await new Promise((r) => setTimeout(r, 20));
+    await q.stop();
+    expect(order[0]).toBe("polled");
+    expect(order).toHaveLength(6);
+  });
 });
