@@ -80,7 +80,7 @@ try {
   }
 
   // List: 10,000 databases in the control database (rows only: 10,000 real PostgreSQL databases would need ~70 GB).
-  const [{ workspace_id: workspaceId }] = (await sql(service.controlUrl, "SELECT workspace_id FROM projects WHERE id = $1", [project.id])) as { workspace_id: string }[];
+  const workspaceId = ((await sql(service.controlUrl, "SELECT workspace_id FROM projects WHERE id = $1", [project.id])) as { workspace_id: string }[])[0]!.workspace_id;
   await sql(
     service.controlUrl,
     `WITH g AS (SELECT i, 'db_cbench' || lpad(i::text, 20, '0') AS id, 'con_cbench' || lpad(i::text, 20, '0') AS con FROM generate_series(1, $3::int) i),
@@ -119,7 +119,7 @@ try {
   const url = target.connectionString!;
   await sql(url, `CREATE TABLE big AS SELECT g AS id, md5(g::text) || md5((g * 7)::text) AS a, g % 1000 AS b, now() AS c FROM generate_series(1, $1::int) g`, [Math.round(sizes.restoreMb * 9_000)]);
   await sql(url, "CREATE INDEX big_b ON big (b)");
-  const [{ size }] = (await sql(url, "SELECT pg_database_size(current_database())::bigint AS size")) as { size: string }[];
+  const size = ((await sql(url, "SELECT pg_database_size(current_database())::bigint AS size")) as { size: string }[])[0]!.size;
   const backup = (await call("POST", `/v1/databases/${target.id}/backups`)).data;
   for (;;) {
     const list = (await call("GET", `/v1/databases/${target.id}/backups`)) as unknown as { data: { id: string; status: string }[] };
@@ -154,6 +154,7 @@ try {
 }
 
 const cpu = os.cpus()[0]?.model ?? "unknown CPU";
+const [load1, load5] = os.loadavg();
 const machine = `${os.cpus().length} × ${cpu}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GB RAM, ${os.type()} ${os.release()}, Node ${process.version}, PostgreSQL ${service.postgres.version}`;
 const table = ["| measure | result | aim |", "|---|---|---|", ...rows.map((r) => `| ${r.join(" | ")} |`)].join("\n");
 console.log(table);
@@ -165,7 +166,7 @@ if (write && !quick) {
     "## Service",
     "",
     `Command: \`npm run bench:service\` (bench/service.ts). Date: ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC.`,
-    `Machine: ${machine}. Other engineers' processes shared the machine.`,
+    `Machine: ${machine}. Load average at the end: ${load1!.toFixed(1)} (1 min), ${load5!.toFixed(1)} (5 min): other engineers' builds and tests shared the two cores.`,
     "",
     "One embedded PostgreSQL with durability on (fsync), the service in the same process as the benchmark, HTTP over loopback.",
     "\"POST → ready\" polls GET every 5 ms, so it includes up to 5 ms of polling. The list runs over 10,000 database rows in the",

@@ -29,7 +29,7 @@ export function resolveRegion(deps: ServiceDeps, wanted: string | undefined, fal
 export async function insertConnection(client: pg.PoolClient, databaseId: string, name: string): Promise<{ connection: ConnectionRow; password: string; verifier: string }> {
   const id = newId("connection");
   const password = randomPassword();
-  const verifier = scramVerifier(password);
+  const verifier = await scramVerifier(password);
   const { rows } = await client.query<ConnectionRow>(
     `INSERT INTO connections (id, database_id, name, role_name, verifier) VALUES ($1, $2, $3, $4, $5)
      RETURNING id, database_id, name, role_name, created_at`,
@@ -76,10 +76,11 @@ export async function createDatabaseRows(
     [id, project.id, project.workspace_id, name, region, input.isDefault, pgName, `${pgName}_owner`, JSON.stringify(source), input.logicalId ?? null, connectionId],
   );
   const password = randomPassword();
+  const verifier = await scramVerifier(password);
   const { rows: conns } = await client.query<ConnectionRow>(
     `INSERT INTO connections (id, database_id, name, role_name, verifier) VALUES ($1, $2, $3, $4, $5)
      RETURNING id, database_id, name, role_name, created_at`,
-    [connectionId, id, "default", `mds_${idBody(connectionId)}`, scramVerifier(password)],
+    [connectionId, id, "default", `mds_${idBody(connectionId)}`, verifier],
   );
   await enqueueJob(client, { kind: "provision", targetId: id });
   const row = await getDatabase(client, project.workspace_id, id);

@@ -1,4 +1,7 @@
-import { createCipheriv, createDecipheriv, createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHash, createHmac, pbkdf2, randomBytes } from "node:crypto";
+import { promisify } from "node:util";
+
+const pbkdf2Async = promisify(pbkdf2);
 
 /** Tokens are 256-bit random strings: a plain SHA-256 is a safe, fast lookup hash for them. */
 export function hashToken(token: string): Buffer {
@@ -21,9 +24,10 @@ export function randomPassword(): string {
  * The SCRAM-SHA-256 verifier PostgreSQL stores for a password. Passing it to CREATE ROLE … PASSWORD means the
  * plaintext never leaves this process and never sits in the control database or a job.
  */
-export function scramVerifier(password: string, iterations = 4096): string {
+export async function scramVerifier(password: string, iterations = 4096): Promise<string> {
   const salt = randomBytes(16);
-  const salted = pbkdf2Sync(password.normalize("NFKC"), salt, iterations, 32, "sha256");
+  // On the thread pool: 4096 rounds would otherwise block every other request for milliseconds.
+  const salted = await pbkdf2Async(password.normalize("NFKC"), salt, iterations, 32, "sha256");
   const clientKey = createHmac("sha256", salted).update("Client Key").digest();
   const storedKey = createHash("sha256").update(clientKey).digest();
   const serverKey = createHmac("sha256", salted).update("Server Key").digest();

@@ -10,10 +10,11 @@ const projectColumns = `p.id, p.workspace_id, w.name AS workspace_name, p.name, 
 const databaseColumns = `d.id, d.project_id, p.name AS project_name, d.workspace_id, d.name, d.region, d.status, d.is_default, d.pg_name,
   d.owner_role, d.source, d.logical_id, d.default_connection_id, d.created_at, ${cursorTs("d.created_at")} AS cursor_ts`;
 
-export async function getProject(db: Db, workspaceId: string, id: string, lock = false): Promise<ProjectRow | undefined> {
+/** `lock`: "update" to change or delete the project, "share" to add databases to it (creates do not wait for each other). */
+export async function getProject(db: Db, workspaceId: string, id: string, lock: false | "update" | "share" = false): Promise<ProjectRow | undefined> {
   const { rows } = await db.query<ProjectRow>(
     `SELECT ${projectColumns} FROM projects p JOIN workspaces w ON w.id = p.workspace_id
-     WHERE p.id = $1 AND p.workspace_id = $2 AND p.deleted_at IS NULL ${lock ? "FOR UPDATE OF p" : ""}`,
+     WHERE p.id = $1 AND p.workspace_id = $2 AND p.deleted_at IS NULL ${lock === "update" ? "FOR UPDATE OF p" : lock === "share" ? "FOR KEY SHARE OF p" : ""}`,
     [id, workspaceId],
   );
   return rows[0];

@@ -76,7 +76,7 @@ export function projectRoutes(app: FastifyInstance, deps: ServiceDeps): void {
   app.delete("/v1/projects/:projectId", async (req, reply) => {
     const id = projectIdOf(req.params);
     await inTransaction(deps.pool, async (client) => {
-      const project = await getProject(client, principalOf(req).workspaceId, id, true);
+      const project = await getProject(client, principalOf(req).workspaceId, id, "update");
       if (!project) throw notFound("project", id);
       const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM databases WHERE project_id = $1 AND deleted_at IS NULL", [id]);
       if (Number(rows[0]!.n) > 0) throw conflict(`cannot delete project "${id}": it still has ${rows[0]!.n} database(s)`, "delete its databases first");
@@ -116,7 +116,7 @@ export async function createInProject(
   const principal = principalOf(req);
   try {
     return await idempotentPost(deps, req, reply, raw, async (client) => {
-      const project: ProjectRow | undefined = await getProject(client, principal.workspaceId, projectId, true);
+      const project: ProjectRow | undefined = await getProject(client, principal.workspaceId, projectId, "share");
       if (!project) throw notFound("project", projectId);
       const created = await createDatabaseRows(deps, client, { project, name: body.name, region: body.region, isDefault: body.isDefault ?? false, source: body.source, logicalId: body.logicalId });
       const full = renderCreatedDatabase(deps.config, created.row, created.connection, created.password);
