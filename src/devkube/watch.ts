@@ -24,6 +24,8 @@ export interface WatchRequest {
   sendInitialEvents: boolean;
 }
 
+const TOO_LARGE_WAIT_MS = 3000;
+
 export interface WatchSettings { bookmarkIntervalMs: number; maxWatchSeconds: number }
 
 export class WatchHub {
@@ -68,7 +70,9 @@ export class WatchHub {
       }
       res.write(`${JSON.stringify({ type, object: payload })}\n`);
     };
+    let skipUpTo = 0;
     const handle = (ev: StoreEvent): void => {
+      if (ev.rv <= skipUpTo) return;
       const now = this.api.render(rt, ev.object);
       const was = ev.previous ? this.api.render(rt, ev.previous) : undefined;
       const nowMatch = ev.type !== "DELETED" && matches(now);
@@ -115,11 +119,15 @@ export class WatchHub {
         return;
       }
       if (n > this.store.currentRv()) {
-        send("ERROR", failureStatus(504, "Timeout", `Timeout: Too large resource version: ${n}, current: ${this.store.currentRv()}`, { causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }], retryAfterSeconds: 1 }));
-        finish();
-        return;
+        // like the watch cache: wait up to 3 s for the store to reach that RV, then give up
+        skipUpTo = n;
+        timers.push(setTimeout(() => {
+          if (this.store.currentRv() >= n) return;
+          send("ERROR", failureStatus(504, "Timeout", `Timeout: Too large resource version: ${n}, current: ${this.store.currentRv()}`, { causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }], retryAfterSeconds: 1 }));
+          finish();
+        }, TOO_LARGE_WAIT_MS));
       }
-      const events = this.store.eventsSince(rt.storageKey, n);
+      const events = n > this.store.currentRv() ? [] : this.store.eventsSince(rt.storageKey, n);
       if (events === "expired") {
         send("ERROR", failureStatus(410, "Expired", `too old resource version: ${n} (${this.store.currentRv()})`));
         finish();

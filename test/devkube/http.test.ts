@@ -136,6 +136,14 @@ describe("tables and watches", () => {
     expect(lines[1]?.object.columnDefinitions.length ?? 0).toBe(0);
   });
 
+  it("waits for a resourceVersion newer than the store, then answers 504 ResourceVersionTooLarge", async () => {
+    const current = Number((await call("GET", "/api/v1/namespaces")).json["metadata"].resourceVersion);
+    const res = await request(`${h.devkube.url}/api/v1/namespaces?watch=true&resourceVersion=${current + 1000}`, { headers: { authorization: `Bearer ${h.devkube.token}` }, dispatcher: agent });
+    const lines = (await res.body.text()).trim().split("\n").map((l) => JSON.parse(l) as { type: string; object: Record<string, unknown> });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ type: "ERROR", object: { code: 504, reason: "Timeout" } });
+  });
+
   it("answers WatchList requests with initial events and an initial-events-end bookmark", async () => {
     const res = await request(`${h.devkube.url}/api/v1/namespaces?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1`, { headers: { authorization: `Bearer ${h.devkube.token}` }, dispatcher: agent });
     const lines = (await res.body.text()).trim().split("\n").map((l) => JSON.parse(l) as { type: string; object: { metadata: { annotations?: Record<string, string> } } });
