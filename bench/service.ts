@@ -146,7 +146,7 @@ try {
   await sql(service.postgres.url, "DROP DATABASE bench_plain");
   const mb = Number(size) / 1024 / 1024;
   rows.push([`restore of a ${mb.toFixed(0)} MB database: POST restore → ready`, ms(restoreMs), ""]);
-  rows.push([`plain pg_dump -Fc | pg_restore of the same data`, ms(plainMs), ""]);
+  rows.push([`plain pg_dump -Fc piped into pg_restore, same data`, ms(plainMs), ""]);
   rows.push(["restore / plain dump+restore", `${(restoreMs / plainMs).toFixed(2)}×`, "aim ≤ 1.2×"]);
 } finally {
   await service.stop();
