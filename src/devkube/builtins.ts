@@ -99,6 +99,26 @@ function normalizeTime(kind: string, obj: Obj, field: string): void {
   obj[field] = new Date(v).toISOString().replace(/\.\d+Z$/, "Z");
 }
 
+/** The keys kube requires for the well-known Secret types (ValidateSecret). */
+function checkSecretType(o: Obj, name: string): void {
+  const data = isObj(o["data"]) ? o["data"] : {};
+  const required: Record<string, string[]> = {
+    "kubernetes.io/tls": ["tls.crt", "tls.key"],
+    "kubernetes.io/dockerconfigjson": [".dockerconfigjson"],
+    "kubernetes.io/dockercfg": [".dockercfg"],
+    "kubernetes.io/ssh-auth": ["ssh-privatekey"],
+  };
+  const causes: FieldCause[] = (required[String(o["type"])] ?? []).filter((k) => !(k in data)).map((k) => ({ type: "FieldValueRequired", field: `data[${k}]`, message: "Required value" }));
+  if (o["type"] === "kubernetes.io/basic-auth" && !("username" in data) && !("password" in data)) {
+    causes.push({ type: "FieldValueRequired", field: "data[username]", message: "Required value" });
+  }
+  if (o["type"] === "kubernetes.io/service-account-token") {
+    const annotations = isObj(metaOf(o)["annotations"]) ? (metaOf(o)["annotations"] as Obj) : {};
+    if (!annotations["kubernetes.io/service-account.name"]) causes.push({ type: "FieldValueRequired", field: "metadata.annotations[kubernetes.io/service-account.name]", message: "Required value" });
+  }
+  if (causes.length > 0) throw invalid("Secret", "", name, causes);
+}
+
 const SECRET_TABLE: BuiltinTable = {
   columns: [NAME_COLUMN, column("Type", "string", "The type of the secret"), column("Data", "string", "The number of entries in the data"), AGE_COLUMN],
   cells: (o, now) => [metaOf(o)["name"], o["type"] ?? "", dataCount(o), age(o, now)],
@@ -215,6 +235,7 @@ export function builtinResourceTypes(): ResourceType[] {
         if (o["type"] === undefined || o["type"] === "") o["type"] = "Opaque";
         if (ctx.old && ctx.old["type"] !== o["type"]) throw invalid("Secret", "", name, [{ type: "FieldValueInvalid", field: "type", message: `Invalid value: "${String(o["type"])}": field is immutable` }]);
         validateKeys("Secret", o, ["data"]);
+        checkSecretType(o, name);
         checkImmutable("Secret", o, ctx.old, ["data"]);
       },
     }),

@@ -99,6 +99,8 @@ describe("typed core APIs", () => {
     const bad = await expectApiError(core.createNamespacedSecret({ namespace: "default", body: { metadata: { name: "s2" }, data: { x: "not base64!" } } }));
     expect(bad.code).toBe(400);
     expect(bad.body["message"]).toContain("illegal base64 data at input byte");
+    const tls = await expectApiError(core.createNamespacedSecret({ namespace: "default", body: { metadata: { name: "s3" }, type: "kubernetes.io/tls", stringData: { "tls.crt": "x" } } }));
+    expect(tls.body).toMatchObject({ code: 422, message: 'Secret "s3" is invalid: data[tls.key]: Required value' });
   });
 
   it("answers dry-run writes without storing", async () => {
