@@ -96,6 +96,23 @@ describe("backups and restore", () => {
     expect(runs).toEqual([{ outcome: "restored" }]);
   });
 
+  it("a restore job run again after its swap (a crash before it recorded the end) does not restore twice", async () => {
+    const db = project.database;
+    const backup = await completedBackup(db.id);
+    expect((await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: backup.id } })).status).toBe(200);
+    await settled(db.id);
+    const [job] = await sql<{ id: string }>(service.controlUrl, "SELECT id FROM jobs WHERE kind = 'restore' AND target_id = $1 ORDER BY id DESC LIMIT 1", [db.id]);
+    await sql(db.connectionString, "INSERT INTO items VALUES ('written-after-restore')");
+    // What a crash between the swap and the job's final commit leaves: the job pending, the database recovering.
+    await sql(service.controlUrl, "UPDATE jobs SET state = 'pending', finished_at = NULL WHERE id = $1", [job!.id]);
+    await sql(service.controlUrl, "UPDATE databases SET status = 'recovering' WHERE id = $1", [db.id]);
+    await eventually(async () => expect(await sql(service.controlUrl, "SELECT state FROM jobs WHERE id = $1", [job!.id])).toEqual([{ state: "done" }]));
+    expect((await settled(db.id)).status).toBe("ready");
+    const outcomes = await sql<{ outcome: string }>(service.controlUrl, "SELECT outcome FROM job_runs WHERE job_id = $1 ORDER BY id", [job!.id]);
+    expect(outcomes.map((o) => o.outcome)).toEqual(["restored", "resumed-after-swap"]);
+    expect(await sql(db.connectionString, "SELECT name FROM items WHERE name = 'written-after-restore'")).toEqual([{ name: "written-after-restore" }]);
+  });
+
   it("restore while provisioning is 409; a foreign or unknown backup is 404/422; the data stays", async () => {
     const db = project.database;
     const backup = await completedBackup(db.id);
