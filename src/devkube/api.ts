@@ -402,6 +402,11 @@ export class Api {
         }
       }
     }
+    const annotations = meta["annotations"];
+    if (isObj(annotations)) {
+      const size = Object.entries(annotations).reduce((n, [k, v]) => n + k.length + String(v).length, 0);
+      if (size > 256 * 1024) causes.push({ type: "FieldValueTooLong", field: "metadata.annotations", message: `Too long: must have at most ${256 * 1024} bytes` });
+    }
     const fins = meta["finalizers"];
     if (fins !== undefined && fins !== null && (!Array.isArray(fins) || fins.some((f) => typeof f !== "string"))) {
       throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: json: cannot unmarshal into Go struct field ObjectMeta.metadata.finalizers of type []string`);
