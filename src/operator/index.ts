@@ -1,7 +1,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
-import { createClient, prometheusHooks } from "../client/index.ts";
+import { createClient, prometheusHooks, type ClientHooks } from "../client/index.ts";
 import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { createInformer, type Informer } from "../kube/informer.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
@@ -64,7 +64,16 @@ export function createOperator(options: OperatorOptions): Operator {
   const buildApiClient: CreateApiClient =
     options.createApiClient ??
     (({ baseUrl, token }) =>
-      createClient({ baseUrl, token, hooks: prometheusHooks(options.metrics), ...(options.apiRateLimit === undefined ? {} : { rateLimit: options.apiRateLimit }) }));
+      createClient({
+        baseUrl,
+        token,
+        hooks: apiHooks,
+        logger: logger.child({ component: "mds-client" }),
+        ...(options.apiRateLimit === undefined ? {} : { rateLimit: options.apiRateLimit }),
+      }));
+
+  // API calls, attempts, retries and throttled time by operation: the client's mds_client_* metrics.
+  const apiHooks: ClientHooks = prometheusHooks(options.metrics);
 
   const queues = { Project: createWorkQueue(), Database: createWorkQueue(), DatabaseRestore: createWorkQueue() };
   const informers: Informer<KubeObject>[] = [];
