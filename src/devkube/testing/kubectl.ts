@@ -1,6 +1,7 @@
 import { execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rename, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -45,7 +46,8 @@ export async function runKubectl(kubeconfig: string, args: string[], opts: { inp
   const bin = await kubectlPath();
   const full = [`--kubeconfig=${kubeconfig}`, ...(opts.cacheDir ? [`--cache-dir=${opts.cacheDir}`] : []), ...args];
   return new Promise((resolve, reject) => {
-    const child = spawn(bin, full, { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: opts.cacheDir ?? process.env["HOME"] ?? "/tmp" } });
+    // a fixed environment: no KUBECONFIG or ~/.kube of the machine leaks into a test
+    const child = spawn(bin, full, { stdio: ["pipe", "pipe", "pipe"], env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: opts.cacheDir ?? tmpdir() } });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => { stdout += d.toString(); });
