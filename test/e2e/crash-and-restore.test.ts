@@ -109,6 +109,38 @@ describe("crash safety", () => {
   });
 });
 
+async function expireReplays() {
+  const client = new pg.Client({ connectionString: stack.service.controlUrl });
+  await client.connect();
+  try {
+    await client.query("update idempotency set expires_at = now() - interval '1 second'");
+  } finally {
+    await client.end();
+  }
+}
+
+describe("crash safety past the replay window", () => {
+  it("adopts the database, mints a new connection for the Secret and revokes the lost one", async () => {
+    const first = await startCrashingOperator("database:after-create");
+    await stack.kubectl(["apply", "-f", "-"], manifests(objects.project, objects.database("ledger-late")));
+    await eventually(() => {
+      if (!first.crashed()) throw new Error("not crashed yet");
+    }, { what: "the crash" });
+    await first.operator.stop();
+    await expireReplays();
+
+    const second = await stack.startOperator();
+    const s = await waitReady("ledger-late");
+    const list = await api("GET", `/v1/databases?logicalId=${encodeURIComponent("k8s:e2e:default/ledger-late")}`);
+    expect((list.body?.data as unknown[]).length).toBe(1);
+    // The original connection (its password only ever in the lost response) is revoked; the minted one remains.
+    const db = (await api("GET", `/v1/databases/${s.id}`)).body?.data as { connections: { id: string; name: string }[] };
+    expect(db.connections.map((c) => [c.id, c.name])).toEqual([[s.connection.id, "k8s-default-ledger-late"]]);
+    expect(await query<{ one: number }>(await secretUrl("ledger-late"), "select 1 as one")).toEqual([{ one: 1 }]);
+    await second.stop();
+  });
+});
+
 describe("restore exactly once", () => {
   let operator: Operator;
   let url: string;
