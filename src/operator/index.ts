@@ -40,6 +40,11 @@ export interface OperatorOptions {
   crashPoint?: (name: string) => void | Promise<void>;
   /** Rate budget shared by every caller of one credential (default: the client's, 10 requests/s, burst 20). */
   apiRateLimit?: { requestsPerSecond: number; burst: number };
+  /**
+   * How long after requestedAt a restore may still be re-sent with its Idempotency-Key after a restart (the
+   * service replays for 24 h; default 23 h). Past it, the outcome is unknowable: Failed/OutcomeUnknown.
+   */
+  restoreReplayWindowMs?: number;
   /** Test seam: the API client of one credential (default: src/client with Prometheus hooks). */
   createApiClient?: CreateApiClient;
   /** Test seam: the Kubernetes client (default: built from kubeConfig). */
@@ -205,6 +210,7 @@ export function createOperator(options: OperatorOptions): Operator {
     logger: logger.child({ controller: "managed/databaserestore" }),
     pollIntervals: options.pollIntervals,
     crashPoint,
+    ...(options.restoreReplayWindowMs === undefined ? {} : { replayWindowMs: options.restoreReplayWindowMs }),
   });
 
   function worker(kind: keyof typeof queues, reconcile: (key: string) => Promise<Outcome>) {

@@ -192,6 +192,23 @@ describe("restore exactly once", () => {
     expect((db?.["restoreLedger"] as { key: string; phase: string }[]).map((e) => [e.key, e.phase])).toEqual([["incident-42", "Succeeded"]]);
   });
 
+  it("is OutcomeUnknown, never a second request, when a crash before the POST is found after the replay window", async () => {
+    await operator.stop();
+    const crashing = await startCrashingOperator("restore:before-post");
+    await stack.kubectl(["apply", "-f", "-"], manifests({ ...objects.restore("unknowable"), spec: { ...objects.restore("unknowable").spec, idempotencyKey: "incident-43" } }));
+    await eventually(() => {
+      if (!crashing.crashed()) throw new Error("not crashed yet");
+    }, { what: "the crash" });
+    await crashing.operator.stop();
+    operator = await stack.startOperator({ restoreReplayWindowMs: 0 });
+    await eventually(async () => {
+      const s = await status(DatabaseRestoreType as typeof DatabaseType, "unknowable");
+      if (s?.["phase"] !== "Failed" || s["reason"] !== "OutcomeUnknown") throw new Error(JSON.stringify(s));
+    }, { what: "OutcomeUnknown" });
+    expect(await restoreJobs()).toBe(1);
+    await stack.kubectl(["delete", "mdsrestore", "unknowable"]);
+  });
+
   it("a deleted and re-applied DatabaseRestore is Skipped", async () => {
     await query(url, "insert into items values (3)");
     await stack.kubectl(["delete", "mdsrestore", "rollback"]);
