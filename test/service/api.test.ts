@@ -209,6 +209,16 @@ describe("databases", () => {
     expectError(await api("DELETE", `/v1/connections/${con.id}`), 404, "not_found");
   });
 
+  it("concurrent creates and PATCHes moving the default leave exactly one default", async () => {
+    const p = (await api("POST", "/v1/projects", { createDatabase: false })).body.data;
+    const created = await Promise.all([1, 2, 3, 4].map((i) => api("POST", `/v1/projects/${p.id}/databases`, { name: `d${i}`, isDefault: true })));
+    expect(created.map((c) => c.status)).toEqual([201, 201, 201, 201]);
+    const patched = await Promise.all(created.map((c) => api("PATCH", `/v1/databases/${c.body.data.id}`, { isDefault: true })));
+    expect(patched.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    const list = await api("GET", `/v1/projects/${p.id}/databases`);
+    expect(list.body.data.filter((d: Json) => d.isDefault)).toHaveLength(1);
+  });
+
   it("logicalId is unique per project and filters the list", async () => {
     const first = await api("POST", `/v1/projects/${project.id}/databases`, { logicalId: "k8s:x:ns/db" });
     expect(first.status).toBe(201);

@@ -55,6 +55,10 @@ export function databaseRoutes(app: FastifyInstance, deps: ServiceDeps): void {
     const body = parseWith(UpdateDatabaseBody, jsonBody(req), "request body");
     const workspaceId = principalOf(req).workspaceId;
     await inTransaction(deps.pool, async (client) => {
+      const found = await getDatabase(client, workspaceId, id);
+      if (!found) throw notFound("database", id);
+      // Project before database, the order creates take: moving the default flag never deadlocks with them.
+      if (body.isDefault === true) await client.query("SELECT 1 FROM projects WHERE id = $1 FOR UPDATE", [found.project_id]);
       const db = await getDatabase(client, workspaceId, id, true);
       if (!db) throw notFound("database", id);
       if (body.name !== undefined) await client.query("UPDATE databases SET name = $2 WHERE id = $1", [id, body.name]);

@@ -116,7 +116,8 @@ export async function createInProject(
   const principal = principalOf(req);
   try {
     return await idempotentPost(deps, req, reply, raw, async (client) => {
-      const project: ProjectRow | undefined = await getProject(client, principal.workspaceId, projectId, "share");
+      // Creates wait for each other only when they move the default flag (exactly one default per project).
+      const project: ProjectRow | undefined = await getProject(client, principal.workspaceId, projectId, body.isDefault ? "update" : "share");
       if (!project) throw notFound("project", projectId);
       const created = await createDatabaseRows(deps, client, { project, name: body.name, region: body.region, isDefault: body.isDefault ?? false, source: body.source, logicalId: body.logicalId });
       const full = renderCreatedDatabase(deps.config, created.row, created.connection, created.password);
