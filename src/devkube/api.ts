@@ -42,7 +42,8 @@ export class Api {
     o["apiVersion"] = apiVersionOf(rt);
     o["kind"] = rt.kind;
     if (rt.schema) {
-      try { o = rt.schema.applyDefaults(o); } catch { /* serve as stored */ }
+      // like the apiserver reading from etcd: pruned and defaulted for the version being served
+      try { o = rt.schema.applyDefaults(rt.schema.prune(o).object); } catch { /* serve as stored */ }
     }
     return o;
   }

@@ -291,6 +291,19 @@ describe("wait and watch", () => {
   });
 });
 
+describe("CRD versions", () => {
+  it("serves every version over one storage (conversion None), pruned for the version read", async () => {
+    const crd = WIDGET_CRD.replaceAll("widgets", "gadgets").replaceAll("widget", "gadget").replace("kind: Widget", "kind: Gadget").replace("shortNames: [wg]", "shortNames: [gd]")
+      .replace("  - name: v1\n    served: true\n    storage: true\n", "  - name: v1beta1\n    served: true\n    storage: false\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n  - name: v1\n    served: true\n    storage: true\n");
+    await h.ok(["apply", "-f", "-"], crd);
+    await h.ok(["apply", "-f", "-"], "apiVersion: example.com/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 2, extra: true}\n");
+    const v1 = await json(["get", "gadgets.v1.example.com", "g1"]);
+    expect([v1["apiVersion"], v1["spec"]]).toEqual(["example.com/v1", { size: 2 }]);
+    const beta = await json(["get", "gadgets.v1beta1.example.com", "g1"]);
+    expect([beta["apiVersion"], beta["spec"]]).toEqual(["example.com/v1beta1", { size: 2, extra: true }]);
+  });
+});
+
 describe("CRD deletion", () => {
   it("removes every CR and the endpoints", async () => {
     await h.ok(["delete", "crd", "widgets.example.com", "--timeout=30s"]);
