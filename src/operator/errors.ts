@@ -27,7 +27,14 @@ export interface ErrorClass {
   conflict: boolean;
   /** A wait the service asked for (Retry-After), if any. */
   retryAfterMs?: number;
+  /**
+   * Waiting on something the user creates (a credentials Secret, a project or database that is not ready):
+   * retried at least this often, since no watched event announces it.
+   */
+  maxDelayMs?: number;
 }
+
+const waitingReasons = new Set(["CredentialsMissing", "ProjectNotReady", "DatabaseNotReady"]);
 
 function apiCodeOf(err: unknown): { code: string; status?: number; retryAfterMs?: number } | undefined {
   if (typeof err !== "object" || err === null) return undefined;
@@ -43,7 +50,9 @@ function apiCodeOf(err: unknown): { code: string; status?: number; retryAfterMs?
 export function classifyError(err: unknown): ErrorClass {
   if (err instanceof KubeConflictError) return { reason: "ReconcileError", terminal: false, conflict: true };
   if (err instanceof TerminalError) return { reason: err.reason, terminal: true, conflict: false };
-  if (err instanceof ReconcileError) return { reason: err.reason, terminal: false, conflict: false };
+  if (err instanceof ReconcileError) {
+    return { reason: err.reason, terminal: false, conflict: false, ...(waitingReasons.has(err.reason) ? { maxDelayMs: 30_000 } : {}) };
+  }
   const api = apiCodeOf(err);
   if (api !== undefined && !(err instanceof Error && err.name.startsWith("Kube"))) {
     switch (api.code) {

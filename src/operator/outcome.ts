@@ -15,7 +15,8 @@ export const failed = (error: unknown): Outcome => ({ type: "error", error });
  * - success: reset the key's backoff; requeue after the poll interval (or not at all);
  * - Kubernetes 409: requeue at once, silently;
  * - terminal error (invalid spec): no retry; the next spec change enqueues the key again;
- * - other errors: per-key exponential backoff with jitter (1 s → 5 min), or the service's Retry-After if longer.
+ * - other errors: per-key exponential backoff with jitter (1 s → 5 min), or the service's Retry-After if longer;
+ *   waiting on something the user creates (credentials Secret, project, database) is retried at least every 30 s.
  */
 export function applyOutcome(queue: WorkQueue, key: string, outcome: Outcome): void {
   switch (outcome.type) {
@@ -36,8 +37,7 @@ export function applyOutcome(queue: WorkQueue, key: string, outcome: Outcome): v
         queue.forget(key);
         return;
       }
-      const delay = queue.addRateLimited(key);
-      if (c.retryAfterMs !== undefined && c.retryAfterMs > delay) queue.addAfter(key, c.retryAfterMs);
+      queue.addRateLimited(key, { minMs: c.retryAfterMs, maxMs: c.maxDelayMs });
       return;
     }
   }

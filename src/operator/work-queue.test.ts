@@ -69,4 +69,12 @@ describe("work queue", () => {
     expect(order[0]).toBe("polled");
     expect(order).toHaveLength(6);
   });
+
+  it("bounds a retry by the service's Retry-After and by the cap for waiting reasons", () => {
+    const q = createWorkQueue({ baseMs: 1000, maxMs: 300_000, random: () => 1 });
+    expect(q.addRateLimited("a", { minMs: 7_000 })).toBe(7_000);
+    for (let i = 0; i < 10; i++) q.addRateLimited("b");
+    expect(q.addRateLimited("b", { maxMs: 30_000 })).toBe(30_000);
+    void q.stop();
+  });
 });

@@ -22,8 +22,8 @@ export function backoffDelay(failures: number, options: BackoffOptions = default
 export interface WorkQueue {
   add(key: string, urgent?: boolean): void;
   addAfter(key: string, ms: number): void;
-  /** Schedules the key after its next backoff step; returns the delay. */
-  addRateLimited(key: string): number;
+  /** Schedules the key after its next backoff step, bounded by `minMs`/`maxMs`; returns the delay. */
+  addRateLimited(key: string, bounds?: { minMs?: number | undefined; maxMs?: number | undefined }): number;
   /** Resets the key's backoff (after a success). */
   forget(key: string): void;
   failures(key: string): number;
@@ -108,10 +108,12 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
   return {
     add,
     addAfter,
-    addRateLimited(key) {
+    addRateLimited(key, bounds = {}) {
       const n = failureCounts.get(key) ?? 0;
       failureCounts.set(key, n + 1);
-      const delay = backoffDelay(n, backoff);
+      let delay = backoffDelay(n, backoff);
+      if (bounds.maxMs !== undefined) delay = Math.min(delay, bounds.maxMs);
+      if (bounds.minMs !== undefined) delay = Math.max(delay, bounds.minMs);
       addAfter(key, delay);
       return delay;
     },
