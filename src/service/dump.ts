@@ -46,6 +46,8 @@ export async function dumpDatabase(input: { bindir: string; adminUrl: string; da
   try {
     // -Z1: dumps are compressed cheaply; the restore side pays the inflating.
     await run(path.join(input.bindir, "pg_dump"), ["-Fc", "-Z1", "--no-owner", "--no-acl", "-f", tmp], connectionEnv(input.adminUrl, input.database));
+    // A backup nobody can read is worse than none: pg_restore must be able to list the archive's contents.
+    await run(path.join(input.bindir, "pg_restore"), ["--list", tmp], {});
     const handle = await open(tmp, "r");
     await handle.sync();
     await handle.close();
