@@ -1,11 +1,12 @@
 // `npm run chaos -- --iterations N [--seed S] [--crashes-per-step K] [--replicas 1|2|random] [--no-faults] [--keep]`
+// `npm run chaos -- --storm --iterations N [--databases 10] [--kills-per-phase 10]`: crash storms (see runCrashStorm).
 // Runs chaos iterations on the local stack (see src/testing/chaos-run.ts) and prints a table and
 // the final line `chaos: N iterations, K crashes injected, V invariant violations`; exits 1 when V > 0.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { formatReport, runChaos, tableHeader } from "../src/testing/chaos-run.ts";
+import { formatReport, runChaos, runCrashStorm, tableHeader } from "../src/testing/chaos-run.ts";
 import { startChaosStack } from "../src/testing/chaos-stack.ts";
 
 const { values } = parseArgs({
@@ -16,6 +17,9 @@ const { values } = parseArgs({
     "step-timeout": { type: "string", default: "90" },
     "no-faults": { type: "boolean", default: false },
     replicas: { type: "string", default: "random" },
+    storm: { type: "boolean", default: false },
+    databases: { type: "string", default: "10" },
+    "kills-per-phase": { type: "string", default: "10" },
     keep: { type: "boolean", default: false },
   },
 });
@@ -32,7 +36,16 @@ console.log(`crash points: ${stack.crashPoints.length === 0 ? "none found (rando
 console.log(tableHeader);
 let exitCode = 1;
 try {
-  const report = await runChaos(stack, {
+  const report = values.storm
+    ? await runCrashStorm(stack, {
+        iterations,
+        seed,
+        databases: Number(values.databases),
+        killsPerPhase: Number(values["kills-per-phase"]),
+        stepTimeoutMs: Number(values["step-timeout"]) * 1000 * 2,
+        log: (line) => console.log(line),
+      })
+    : await runChaos(stack, {
     iterations,
     seed,
     crashesPerStep: Number(values["crashes-per-step"]),

@@ -1,3 +1,4 @@
+import { readFile } from "node:fs/promises";
 import pg from "pg";
 import { checkInvariants, collectSecretValues, mdsApiVersion, type Violation } from "./chaos-invariants.ts";
 import { crashPointsForStep, type ChaosStep } from "./crash-points.ts";
@@ -474,4 +475,148 @@ export function formatReport(report: ChaosReport): string {
   if (violations.length > 0) lines.push("", "violations:", ...violations);
   lines.push("", `chaos: ${report.iterations.length} iterations, ${report.crashes} crashes injected, ${report.violations} invariant violations`);
   return lines.join("\n");
+}
+
+/** Resolves when the operator logged that it started (or after 20 s). */
+async function untilStarted(logFile: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    const text = await readFile(logFile, "utf8").catch(() => "");
+    if (text.includes('"msg":"Operator started"')) return;
+    await sleep(50);
+  }
+}
+
+export interface StormOptions {
+  iterations: number;
+  seed: number;
+  /** Databases per iteration. */
+  databases: number;
+  /** SIGKILLs per phase (create, Secret rebuild, delete). */
+  killsPerPhase: number;
+  stepTimeoutMs?: number;
+  log?: (line: string) => void;
+}
+
+/**
+ * Crash storms: many Databases at once while the operator is SIGKILLed again and again (at armed crash
+ * points with a random count, or 0–2 s after it started serving), through creation, Secret rebuild and deletion;
+ * then it runs undisturbed until everything converges, and the invariants are checked. Many more crashes per
+ * minute than the lifecycle iterations, on the paths where duplicates and lost credentials would come from.
+ */
+export async function runCrashStorm(stack: ChaosStack, options: StormOptions): Promise<ChaosReport> {
+  const log = options.log ?? (() => undefined);
+  const timeoutMs = options.stepTimeoutMs ?? 180_000;
+  const results: IterationResult[] = [];
+  const crashPointsHit: Record<string, number> = {};
+  let crashes = 0;
+  let launches = 0;
+  const points = stack.crashPoints.filter((p) => !/restore/.test(p));
+
+  for (let i = 0; i < options.iterations; i++) {
+    const random = seededRandom(options.seed * 1000 + i + 500_000);
+    const started = Date.now();
+    const ns = `storm-${options.seed}-${i}`;
+    const names = Array.from({ length: options.databases }, (_, k) => `db-${k}`);
+    const violations: Violation[] = [];
+    let pointHits = 0;
+    let kills = 0;
+    let missed = 0;
+    stack.apiProxy.resetStats();
+    stack.apiProxy.setSchedule({ seed: options.seed * 31 + i, rates: { "rate-limit": 0.02, "server-error": 0.02, reset: 0.01, "reset-after-forward": 0.01, truncate: 0.01 }, retryAfterSeconds: 1 });
+
+    /** Kills the operator `kills` times while `action` has started work; then one undisturbed run until `done`. */
+    const storm = async (phase: string, done: () => Promise<boolean>) => {
+      for (let k = 0; k < options.killsPerPhase; k++) {
+        const point = random() < 0.5 && points.length > 0 ? points[Math.floor(random() * points.length)] : undefined;
+        const count = 1 + Math.floor(random() * 3);
+        const proc = stack.startOperator({ identity: `storm-${++launches}`, leaderElect: false, ...(point === undefined ? {} : { crashPoint: `${point}:${count}` }) });
+        // Count the delay from the moment it serves (informers synced), so the kill lands in reconcile work, not in
+        // Node's start-up.
+        const delay = Math.floor(random() * 2000);
+        const exit = await Promise.race([proc.exited, untilStarted(proc.logFile).then(() => sleep(delay)).then(() => undefined)]);
+        if (exit !== undefined) {
+          if (exit.signal === "SIGKILL" && point !== undefined) {
+            pointHits++;
+            crashPointsHit[point] = (crashPointsHit[point] ?? 0) + 1;
+          }
+        } else {
+          await proc.kill("SIGKILL");
+          kills++;
+          if (point !== undefined) missed++;
+        }
+        if (await done().catch(() => false)) break;
+      }
+      const calm = stack.startOperator({ identity: `storm-${++launches}`, leaderElect: false });
+      try {
+        await waitFor(`${phase} converged`, timeoutMs, done);
+      } catch (error) {
+        violations.push({ invariant: phase === "delete" ? "no-stuck-finalizer" : "converged", detail: `${phase}: ${error instanceof Error ? error.message : String(error)}` });
+      } finally {
+        await calm.kill("SIGTERM");
+      }
+    };
+
+    const kube = stack.kube;
+    const allReady = async () => {
+      const list = await kube.list(mdsApiVersion, "Database", ns);
+      return list.length === names.length && list.every((d) => isReady(d));
+    };
+    try {
+      await kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+      await kube.apply({ apiVersion: mdsApiVersion, kind: "Project", metadata: { name: "proj", namespace: ns }, spec: { deletionPolicy: "Delete" } });
+      for (const name of names) {
+        await kube.apply({
+          apiVersion: mdsApiVersion,
+          kind: "Database",
+          metadata: { name, namespace: ns },
+          spec: { projectRef: { name: "proj" }, deletionPolicy: "Delete", connectionSecret: { name: `${name}-conn` } },
+        });
+      }
+      await storm("create", async () => allReady());
+      for (const name of names) await kube.remove("v1", "Secret", ns, `${name}-conn`);
+      await storm("secret", async () => {
+        for (const name of names) if ((await kube.secretData(ns, `${name}-conn`))?.["DATABASE_URL"] === undefined) return false;
+        return allReady();
+      });
+      // Check while everything exists: one remote per resource, every Secret connects.
+      const planted = [...stack.planted, ...(await collectSecretValues(kube, [ns]).catch(() => []))];
+      const ctx = {
+        kube,
+        controlUrl: stack.controlUrl,
+        api: { url: stack.api.directUrl, token: stack.api.token },
+        namespaces: [ns],
+        instanceId: stack.instanceId,
+        logFiles: stack.logFiles(),
+        planted,
+      };
+      stack.apiProxy.setSchedule(undefined);
+      violations.push(...(await checkInvariants(ctx)));
+      stack.apiProxy.setSchedule({ seed: options.seed * 37 + i, rates: { "rate-limit": 0.02, "server-error": 0.02, reset: 0.01 }, retryAfterSeconds: 1 });
+      for (const name of names) await kube.remove(mdsApiVersion, "Database", ns, name);
+      await kube.remove(mdsApiVersion, "Project", ns, "proj");
+      await storm("delete", async () => (await kube.list(mdsApiVersion, "Database", ns)).length === 0 && (await kube.get(mdsApiVersion, "Project", ns, "proj")) === undefined);
+      stack.apiProxy.setSchedule(undefined);
+      violations.push(...(await checkInvariants(ctx)));
+    } finally {
+      stack.apiProxy.setSchedule(undefined);
+    }
+    crashes += pointHits + kills;
+    const result: IterationResult = {
+      iteration: i,
+      replicas: 1,
+      crashPoints: pointHits,
+      crashPointsNotReached: missed,
+      randomKills: kills,
+      watchDrops: 0,
+      outages: 0,
+      apiFaults: Object.values(stack.apiProxy.stats().faults).reduce((a, b) => a + b, 0),
+      seconds: Math.round((Date.now() - started) / 100) / 10,
+      violations,
+    };
+    results.push(result);
+    log(formatRow(result));
+    for (const v of violations) log(`    VIOLATION ${v.invariant}: ${v.detail}`);
+  }
+  return { iterations: results, crashes, violations: results.reduce((n, r) => n + r.violations.length, 0), crashPointsHit };
 }
