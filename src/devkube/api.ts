@@ -6,6 +6,7 @@ import { recordUpdate, serverSideApply, type ListTypes } from "./managed-fields.
 import { decodeObject, pruneUnknown, validateMeta } from "./object-checks.ts";
 import { applyJsonPatch, applyMergePatch, applyStrategicMergePatch, PatchError } from "./patch/index.ts";
 import { errorBody } from "./schema/index.ts";
+import { evaluateJsonPath } from "./jsonpath.ts";
 import type { Registry } from "./registry.ts";
 import { apiVersionOf, type ResourceType } from "./resource-type.ts";
 import type { Selector } from "./selectors.ts";
@@ -243,6 +244,62 @@ export class Api {
       if (err instanceof ApiError) throw err;
       throw badRequest((err as Error).message);
     }
+  }
+
+  // ---------------------------------------------------------------- scale subresource
+
+  /** autoscaling/v1 Scale view of a CR whose CRD declares subresources.scale. */
+  getScale(rt: ResourceType, ns: string | undefined, name: string): Obj {
+    return this.scaleOf(rt, this.get(rt, ns ?? "", name));
+  }
+
+  private scaleOf(rt: ResourceType, obj: Obj): Obj {
+    const scale = rt.scale;
+    if (!scale) throw notFoundPath();
+    const meta = metaOf(obj);
+    const first = (path: string | undefined) => (path ? evaluateJsonPath(path, obj)[0] : undefined);
+    const selector = first(scale.labelSelectorPath);
+    const status: Obj = { replicas: Number(first(scale.statusReplicasPath) ?? 0) };
+    if (typeof selector === "string") status["selector"] = selector;
+    return {
+      kind: "Scale", apiVersion: "autoscaling/v1",
+      metadata: { name: meta["name"], ...(rt.namespaced ? { namespace: meta["namespace"] } : {}), uid: meta["uid"], resourceVersion: meta["resourceVersion"], creationTimestamp: meta["creationTimestamp"] },
+      spec: { replicas: Number(first(scale.specReplicasPath) ?? 0) }, status,
+    };
+  }
+
+  /** PUT or PATCH of …/scale: the new Scale's spec.replicas lands at specReplicasPath of the CR. */
+  writeScale(rt: ResourceType, ns: string | undefined, name: string, change: { put?: unknown; patch?: { contentType: string; body: Buffer } }, opts: WriteOptions): WriteResult {
+    const scale = rt.scale;
+    if (!scale) throw notFoundPath();
+    const stored = this.store.get(rt.storageKey, this.namespaceOf(rt, ns), name);
+    if (!stored) throw notFound(rt, name);
+    const current = this.scaleOf(rt, this.render(rt, stored));
+    let next: unknown = change.put;
+    if (change.patch) {
+      let body: unknown;
+      try { body = JSON.parse(change.patch.body.toString("utf8")); } catch (err) { throw badRequest(`error decoding patch: ${(err as Error).message}`); }
+      if (change.patch.contentType === "application/json-patch+json") next = this.patchLib(() => applyJsonPatch(current, body));
+      else if (change.patch.contentType === "application/merge-patch+json" || change.patch.contentType === "application/strategic-merge-patch+json") next = this.patchLib(() => applyMergePatch(current, body));
+      else throw unsupportedMediaType(change.patch.contentType, ["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"]);
+    }
+    if (!isObj(next)) throw badRequest("Scale in version \"v1\" cannot be handled as a Scale: the body is not an object");
+    const rv = metaOf(next)["resourceVersion"];
+    if (rv !== undefined && rv !== "" && rv !== metaOf(stored)["resourceVersion"]) throw conflict(rt, name);
+    const replicas = isObj(next["spec"]) ? next["spec"]["replicas"] : undefined;
+    if (typeof replicas !== "number" || !Number.isInteger(replicas) || replicas < 0) {
+      throw invalid("Scale", "autoscaling", name, [{ type: "FieldValueInvalid", field: "spec.replicas", message: `Invalid value: ${JSON.stringify(replicas ?? null)}: must be greater than or equal to 0` }]);
+    }
+    const obj = this.render(rt, stored);
+    const path = scale.specReplicasPath.replace(/^\./, "").split(".");
+    let cursor: Obj = obj;
+    for (const key of path.slice(0, -1)) {
+      if (!isObj(cursor[key])) cursor[key] = {};
+      cursor = cursor[key] as Obj;
+    }
+    cursor[path[path.length - 1] as string] = replicas;
+    const result = this.commit(rt, stored, obj, opts, { subresource: undefined, managed: "update" });
+    return { ...result, body: this.scaleOf(rt, result.body) };
   }
 
   // ---------------------------------------------------------------- the write path

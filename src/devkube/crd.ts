@@ -128,7 +128,9 @@ export function crdResourceTypes(crd: Obj): ResourceType[] {
     .filter((v) => v.served)
     .map((v) => {
       const schemaDoc = isObj(v.schema) ? v.schema["openAPIV3Schema"] : undefined;
-      const subresources = isObj(v.subresources) && isObj(v.subresources["status"]) ? ["status"] : [];
+      const subs = isObj(v.subresources) ? v.subresources : {};
+      const subresources = [...(isObj(subs["status"]) ? ["status"] : []), ...(isObj(subs["scale"]) ? ["scale"] : [])];
+      const scaleDef = isObj(subs["scale"]) ? subs["scale"] : undefined;
       const selectable = (v.selectableFields ?? []).map((f) => f.jsonPath.replace(/^\./, ""));
       const rt: ResourceType = {
         group, version: v.name, kind, listKind: str(names["listKind"]) ?? `${kind}List`, plural,
@@ -144,6 +146,9 @@ export function crdResourceTypes(crd: Obj): ResourceType[] {
           return vals.length > 0 ? String(vals[0]) : "";
         },
       };
+      if (scaleDef && typeof scaleDef["specReplicasPath"] === "string" && typeof scaleDef["statusReplicasPath"] === "string") {
+        rt.scale = { specReplicasPath: scaleDef["specReplicasPath"], statusReplicasPath: scaleDef["statusReplicasPath"], ...(typeof scaleDef["labelSelectorPath"] === "string" ? { labelSelectorPath: scaleDef["labelSelectorPath"] } : {}) };
+      }
       if (schemaDoc !== undefined) {
         try {
           rt.schema = compile(schemaDoc);

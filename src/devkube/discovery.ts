@@ -68,10 +68,17 @@ export function apiResourceList(registry: Registry, group: string, version: stri
     if (t.categories.length > 0) r["categories"] = t.categories;
     resources.push(r);
     for (const sub of t.subresources) {
-      resources.push({ name: `${t.plural}/${sub}`, singularName: "", namespaced: t.namespaced, kind: sub === "token" ? "TokenRequest" : t.kind, ...(sub === "token" ? { group: "authentication.k8s.io", version: "v1" } : {}), verbs: subresourceVerbs(sub) });
+      const kind = subresourceKind(t, sub);
+      resources.push({ name: `${t.plural}/${sub}`, singularName: "", namespaced: t.namespaced, kind: kind.kind, ...(kind.group !== t.group || kind.version !== t.version ? { group: kind.group, version: kind.version } : {}), verbs: subresourceVerbs(sub) });
     }
   }
   return { kind: "APIResourceList", apiVersion: "v1", groupVersion: group ? `${group}/${version}` : version, resources };
+}
+
+function subresourceKind(t: ResourceType, sub: string): { group: string; version: string; kind: string } {
+  if (sub === "token") return { group: "authentication.k8s.io", version: "v1", kind: "TokenRequest" };
+  if (sub === "scale") return { group: "autoscaling", version: "v1", kind: "Scale" };
+  return { group: t.group, version: t.version, kind: t.kind };
 }
 
 function subresourceVerbs(sub: string): string[] {
@@ -89,7 +96,7 @@ function aggregatedResource(t: ResourceType): Obj {
   if (t.shortNames.length > 0) r["shortNames"] = t.shortNames;
   if (t.categories.length > 0) r["categories"] = t.categories;
   if (t.subresources.length > 0) {
-    r["subresources"] = t.subresources.map((s) => ({ subresource: s, responseKind: s === "token" ? { group: "authentication.k8s.io", version: "v1", kind: "TokenRequest" } : { group: t.group, version: t.version, kind: t.kind }, verbs: subresourceVerbs(s) }));
+    r["subresources"] = t.subresources.map((s) => ({ subresource: s, responseKind: subresourceKind(t, s), verbs: subresourceVerbs(s) }));
   }
   return r;
 }

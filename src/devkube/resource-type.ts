@@ -46,6 +46,8 @@ export interface ResourceType {
   deleteReturnsObject?: boolean;
   /** For CRs: the CRD that defines them. */
   crdName?: string;
+  /** For CRs with a scale subresource: JSONPaths (".spec.replicas") of the replica counts and selector. */
+  scale?: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath?: string };
 }
 
 export function apiVersionOf(rt: { group: string; version: string }): string {

@@ -153,6 +153,7 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
         return sendJson(res, 201, { kind: "SelfSubjectReview", apiVersion: "authentication.k8s.io/v1", metadata: { creationTimestamp: null }, status: { userInfo: { username: who.name, groups: who.groups, ...(who.serviceAccount ? { uid: who.serviceAccount.uid } : {}) } } });
       }
       if (rt.storageKey === "/serviceaccounts" && sub === "token") return tokenRequest(ns ?? "", name ?? "");
+      if (sub === "scale") return serveScale(rt, ns, name ?? "");
       return serveResource(rt, ns, name, sub);
     }
 
@@ -240,6 +241,16 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
         if (sub !== undefined) throw methodNotAllowed();
         return sendWrite(deps.api.delete(rt, ns, name, delOpts));
       }
+      throw methodNotAllowed();
+    }
+
+    async function serveScale(rt: ResourceType, ns: string | undefined, name: string): Promise<void> {
+      const method = req.method ?? "GET";
+      if (method === "GET") return sendJson(res, 200, deps.api.getScale(rt, ns, name));
+      const body = await readBody(req);
+      const opts = writeOptions(url.searchParams, req);
+      if (method === "PUT") return sendWrite(deps.api.writeScale(rt, ns, name, { put: decodeBody(body, req.headers["content-type"]) }, opts));
+      if (method === "PATCH") return sendWrite(deps.api.writeScale(rt, ns, name, { patch: { contentType: mediaType(req.headers["content-type"]), body } }, opts));
       throw methodNotAllowed();
     }
 

@@ -294,6 +294,7 @@ describe("wait and watch", () => {
 describe("CRD versions", () => {
   it("serves every version over one storage (conversion None), pruned for the version read", async () => {
     const crd = WIDGET_CRD.replaceAll("widgets", "gadgets").replaceAll("widget", "gadget").replace("kind: Widget", "kind: Gadget").replace("shortNames: [wg]", "shortNames: [gd]")
+      .replace("      status: {}\n", "      status: {}\n      scale:\n        specReplicasPath: .spec.size\n        statusReplicasPath: .status.replicas\n")
       .replace("  - name: v1\n    served: true\n    storage: true\n", "  - name: v1beta1\n    served: true\n    storage: false\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n  - name: v1\n    served: true\n    storage: true\n");
     await h.ok(["apply", "-f", "-"], crd);
     await h.ok(["apply", "-f", "-"], "apiVersion: example.com/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 2, extra: true}\n");
@@ -301,6 +302,13 @@ describe("CRD versions", () => {
     expect([v1["apiVersion"], v1["spec"]]).toEqual(["example.com/v1", { size: 2 }]);
     const beta = await json(["get", "gadgets.v1beta1.example.com", "g1"]);
     expect([beta["apiVersion"], beta["spec"]]).toEqual(["example.com/v1beta1", { size: 2, extra: true }]);
+  });
+
+  it("scales through the scale subresource", async () => {
+    expect(await h.ok(["scale", "gadget", "g1", "--replicas=5"])).toContain("gadget.example.com/g1 scaled");
+    expect((await json(["get", "gadget", "g1"]))["spec"]["size"]).toBe(5);
+    const scale = JSON.parse(await h.ok(["get", "--raw", "/apis/example.com/v1/namespaces/default/gadgets/g1/scale"])) as Record<string, unknown>;
+    expect(scale).toMatchObject({ kind: "Scale", apiVersion: "autoscaling/v1", spec: { replicas: 5 }, status: { replicas: 0 } });
   });
 });
 
