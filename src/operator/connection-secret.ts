@@ -18,6 +18,8 @@ export const annotations = {
   credentialsHash: "mds.dev/credentials-hash",
   restores: "mds.dev/restores",
   externalId: "mds.dev/external-id",
+  /** `<Kind>/<name>` of the resource that publishes this Secret (in its namespace): routes Secret events to it. */
+  owner: "mds.dev/owner",
 } as const;
 
 export interface Endpoint {
@@ -141,6 +143,8 @@ export interface SecretInput {
   projectId: string | undefined;
   databaseId: string;
   owner: OwnerReference | undefined;
+  /** `<Kind>/<name>` for the mds.dev/owner annotation. */
+  ownerName?: string | undefined;
   /** Annotations to carry over from the Secret being replaced (the restore ledger). */
   keep?: Record<string, string> | undefined;
 }
@@ -165,6 +169,7 @@ export function buildSecret(input: SecretInput): Secret {
       annotations: {
         ...(input.spec?.annotations ?? {}),
         ...(input.keep ?? {}),
+        ...(input.ownerName === undefined ? {} : { [annotations.owner]: input.ownerName }),
         [annotations.dataHash]: hashData(data),
         [annotations.credentialsHash]: credentialsHash(c.connectionId, c.user, c.password),
       },

@@ -10,7 +10,7 @@ import { createRestoreReconciler } from "../resources/database-restore/controlle
 import { projectKind } from "../resources/project/controller.ts";
 import { DatabaseRestoreType, DatabaseType, ProjectType } from "../resources/types.ts";
 import type { CreateApiClient, MdsApi } from "./api.ts";
-import { managedSecretSelector } from "./connection-secret.ts";
+import { annotations, managedSecretSelector } from "./connection-secret.ts";
 import { createCredentialPool } from "./credentials.ts";
 import { createEventRecorder } from "./events.ts";
 import { reconcileManaged, type LoopDeps, type ManagedKind, type ManagedObject } from "./managed-reconciler.ts";
@@ -148,9 +148,11 @@ export function createOperator(options: OperatorOptions): Operator {
   const secrets = makeInformers(
     SecretType,
     (_event, obj) => {
+      // A deleted or edited Secret wakes the resource that publishes it (annotation, as Retain Secrets have no owner).
+      const [kind, name] = (obj.metadata.annotations?.[annotations.owner] ?? "").split("/");
+      if (name !== undefined && name !== "" && (kind === "Database" || kind === "Project")) queues[kind].add(`${obj.metadata.namespace}/${name}`);
       for (const ref of obj.metadata.ownerReferences ?? []) {
-        if (ref.kind === "Database") queues.Database.add(`${obj.metadata.namespace}/${ref.name}`);
-        if (ref.kind === "Project") queues.Project.add(`${obj.metadata.namespace}/${ref.name}`);
+        if (ref.kind === "Database" || ref.kind === "Project") queues[ref.kind].add(`${obj.metadata.namespace}/${ref.name}`);
       }
     },
     managedSecretSelector,

@@ -215,6 +215,12 @@ describe("the managed loop (Database)", () => {
   it("Delete removes the remote database and the Secret", async () => {
     applyDatabase("scratch", { projectRef: { name: "shop" }, deletionPolicy: "Delete" });
     await converge("scratch");
+    // Only under Delete may garbage collection take the Secret; under Retain it never has an owner.
+    expect(secret("scratch")!.metadata.ownerReferences?.map((r) => r.kind)).toEqual(["Database"]);
+    applyDatabase("kept");
+    await converge("kept");
+    expect(secret("kept")!.metadata.ownerReferences ?? []).toEqual([]);
+    expect(secret("kept")!.metadata.annotations?.["mds.dev/owner"]).toBe("Database/kept");
     const id = statusOf("scratch").id!;
     await kube.delete(DatabaseType, "default", "scratch");
     await run("scratch");

@@ -118,8 +118,13 @@ export interface LoopDeps {
   now?: () => Date;
 }
 
+/**
+ * Only under deletionPolicy Delete does the Secret get an ownerReference (garbage collection as a backstop).
+ * Under Retain it never has one: `kubectl delete --cascade=foreground` makes the garbage collector delete owned
+ * objects before any finalizer could release them, and these credentials exist nowhere else.
+ */
 export function ownerReferenceOf(obj: ManagedObject): OwnerReference | undefined {
-  if (obj.metadata.uid === undefined) return undefined;
+  if (obj.metadata.uid === undefined || (obj.spec.deletionPolicy ?? "Retain") !== "Delete") return undefined;
   return { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, uid: obj.metadata.uid, controller: true, blockOwnerDeletion: false };
 }
 
@@ -341,6 +346,7 @@ class LoopRun<T extends ManagedObject> {
       projectId: target.projectId,
       databaseId: target.databaseId,
       owner: ownerReferenceOf(this.obj),
+      ownerName: `${this.kind.kind}/${this.obj.metadata.name}`,
       keep,
     });
     if (existing === undefined) {
