@@ -278,6 +278,7 @@ export function builtinResourceTypes(): ResourceType[] {
       },
     }),
     base("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", false, { verbs: ["create"], knownFields: known("status") }),
+    base("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", false, { verbs: ["create"], knownFields: known("spec", "status") }),
     base("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false, { verbs: ["create"], knownFields: known("spec", "status") }),
     base(rbac, "v1", "Role", "roles", true, { knownFields: known("rules"), table: RBAC_CREATED_AT }),
     base(rbac, "v1", "ClusterRole", "clusterroles", false, { knownFields: known("rules", "aggregationRule"), table: RBAC_CREATED_AT }),

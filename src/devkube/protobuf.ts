@@ -157,6 +157,9 @@ function decodeKind(kind: string, raw: Buffer): Obj {
           obj["spec"] = spec;
         }
         break;
+      case "SelfSubjectRulesReview":
+        if (f.no === 2) obj["spec"] = scalars(bytes(f), { 1: "namespace" });
+        break;
       case "SelfSubjectAccessReview":
         if (f.no === 2) {
           const spec: Obj = {};
@@ -175,7 +178,7 @@ function decodeKind(kind: string, raw: Buffer): Obj {
   return obj;
 }
 
-const SUPPORTED = new Set(["v1/ConfigMap", "v1/Secret", "v1/Namespace", "v1/ServiceAccount", "rbac.authorization.k8s.io/v1/Role", "rbac.authorization.k8s.io/v1/ClusterRole", "rbac.authorization.k8s.io/v1/RoleBinding", "rbac.authorization.k8s.io/v1/ClusterRoleBinding", "authentication.k8s.io/v1/TokenRequest", "authentication.k8s.io/v1/SelfSubjectReview", "authorization.k8s.io/v1/SelfSubjectAccessReview"]);
+const SUPPORTED = new Set(["v1/ConfigMap", "v1/Secret", "v1/Namespace", "v1/ServiceAccount", "rbac.authorization.k8s.io/v1/Role", "rbac.authorization.k8s.io/v1/ClusterRole", "rbac.authorization.k8s.io/v1/RoleBinding", "rbac.authorization.k8s.io/v1/ClusterRoleBinding", "authentication.k8s.io/v1/TokenRequest", "authentication.k8s.io/v1/SelfSubjectReview", "authorization.k8s.io/v1/SelfSubjectAccessReview", "authorization.k8s.io/v1/SelfSubjectRulesReview"]);
 
 /** Decodes a protobuf request body into the JSON object it stands for. */
 export function decodeProtobuf(body: Buffer): Obj {

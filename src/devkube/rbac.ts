@@ -61,7 +61,7 @@ export class TokenIssuer {
   }
 }
 
-interface Rule { verbs: string[]; apiGroups: string[]; resources: string[]; resourceNames: string[]; nonResourceURLs: string[] }
+export interface Rule { verbs: string[]; apiGroups: string[]; resources: string[]; resourceNames: string[]; nonResourceURLs: string[] }
 
 function rulesOf(role: Obj | undefined): Rule[] {
   if (!role || !Array.isArray(role["rules"])) return [];
@@ -122,22 +122,28 @@ function clusterRoleRules(store: Store, name: string): Rule[] {
 export function rbacAuthorizer(store: Store): Authorizer {
   return (user, a) => {
     if (user.groups.includes("system:masters")) return { allowed: true };
-    const applicable: Rule[] = [];
-    for (const b of store.list("rbac.authorization.k8s.io/clusterrolebindings")) {
-      if (!(Array.isArray(b["subjects"]) && b["subjects"].filter(isObj).some((s) => subjectMatches(s, user, "")))) continue;
-      const ref = isObj(b["roleRef"]) ? b["roleRef"] : {};
-      if (ref["kind"] === "ClusterRole") applicable.push(...clusterRoleRules(store, String(ref["name"])));
-    }
-    if (a.namespace !== undefined) {
-      for (const b of store.list("rbac.authorization.k8s.io/rolebindings", a.namespace)) {
-        if (!(Array.isArray(b["subjects"]) && b["subjects"].filter(isObj).some((s) => subjectMatches(s, user, String(a.namespace))))) continue;
-        const ref = isObj(b["roleRef"]) ? b["roleRef"] : {};
-        if (ref["kind"] === "ClusterRole") applicable.push(...clusterRoleRules(store, String(ref["name"])));
-        else if (ref["kind"] === "Role") applicable.push(...rulesOf(store.get("rbac.authorization.k8s.io/roles", a.namespace, String(ref["name"]))));
-      }
-    }
-    return { allowed: applicable.some((r) => ruleAllows(r, a)) };
+    return { allowed: rulesFor(store, user, a.namespace).some((r) => ruleAllows(r, a)) };
   };
+}
+
+/** Every rule that applies to a user in a namespace (cluster-wide ones when namespace is undefined). */
+export function rulesFor(store: Store, user: UserInfo, namespace: string | undefined): Rule[] {
+  if (user.groups.includes("system:masters")) return [{ verbs: ["*"], apiGroups: ["*"], resources: ["*"], resourceNames: [], nonResourceURLs: [] }];
+  const bound = (b: Obj, bindingNamespace: string) => Array.isArray(b["subjects"]) && b["subjects"].filter(isObj).some((s) => subjectMatches(s, user, bindingNamespace));
+  const rules: Rule[] = [];
+  for (const b of store.list("rbac.authorization.k8s.io/clusterrolebindings")) {
+    const ref = isObj(b["roleRef"]) ? b["roleRef"] : {};
+    if (bound(b, "") && ref["kind"] === "ClusterRole") rules.push(...clusterRoleRules(store, String(ref["name"])));
+  }
+  if (namespace !== undefined) {
+    for (const b of store.list("rbac.authorization.k8s.io/rolebindings", namespace)) {
+      if (!bound(b, namespace)) continue;
+      const ref = isObj(b["roleRef"]) ? b["roleRef"] : {};
+      if (ref["kind"] === "ClusterRole") rules.push(...clusterRoleRules(store, String(ref["name"])));
+      else if (ref["kind"] === "Role") rules.push(...rulesOf(store.get("rbac.authorization.k8s.io/roles", namespace, String(ref["name"]))));
+    }
+  }
+  return rules;
 }
 
 /** Forbidden message exactly as kube-apiserver words it. */

@@ -10,7 +10,7 @@ import { buildOpenApi, type OpenApiDocs } from "./openapi.ts";
 import { decodeProtobuf, PROTOBUF_TYPE } from "./protobuf.ts";
 import type { Registry } from "./registry.ts";
 import { apiVersionOf, type ResourceType } from "./resource-type.ts";
-import { forbiddenMessage, serviceAccountUser, type Authorizer, type RequestAttributes, type TokenIssuer, type UserInfo } from "./rbac.ts";
+import { forbiddenMessage, rulesFor, serviceAccountUser, type Authorizer, type RequestAttributes, type TokenIssuer, type UserInfo } from "./rbac.ts";
 import { parseFieldSelector, parseLabelSelector } from "./selectors.ts";
 import type { Store } from "./store.ts";
 import { buildTable, type IncludeObject } from "./table.ts";
@@ -143,10 +143,20 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
       const verb = verbOf(req.method ?? "GET", name, url.searchParams);
       const attrs: RequestAttributes = { verb, group, resource: rt.plural, subresource: sub, namespace: rt.namespaced ? ns : undefined, name };
       // every authenticated user may ask what it may do (kube's system:basic-user)
-      if (rt.storageKey !== SSAR && rt.storageKey !== SSR && !deps.authorize(who, attrs).allowed) {
+      if (![SSAR, SSR, SSRR].includes(rt.storageKey) && !deps.authorize(who, attrs).allowed) {
         throw new ApiError(403, "Forbidden", forbiddenMessage(who, attrs), { ...(name ? { name } : {}), ...(rt.group ? { group: rt.group } : {}), kind: rt.plural });
       }
       if (rt.storageKey === SSAR) return selfSubjectAccessReview(who);
+      if (rt.storageKey === SSRR) {
+        if (req.method !== "POST") throw methodNotAllowed();
+        const body = decodeBody(await readBody(req), req.headers["content-type"]);
+        const spec = isObj(body) && isObj(body["spec"]) ? body["spec"] : {};
+        const namespace = typeof spec["namespace"] === "string" && spec["namespace"] ? spec["namespace"] : undefined;
+        const rules = rulesFor(deps.store, who, namespace);
+        const resourceRules = rules.filter((r) => r.resources.length > 0).map((r) => ({ verbs: r.verbs, apiGroups: r.apiGroups, resources: r.resources, ...(r.resourceNames.length > 0 ? { resourceNames: r.resourceNames } : {}) }));
+        const nonResourceRules = rules.filter((r) => r.nonResourceURLs.length > 0).map((r) => ({ verbs: r.verbs, nonResourceURLs: r.nonResourceURLs }));
+        return sendJson(res, 201, { kind: "SelfSubjectRulesReview", apiVersion: "authorization.k8s.io/v1", metadata: { creationTimestamp: null }, spec, status: { resourceRules, nonResourceRules, incomplete: false } });
+      }
       if (rt.storageKey === SSR) {
         if (req.method !== "POST") throw methodNotAllowed();
         await readBody(req);
@@ -304,6 +314,7 @@ function verbOf(method: string, name: string | undefined, q: URLSearchParams): s
 
 const SSAR = "authorization.k8s.io/selfsubjectaccessreviews";
 const SSR = "authentication.k8s.io/selfsubjectreviews";
+const SSRR = "authorization.k8s.io/selfsubjectrulesreviews";
 
 /** The admin token (system:masters, may impersonate) or a ServiceAccount token whose account still exists. */
 function authenticate(req: IncomingMessage, deps: AppDeps): UserInfo | undefined {

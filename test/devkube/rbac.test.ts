@@ -52,6 +52,8 @@ describe("RBAC", () => {
     expect(await h.ok(["auth", "can-i", "patch", "leases", "--as=system:serviceaccount:default:op"])).toBe("yes\n");
     expect((await asSa(["auth", "can-i", "list", "configmaps", "-n", "default"])).stdout).toBe("yes\n");
     expect((await asSa(["auth", "can-i", "list", "secrets"])).stdout).toBe("no\n");
+    const list = await asSa(["auth", "can-i", "--list", "-n", "default"]);
+    expect(list.stdout).toMatch(/configmaps\s+\[\]\s+\[\]\s+\[get list watch\]/);
   });
 
   it("works with client-node and rejects the token once its ServiceAccount is gone", async () => {
