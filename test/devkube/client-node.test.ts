@@ -10,7 +10,7 @@ import { eventually, startHarness, WIDGET_CRD, type Harness } from "./helpers.ts
 let h: Harness;
 let kc: k8s.KubeConfig;
 let core: k8s.CoreV1Api;
-const requests: { method: string; path: string; status: number }[] = [];
+const requests: { method: string; path: string; status: number; contentType?: string }[] = [];
 
 function apiError(err: unknown): { code: number; body: Record<string, unknown> } {
   if (!(err instanceof k8s.ApiException)) throw err;
@@ -31,8 +31,8 @@ beforeAll(async () => {
     write(chunk: Buffer, _enc, cb) {
       for (const line of chunk.toString().split("\n")) {
         if (!line) continue;
-        const rec = JSON.parse(line) as { msg: string; method: string; path: string; status: number };
-        if (rec.msg === "request") requests.push({ method: rec.method, path: rec.path, status: rec.status });
+        const rec = JSON.parse(line) as { msg: string; method: string; path: string; status: number; contentType?: string };
+        if (rec.msg === "request") requests.push({ method: rec.method, path: rec.path, status: rec.status, ...(rec.contentType ? { contentType: rec.contentType } : {}) });
       }
       cb();
     },
@@ -301,6 +301,23 @@ describe("leases and events", () => {
     const missing = await expectApiError(events.createNamespacedEvent({ namespace: "default", body: { metadata: { name: "e2" }, eventTime: new k8s.V1MicroTime(), reportingController: "x", reportingInstance: "y", reason: "R", type: "Normal", regarding: {} } as k8s.EventsV1Event }));
     expect(missing.code).toBe(422);
     expect(String(missing.body["message"])).toContain("action: Required value");
+  });
+});
+
+describe("request traces (kubectl's patch types, from the request log)", () => {
+  it("client-side apply patches core kinds with SMP and custom resources with merge patch", async () => {
+    const cm = (v: string) => `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: traced\ndata:\n  v: "${v}"\n`;
+    const w = (size: number) => `apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: traced\nspec:\n  size: ${size}\n`;
+    await h.ok(["apply", "-f", "-"], cm("1"));
+    await h.ok(["apply", "-f", "-"], w(1));
+    const from = requests.length;
+    await h.ok(["apply", "-f", "-"], cm("2"));
+    await h.ok(["apply", "-f", "-"], w(2));
+    const patches = requests.slice(from).filter((r) => r.method === "PATCH").map((r) => [r.path.split("?")[0], r.contentType]);
+    expect(patches).toEqual([
+      ["/api/v1/namespaces/default/configmaps/traced", "application/strategic-merge-patch+json"],
+      ["/apis/example.com/v1/namespaces/default/widgets/traced", "application/merge-patch+json"],
+    ]);
   });
 });
 
