@@ -50,7 +50,7 @@ describe("work queue", () => {
     applyOutcome(q, "t", failed(new TerminalError("InvalidSpec", "bad")));
     expect(q.failures("t")).toBe(0);
     applyOutcome(q, "c", failed(new KubeConflictError("conflict")));
-    expect(q.failures("c")).toBe(0);
+    expect(q.failures("c")).toBe(1);
     expect(q.depth()).toBeGreaterThan(0);
     void q.stop();
   });
