@@ -1,5 +1,5 @@
 // Finding and running PostgreSQL binaries for the service, `mds dev` and tests.
 export { findPostgresBinaries, requiredPrograms, type PostgresBinaries, type FindOptions } from "./find-binaries.ts";
-export { startPostgres, findFreePort, type StartPostgresOptions, type RunningPostgres } from "./start-postgres.ts";
+export { startPostgres, findFreePort, templateCluster, type StartPostgresOptions, type RunningPostgres } from "./start-postgres.ts";
 export { PostgresError, PostgresNotFoundError } from "./errors.ts";
 export { postgresOsUser, type OsUser } from "./os-user.ts";

@@ -48,3 +48,25 @@ describe("postgres", () => {
     await second.stop();
   });
 });
+
+describe("template clusters", () => {
+  it("copies a cached cluster instead of running initdb, and the copy is independent", async () => {
+    const root = await mkdtemp(path.join(tmpdir(), "mds-tpl-"));
+    const { templateCluster } = await import("./index.ts");
+    const template = await templateCluster({ root });
+    expect(await templateCluster({ root })).toBe(template);
+    const a = await mkdtemp(path.join(tmpdir(), "mds-pg-a-"));
+    const b = await mkdtemp(path.join(tmpdir(), "mds-pg-b-"));
+    const first = await startPostgres({ dir: a, template, settings: { fsync: "off" } });
+    const second = await startPostgres({ dir: b, template, settings: { fsync: "off" } });
+    try {
+      await query(first.url, "create table only_in_a (v int)");
+      const { rows } = await query(second.url, "select to_regclass('only_in_a') as t");
+      expect(rows).toEqual([{ t: null }]);
+    } finally {
+      await first.stop();
+      await second.stop();
+      for (const d of [root, a, b]) await rm(d, { recursive: true, force: true });
+    }
+  });
+});

@@ -51,6 +51,8 @@ export type EmbeddedServiceOptions = {
   logger?: Logger;
   /** Extra PostgreSQL settings (tests turn fsync off). */
   postgresSettings?: Record<string, string>;
+  /** A `templateCluster()` directory to copy instead of running initdb (tests). */
+  postgresTemplate?: string;
   service?: Partial<Omit<StartServiceOptions, "controlUrl" | "regions" | "encryptionKey" | "backupDir" | "host" | "port" | "baseUrl" | "logger">>;
 };
 
@@ -112,7 +114,7 @@ async function ensureDefaultToken(controlUrl: string, file: string): Promise<str
 export async function startEmbeddedService(options: EmbeddedServiceOptions): Promise<EmbeddedService> {
   const dir = path.resolve(options.dir);
   await mkdir(dir, { recursive: true });
-  const postgres = await startPostgres({ dir: path.join(dir, "postgres"), ...(options.logger ? { logger: options.logger.child({ component: "postgres" }) } : {}), ...(options.postgresSettings ? { settings: options.postgresSettings } : {}) });
+  const postgres = await startPostgres({ dir: path.join(dir, "postgres"), ...(options.logger ? { logger: options.logger.child({ component: "postgres" }) } : {}), ...(options.postgresSettings ? { settings: options.postgresSettings } : {}), ...(options.postgresTemplate ? { template: options.postgresTemplate } : {}) });
   try {
     await ensureDatabase(postgres.url, controlDatabase);
     const controlUrl = withDatabase(postgres.url, controlDatabase);

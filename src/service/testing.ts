@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pino, { type Logger } from "pino";
+import { templateCluster } from "../postgres/index.ts";
 import { startEmbeddedService, type EmbeddedServiceOptions } from "./embedded.ts";
 import { createPool } from "./store/pool.ts";
 import { createServiceToken } from "./tokens.ts";
@@ -27,8 +28,9 @@ export type TestServiceOptions = {
 };
 
 /**
- * One embedded PostgreSQL and service for a test file (about a second to start). Durability settings are off:
- * test data need not survive a power cut, and fsync is the slowest part of provisioning.
+ * One embedded PostgreSQL and service for a test file (about a second to start: the cluster is copied from a cached
+ * template instead of running initdb). Durability settings are off: test data need not survive a power cut, and
+ * fsync is the slowest part of provisioning.
  */
 export async function startTestService(options: TestServiceOptions = {}): Promise<TestService> {
   const dir = options.dir ?? (await mkdtemp(path.join(tmpdir(), "mds-service-")));
@@ -37,6 +39,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     port: 0,
     logger: options.logger ?? pino({ level: "silent" }),
     postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
+    postgresTemplate: await templateCluster(),
     service: { rateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
   });
   const pool = createPool(service.controlUrl, 2);
