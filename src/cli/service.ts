@@ -22,6 +22,7 @@ Runs the Managed Database Service API.
   --base-url URL            what clients reach, prefix of every resource url (env MDS_BASE_URL)
   --log-level LEVEL         trace|debug|info|warn|error|silent (env MDS_LOG_LEVEL, default info)
   --backup-retention-days N (env MDS_BACKUP_RETENTION_DAYS, default 7)
+  --spare-databases N       empty databases kept ready per server for fast creates (env MDS_SPARE_DATABASES, default 4)
 `;
 
 const Port = z.coerce.number().int().min(0).max(65535);
@@ -40,6 +41,7 @@ const CliConfig = z.object({
   baseUrl: z.url().optional(),
   logLevel: LogLevel.default("info"),
   backupRetentionDays: z.coerce.number().int().min(1).optional(),
+  spareDatabases: z.coerce.number().int().min(0).max(64).optional(),
 });
 
 function parseCli(argv: string[], env: NodeJS.ProcessEnv) {
@@ -56,6 +58,7 @@ function parseCli(argv: string[], env: NodeJS.ProcessEnv) {
       "base-url": { type: "string" },
       "log-level": { type: "string" },
       "backup-retention-days": { type: "string" },
+      "spare-databases": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -77,6 +80,7 @@ function parseCli(argv: string[], env: NodeJS.ProcessEnv) {
       baseUrl: pick(values["base-url"], "MDS_BASE_URL"),
       logLevel: pick(values["log-level"], "MDS_LOG_LEVEL"),
       backupRetentionDays: pick(values["backup-retention-days"], "MDS_BACKUP_RETENTION_DAYS"),
+      spareDatabases: pick(values["spare-databases"], "MDS_SPARE_DATABASES"),
     }).filter(([, v]) => v !== undefined && v !== ""),
   );
   const result = CliConfig.safeParse(raw);
@@ -121,9 +125,13 @@ export async function runService(argv: string[]): Promise<number> {
   }
   const logger = createServiceLogger(cli.logLevel);
   const common = { host: cli.host, port: cli.port, ...(cli.baseUrl ? { baseUrl: cli.baseUrl } : {}), logger };
+  const tuning = {
+    ...(cli.backupRetentionDays ? { backupRetentionDays: cli.backupRetentionDays } : {}),
+    ...(cli.spareDatabases !== undefined ? { spareDatabases: cli.spareDatabases } : {}),
+  };
   let stop: () => Promise<void>;
   if (cli.embedded) {
-    const service = await startEmbeddedService({ dir: cli.embedded, ...common, ...(cli.backupRetentionDays ? { service: { backupRetentionDays: cli.backupRetentionDays } } : {}) });
+    const service = await startEmbeddedService({ dir: cli.embedded, ...common, service: tuning });
     console.log(`mds service listening on ${service.url} (embedded PostgreSQL in ${service.dir}; url and token in ${service.dir}/service.json)`);
     stop = () => service.stop();
   } else {
@@ -137,7 +145,7 @@ export async function runService(argv: string[]): Promise<number> {
       regions: await loadRegions(cli.regionsFile, cli.regionsJson),
       encryptionKey: parseKey(keyText),
       backupDir: cli.backupDir,
-      ...(cli.backupRetentionDays ? { backupRetentionDays: cli.backupRetentionDays } : {}),
+      ...tuning,
     });
     console.log(`mds service listening on ${service.url}`);
     stop = () => service.stop();
