@@ -1,7 +1,8 @@
 // The operator runs with exactly the RBAC that deploy/ binds to its ServiceAccount, in both install modes (all
 // namespaces; single-namespace with Roles only, installed into an application namespace): `mds operator`'s runtime
-// (config parsing, leader election through the Lease, createOperator) against devkube through an RBAC-enforcing
-// proxy, with the real service. It takes a Project and Databases through creation, a deleted and an edited Secret,
+// (config parsing, leader election through the Lease, createOperator) authenticates to devkube with a token of the
+// mds-operator ServiceAccount, devkube enforces the Roles and bindings applied from deploy/, and a recording proxy
+// notes every request and answer. The real service runs behind it. It takes a Project and Databases through creation, a deleted and an edited Secret,
 // a restore, and both deletion policies. Anything the operator lacks is a 403 and fails the test; any granted
 // verb it never uses fails it too, so the manifests grant exactly what the operator does.
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -21,7 +22,7 @@ import { createOperator } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
 import { eventually as poll } from "../e2e/helpers.ts";
 import { kubectl } from "./kubectl.ts";
-import { authorize, grantsFor, startRbacProxy, type Grant, type RbacProxy, type RequestAttributes } from "./rbac.ts";
+import { authorize, grantsFor, startRecordingProxy, type Grant, type RecordingProxy, type RequestAttributes } from "./rbac.ts";
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -43,7 +44,7 @@ let ns: string;
 let dir: string;
 let devkube: Devkube;
 let service: TestService;
-let proxy: RbacProxy;
+let proxy: RecordingProxy;
 let runtime: OperatorRuntime | undefined;
 let grants: Grant[];
 let logs: string[] = [];
@@ -154,10 +155,14 @@ async function setup(mode: Mode): Promise<void> {
   if (!(await exists(["namespace", ns]))) await admin(["create", "namespace", ns]);
   await apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: mode.namespace }, stringData: { token: service.token } });
 
+  // The operator authenticates as its ServiceAccount with a bound token (as a projected token in a pod would), so
+  // devkube's RBAC authorizer judges every request against the Roles and bindings just applied.
+  const token = (await admin(["-n", mode.namespace, "create", "token", "mds-operator", "--duration=2h"])).trim();
   const tls = await ensureTls(join(dir, "kube"), "127.0.0.1");
-  proxy = await startRbacProxy({ upstream: devkube.url, ca: tls.caCert, cert: tls.serverCert, key: tls.serverKey, grants });
+  proxy = await startRecordingProxy({ upstream: devkube.url, ca: tls.caCert, cert: tls.serverCert, key: tls.serverKey });
   const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromString(devkube.kubeconfig.replace(devkube.url, proxy.url));
+  kubeConfig.loadFromString(devkube.kubeconfig.replace(devkube.url, proxy.url).replace(devkube.token, token));
+  if (!kubeConfig.exportConfig().includes(token)) throw new Error("the operator's kubeconfig does not carry the ServiceAccount token");
 
   // Exactly what the rendered Deployment gives its container (args, env, the ConfigMap through envFrom, the
   // downward API), through the real parser; only the service URL, the poll interval and the metrics port differ.
@@ -266,9 +271,15 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
     expect(logs.join("").toLowerCase()).not.toContain("forbidden");
   }, 240_000);
 
+  it("was judged by devkube exactly as the manifests' RBAC reads", () => {
+    expect(proxy.requests.length).toBeGreaterThan(20);
+    const disagreements = proxy.requests.filter((r) => (r.status === 403) !== (authorize(grants, r.attrs) === undefined));
+    expect(disagreements).toEqual([]);
+  });
+
   it("used every verb on every resource that deploy/ grants (nothing granted is unused)", async () => {
     const unusedGrants = () => {
-      const used = proxy.allowed.map((a) => a.attrs);
+      const used = proxy.requests.filter((r) => r.status !== 403).map((r) => r.attrs);
       const unused: string[] = [];
       for (const grant of grants) {
         for (const group of grant.rule.apiGroups ?? []) {

@@ -1,8 +1,7 @@
-// Kubernetes RBAC for one ServiceAccount, evaluated from rendered manifests, and an HTTPS proxy in front of devkube
-// that enforces it: every request through the proxy is the operator's, is authorised against exactly the Roles and
-// ClusterRoles that deploy/ binds to mds-system/mds-operator, and is answered 403 (a Kubernetes Status) otherwise.
-// devkube has an authorisation seam but knows one user only (its admin token); the proxy is how a test tells the
-// operator's requests from its own.
+// Kubernetes RBAC for one ServiceAccount, evaluated from rendered manifests, and a recording HTTPS proxy in front of
+// devkube. devkube enforces RBAC for ServiceAccount tokens from the Roles and bindings stored in it; the proxy records
+// what the operator asked and what devkube answered, so a test can see every refusal and every grant the operator
+// never used. `authorize` is the same decision computed from the manifests, to cross-check devkube's.
 import { createServer, request as httpsRequest, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 
@@ -104,38 +103,30 @@ export function attributesOf(method: string, url: URL): RequestAttributes | unde
   return { verb, group, resource, subresource, namespace, name };
 }
 
-export interface RbacProxy {
+export interface RecordedRequest {
+  attrs: RequestAttributes;
+  /** The upstream status code: 403 means RBAC refused the request. */
+  status: number;
+}
+
+export interface RecordingProxy {
   url: string;
-  /** Every resource request the operator made, with the grant that allowed it. */
-  allowed: { attrs: RequestAttributes; grant: Grant }[];
-  /** Every resource request refused with 403. */
-  denied: RequestAttributes[];
+  /** Every resource request passed through, with devkube's answer. */
+  requests: RecordedRequest[];
+  /** The requests devkube refused with 403. */
+  readonly denied: RequestAttributes[];
   close(): Promise<void>;
 }
 
-export async function startRbacProxy(options: { upstream: string; ca: string; cert: string; key: string; grants: Grant[] }): Promise<RbacProxy> {
+export async function startRecordingProxy(options: { upstream: string; ca: string; cert: string; key: string }): Promise<RecordingProxy> {
   const upstream = new URL(options.upstream);
-  const allowed: RbacProxy["allowed"] = [];
-  const denied: RequestAttributes[] = [];
+  const requests: RecordedRequest[] = [];
   const server: Server = createServer({ cert: options.cert, key: options.key }, (req, res) => {
-    const url = new URL(req.url ?? "/", upstream);
-    const attrs = attributesOf(req.method ?? "GET", url);
-    if (attrs !== undefined) {
-      const grant = authorize(options.grants, attrs);
-      if (grant === undefined) {
-        denied.push(attrs);
-        const what = `${attrs.group ? `${attrs.resource}.${attrs.group}` : attrs.resource}${attrs.subresource ? `/${attrs.subresource}` : ""}`;
-        const message = `${what}${attrs.name ? ` "${attrs.name}"` : ""} is forbidden: User "system:serviceaccount:mds-system:mds-operator" cannot ${attrs.verb} resource "${what}" in API group "${attrs.group}"${attrs.namespace ? ` in the namespace "${attrs.namespace}"` : " at the cluster scope"}`;
-        res.writeHead(403, { "Content-Type": "application/json" });
-        res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason: "Forbidden", code: 403 }));
-        req.resume();
-        return;
-      }
-      allowed.push({ attrs, grant });
-    }
+    const attrs = attributesOf(req.method ?? "GET", new URL(req.url ?? "/", upstream));
     const forward = httpsRequest(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host }, ca: options.ca },
       (upstreamRes) => {
+        if (attrs !== undefined) requests.push({ attrs, status: upstreamRes.statusCode ?? 0 });
         res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.headers);
         upstreamRes.pipe(res);
       },
@@ -148,8 +139,10 @@ export async function startRbacProxy(options: { upstream: string; ca: string; ce
   const { port } = server.address() as AddressInfo;
   return {
     url: `https://127.0.0.1:${port}`,
-    allowed,
-    denied,
+    requests,
+    get denied() {
+      return requests.filter((r) => r.status === 403).map((r) => r.attrs);
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
