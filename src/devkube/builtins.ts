@@ -15,6 +15,10 @@ function base(group: string, version: string, kind: string, plural: string, name
   };
 }
 
+const OBJECT_REFERENCE = ["kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"];
+const POLICY_RULE = ["verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs"];
+const SUBJECT = ["kind", "apiGroup", "name", "namespace"];
+
 function known(...fields: string[]): Set<string> {
   return new Set(["apiVersion", "kind", "metadata", ...fields]);
 }
@@ -187,7 +191,7 @@ export function builtinResourceTypes(): ResourceType[] {
     base("", "v1", "Namespace", "namespaces", false, {
       shortNames: ["ns"], subresources: ["status"], deleteReturnsObject: true,
       verbs: ["create", "delete", "get", "list", "patch", "update", "watch"],
-      knownFields: known("spec", "status"),
+      knownFields: known("spec", "status"), nestedKnownFields: { spec: ["finalizers"], status: ["phase", "conditions"] },
       fieldSelectorKeys: ["status.phase"],
       fieldSelector: (o, f) => (f === "status.phase" && isObj(o["status"]) ? String(o["status"]["phase"] ?? "") : undefined),
       table: { columns: [NAME_COLUMN, column("Status", "string", "The status of the namespace"), AGE_COLUMN], cells: (o, now) => [metaOf(o)["name"], isObj(o["status"]) ? o["status"]["phase"] : "", age(o, now)] },
@@ -241,17 +245,20 @@ export function builtinResourceTypes(): ResourceType[] {
     }),
     base("", "v1", "ServiceAccount", "serviceaccounts", true, {
       shortNames: ["sa"], deleteReturnsObject: true, subresources: ["token"], knownFields: known("secrets", "imagePullSecrets", "automountServiceAccountToken"),
+      nestedKnownFields: { "secrets[]": OBJECT_REFERENCE, "imagePullSecrets[]": ["name"] },
       table: { columns: [NAME_COLUMN, column("Secrets", "string", "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use."), AGE_COLUMN], cells: (o, now) => [metaOf(o)["name"], Array.isArray(o["secrets"]) ? o["secrets"].length : 0, age(o, now)] },
     }),
     base("", "v1", "Event", "events", true, {
       shortNames: ["ev"], storageKey: "/events",
       knownFields: known("involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp", "count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance"),
+      nestedKnownFields: { involvedObject: OBJECT_REFERENCE, related: OBJECT_REFERENCE, source: ["component", "host"], series: ["count", "lastObservedTime"] },
       fieldSelectorKeys: EVENT_FIELDS, fieldSelector: eventField, table: eventTable(),
       prepare: (o) => prepareCoreEvent(o),
     }),
     base("events.k8s.io", "v1", "Event", "events", true, {
       shortNames: ["ev"], storageKey: "/events",
       knownFields: known("eventTime", "series", "reportingController", "reportingInstance", "action", "reason", "regarding", "related", "note", "type", "deprecatedSource", "deprecatedFirstTimestamp", "deprecatedLastTimestamp", "deprecatedCount"),
+      nestedKnownFields: { regarding: OBJECT_REFERENCE, related: OBJECT_REFERENCE, deprecatedSource: ["component", "host"], series: ["count", "lastObservedTime"] },
       fieldSelectorKeys: [...EVENT_FIELDS, "regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "regarding.apiVersion", "regarding.resourceVersion", "regarding.fieldPath", "reportingController"],
       fieldSelector: (o, f) => eventField(o, f === "reportingController" ? "reportingComponent" : f),
       table: eventTable(),
@@ -264,7 +271,7 @@ export function builtinResourceTypes(): ResourceType[] {
       },
     }),
     base("coordination.k8s.io", "v1", "Lease", "leases", true, {
-      knownFields: known("spec"),
+      knownFields: known("spec"), nestedKnownFields: { spec: ["holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime", "leaseTransitions", "strategy", "preferredHolder"] },
       table: { columns: [NAME_COLUMN, column("Holder", "string", "The holder of the lease"), AGE_COLUMN], cells: (o, now) => [metaOf(o)["name"], isObj(o["spec"]) ? (o["spec"]["holderIdentity"] ?? "") : "", age(o, now)] },
       prepare: (o) => {
         const spec = o["spec"];
@@ -280,10 +287,10 @@ export function builtinResourceTypes(): ResourceType[] {
     base("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", false, { verbs: ["create"], knownFields: known("status") }),
     base("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", false, { verbs: ["create"], knownFields: known("spec", "status") }),
     base("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false, { verbs: ["create"], knownFields: known("spec", "status") }),
-    base(rbac, "v1", "Role", "roles", true, { knownFields: known("rules"), table: RBAC_CREATED_AT }),
-    base(rbac, "v1", "ClusterRole", "clusterroles", false, { knownFields: known("rules", "aggregationRule"), table: RBAC_CREATED_AT }),
-    base(rbac, "v1", "RoleBinding", "rolebindings", true, { knownFields: known("subjects", "roleRef"), table: BINDING_TABLE }),
-    base(rbac, "v1", "ClusterRoleBinding", "clusterrolebindings", false, { knownFields: known("subjects", "roleRef"), table: BINDING_TABLE }),
+    base(rbac, "v1", "Role", "roles", true, { knownFields: known("rules"), nestedKnownFields: { "rules[]": POLICY_RULE }, table: RBAC_CREATED_AT }),
+    base(rbac, "v1", "ClusterRole", "clusterroles", false, { knownFields: known("rules", "aggregationRule"), nestedKnownFields: { "rules[]": POLICY_RULE, aggregationRule: ["clusterRoleSelectors"] }, table: RBAC_CREATED_AT }),
+    base(rbac, "v1", "RoleBinding", "rolebindings", true, { knownFields: known("subjects", "roleRef"), nestedKnownFields: { "subjects[]": SUBJECT, roleRef: ["apiGroup", "kind", "name"] }, table: BINDING_TABLE }),
+    base(rbac, "v1", "ClusterRoleBinding", "clusterrolebindings", false, { knownFields: known("subjects", "roleRef"), nestedKnownFields: { "subjects[]": SUBJECT, roleRef: ["apiGroup", "kind", "name"] }, table: BINDING_TABLE }),
   ];
 }
 
@@ -291,6 +298,17 @@ export function crdBaseType(): ResourceType {
   return base("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false, {
     shortNames: ["crd", "crds"], categories: ["api-extensions"], subresources: ["status"], generation: true,
     knownFields: known("spec", "status"),
+    nestedKnownFields: {
+      spec: ["group", "names", "scope", "versions", "conversion", "preserveUnknownFields"],
+      "spec.names": ["plural", "singular", "shortNames", "kind", "listKind", "categories"],
+      "spec.versions[]": ["name", "served", "storage", "deprecated", "deprecationWarning", "schema", "subresources", "additionalPrinterColumns", "selectableFields"],
+      "spec.versions[].schema": ["openAPIV3Schema"],
+      "spec.versions[].subresources": ["status", "scale"],
+      "spec.versions[].subresources.scale": ["specReplicasPath", "statusReplicasPath", "labelSelectorPath"],
+      "spec.versions[].additionalPrinterColumns[]": ["name", "type", "format", "description", "priority", "jsonPath"],
+      "spec.versions[].selectableFields[]": ["jsonPath"],
+      "spec.conversion": ["strategy", "webhook"],
+    },
     table: { columns: [NAME_COLUMN, { name: "Created At", type: "date", format: "", description: "", priority: 0 }], cells: (o) => [metaOf(o)["name"], metaOf(o)["creationTimestamp"]] },
   });
 }

@@ -65,10 +65,12 @@ export function pruneUnknown(rt: ResourceType, obj: Obj, opts: WriteOptions, war
   for (const k of Object.keys(meta)) {
     if (!META_FIELDS.has(k)) { unknown.push(`metadata.${k}`); delete meta[k]; }
   }
+  pruneNested(obj, META_NESTED, unknown);
   if (rt.knownFields) {
     for (const k of Object.keys(obj)) {
       if (!rt.knownFields.has(k)) { unknown.push(k); delete obj[k]; }
     }
+    pruneNested(obj, rt.nestedKnownFields ?? {}, unknown);
   } else if (rt.schema) {
     const pruned = rt.schema.prune(obj);
     unknown.push(...pruned.unknownFields);
@@ -80,6 +82,37 @@ export function pruneUnknown(rt: ResourceType, obj: Obj, opts: WriteOptions, war
     throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: strict decoding error: ${unknown.map((f) => `unknown field "${f}"`).join(", ")}`);
   }
   if (opts.fieldValidation === "Warn") for (const f of unknown) warnings.push(`unknown field "${f}"`);
+}
+
+const META_NESTED: Record<string, string[]> = {
+  "metadata.ownerReferences[]": ["apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"],
+  "metadata.managedFields[]": ["manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"],
+};
+
+/** Typed decoding of nested structs: unknown keys are dropped and reported as "rules[0].foo". */
+function pruneNested(obj: Obj, spec: Record<string, string[]>, unknown: string[]): void {
+  for (const [path, fields] of Object.entries(spec)) {
+    const allowed = new Set(fields);
+    const visit = (node: unknown, segments: string[], shown: string): void => {
+      if (segments.length === 0) {
+        if (!isObj(node)) return;
+        for (const k of Object.keys(node)) if (!allowed.has(k)) { unknown.push(`${shown}.${k}`); delete node[k]; }
+        return;
+      }
+      const [head, ...rest] = segments as [string, ...string[]];
+      const list = head.endsWith("[]");
+      const key = list ? head.slice(0, -2) : head;
+      if (!isObj(node)) return;
+      const child = node[key];
+      const at = shown ? `${shown}.${key}` : key;
+      if (list) {
+        if (Array.isArray(child)) child.forEach((item, i) => visit(item, rest, `${at}[${i}]`));
+      } else {
+        visit(child, rest, at);
+      }
+    };
+    visit(obj, path.split("."), "");
+  }
 }
 
 /** Body checks every write makes: an object, of this kind, for this namespace. */

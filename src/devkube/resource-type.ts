@@ -31,6 +31,8 @@ export interface ResourceType {
   kindKey: string;
   /** Top-level fields the typed decoder knows (built-ins); unknown ones are pruned or rejected. */
   knownFields?: Set<string>;
+  /** Known fields of nested built-in structs by dotted path ("spec", "rules[]" for list items). */
+  nestedKnownFields?: Record<string, string[]>;
   /** Extra field-selector keys beyond metadata.name / metadata.namespace. */
   fieldSelector?: (obj: Obj, field: string) => string | undefined;
   fieldSelectorKeys?: string[];

@@ -49,6 +49,14 @@ describe("CRD lifecycle and apply", () => {
     expect(await h.ok(["api-resources", "--api-group=example.com"])).toMatch(/widgets\s+wg\s+example.com\/v1\s+true\s+Widget/);
   });
 
+  it("rejects unknown nested fields of built-in kinds with Strict, as typed decoding does", async () => {
+    const typo = await h.kubectl(["apply", "-f", "-"], WIDGET_CRD.replace("      jsonPath: .spec.size\n", "      jsonPath: .spec.size\n      prority: 1\n").replace("widgets.example.com", "widgets.example.com"));
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toContain('unknown field "spec.versions[0].additionalPrinterColumns[0].prority"');
+    const lease = await h.kubectl(["apply", "-f", "-"], "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: l1\nspec:\n  holderIdentity: a\n  holder: b\n");
+    expect(lease.stderr).toContain('unknown field "spec.holder"');
+  });
+
   it("rejects an invalid CRD with 'is invalid'", async () => {
     const bad = WIDGET_CRD.replace("name: widgets.example.com", "name: gadgets.example.com");
     const r = await h.kubectl(["apply", "-f", "-"], bad);
