@@ -24,6 +24,10 @@ let api: ReturnType<typeof client>;
 const strictData = <T extends z.ZodType>(schema: T) => dataOf(schema);
 function expectNoSecret(body: unknown) {
   const text = JSON.stringify(body);
+  // Creation-only fields never appear outside creation responses.
+  expect(text).not.toMatch(/"apiKeys"/);
+  const data = (body as { data: unknown }).data;
+  for (const d of Array.isArray(data) ? data : [data]) if ((d as { type?: string } | undefined)?.type === "database") expect(d).not.toHaveProperty("directConnection");
   expect(text).not.toMatch(/connectionString/);
   expect(text).not.toMatch(/postgresql:\/\//);
   for (const m of text.matchAll(/"pass":"([^"]*)"/g)) expect(m[1]).toBe(maskedPassword);

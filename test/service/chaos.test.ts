@@ -101,7 +101,7 @@ describe("a service killed mid-job", () => {
     expect(final.status).toBe("ready");
     expect(await sql(db.connectionString, "SELECT v FROM marker")).toEqual([{ v: "A" }]);
     expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM big")).toEqual([{ n: 300000 }]);
-    expect(await sql(postgres.url, "SELECT datname FROM pg_database WHERE datname ~ '_[ro][0-9]+$'")).toEqual([]);
+    await eventually(async () => expect(await sql(postgres.url, "SELECT datname FROM pg_database WHERE datname ~ '_[ro][0-9]+$'")).toEqual([]));
     const runs = await sql<{ outcome: string | null }>(controlUrl, "SELECT r.outcome FROM job_runs r JOIN jobs j ON j.id = r.job_id WHERE j.kind = 'restore' ORDER BY r.id");
     expect(runs.filter((r) => r.outcome === "restored")).toHaveLength(1);
     expect(runs.length).toBeGreaterThanOrEqual(2);

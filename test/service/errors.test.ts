@@ -172,6 +172,24 @@ describe("not found, conflict, unprocessable", () => {
   });
 });
 
+describe("unexpected errors", () => {
+  it("are 500 internal_error without SQL or stack, and the log has the request id", async () => {
+    // Break the control schema under the running service for one request.
+    await sql(service.controlUrl, "ALTER TABLE backups RENAME COLUMN sha256 TO sha256_broken");
+    try {
+      const res = await api("GET", `/v1/databases/${database.id}/backups`, undefined, { "x-request-id": "req-broken-1" });
+      expectError(res, 500, "internal_error");
+      expect(res.body.error.message).toBe("internal error");
+      expect(res.body.error.hint).toContain("req-broken-1");
+      expect(JSON.stringify(res.body)).not.toMatch(/sha256|column|backups/);
+      expect(logLines.some((l) => l.includes("req-broken-1") && l.includes("request failed"))).toBe(true);
+    } finally {
+      await sql(service.controlUrl, "ALTER TABLE backups RENAME COLUMN sha256_broken TO sha256");
+    }
+    expect((await api("GET", `/v1/databases/${database.id}/backups`)).status).toBe(200);
+  });
+});
+
 describe("authentication", () => {
   it("missing, malformed, unknown and revoked tokens are 401", async () => {
     expectError(await client(service, "")("GET", "/v1/databases"), 401, "unauthorized");

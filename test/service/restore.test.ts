@@ -89,9 +89,8 @@ describe("backups and restore", () => {
     expect(await sql(url, "SELECT to_regclass('later') AS t")).toEqual([{ t: null }]);
     // Still writable through the same credentials, and objects still belong to the owner.
     await sql(url, "INSERT INTO items VALUES ('C')");
-    // No scratch or old database is left behind.
-    const leftovers = await sql(service.postgresUrl, "SELECT datname FROM pg_database WHERE datname ~ '_[ro][0-9]+$'");
-    expect(leftovers).toEqual([]);
+    // No scratch or old copy is left behind (the old copy is dropped just after `ready`).
+    await eventually(async () => expect(await sql(service.postgresUrl, "SELECT datname FROM pg_database WHERE datname ~ '_[ro][0-9]+$'")).toEqual([]));
     const runs = await sql<{ outcome: string }>(service.controlUrl, "SELECT r.outcome FROM job_runs r JOIN jobs j ON j.id = r.job_id WHERE j.kind = 'restore'");
     expect(runs).toEqual([{ outcome: "restored" }]);
   });
@@ -130,6 +129,12 @@ describe("backups and restore", () => {
     // A backup that belongs to another database than source.databaseId.
     const wrong = await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: other.id, backupId: backup.id } });
     expect([404, 422]).toContain(wrong.status);
+    // A backup that is not completed is 422.
+    await sql(service.controlUrl, "UPDATE backups SET status = 'running' WHERE id = $1", [backup.id]);
+    const running = await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: backup.id } });
+    expect(running.status).toBe(422);
+    expect(running.body.error.code).toBe("unprocessable");
+    await sql(service.controlUrl, "UPDATE backups SET status = 'completed' WHERE id = $1", [backup.id]);
     const unknown = await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: "bkp_c000000000000000000000000" } });
     expect(unknown.status).toBe(404);
     expect((await api("GET", `/v1/databases/${db.id}`)).body.data.status).toBe("ready");
@@ -170,8 +175,8 @@ describe("backups and restore", () => {
     const final = await settled(db.id);
     expect(final.status).toBe("failure");
     expect(await sql(db.connectionString, "SELECT name FROM items ORDER BY name")).toEqual(before);
-    const leftovers = await sql(service.postgresUrl, "SELECT datname FROM pg_database WHERE datname ~ '_[ro][0-9]+$'");
-    expect(leftovers).toEqual([]);
+    // No scratch or old copy is left behind (the old copy is dropped just after `ready`).
+    await eventually(async () => expect(await sql(service.postgresUrl, "SELECT datname FROM pg_database WHERE datname ~ '_[ro][0-9]+$'")).toEqual([]));
     // A restore from a good backup takes a failed database back to ready.
     const good = await completedBackup(db.id);
     expect((await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: good.id } })).status).toBe(200);
