@@ -66,6 +66,8 @@ export interface Observation {
   upToDate: boolean;
   /** Poll fast (provisioning, recovering) instead of at the slow resync interval. */
   fastPoll: boolean;
+  /** When polling fast: how soon (default the fast interval); young objects are polled sooner. */
+  pollAfterMs?: number | undefined;
   secret?: SecretTarget | undefined;
 }
 
@@ -266,7 +268,8 @@ class LoopRun<T extends ManagedObject> {
         : { type: "Ready", status: "False", reason: ready.reason, message: ready.message },
       { type: "Synced", status: "True", reason: "ReconcileSuccess", message: "" },
     );
-    return requeueAfter(observed.fastPoll ? this.deps.pollIntervals.fastMs : this.deps.pollIntervals.slowMs);
+    const fast = Math.min(this.deps.pollIntervals.fastMs, observed.pollAfterMs ?? this.deps.pollIntervals.fastMs);
+    return requeueAfter(observed.fastPoll ? fast : this.deps.pollIntervals.slowMs);
   }
 
   private async create(external: ExternalClient<T>): Promise<Outcome> {

@@ -16,8 +16,11 @@ export interface RemoteMirror {
   /** Resolves after the first full list, so a restarted operator does not GET every object. */
   ready(): Promise<void>;
   refresh(): Promise<void>;
-  getDatabase(id: string): Promise<Database | undefined>;
+  /** `pollMs`: an unsettled entry younger than this is served as is (default: the fast interval). */
+  getDatabase(id: string, pollMs?: number): Promise<Database | undefined>;
   getProject(id: string): Promise<Project | undefined>;
+  /** What the mirror holds, without any call. */
+  peekDatabase(id: string): Database | undefined;
   /** Databases of a project as last listed or read. */
   databasesOf(projectId: string): Database[];
   putDatabase(db: Database): void;
@@ -46,6 +49,7 @@ export function createRemoteMirror(options: {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let seq = 0;
+  let lastDatabaseListAt = 0;
   const fresh = <T>(value: T): Entry<T> => ({ value, at: Date.now(), seq: ++seq });
 
   const fastMs = options.fastMs ?? 1_000;
@@ -59,6 +63,7 @@ export function createRemoteMirror(options: {
 
   async function listAll(withProjects: boolean) {
     const started = ++seq;
+    lastDatabaseListAt = Date.now();
     const seenDb = new Map<string, Database>();
     let cursor: string | undefined;
     do {
@@ -124,14 +129,16 @@ export function createRemoteMirror(options: {
       return first;
     },
     refresh,
-    async getDatabase(id) {
+    async getDatabase(id, pollMs = fastMs) {
       await this.ready();
       const entry = databases.get(id);
       const age = entry === undefined ? Infinity : Date.now() - entry.at;
       if (entry !== undefined && settled(entry.value) && age < options.maxAgeMs) return entry.value;
-      if (entry !== undefined && !settled(entry.value) && age < fastMs) return entry.value;
+      if (entry !== undefined && !settled(entry.value) && age < pollMs) return entry.value;
       if (entry !== undefined && listIsCheaper()) {
-        // Many databases provisioning at once (a burst of applies): one list serves them all.
+        // Many databases provisioning at once (a burst of applies): one list serves them all, at most once per
+        // fast interval so polling never crowds out the creates that share the rate budget.
+        if (Date.now() - lastDatabaseListAt < fastMs) return entry.value;
         await refreshDatabases();
         const listed = databases.get(id);
         if (listed !== undefined) return listed.value;
@@ -163,6 +170,9 @@ export function createRemoteMirror(options: {
         }
         throw err;
       }
+    },
+    peekDatabase(id) {
+      return databases.get(id)?.value;
     },
     databasesOf(projectId) {
       return [...databases.values()].map((e) => e.value).filter((db) => db.project.id === projectId);

@@ -32,6 +32,15 @@ function endpointsOf(connection: Connection | undefined) {
   return { direct: { host: direct.host, port: direct.port }, ...(pooled === undefined ? {} : { pooled: { host: pooled.host, port: pooled.port } }) };
 }
 
+/**
+ * Fast polling that starts quick and backs off with the database's age: a database created 200 ms ago is looked
+ * at again in 100 ms, one created seconds ago at the fast interval (the caller's cap).
+ */
+export function pollDelayOf(db: RemoteDatabase, now = Date.now()): number {
+  const age = now - Date.parse(db.createdAt);
+  return Number.isFinite(age) ? Math.max(100, Math.round(age / 2)) : 1_000;
+}
+
 export function readinessOf(db: RemoteDatabase): Observation["ready"] {
   switch (db.status) {
     case "ready":
@@ -103,7 +112,8 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     async observe(obj): Promise<Observation> {
       const id = recordedDatabaseId(obj);
       if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, upToDate: true, fastPoll: true };
-      const db = await mirror.getDatabase(id);
+      const known = mirror.peekDatabase(id);
+      const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
       if (db === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, upToDate: true, fastPoll: false };
       const preferred = (obj.status?.connection as { id?: string } | undefined)?.id;
       const secret = secretTargetOf(obj, db, preferred);
@@ -119,6 +129,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         ready: readinessOf(db),
         upToDate: db.name === nameFor(obj) && (!(obj.spec.isDefault ?? false) || db.isDefault),
         fastPoll: db.status === "provisioning" || db.status === "recovering",
+        pollAfterMs: db.status === "provisioning" ? pollDelayOf(db) : undefined,
         secret,
       };
     },
