@@ -34,14 +34,20 @@ export type TestServiceOptions = {
  */
 export async function startTestService(options: TestServiceOptions = {}): Promise<TestService> {
   const dir = options.dir ?? (await mkdtemp(path.join(tmpdir(), "mds-service-")));
-  const service = await startEmbeddedService({
-    dir,
-    port: 0,
-    logger: options.logger ?? pino({ level: "silent" }),
-    postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
-    postgresTemplate: await templateCluster(),
-    service: { rateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
-  });
+  let service: Awaited<ReturnType<typeof startEmbeddedService>>;
+  try {
+    service = await startEmbeddedService({
+      dir,
+      port: 0,
+      logger: options.logger ?? pino({ level: "silent" }),
+      postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
+      postgresTemplate: await templateCluster(),
+      service: { rateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
+    });
+  } catch (err) {
+    if (!options.dir) await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
   const pool = createPool(service.controlUrl, 2);
   return {
     url: service.url,
