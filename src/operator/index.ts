@@ -126,6 +126,11 @@ export function createOperator(options: OperatorOptions): Operator {
   const projects = makeInformers(ProjectType, (event, obj) => {
     indexRemote("Project", obj, event === "delete");
     queues.Project.add(keyOf(obj));
+    if (event === "delete") {
+      if (obj.metadata.uid !== undefined) readyAt.delete(obj.metadata.uid);
+    } else {
+      noteReady("Project", obj);
+    }
     // Databases wait for their project's id: wake them when it changes.
     for (const db of databases.list()) {
       const spec = db["spec"] as { projectRef?: { name: string } } | undefined;
@@ -135,7 +140,11 @@ export function createOperator(options: OperatorOptions): Operator {
   const databases: Cache = makeInformers(DatabaseType, (event, obj) => {
     indexRemote("Database", obj, event === "delete");
     queues.Database.add(keyOf(obj));
-    noteReady("Database", obj);
+    if (event === "delete") {
+      if (obj.metadata.uid !== undefined) readyAt.delete(obj.metadata.uid);
+    } else {
+      noteReady("Database", obj);
+    }
     for (const r of restores.list()) {
       const phase = (r["status"] as { phase?: string } | undefined)?.phase;
       if (r.metadata.namespace === obj.metadata.namespace && (phase === undefined || phase === "Pending" || phase === "Running")) queues.DatabaseRestore.add(keyOf(r));
