@@ -395,7 +395,8 @@ export class Api {
 
     const storedNext = this.toStorage(rt, result);
     metaOf(storedNext)["resourceVersion"] = stored ? metaOf(stored)["resourceVersion"] : undefined;
-    if (stored && sameIgnoringManaged(storedNext, stored)) {
+    // no-op: identical to what is stored, or to the stored object as read at this version
+    if (stored && (sameIgnoringManaged(storedNext, stored) || (old !== undefined && sameIgnoringManaged(storedNext, this.toStorage(rt, clone(old)))))) {
       return { code: 200, body: this.render(rt, stored), warnings };
     }
     delete metaOf(storedNext)["resourceVersion"];
