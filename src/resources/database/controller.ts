@@ -22,7 +22,8 @@ export function credentialsRefOf(
   deps: Pick<KindDeps, "defaultCredentials">,
 ): SecretKeyRef {
   const ref = obj.spec.credentials?.secretRef;
-  if (ref !== undefined) return { namespace: obj.metadata.namespace ?? "default", name: ref.name, key: ref.key };
+  // `key` defaults to "token" (the CRD defaults it; a raw object read elsewhere may predate that).
+  if (ref !== undefined) return { namespace: obj.metadata.namespace ?? "default", name: ref.name, key: (ref.key as string | undefined) ?? "token" };
   const d = deps.defaultCredentials;
   return { namespace: d.secretNamespace, name: d.secretName, key: d.key };
 }
