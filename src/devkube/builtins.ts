@@ -82,14 +82,13 @@ function checkBase64(value: string): number | undefined {
 const MICRO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$/;
 
 /** metav1.MicroTime decoding: exactly six fractional digits, like Go's layout "…05.000000Z07:00". */
-export function checkMicroTime(kind: string, group: string, value: unknown): void {
+export function checkMicroTime(kind: string, value: unknown): void {
   if (value === undefined || value === null) return;
   const prefix = `${kind} in version "v1" cannot be handled as a ${kind}:`;
   if (typeof value !== "string") throw badRequest(`${prefix} unable to decode MicroTime`);
   if (MICRO.test(value)) return;
   const layout = "2006-01-02T15:04:05.000000Z07:00";
   const rest = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}/.test(value) ? value.slice(19) : value;
-  void group;
   throw badRequest(`${prefix} parsing time "${value}" as "${layout}": cannot parse "${rest}" as ".000000"`);
 }
 
@@ -171,8 +170,8 @@ function prepareEventsV1(obj: Obj, operation: "create" | "update"): void {
 function prepareCoreEvent(o: Obj): void {
   if (!isObj(o["involvedObject"])) o["involvedObject"] = {};
   for (const f of ["firstTimestamp", "lastTimestamp"]) normalizeTime("Event", o, f);
-  checkMicroTime("Event", "", o["eventTime"]);
-  if (isObj(o["series"])) checkMicroTime("Event", "", o["series"]["lastObservedTime"]);
+  checkMicroTime("Event", o["eventTime"]);
+  if (isObj(o["series"])) checkMicroTime("Event", o["series"]["lastObservedTime"]);
   if (o["type"] === undefined) o["type"] = "Normal";
 }
 
@@ -266,8 +265,8 @@ export function builtinResourceTypes(): ResourceType[] {
       prepare: (o, ctx) => {
         // runs on the events.k8s.io form, before conversion to storage
         prepareEventsV1(o, ctx.operation);
-        checkMicroTime("Event", "events.k8s.io", o["eventTime"]);
-        if (isObj(o["series"])) checkMicroTime("Event", "events.k8s.io", o["series"]["lastObservedTime"]);
+        checkMicroTime("Event", o["eventTime"]);
+        if (isObj(o["series"])) checkMicroTime("Event", o["series"]["lastObservedTime"]);
       },
     }),
     base("coordination.k8s.io", "v1", "Lease", "leases", true, {
@@ -277,8 +276,8 @@ export function builtinResourceTypes(): ResourceType[] {
         const spec = o["spec"];
         if (spec === undefined || spec === null) return;
         if (!isObj(spec)) throw badRequest(`Lease in version "v1" cannot be handled as a Lease: json: cannot unmarshal ${typeof spec} into Go struct field Lease.spec of type v1.LeaseSpec`);
-        checkMicroTime("Lease", "coordination.k8s.io", spec["acquireTime"]);
-        checkMicroTime("Lease", "coordination.k8s.io", spec["renewTime"]);
+        checkMicroTime("Lease", spec["acquireTime"]);
+        checkMicroTime("Lease", spec["renewTime"]);
         const d = spec["leaseDurationSeconds"];
         if (d !== undefined && d !== null && (typeof d !== "number" || !Number.isInteger(d))) throw badRequest(`Lease in version "v1" cannot be handled as a Lease: json: cannot unmarshal ${typeof d} into Go struct field LeaseSpec.spec.leaseDurationSeconds of type int32`);
         if (typeof d === "number" && d <= 0) throw invalid("Lease", "coordination.k8s.io", String(metaOf(o)["name"] ?? ""), [{ type: "FieldValueInvalid", field: "spec.leaseDurationSeconds", message: `Invalid value: ${d}: must be greater than 0` }]);

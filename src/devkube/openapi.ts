@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Registry } from "./registry.ts";
-import { apiVersionOf, type ResourceType } from "./resource-type.ts";
+import type { ResourceType } from "./resource-type.ts";
 import { isObj, type Obj } from "./types.ts";
 
 // A minimal OpenAPI v3: enough for kubectl's field-validation probe (PATCH operations with
@@ -113,6 +113,5 @@ export function buildOpenApi(registry: Registry, crdSchemas: Map<string, unknown
     const hash = createHash("sha512").update(JSON.stringify(doc)).digest("hex").slice(0, 128).toUpperCase();
     rootPaths[key] = { serverRelativeURL: `/openapi/v3/${key}?hash=${hash}` };
   }
-  void apiVersionOf;
   return { root: { paths: rootPaths }, docs };
 }

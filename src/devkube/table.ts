@@ -79,11 +79,10 @@ function printerCell(c: PrinterColumn, obj: Obj, now: Date): unknown {
 
 export type IncludeObject = "None" | "Metadata" | "Object";
 
-export function tableRow(rt: ResourceType, shape: TableShape, obj: Obj, include: IncludeObject, now: Date): Obj {
+export function tableRow(shape: TableShape, obj: Obj, include: IncludeObject, now: Date): Obj {
   const row: Obj = { cells: shape.cells(obj, now) };
   if (include === "Object") row["object"] = obj;
   else if (include === "Metadata") row["object"] = { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: obj["metadata"] };
-  void rt;
   return row;
 }
 
@@ -92,6 +91,6 @@ export function buildTable(rt: ResourceType, objects: Obj[], include: IncludeObj
   const shape = tableShape(rt);
   const table: Obj = { kind: "Table", apiVersion: "meta.k8s.io/v1", metadata: { resourceVersion, ...extraMeta } };
   table["columnDefinitions"] = withHeaders ? shape.columns : [];
-  table["rows"] = objects.map((o) => tableRow(rt, shape, o, include, now));
+  table["rows"] = objects.map((o) => tableRow(shape, o, include, now));
   return table;
 }
