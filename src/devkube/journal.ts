@@ -55,7 +55,16 @@ export class Journal {
     return { rv, objects };
   }
 
-  private compact(rv: number, objects: Map<string, Map<string, Obj>>): void {
+  /** Records appended since the last compaction (the store compacts online when this grows). */
+  appended = 0;
+
+  /** Rewrites the journal as a snapshot of the live objects (at start, and online when it grew). */
+  compact(rv: number, objects: Map<string, Map<string, Obj>>): void {
+    if (this.fd !== undefined) {
+      closeSync(this.fd);
+      this.fd = undefined;
+    }
+    this.appended = 0;
     const tmp = `${this.file}.tmp`;
     const fd = openSync(tmp, "w", 0o600);
     try {
@@ -76,6 +85,7 @@ export class Journal {
   append(rec: JournalRecord): void {
     if (this.fd === undefined) throw new Error("devkube journal is closed");
     writeSync(this.fd, `${JSON.stringify(rec)}\n`);
+    this.appended++;
     this.dirty = true;
     this.syncSoon();
   }
@@ -84,7 +94,8 @@ export class Journal {
     if (this.syncing || !this.dirty || this.fd === undefined) return;
     this.syncing = true;
     this.dirty = false;
-    fsync(this.fd, () => {
+    const fd = this.fd;
+    fsync(fd, () => {
       this.syncing = false;
       this.syncSoon();
     });

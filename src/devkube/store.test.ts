@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -40,6 +40,20 @@ describe("Store", () => {
     expect(again.list("/configmaps").map((o) => (o["metadata"] as { name: string }).name)).toEqual(["a"]);
     expect(again.currentRv()).toBe(rv);
     expect(again.eventsSince("/configmaps", rv - 1)).toBe("expired");
+    again.close();
+  });
+
+  it("compacts the journal online when updates far outnumber the live objects", () => {
+    const dir = fresh();
+    const s = new Store(dir, 10);
+    for (let i = 0; i < 6000; i++) s.write("/leases", { metadata: { name: "leader", namespace: "default" }, spec: { renew: i } });
+    const rv = s.currentRv();
+    s.close();
+    const lines = readFileSync(path.join(dir, "objects.jsonl"), "utf8").trim().split("\n");
+    expect(lines.length).toBeLessThan(2000);
+    const again = new Store(dir, 10);
+    expect(again.get("/leases", "default", "leader")?.["spec"]).toEqual({ renew: 5999 });
+    expect(again.currentRv()).toBe(rv);
     again.close();
   });
 });

@@ -79,6 +79,7 @@ export class Store {
     this.journal.append({ rv, k: sk, o: stored });
     this.rv = rv;
     bucket.set(key, stored);
+    this.compactIfGrown();
     this.emit(sk, { type: previous ? "MODIFIED" : "ADDED", rv, object: stored, previous });
     return clone(stored);
   }
@@ -93,10 +94,19 @@ export class Store {
     this.journal.append({ rv, k: sk, d: key });
     this.rv = rv;
     bucket.delete(key);
+    this.compactIfGrown();
     const last = clone(previous);
     metaOf(last)["resourceVersion"] = String(rv);
     this.emit(sk, { type: "DELETED", rv, object: last, previous });
     return clone(last);
+  }
+
+  /** A long session (leases renewed every few seconds) would grow the journal without bound. */
+  private compactIfGrown(): void {
+    if (this.journal.appended < 5000) return;
+    let live = 0;
+    for (const bucket of this.data.values()) live += bucket.size;
+    if (this.journal.appended > 4 * live) this.journal.compact(this.rv, this.data);
   }
 
   /**
