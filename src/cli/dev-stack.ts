@@ -4,9 +4,8 @@ import { mkdir, readFile, rm, symlink, unlink, writeFile, rename } from "node:fs
 import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { ApiextensionsV1Api, ApiException, CoreV1Api, KubeConfig, type V1CustomResourceDefinition } from "@kubernetes/client-node";
+import { ApiextensionsV1Api, ApiException, CoreV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from "@kubernetes/client-node";
 import pino, { type Logger } from "pino";
-import { parse as parseYaml } from "yaml";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
 import { kubectlPath } from "../devkube/testing/kubectl.ts";
 import { startDevService, type DevService } from "./dev-service.ts";
@@ -147,7 +146,9 @@ async function applyCrds(kc: KubeConfig): Promise<string[]> {
   const api = kc.makeApiClient(ApiextensionsV1Api);
   const names: string[] = [];
   for (const text of renderCrdFiles().values()) {
-    const crd = parseYaml(text) as V1CustomResourceDefinition;
+    // loadYaml maps the YAML onto client-node's models; a plain parse would lose every x-kubernetes-* key
+    // (CEL rules, preserve-unknown-fields) in serialisation.
+    const crd = loadYaml<V1CustomResourceDefinition>(text);
     const name = crd.metadata?.name ?? "";
     names.push(name);
     try {

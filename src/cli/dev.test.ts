@@ -69,6 +69,10 @@ describe("mds dev", () => {
     expect(exported).toContain(`KUBECONFIG=${stack.env.KUBECONFIG}\n`);
     expect(exported).toContain(`MDS_TOKEN=${stack.env.MDS_TOKEN}\n`);
 
+    // The CRDs are installed whole: their CEL rules (immutable fields, exactly one of) are enforced.
+    const installed = JSON.parse(await kubectl(["get", "crd", "databases.mds.dev", "-o", "json"])) as unknown;
+    expect(JSON.stringify(installed)).toContain("x-kubernetes-validations");
+
     await kubectl(["apply", "-f", examples]);
     // The Secret is written first, before the database is provisioned; Ready says it is usable.
     await eventually(async () => expect(await kubectl(["get", "mdsdb", "orders", "-o", 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'])).toBe("True"));
