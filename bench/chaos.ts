@@ -1,5 +1,6 @@
 // `npm run chaos -- --iterations N [--seed S] [--crashes-per-step K] [--replicas 1|2|random] [--no-faults] [--keep]`
 // `npm run chaos -- --storm --iterations N [--databases 10] [--kills-per-phase 10]`: crash storms (see runCrashStorm).
+// `--minutes M` on either: no new iteration after M minutes.
 // Runs chaos iterations on the local stack (see src/testing/chaos-run.ts) and prints a table and
 // the final line `chaos: N iterations, K crashes injected, V invariant violations`; exits 1 when V > 0.
 import { mkdtemp, rm } from "node:fs/promises";
@@ -18,6 +19,7 @@ const { values } = parseArgs({
     "no-faults": { type: "boolean", default: false },
     replicas: { type: "string", default: "random" },
     storm: { type: "boolean", default: false },
+    minutes: { type: "string" },
     databases: { type: "string", default: "10" },
     "kills-per-phase": { type: "string", default: "10" },
     keep: { type: "boolean", default: false },
@@ -29,6 +31,8 @@ const seed = Number(values.seed);
 if (!Number.isInteger(iterations) || iterations < 1) throw new Error(`--iterations must be a positive integer, got "${values.iterations}"`);
 if (!Number.isInteger(seed)) throw new Error(`--seed must be an integer, got "${values.seed}"`);
 
+// --minutes: start no new iteration after that long (the report counts the iterations that ran).
+const deadline = values.minutes === undefined ? undefined : Date.now() + Number(values.minutes) * 60_000;
 const dir = await mkdtemp(path.join(tmpdir(), "mds-chaos-"));
 console.log(`chaos: ${iterations} iterations, seed ${seed}, state in ${dir}`);
 const stack = await startChaosStack({ dir });
@@ -43,6 +47,7 @@ try {
         databases: Number(values.databases),
         killsPerPhase: Number(values["kills-per-phase"]),
         stepTimeoutMs: Number(values["step-timeout"]) * 1000 * 2,
+        ...(deadline === undefined ? {} : { deadline }),
         log: (line) => console.log(line),
       })
     : await runChaos(stack, {
@@ -52,6 +57,7 @@ try {
     stepTimeoutMs: Number(values["step-timeout"]) * 1000,
     faults: !values["no-faults"],
     replicas: values.replicas === "1" ? 1 : values.replicas === "2" ? 2 : "random",
+    ...(deadline === undefined ? {} : { deadline }),
     log: (line) => console.log(line),
   });
   console.log("");

@@ -25,6 +25,8 @@ export interface ChaosOptions {
   replicas?: 1 | 2 | "random";
   /** Steps that get crash points armed (default all); the others still get random kills and faults. */
   crashSteps?: ChaosStep[];
+  /** Epoch ms after which no new iteration starts. */
+  deadline?: number;
   /** The lifecycle steps to run, in order (default all five). */
   steps?: ChaosStep[];
 }
@@ -337,6 +339,7 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
   let crashes = 0;
 
   for (let i = 0; i < options.iterations; i++) {
+    if (options.deadline !== undefined && Date.now() > options.deadline) break;
     const random = seededRandom(options.seed * 1000 + i);
     const started = Date.now();
     const ns = `chaos-${options.seed}-${i}`;
@@ -496,6 +499,8 @@ export interface StormOptions {
   killsPerPhase: number;
   stepTimeoutMs?: number;
   log?: (line: string) => void;
+  /** Epoch ms after which no new iteration starts. */
+  deadline?: number;
 }
 
 /**
@@ -514,6 +519,7 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
   const points = stack.crashPoints.filter((p) => !/restore/.test(p));
 
   for (let i = 0; i < options.iterations; i++) {
+    if (options.deadline !== undefined && Date.now() > options.deadline) break;
     const random = seededRandom(options.seed * 1000 + i + 500_000);
     const started = Date.now();
     const ns = `storm-${options.seed}-${i}`;
