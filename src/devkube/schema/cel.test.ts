@@ -92,6 +92,21 @@ describe("x-kubernetes-validations", () => {
     expect(fmt(schema.validate(obj({ region: "eu" }), obj({})))).toEqual([]);
   });
 
+  it("recognises a transition rule whose only oldSelf is inside has()", () => {
+    const s = compileSchema({
+      type: "object",
+      properties: {
+        spec: {
+          type: "object",
+          properties: { secret: { type: "string" } },
+          "x-kubernetes-validations": [{ rule: "has(self.secret) == has(oldSelf.secret)", message: "secret cannot be added or removed" }],
+        },
+      },
+    });
+    expect(fmt(s.validate({ spec: { secret: "a" } }))).toEqual([]);
+    expect(fmt(s.validate({ spec: {} }, { spec: { secret: "a" } }))).toEqual(['spec: Invalid value: "object": secret cannot be added or removed']);
+  });
+
   it("evaluates transition rules with oldSelf on update", () => {
     expect(fmt(schema.validate(obj({ region: "us" }), obj({ region: "eu" })))).toEqual(['spec.region: Invalid value: "string": region is immutable']);
     expect(fmt(schema.validate(obj({ region: "eu" }), obj({ region: "eu" })))).toEqual([]);

@@ -37,10 +37,14 @@ function firstLine(message: string): string {
   return (message.split("\n")[0] ?? message).trim();
 }
 
-function referencesOldSelf(ast: unknown): boolean {
-  if (!Array.isArray(ast)) return false;
-  if (ast[0] === "id" && ast[1] === "oldSelf") return true;
-  return ast.some((part) => (Array.isArray(part) ? referencesOldSelf(part) : false));
+// Walks the parsed AST ({ op, args } nodes, args nested in arrays), including macro arguments such as
+// has(oldSelf.x), which the library's old array structure leaves as objects.
+function referencesOldSelf(node: unknown): boolean {
+  if (Array.isArray(node)) return node.some(referencesOldSelf);
+  if (node === null || typeof node !== "object") return false;
+  const { op, args } = node as { op?: unknown; args?: unknown };
+  if (op === "id") return args === "oldSelf";
+  return referencesOldSelf(args);
 }
 
 interface AstNode {
@@ -133,7 +137,7 @@ export function compileCel(expression: string, expect: "bool" | "string", self?:
     const problem = checkSelects(parsed.ast as unknown as AstNode, self.node, self.isRoot);
     if (problem !== undefined) throw new Error(`compilation failed: ${problem}`);
   }
-  const usesOldSelf = referencesOldSelf(parsed.ast.toOldStructure());
+  const usesOldSelf = referencesOldSelf(parsed.ast);
   return {
     usesOldSelf,
     evaluate: (vars) => parsed(vars),
