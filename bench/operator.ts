@@ -1,4 +1,5 @@
-// `npm run bench:operator -- [--samples 20] [--sizes 100,1000] [--rss-objects 10000] [--resync 60] [--outage 0]`
+// `npm run bench:operator -- [--samples 20] [--sizes 100,1000] [--rss-objects 10000] [--resync 60] [--outage 0]
+//    [--churn-minutes 0] [--churn-size 10]`
 // The operator's benchmark list (issue 5) on the local stack: apply-to-Secret latency for one
 // Database, time for N Databases to become Ready, API calls and Kubernetes writes in one
 // steady-state resync, operator RSS, and (optionally) convergence after an API outage.
@@ -19,6 +20,8 @@ const { values } = parseArgs({
     "rss-objects": { type: "string", default: "10000" },
     resync: { type: "string", default: "60" },
     outage: { type: "string", default: "0" },
+    "churn-minutes": { type: "string", default: "0" },
+    "churn-size": { type: "string", default: "10" },
     concurrency: { type: "string", default: "4" },
     keep: { type: "boolean", default: false },
   },
@@ -28,6 +31,8 @@ const sizes = (values.sizes ?? "").split(",").filter((s) => s !== "").map(Number
 const rssObjects = Number(values["rss-objects"]);
 const resyncSeconds = Number(values.resync);
 const outageSeconds = Number(values.outage);
+const churnMinutes = Number(values["churn-minutes"]);
+const churnSize = Number(values["churn-size"]);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.now();
@@ -128,6 +133,7 @@ try {
   record("operator RSS with one Project", `${await rssMb(operator)} MB`, "-");
 
   // 1. Apply-to-Secret latency for one Database at a time, next to the service's own provisioning time.
+  if (samples > 0) {
   console.log(`\n1. apply-to-Secret latency, ${samples} samples`);
   const toSecret: number[] = [];
   const toReady: number[] = [];
@@ -147,6 +153,7 @@ try {
   record("service alone: POST → ready p50 / p99", `${ms(percentile(provisioning, 50))} / ${ms(percentile(provisioning, 99))}`, "(reference)");
   for (let i = 0; i < samples; i++) await stack.kube.remove(mdsApiVersion, "Database", ns, `lat-${i}`);
   await waitFor("latency databases deleted", 120_000, async () => (await countReady(stack, ns)).total === 0, 500);
+  }
 
   // 2. Time for N Databases to become Ready (cumulative: each size adds to the previous one).
   let created = 0;
@@ -210,6 +217,42 @@ try {
     const stats = stack.apiProxy.stats();
     record(`converged after a ${outageSeconds} s outage`, `${((now() - t0) / 1000).toFixed(1)} s`, "≤ 60 s");
     record("peak API requests per second after recovery (one credential)", `${Math.max(0, ...Object.values(stats.peakPerSecondByCredential))}`, "≤ budget: 10/s sustained, burst 20 (≤ 30 in any second)");
+  }
+
+  // 6. Memory over churn: Databases created and deleted in a loop, the operator's RSS sampled every minute.
+  if (churnMinutes > 0) {
+    console.log(`\n6. churn for ${churnMinutes} min: ${churnSize} Databases created and deleted in a loop`);
+    const churnNs = "churn";
+    await stack.kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: churnNs } });
+    await stack.kube.apply({ apiVersion: mdsApiVersion, kind: "Project", metadata: { name: "bench", namespace: churnNs }, spec: { displayName: "churn", deletionPolicy: "Delete" } });
+    await waitFor("churn project Ready", 120_000, async () => isReady(await stack.kube.get(mdsApiVersion, "Project", churnNs, "bench")));
+    const samplesMb: Array<{ minute: number; rss: number; cycles: number }> = [];
+    const t0 = now();
+    let cycles = 0;
+    let nextSample = 0;
+    while (now() - t0 < churnMinutes * 60_000) {
+      const names = Array.from({ length: churnSize }, (_, k) => `churn-${cycles}-${k}`);
+      for (const name of names) await stack.kube.apply(databaseObject(churnNs, name));
+      await waitFor("churn Ready", 600_000, async () => (await countReady(stack, churnNs)).ready >= churnSize, 500);
+      for (const name of names) await stack.kube.remove(mdsApiVersion, "Database", churnNs, name);
+      await waitFor("churn deleted", 600_000, async () => (await countReady(stack, churnNs)).total === 0, 500);
+      cycles++;
+      const minute = (now() - t0) / 60_000;
+      if (minute >= nextSample) {
+        const rss = await rssMb(operator);
+        samplesMb.push({ minute: Math.round(minute * 10) / 10, rss, cycles });
+        console.log(`  minute ${minute.toFixed(1)}: RSS ${rss} MB after ${cycles} cycles (${cycles * churnSize} Databases created and deleted)`);
+        nextSample = Math.floor(minute) + 1;
+      }
+    }
+    const first = samplesMb[0];
+    const last = samplesMb[samplesMb.length - 1];
+    const peak = Math.max(...samplesMb.map((x) => x.rss));
+    record(
+      `RSS over ${churnMinutes} min of churn (${cycles * churnSize} Databases created and deleted)`,
+      `first ${first?.rss ?? NaN} MB, last ${last?.rss ?? NaN} MB, peak ${peak} MB; per-minute: ${samplesMb.map((x) => x.rss).join(", ")}`,
+      "flat over an hour",
+    );
   }
 
   // 5. RSS with many more Database objects cached: the extra ones are paused (no remote database each,
