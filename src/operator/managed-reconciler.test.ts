@@ -239,4 +239,18 @@ describe("the managed loop (Database)", () => {
     expect(api.passwords.has(existing.defaultConnectionId)).toBe(true);
     expect(condition("legacy", "Ready")?.status).toBe("True");
   });
+
+  it("creates a database from the latest backup of another Database resource", async () => {
+    applyDatabase("orders");
+    await converge("orders");
+    applyDatabase("copy", { projectRef: { name: "shop" }, source: { type: "backup", databaseRef: { name: "orders" }, latest: true } });
+    await converge("copy");
+    // A database created a moment ago is polled again after ~100 ms, not at once.
+    await new Promise((r) => setTimeout(r, 150));
+    await converge("copy", 2);
+    const copy = api.databases.get(statusOf("copy").id!)!;
+    expect(copy.source).toEqual({ type: "backup", databaseId: statusOf("orders").id, backupId: "bkp_c000000000000000000000001" });
+    expect(condition("copy", "Ready")?.status).toBe("True");
+  });
 });
+

@@ -17,7 +17,7 @@ export class FakeApiError extends Error {
 }
 
 const id = (prefix: string) => `${prefix}_c${randomBytes(12).toString("hex")}`;
-const now = () => new Date().toISOString().replace(/\.\d+Z$/, "Z");
+const now = () => new Date().toISOString();
 
 export interface FakeApi extends MdsApi {
   calls: Record<string, number>;
@@ -102,7 +102,10 @@ export function createFakeApi(): FakeApi {
     return structuredClone({ ...rest, connections: [...connections.values()].filter((c) => c.database.id === dbId) });
   }
 
-  function createDb(projectId: string, body: { name?: string | undefined; isDefault?: boolean | undefined; logicalId?: string | undefined }): CreatedDatabase {
+  function createDb(
+    projectId: string,
+    body: { name?: string | undefined; isDefault?: boolean | undefined; logicalId?: string | undefined; source?: Database["source"] | undefined },
+  ): CreatedDatabase {
     const p = projects.get(projectId);
     if (p === undefined) throw new FakeApiError("not_found", 404, `project "${projectId}" not found`);
     if (body.logicalId !== undefined) {
@@ -122,7 +125,7 @@ export function createFakeApi(): FakeApi {
       isDefault: body.isDefault ?? false,
       defaultConnectionId: conn.id,
       region: { id: "us-east-1", name: "us-east-1" },
-      source: { type: "empty" },
+      source: body.source ?? { type: "empty" },
       connections: [],
       project: { id: p.id, url: p.url, name: p.name },
       logicalId: body.logicalId,
