@@ -233,4 +233,15 @@ describe("restore exactly once", () => {
     expect(await restoreJobs()).toBe(1);
     expect(await query<{ n: number }>(url, "select n from items order by n")).toEqual([{ n: 1 }, { n: 3 }]);
   });
+
+  it("a Database created from the latest backup of another starts with that backup's data", async () => {
+    await stack.kubectl(["apply", "-f", "-"], manifests({
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Database",
+      metadata: { name: "inventory-copy", namespace: "default" },
+      spec: { projectRef: { name: "crashy" }, source: { type: "backup", databaseRef: { name: "inventory" }, latest: true } },
+    }));
+    await waitReady("inventory-copy");
+    expect(await query<{ n: number }>(await secretUrl("inventory-copy"), "select n from items order by n")).toEqual([{ n: 1 }]);
+  });
 });
