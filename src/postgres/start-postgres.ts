@@ -24,6 +24,11 @@ export type StartPostgresOptions = {
    * (several times faster; tests use it). The copy shares the template's superuser password.
    */
   template?: string;
+  /**
+   * A server still running on `dir` (its owner died, e.g. kill -9 of the process that started it) is shut down and
+   * replaced instead of refusing to start. Only for directories this process owns.
+   */
+  takeOver?: boolean;
 };
 
 export type RunningPostgres = {
@@ -174,7 +179,7 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
   const password = (await readFile(path.join(dir, "superuser-password"), "utf8")).trim();
   // A postmaster.pid left by a killed server would make postgres refuse to start if its pid got reused.
   const pidFile = path.join(dataDir, "postmaster.pid");
-  if (await exists(pidFile)) await clearStalePid(pidFile);
+  if (await exists(pidFile)) await clearStalePid(pidFile, options.takeOver ?? false, options.logger);
 
   const host = "127.0.0.1";
   for (let attempt = 0; ; attempt++) {
@@ -238,18 +243,26 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
   }
 }
 
-async function clearStalePid(pidFile: string): Promise<void> {
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function clearStalePid(pidFile: string, takeOver: boolean, logger: Logger | undefined): Promise<void> {
   const pid = Number((await readFile(pidFile, "utf8")).split("\n")[0]);
-  if (Number.isInteger(pid) && pid > 0) {
-    try {
-      process.kill(pid, 0);
-      // Alive: maybe a postgres of ours, maybe a reused pid. Only a postgres process keeps the file meaningful.
-      const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
-      if (cmdline.includes("postgres")) {
-        throw new PostgresError("already_running", `cannot start PostgreSQL: another server (pid ${pid}) is running on ${path.dirname(pidFile)}`);
-      }
-    } catch (err) {
-      if (err instanceof PostgresError) throw err;
+  // Alive and a postgres: the file is meaningful. A dead or reused pid is a leftover of a killed server.
+  if (Number.isInteger(pid) && pid > 0 && isAlive(pid) && (await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")).includes("postgres")) {
+    if (!takeOver) throw new PostgresError("already_running", `cannot start PostgreSQL: another server (pid ${pid}) is running on ${path.dirname(pidFile)}`);
+    logger?.warn({ pid }, "shutting down an orphaned PostgreSQL server on our directory");
+    process.kill(pid, "SIGINT");
+    for (let waited = 0; isAlive(pid); waited += 50) {
+      if (waited === 15_000) process.kill(pid, "SIGQUIT");
+      if (waited > 30_000) throw new PostgresError("already_running", `cannot stop the orphaned PostgreSQL server (pid ${pid}) on ${path.dirname(pidFile)}`);
+      await new Promise((r) => setTimeout(r, 50));
     }
   }
   await rm(pidFile, { force: true });

@@ -75,6 +75,25 @@ async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
   }
 }
 
+/**
+ * Another live service on DIR keeps it: starting a second one would take its PostgreSQL away. A service that died
+ * (kill -9) leaves its PostgreSQL running; that one startPostgres({ takeOver }) replaces.
+ */
+async function refuseIfServiceRuns(dir: string): Promise<void> {
+  let url: unknown;
+  try {
+    url = (JSON.parse(await readFile(path.join(dir, "service.json"), "utf8")) as { url?: unknown }).url;
+  } catch {
+    return;
+  }
+  if (typeof url !== "string") return;
+  const alive = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
+    (r) => r.ok,
+    () => false,
+  );
+  if (alive) throw new Error(`another mds service is running on ${dir} (${url}); stop it first`);
+}
+
 /** The key that encrypts stored creation responses: generated once into DIR/secret.key (0600). */
 async function ensureKey(file: string): Promise<Buffer> {
   try {
@@ -114,7 +133,9 @@ async function ensureDefaultToken(controlUrl: string, file: string): Promise<str
 export async function startEmbeddedService(options: EmbeddedServiceOptions): Promise<EmbeddedService> {
   const dir = path.resolve(options.dir);
   await mkdir(dir, { recursive: true });
-  const postgres = await startPostgres({ dir: path.join(dir, "postgres"), ...(options.logger ? { logger: options.logger.child({ component: "postgres" }) } : {}), ...(options.postgresSettings ? { settings: options.postgresSettings } : {}), ...(options.postgresTemplate ? { template: options.postgresTemplate } : {}) });
+  await refuseIfServiceRuns(dir);
+  const postgres = await startPostgres({
+    takeOver: true, dir: path.join(dir, "postgres"), ...(options.logger ? { logger: options.logger.child({ component: "postgres" }) } : {}), ...(options.postgresSettings ? { settings: options.postgresSettings } : {}), ...(options.postgresTemplate ? { template: options.postgresTemplate } : {}) });
   try {
     await ensureDatabase(postgres.url, controlDatabase);
     const controlUrl = withDatabase(postgres.url, controlDatabase);

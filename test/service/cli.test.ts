@@ -18,7 +18,7 @@ function run(args: string[]): { code: number; stdout: string; stderr: string } {
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
-async function startServiceProcess(): Promise<{ url: string; token: string; stop(): Promise<number | null>; output(): string }> {
+async function startServiceProcess(): Promise<{ url: string; token: string; stop(): Promise<number | null>; kill9(): Promise<void>; output(): string }> {
   const before = existsSync(path.join(dir, "service.json")) ? await readFile(path.join(dir, "service.json"), "utf8") : "";
   const proc = spawn(node, [mds, "service", "--embedded", dir, "--port", "0", "--log-level", "debug"], { stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
@@ -37,9 +37,14 @@ async function startServiceProcess(): Promise<{ url: string; token: string; stop
   return {
     ...info,
     output: () => output,
+    kill9: () =>
+      new Promise<void>((resolve) => {
+        proc.once("exit", () => resolve());
+        proc.kill("SIGKILL");
+      }),
     stop: () =>
       new Promise((resolve) => {
-        if (proc.exitCode !== null) return resolve(proc.exitCode);
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve(proc.exitCode);
         proc.once("exit", (code) => resolve(code));
         proc.kill("SIGTERM");
       }),
@@ -87,6 +92,21 @@ describe("mds service --embedded and mds token", () => {
     const again = await client(second, second.token)("GET", `/v1/projects/${created.body.data.id}`);
     expect(again.status).toBe(200);
     expect(again.body.data.name).toBe("kept");
+    expect(await second.stop()).toBe(0);
+  });
+
+  it("starts again after kill -9, taking over the PostgreSQL the dead service left running", async () => {
+    const first = await startServiceProcess();
+    running.push(first);
+    const project = (await client(first, first.token)("POST", "/v1/projects", { name: "after-kill", createDatabase: false })).body.data;
+    await first.kill9();
+    const second = await startServiceProcess();
+    running.push(second);
+    expect((await client(second, second.token)("GET", `/v1/projects/${project.id}`)).body.data.name).toBe("after-kill");
+    // A second service on the same directory while one runs is refused.
+    const clash = run(["service", "--embedded", dir, "--port", "0"]);
+    expect(clash.code).toBe(1);
+    expect(clash.stderr).toContain("another mds service is running");
     expect(await second.stop()).toBe(0);
   });
 
