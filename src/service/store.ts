@@ -80,6 +80,17 @@ export async function connectionsOf(db: Db, databaseIds: string[]): Promise<Map<
   return out;
 }
 
+export async function listConnections(db: Db, q: { databaseId: string; cursor?: Cursor | undefined; limit: number }) {
+  const { rows } = await db.query<ConnectionRow & { cursor_ts: string }>(
+    `SELECT id, database_id, name, role_name, created_at, ${cursorTs()} AS cursor_ts FROM connections
+     WHERE database_id = $1 AND revoked_at IS NULL
+       AND ($2::timestamptz IS NULL OR (created_at, id) > ($2::timestamptz, $3::text))
+     ORDER BY created_at, id LIMIT $4`,
+    [q.databaseId, q.cursor?.ts ?? null, q.cursor?.id ?? null, q.limit + 1],
+  );
+  return rows;
+}
+
 export async function getConnection(db: Db, workspaceId: string, id: string, lock = false): Promise<ConnectionRow | undefined> {
   const { rows } = await db.query<ConnectionRow>(
     `SELECT c.id, c.database_id, c.name, c.role_name, c.created_at FROM connections c JOIN databases d ON d.id = c.database_id

@@ -206,6 +206,11 @@ describe("databases", () => {
     const list = await api("GET", `/v1/databases/${a.id}/connections`);
     expect(pageOf(Connection).parse(list.body).data.map((c) => c.id)).toEqual([a.connections[0].id, con.id]);
     expectNoSecret(list.body);
+    const firstPage = await api("GET", `/v1/databases/${a.id}/connections?limit=1`);
+    expect(firstPage.body.data.map((c: Json) => c.id)).toEqual([a.connections[0].id]);
+    const secondPage = await api("GET", `/v1/databases/${a.id}/connections?limit=1&cursor=${firstPage.body.pagination.nextCursor}`);
+    expect(secondPage.body).toMatchObject({ data: [{ id: con.id }], pagination: { hasMore: false, nextCursor: null } });
+    expectError(await api("GET", `/v1/databases/${a.id}/connections?limit=0`), 400, "invalid_request");
     expect((await api("DELETE", `/v1/connections/${con.id}`)).status).toBe(204);
     expect(["28000", "28P01"]).toContain(await tryConnect(url)); // the role cannot log in
     expect(await tryConnect(a.connectionString)).toBe(true);

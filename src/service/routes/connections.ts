@@ -1,22 +1,25 @@
 import type { FastifyInstance } from "fastify";
-import { ConnectionId, connectionIdPattern, CreateConnectionBody } from "../../contract/index.ts";
+import { ConnectionId, connectionIdPattern, CreateConnectionBody, ListQuery } from "../../contract/index.ts";
 import { insertConnection } from "../create-database.ts";
 import { regionPool, type ServiceDeps } from "../deps.ts";
 import { notFound } from "../errors.ts";
 import { idempotentPost, jsonBody, parseWith, pathId, principalOf } from "../http.ts";
 import { ensureLoginRole, ensureOwnerRole, revokeLoginRole } from "../provisioner.ts";
 import { renderConnection, renderCreatedConnection } from "../render.ts";
-import { connectionsOf, getConnection, getDatabase } from "../store.ts";
+import { decodeCursor, paginate } from "../pagination.ts";
+import { getConnection, getDatabase, listConnections } from "../store.ts";
 import { inTransaction } from "../store/pool.ts";
 import { databaseIdOf } from "./databases.ts";
 
 export function connectionRoutes(app: FastifyInstance, deps: ServiceDeps): void {
   app.get("/v1/databases/:databaseId/connections", async (req) => {
     const id = databaseIdOf((req.params as { databaseId?: string }).databaseId);
+    const q = parseWith(ListQuery, req.query, "query");
     const db = await getDatabase(deps.pool, principalOf(req).workspaceId, id);
     if (!db) throw notFound("database", id);
-    const connections = (await connectionsOf(deps.pool, [id])).get(id) ?? [];
-    return { data: connections.map((c) => renderConnection(deps.config, db, c)), pagination: { nextCursor: null, hasMore: false } };
+    const limit = q.limit ?? 100;
+    const { items, pagination } = paginate(await listConnections(deps.pool, { databaseId: id, cursor: decodeCursor(q.cursor), limit }), limit);
+    return { data: items.map((c) => renderConnection(deps.config, db, c)), pagination };
   });
 
   app.post("/v1/databases/:databaseId/connections", async (req, reply) => {
