@@ -299,6 +299,26 @@ describe("pagination", () => {
     expect(new Set(seen).size).toBe(seen.length);
   });
 
+  it("a walk racing a concurrent writer sees every pre-existing item exactly once and no duplicates", async () => {
+    const project = (await api("POST", "/v1/projects", { createDatabase: false })).body.data;
+    const before = (await Promise.all(Array.from({ length: 10 }, (_, i) => api("POST", `/v1/projects/${project.id}/databases`, { name: `c${i}` })))).map((r) => r.body.data.id as string);
+    let writing = true;
+    const writer = (async () => {
+      for (let i = 0; writing && i < 15; i++) await api("POST", `/v1/projects/${project.id}/databases`, { name: `w${i}` });
+    })();
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const res: Json = await api("GET", `/v1/databases?projectId=${project.id}&limit=1${cursor ? `&cursor=${cursor}` : ""}`);
+      seen.push(...res.body.data.map((d: Json) => d.id));
+      cursor = res.body.pagination.nextCursor;
+    } while (cursor);
+    writing = false;
+    await writer;
+    for (const id of before) expect(seen.filter((s) => s === id)).toHaveLength(1);
+    expect(new Set(seen).size).toBe(seen.length);
+  });
+
   it.each(["0", "101", "abc", "1.5", "-1", ""])("limit=%s is 400", async (limit) => {
     expectError(await api("GET", `/v1/databases?limit=${limit}`), 400, "invalid_request");
   });
