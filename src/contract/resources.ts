@@ -65,6 +65,8 @@ const databaseFields = {
   defaultConnectionId: z.string(),
   region: RegionRef,
   source: Source,
+  /** The caller's idempotent identity given at creation; optional so other compatible services still parse. */
+  logicalId: z.string().nullable().optional(),
 };
 
 /** A database as GET, list, PATCH and restore return it: no usable secret anywhere. */
@@ -98,6 +100,8 @@ export const Project = z.object({
   createdAt: CreatedAt,
   defaultRegion: z.string(),
   workspace: Ref,
+  /** The caller's idempotent identity given at creation; optional so other compatible services still parse. */
+  logicalId: z.string().nullable().optional(),
 });
 export type Project = z.infer<typeof Project>;
 

@@ -78,6 +78,7 @@ function databaseFields(config: ServiceConfig, db: DatabaseRow) {
     defaultConnectionId: db.default_connection_id,
     region: { id: db.region, name: regionNames[db.region as Region] ?? db.region },
     source: db.source,
+    logicalId: db.logical_id,
   };
 }
 
@@ -112,6 +113,7 @@ export function renderProject(config: ServiceConfig, p: ProjectRow): Project {
     createdAt: p.created_at.toISOString(),
     defaultRegion: p.default_region,
     workspace: { id: p.workspace_id, url: url(config.baseUrl, "workspaces", p.workspace_id), name: p.workspace_name },
+    logicalId: p.logical_id,
   };
 }
 
