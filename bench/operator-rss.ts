@@ -1,0 +1,170 @@
+// `node bench/operator-rss.ts [--objects 1000] [--settle 15] [--keep] [--heap-snapshot]`
+// The operator's memory at N Databases in steady state. devkube runs in this process; the operator runs in a
+// child process (this file with --child) built by createOperator with the in-memory fake API at the
+// external-client seam (createApiClient), because N real PostgreSQL databases do not fit on this machine at
+// 10,000. Everything on the Kubernetes side is real: N Database objects, the N connection Secrets the operator
+// writes, their finalizers and statuses, all cached by the operator's informers. The child prints its RSS and
+// heap (after a full GC) once every Database is Ready and the queues are quiet.
+import { spawn } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+
+const { values } = parseArgs({
+  options: {
+    objects: { type: "string", default: "1000" },
+    settle: { type: "string", default: "15" },
+    keep: { type: "boolean", default: false },
+    "heap-snapshot": { type: "boolean", default: false },
+    child: { type: "string" },
+  },
+});
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const mb = (bytes: number) => Math.round((bytes / 1024 / 1024) * 10) / 10;
+const credentials = { secretNamespace: "mds-system", secretName: "mds-credentials", key: "token" };
+
+if (values.child !== undefined) await runChild(values.child);
+else await runParent();
+
+/** The operator process: the real createOperator, the fake API, a kubeconfig file. */
+async function runChild(kubeconfigPath: string): Promise<void> {
+  const { default: pino } = await import("pino");
+  const { loadKubeConfig } = await import("../src/cli/operator.ts");
+  const { createOperator } = await import("../src/operator/index.ts");
+  const { createMetricsRegistry } = await import("../src/operator/metrics.ts");
+  const { createFakeApi } = await import("../src/operator/testing/fake-api.ts");
+  const api = createFakeApi();
+  api.provisioningReads = 0;
+  const operator = createOperator({
+    kubeConfig: loadKubeConfig({ kubeconfig: kubeconfigPath, context: undefined }, false),
+    apiUrl: "http://fake.invalid",
+    defaultCredentials: credentials,
+    namespaces: undefined,
+    instanceId: "bench",
+    concurrency: 4,
+    pollIntervals: { fastMs: 1_000, slowMs: 300_000 },
+    logger: pino({ level: "warn" }, pino.destination(2)),
+    metrics: createMetricsRegistry(),
+    canWrite: () => true,
+    createApiClient: () => api,
+  });
+  await operator.start();
+  const report = () => {
+    (globalThis as { gc?: () => void }).gc?.();
+    const m = process.memoryUsage();
+    process.stdout.write(
+      `${JSON.stringify({ rss: mb(m.rss), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), databases: api.databases.size })}\n`,
+    );
+  };
+  process.on("SIGUSR1", report);
+  process.on("SIGTERM", () => void operator.stop().then(() => process.exit(0)));
+  report();
+}
+
+async function runParent(): Promise<void> {
+  const n = Number(values.objects);
+  const settleMs = Number(values.settle) * 1000;
+  const { parse } = await import("yaml");
+  const { startDevkube } = await import("../src/devkube/index.ts");
+  const { createKubeObjects } = await import("../src/testing/kube-objects.ts");
+  const dir = await mkdtemp(path.join(tmpdir(), "mds-bench-rss-"));
+  console.log(`operator-rss: ${n} Databases, state in ${dir}`);
+  const devkube = await startDevkube({ dir: path.join(dir, "devkube") });
+  const kube = createKubeObjects(devkube.kubeconfigPath);
+  for (const file of (await readdir(path.join(repoRoot, "crds"))).filter((f) => f.endsWith(".yaml")).sort()) {
+    await kube.apply(parse(await readFile(path.join(repoRoot, "crds", file), "utf8")));
+  }
+  for (let i = 0; i < 200; i++) {
+    if (await kube.list("mds.dev/v1alpha1", "Database", "default").then(() => true, () => false)) break;
+    await sleep(100);
+  }
+  for (const name of [credentials.secretNamespace, "bench"]) await kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name } });
+  await kube.apply({
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: credentials.secretName, namespace: credentials.secretNamespace },
+    data: { token: Buffer.from("bench-token-not-used-by-the-fake").toString("base64") },
+  });
+  // Unrelated Secrets the operator must not cache (its Secret informer is label-selected).
+  for (let i = 0; i < 50; i++) {
+    await kube.apply({ apiVersion: "v1", kind: "Secret", metadata: { name: `unrelated-${i}`, namespace: "bench" }, data: { x: Buffer.alloc(2048).toString("base64") } });
+  }
+  await kube.apply({
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Project",
+    metadata: { name: "bench", namespace: "bench" },
+    spec: { displayName: "bench", deletionPolicy: "Delete" },
+  });
+
+  const node = process.execPath;
+  const child = spawn(
+    node,
+    ["--expose-gc", ...(values["heap-snapshot"] ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []), fileURLToPath(import.meta.url), "--child", devkube.kubeconfigPath],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  let last: Record<string, number> | undefined;
+  let buffered = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    buffered += chunk.toString();
+    let nl;
+    while ((nl = buffered.indexOf("\n")) >= 0) {
+      last = JSON.parse(buffered.slice(0, nl)) as Record<string, number>;
+      buffered = buffered.slice(nl + 1);
+    }
+  });
+  const sample = async () => {
+    last = undefined;
+    child.kill("SIGUSR1");
+    for (let i = 0; i < 100 && last === undefined; i++) await sleep(100);
+    return last;
+  };
+  try {
+    for (let i = 0; i < 300 && last === undefined; i++) await sleep(100);
+    console.log(`  operator started: ${JSON.stringify(last)}`);
+    const t0 = performance.now();
+    const names = Array.from({ length: n }, (_, k) => `db-${k}`);
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < names.length) {
+          const name = names[next++] as string;
+          await kube.apply({
+            apiVersion: "mds.dev/v1alpha1",
+            kind: "Database",
+            metadata: { name, namespace: "bench" },
+            spec: { projectRef: { name: "bench" }, deletionPolicy: "Delete", connectionSecret: { name: `${name}-conn` } },
+          });
+        }
+      }),
+    );
+    console.log(`  applied ${n} Databases in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    for (;;) {
+      const list = await kube.list("mds.dev/v1alpha1", "Database", "bench");
+      const ready = list.filter((d) => (d.status?.["conditions"] as Array<{ type: string; status: string }> | undefined)?.some((c) => c.type === "Ready" && c.status === "True")).length;
+      if (ready >= n) break;
+      console.log(`  ${ready}/${n} Ready after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+      await sleep(5_000);
+    }
+    console.log(`  all ${n} Ready after ${((performance.now() - t0) / 1000).toFixed(1)} s; settling ${settleMs / 1000} s`);
+    await sleep(settleMs);
+    const status = await readFile(`/proc/${child.pid}/status`, "utf8");
+    const rssBeforeGc = mb(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) * 1024);
+    const m = await sample();
+    console.log(`operator at ${n} Databases: RSS ${rssBeforeGc} MB (steady state), after a full GC ${JSON.stringify(m)}`);
+    if (values["heap-snapshot"]) {
+      child.kill("SIGUSR2");
+      await sleep(5_000 + n);
+      console.log(`  heap snapshot written to ${dir}`);
+    }
+  } finally {
+    child.kill("SIGTERM");
+    await new Promise((r) => child.once("exit", r));
+    await devkube.stop();
+    if (!values.keep && !values["heap-snapshot"]) await rm(dir, { recursive: true, force: true });
+  }
+  process.exit(0);
+}
