@@ -348,6 +348,11 @@ export class Api {
       if (rt.generation) meta["generation"] = 1;
     }
     const nmeta = metaOf(next);
+    // ObjectMeta's maps and lists are omitempty: a patch or apply that removes the last label leaves no `labels: {}`.
+    for (const k of ["labels", "annotations", "finalizers", "ownerReferences"]) {
+      const v = nmeta[k];
+      if (v === null || (Array.isArray(v) && v.length === 0) || (typeof v === "object" && v !== null && Object.keys(v).length === 0)) delete nmeta[k];
+    }
 
     validateMeta(rt, next, old);
     pruneUnknown(rt, next, opts, warnings);

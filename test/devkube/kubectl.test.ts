@@ -110,6 +110,13 @@ describe("CRD lifecycle and apply", () => {
     expect(got["metadata"].labels).toEqual({ app: "demo2" });
   });
 
+  it("drops emptied metadata maps, as ObjectMeta's omitempty does", async () => {
+    const cm = (labels: string) => `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-empty\n${labels}data: { x: "1" }\n`;
+    await h.ok(["apply", "--server-side", "-f", "-"], cm("  labels: { a: b }\n"));
+    await h.ok(["apply", "--server-side", "-f", "-"], cm(""));
+    expect((await json(["get", "cm", "cm-empty"]))["metadata"]).not.toHaveProperty("labels");
+  });
+
   it("merges ServiceAccount finalizers with SMP directives", async () => {
     const sa = (fins: string[], secrets: string[]) => `apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa1\n  finalizers: ${JSON.stringify(fins)}\nimagePullSecrets: ${JSON.stringify(secrets.map((name) => ({ name })))}\n`;
     await h.ok(["apply", "-f", "-"], sa(["a.example.com/x", "b.example.com/y"], ["s1"]));
