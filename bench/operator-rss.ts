@@ -54,10 +54,11 @@ async function runChild(kubeconfigPath: string): Promise<void> {
   });
   await operator.start();
   const report = () => {
+    const before = process.memoryUsage();
     (globalThis as { gc?: () => void }).gc?.();
     const m = process.memoryUsage();
     process.stdout.write(
-      `${JSON.stringify({ rss: mb(m.rss), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), databases: api.databases.size })}\n`,
+      `${JSON.stringify({ rss: mb(m.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), databases: api.databases.size })}\n`,
     );
   };
   process.on("SIGUSR1", report);

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
 import { Writable } from "node:stream";
-import { KubeConfig } from "@kubernetes/client-node";
+import { parseKubeConfig } from "../kube/kubeconfig.ts";
 import { parseOperatorConfig, parseDuration } from "./operator-config.ts";
 import { createLogger, crashPointFromEnv, startOperatorRuntime } from "./operator.ts";
 import type { OperatorOptions } from "../operator/index.ts";
@@ -81,13 +81,14 @@ describe("operator runtime", () => {
       },
     });
     const logger = createLogger("debug", sink);
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromOptions({
-      clusters: [{ name: "c", server: "https://127.0.0.1:1" }],
-      users: [{ name: "u", token: "planted-kube-token-9f8e" }],
-      contexts: [{ name: "x", cluster: "c", user: "u" }],
-      currentContext: "x",
-    });
+    const kubeConfig = parseKubeConfig(
+      JSON.stringify({
+        clusters: [{ name: "c", cluster: { server: "https://127.0.0.1:1" } }],
+        users: [{ name: "u", user: { token: "planted-kube-token-9f8e" } }],
+        contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
+        "current-context": "x",
+      }),
+    );
     let received: OperatorOptions | undefined;
     let ready = false;
     const config = parseOperatorConfig(["--no-leader-elect", "--metrics-address", "127.0.0.1:0", "--instance-id", "ci"], env);
@@ -156,7 +157,7 @@ describe("operator runtime with leader election", () => {
       const config = parseOperatorConfig(["--metrics-address", "off"], env);
       if (config === "help") throw new Error("unexpected help");
       const runtime = await startOperatorRuntime(config, {
-        kubeConfig: new KubeConfig(),
+        kubeConfig: parseKubeConfig('{"clusters":[{"name":"c","cluster":{"server":"https://127.0.0.1:1"}}],"contexts":[{"name":"x","context":{"cluster":"c"}}],"current-context":"x"}'),
         logger: createLogger("silent"),
         identity: "replica-a",
         leaseClient: lease,

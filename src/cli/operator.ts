@@ -1,8 +1,8 @@
 import { writeSync } from "node:fs";
 import { hostname } from "node:os";
-import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { KubeConfig } from "@kubernetes/client-node";
+import { createKubeClient } from "../kube/client.ts";
+import { KubeConfigError, loadKubeConfig as loadKubeConfigFiles, type KubeConfig } from "../kube/kubeconfig.ts";
 import pino, { type DestinationStream, type Logger } from "pino";
 import { ConfigError, operatorHelp, parseOperatorConfig, type OperatorConfig } from "./operator-config.ts";
 import { createLeaderElector, createLeaseClient, type LeaseClient } from "../operator/leader-election.ts";
@@ -38,17 +38,17 @@ export function createLogger(level: OperatorConfig["logLevel"], destination?: De
   return destination ? pino(options, destination) : pino(options);
 }
 
-export function loadKubeConfig(config: Pick<OperatorConfig, "kubeconfig" | "context">, inCluster: boolean): KubeConfig {
-  const kc = new KubeConfig();
-  const files = (config.kubeconfig ?? "").split(path.delimiter).filter((f) => f !== "");
-  // KUBECONFIG may list several files; client-node merges them only through loadFromDefault.
-  if (files.length > 1) kc.loadFromDefault();
-  else if (files[0] !== undefined) kc.loadFromFile(files[0]);
-  else if (inCluster) kc.loadFromCluster();
-  else kc.loadFromDefault();
-  if (config.context !== undefined) kc.setCurrentContext(config.context);
-  if (!kc.getCurrentCluster()) throw new ConfigError("no Kubernetes cluster configured: pass --kubeconfig or set KUBECONFIG");
-  return kc;
+export function loadKubeConfig(
+  config: Pick<OperatorConfig, "kubeconfig" | "context">,
+  inCluster: boolean,
+  env: Record<string, string | undefined> = {},
+): KubeConfig {
+  try {
+    return loadKubeConfigFiles({ kubeconfig: config.kubeconfig, context: config.context, inCluster, env });
+  } catch (err) {
+    if (err instanceof KubeConfigError) throw new ConfigError(err.message);
+    throw err;
+  }
 }
 
 export interface OperatorRuntime {
@@ -80,7 +80,8 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
   const leaseNamespace = config.leaseNamespace ?? config.credentialsSecret.namespace;
   const elector = config.leaderElect
     ? createLeaderElector({
-        lease: deps.leaseClient ?? createLeaseClient(deps.kubeConfig, leaseNamespace, config.leaseName),
+        // The Lease shares the operator's connection pool; its requests time out well within the renew deadline.
+        lease: deps.leaseClient ?? createLeaseClient(createKubeClient(deps.kubeConfig, { timeoutMs: 5_000 }), leaseNamespace, config.leaseName),
         identity: deps.identity,
         logger,
         ...(deps.leaseTiming ?? {}),
@@ -205,7 +206,7 @@ export async function runOperator(argv: string[]): Promise<number> {
   const logger = createLogger(config.logLevel);
   let kubeConfig: KubeConfig;
   try {
-    kubeConfig = loadKubeConfig(config, process.env.KUBERNETES_SERVICE_HOST !== undefined && config.kubeconfig === undefined);
+    kubeConfig = loadKubeConfig(config, process.env.KUBERNETES_SERVICE_HOST !== undefined && config.kubeconfig === undefined, process.env);
   } catch (err) {
     logger.error({ err: err instanceof Error ? err.message : String(err) }, "Cannot load the Kubernetes configuration");
     return 2;

@@ -1,6 +1,6 @@
-import { HttpMethod, RequestContext, type KubeConfig } from "@kubernetes/client-node";
-import { fetch } from "undici";
+import { fetch, type Response } from "undici";
 import { KubeError, kubeErrorFor } from "./errors.ts";
+import type { KubeConfig } from "./kubeconfig.ts";
 import { pathOf, stripObject, type KubeObject, type ObjectList, type ResourceType } from "./types.ts";
 
 export interface ListOptions {
@@ -40,18 +40,57 @@ export interface KubeClientOptions {
   fieldManager?: string;
 }
 
-type Method = (typeof HttpMethod)[keyof typeof HttpMethod];
+type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+const HttpMethod = { GET: "GET", POST: "POST", PUT: "PUT", PATCH: "PATCH", DELETE: "DELETE" } as const;
 
-/** A thin client over client-node's configuration and auth (kubeconfig or in-cluster), speaking plain JSON. */
+/**
+ * One authenticated request through the config's shared connection pool; the caller reads the body (a watch
+ * streams it). A 401 drops cached credentials (an expired exec token, a rotated token file) and retries once.
+ */
+export async function kubeFetch(
+  kubeConfig: KubeConfig,
+  what: string,
+  method: Method,
+  path: string,
+  query: Record<string, string | undefined>,
+  init: { body?: string; contentType?: string; signal?: AbortSignal } = {},
+): Promise<Response> {
+  const url = new URL(kubeConfig.server + path);
+  for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
+  for (let attempt = 0; ; attempt++) {
+    let headers: Record<string, string>;
+    try {
+      headers = { ...(await kubeConfig.authHeaders()), accept: "application/json" };
+    } catch (err) {
+      throw new KubeError(`${what}: ${(err as Error).message}`, { code: "config", cause: err });
+    }
+    if (init.body !== undefined) headers["content-type"] = init.contentType ?? "application/json";
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers,
+        dispatcher: kubeConfig.dispatcher,
+        ...(init.body === undefined ? {} : { body: init.body }),
+        ...(init.signal === undefined ? {} : { signal: init.signal }),
+      });
+    } catch (err) {
+      // The cause of a network error names host and port only; headers never reach it.
+      throw new KubeError(`${what}: ${(err as Error).message}`, { code: "network_error", cause: err });
+    }
+    if (response.status === 401 && attempt === 0) {
+      await response.body?.cancel().catch(() => undefined);
+      kubeConfig.invalidateCredentials();
+      continue;
+    }
+    return response;
+  }
+}
+
+/** A thin JSON client over undici with our kubeconfig loader's auth and one shared connection pool. */
 export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOptions = {}): KubeClient {
   const timeoutMs = options.timeoutMs ?? 30_000;
   const fieldManager = options.fieldManager ?? "mds-operator";
-  // client-node builds a new undici Agent (a new TLS connection pool) on every applySecurityAuthentication when
-  // the cluster has a CA: one handshake per request and pools that are never closed. Keep the first one; the
-  // headers (tokens that an exec or OIDC provider may refresh) are still taken per request.
-  let dispatcher: ReturnType<RequestContext["getDispatcher"]>;
-  let dispatcherResolved = false;
-
   async function request(
     what: string,
     method: Method,
@@ -61,33 +100,11 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
     contentType = "application/json",
     signal?: AbortSignal,
   ): Promise<unknown> {
-    const cluster = kubeConfig.getCurrentCluster();
-    if (!cluster) throw new KubeError(`${what}: no current cluster in the kubeconfig`, { code: "config" });
-    const url = new URL(cluster.server.replace(/\/$/, "") + path);
-    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
-    const ctx = new RequestContext(url.toString(), method);
-    await kubeConfig.applySecurityAuthentication(ctx);
-    const headers = ctx.getHeaders();
-    headers["accept"] = "application/json";
-    if (body !== undefined) headers["content-type"] = contentType;
     const timeout = AbortSignal.timeout(timeoutMs);
-    let response;
-    try {
-      if (!dispatcherResolved) {
-        dispatcher = ctx.getDispatcher();
-        dispatcherResolved = true;
-      }
-      response = await fetch(url, {
-        method,
-        headers,
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        ...(dispatcher === undefined ? {} : { dispatcher }),
-        signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
-      });
-    } catch (err) {
-      // The cause of a network error names host and port only; headers never reach it.
-      throw new KubeError(`${what}: ${(err as Error).message}`, { code: "network_error", cause: err });
-    }
+    const response = await kubeFetch(kubeConfig, what, method, path, query, {
+      ...(body === undefined ? {} : { body: JSON.stringify(body), contentType }),
+      signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
+    });
     const text = await response.text();
     let parsed: unknown = undefined;
     if (text !== "") {

@@ -2,13 +2,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
 import { createKubeClient, type KubeClient } from "./client.ts";
 import { KubeConflictError, KubeNotFoundError } from "./errors.ts";
 import { createInformer, type Informer } from "./informer.ts";
+import { parseKubeConfig, type KubeConfig } from "./kubeconfig.ts";
 import { SecretType, type KubeObject, type Secret } from "./types.ts";
 
 // The kube layer against devkube (a real HTTPS apiserver stand-in): typed errors, a paginated list, and an
@@ -68,8 +68,7 @@ async function startFreezingProxy(targetPort: number) {
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), "mds-kube-"));
   devkube = await startDevkube({ dir, port: 0 });
-  kc = new KubeConfig();
-  kc.loadFromString(devkube.kubeconfig);
+  kc = parseKubeConfig(devkube.kubeconfig);
   kube = createKubeClient(kc);
 }, 60_000);
 
@@ -100,8 +99,7 @@ describe("informer", () => {
   beforeAll(async () => {
     for (let i = 1; i <= 5; i++) await kube.create(ConfigMapType, configMap(`cm${i}`, { v: "0" }));
     proxy = await startFreezingProxy(Number(new URL(devkube.url).port));
-    const proxied = new KubeConfig();
-    proxied.loadFromString(devkube.kubeconfig.replace(new URL(devkube.url).host, `127.0.0.1:${proxy.port}`));
+    const proxied = parseKubeConfig(devkube.kubeconfig.replace(new URL(devkube.url).host, `127.0.0.1:${proxy.port}`));
     informer = createInformer<KubeObject>({
       kubeConfig: proxied,
       client: createKubeClient(proxied),

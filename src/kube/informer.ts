@@ -1,7 +1,7 @@
-import { Watch, type KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import type { KubeClient } from "./client.ts";
-import { KubeError, KubeGoneError } from "./errors.ts";
+import { kubeFetch, type KubeClient } from "./client.ts";
+import { KubeError, KubeGoneError, kubeErrorFor } from "./errors.ts";
+import type { KubeConfig } from "./kubeconfig.ts";
 import { pathOf, stripObject, type KubeObject, type ResourceType } from "./types.ts";
 
 export type InformerEvent = "add" | "update" | "delete";
@@ -39,11 +39,16 @@ const jitter = (ms: number) => ms / 2 + Math.random() * (ms / 2);
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
     if (signal.aborted) return resolve();
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
+    // The listener goes when the sleep ends: the informer's signal lives as long as the process.
+    const onAbort = () => {
       clearTimeout(timer);
       resolve();
-    });
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
   });
 
 /**
@@ -130,39 +135,78 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
     if (wait > 0) await sleep(wait, abort.signal);
     if (abort.signal.aborted) return;
     lastWatchStart = Date.now();
-    const watch = new Watch(options.kubeConfig);
-    // client-node turns this into an inactivity timeout once the stream is open (its #3022); private in the types.
-    (watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = inactivityMs;
     const query: Record<string, string> = {
+      watch: "true",
       resourceVersion,
       allowWatchBookmarks: "true",
       // Like client-go: the server closes the watch after 5-10 min, so no connection lives forever.
       timeoutSeconds: String(300 + Math.floor(Math.random() * 300)),
     };
     if (labelSelector !== undefined) query["labelSelector"] = labelSelector;
-    await new Promise<void>((resolve, reject) => {
-      let finished = false;
-      const done = (err: unknown) => {
-        if (finished) return;
-        finished = true;
-        if (err === null || err === undefined) return resolve();
-        const e = err as { name?: string; statusCode?: number; code?: number };
-        if (e.name === "TimeoutError") {
-          log.debug("Watch was silent too long; watching again");
-          return resolve();
+    const controller = new AbortController();
+    current = controller;
+    const onStop = () => controller.abort();
+    abort.signal.addEventListener("abort", onStop);
+    // One timer per watch, re-armed by every chunk: no byte for inactivityMs means a half-open connection.
+    let silent = false;
+    let timer = setTimeout(() => ((silent = true), controller.abort()), inactivityMs);
+    const touch = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => ((silent = true), controller.abort()), inactivityMs);
+    };
+    const what = `cannot watch ${type.plural}`;
+    try {
+      const response = await kubeFetch(options.kubeConfig, what, "GET", pathOf(type, namespace), query, { signal: controller.signal });
+      if (response.status === 410) {
+        await response.body?.cancel().catch(() => undefined);
+        throw new KubeGoneError("watch expired", { status: 410 });
+      }
+      if (response.status >= 400 || response.body === null) {
+        const text = await response.text().catch(() => "");
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          parsed = undefined;
         }
-        if (e.name === "AbortError" || abort.signal.aborted) return resolve();
-        if (e.statusCode === 410 || e.code === 410) return reject(new KubeGoneError("watch expired", { status: 410 }));
-        reject(new KubeError(`cannot watch ${type.plural}: ${(err as Error).message ?? String(err)}`, { cause: err }));
-      };
-      watch
-        .watch(pathOf(type, namespace), query, applyWatchEvent, done)
-        .then((controller) => {
-          current = controller;
-          if (abort.signal.aborted) controller.abort();
-        })
-        .catch(done);
-    });
+        throw kubeErrorFor(what, response.status, parsed);
+      }
+      // One JSON event per line; a line may span chunks.
+      const decoder = new TextDecoder();
+      let buffered = "";
+      for await (const chunk of response.body) {
+        touch();
+        buffered += decoder.decode(chunk, { stream: true });
+        let nl: number;
+        while ((nl = buffered.indexOf("\n")) >= 0) {
+          const line = buffered.slice(0, nl).trim();
+          buffered = buffered.slice(nl + 1);
+          if (line === "") continue;
+          let event: { type?: string; object?: unknown };
+          try {
+            event = JSON.parse(line) as { type?: string; object?: unknown };
+          } catch {
+            throw new KubeError(`${what}: malformed watch event`);
+          }
+          if (event.type === "ERROR" && (event.object as { code?: number } | undefined)?.code === 410) {
+            throw new KubeGoneError("watch expired", { status: 410 });
+          }
+          applyWatchEvent(event.type ?? "", event.object);
+        }
+      }
+    } catch (err) {
+      if (abort.signal.aborted) return;
+      if (silent) {
+        log.debug("Watch was silent too long; watching again");
+        return;
+      }
+      if (err instanceof KubeError) throw err;
+      throw new KubeError(`${what}: ${(err as Error).message ?? String(err)}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+      abort.signal.removeEventListener("abort", onStop);
+      if (current === controller) current = undefined;
+    }
   }
 
   async function run(): Promise<void> {

@@ -1,9 +1,9 @@
-import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { createClient, prometheusHooks, type ClientHooks } from "../client/index.ts";
 import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { createInformer, type Informer } from "../kube/informer.ts";
+import type { KubeConfig } from "../kube/kubeconfig.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
 import { databaseKind, remoteIdOf, type KindDeps } from "../resources/database/controller.ts";
 import { createRestoreReconciler } from "../resources/database-restore/controller.ts";

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { KubeConfig } from "@kubernetes/client-node";
+import { createKubeClient, type KubeClient } from "../kube/client.ts";
+import { parseKubeConfig } from "../kube/kubeconfig.ts";
 import pino from "pino";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
 import { runKubectl } from "../devkube/testing/kubectl.ts";
@@ -25,12 +26,11 @@ async function eventually<T>(fn: () => T | Promise<T>, timeoutMs = 30_000): Prom
 describe("leader election on a real Lease", () => {
   let dir = "";
   let kube: Devkube;
-  let kubeConfig: KubeConfig;
+  let client: KubeClient;
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "mds-lease-"));
     kube = await startDevkube({ dir: join(dir, "kube") });
-    kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(kube.kubeconfig);
+    client = createKubeClient(parseKubeConfig(kube.kubeconfig));
   });
   afterAll(async () => {
     await kube?.stop();
@@ -39,7 +39,7 @@ describe("leader election on a real Lease", () => {
 
   it("one replica leads, the other takes over when it releases", async () => {
     const logger = pino({ level: "silent" });
-    const lease = () => createLeaseClient(kubeConfig, "default", "mds-operator");
+    const lease = () => createLeaseClient(client, "default", "mds-operator");
     const a = createLeaderElector({ lease: lease(), identity: "replica-a", logger });
     const b = createLeaderElector({ lease: lease(), identity: "replica-b", logger });
     a.start();

@@ -1,4 +1,6 @@
-import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
+import type { KubeClient } from "../kube/client.ts";
+import { KubeConflictError, KubeError } from "../kube/errors.ts";
+import { LeaseType, type KubeObject } from "../kube/types.ts";
 import type { Logger } from "pino";
 
 // Leader election over a coordination.k8s.io/v1 Lease, as client-go does it (15 s lease, 10 s renew deadline,
@@ -31,51 +33,61 @@ export interface LeaseClient {
 
 // MicroTime must carry exactly 6 fractional digits: a real apiserver rejects the 3 of Date#toISOString.
 export function formatMicroTime(date: Date): string {
-  return new V1MicroTime(date.getTime()).toISOString();
+  return date.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
 }
 
 function parseTime(value: unknown): Date | undefined {
-  if (value instanceof Date) return value;
   if (typeof value !== "string") return undefined;
   const d = new Date(value);
   return Number.isNaN(d.getTime()) ? undefined : d;
 }
 
-function statusOf(err: unknown): number | undefined {
-  if (err instanceof ApiException) return err.code;
-  return undefined;
-}
-
-// Only the status code travels into our errors: an ApiException can carry request headers (the bearer token).
+// Only the status code travels into our errors (KubeError messages never carry request headers either).
 function leaseError(action: string, lease: string, err: unknown): Error {
-  const status = statusOf(err);
-  if (status === 409) return new LeaseConflictError(`cannot ${action} lease ${lease}: conflict`);
+  if (err instanceof KubeConflictError) return new LeaseConflictError(`cannot ${action} lease ${lease}: conflict`);
+  const status = err instanceof KubeError ? err.status : undefined;
   return new Error(`cannot ${action} lease ${lease}: ${status === undefined ? String((err as Error)?.message ?? err) : `HTTP ${status}`}`);
 }
 
-export function createLeaseClient(kubeConfig: KubeConfig, namespace: string, name: string): LeaseClient {
-  const api = kubeConfig.makeApiClient(CoordinationV1Api);
+interface LeaseObject extends KubeObject {
+  spec?: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+    leaseTransitions?: number;
+  };
+}
+
+/** The Lease through src/kube's client: the same connection pool as every other request of the operator. */
+export function createLeaseClient(kube: KubeClient, namespace: string, name: string): LeaseClient {
   const description = `${namespace}/${name}`;
   const toSpec = (r: LeaseRecord) => ({
     ...(r.holderIdentity === undefined ? {} : { holderIdentity: r.holderIdentity }),
     ...(r.leaseDurationSeconds === undefined ? {} : { leaseDurationSeconds: r.leaseDurationSeconds }),
-    ...(r.acquireTime === undefined ? {} : { acquireTime: new V1MicroTime(r.acquireTime.getTime()) }),
-    ...(r.renewTime === undefined ? {} : { renewTime: new V1MicroTime(r.renewTime.getTime()) }),
+    ...(r.acquireTime === undefined ? {} : { acquireTime: formatMicroTime(r.acquireTime) }),
+    ...(r.renewTime === undefined ? {} : { renewTime: formatMicroTime(r.renewTime) }),
     ...(r.leaseTransitions === undefined ? {} : { leaseTransitions: r.leaseTransitions }),
+  });
+  const object = (record: LeaseRecord, resourceVersion?: string): LeaseObject => ({
+    apiVersion: "coordination.k8s.io/v1",
+    kind: "Lease",
+    metadata: { name, namespace, ...(resourceVersion === undefined ? {} : { resourceVersion }) },
+    spec: toSpec(record),
   });
   return {
     description,
     async get() {
-      let lease: V1Lease;
+      let lease: LeaseObject | undefined;
       try {
-        lease = await api.readNamespacedLease({ name, namespace });
+        lease = await kube.get<LeaseObject>(LeaseType, namespace, name);
       } catch (err) {
-        if (statusOf(err) === 404) return undefined;
         throw leaseError("read", description, err);
       }
+      if (lease === undefined) return undefined;
       const spec = lease.spec ?? {};
       return {
-        resourceVersion: lease.metadata?.resourceVersion ?? "",
+        resourceVersion: lease.metadata.resourceVersion ?? "",
         record: {
           holderIdentity: spec.holderIdentity,
           leaseDurationSeconds: spec.leaseDurationSeconds,
@@ -87,26 +99,14 @@ export function createLeaseClient(kubeConfig: KubeConfig, namespace: string, nam
     },
     async create(record) {
       try {
-        await api.createNamespacedLease({
-          namespace,
-          body: { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name, namespace }, spec: toSpec(record) },
-        });
+        await kube.create(LeaseType, object(record));
       } catch (err) {
         throw leaseError("create", description, err);
       }
     },
     async update(record, resourceVersion) {
       try {
-        await api.replaceNamespacedLease({
-          name,
-          namespace,
-          body: {
-            apiVersion: "coordination.k8s.io/v1",
-            kind: "Lease",
-            metadata: { name, namespace, resourceVersion },
-            spec: toSpec(record),
-          },
-        });
+        await kube.replace(LeaseType, object(record, resourceVersion));
       } catch (err) {
         throw leaseError("update", description, err);
       }

@@ -10,7 +10,6 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Writable } from "node:stream";
-import { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments, stringify } from "yaml";
@@ -18,6 +17,7 @@ import { parseOperatorConfig } from "../../src/cli/operator-config.ts";
 import { startOperatorRuntime, type CreateOperator, type OperatorRuntime } from "../../src/cli/operator.ts";
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
 import { ensureTls } from "../../src/devkube/tls.ts";
+import { parseKubeConfig } from "../../src/kube/kubeconfig.ts";
 import { createOperator } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
 import { eventually as poll } from "../e2e/helpers.ts";
@@ -160,9 +160,9 @@ async function setup(mode: Mode): Promise<void> {
   const token = (await admin(["-n", mode.namespace, "create", "token", "mds-operator", "--duration=2h"])).trim();
   const tls = await ensureTls(join(dir, "kube"), "127.0.0.1");
   proxy = await startRecordingProxy({ upstream: devkube.url, ca: tls.caCert, cert: tls.serverCert, key: tls.serverKey });
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromString(devkube.kubeconfig.replace(devkube.url, proxy.url).replace(devkube.token, token));
-  if (!kubeConfig.exportConfig().includes(token)) throw new Error("the operator's kubeconfig does not carry the ServiceAccount token");
+  const operatorKubeconfig = devkube.kubeconfig.replace(devkube.url, proxy.url).replace(devkube.token, token);
+  const kubeConfig = parseKubeConfig(operatorKubeconfig);
+  if (!operatorKubeconfig.includes(token)) throw new Error("the operator's kubeconfig does not carry the ServiceAccount token");
 
   // Exactly what the rendered Deployment gives its container (args, env, the ConfigMap through envFrom, the
   // downward API), through the real parser; only the service URL, the poll interval and the metrics port differ.

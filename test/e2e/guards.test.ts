@@ -101,7 +101,7 @@ describe("two replicas", () => {
     const replicas = [];
     for (const [i, identity] of ["replica-a", "replica-b"].entries()) {
       const elector = createLeaderElector({
-        lease: createLeaseClient(stack.kubeConfig, "default", "mds-operator-e2e"),
+        lease: createLeaseClient(stack.kube, "default", "mds-operator-e2e"),
         identity,
         logger: pino({ level: "silent" }),
         retryPeriodMs: 200,

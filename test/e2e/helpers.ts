@@ -2,13 +2,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
-import { KubeConfig } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { pino, type Logger } from "pino";
 import { Registry } from "prom-client";
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
 import { runKubectl } from "../../src/devkube/testing/kubectl.ts";
 import { createKubeClient, type KubeClient } from "../../src/kube/client.ts";
+import { parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
 
@@ -43,8 +43,8 @@ export interface Stack {
 export async function startStack(): Promise<Stack> {
   const dir = await mkdtemp(path.join(tmpdir(), "mds-e2e-"));
   const [devkube, service] = await Promise.all([startDevkube({ dir: path.join(dir, "kube"), port: 0 }), startTestService()]);
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromString(devkube.kubeconfig);
+  // The operator's own loader, as \`mds operator\` uses it; the tests drive devkube "as a user" through kubectl.
+  const kubeConfig = parseKubeConfig(devkube.kubeconfig);
   const kube = createKubeClient(kubeConfig);
   const logs: string[] = [];
   const operators: Operator[] = [];
