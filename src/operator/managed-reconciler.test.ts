@@ -1,11 +1,12 @@
 import { pino } from "pino";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createFakeKube, type FakeKube } from "../kube/testing.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
 import { databaseKind } from "../resources/database/controller.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
 import { decodeData, encodeData } from "./connection-secret.ts";
 import { createCredentialPool } from "./credentials.ts";
+import { idempotencyKeyOf, logicalIdOf } from "./identity.ts";
 import { classifyError } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
@@ -65,9 +66,18 @@ const statusOf = (name: string) => db(name)["status"] as { id?: string; conditio
 const condition = (name: string, type: string) => statusOf(name).conditions?.find((c) => c.type === type);
 const secret = (name: string) => kube.read<Secret>(SecretType, "default", name);
 
+// Each round of converge is a requeue: the fast interval passes on a fake clock (only Date is faked), so an
+// entry the mirror holds as provisioning is read again, as it would be after the real requeue delay.
+afterEach(() => {
+  vi.useRealTimers();
+});
 async function converge(name: string, rounds = 6) {
+  vi.useFakeTimers({ toFake: ["Date"] });
   let outcome: Outcome = { type: "done" };
-  for (let i = 0; i < rounds; i++) outcome = await run(name);
+  for (let i = 0; i < rounds; i++) {
+    vi.setSystemTime(Date.now() + poll.fastMs);
+    outcome = await run(name);
+  }
   return outcome;
 }
 
@@ -254,3 +264,93 @@ describe("the managed loop (Database)", () => {
   });
 });
 
+
+describe("lookup before create from the remote mirror (throughput)", () => {
+  /** Every listDatabases call's parameters: a per-object lookup carries a logicalId, a mirror list does not. */
+  function recordLists() {
+    const lists: { logicalId?: string | undefined }[] = [];
+    const list = api.listDatabases.bind(api);
+    api.listDatabases = (params, options) => {
+      lists.push(params ?? {});
+      return list(params, options);
+    };
+    return { lookups: () => lists.filter((p) => p.logicalId !== undefined).length, fullLists: () => lists.filter((p) => p.logicalId === undefined).length };
+  }
+
+  it("costs one call per create once the mirror has listed: a burst of 30 creates shares one list and POSTs straight away", async () => {
+    const lists = recordLists();
+    const names = Array.from({ length: 30 }, (_, i) => `db-${i}`);
+    for (const n of names) applyDatabase(n);
+    await Promise.all(names.map((n) => run(n)));
+    expect(api.calls["createProjectDatabase"]).toBe(30);
+    expect(lists.lookups()).toBe(0);
+    expect(lists.fullLists()).toBe(1);
+    expect(api.databases.size).toBe(30);
+    for (const n of names) await converge(n, 3);
+    for (const n of names) expect(condition(n, "Ready")?.status).toBe("True");
+    expect(api.calls["createProjectDatabase"]).toBe(30);
+  });
+
+  it("adopts a database a previous process created (crash after the POST), never duplicating it, with the original credentials", async () => {
+    const projectId = [...api.projects.keys()][0]!;
+    const logicalId = logicalIdOf("unit", "default", "orders");
+    // The predecessor's POST, exactly as the operator sends it; then it died before writing anything to Kubernetes.
+    const earlier = await api.createProjectDatabase(projectId, { name: "orders", region: "inherit", isDefault: false, logicalId }, { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) });
+    applyDatabase("orders");
+    await converge("orders");
+    expect([...api.databases.keys()]).toEqual([earlier.id]);
+    expect(statusOf("orders").id).toBe(earlier.id);
+    expect(events.map((e) => e.reason)).toContain("Adopted");
+    expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(earlier.defaultConnectionId));
+    expect(condition("orders", "Ready")?.status).toBe("True");
+  });
+
+  it("a database created after the mirror listed (not in it) is not duplicated: the POST with the same Idempotency-Key replays", async () => {
+    const lists = recordLists();
+    applyDatabase("first");
+    await converge("first");
+    const projectId = [...api.projects.keys()][0]!;
+    const logicalId = logicalIdOf("unit", "default", "late");
+    const late = await api.createProjectDatabase(projectId, { name: "late", region: "inherit", isDefault: false, logicalId }, { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) });
+    applyDatabase("late");
+    await converge("late");
+    expect(api.databases.size).toBe(2);
+    expect(statusOf("late").id).toBe(late.id);
+    expect(decodeData(secret("late")!)["PGPASSWORD"]).toBe(api.passwords.get(late.defaultConnectionId));
+    expect(lists.lookups()).toBe(0);
+
+    // Past the replay window the POST is a 409 on the logicalId: looked up and adopted.
+    const lostId = logicalIdOf("unit", "default", "later");
+    const later = await api.createProjectDatabase(projectId, { name: "later", logicalId: lostId });
+    api.expireReplays();
+    applyDatabase("later");
+    await converge("later");
+    expect(api.databases.size).toBe(3);
+    expect(statusOf("later").id).toBe(later.id);
+    expect(condition("later", "Ready")?.status).toBe("True");
+  });
+
+  it("replays a POST whose response was lost: one database, the original credentials, no minting", async () => {
+    applyDatabase("orders");
+    api.loseNextResponse("createProjectDatabase", new FakeApiError("unavailable", 503, "connection reset"));
+    expect((await run("orders")).type).toBe("error");
+    expect(api.databases.size).toBe(1);
+    await converge("orders");
+    const d = [...api.databases.values()][0]!;
+    expect(api.databases.size).toBe(1);
+    expect(statusOf("orders").connection!.id).toBe(d.defaultConnectionId);
+    expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(d.defaultConnectionId));
+    expect(api.calls["createConnection"] ?? 0).toBe(0);
+  });
+
+  it("falls back to the per-object lookup when the service does not report logicalId", async () => {
+    api.reportsLogicalId = false;
+    // A listed database without the field: the mirror cannot tell whose it is.
+    await api.createProjectDatabase([...api.projects.keys()][0]!, { name: "other" });
+    const lists = recordLists();
+    applyDatabase("orders");
+    await run("orders");
+    expect(lists.lookups()).toBe(1);
+    expect(api.databases.size).toBe(2);
+  });
+});

@@ -50,4 +50,42 @@ describe("remote mirror", () => {
     expect(api.calls["getDatabase"] ?? 0).toBe(0);
     expect(api.calls["listDatabases"]).toBeLessThanOrEqual(2);
   });
+
+  it("answers logicalId lookups without a call only after a full list in this process, and keeps the index in step", async () => {
+    const api = createFakeApi();
+    const project = await api.createProject({ name: "p", createDatabase: false, logicalId: "k8s:u:ns/p" });
+    const a = await api.createProjectDatabase(project.id, { name: "a", logicalId: "k8s:u:ns/a" });
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: () => {} });
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
+    expect(mirror.findProjectByLogicalId("k8s:u:ns/p")).toEqual({ known: false });
+    await mirror.ready();
+    for (const k of Object.keys(api.calls)) delete api.calls[k];
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toMatchObject({ known: true, value: { id: a.id } });
+    expect(mirror.findDatabaseByLogicalId("proj_other", "k8s:u:ns/a")).toEqual({ known: true, value: undefined });
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toEqual({ known: true, value: undefined });
+    expect(mirror.findProjectByLogicalId("k8s:u:ns/p")).toMatchObject({ known: true, value: { id: project.id } });
+    expect(Object.keys(api.calls)).toEqual([]);
+
+    // Written by this process, forgotten, removed remotely: the index follows.
+    const b = await api.createProjectDatabase(project.id, { name: "b", logicalId: "k8s:u:ns/b" });
+    mirror.putDatabase(await api.getDatabase(b.id));
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toMatchObject({ known: true, value: { id: b.id } });
+    mirror.forgetDatabase(b.id);
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toEqual({ known: true, value: undefined });
+    await api.deleteDatabase(a.id);
+    await mirror.refresh();
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: true, value: undefined });
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toMatchObject({ known: true, value: { id: b.id } });
+  });
+
+  it("cannot tell (known: false) when the service does not report logicalId", async () => {
+    const api = createFakeApi();
+    api.reportsLogicalId = false;
+    const project = await api.createProject({ name: "p", createDatabase: false, logicalId: "k8s:u:ns/p" });
+    await api.createProjectDatabase(project.id, { name: "a", logicalId: "k8s:u:ns/a" });
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: () => {} });
+    await mirror.ready();
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
+    expect(mirror.findProjectByLogicalId("k8s:u:ns/p")).toEqual({ known: false });
+  });
 });

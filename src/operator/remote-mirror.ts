@@ -23,11 +23,22 @@ export interface RemoteMirror {
   peekDatabase(id: string): Database | undefined;
   /** Databases of a project as last listed or read. */
   databasesOf(projectId: string): Database[];
+  /**
+   * The database with this `logicalId` in this project, answered from the mirror without a call; `known: false`
+   * until the mirror has completed a full list of databases in this process (so whatever a crashed predecessor
+   * created is in it) or when the service does not report `logicalId` (then only a per-object lookup can tell).
+   */
+  findDatabaseByLogicalId(projectId: string, logicalId: string): Lookup<Database>;
+  /** The same for projects (unique by `logicalId` in the token's workspace). */
+  findProjectByLogicalId(logicalId: string): Lookup<Project>;
   putDatabase(db: Database): void;
+  putProject(project: Project): void;
   forgetDatabase(id: string): void;
   start(intervalMs: number): void;
   stop(): void;
 }
+
+export type Lookup<T> = { known: true; value: T | undefined } | { known: false };
 
 const settled = (db: Database) => db.status === "ready" || db.status === "failure";
 
@@ -43,8 +54,10 @@ export function createRemoteMirror(options: {
 }): RemoteMirror {
   const { api, logger } = options;
   const pageSize = options.pageSize ?? 100;
-  const databases = new Map<string, Entry<Database>>();
-  const projects = new Map<string, Entry<Project>>();
+  const databases = indexedMap<Database>((db) => (typeof db.logicalId === "string" ? `${db.project.id}\n${db.logicalId}` : undefined));
+  const projects = indexedMap<Project>((p) => (typeof p.logicalId === "string" ? p.logicalId : undefined));
+  /** A full database (project) list has completed in this process and every listed object carried `logicalId`. */
+  const indexed = { databases: false, projects: false };
   let first: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
@@ -66,9 +79,13 @@ export function createRemoteMirror(options: {
     lastDatabaseListAt = Date.now();
     const seenDb = new Map<string, Database>();
     let cursor: string | undefined;
+    let everyDbHasLogicalId = true;
     do {
       const page = await api.listDatabases({ limit: pageSize, ...(cursor === undefined ? {} : { cursor }) });
-      for (const db of page.data) seenDb.set(db.id, db);
+      for (const db of page.data) {
+        seenDb.set(db.id, db);
+        if (db.logicalId === undefined) everyDbHasLogicalId = false;
+      }
       cursor = page.pagination.hasMore && page.pagination.nextCursor !== null ? page.pagination.nextCursor : undefined;
     } while (cursor !== undefined);
     for (const [id, entry] of databases) {
@@ -84,12 +101,17 @@ export function createRemoteMirror(options: {
       databases.set(id, fresh(db));
       if (before !== undefined && fingerprint(before.value) !== fingerprint(db)) options.onChange("database", id);
     }
+    indexed.databases = everyDbHasLogicalId;
     if (!withProjects) return;
     const seenProjects = new Map<string, Project>();
+    let everyProjectHasLogicalId = true;
     cursor = undefined;
     do {
       const page = await api.listProjects({ limit: pageSize, ...(cursor === undefined ? {} : { cursor }) });
-      for (const p of page.data) seenProjects.set(p.id, p);
+      for (const p of page.data) {
+        seenProjects.set(p.id, p);
+        if (p.logicalId === undefined) everyProjectHasLogicalId = false;
+      }
       cursor = page.pagination.hasMore && page.pagination.nextCursor !== null ? page.pagination.nextCursor : undefined;
     } while (cursor !== undefined);
     for (const [id, entry] of projects) {
@@ -98,7 +120,12 @@ export function createRemoteMirror(options: {
         options.onChange("project", id);
       }
     }
-    for (const [id, p] of seenProjects) projects.set(id, fresh(p));
+    for (const [id, p] of seenProjects) {
+      const before = projects.get(id);
+      if (before !== undefined && before.seq > started) continue;
+      projects.set(id, fresh(p));
+    }
+    indexed.projects = everyProjectHasLogicalId;
   }
 
   let runningDatabases: Promise<void> | undefined;
@@ -177,8 +204,19 @@ export function createRemoteMirror(options: {
     databasesOf(projectId) {
       return [...databases.values()].map((e) => e.value).filter((db) => db.project.id === projectId);
     },
+    findDatabaseByLogicalId(projectId, logicalId) {
+      if (!indexed.databases) return { known: false };
+      return { known: true, value: databases.byKey(`${projectId}\n${logicalId}`)?.value };
+    },
+    findProjectByLogicalId(logicalId) {
+      if (!indexed.projects) return { known: false };
+      return { known: true, value: projects.byKey(logicalId)?.value };
+    },
     putDatabase(db) {
       databases.set(db.id, fresh(db));
+    },
+    putProject(project) {
+      projects.set(project.id, fresh(project));
     },
     forgetDatabase(id) {
       databases.delete(id);
@@ -193,6 +231,40 @@ export function createRemoteMirror(options: {
     stop() {
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
+    },
+  };
+}
+
+/** A Map by id that also indexes its entries by a secondary key (`logicalId`), kept in step on every write. */
+function indexedMap<T>(keyOf: (value: T) => string | undefined) {
+  const byId = new Map<string, Entry<T>>();
+  const index = new Map<string, string>();
+  const unindex = (id: string) => {
+    const old = byId.get(id);
+    const k = old === undefined ? undefined : keyOf(old.value);
+    if (k !== undefined && index.get(k) === id) index.delete(k);
+  };
+  return {
+    get: (id: string) => byId.get(id),
+    has: (id: string) => byId.has(id),
+    get size() {
+      return byId.size;
+    },
+    values: () => byId.values(),
+    [Symbol.iterator]: () => byId[Symbol.iterator](),
+    set(id: string, entry: Entry<T>) {
+      unindex(id);
+      byId.set(id, entry);
+      const k = keyOf(entry.value);
+      if (k !== undefined) index.set(k, id);
+    },
+    delete(id: string) {
+      unindex(id);
+      return byId.delete(id);
+    },
+    byKey(key: string): Entry<T> | undefined {
+      const id = index.get(key);
+      return id === undefined ? undefined : byId.get(id);
     },
   };
 }

@@ -33,6 +33,10 @@ export interface FakeApi extends MdsApi {
   outage: Error | undefined;
   /** How many reads until a created database becomes ready (0: at once). */
   provisioningReads: number;
+  /** Whether responses carry `logicalId` (default true, as the real service; false: another compatible service). */
+  reportsLogicalId: boolean;
+  /** The next POST of `operation` lands but its response is lost (the caller sees this error). */
+  loseNextResponse(operation: "createProject" | "createProjectDatabase", error: Error): void;
 }
 
 export function createFakeApi(): FakeApi {
@@ -44,6 +48,19 @@ export function createFakeApi(): FakeApi {
   const failures = new Map<string, Error>();
   const calls: Record<string, number> = {};
   const pendingReads = new Map<string, number>();
+  const lostResponses = new Map<string, Error>();
+  /** The wire form of `logicalId`: null when none was given, absent when this service does not report it. */
+  const withLogicalId = <T extends object>(value: T, logicalId: string | undefined): T & { logicalId?: string | null } =>
+    api.reportsLogicalId ? { ...value, logicalId: logicalId ?? null } : value;
+  async function landed<T>(op: string, result: Promise<T>): Promise<T> {
+    const value = await result;
+    const lost = lostResponses.get(op);
+    if (lost !== undefined) {
+      lostResponses.delete(op);
+      throw lost;
+    }
+    return value;
+  }
 
   function enter(op: string) {
     calls[op] = (calls[op] ?? 0) + 1;
@@ -98,8 +115,8 @@ export function createFakeApi(): FakeApi {
     const left = pendingReads.get(dbId) ?? 0;
     if (db.status === "provisioning" && left <= 0) db.status = "ready";
     else if (left > 0) pendingReads.set(dbId, left - 1);
-    const { logicalId: _l, ...rest } = db;
-    return structuredClone({ ...rest, connections: [...connections.values()].filter((c) => c.database.id === dbId) });
+    const { logicalId, ...rest } = db;
+    return structuredClone(withLogicalId({ ...rest, connections: [...connections.values()].filter((c) => c.database.id === dbId) }, logicalId));
   }
 
   function createDb(
@@ -132,14 +149,17 @@ export function createFakeApi(): FakeApi {
     };
     databases.set(dbId, db);
     pendingReads.set(dbId, api.provisioningReads);
-    const { logicalId: _l, ...rest } = db;
-    return {
-      ...rest,
-      connections: [conn],
-      apiKeys: [],
-      connectionString: conn.endpoints.direct!.connectionString,
-      directConnection: conn.directConnection,
-    };
+    const { logicalId, ...rest } = db;
+    return withLogicalId(
+      {
+        ...rest,
+        connections: [conn],
+        apiKeys: [],
+        connectionString: conn.endpoints.direct!.connectionString,
+        directConnection: conn.directConnection,
+      },
+      logicalId,
+    );
   }
 
   const page = <T>(items: T[], params: { limit?: number; cursor?: string } | undefined) => {
@@ -157,11 +177,13 @@ export function createFakeApi(): FakeApi {
     passwords,
     outage: undefined,
     provisioningReads: 0,
+    reportsLogicalId: true,
+    loseNextResponse: (op, err) => lostResponses.set(op, err),
     expireReplays: () => replays.clear(),
     failNext: (op, err) => failures.set(op, err),
     async createProject(body, o) {
       enter("createProject");
-      return idempotent(o?.idempotencyKey, body, (): CreatedProject => {
+      return landed("createProject", idempotent(o?.idempotencyKey, body, (): CreatedProject => {
         if (body.logicalId !== undefined && [...projects.values()].some((p) => p.logicalId === body.logicalId)) {
           throw new FakeApiError("conflict", 409, "logicalId already used");
         }
@@ -178,20 +200,20 @@ export function createFakeApi(): FakeApi {
         };
         projects.set(pid, p);
         const database = body.createDatabase === false ? null : (({ project: _p, ...d }) => d)(createDb(pid, { name: "default", isDefault: true }));
-        const { logicalId: _l, ...rest } = p;
-        return { ...rest, database };
-      });
+        const { logicalId, ...rest } = p;
+        return { ...withLogicalId(rest, logicalId), database };
+      }));
     },
     async getProject(pid) {
       enter("getProject");
       const p = projects.get(pid);
       if (!p) throw new FakeApiError("not_found", 404, "not found");
-      const { logicalId: _l, ...rest } = p;
-      return structuredClone(rest);
+      const { logicalId, ...rest } = p;
+      return structuredClone(withLogicalId(rest, logicalId));
     },
     async listProjects(params) {
       enter("listProjects");
-      const all = [...projects.values()].filter((p) => params?.logicalId === undefined || p.logicalId === params.logicalId).map(({ logicalId: _l, ...rest }) => structuredClone(rest));
+      const all = [...projects.values()].filter((p) => params?.logicalId === undefined || p.logicalId === params.logicalId).map(({ logicalId, ...rest }) => structuredClone(withLogicalId(rest, logicalId)));
       return page(all, params);
     },
     async deleteProject(pid) {
@@ -202,7 +224,7 @@ export function createFakeApi(): FakeApi {
     },
     async createProjectDatabase(pid, body, o) {
       enter("createProjectDatabase");
-      return idempotent(o?.idempotencyKey, { pid, body }, () => createDb(pid, body));
+      return landed("createProjectDatabase", idempotent(o?.idempotencyKey, { pid, body }, () => createDb(pid, body)));
     },
     async getDatabase(dbId) {
       enter("getDatabase");

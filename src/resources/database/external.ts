@@ -106,6 +106,20 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     return page.data[0];
   }
 
+  /**
+   * Lookup before create. The mirror's full list (made in this process, so it holds whatever a crashed predecessor
+   * created) proves absence without a call of its own; a hit, or a mirror that cannot tell, asks the service per
+   * object. Safety does not rest on this: the POST carries the logicalId and an Idempotency-Key, so a database
+   * created since the list is replayed or answered 409 → adopted.
+   */
+  async function lookupBeforeCreate(obj: DatabaseObject): Promise<RemoteDatabase | undefined> {
+    // One list serves a burst of creates; a failure here only means asking per object.
+    await mirror.ready().catch(() => undefined);
+    const known = mirror.findDatabaseByLogicalId(projectId, logicalIdFor(obj));
+    if (known.known && known.value === undefined) return undefined;
+    return lookup(obj);
+  }
+
   const createKey = (obj: DatabaseObject) => idempotencyKeyOf("create-database", logicalIdFor(obj), projectId);
 
   return {
@@ -135,7 +149,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     },
 
     async create(obj): Promise<Creation> {
-      const found = await lookup(obj);
+      const found = await lookupBeforeCreate(obj);
       if (found !== undefined) return adopted(obj, found);
       let created;
       try {

@@ -1,9 +1,10 @@
 import { pino } from "pino";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createFakeKube, type FakeKube } from "../../kube/testing.ts";
 import { SecretType, type KubeObject, type Secret } from "../../kube/types.ts";
 import { decodeData, encodeData } from "../../operator/connection-secret.ts";
-import { createCredentialPool } from "../../operator/credentials.ts";
+import { createCredentialPool, type CredentialPool } from "../../operator/credentials.ts";
+import { logicalIdOf } from "../../operator/identity.ts";
 import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconciler.ts";
 import type { Outcome } from "../../operator/outcome.ts";
 import { createFakeApi, type FakeApi } from "../../operator/testing/fake-api.ts";
@@ -18,6 +19,7 @@ let kube: FakeKube;
 let api: FakeApi;
 let crash: string | undefined;
 let run: (name: string) => Promise<Outcome>;
+let pool: CredentialPool;
 
 beforeEach(() => {
   kube = createFakeKube();
@@ -25,7 +27,7 @@ beforeEach(() => {
   crash = undefined;
   kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "tok" }) });
   const logger = pino({ level: "silent" });
-  const pool = createCredentialPool({ kube, apiUrl: "http://api.invalid", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} });
+  pool = createCredentialPool({ kube, apiUrl: "http://api.invalid", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} });
   const deps: LoopDeps = {
     kube,
     objects: kube.cache(ProjectType),
@@ -53,8 +55,16 @@ beforeEach(() => {
 const apply = (name: string, spec: object) =>
   kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name, namespace: "default" }, spec });
 const statusOf = (name: string) => kube.read<KubeObject>(ProjectType, "default", name)?.["status"] as { id: string; defaultDatabase?: { id: string; status: string }; conditions: { type: string; status: string; reason: string }[] };
+// Each round of converge is a requeue: the fast interval passes on a fake clock (only Date is faked).
+afterEach(() => {
+  vi.useRealTimers();
+});
 async function converge(name: string, rounds = 6) {
-  for (let i = 0; i < rounds; i++) await run(name);
+  vi.useFakeTimers({ toFake: ["Date"] });
+  for (let i = 0; i < rounds; i++) {
+    vi.setSystemTime(Date.now() + poll.fastMs);
+    await run(name);
+  }
 }
 
 describe("Project", () => {
@@ -81,6 +91,21 @@ describe("Project", () => {
     const db = [...api.databases.values()][0]!;
     expect(decodeData(kube.read<Secret>(SecretType, "default", "shop-db")!)["PGPASSWORD"]).toBe(api.passwords.get(db.defaultConnectionId));
     expect(api.calls["createConnection"] ?? 0).toBe(0);
+  });
+
+  it("creates with one call once the mirror has listed, and adopts a project a previous process created", async () => {
+    apply("fresh", {});
+    await run("fresh");
+    expect(api.calls["createProject"]).toBe(1);
+    // The mirror's full list (no logicalId) proved absence; no per-object lookup.
+    expect(api.calls["listProjects"]).toBe(1);
+
+    const earlier = await api.createProject({ name: "old", createDatabase: false, logicalId: logicalIdOf("unit", "default", "old") });
+    await (await pool.resolve({ namespace: "ops", name: "mds-credentials", key: "token" })).mirror.refresh();
+    apply("old", {});
+    await converge("old");
+    expect(statusOf("old").id).toBe(earlier.id);
+    expect(api.projects.size).toBe(2);
   });
 
   it("with deletionPolicy Delete, waits for the project's other databases, then deletes the default one and the project", async () => {

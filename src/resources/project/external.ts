@@ -33,6 +33,14 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
   });
   const lookup = async (obj: ProjectObject) => (await api.listProjects({ logicalId: logicalIdFor(obj), limit: 1 })).data[0];
 
+  /** Lookup before create: the mirror's full list proves absence without a call (see the Database client). */
+  async function lookupBeforeCreate(obj: ProjectObject) {
+    await mirror.ready().catch(() => undefined);
+    const known = mirror.findProjectByLogicalId(logicalIdFor(obj));
+    if (known.known && known.value === undefined) return undefined;
+    return lookup(obj);
+  }
+
   async function defaultDatabaseOf(projectId: string): Promise<RemoteDatabase | undefined> {
     let db = mirror.databasesOf(projectId).find((d) => d.isDefault);
     if (db === undefined) {
@@ -125,7 +133,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
     },
 
     async create(obj): Promise<Creation> {
-      const found = await lookup(obj);
+      const found = await lookupBeforeCreate(obj);
       if (found !== undefined) return { id: found.id, adopted: true, status: {} };
       let created;
       try {
@@ -137,6 +145,8 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
         }
         throw err;
       }
+      const { database: _database, ...project } = created;
+      mirror.putProject(project);
       const status = { url: created.url, defaultRegion: created.defaultRegion, workspace: { id: created.workspace.id, name: created.workspace.name } };
       const db = created.database;
       if (db === null) return { id: created.id, adopted: false, status };
