@@ -67,6 +67,11 @@ export const OperatorConfig = z.object({
   identity: z.string().min(1).max(128).optional(),
   metricsAddress: z.string().default(":8080"),
   logLevel: z.enum(levels).default("info"),
+  // Unset: the client's default budget per credential (10 requests/s, burst 20), as the service grants.
+  apiRate: z.coerce.number({ error: "expected requests per second, a number" }).positive("expected more than 0 requests per second").max(10_000).optional(),
+  apiBurst: z.coerce.number({ error: "expected a whole number of requests" }).int("expected a whole number of requests").min(1).max(10_000).optional(),
+  // At most the service's 24 h replay: a re-send past it would run the restore a second time.
+  restoreReplayWindow: duration(0, 86_400_000).optional(),
 });
 export type OperatorConfig = z.infer<typeof OperatorConfig>;
 
@@ -106,6 +111,13 @@ export const operatorOptions: Record<Key, { flag: string; env: string; help: str
     help: "listen address of /metrics, /healthz, /readyz (default :8080; off disables)",
   },
   logLevel: { flag: "log-level", env: "MDS_LOG_LEVEL", help: `log level: ${levels.join(", ")} (default info)` },
+  apiRate: { flag: "api-rate", env: "MDS_API_RATE", help: "API requests per second per credential (default 10)" },
+  apiBurst: { flag: "api-burst", env: "MDS_API_BURST", help: "API requests at once per credential after a quiet spell (default 20)" },
+  restoreReplayWindow: {
+    flag: "restore-replay-window",
+    env: "MDS_RESTORE_REPLAY_WINDOW",
+    help: "how long after requestedAt an interrupted restore is re-sent with its Idempotency-Key; after it, OutcomeUnknown (default 23h, at most 24h)",
+  },
 };
 
 export function operatorHelp(): string {

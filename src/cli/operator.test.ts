@@ -63,6 +63,34 @@ describe("mds operator configuration", () => {
     expect(() => parseOperatorConfig([], { ...env, MDS_LEADER_ELECT: "maybe" })).toThrow('expected true or false, got "maybe"');
   });
 
+  it("reads the API rate budget and the restore replay window, leaving the defaults to the client and the operator", () => {
+    expect(parseOperatorConfig(["--api-rate", "50", "--api-burst", "100", "--restore-replay-window", "1h"], env)).toMatchObject({
+      apiRate: 50,
+      apiBurst: 100,
+      restoreReplayWindow: 3_600_000,
+    });
+    expect(parseOperatorConfig([], { ...env, MDS_API_RATE: "2.5", MDS_API_BURST: "5", MDS_RESTORE_REPLAY_WINDOW: "0" })).toMatchObject({
+      apiRate: 2.5,
+      apiBurst: 5,
+      restoreReplayWindow: 0,
+    });
+    expect(parseOperatorConfig(["--api-rate", "30"], { ...env, MDS_API_RATE: "5" })).toMatchObject({ apiRate: 30 });
+    const defaults = parseOperatorConfig([], env);
+    expect(defaults).not.toHaveProperty("apiRate");
+    expect(defaults).not.toHaveProperty("apiBurst");
+    expect(defaults).not.toHaveProperty("restoreReplayWindow");
+  });
+
+  it("refuses a bad rate budget or a replay window beyond the service's 24 h", () => {
+    expect(() => parseOperatorConfig(["--api-rate", "0"], env)).toThrow("--api-rate (MDS_API_RATE): expected more than 0 requests per second");
+    expect(() => parseOperatorConfig([], { ...env, MDS_API_RATE: "fast" })).toThrow("--api-rate (MDS_API_RATE)");
+    expect(() => parseOperatorConfig(["--api-burst", "1.5"], env)).toThrow("--api-burst (MDS_API_BURST): expected a whole number of requests");
+    expect(() => parseOperatorConfig(["--api-burst", "0"], env)).toThrow("--api-burst (MDS_API_BURST)");
+    expect(() => parseOperatorConfig(["--restore-replay-window", "25h"], env)).toThrow(
+      '--restore-replay-window (MDS_RESTORE_REPLAY_WINDOW): expected a duration like 1s or 5m between 0 ms and 86400 s, got "25h"',
+    );
+  });
+
   it("parses durations", () => {
     expect([parseDuration("250ms"), parseDuration("2s"), parseDuration("5m"), parseDuration("1h"), parseDuration("75")]).toEqual([
       250, 2000, 300_000, 3_600_000, 75,
@@ -130,6 +158,41 @@ describe("operator runtime", () => {
     expect(out).not.toContain("planted-api-token-1a2b");
     expect(out).not.toContain("planted-kube-token-9f8e");
     expect(out).not.toContain("PGPASSWORD");
+  });
+});
+
+describe("operator runtime options", () => {
+  it("passes --api-rate/--api-burst as apiRateLimit (the other half defaulting to the client's) and the replay window", async () => {
+    const kubeConfig = parseKubeConfig(
+      JSON.stringify({
+        clusters: [{ name: "c", cluster: { server: "https://127.0.0.1:1" } }],
+        users: [{ name: "u", user: { token: "t" } }],
+        contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
+        "current-context": "x",
+      }),
+    );
+    const received: OperatorOptions[] = [];
+    const start = async (argv: string[]) => {
+      const config = parseOperatorConfig(["--no-leader-elect", "--metrics-address", "off", ...argv], env);
+      if (config === "help") throw new Error("unexpected help");
+      const runtime = await startOperatorRuntime(config, {
+        kubeConfig,
+        logger: createLogger("silent"),
+        identity: "test",
+        createOperator: (options) => {
+          received.push(options);
+          return { start: async () => {}, stop: async () => {}, isReady: () => true };
+        },
+      });
+      await runtime.stop();
+    };
+    await start(["--api-rate", "40", "--restore-replay-window", "2h"]);
+    await start(["--api-burst", "200"]);
+    await start([]);
+    expect(received[0]).toMatchObject({ apiRateLimit: { requestsPerSecond: 40, burst: 20 }, restoreReplayWindowMs: 7_200_000 });
+    expect(received[1]).toMatchObject({ apiRateLimit: { requestsPerSecond: 10, burst: 200 } });
+    expect(received[1]).not.toHaveProperty("restoreReplayWindowMs");
+    expect(received[2]).not.toHaveProperty("apiRateLimit");
   });
 });
 

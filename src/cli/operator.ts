@@ -9,6 +9,7 @@ import { createLeaderElector, createLeaseClient, type LeaseClient } from "../ope
 import { createHealthApp, listenHealth } from "../operator/health-server.ts";
 import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
+import { defaultRateLimit } from "../client/index.ts";
 
 // `mds operator`: configuration, logger, kubeconfig, leader election, health and metrics around the reconcilers
 // that src/operator's createOperator builds.
@@ -110,6 +111,10 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
     logger,
     metrics: registry,
     canWrite,
+    ...(config.apiRate === undefined && config.apiBurst === undefined
+      ? {}
+      : { apiRateLimit: { requestsPerSecond: config.apiRate ?? defaultRateLimit.requestsPerSecond, burst: config.apiBurst ?? defaultRateLimit.burst } }),
+    ...(config.restoreReplayWindow === undefined ? {} : { restoreReplayWindowMs: config.restoreReplayWindow }),
   });
 
   let stopped = false;
