@@ -17,7 +17,7 @@ import { parseOperatorConfig } from "../../src/cli/operator-config.ts";
 import { startOperatorRuntime, type CreateOperator, type OperatorRuntime } from "../../src/cli/operator.ts";
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
 import { ensureTls } from "../../src/devkube/tls.ts";
-import { parseKubeConfig } from "../../src/kube/kubeconfig.ts";
+import { parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { createOperator } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
 import { eventually as poll } from "../e2e/helpers.ts";
@@ -45,6 +45,7 @@ let dir: string;
 let devkube: Devkube;
 let service: TestService;
 let proxy: RecordingProxy;
+let kubeConfig: KubeConfig | undefined;
 let runtime: OperatorRuntime | undefined;
 let grants: Grant[];
 let logs: string[] = [];
@@ -161,7 +162,7 @@ async function setup(mode: Mode): Promise<void> {
   const tls = await ensureTls(join(dir, "kube"), "127.0.0.1");
   proxy = await startRecordingProxy({ upstream: devkube.url, ca: tls.caCert, cert: tls.serverCert, key: tls.serverKey });
   const operatorKubeconfig = devkube.kubeconfig.replace(devkube.url, proxy.url).replace(devkube.token, token);
-  const kubeConfig = parseKubeConfig(operatorKubeconfig);
+  kubeConfig = parseKubeConfig(operatorKubeconfig);
   if (!operatorKubeconfig.includes(token)) throw new Error("the operator's kubeconfig does not carry the ServiceAccount token");
 
   // Exactly what the rendered Deployment gives its container (args, env, the ConfigMap through envFrom, the
@@ -192,6 +193,8 @@ async function setup(mode: Mode): Promise<void> {
 async function teardown(): Promise<void> {
   await runtime?.stop();
   runtime = undefined;
+  await kubeConfig?.close();
+  kubeConfig = undefined;
   await proxy?.close();
   await Promise.all([devkube?.stop(), service?.stop()]);
   if (dir !== undefined) await rm(dir, { recursive: true, force: true });
