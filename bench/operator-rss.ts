@@ -19,6 +19,8 @@ const { values } = parseArgs({
     keep: { type: "boolean", default: false },
     "heap-snapshot": { type: "boolean", default: false },
     child: { type: "string" },
+    /** Extra Node flags for the operator process, e.g. "--max-semi-space-size=4" (comma-separated). */
+    "node-flags": { type: "string", default: "" },
   },
 });
 
@@ -53,17 +55,19 @@ async function runChild(kubeconfigPath: string): Promise<void> {
     createApiClient: () => api,
   });
   await operator.start();
-  const report = () => {
+  const report = async () => {
     const before = process.memoryUsage();
     (globalThis as { gc?: () => void }).gc?.();
+    // V8 hands freed pages back to the OS from a background task: give it a moment before reading RSS.
+    await sleep(3_000);
     const m = process.memoryUsage();
     process.stdout.write(
-      `${JSON.stringify({ rss: mb(m.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), databases: api.databases.size })}\n`,
+      `${JSON.stringify({ rss: mb(m.rss), rssBeforeGc: mb(before.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), databases: api.databases.size })}\n`,
     );
   };
-  process.on("SIGUSR1", report);
+  process.on("SIGUSR1", () => void report());
   process.on("SIGTERM", () => void operator.stop().then(() => process.exit(0)));
-  report();
+  await report();
 }
 
 async function runParent(): Promise<void> {
@@ -104,7 +108,7 @@ async function runParent(): Promise<void> {
   const node = process.execPath;
   const child = spawn(
     node,
-    ["--expose-gc", ...(values["heap-snapshot"] ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []), fileURLToPath(import.meta.url), "--child", devkube.kubeconfigPath],
+    ["--expose-gc", ...(values["node-flags"] ?? "").split(",").filter((f) => f !== ""), ...(values["heap-snapshot"] ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []), fileURLToPath(import.meta.url), "--child", devkube.kubeconfigPath],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
   let last: Record<string, number> | undefined;
@@ -120,7 +124,7 @@ async function runParent(): Promise<void> {
   const sample = async () => {
     last = undefined;
     child.kill("SIGUSR1");
-    for (let i = 0; i < 100 && last === undefined; i++) await sleep(100);
+    for (let i = 0; i < 200 && last === undefined; i++) await sleep(100);
     return last;
   };
   try {
@@ -154,6 +158,9 @@ async function runParent(): Promise<void> {
     await sleep(settleMs);
     const status = await readFile(`/proc/${child.pid}/status`, "utf8");
     const rssBeforeGc = mb(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) * 1024);
+    const smaps = await readFile(`/proc/${child.pid}/smaps_rollup`, "utf8").catch(() => "");
+    const anon = mb(Number(/Anonymous:\s+(\d+)/.exec(smaps)?.[1] ?? NaN) * 1024);
+    console.log(`  of which anonymous memory ${anon} MB`);
     const m = await sample();
     console.log(`operator at ${n} Databases: RSS ${rssBeforeGc} MB (steady state), after a full GC ${JSON.stringify(m)}`);
     if (values["heap-snapshot"]) {

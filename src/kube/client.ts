@@ -53,7 +53,7 @@ export async function kubeFetch(
   method: Method,
   path: string,
   query: Record<string, string | undefined>,
-  init: { body?: string; contentType?: string; signal?: AbortSignal } = {},
+  init: { body?: string; contentType?: string; signal?: AbortSignal; watch?: boolean } = {},
 ): Promise<Response> {
   const url = new URL(kubeConfig.server + path);
   for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
@@ -70,7 +70,7 @@ export async function kubeFetch(
       response = await fetch(url, {
         method,
         headers,
-        dispatcher: kubeConfig.dispatcher,
+        dispatcher: init.watch === true ? kubeConfig.watchDispatcher : kubeConfig.dispatcher,
         ...(init.body === undefined ? {} : { body: init.body }),
         ...(init.signal === undefined ? {} : { signal: init.signal }),
       });

@@ -156,7 +156,7 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
     };
     const what = `cannot watch ${type.plural}`;
     try {
-      const response = await kubeFetch(options.kubeConfig, what, "GET", pathOf(type, namespace), query, { signal: controller.signal });
+      const response = await kubeFetch(options.kubeConfig, what, "GET", pathOf(type, namespace), query, { signal: controller.signal, watch: true });
       if (response.status === 410) {
         await response.body?.cancel().catch(() => undefined);
         throw new KubeGoneError("watch expired", { status: 410 });

@@ -24,8 +24,14 @@ export interface KubeConfig {
   readonly server: string;
   /** The context in use ("in-cluster" for the service account). */
   readonly contextName: string;
-  /** One connection pool (with the cluster's TLS settings) shared by every request and watch. */
+  /**
+   * One connection pool (with the cluster's TLS settings) shared by every request, with a bounded number of
+   * connections: a burst of requests (Events are fire and forget) queues instead of opening hundreds of TLS
+   * sockets whose buffers would stay in the process's RSS.
+   */
   readonly dispatcher: Dispatcher;
+  /** Watches hold their connection for minutes: a separate pool, so they never starve requests. */
+  readonly watchDispatcher: Dispatcher;
   /** Request headers with the current credentials (an exec plugin runs only when its credential expired). */
   authHeaders(): Promise<Record<string, string>>;
   /** Forget cached credentials (after a 401), so the next request fetches fresh ones. */
@@ -91,6 +97,8 @@ interface Merged {
 }
 
 const serviceAccountDefault = "/var/run/secrets/kubernetes.io/serviceaccount";
+/** Concurrent requests per apiserver (client-go's default QPS burst is 10; workers × kinds stay below this). */
+const maxConnections = 16;
 /** client-go re-reads a token file at most once a minute. */
 const tokenFileRefreshMs = 60_000;
 
@@ -216,19 +224,25 @@ interface CredentialSource {
 
 function build(server: string, contextName: string, tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; rejectUnauthorized: boolean; servername?: string }, auth: CredentialSource): KubeConfig {
   let dispatcher: Agent | undefined;
+  let watchDispatcher: Agent | undefined;
   return {
     server,
     contextName,
     get dispatcher() {
-      // Created once: one pool, one TLS session cache, reused by every request, watch and Lease renewal.
-      dispatcher ??= new Agent({ connect: tls, keepAliveTimeout: 30_000 });
+      // Created once: one pool, one TLS session cache, reused by every request and Lease renewal.
+      dispatcher ??= new Agent({ connect: tls, keepAliveTimeout: 30_000, connections: maxConnections });
       return dispatcher;
+    },
+    get watchDispatcher() {
+      watchDispatcher ??= new Agent({ connect: tls, keepAliveTimeout: 30_000 });
+      return watchDispatcher;
     },
     authHeaders: () => auth.headers(),
     invalidateCredentials: () => auth.invalidate(),
     async close() {
-      await dispatcher?.close();
+      await Promise.all([dispatcher?.close(), watchDispatcher?.close()]);
       dispatcher = undefined;
+      watchDispatcher = undefined;
     },
   };
 }

@@ -92,6 +92,8 @@ export function createOperator(options: OperatorOptions): Operator {
     let set = byRemoteId.get(id);
     if (deleted) {
       set?.delete(entry);
+      // No empty sets left behind: churn (create, delete, repeat) must not grow the index.
+      if (set?.size === 0) byRemoteId.delete(id);
       return;
     }
     if (set === undefined) byRemoteId.set(id, (set = new Set()));
