@@ -343,6 +343,20 @@ describe("lookup before create from the remote mirror (throughput)", () => {
     expect(api.calls["createConnection"] ?? 0).toBe(0);
   });
 
+  it("adopts its own database when a POST's response was lost and the spec changed before the retry (422 on the key)", async () => {
+    applyDatabase("orders");
+    api.loseNextResponse("createProjectDatabase", new FakeApiError("unavailable", 503, "connection reset"));
+    await run("orders");
+    applyDatabase("orders", { projectRef: { name: "shop" }, displayName: "orders-renamed" });
+    await converge("orders");
+    const [only] = [...api.databases.values()];
+    expect(api.databases.size).toBe(1);
+    expect(statusOf("orders").id).toBe(only!.id);
+    expect(only!.name).toBe("orders-renamed");
+    expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(statusOf("orders").connection!.id));
+    expect(condition("orders", "Ready")?.status).toBe("True");
+  });
+
   it("falls back to the per-object lookup when the service does not report logicalId", async () => {
     api.reportsLogicalId = false;
     // A listed database without the field: the mirror cannot tell whose it is.

@@ -155,8 +155,9 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       try {
         created = await api.createProjectDatabase(projectId, await bodyFor(obj), { idempotencyKey: createKey(obj) });
       } catch (err) {
-        // A concurrent or earlier create with our logicalId: adopt it.
-        if (isApiConflict(err)) {
+        // A concurrent or earlier create with our logicalId (409), or our own earlier POST whose response was lost,
+        // sent again after the spec changed (422: the Idempotency-Key was used for another body): adopt it.
+        if (isApiConflict(err) || errorCode(err) === "unprocessable") {
           const again = await lookup(obj);
           if (again !== undefined) return adopted(obj, again);
         }

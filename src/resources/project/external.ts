@@ -139,7 +139,8 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
       try {
         created = await api.createProject(bodyFor(obj), { idempotencyKey: createKey(obj) });
       } catch (err) {
-        if (isApiConflict(err)) {
+        // 409 on our logicalId, or 422: our Idempotency-Key already created it with another body (spec edited since).
+        if (isApiConflict(err) || errorCode(err) === "unprocessable") {
           const again = await lookup(obj);
           if (again !== undefined) return { id: again.id, adopted: true, status: {} };
         }
