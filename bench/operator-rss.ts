@@ -1,7 +1,7 @@
 // `node bench/operator-rss.ts [--objects 1000] [--settle 15] [--keep] [--heap-snapshot]`
 // The operator's memory at N Databases in steady state. devkube runs in this process; the operator runs in a
 // child process (this file with --child) built by createOperator with the in-memory fake API at the
-// external-client seam (createApiClient), because N real PostgreSQL databases do not fit on this machine at
+// external-client seam (createApiClient) and otherwise `mds operator`'s own runtime, because N real PostgreSQL databases do not fit on this machine at
 // 10,000. Everything on the Kubernetes side is real: N Database objects, the N connection Secrets the operator
 // writes, their finalizers and statuses, all cached by the operator's informers. The child prints its RSS and
 // heap (after a full GC) once every Database is Ready and the queues are quiet.
@@ -32,29 +32,26 @@ const credentials = { secretNamespace: "mds-system", secretName: "mds-credential
 if (values.child !== undefined) await runChild(values.child);
 else await runParent();
 
-/** The operator process: the real createOperator, the fake API, a kubeconfig file. */
+/** The operator process: `mds operator`'s runtime (config, leader election, health and metrics server), the fake API. */
 async function runChild(kubeconfigPath: string): Promise<void> {
   const { default: pino } = await import("pino");
-  const { loadKubeConfig } = await import("../src/cli/operator.ts");
+  const { createLogger, loadKubeConfig, startOperatorRuntime } = await import("../src/cli/operator.ts");
+  const { parseOperatorConfig } = await import("../src/cli/operator-config.ts");
   const { createOperator } = await import("../src/operator/index.ts");
-  const { createMetricsRegistry } = await import("../src/operator/metrics.ts");
   const { createFakeApi } = await import("../src/operator/testing/fake-api.ts");
   const api = createFakeApi();
   api.provisioningReads = 0;
-  const operator = createOperator({
-    kubeConfig: loadKubeConfig({ kubeconfig: kubeconfigPath, context: undefined }, false),
-    apiUrl: "http://fake.invalid",
-    defaultCredentials: credentials,
-    namespaces: undefined,
-    instanceId: "bench",
-    concurrency: 4,
-    pollIntervals: { fastMs: 1_000, slowMs: 300_000 },
-    logger: pino({ level: "warn" }, pino.destination(2)),
-    metrics: createMetricsRegistry(),
-    canWrite: () => true,
-    createApiClient: () => api,
+  const config = parseOperatorConfig(
+    ["--kubeconfig", kubeconfigPath, "--api-url", "http://fake.invalid", "--instance-id", "bench", "--metrics-address", "127.0.0.1:0", "--log-level", "warn"],
+    {},
+  );
+  if (config === "help") throw new Error("unexpected help");
+  const runtime = await startOperatorRuntime(config, {
+    kubeConfig: loadKubeConfig(config, false, {}),
+    logger: createLogger("warn", pino.destination(2)),
+    identity: "bench",
+    createOperator: (options) => createOperator({ ...options, createApiClient: () => api }),
   });
-  await operator.start();
   const report = async () => {
     const before = process.memoryUsage();
     (globalThis as { gc?: () => void }).gc?.();
@@ -66,7 +63,7 @@ async function runChild(kubeconfigPath: string): Promise<void> {
     );
   };
   process.on("SIGUSR1", () => void report());
-  process.on("SIGTERM", () => void operator.stop().then(() => process.exit(0)));
+  process.on("SIGTERM", () => void runtime.stop().then(() => process.exit(0)));
   await report();
 }
 

@@ -1,8 +1,9 @@
-import Fastify, { type FastifyInstance } from "fastify";
+import { createServer, type Server } from "node:http";
 import type { Registry } from "prom-client";
 
 // /healthz (liveness), /readyz (readiness) and /metrics on one small server, as controller-runtime's manager
-// serves them. Probes answer in plain text so `curl` and kubelet logs show the reason.
+// serves them. Probes answer in plain text so `curl` and kubelet logs show the reason. Plain node:http: three
+// GET routes do not justify loading fastify (~25 MB of RSS) into the operator process.
 
 export interface HealthDeps {
   registry: Registry;
@@ -14,23 +15,49 @@ export interface HealthDeps {
   describe?: () => string;
 }
 
-export function createHealthApp(deps: HealthDeps): FastifyInstance {
-  const app = Fastify({ logger: false });
-  app.get("/healthz", async (_req, reply) => {
-    const live = deps.isLive();
-    return reply.code(live ? 200 : 503).type("text/plain; charset=utf-8").send(live ? "ok\n" : "not live\n");
+export interface HealthApp {
+  readonly server: Server;
+  close(): Promise<void>;
+}
+
+export function createHealthApp(deps: HealthDeps): HealthApp {
+  const text = "text/plain; charset=utf-8";
+  const server = createServer((req, res) => {
+    const send = (status: number, contentType: string, body: string) => {
+      res.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(body) });
+      res.end(req.method === "HEAD" ? undefined : body);
+    };
+    const route = (req.url ?? "/").split("?")[0];
+    if (req.method !== "GET" && req.method !== "HEAD") return send(405, text, "method not allowed\n");
+    if (route === "/healthz") {
+      const live = deps.isLive();
+      return send(live ? 200 : 503, text, live ? "ok\n" : "not live\n");
+    }
+    if (route === "/readyz") {
+      const ready = deps.isReady();
+      const detail = deps.describe?.();
+      return send(ready ? 200 : 503, text, `${ready ? "ok" : "not ready"}${detail ? `: ${detail}` : ""}\n`);
+    }
+    if (route === "/metrics") {
+      deps.registry.metrics().then(
+        (body) => send(200, deps.registry.contentType, body),
+        (err: unknown) => send(500, text, `cannot collect metrics: ${err instanceof Error ? err.message : String(err)}\n`),
+      );
+      return;
+    }
+    send(404, text, "not found\n");
   });
-  app.get("/readyz", async (_req, reply) => {
-    const ready = deps.isReady();
-    const detail = deps.describe?.();
-    const text = `${ready ? "ok" : "not ready"}${detail ? `: ${detail}` : ""}\n`;
-    return reply.code(ready ? 200 : 503).type("text/plain; charset=utf-8").send(text);
-  });
-  app.get("/metrics", async (_req, reply) => {
-    const body = await deps.registry.metrics();
-    return reply.type(deps.registry.contentType).send(body);
-  });
-  return app;
+  // Probes hold no long connections: do not let an idle keep-alive socket delay shutdown.
+  server.keepAliveTimeout = 5_000;
+  return {
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (!server.listening) return resolve();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
 }
 
 /** Parses "host:port", ":port" or "port"; an empty host binds every interface. */
@@ -45,9 +72,15 @@ export function parseListenAddress(address: string): { host: string; port: numbe
 }
 
 /** Listens and returns the bound address (port 0 picks a free one). */
-export async function listenHealth(app: FastifyInstance, address: string): Promise<{ url: string; port: number }> {
+export async function listenHealth(app: HealthApp, address: string): Promise<{ url: string; port: number }> {
   const { host, port } = parseListenAddress(address);
-  await app.listen({ host, port });
+  await new Promise<void>((resolve, reject) => {
+    app.server.once("error", reject);
+    app.server.listen(port, host, () => {
+      app.server.off("error", reject);
+      resolve();
+    });
+  });
   const bound = app.server.address();
   const actualPort = typeof bound === "object" && bound !== null ? bound.port : port;
   const shownHost = host === "0.0.0.0" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
