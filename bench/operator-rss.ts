@@ -35,7 +35,8 @@ else await runParent();
 /** The operator process: `mds operator`'s runtime (config, leader election, health and metrics server), the fake API. */
 async function runChild(kubeconfigPath: string): Promise<void> {
   const { default: pino } = await import("pino");
-  const { createLogger, loadKubeConfig, startOperatorRuntime } = await import("../src/cli/operator.ts");
+  const { createLogger, limitHeapGrowth, loadKubeConfig, startOperatorRuntime } = await import("../src/cli/operator.ts");
+  if (process.env["MDS_BENCH_DEFAULT_HEAP"] !== "1") limitHeapGrowth();
   const { parseOperatorConfig } = await import("../src/cli/operator-config.ts");
   const { createOperator } = await import("../src/operator/index.ts");
   const { createFakeApi } = await import("../src/operator/testing/fake-api.ts");
@@ -52,6 +53,10 @@ async function runChild(kubeconfigPath: string): Promise<void> {
     identity: "bench",
     createOperator: (options) => createOperator({ ...options, createApiClient: () => api }),
   });
+  // The fake service lives in this process: its records (as JSON, a rough lower bound of their heap share) are
+  // not the operator's memory.
+  const fakeApiBytes = () =>
+    JSON.stringify([...api.databases.values()]).length + JSON.stringify([...api.projects.values()]).length + JSON.stringify([...api.passwords]).length;
   const report = async () => {
     const before = process.memoryUsage();
     (globalThis as { gc?: () => void }).gc?.();
@@ -59,7 +64,7 @@ async function runChild(kubeconfigPath: string): Promise<void> {
     await sleep(3_000);
     const m = process.memoryUsage();
     process.stdout.write(
-      `${JSON.stringify({ rss: mb(m.rss), rssBeforeGc: mb(before.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), databases: api.databases.size })}\n`,
+      `${JSON.stringify({ rss: mb(m.rss), rssBeforeGc: mb(before.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), databases: api.databases.size, fakeApiJson: mb(fakeApiBytes()) })}\n`,
     );
   };
   process.on("SIGUSR1", () => void report());
