@@ -88,4 +88,54 @@ describe("remote mirror", () => {
     expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
     expect(mirror.findProjectByLogicalId("k8s:u:ns/p")).toEqual({ known: false });
   });
+
+  it("fast polling re-lists only from the first page holding a provisioning database (lists run in createdAt order)", async () => {
+    const api = createFakeApi();
+    const project = await api.createProject({ name: "p", createDatabase: false });
+    for (let i = 0; i < 950; i++) await api.createProjectDatabase(project.id, { name: `old${i}` });
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
+    api.provisioningReads = 1_000;
+    const fresh = [];
+    for (let i = 0; i < 30; i++) fresh.push((await api.createProjectDatabase(project.id, { name: `new${i}` })).id);
+    await mirror.ready();
+    expect(api.calls["listDatabases"]).toBe(10);
+    // Created by this process after the list: newer than everything listed, so on the last page or after it.
+    const later = await api.createProjectDatabase(project.id, { name: "later" });
+    mirror.putDatabase(await api.getDatabase(later.id));
+    for (const k of Object.keys(api.calls)) delete api.calls[k];
+    await Promise.all([...fresh, later.id].map((id) => mirror.getDatabase(id)));
+    expect(api.calls["getDatabase"] ?? 0).toBe(0);
+    expect(api.calls["listDatabases"]).toBe(1);
+
+    // They settle; a tail list sees it.
+    for (const id of [...fresh, later.id]) api.databases.get(id)!.status = "ready";
+    await new Promise((r) => setTimeout(r, 2));
+    await mirror.getDatabase(fresh[0]!);
+    expect(api.calls["listDatabases"]).toBe(2);
+    expect(mirror.peekDatabase(fresh[29]!)?.status).toBe("ready");
+    expect(mirror.peekDatabase(later.id)?.status).toBe("ready");
+  });
+
+  it("walks everything again after a tail list missed a provisioning database", async () => {
+    const api = createFakeApi();
+    api.provisioningReads = 1_000;
+    const project = await api.createProject({ name: "p", createDatabase: false });
+    const ids = [];
+    for (let i = 0; i < 250; i++) ids.push((await api.createProjectDatabase(project.id, { name: `d${i}` })).id);
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
+    await mirror.ready();
+    for (const id of ids.slice(0, 240)) api.databases.get(id)!.status = "ready";
+    await mirror.refresh();
+    // A provisioning database deleted remotely: the tail list does not see it, so the next list walks everything
+    // (only a full list may conclude that something is gone).
+    await api.deleteDatabase(ids[245]!);
+    for (const k of Object.keys(api.calls)) delete api.calls[k];
+    await Promise.all(ids.slice(240).map((id) => mirror.getDatabase(id)));
+    expect(api.calls["listDatabases"]).toBe(1);
+    await new Promise((r) => setTimeout(r, 2));
+    await Promise.all(ids.slice(240).map((id) => mirror.getDatabase(id)));
+    expect(api.calls["listDatabases"]).toBe(1 + 3);
+    expect(mirror.peekDatabase(ids[245]!)).toBeUndefined();
+    expect(mirror.peekDatabase(ids[246]!)?.status).toBe("provisioning");
+  });
 });

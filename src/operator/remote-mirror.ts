@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { Database, Project } from "../contract/index.ts";
-import { isApiNotFound, type MdsApi } from "./api.ts";
+import { errorCode, isApiNotFound, type MdsApi } from "./api.ts";
 
 // Remote state mirrored by paginated lists: a resync of N databases costs ⌈N/100⌉ calls, not N. Objects that
 // are provisioning or recovering are read one by one (fast polling) until they settle.
@@ -66,28 +66,79 @@ export function createRemoteMirror(options: {
   const fresh = <T>(value: T): Entry<T> => ({ value, at: Date.now(), seq: ++seq });
 
   const fastMs = options.fastMs ?? 1_000;
-  /** One list page per 100 databases against one GET per unsettled database. */
+
+  // Lists run in createdAt order (contract §7), so the databases still provisioning, the newest, sit in the last
+  // pages: fast polling re-lists from the first page that holds one, with the cursor that fetched that page
+  // (a keyset position), instead of walking all ⌈N/100⌉ pages. Deletions are left to the full resync.
+  let pageCursors: (string | undefined)[] = [];
+  const pageOfDb = new Map<string, number>();
+  /** A tail list missed an unsettled database (deleted, or the cursor no longer placed it): list all next time. */
+  let tailMissed = false;
+  /** The first page holding an unsettled database; one created after the last list is newer than all listed. */
+  const tailStart = () => {
+    let start = Math.max(0, pageCursors.length - 1);
+    for (const [id, e] of databases) {
+      if (settled(e.value)) continue;
+      const page = pageOfDb.get(id);
+      if (page !== undefined && page < start) start = page;
+    }
+    return tailMissed ? 0 : start;
+  };
+  /** The pages a fast-polling list walks against one GET per unsettled database. */
   const listIsCheaper = () => {
     let unsettled = 0;
     for (const e of databases.values()) if (!settled(e.value)) unsettled++;
-    return unsettled > 2 && unsettled >= Math.ceil(databases.size / pageSize);
+    const pages = pageCursors.length === 0 ? Math.ceil(databases.size / pageSize) : pageCursors.length - tailStart();
+    return unsettled > 2 && unsettled >= pages;
   };
+
+  /** Walks the database list from page `fromPage` to the end, recording where each database sits. */
+  async function walkDatabases(fromPage: number) {
+    const seen = new Map<string, Database>();
+    const cursors = pageCursors.slice(0, fromPage);
+    let cursor = fromPage === 0 ? undefined : pageCursors[fromPage];
+    let everyHasLogicalId = true;
+    for (let index = fromPage; ; index++) {
+      const page = await api.listDatabases({ limit: pageSize, ...(cursor === undefined ? {} : { cursor }) });
+      cursors[index] = cursor;
+      for (const db of page.data) {
+        seen.set(db.id, db);
+        pageOfDb.set(db.id, index);
+        if (db.logicalId === undefined) everyHasLogicalId = false;
+      }
+      cursor = page.pagination.hasMore && page.pagination.nextCursor !== null ? page.pagination.nextCursor : undefined;
+      if (cursor === undefined) break;
+    }
+    pageCursors = cursors;
+    return { seen, everyHasLogicalId };
+  }
+
+  /** Applies listed databases to the mirror; something read after the list started is newer than the list. */
+  function applyListed(seen: Map<string, Database>, started: number) {
+    for (const [id, db] of seen) {
+      const before = databases.get(id);
+      if (before !== undefined && before.seq > started) continue;
+      databases.set(id, fresh(db));
+      if (before !== undefined && fingerprint(before.value) !== fingerprint(db)) options.onChange("database", id);
+    }
+  }
+
+  async function listTail(fromPage: number) {
+    const started = ++seq;
+    lastDatabaseListAt = Date.now();
+    const { seen, everyHasLogicalId } = await walkDatabases(fromPage);
+    applyListed(seen, started);
+    for (const [id, e] of databases) if (!settled(e.value) && e.seq < started && !seen.has(id)) tailMissed = true;
+    if (!everyHasLogicalId) indexed.databases = false;
+  }
   const fingerprint = (db: Database) => `${db.status}|${db.name}|${db.isDefault}|${db.connections.map((c) => c.id).join(",")}`;
 
   async function listAll(withProjects: boolean) {
     const started = ++seq;
     lastDatabaseListAt = Date.now();
-    const seenDb = new Map<string, Database>();
-    let cursor: string | undefined;
-    let everyDbHasLogicalId = true;
-    do {
-      const page = await api.listDatabases({ limit: pageSize, ...(cursor === undefined ? {} : { cursor }) });
-      for (const db of page.data) {
-        seenDb.set(db.id, db);
-        if (db.logicalId === undefined) everyDbHasLogicalId = false;
-      }
-      cursor = page.pagination.hasMore && page.pagination.nextCursor !== null ? page.pagination.nextCursor : undefined;
-    } while (cursor !== undefined);
+    pageOfDb.clear();
+    const { seen: seenDb, everyHasLogicalId: everyDbHasLogicalId } = await walkDatabases(0);
+    tailMissed = false;
     for (const [id, entry] of databases) {
       // Something read after the list started is newer than the list.
       if (!seenDb.has(id) && entry.seq < started) {
@@ -95,17 +146,12 @@ export function createRemoteMirror(options: {
         options.onChange("database", id);
       }
     }
-    for (const [id, db] of seenDb) {
-      const before = databases.get(id);
-      if (before !== undefined && before.seq > started) continue;
-      databases.set(id, fresh(db));
-      if (before !== undefined && fingerprint(before.value) !== fingerprint(db)) options.onChange("database", id);
-    }
+    applyListed(seenDb, started);
     indexed.databases = everyDbHasLogicalId;
     if (!withProjects) return;
     const seenProjects = new Map<string, Project>();
     let everyProjectHasLogicalId = true;
-    cursor = undefined;
+    let cursor: string | undefined;
     do {
       const page = await api.listProjects({ limit: pageSize, ...(cursor === undefined ? {} : { cursor }) });
       for (const p of page.data) {
@@ -129,10 +175,20 @@ export function createRemoteMirror(options: {
   }
 
   let runningDatabases: Promise<void> | undefined;
-  /** Databases only: what fast polling needs. */
+  /** Databases only, from the first page holding an unsettled one: what fast polling needs. */
   async function refreshDatabases() {
     if (running !== undefined) return running;
-    runningDatabases ??= listAll(false).finally(() => (runningDatabases = undefined));
+    runningDatabases ??= (async () => {
+      const from = tailStart();
+      if (from === 0) return listAll(false);
+      try {
+        await listTail(from);
+      } catch (err) {
+        // A service that refuses an earlier cursor (400): walk everything.
+        if (errorCode(err) !== "invalid_request") throw err;
+        await listAll(false);
+      }
+    })().finally(() => (runningDatabases = undefined));
     return runningDatabases;
   }
 
@@ -220,6 +276,7 @@ export function createRemoteMirror(options: {
     },
     forgetDatabase(id) {
       databases.delete(id);
+      pageOfDb.delete(id);
     },
     start(intervalMs) {
       if (timer !== undefined) return;
