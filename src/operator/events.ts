@@ -14,9 +14,16 @@ export const nopRecorder: EventRecorder = { record() {} };
  * core/v1 Events (what `kubectl describe` shows). The same reason and message for the same object is not repeated
  * within `repeatWindowMs`, so a failing object retried with backoff does not flood the namespace.
  */
-export function createEventRecorder(kube: KubeClient, logger: Logger, options: { instance?: string; repeatWindowMs?: number } = {}): EventRecorder {
+export function createEventRecorder(kube: KubeClient, logger: Logger, options: { instance?: string; repeatWindowMs?: number; maxRemembered?: number } = {}): EventRecorder {
   const repeatWindowMs = options.repeatWindowMs ?? 10 * 60_000;
   const last = new Map<string, { text: string; at: number }>();
+  // Bounded whatever the number of objects: entries past the window no longer suppress anything; if the window
+  // itself holds more than the bound (a mass failure), forget everything: at worst one repeated Event each.
+  const maxRemembered = options.maxRemembered ?? 2_000;
+  function forgetOlderThan(cutoff: number) {
+    for (const [key, entry] of last) if (entry.at <= cutoff) last.delete(key);
+    if (last.size > maxRemembered) last.clear();
+  }
   return {
     record(obj, type, reason, message) {
       const uid = obj.metadata.uid ?? `${obj.metadata.namespace}/${obj.metadata.name}`;
@@ -25,7 +32,7 @@ export function createEventRecorder(kube: KubeClient, logger: Logger, options: {
       const prev = last.get(uid);
       if (prev !== undefined && prev.text === text && now - prev.at < repeatWindowMs) return;
       last.set(uid, { text, at: now });
-      if (last.size > 10_000) last.clear();
+      if (last.size > maxRemembered) forgetOlderThan(now - repeatWindowMs);
       const time = new Date(now).toISOString().replace(/\.\d+Z$/, "Z");
       const event = {
         apiVersion: "v1",
