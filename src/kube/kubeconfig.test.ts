@@ -53,6 +53,7 @@ describe("kubeconfig files", () => {
     expect(cfg({ current: "x", clusters: [{ name: "c", cluster: { server: "https://h" } }], contexts: [{ name: "x", context: { cluster: "c", user: "nobody" } }] })).toThrow('no user "nobody"');
     expect(cfg({ current: "x", clusters: [{ name: "c", cluster: { server: "https://h", "certificate-authority": "/nonexistent/ca.crt" } }], contexts: [{ name: "x", context: { cluster: "c" } }] })).toThrow(/cannot read certificate-authority/);
     expect(cfg({ current: "x", clusters: [{ name: "c", cluster: { server: "https://h" } }], users: [{ name: "u", user: { "auth-provider": { name: "gcp" } } }], contexts: [{ name: "x", context: { cluster: "c", user: "u" } }] })).toThrow('auth-provider "gcp" is not supported');
+    expect(cfg({ current: "x", clusters: [{ name: "c", cluster: { server: "https://h", "proxy-url": "http://proxy:3128" } }], contexts: [{ name: "x", context: { cluster: "c" } }] })).toThrow("proxy-url is not supported");
     expect(cfg({})).toThrow(KubeConfigError);
   });
 

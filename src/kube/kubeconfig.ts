@@ -62,6 +62,7 @@ interface NamedCluster {
   "certificate-authority-data"?: string;
   "insecure-skip-tls-verify"?: boolean;
   "tls-server-name"?: string;
+  "proxy-url"?: string;
 }
 interface ExecConfig {
   apiVersion?: string;
@@ -168,6 +169,7 @@ function fromMerged(merged: Merged, options: LoadKubeConfigOptions): KubeConfig 
   if (context.user !== undefined && user === undefined) throw new KubeConfigError(`kubeconfig context "${contextName}": no user "${context.user}"`);
   const c = cluster.value;
   const server = cluster.value.server;
+  if (c["proxy-url"] !== undefined) throw new KubeConfigError(`kubeconfig cluster "${context.cluster}": proxy-url is not supported`);
   const u = user?.value ?? {};
   const resolve = (dir: string, p: string) => path.resolve(dir, p);
   const file = (what: string, p: string, dir: string) => {
