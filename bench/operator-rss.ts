@@ -69,6 +69,11 @@ async function runChild(kubeconfigPath: string): Promise<void> {
   };
   process.on("SIGUSR1", () => void report());
   process.on("SIGTERM", () => void runtime.stop().then(() => process.exit(0)));
+  // As `mds operator` does: a replica that lost its lease exits (the figures of a standby would mean nothing).
+  void runtime.lost.then(() => {
+    process.stderr.write("operator-rss: the operator lost its lease\n");
+    process.exit(1);
+  });
   await report();
 }
 
@@ -113,6 +118,8 @@ async function runParent(): Promise<void> {
     ["--expose-gc", ...(values["node-flags"] ?? "").split(",").filter((f) => f !== ""), ...(values["heap-snapshot"] ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []), fileURLToPath(import.meta.url), "--child", devkube.kubeconfigPath],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
+  let exited = false;
+  child.once("exit", () => (exited = true));
   let last: Record<string, number> | undefined;
   let buffered = "";
   child.stdout.on("data", (chunk: Buffer) => {
@@ -153,6 +160,7 @@ async function runParent(): Promise<void> {
       const list = await kube.list("mds.dev/v1alpha1", "Database", "bench");
       const ready = list.filter((d) => (d.status?.["conditions"] as Array<{ type: string; status: string }> | undefined)?.some((c) => c.type === "Ready" && c.status === "True")).length;
       if (ready >= n) break;
+      if (exited) throw new Error("the operator process exited");
       console.log(`  ${ready}/${n} Ready after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
       await sleep(5_000);
     }
@@ -171,8 +179,10 @@ async function runParent(): Promise<void> {
       console.log(`  heap snapshot written to ${dir}`);
     }
   } finally {
-    child.kill("SIGTERM");
-    await new Promise((r) => child.once("exit", r));
+    if (!exited) {
+      child.kill("SIGTERM");
+      await new Promise((r) => child.once("exit", r));
+    }
     await devkube.stop();
     if (!values.keep && !values["heap-snapshot"]) await rm(dir, { recursive: true, force: true });
   }

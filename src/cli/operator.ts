@@ -82,8 +82,15 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
   const leaseNamespace = config.leaseNamespace ?? config.credentialsSecret.namespace;
   const elector = config.leaderElect
     ? createLeaderElector({
-        // The Lease shares the operator's connection pool; its requests time out well within the renew deadline.
-        lease: deps.leaseClient ?? createLeaseClient(createKubeClient(deps.kubeConfig, { timeoutMs: 5_000 }), leaseNamespace, config.leaseName),
+        // The Lease gets one connection of its own, created once (never queued behind a burst of reconciles, never
+        // a new TLS pool per renewal); its requests time out well within the renew deadline.
+        lease:
+          deps.leaseClient ??
+          createLeaseClient(
+            createKubeClient(deps.kubeConfig, { timeoutMs: 5_000, dispatcher: deps.kubeConfig.createDispatcher({ connections: 1 }) }),
+            leaseNamespace,
+            config.leaseName,
+          ),
         identity: deps.identity,
         logger,
         ...(deps.leaseTiming ?? {}),

@@ -1,4 +1,4 @@
-import { fetch, type Response } from "undici";
+import { fetch, type Dispatcher, type Response } from "undici";
 import { KubeError, kubeErrorFor } from "./errors.ts";
 import type { KubeConfig } from "./kubeconfig.ts";
 import { pathOf, stripObject, type KubeObject, type ObjectList, type ResourceType } from "./types.ts";
@@ -38,6 +38,8 @@ export interface KubeClientOptions {
   /** Timeout of one request, so a hung apiserver cannot wedge a worker. */
   timeoutMs?: number;
   fieldManager?: string;
+  /** Default: the config's shared request pool. */
+  dispatcher?: Dispatcher;
 }
 
 type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -53,7 +55,7 @@ export async function kubeFetch(
   method: Method,
   path: string,
   query: Record<string, string | undefined>,
-  init: { body?: string; contentType?: string; signal?: AbortSignal; watch?: boolean } = {},
+  init: { body?: string; contentType?: string; signal?: AbortSignal; watch?: boolean; dispatcher?: Dispatcher } = {},
 ): Promise<Response> {
   const url = new URL(kubeConfig.server + path);
   for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
@@ -70,7 +72,7 @@ export async function kubeFetch(
       response = await fetch(url, {
         method,
         headers,
-        dispatcher: init.watch === true ? kubeConfig.watchDispatcher : kubeConfig.dispatcher,
+        dispatcher: init.dispatcher ?? (init.watch === true ? kubeConfig.watchDispatcher : kubeConfig.dispatcher),
         ...(init.body === undefined ? {} : { body: init.body }),
         ...(init.signal === undefined ? {} : { signal: init.signal }),
       });
@@ -104,6 +106,7 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
     const response = await kubeFetch(kubeConfig, what, method, path, query, {
       ...(body === undefined ? {} : { body: JSON.stringify(body), contentType }),
       signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
+      ...(options.dispatcher === undefined ? {} : { dispatcher: options.dispatcher }),
     });
     const text = await response.text();
     let parsed: unknown = undefined;

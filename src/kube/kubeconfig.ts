@@ -32,6 +32,11 @@ export interface KubeConfig {
   readonly dispatcher: Dispatcher;
   /** Watches hold their connection for minutes: a separate pool, so they never starve requests. */
   readonly watchDispatcher: Dispatcher;
+  /**
+   * A pool of its own for a caller that must not queue behind the others: leader election, whose renewal has to
+   * land within the renew deadline even while a burst of reconciles fills the shared pool. Closed by close().
+   */
+  createDispatcher(options?: { connections?: number }): Dispatcher;
   /** Request headers with the current credentials (an exec plugin runs only when its credential expired). */
   authHeaders(): Promise<Record<string, string>>;
   /** Forget cached credentials (after a 401), so the next request fetches fresh ones. */
@@ -227,6 +232,7 @@ interface CredentialSource {
 function build(server: string, contextName: string, tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; rejectUnauthorized: boolean; servername?: string }, auth: CredentialSource): KubeConfig {
   let dispatcher: Agent | undefined;
   let watchDispatcher: Agent | undefined;
+  const own: Agent[] = [];
   return {
     server,
     contextName,
@@ -239,10 +245,15 @@ function build(server: string, contextName: string, tls: { ca?: Buffer; cert?: B
       watchDispatcher ??= new Agent({ connect: tls, keepAliveTimeout: 30_000 });
       return watchDispatcher;
     },
+    createDispatcher(options = {}) {
+      const agent = new Agent({ connect: tls, keepAliveTimeout: 30_000, ...(options.connections === undefined ? {} : { connections: options.connections }) });
+      own.push(agent);
+      return agent;
+    },
     authHeaders: () => auth.headers(),
     invalidateCredentials: () => auth.invalidate(),
     async close() {
-      await Promise.all([dispatcher?.close(), watchDispatcher?.close()]);
+      await Promise.all([dispatcher?.close(), watchDispatcher?.close(), ...own.splice(0).map((a) => a.close())]);
       dispatcher = undefined;
       watchDispatcher = undefined;
     },
