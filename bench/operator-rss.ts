@@ -1,4 +1,5 @@
-// `node bench/operator-rss.ts [--objects 1000] [--settle 15] [--keep] [--heap-snapshot]`
+// `node bench/operator-rss.ts [--objects 1000] [--live N] [--settle 15] [--no-leader-elect] [--node-flags=a,b]
+//    [--keep] [--heap-snapshot]`
 // The operator's memory at N Databases in steady state. devkube runs in this process; the operator runs in a
 // child process (this file with --child) built by createOperator with the in-memory fake API at the
 // external-client seam (createApiClient) and otherwise `mds operator`'s own runtime, because N real PostgreSQL databases do not fit on this machine at
@@ -15,6 +16,14 @@ import { parseArgs } from "node:util";
 const { values } = parseArgs({
   options: {
     objects: { type: "string", default: "1000" },
+    /**
+     * How many of them are live (created remotely, with a Secret); the rest carry mds.dev/paused: cached and
+     * reconciled once (status ReconcilePaused) but never created. Default: all live. This machine (2 cores shared,
+     * devkube in the same process as this harness) makes a fully live 10,000 take over half an hour.
+     */
+    live: { type: "string" },
+    /** Leader election on (the default, as deployed); off when the machine is too loaded to renew within 10 s. */
+    "no-leader-elect": { type: "boolean", default: false },
     settle: { type: "string", default: "15" },
     keep: { type: "boolean", default: false },
     "heap-snapshot": { type: "boolean", default: false },
@@ -43,7 +52,7 @@ async function runChild(kubeconfigPath: string): Promise<void> {
   const api = createFakeApi();
   api.provisioningReads = 0;
   const config = parseOperatorConfig(
-    ["--kubeconfig", kubeconfigPath, "--api-url", "http://fake.invalid", "--instance-id", "bench", "--metrics-address", "127.0.0.1:0", "--log-level", "warn"],
+    ["--kubeconfig", kubeconfigPath, "--api-url", "http://fake.invalid", "--instance-id", "bench", "--metrics-address", "127.0.0.1:0", "--log-level", "warn", ...(process.env["MDS_BENCH_LEADER_ELECT"] === "0" ? ["--no-leader-elect"] : [])],
     {},
   );
   if (config === "help") throw new Error("unexpected help");
@@ -116,7 +125,7 @@ async function runParent(): Promise<void> {
   const child = spawn(
     node,
     ["--expose-gc", ...(values["node-flags"] ?? "").split(",").filter((f) => f !== ""), ...(values["heap-snapshot"] ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []), fileURLToPath(import.meta.url), "--child", devkube.kubeconfigPath],
-    { stdio: ["ignore", "pipe", "inherit"] },
+    { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1" } },
   );
   let exited = false;
   child.once("exit", () => (exited = true));
@@ -140,31 +149,46 @@ async function runParent(): Promise<void> {
     for (let i = 0; i < 300 && last === undefined; i++) await sleep(100);
     console.log(`  operator started: ${JSON.stringify(last)}`);
     const t0 = performance.now();
-    const names = Array.from({ length: n }, (_, k) => `db-${k}`);
+    const live = Math.min(n, Number(values.live ?? n));
+    // Created through src/kube's client (one POST each, 32 in flight): client-node's apply is a read and a write.
+    const { createKubeClient } = await import("../src/kube/client.ts");
+    const { parseKubeConfig } = await import("../src/kube/kubeconfig.ts");
+    const { DatabaseType } = await import("../src/resources/types.ts");
+    const writer = createKubeClient(parseKubeConfig(devkube.kubeconfig));
     let next = 0;
     await Promise.all(
-      Array.from({ length: 16 }, async () => {
-        while (next < names.length) {
-          const name = names[next++] as string;
-          await kube.apply({
+      Array.from({ length: 32 }, async () => {
+        while (next < n) {
+          const k = next++;
+          const name = `db-${k}`;
+          await writer.create(DatabaseType, {
             apiVersion: "mds.dev/v1alpha1",
             kind: "Database",
-            metadata: { name, namespace: "bench" },
+            metadata: { name, namespace: "bench", ...(k < live ? {} : { annotations: { "mds.dev/paused": "true" } }) },
             spec: { projectRef: { name: "bench" }, deletionPolicy: "Delete", connectionSecret: { name: `${name}-conn` } },
           });
         }
       }),
     );
-    console.log(`  applied ${n} Databases in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    console.log(`  applied ${n} Databases (${live} live, ${n - live} paused) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     for (;;) {
-      const list = await kube.list("mds.dev/v1alpha1", "Database", "bench");
-      const ready = list.filter((d) => (d.status?.["conditions"] as Array<{ type: string; status: string }> | undefined)?.some((c) => c.type === "Ready" && c.status === "True")).length;
-      if (ready >= n) break;
+      // Paginated and every 10 s: listing 10,000 objects at once starves devkube, which shares this process.
+      let settled = 0;
+      let cont: string | undefined;
+      do {
+        const page = await writer.list(DatabaseType, { namespace: "bench", limit: 500, continue: cont });
+        for (const d of page.items) {
+          const conds = (d["status"] as { conditions?: Array<{ type: string; status: string; reason?: string }> } | undefined)?.conditions ?? [];
+          if (conds.some((c) => (c.type === "Ready" && c.status === "True") || c.reason === "ReconcilePaused")) settled++;
+        }
+        cont = page.metadata.continue || undefined;
+      } while (cont !== undefined);
+      if (settled >= n) break;
       if (exited) throw new Error("the operator process exited");
-      console.log(`  ${ready}/${n} Ready after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
-      await sleep(5_000);
+      console.log(`  ${settled}/${n} Ready or paused after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+      await sleep(10_000);
     }
-    console.log(`  all ${n} Ready after ${((performance.now() - t0) / 1000).toFixed(1)} s; settling ${settleMs / 1000} s`);
+    console.log(`  all ${n} Ready (or paused) after ${((performance.now() - t0) / 1000).toFixed(1)} s; settling ${settleMs / 1000} s`);
     await sleep(settleMs);
     const status = await readFile(`/proc/${child.pid}/status`, "utf8");
     const rssBeforeGc = mb(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) * 1024);
