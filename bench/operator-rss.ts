@@ -51,6 +51,10 @@ async function runChild(kubeconfigPath: string): Promise<void> {
   const { createFakeApi } = await import("../src/operator/testing/fake-api.ts");
   const api = createFakeApi();
   api.provisioningReads = 0;
+  // A starved event loop is what costs a leader its lease: report the worst stall too.
+  const { monitorEventLoopDelay } = await import("node:perf_hooks");
+  const loopDelay = monitorEventLoopDelay({ resolution: 20 });
+  loopDelay.enable();
   const config = parseOperatorConfig(
     ["--kubeconfig", kubeconfigPath, "--api-url", "http://fake.invalid", "--instance-id", "bench", "--metrics-address", "127.0.0.1:0", "--log-level", "warn", ...(process.env["MDS_BENCH_LEADER_ELECT"] === "0" ? ["--no-leader-elect"] : [])],
     {},
@@ -73,7 +77,7 @@ async function runChild(kubeconfigPath: string): Promise<void> {
     await sleep(3_000);
     const m = process.memoryUsage();
     process.stdout.write(
-      `${JSON.stringify({ rss: mb(m.rss), rssBeforeGc: mb(before.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), databases: api.databases.size, fakeApiJson: mb(fakeApiBytes()) })}\n`,
+      `${JSON.stringify({ rss: mb(m.rss), rssBeforeGc: mb(before.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), databases: api.databases.size, fakeApiJson: mb(fakeApiBytes()), eventLoopMaxMs: Math.round(loopDelay.max / 1e6), eventLoopP99Ms: Math.round(loopDelay.percentile(99) / 1e6) })}\n`,
     );
   };
   process.on("SIGUSR1", () => void report());
