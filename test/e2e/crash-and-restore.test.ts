@@ -47,7 +47,7 @@ const api = async (method: string, path: string, body?: object) => {
 };
 
 async function status(type: typeof DatabaseType, name: string): Promise<Record<string, unknown> | undefined> {
-  return (await stack.kube.get<KubeObject>(type, "default", name))?.["status"] as Record<string, unknown> | undefined;
+  return (await stack.kube.get<KubeObject>(type, stack.namespace, name))?.["status"] as Record<string, unknown> | undefined;
 }
 
 async function waitReady(name: string) {
@@ -70,18 +70,18 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string): Pro
 }
 
 async function secretUrl(name: string) {
-  const s = await stack.kube.get<Secret>(SecretType, "default", name);
+  const s = await stack.kube.get<Secret>(SecretType, stack.namespace, name);
   if (s === undefined) throw new Error(`Secret ${name} missing`);
   return decodeData(s)["DATABASE_URL"]!;
 }
 
 const objects = {
-  project: { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "crashy", namespace: "default" }, spec: { region: "us-east-1" } },
-  database: (name: string) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: "default" }, spec: { projectRef: { name: "crashy" } } }),
+  project: () => ({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "crashy", namespace: stack.namespace }, spec: { region: "us-east-1" } }),
+  database: (name: string) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: stack.namespace }, spec: { projectRef: { name: "crashy" } } }),
   restore: (name: string) => ({
     apiVersion: "mds.dev/v1alpha1",
     kind: "DatabaseRestore",
-    metadata: { name, namespace: "default" },
+    metadata: { name, namespace: stack.namespace },
     spec: { target: { databaseRef: { name: "inventory" } }, source: { databaseRef: { name: "inventory" }, latest: true }, idempotencyKey: "incident-42" },
   }),
 };
@@ -89,16 +89,16 @@ const objects = {
 describe("crash safety", () => {
   it("a crash between the create POST and the Secret write yields one database and working credentials", async () => {
     const first = await startCrashingOperator("database:after-create");
-    await stack.kubectl(["apply", "-f", "-"], manifests(objects.project, objects.database("ledger")));
+    await stack.kubectl(["apply", "-f", "-"], manifests(objects.project(), objects.database("ledger")));
     await eventually(() => {
       if (!first.crashed()) throw new Error("not crashed yet");
     }, { what: "the crash" });
     await first.operator.stop();
-    expect(await stack.kube.get(SecretType, "default", "ledger")).toBeUndefined();
+    expect(await stack.kube.get(SecretType, stack.namespace, "ledger")).toBeUndefined();
 
     const second = await stack.startOperator();
     const s = await waitReady("ledger");
-    const list = await api("GET", `/v1/databases?logicalId=${encodeURIComponent("k8s:e2e:default/ledger")}`);
+    const list = await api("GET", `/v1/databases?logicalId=${encodeURIComponent(`k8s:e2e:${stack.namespace}/ledger`)}`);
     expect((list.body?.data as unknown[]).length).toBe(1);
     expect(await query<{ one: number }>(await secretUrl("ledger"), "select 1 as one")).toEqual([{ one: 1 }]);
     // Replayed within the Idempotency-Key window: the original connection, nothing revoked, nothing minted.
@@ -122,7 +122,7 @@ async function expireReplays() {
 describe("crash safety past the replay window", () => {
   it("adopts the database, mints a new connection for the Secret and revokes the lost one", async () => {
     const first = await startCrashingOperator("database:after-create");
-    await stack.kubectl(["apply", "-f", "-"], manifests(objects.project, objects.database("ledger-late")));
+    await stack.kubectl(["apply", "-f", "-"], manifests(objects.project(), objects.database("ledger-late")));
     await eventually(() => {
       if (!first.crashed()) throw new Error("not crashed yet");
     }, { what: "the crash" });
@@ -131,11 +131,11 @@ describe("crash safety past the replay window", () => {
 
     const second = await stack.startOperator();
     const s = await waitReady("ledger-late");
-    const list = await api("GET", `/v1/databases?logicalId=${encodeURIComponent("k8s:e2e:default/ledger-late")}`);
+    const list = await api("GET", `/v1/databases?logicalId=${encodeURIComponent(`k8s:e2e:${stack.namespace}/ledger-late`)}`);
     expect((list.body?.data as unknown[]).length).toBe(1);
     // The original connection (its password only ever in the lost response) is revoked; the minted one remains.
     const db = (await api("GET", `/v1/databases/${s.id}`)).body?.data as { connections: { id: string; name: string }[] };
-    expect(db.connections.map((c) => [c.id, c.name])).toEqual([[s.connection.id, "k8s-default-ledger-late"]]);
+    expect(db.connections.map((c) => [c.id, c.name])).toEqual([[s.connection.id, `k8s-${stack.namespace}-ledger-late`]]);
     expect(await query<{ one: number }>(await secretUrl("ledger-late"), "select 1 as one")).toEqual([{ one: 1 }]);
     await second.stop();
   });
@@ -148,7 +148,7 @@ describe("restore exactly once", () => {
 
   beforeAll(async () => {
     operator = await stack.startOperator();
-    await stack.kubectl(["apply", "-f", "-"], manifests(objects.project, objects.database("inventory")));
+    await stack.kubectl(["apply", "-f", "-"], manifests(objects.project(), objects.database("inventory")));
     dbId = (await waitReady("inventory")).id;
     url = await secretUrl("inventory");
     await query(url, "create table items (n int); insert into items values (1)");
@@ -238,7 +238,7 @@ describe("restore exactly once", () => {
     await stack.kubectl(["apply", "-f", "-"], manifests({
       apiVersion: "mds.dev/v1alpha1",
       kind: "Database",
-      metadata: { name: "inventory-copy", namespace: "default" },
+      metadata: { name: "inventory-copy", namespace: stack.namespace },
       spec: { projectRef: { name: "crashy" }, source: { type: "backup", databaseRef: { name: "inventory" }, latest: true } },
     }));
     await waitReady("inventory-copy");

@@ -24,18 +24,18 @@ afterAll(async () => {
 const project = (name: string, extra: object = {}) => ({
   apiVersion: "mds.dev/v1alpha1",
   kind: "Project",
-  metadata: { name, namespace: "default" },
+  metadata: { name, namespace: stack.namespace },
   spec: { region: "us-east-1", ...extra },
 });
 const database = (name: string, spec: object) => ({
   apiVersion: "mds.dev/v1alpha1",
   kind: "Database",
-  metadata: { name, namespace: "default" },
+  metadata: { name, namespace: stack.namespace },
   spec,
 });
 
 async function readyCondition(type: typeof DatabaseType, name: string) {
-  const obj = await stack.kube.get<KubeObject>(type, "default", name);
+  const obj = await stack.kube.get<KubeObject>(type, stack.namespace, name);
   const status = obj?.["status"] as { conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined;
   return status?.conditions?.find((c) => c.type === "Ready");
 }
@@ -45,14 +45,14 @@ async function waitReady(type: typeof DatabaseType, name: string) {
     async () => {
       const c = await readyCondition(type, name);
       if (c?.status !== "True") throw new Error(`${name} not ready: ${JSON.stringify(c)}`);
-      return (await stack.kube.get<KubeObject>(type, "default", name))!;
+      return (await stack.kube.get<KubeObject>(type, stack.namespace, name))!;
     },
     { what: `${type.kind} ${name} Ready` },
   );
 }
 
 async function secretData(name: string): Promise<Record<string, string>> {
-  const s = await stack.kube.get<Secret>(SecretType, "default", name);
+  const s = await stack.kube.get<Secret>(SecretType, stack.namespace, name);
   if (s === undefined) throw new Error(`Secret ${name} missing`);
   return decodeData(s);
 }
@@ -79,7 +79,7 @@ describe("Database lifecycle", () => {
     expect(Object.keys(data)).toEqual(expect.arrayContaining(["DATABASE_URL", "DIRECT_URL", "PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "PGSSLMODE"]));
     expect(await connects(data["DATABASE_URL"]!)).toBe(1);
     expect(await connects(data["DIRECT_URL"]!)).toBe(1);
-    const secret = (await stack.kube.get<Secret>(SecretType, "default", "orders"))!;
+    const secret = (await stack.kube.get<Secret>(SecretType, stack.namespace, "orders"))!;
     expect(secret.metadata.labels?.["mds.dev/database-id"]).toBe(status.id);
     expect(secret.metadata.labels?.["mds.dev/connection-id"]).toBe(status.connection.id);
     expect(secret.metadata.annotations?.["mds.dev/data-hash"]).toMatch(/^[0-9a-f]{64}$/);
@@ -109,7 +109,7 @@ describe("Database lifecycle", () => {
     const before = (await waitReady(DatabaseType, "orders"))["status"] as { id: string };
     const data = await secretData("orders");
     await stack.kubectl(["delete", "mdsdb", "orders", "--wait=true"]);
-    const kept = (await stack.kube.get<Secret>(SecretType, "default", "orders"))!;
+    const kept = (await stack.kube.get<Secret>(SecretType, stack.namespace, "orders"))!;
     expect(kept.metadata.ownerReferences ?? []).toEqual([]);
     expect(kept.metadata.labels?.["mds.dev/database-id"]).toBe(before.id);
     expect(await connects(data["DATABASE_URL"]!)).toBe(1);
@@ -133,9 +133,9 @@ describe("Database lifecycle", () => {
     }, { what: "WaitingForDatabases" });
     await stack.kubectl(["delete", "mdsdb", "scratch", "--wait=true"]);
     await eventually(async () => {
-      if ((await stack.kube.get(ProjectType, "default", "temp")) !== undefined) throw new Error("project still there");
+      if ((await stack.kube.get(ProjectType, stack.namespace, "temp")) !== undefined) throw new Error("project still there");
     }, { what: "project finalized" });
-    expect(await stack.kube.get(SecretType, "default", "scratch")).toBeUndefined();
+    expect(await stack.kube.get(SecretType, stack.namespace, "scratch")).toBeUndefined();
     const res = await fetch(`${stack.service.url}/v1/databases/${db.id}`, { headers: { authorization: `Bearer ${stack.service.token}` } });
     expect(res.status).toBe(404);
     const pres = await fetch(`${stack.service.url}/v1/projects/${proj.id}`, { headers: { authorization: `Bearer ${stack.service.token}` } });
@@ -154,7 +154,7 @@ describe("Database lifecycle", () => {
   });
 
   it("externalId adopts an existing remote database and mints a connection for its Secret", async () => {
-    const shop = (await stack.kube.get<KubeObject>(ProjectType, "default", "shop"))!["status"] as { id: string };
+    const shop = (await stack.kube.get<KubeObject>(ProjectType, stack.namespace, "shop"))!["status"] as { id: string };
     const res = await fetch(`${stack.service.url}/v1/projects/${shop.id}/databases`, {
       method: "POST",
       headers: { authorization: `Bearer ${stack.service.token}`, "content-type": "application/json" },

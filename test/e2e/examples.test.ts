@@ -25,7 +25,7 @@ afterAll(async () => {
 
 async function ready(name: string) {
   return eventually(async () => {
-    const s = (await stack.kube.get<KubeObject>(DatabaseType, "default", name))?.["status"] as { id?: string; conditions?: { type: string; status: string }[] } | undefined;
+    const s = (await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, name))?.["status"] as { id?: string; conditions?: { type: string; status: string }[] } | undefined;
     if (!s?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) throw new Error(`${name} not ready`);
     return s as { id: string };
   }, { what: `${name} Ready` });
@@ -36,7 +36,7 @@ describe("examples/", () => {
     await stack.kubectl(["apply", "-f", path.join(root, "examples")]);
     await ready("orders");
     await ready("scratch");
-    const secret = (await stack.kube.get<Secret>(SecretType, "default", "orders-db"))!;
+    const secret = (await stack.kube.get<Secret>(SecretType, stack.namespace, "orders-db"))!;
     const env = decodeData(secret);
     expect(env["JDBC_URL"]).toMatch(/^jdbc:postgresql:\/\//);
     expect(secret.metadata.labels?.["app"]).toBe("orders");
@@ -53,7 +53,7 @@ describe("examples/", () => {
       const res = await fetch(`${stack.service.url}/v1/databases/${id}/backups`, { headers: { authorization: `Bearer ${stack.service.token}` } });
       if (((await res.json()) as { data: { status: string }[] }).data[0]?.status !== "completed") throw new Error("backup running");
     }, { what: "backup" });
-    const phase = async () => ((await stack.kube.get<KubeObject>(DatabaseRestoreType, "default", "orders-restore-1"))?.["status"] as { phase?: string } | undefined)?.phase;
+    const phase = async () => ((await stack.kube.get<KubeObject>(DatabaseRestoreType, stack.namespace, "orders-restore-1"))?.["status"] as { phase?: string } | undefined)?.phase;
     const file = path.join(root, "examples/restore/orders-restore.yaml");
     await stack.kubectl(["apply", "-f", file]);
     await eventually(async () => {

@@ -16,7 +16,7 @@ let proxy: FaultProxy;
 beforeAll(async () => {
   stack = await startStack();
   proxy = await startFaultProxy({ target: stack.service.url });
-  await stack.kubectl(["apply", "-f", "-"], manifests({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "base", namespace: "default" }, spec: { region: "us-east-1" } }));
+  await stack.kubectl(["apply", "-f", "-"], manifests({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "base", namespace: stack.namespace }, spec: { region: "us-east-1" } }));
 }, 120_000);
 
 afterAll(async () => {
@@ -24,7 +24,7 @@ afterAll(async () => {
   await proxy?.stop();
 });
 
-const database = (name: string, spec: object) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: "default" }, spec });
+const database = (name: string, spec: object) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: stack.namespace }, spec });
 
 async function remoteDatabaseCount(): Promise<number> {
   const res = await fetch(`${stack.service.url}/v1/databases`, { headers: { authorization: `Bearer ${stack.service.token}` } });
@@ -32,7 +32,7 @@ async function remoteDatabaseCount(): Promise<number> {
 }
 
 async function condition(name: string, type: string) {
-  const obj = await stack.kube.get<KubeObject>(DatabaseType, "default", name);
+  const obj = await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, name);
   return (obj?.["status"] as { conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined)?.conditions?.find((c) => c.type === type);
 }
 
@@ -71,7 +71,7 @@ describe("invalid resources", () => {
     const before = await remoteDatabaseCount();
     await stack.kubectl(["apply", "-f", "-"], manifests(database("nocreds", { projectRef: { name: "base" }, credentials: { secretRef: { name: "team-token" } } })));
     const synced = await waitCondition("nocreds", "Synced", { status: "False", reason: "CredentialsMissing" });
-    expect(synced.message).toContain('"default/team-token"');
+    expect(synced.message).toContain(`"${stack.namespace}/team-token"`);
     expect(await remoteDatabaseCount()).toBe(before);
     const described = await stack.kubectl(["describe", "mdsdb", "nocreds"]);
     expect(described).toContain("CredentialsMissing");
@@ -101,7 +101,7 @@ describe("two replicas", () => {
     const replicas = [];
     for (const [i, identity] of ["replica-a", "replica-b"].entries()) {
       const elector = createLeaderElector({
-        lease: createLeaseClient(stack.kube, "default", "mds-operator-e2e"),
+        lease: createLeaseClient(stack.kube, stack.namespace, "mds-operator-e2e"),
         identity,
         logger: pino({ level: "silent" }),
         retryPeriodMs: 200,

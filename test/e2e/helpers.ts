@@ -1,18 +1,20 @@
+import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
 import { stringify } from "yaml";
 import { pino, type Logger } from "pino";
+import { it } from "vitest";
 import { Registry } from "prom-client";
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
 import { runKubectl } from "../../src/devkube/testing/kubectl.ts";
 import { createKubeClient, type KubeClient } from "../../src/kube/client.ts";
-import { parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
+import { loadKubeConfig, parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
 
-// One devkube + one service per test file; operators are started and stopped per scenario as processes would be.
+// One devkube (or a namespace of a real cluster, docs/e2e.md) + one service per test file; operators are started and stopped per scenario as processes would be.
 
 export async function eventually<T>(fn: () => Promise<T> | T, options: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<T> {
   const deadline = Date.now() + (options.timeoutMs ?? 45_000);
@@ -28,47 +30,121 @@ export async function eventually<T>(fn: () => Promise<T> | T, options: { timeout
   }
 }
 
+/**
+ * Where the suite runs: devkube on this machine (default), or the cluster of `MDS_E2E_KUBECONFIG`
+ * (docs/e2e.md). Read once here: tests are the one place besides src/cli that may look at the environment.
+ */
+export interface RealCluster {
+  kubeconfigPath: string;
+  /** A context other than the kubeconfig's current one. */
+  context?: string | undefined;
+  /** Keep the test namespace afterwards (debugging). */
+  keepNamespaces?: boolean | undefined;
+}
+
+export function realClusterFromEnv(env: Record<string, string | undefined> = process.env): RealCluster | undefined {
+  const kubeconfigPath = env["MDS_E2E_KUBECONFIG"];
+  if (kubeconfigPath === undefined || kubeconfigPath === "") return undefined;
+  return { kubeconfigPath, context: env["MDS_E2E_CONTEXT"] || undefined, keepNamespaces: env["MDS_E2E_KEEP_NAMESPACES"] === "1" };
+}
+
+const realCluster = realClusterFromEnv();
+/** True when the suite runs against the cluster of MDS_E2E_KUBECONFIG instead of devkube. */
+export const onRealCluster = realCluster !== undefined;
+
+/**
+ * A test that needs one of devkube's test hooks (`stack.devkube!.closeWatches()`, `setWatchHistoryLimit()` for
+ * 410 Gone, its request log): an ordinary `it` on devkube, skipped on a real cluster with the reason in its name.
+ * `why` names the hook, e.g. "closeWatches() to end every watch on demand".
+ */
+export function itNeedsDevkube(name: string, why: string, fn: () => Promise<void>, timeout?: number): void {
+  if (onRealCluster) it.skip(`${name} [skipped on a real cluster: needs devkube's ${why}]`, () => {});
+  else it(name, fn, timeout);
+}
+
 export interface Stack {
-  devkube: Devkube;
+  /** The devkube of this file; undefined on a real cluster. */
+  devkube: Devkube | undefined;
   service: TestService;
   kubeConfig: KubeConfig;
   kube: KubeClient;
+  /** Every namespaced object of the test lives here: "default" on devkube, `mds-e2e-<random>` on a real cluster. */
+  namespace: string;
   /** Everything every operator of this stack logged, for the planted-secret scan. */
   logs: string[];
+  /** kubectl against the stack's cluster, in `namespace`. */
   kubectl(args: string[], input?: string): Promise<string>;
   startOperator(overrides?: Partial<OperatorOptions>): Promise<Operator>;
   stop(): Promise<void>;
 }
 
-export async function startStack(): Promise<Stack> {
+export interface StackOptions {
+  /** Use this cluster instead of starting devkube; defaults to MDS_E2E_KUBECONFIG and friends. */
+  realCluster?: RealCluster | undefined;
+}
+
+const crdsDir = path.resolve(import.meta.dirname, "../../crds");
+const mdsKinds = "mdsdb,mdsproject,mdsrestore";
+
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const real = "realCluster" in options ? options.realCluster : realCluster;
   const dir = await mkdtemp(path.join(tmpdir(), "mds-e2e-"));
-  const [devkube, service] = await Promise.all([startDevkube({ dir: path.join(dir, "kube"), port: 0 }), startTestService()]);
-  // The operator's own loader, as \`mds operator\` uses it; the tests drive devkube "as a user" through kubectl.
-  const kubeConfig = parseKubeConfig(devkube.kubeconfig);
+  const [devkube, service] = await Promise.all([
+    real === undefined ? startDevkube({ dir: path.join(dir, "kube"), port: 0 }) : Promise.resolve(undefined),
+    startTestService(),
+  ]);
+  // The operator's own loader, as \`mds operator\` uses it; the tests drive the cluster "as a user" through kubectl.
+  const kubeConfig =
+    devkube !== undefined
+      ? parseKubeConfig(devkube.kubeconfig)
+      : loadKubeConfig({ kubeconfig: real!.kubeconfigPath, context: real!.context, env: process.env });
+  const kubeconfigPath = devkube?.kubeconfigPath ?? real!.kubeconfigPath;
+  const contextArgs = real?.context === undefined ? [] : [`--context=${real.context}`];
+  const namespace = real === undefined ? "default" : `mds-e2e-${randomBytes(4).toString("hex")}`;
   const kube = createKubeClient(kubeConfig);
   const logs: string[] = [];
   const operators: Operator[] = [];
   const cacheDir = path.join(dir, "kubectl-cache");
 
-  async function kubectl(args: string[], input?: string): Promise<string> {
-    const r = await runKubectl(devkube.kubeconfigPath, args, { ...(input === undefined ? {} : { input }), cacheDir });
+  async function kubectlIn(ns: string | undefined, args: string[], input?: string): Promise<string> {
+    const full = [...contextArgs, ...(ns === undefined ? [] : [`--namespace=${ns}`]), ...args];
+    const r = await runKubectl(kubeconfigPath, full, { ...(input === undefined ? {} : { input }), cacheDir });
     if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")} failed: ${r.stderr.trim()}`);
     return r.stdout;
   }
+  const kubectl = (args: string[], input?: string) => kubectlIn(real === undefined ? undefined : namespace, args, input);
 
-  await kubectl(["apply", "-f", path.resolve(import.meta.dirname, "../../crds")]);
+  if (real === undefined) {
+    await kubectl(["apply", "-f", crdsDir]);
+  } else {
+    // Server-side, under our own field manager: a no-op when the cluster already has these CRDs; never deleted.
+    await kubectl(["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crdsDir]);
+    await kubectl(["create", "namespace", namespace]);
+    await kubectl(["label", "namespace", namespace, "app.kubernetes.io/created-by=mds-e2e"]);
+  }
   // kubectl caches discovery: make it see the new CRDs before the first apply of a custom resource.
-  await eventually(() => kubectl(["get", "mdsdb,mdsproject,mdsrestore", "-A"]), { what: "CRDs served" });
+  await eventually(() => kubectl(["get", mdsKinds]), { what: "CRDs served" });
   await kubectl(
     ["apply", "-f", "-"],
-    JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "default" }, stringData: { token: service.token } }),
+    JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace }, stringData: { token: service.token } }),
   );
+
+  async function removeNamespace(): Promise<void> {
+    // The operators are gone, so nothing would remove the finalizers; the remote side (the local service) goes
+    // away with this stack, so dropping them loses nothing.
+    const names = (await kubectl(["get", mdsKinds, "-o", "name"])).split("\n").filter((n) => n !== "");
+    for (const name of names) {
+      await kubectl(["patch", name, "--type=merge", "-p", JSON.stringify({ metadata: { finalizers: null } })]).catch(() => {});
+    }
+    await kubectlIn(undefined, ["delete", "namespace", namespace, "--wait=false"]);
+  }
 
   return {
     devkube,
     service,
     kubeConfig,
     kube,
+    namespace,
     logs,
     kubectl,
     async startOperator(overrides = {}) {
@@ -82,8 +158,9 @@ export async function startStack(): Promise<Stack> {
       const operator = createOperator({
         kubeConfig,
         apiUrl: service.url,
-        defaultCredentials: { secretNamespace: "default", secretName: "mds-credentials", key: "token" },
-        namespaces: undefined,
+        defaultCredentials: { secretNamespace: namespace, secretName: "mds-credentials", key: "token" },
+        // On a shared cluster other test files run their own operators and services: each watches only its namespace.
+        namespaces: real === undefined ? undefined : [namespace],
         instanceId: "e2e",
         concurrency: 4,
         pollIntervals: { fastMs: 200, slowMs: 30_000 },
@@ -98,8 +175,12 @@ export async function startStack(): Promise<Stack> {
     },
     async stop() {
       await Promise.all(operators.map((o) => o.stop().catch(() => {})));
-      await Promise.all([devkube.stop(), service.stop()]);
-      await rm(dir, { recursive: true, force: true });
+      try {
+        if (real !== undefined && !real.keepNamespaces) await removeNamespace();
+      } finally {
+        await Promise.all([devkube?.stop(), service.stop()]);
+        await rm(dir, { recursive: true, force: true });
+      }
     },
   };
 }

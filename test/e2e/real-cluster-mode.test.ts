@@ -1,0 +1,86 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
+import { runKubectl } from "../../src/devkube/testing/kubectl.ts";
+import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
+import { decodeData } from "../../src/operator/connection-secret.ts";
+import { DatabaseType } from "../../src/resources/types.ts";
+import { eventually, manifests, realClusterFromEnv, startStack, type Stack } from "./helpers.ts";
+
+// The MDS_E2E_KUBECONFIG path of startStack() (docs/e2e.md), proven without a real cluster: a devkube started
+// here stands in for "some cluster with a kubeconfig", and the stack must treat it as one: CRDs applied
+// server-side, a mds-e2e-<random> namespace holding everything, an operator watching only it, the namespace gone
+// at the end and the CRDs kept.
+
+let cluster: Devkube;
+let dir: string;
+let stack: Stack | undefined;
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), "mds-e2e-cluster-"));
+  cluster = await startDevkube({ dir, port: 0 });
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  await cluster?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function clusterKubectl(args: string[]) {
+  return runKubectl(cluster.kubeconfigPath, args, { cacheDir: path.join(dir, "kubectl-cache") });
+}
+
+describe("real-cluster mode (MDS_E2E_KUBECONFIG)", () => {
+  it("reads the switch from the environment", () => {
+    expect(realClusterFromEnv({})).toBeUndefined();
+    expect(realClusterFromEnv({ MDS_E2E_KUBECONFIG: "" })).toBeUndefined();
+    expect(realClusterFromEnv({ MDS_E2E_KUBECONFIG: "/k" })).toEqual({ kubeconfigPath: "/k", context: undefined, keepNamespaces: false });
+    expect(realClusterFromEnv({ MDS_E2E_KUBECONFIG: "/k", MDS_E2E_CONTEXT: "kind-mds-e2e", MDS_E2E_KEEP_NAMESPACES: "1" })).toEqual({
+      kubeconfigPath: "/k",
+      context: "kind-mds-e2e",
+      keepNamespaces: true,
+    });
+  });
+
+  it("uses the given cluster: apply → Ready → the Secret connects, all in its own namespace, removed at the end", async () => {
+    const s = await startStack({ realCluster: { kubeconfigPath: cluster.kubeconfigPath } });
+    stack = s;
+    expect(s.devkube).toBeUndefined();
+    expect(s.namespace).toMatch(/^mds-e2e-[0-9a-f]{8}$/);
+    await s.startOperator();
+    await s.kubectl(
+      ["apply", "-f", "-"],
+      manifests(
+        { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "shop" }, spec: { region: "us-east-1" } },
+        { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "orders" }, spec: { projectRef: { name: "shop" } } },
+      ),
+    );
+    await eventually(async () => {
+      const status = (await s.kube.get<KubeObject>(DatabaseType, s.namespace, "orders"))?.["status"] as { conditions?: { type: string; status: string }[] } | undefined;
+      if (!status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) throw new Error(`not ready: ${JSON.stringify(status)}`);
+    }, { what: "orders Ready" });
+    const secret = await s.kube.get<Secret>(SecretType, s.namespace, "orders");
+    const client = new pg.Client({ connectionString: decodeData(secret!)["DATABASE_URL"]! });
+    await client.connect();
+    expect((await client.query<{ one: number }>("select 1 as one")).rows[0]!.one).toBe(1);
+    await client.end();
+    // Nothing of the test landed in "default".
+    expect((await clusterKubectl(["get", "mdsdb,mdsproject", "-n", "default", "-o", "name"])).stdout.trim()).toBe("");
+
+    stack = undefined;
+    await s.stop();
+    const ns = await clusterKubectl(["get", "namespace", s.namespace, "-o", "jsonpath={.status.phase}"]);
+    if (ns.code === 0) expect(ns.stdout).toBe("Terminating");
+    else expect(ns.stderr).toMatch(/NotFound/);
+    await eventually(async () => {
+      const left = await clusterKubectl(["get", "mdsdb,mdsproject", "-n", s.namespace, "-o", "name"]);
+      if (left.stdout.trim() !== "") throw new Error(`left behind: ${left.stdout}`);
+    }, { what: "the namespace's resources gone" });
+    const crds = await clusterKubectl(["get", "crd", "databases.mds.dev", "-o", "name"]);
+    expect(crds.code).toBe(0);
+  }, 60_000);
+});
