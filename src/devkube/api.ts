@@ -536,10 +536,11 @@ export class Api {
   }
 }
 
-/** CRD list types (x-kubernetes-list-type) for field management; built-ins use the library's own table. */
+/** CRD list types (x-kubernetes-list-type) for field management; built-ins their own table, else the library's. */
 function listTypesOf(rt: ResourceType): { listTypes?: ListTypes } {
   const schema = rt.schema;
-  return schema ? { listTypes: (path: string[]) => schema.listTypes(path) } : {};
+  if (schema) return { listTypes: (path: string[]) => schema.listTypes(path) };
+  return rt.listTypes ? { listTypes: rt.listTypes } : {};
 }
 
 export function finalizersOf(o: Obj): string[] {

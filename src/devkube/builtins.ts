@@ -6,7 +6,7 @@ import { isObj, metaOf, str, type Obj } from "./types.ts";
 
 // The built-in kinds devkube serves, with the parts of their registry strategies that clients notice.
 
-function base(group: string, version: string, kind: string, plural: string, namespaced: boolean, extra: Partial<ResourceType>): ResourceType {
+export function base(group: string, version: string, kind: string, plural: string, namespaced: boolean, extra: Partial<ResourceType>): ResourceType {
   return {
     group, version, kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), namespaced,
     shortNames: [], categories: [], storageKey: `${group}/${plural}`, subresources: [], verbs: ALL_VERBS,
@@ -19,7 +19,7 @@ const OBJECT_REFERENCE = ["kind", "namespace", "name", "uid", "apiVersion", "res
 const POLICY_RULE = ["verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs"];
 const SUBJECT = ["kind", "apiGroup", "name", "namespace"];
 
-function known(...fields: string[]): Set<string> {
+export function known(...fields: string[]): Set<string> {
   return new Set(["apiVersion", "kind", "metadata", ...fields]);
 }
 

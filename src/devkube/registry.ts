@@ -1,5 +1,6 @@
 import { builtinResourceTypes, crdBaseType } from "./builtins.ts";
 import type { ResourceType } from "./resource-type.ts";
+import { workloadResourceTypes } from "./workloads.ts";
 
 export interface GroupVersion { group: string; version: string; types: ResourceType[] }
 
@@ -11,7 +12,7 @@ export class Registry {
   revision = 0;
 
   constructor() {
-    this.builtins = [...builtinResourceTypes(), crdBaseType()];
+    this.builtins = [...builtinResourceTypes(), ...workloadResourceTypes(), crdBaseType()];
   }
 
   all(): ResourceType[] {

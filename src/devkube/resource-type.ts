@@ -1,3 +1,4 @@
+import type { ListTypes } from "./managed-fields.ts";
 import type { CompiledSchema } from "./schema/index.ts";
 import type { Obj } from "./types.ts";
 
@@ -39,6 +40,8 @@ export interface ResourceType {
   table?: BuiltinTable;
   printerColumns?: PrinterColumn[];
   schema?: CompiledSchema;
+  /** Built-ins: server-side-apply list types (upstream x-kubernetes-list-type/-map-keys) beyond the shared ones. */
+  listTypes?: ListTypes;
   /** Wire form (this version) → storage form, and back. */
   toStorage?: (obj: Obj) => Obj;
   fromStorage?: (obj: Obj) => Obj;
