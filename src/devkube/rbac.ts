@@ -161,10 +161,13 @@ export function defaultClusterRoles(): Obj[] {
   const read = ["get", "list", "watch"];
   const write = ["create", "update", "patch", "delete", "deletecollection"];
   const role = (name: string, rules: Obj[]): Obj => ({ apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name, labels: { "kubernetes.io/bootstrapping": "rbac-defaults" } }, rules });
+  // the workload kinds as upstream's aggregated admin/edit/view grant them (scale for edit, status for view)
+  const workloads = { apiGroups: ["", "apps", "policy", "networking.k8s.io"], resources: ["services", "persistentvolumeclaims", "deployments", "deployments/scale", "statefulsets", "statefulsets/scale", "poddisruptionbudgets", "networkpolicies"] };
+  const workloadStatus = { apiGroups: ["", "apps", "policy"], resources: ["services/status", "persistentvolumeclaims/status", "deployments/status", "statefulsets/status", "poddisruptionbudgets/status"], verbs: read };
   return [
     role("cluster-admin", [all, { nonResourceURLs: ["*"], verbs: ["*"] }]),
-    role("admin", [{ apiGroups: ["", "coordination.k8s.io", "events.k8s.io"], resources: ["configmaps", "secrets", "serviceaccounts", "events", "leases"], verbs: [...read, ...write] }, { apiGroups: ["rbac.authorization.k8s.io"], resources: ["roles", "rolebindings"], verbs: [...read, ...write] }]),
-    role("edit", [{ apiGroups: ["", "coordination.k8s.io", "events.k8s.io"], resources: ["configmaps", "secrets", "serviceaccounts", "events", "leases"], verbs: [...read, ...write] }]),
-    role("view", [{ apiGroups: ["", "coordination.k8s.io", "events.k8s.io"], resources: ["configmaps", "serviceaccounts", "events", "leases", "namespaces"], verbs: read }]),
+    role("admin", [{ apiGroups: ["", "coordination.k8s.io", "events.k8s.io"], resources: ["configmaps", "secrets", "serviceaccounts", "events", "leases"], verbs: [...read, ...write] }, { apiGroups: ["rbac.authorization.k8s.io"], resources: ["roles", "rolebindings"], verbs: [...read, ...write] }, { ...workloads, verbs: [...read, ...write] }, workloadStatus]),
+    role("edit", [{ apiGroups: ["", "coordination.k8s.io", "events.k8s.io"], resources: ["configmaps", "secrets", "serviceaccounts", "events", "leases"], verbs: [...read, ...write] }, { ...workloads, verbs: [...read, ...write] }, workloadStatus]),
+    role("view", [{ apiGroups: ["", "coordination.k8s.io", "events.k8s.io"], resources: ["configmaps", "serviceaccounts", "events", "leases", "namespaces"], verbs: read }, { ...workloads, verbs: read }, workloadStatus]),
   ];
 }
