@@ -2,10 +2,10 @@ import { pino } from "pino";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLeaderElector, createLeaseClient, type LeaderElector } from "../../src/operator/leader-election.ts";
-import type { KubeObject } from "../../src/kube/types.ts";
+import { SecretType, type KubeObject } from "../../src/kube/types.ts";
 import { DatabaseType } from "../../src/resources/types.ts";
 import { startFaultProxy, type FaultProxy } from "../../src/testing/fault-proxy.ts";
-import { eventually, manifests, startStack, type Stack } from "./helpers.ts";
+import { eventually, itNeedsDevkube, manifests, startStack, type Stack } from "./helpers.ts";
 
 // Invalid resources are refused by the schema or reported in Synced=False with what to fix, and nothing remote
 // changes; an API outage is reported and converges once the service is back; of two replicas only the leader writes.
@@ -92,6 +92,36 @@ describe("API outage", () => {
     await waitCondition("during-outage", "Synced", { status: "True" });
     await operator.stop();
   });
+});
+
+describe("watch interruptions", () => {
+  itNeedsDevkube(
+    "the operator follows changes made while its watches were closed and while their history expired (410 Gone)",
+    "closeWatches() and setWatchHistoryLimit() to end every watch and expire its history on demand",
+    async () => {
+      const devkube = stack.devkube!;
+      const operator = await stack.startOperator();
+      try {
+        await stack.kubectl(["apply", "-f", "-"], manifests(database("steady", { projectRef: { name: "base" } })));
+        await waitCondition("steady", "Ready", { status: "True" });
+        devkube.closeWatches();
+        await stack.kubectl(["apply", "-f", "-"], manifests(database("after-close", { projectRef: { name: "base" } })));
+        await waitCondition("after-close", "Ready", { status: "True" });
+        // Several changes while the watches reconnect: their resourceVersions fall out of a 2-event history.
+        devkube.setWatchHistoryLimit(2);
+        devkube.closeWatches();
+        await stack.kubectl(["apply", "-f", "-"], manifests(...["expired-1", "expired-2", "expired-3"].map((n) => database(n, { projectRef: { name: "base" } }))));
+        await stack.kubectl(["delete", "secret", "steady"]);
+        for (const name of ["expired-1", "expired-2", "expired-3"]) await waitCondition(name, "Ready", { status: "True" });
+        await eventually(async () => {
+          if ((await stack.kube.get(SecretType, stack.namespace, "steady")) === undefined) throw new Error("Secret steady not rebuilt");
+        }, { what: "Secret steady rebuilt" });
+      } finally {
+        devkube.setWatchHistoryLimit(1000);
+        await operator.stop();
+      }
+    },
+  );
 });
 
 describe("two replicas", () => {

@@ -86,18 +86,26 @@ export interface StackOptions {
 const crdsDir = path.resolve(import.meta.dirname, "../../crds");
 const mdsKinds = "mdsdb,mdsproject,mdsrestore";
 
+function loadRealCluster(real: RealCluster): KubeConfig {
+  try {
+    return loadKubeConfig({ kubeconfig: real.kubeconfigPath, context: real.context, env: process.env });
+  } catch (err) {
+    const context = real.context === undefined ? "" : ` (MDS_E2E_CONTEXT "${real.context}")`;
+    throw new Error(`cannot run the e2e suite on MDS_E2E_KUBECONFIG "${real.kubeconfigPath}"${context}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const real = "realCluster" in options ? options.realCluster : realCluster;
+  // Loaded first: a wrong path or context fails here, before anything is started.
+  const realKubeConfig = real === undefined ? undefined : loadRealCluster(real);
   const dir = await mkdtemp(path.join(tmpdir(), "mds-e2e-"));
   const [devkube, service] = await Promise.all([
     real === undefined ? startDevkube({ dir: path.join(dir, "kube"), port: 0 }) : Promise.resolve(undefined),
     startTestService(),
   ]);
   // The operator's own loader, as \`mds operator\` uses it; the tests drive the cluster "as a user" through kubectl.
-  const kubeConfig =
-    devkube !== undefined
-      ? parseKubeConfig(devkube.kubeconfig)
-      : loadKubeConfig({ kubeconfig: real!.kubeconfigPath, context: real!.context, env: process.env });
+  const kubeConfig = realKubeConfig ?? parseKubeConfig(devkube!.kubeconfig);
   const kubeconfigPath = devkube?.kubeconfigPath ?? real!.kubeconfigPath;
   const contextArgs = real?.context === undefined ? [] : [`--context=${real.context}`];
   const namespace = real === undefined ? "default" : `mds-e2e-${randomBytes(4).toString("hex")}`;
@@ -114,21 +122,6 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   }
   const kubectl = (args: string[], input?: string) => kubectlIn(real === undefined ? undefined : namespace, args, input);
 
-  if (real === undefined) {
-    await kubectl(["apply", "-f", crdsDir]);
-  } else {
-    // Server-side, under our own field manager: a no-op when the cluster already has these CRDs; never deleted.
-    await kubectl(["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crdsDir]);
-    await kubectl(["create", "namespace", namespace]);
-    await kubectl(["label", "namespace", namespace, "app.kubernetes.io/created-by=mds-e2e"]);
-  }
-  // kubectl caches discovery: make it see the new CRDs before the first apply of a custom resource.
-  await eventually(() => kubectl(["get", mdsKinds]), { what: "CRDs served" });
-  await kubectl(
-    ["apply", "-f", "-"],
-    JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace }, stringData: { token: service.token } }),
-  );
-
   async function removeNamespace(): Promise<void> {
     // The operators are gone, so nothing would remove the finalizers; the remote side (the local service) goes
     // away with this stack, so dropping them loses nothing.
@@ -137,6 +130,31 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       await kubectl(["patch", name, "--type=merge", "-p", JSON.stringify({ metadata: { finalizers: null } })]).catch(() => {});
     }
     await kubectlIn(undefined, ["delete", "namespace", namespace, "--wait=false"]);
+  }
+
+  let namespaceCreated = false;
+  try {
+    if (real === undefined) {
+      await kubectl(["apply", "-f", crdsDir]);
+    } else {
+      // Server-side, under our own field manager: a no-op when the cluster already has these CRDs; never deleted.
+      await kubectl(["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crdsDir]);
+      const ns = { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace, labels: { "app.kubernetes.io/created-by": "mds-e2e" } } };
+      await kubectlIn(undefined, ["create", "-f", "-"], JSON.stringify(ns));
+      namespaceCreated = true;
+    }
+    // kubectl caches discovery: make it see the new CRDs before the first apply of a custom resource.
+    await eventually(() => kubectl(["get", mdsKinds]), { what: "CRDs served" });
+    await kubectl(
+      ["apply", "-f", "-"],
+      JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace }, stringData: { token: service.token } }),
+    );
+  } catch (err) {
+    // A half-started stack leaves nothing behind: no namespace on the cluster, no servers in the test process.
+    if (namespaceCreated && !real?.keepNamespaces) await removeNamespace().catch(() => {});
+    await Promise.all([devkube?.stop(), service.stop()]).catch(() => {});
+    await rm(dir, { recursive: true, force: true });
+    throw err;
   }
 
   return {

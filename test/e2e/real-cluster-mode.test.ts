@@ -1,6 +1,8 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
@@ -45,6 +47,30 @@ describe("real-cluster mode (MDS_E2E_KUBECONFIG)", () => {
       keepNamespaces: true,
     });
   });
+
+  it("refuses a kubeconfig it cannot use, naming the variable and the cause", async () => {
+    await expect(startStack({ realCluster: { kubeconfigPath: path.join(dir, "missing") } })).rejects.toThrow(/^cannot run the e2e suite on MDS_E2E_KUBECONFIG ".*missing": .*ENOENT/);
+    await expect(startStack({ realCluster: { kubeconfigPath: cluster.kubeconfigPath, context: "nope" } })).rejects.toThrow(/MDS_E2E_CONTEXT "nope"\): .*nope/);
+  });
+
+  it("skips the tests that need devkube's hooks, naming the hook, and only those", async () => {
+    // Only collecting: a -t filter leaves every test of the file skipped, so its beforeAll (the stack) never runs.
+    const root = path.resolve(import.meta.dirname, "../..");
+    const outputFile = path.join(dir, "guards.json");
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("VITEST")));
+    await promisify(execFile)(
+      process.execPath,
+      [path.join(root, "node_modules/vitest/vitest.mjs"), "run", "test/e2e/guards.test.ts", "-t", "watch interruptions", "--reporter=json", `--outputFile=${outputFile}`],
+      { cwd: root, env: { ...env, MDS_E2E_KUBECONFIG: cluster.kubeconfigPath } },
+    );
+    const report = JSON.parse(await readFile(outputFile, "utf8")) as { testResults: { assertionResults: { status: string; title: string }[] }[] };
+    const results = report.testResults.flatMap((r) => r.assertionResults);
+    const marked = results.filter((r) => r.title.includes("[skipped on a real cluster: needs devkube's"));
+    expect(marked.map((r) => [r.status, r.title.replace(/^.*\[/, "[")])).toEqual([
+      ["skipped", "[skipped on a real cluster: needs devkube's closeWatches() and setWatchHistoryLimit() to end every watch and expire its history on demand]"],
+    ]);
+    expect(results.length).toBeGreaterThan(marked.length);
+  }, 30_000);
 
   it("uses the given cluster: apply → Ready → the Secret connects, all in its own namespace, removed at the end", async () => {
     const s = await startStack({ realCluster: { kubeconfigPath: cluster.kubeconfigPath } });
