@@ -81,9 +81,14 @@ async function runChild(kubeconfigPath: string): Promise<void> {
     );
   };
   process.on("SIGUSR1", () => void report());
-  process.on("SIGTERM", () => void runtime.stop().then(() => process.exit(0)));
+  let stopping = false;
+  process.on("SIGTERM", () => {
+    stopping = true;
+    void runtime.stop().then(() => process.exit(0));
+  });
   // As `mds operator` does: a replica that lost its lease exits (the figures of a standby would mean nothing).
   void runtime.lost.then(() => {
+    if (stopping) return;
     process.stderr.write("operator-rss: the operator lost its lease\n");
     process.exit(1);
   });
