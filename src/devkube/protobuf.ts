@@ -2,7 +2,8 @@ import { badRequest } from "./errors.ts";
 import type { Obj } from "./types.ts";
 
 // kubectl's imperative generators (`create configmap|secret|namespace|serviceaccount|role|
-// rolebinding|clusterrole|clusterrolebinding|token`, `auth can-i`) send
+// rolebinding|clusterrole|clusterrolebinding|token|deployment|service|poddisruptionbudget`, `expose`,
+// `auth can-i`) send
 // Kubernetes protobuf. This decodes exactly those kinds: the `k8s\0` envelope, runtime.Unknown,
 // ObjectMeta's common fields and each kind's own fields (field numbers from k8s.io/api generated.proto).
 
@@ -74,9 +75,10 @@ function objectMeta(buf: Buffer): Obj {
   const finalizers: string[] = [];
   for (const f of fields(buf)) {
     switch (f.no) {
-      case 1: meta["name"] = text(f); break;
-      case 2: meta["generateName"] = text(f); break;
-      case 3: meta["namespace"] = text(f); break;
+      // empty strings are Go's zero values, not fields the client set
+      case 1: if (text(f) !== "") meta["name"] = text(f); break;
+      case 2: if (text(f) !== "") meta["generateName"] = text(f); break;
+      case 3: if (text(f) !== "") meta["namespace"] = text(f); break;
       case 11: { const [k, v] = mapEntry(f, false); labels[k] = v; break; }
       case 12: { const [k, v] = mapEntry(f, false); annotations[k] = v; break; }
       case 14: finalizers.push(text(f)); break;
@@ -112,6 +114,108 @@ const POLICY_RULE = { 1: "verbs", 2: "apiGroups", 3: "resources", 4: "resourceNa
 const SUBJECT = { 1: "kind", 2: "apiGroup", 3: "name", 4: "namespace" };
 const ROLE_REF = { 1: "apiGroup", 2: "kind", 3: "name" };
 const RESOURCE_ATTRIBUTES = { 1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name" };
+
+/** Go's protobuf writes every non-pointer scalar, even empty: drop those its JSON would omit (omitempty). */
+function compact(obj: Obj): Obj {
+  for (const [k, v] of Object.entries(obj)) if (v === "" || v === 0) delete obj[k];
+  return obj;
+}
+
+const intOrString = (buf: Buffer): number | string => {
+  let type = 0;
+  let int = 0;
+  let str = "";
+  for (const f of fields(buf)) {
+    if (f.no === 1) type = Number(f.value as bigint);
+    if (f.no === 2) int = Number(f.value as bigint);
+    if (f.no === 3) str = text(f);
+  }
+  return type === 1 ? str : int;
+};
+
+function labelSelector(buf: Buffer): Obj {
+  const matchLabels: Obj = {};
+  for (const f of fields(buf)) if (f.no === 1) { const [k, v] = mapEntry(f, false); matchLabels[k] = v; }
+  return Object.keys(matchLabels).length > 0 ? { matchLabels } : {};
+}
+
+// The fields `kubectl create deployment` sets: containers with name, image, command and ports.
+function container(buf: Buffer): Obj {
+  const c: Obj = {};
+  for (const f of fields(buf)) {
+    if (f.no === 1) c["name"] = text(f);
+    else if (f.no === 2) c["image"] = text(f);
+    else if (f.no === 3) ((c["command"] ??= []) as string[]).push(text(f));
+    else if (f.no === 4) ((c["args"] ??= []) as string[]).push(text(f));
+    else if (f.no === 6) ((c["ports"] ??= []) as Obj[]).push(compact(scalars(bytes(f), { 1: "name", 2: "hostPort", 3: "containerPort", 4: "protocol", 5: "hostIP" })));
+    else if (f.no === 8) c["resources"] = {};
+  }
+  return compact(c);
+}
+
+function podTemplate(buf: Buffer): Obj {
+  const t: Obj = {};
+  for (const f of fields(buf)) {
+    if (f.no === 1) t["metadata"] = objectMeta(bytes(f));
+    else if (f.no === 2) {
+      const spec: Obj = {};
+      for (const e of fields(bytes(f))) if (e.no === 2) ((spec["containers"] ??= []) as Obj[]).push(container(bytes(e)));
+      t["spec"] = spec;
+    }
+  }
+  return t;
+}
+
+function deploymentSpec(buf: Buffer): Obj {
+  const spec: Obj = {};
+  for (const f of fields(buf)) {
+    if (f.no === 1) spec["replicas"] = Number(f.value as bigint);
+    else if (f.no === 2) spec["selector"] = labelSelector(bytes(f));
+    else if (f.no === 3) spec["template"] = podTemplate(bytes(f));
+    else if (f.no === 4) spec["strategy"] = compact(scalars(bytes(f), { 1: "type" }));
+  }
+  return spec;
+}
+
+// `kubectl create service clusterip|nodeport|loadbalancer|externalname` and `kubectl expose`
+function serviceSpec(buf: Buffer): Obj {
+  const spec: Obj = {};
+  const selector: Obj = {};
+  for (const f of fields(buf)) {
+    if (f.no === 1) {
+      const port: Obj = {};
+      for (const e of fields(bytes(f))) {
+        if (e.no === 1) port["name"] = text(e);
+        else if (e.no === 2) port["protocol"] = text(e);
+        else if (e.no === 3) port["port"] = Number(e.value as bigint);
+        else if (e.no === 4) port["targetPort"] = intOrString(bytes(e));
+        else if (e.no === 5) port["nodePort"] = Number(e.value as bigint);
+        else if (e.no === 6) port["appProtocol"] = text(e);
+      }
+      ((spec["ports"] ??= []) as Obj[]).push(compact(port));
+    } else if (f.no === 2) { const [k, v] = mapEntry(f, false); selector[k] = v; }
+    else if (f.no === 3) spec["clusterIP"] = text(f);
+    else if (f.no === 4) spec["type"] = text(f);
+    else if (f.no === 5) ((spec["externalIPs"] ??= []) as string[]).push(text(f));
+    else if (f.no === 7) spec["sessionAffinity"] = text(f);
+    else if (f.no === 8) spec["loadBalancerIP"] = text(f);
+    else if (f.no === 10) spec["externalName"] = text(f);
+  }
+  compact(spec);
+  if (Object.keys(selector).length > 0) spec["selector"] = selector;
+  return spec;
+}
+
+// `kubectl create poddisruptionbudget`
+function pdbSpec(buf: Buffer): Obj {
+  const spec: Obj = {};
+  for (const f of fields(buf)) {
+    if (f.no === 1) spec["minAvailable"] = intOrString(bytes(f));
+    else if (f.no === 2) spec["selector"] = labelSelector(bytes(f));
+    else if (f.no === 3) spec["maxUnavailable"] = intOrString(bytes(f));
+  }
+  return spec;
+}
 
 function decodeKind(kind: string, raw: Buffer): Obj {
   const obj: Obj = {};
@@ -170,6 +274,15 @@ function decodeKind(kind: string, raw: Buffer): Obj {
           obj["spec"] = spec;
         }
         break;
+      case "Deployment":
+        if (f.no === 2) obj["spec"] = deploymentSpec(bytes(f));
+        break;
+      case "Service":
+        if (f.no === 2) obj["spec"] = serviceSpec(bytes(f));
+        break;
+      case "PodDisruptionBudget":
+        if (f.no === 2) obj["spec"] = pdbSpec(bytes(f));
+        break;
       default:
         break; // Namespace: spec/status are set by the server
     }
@@ -178,7 +291,7 @@ function decodeKind(kind: string, raw: Buffer): Obj {
   return obj;
 }
 
-const SUPPORTED = new Set(["v1/ConfigMap", "v1/Secret", "v1/Namespace", "v1/ServiceAccount", "rbac.authorization.k8s.io/v1/Role", "rbac.authorization.k8s.io/v1/ClusterRole", "rbac.authorization.k8s.io/v1/RoleBinding", "rbac.authorization.k8s.io/v1/ClusterRoleBinding", "authentication.k8s.io/v1/TokenRequest", "authentication.k8s.io/v1/SelfSubjectReview", "authorization.k8s.io/v1/SelfSubjectAccessReview", "authorization.k8s.io/v1/SelfSubjectRulesReview"]);
+const SUPPORTED = new Set(["v1/ConfigMap", "v1/Secret", "v1/Namespace", "v1/ServiceAccount", "rbac.authorization.k8s.io/v1/Role", "rbac.authorization.k8s.io/v1/ClusterRole", "rbac.authorization.k8s.io/v1/RoleBinding", "rbac.authorization.k8s.io/v1/ClusterRoleBinding", "authentication.k8s.io/v1/TokenRequest", "authentication.k8s.io/v1/SelfSubjectReview", "authorization.k8s.io/v1/SelfSubjectAccessReview", "authorization.k8s.io/v1/SelfSubjectRulesReview", "apps/v1/Deployment", "v1/Service", "policy/v1/PodDisruptionBudget"]);
 
 /** Decodes a protobuf request body into the JSON object it stands for. */
 export function decodeProtobuf(body: Buffer): Obj {

@@ -205,3 +205,23 @@ describe("discovery, OpenAPI and watch", () => {
     expect({ type: first.type, name: first.object?.metadata?.name }).toEqual({ type: "ADDED", name: "watched" });
   });
 });
+
+describe("kubectl's imperative generators (protobuf bodies)", () => {
+  it.each([
+    [["create", "deployment", "gen", "--image=example/gen:1", "--port=80", "--replicas=2"], ["--", "sleep", "1"]],
+    [["create", "service", "nodeport", "gen"], ["--tcp=80:http"]],
+    [["expose", "deployment", "gen"], ["--name=gen-exposed", "--port=81"]],
+    [["create", "poddisruptionbudget", "gen"], ["--selector=app=gen", "--min-available=50%"]],
+    [["create", "service", "externalname", "gen-ext"], ["--external-name=example.com"]],
+  ])("%j creates what kubectl's client-side dry run shows", async (command, rest) => {
+    const preview = JSON.parse(await h.ok([...command, "--dry-run=client", "-o", "json", ...rest])) as Json;
+    await h.ok([...command, ...rest]);
+    const kind = preview.kind === "Deployment" ? "deployment" : preview.kind === "Service" ? "service" : "pdb";
+    const stored = await getJson([kind, String(preview.metadata.name)]);
+    const template = preview.spec.template as Json | undefined;
+    if (template) delete template.metadata.creationTimestamp;
+    expect(stored.spec).toMatchObject(preview.spec);
+    expect(stored.metadata).toMatchObject({ ...preview.metadata, creationTimestamp: expect.any(String) });
+    expect(stored.metadata.generateName).toBeUndefined();
+  });
+});
