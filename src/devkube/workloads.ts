@@ -200,6 +200,18 @@ function prepareNetworkPolicy(o: Obj): void {
   if (spec["policyTypes"] === undefined) spec["policyTypes"] = Array.isArray(spec["egress"]) && spec["egress"].length > 0 ? ["Ingress", "Egress"] : ["Ingress"];
 }
 
+// Known fields of the specs and pod templates (k8s.io/api 1.32), so a typo in a manifest is pruned, or
+// refused with fieldValidation=Strict (kubectl's default), instead of vanishing silently.
+const CONTAINER = ["name", "image", "command", "args", "workingDir", "ports", "envFrom", "env", "resources", "resizePolicy", "restartPolicy", "volumeMounts", "volumeDevices", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty"];
+const POD_SPEC = ["volumes", "initContainers", "containers", "ephemeralContainers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "serviceAccount", "automountServiceAccountToken", "nodeName", "hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace", "securityContext", "imagePullSecrets", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "hostAliases", "priorityClassName", "priority", "dnsConfig", "readinessGates", "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "overhead", "topologySpreadConstraints", "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates", "resourceClaims", "resources"];
+
+function podTemplateFields(spec: string[]): Record<string, string[]> {
+  return {
+    spec, "spec.template": ["metadata", "spec"], "spec.template.spec": POD_SPEC,
+    "spec.template.spec.containers[]": CONTAINER, "spec.template.spec.initContainers[]": CONTAINER,
+  };
+}
+
 const REPLICAS_SCALE = { specReplicasPath: ".spec.replicas", statusReplicasPath: ".status.replicas" };
 
 export function workloadResourceTypes(): ResourceType[] {
@@ -207,7 +219,8 @@ export function workloadResourceTypes(): ResourceType[] {
   return [
     base(apps, "v1", "Deployment", "deployments", true, {
       shortNames: ["deploy"], categories: ["all"], subresources: ["status", "scale"], scale: REPLICAS_SCALE, generation: true,
-      knownFields: known("spec", "status"), table: DEPLOYMENT_TABLE, listTypes: listTypes(podTemplateListTypes("spec.template.spec")),
+      knownFields: known("spec", "status"), table: DEPLOYMENT_TABLE,
+      nestedKnownFields: podTemplateFields(["replicas", "selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit", "paused", "progressDeadlineSeconds"]), listTypes: listTypes(podTemplateListTypes("spec.template.spec")),
       prepare: (o, ctx) => {
         checkPodController("Deployment", o, ctx);
         const spec = specOf(o);
@@ -219,6 +232,7 @@ export function workloadResourceTypes(): ResourceType[] {
     base(apps, "v1", "StatefulSet", "statefulsets", true, {
       shortNames: ["sts"], categories: ["all"], subresources: ["status", "scale"], scale: REPLICAS_SCALE, generation: true,
       knownFields: known("spec", "status"), table: STATEFULSET_TABLE,
+      nestedKnownFields: podTemplateFields(["replicas", "selector", "template", "volumeClaimTemplates", "serviceName", "podManagementPolicy", "updateStrategy", "revisionHistoryLimit", "minReadySeconds", "persistentVolumeClaimRetentionPolicy", "ordinals"]),
       listTypes: listTypes({ ...podTemplateListTypes("spec.template.spec") }),
       prepare: (o, ctx) => {
         checkPodController("StatefulSet", o, ctx);
@@ -228,17 +242,21 @@ export function workloadResourceTypes(): ResourceType[] {
     }),
     base("", "v1", "Service", "services", true, {
       shortNames: ["svc"], categories: ["all"], subresources: ["status"], knownFields: known("spec", "status"), table: SERVICE_TABLE,
+      nestedKnownFields: { spec: ["ports", "selector", "clusterIP", "clusterIPs", "type", "externalIPs", "sessionAffinity", "loadBalancerIP", "loadBalancerSourceRanges", "externalName", "externalTrafficPolicy", "healthCheckNodePort", "publishNotReadyAddresses", "sessionAffinityConfig", "ipFamilies", "ipFamilyPolicy", "allocateLoadBalancerNodePorts", "loadBalancerClass", "internalTrafficPolicy", "trafficDistribution"], "spec.ports[]": ["name", "protocol", "appProtocol", "port", "targetPort", "nodePort"] },
       listTypes: listTypes({ "spec.ports": { type: "map", keys: ["port"] } }),
       prepare: prepareService,
     }),
     base("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true, {
       shortNames: ["pvc"], subresources: ["status"], knownFields: known("spec", "status"), table: PVC_TABLE, prepare: preparePvc,
+      nestedKnownFields: { spec: ["accessModes", "selector", "resources", "volumeName", "storageClassName", "volumeMode", "dataSource", "dataSourceRef", "volumeAttributesClassName"] },
     }),
     base("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, {
       shortNames: ["pdb"], subresources: ["status"], generation: true, knownFields: known("spec", "status"), table: PDB_TABLE, prepare: preparePdb,
+      nestedKnownFields: { spec: ["minAvailable", "selector", "maxUnavailable", "unhealthyPodEvictionPolicy"] },
     }),
     base("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", true, {
       shortNames: ["netpol"], generation: true, knownFields: known("spec"), table: NETWORK_POLICY_TABLE, prepare: prepareNetworkPolicy,
+      nestedKnownFields: { spec: ["podSelector", "ingress", "egress", "policyTypes"] },
     }),
   ];
 }

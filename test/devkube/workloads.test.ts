@@ -225,3 +225,18 @@ describe("kubectl's imperative generators (protobuf bodies)", () => {
     expect(stored.metadata.generateName).toBeUndefined();
   });
 });
+
+describe("unknown fields", () => {
+  it("are refused in specs and containers with kubectl's default strict validation, and pruned with --validate=false", async () => {
+    const typo = DEPLOYMENT.replace("name: web,", "name: typo,").replace("          image: example/app:1\n", "          image: example/app:1\n          imagePullPolicey: Always\n").replace("spec:\n  selector", "spec:\n  replicaz: 2\n  selector");
+    const strict = await h.kubectl(["apply", "--server-side", "-f", "-"], typo);
+    expect(strict.code).not.toBe(0);
+    expect(strict.stderr).toContain("replicaz");
+    expect(strict.stderr).toContain("imagePullPolicey");
+    await h.ok(["apply", "--server-side", "--validate=false", "-f", "-"], typo);
+    const d = await getJson(["deployment", "typo"]);
+    expect(d.spec.replicaz).toBeUndefined();
+    expect(d.spec.template.spec.containers[0].imagePullPolicey).toBeUndefined();
+    await h.ok(["delete", "deployment", "typo"]);
+  });
+});
