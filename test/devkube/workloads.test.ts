@@ -240,3 +240,14 @@ describe("unknown fields", () => {
     await h.ok(["delete", "deployment", "typo"]);
   });
 });
+
+describe("strategic merge patch of status conditions", () => {
+  it("merges a PodDisruptionBudget's conditions by type", async () => {
+    await h.ok(["create", "poddisruptionbudget", "conds", "--selector=app=conds", "--max-unavailable=1"]);
+    const condition = (type: string, status: string) => ({ type, status, reason: "Test", message: "", lastTransitionTime: "2026-01-01T00:00:00Z" });
+    await h.ok(["patch", "pdb", "conds", "--subresource=status", "--type=strategic", "-p", JSON.stringify({ status: { conditions: [condition("DisruptionAllowed", "True")] } })]);
+    await h.ok(["patch", "pdb", "conds", "--subresource=status", "--type=strategic", "-p", JSON.stringify({ status: { conditions: [condition("Other", "False")] } })]);
+    const conditions = (await getJson(["pdb", "conds"])).status.conditions as Json[];
+    expect(conditions.map((c) => c.type).sort()).toEqual(["DisruptionAllowed", "Other"]);
+  });
+});

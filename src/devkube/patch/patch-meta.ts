@@ -19,6 +19,7 @@ function podSpec(prefix: string): Table {
     [`${p}containers.env`]: { merge: true, mergeKey: "name" },
     [`${p}initContainers.env`]: { merge: true, mergeKey: "name" },
     [`${p}containers.ports`]: { merge: true, mergeKey: "containerPort" },
+    [`${p}initContainers.ports`]: { merge: true, mergeKey: "containerPort" },
     [`${p}containers.volumeMounts`]: { merge: true, mergeKey: "mountPath" },
     [`${p}initContainers.volumeMounts`]: { merge: true, mergeKey: "mountPath" },
     [`${p}volumes`]: { merge: true, mergeKey: "name" },
@@ -32,10 +33,12 @@ const conditionsByType: ListStrategy = { merge: true, mergeKey: "type" };
 const kinds: Record<string, Table> = {
   "v1/ServiceAccount": { secrets: { merge: true, mergeKey: "name" } },
   "v1/Namespace": { "status.conditions": conditionsByType },
-  "v1/Service": { "spec.ports": { merge: true, mergeKey: "port" } },
+  "v1/Service": { "spec.ports": { merge: true, mergeKey: "port" }, "status.conditions": conditionsByType },
+  "v1/PersistentVolumeClaim": { "status.conditions": conditionsByType },
   "v1/Pod": { ...podSpec("spec"), "status.conditions": conditionsByType },
   "apps/v1/Deployment": { ...podSpec("spec.template.spec"), "status.conditions": conditionsByType },
-  "apps/v1/StatefulSet": { ...podSpec("spec.template.spec") },
+  "apps/v1/StatefulSet": { ...podSpec("spec.template.spec"), "status.conditions": conditionsByType },
+  "policy/v1/PodDisruptionBudget": { "status.conditions": conditionsByType },
   "batch/v1/Job": { ...podSpec("spec.template.spec") },
 };
 
