@@ -43,9 +43,10 @@ else await runParent();
 
 /** The operator process: `mds operator`'s runtime (config, leader election, health and metrics server), the fake API. */
 async function runChild(kubeconfigPath: string): Promise<void> {
+  // As `mds operator` does (src/cli/main.ts): the heap flags before anything else is loaded.
+  if (process.env["MDS_BENCH_DEFAULT_HEAP"] !== "1") (await import("../src/cli/heap-flags.ts")).limitHeapGrowth();
   const { default: pino } = await import("pino");
-  const { createLogger, limitHeapGrowth, loadKubeConfig, startOperatorRuntime } = await import("../src/cli/operator.ts");
-  if (process.env["MDS_BENCH_DEFAULT_HEAP"] !== "1") limitHeapGrowth();
+  const { createLogger, loadKubeConfig, startOperatorRuntime } = await import("../src/cli/operator.ts");
   const { parseOperatorConfig } = await import("../src/cli/operator-config.ts");
   const { createOperator } = await import("../src/operator/index.ts");
   const { createFakeApi } = await import("../src/operator/testing/fake-api.ts");

@@ -2,7 +2,12 @@
 // `mds token` does not pay for devkube or the operator.
 const commands: Record<string, { summary: string; run: (argv: string[]) => Promise<number> }> = {
   dev: { summary: "run the whole local stack: PostgreSQL, service, devkube, operator (npm start)", run: async (a) => (await import("./dev.ts")).runDev(a) },
-  operator: { summary: "run the operator against the current kubeconfig or in-cluster config", run: async (a) => (await import("./operator.ts")).runOperator(a) },
+  operator: { summary: "run the operator against the current kubeconfig or in-cluster config", run: async (a) => {
+      // V8's heap flags before the operator's modules load and allocate (see heap-flags.ts).
+      (await import("./heap-flags.ts")).limitHeapGrowth();
+      return (await import("./operator.ts")).runOperator(a);
+    },
+  },
   service: { summary: "run the Managed Database Service API", run: async (a) => (await import("./service.ts")).runService(a) },
   token: { summary: "create, list and revoke service tokens", run: async (a) => (await import("./token.ts")).runToken(a) },
   devkube: { summary: "run devkube, the Kubernetes-compatible development server", run: async (a) => (await import("./devkube.ts")).runDevkube(a) },

@@ -1,7 +1,7 @@
+import { limitHeapGrowth } from "./heap-flags.ts";
 import { writeSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
-import { setFlagsFromString } from "node:v8";
 import { createKubeClient } from "../kube/client.ts";
 import { KubeConfigError, loadKubeConfig as loadKubeConfigFiles, type KubeConfig } from "../kube/kubeconfig.ts";
 import pino, { type DestinationStream, type Logger } from "pino";
@@ -200,22 +200,10 @@ export function crashPointFromEnv(value: string | undefined, kill: () => void): 
   };
 }
 
-/**
- * Keeps V8's heap close to what is live. By default Node 24 grows the young generation to 2 × 64 MB under
- * allocation bursts (a resync, a thousand Databases applied at once) and lets the old generation grow to several
- * times the live size; pages V8 touched once stay in the RSS. Measured with bench/operator-rss.ts at 1,000 live
- * Databases: 354 MB RSS for a live heap of 40 MB by default; 263 MB with the young generation held at its initial
- * ~2 MB; 170 MB with the old generation also growing by only 25 % over live; 127 MB with --optimize-for-size too
- * (smaller code and heap). No measurable slowdown of the 1,000-Database ramp (22-28 s either way). The same as
- * starting node with `--max-semi-space-size=1 --heap-growing-percent=25 --optimize-for-size`.
- */
-export function limitHeapGrowth(): void {
-  setFlagsFromString("--semi-space-growth-factor=1");
-  setFlagsFromString("--heap-growing-percent=25");
-  setFlagsFromString("--optimize-for-size");
-}
+export { limitHeapGrowth };
 
 export async function runOperator(argv: string[]): Promise<number> {
+  // Normally done by src/cli/main.ts before this module loaded; idempotent.
   limitHeapGrowth();
   let config: OperatorConfig;
   try {
