@@ -8,7 +8,7 @@ import { ApiextensionsV1Api, ApiException, CoreV1Api, KubeConfig, loadYaml, type
 import pino, { type Logger } from "pino";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
 import { kubectlPath } from "../devkube/testing/kubectl.ts";
-import { startDevService, type DevService } from "./dev-service.ts";
+import { startEmbeddedService, type EmbeddedService } from "../service/embedded.ts";
 import { renderCrdFiles } from "../resources/crd.ts";
 
 // `mds dev`: the whole local stack in one process tree, state under one directory (default .mds/):
@@ -256,7 +256,7 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
 
   try {
     say(`PostgreSQL and service starting (state in ${path.join(dir, "service")})`);
-    const service: DevService = await startDevService({
+    const service: EmbeddedService = await startEmbeddedService({
       dir: path.join(dir, "service"),
       port: ports.service,
       postgresPort: ports.postgres,

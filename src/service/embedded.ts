@@ -49,6 +49,8 @@ export type EmbeddedServiceOptions = {
   port?: number;
   baseUrl?: string;
   logger?: Logger;
+  /** PostgreSQL's port (default: a free one). `mds dev` keeps it fixed: connection strings in Secrets name it. */
+  postgresPort?: number;
   /** Extra PostgreSQL settings (tests turn fsync off). */
   postgresSettings?: Record<string, string>;
   /** A `templateCluster()` directory to copy instead of running initdb (tests). */
@@ -135,7 +137,7 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
   await mkdir(dir, { recursive: true });
   await refuseIfServiceRuns(dir);
   const postgres = await startPostgres({
-    takeOver: true, dir: path.join(dir, "postgres"), ...(options.logger ? { logger: options.logger.child({ component: "postgres" }) } : {}), ...(options.postgresSettings ? { settings: options.postgresSettings } : {}), ...(options.postgresTemplate ? { template: options.postgresTemplate } : {}) });
+    takeOver: true, dir: path.join(dir, "postgres"), ...(options.postgresPort !== undefined ? { port: options.postgresPort } : {}), ...(options.logger ? { logger: options.logger.child({ component: "postgres" }) } : {}), ...(options.postgresSettings ? { settings: options.postgresSettings } : {}), ...(options.postgresTemplate ? { template: options.postgresTemplate } : {}) });
   try {
     await ensureDatabase(postgres.url, controlDatabase);
     const controlUrl = withDatabase(postgres.url, controlDatabase);
