@@ -5,6 +5,15 @@ export const crashPoints = [
   "project:after-secret", // Secret written; external-id annotation and status not yet
   "database:after-create", // POST .../databases answered; Secret not yet written
   "database:after-secret",
+  "database:after-update", // remote PATCH answered; status not yet (Project has no remote update)
+  "project:after-recover", // Secret rebuild: credentials replayed or a connection minted; Secret not yet written
+  "project:before-revoke", // rebuilt Secret written; the connection whose password was lost not yet revoked
+  "database:after-recover",
+  "database:before-revoke",
+  "project:after-delete", // remote DELETE done (deletionPolicy Delete); Secret not yet deleted
+  "project:before-finalizer-drop", // Secret deleted or released; finalizer not yet removed
+  "database:after-delete",
+  "database:before-finalizer-drop",
   "restore:before-post", // requestedAt and ledger written; restore not yet requested
   "restore:after-post", // restore requested; outcome not yet followed
 ] as const;

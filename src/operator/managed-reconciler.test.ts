@@ -124,6 +124,23 @@ describe("the managed loop (Database)", () => {
     expect(events.map((e) => e.reason)).toEqual(expect.arrayContaining(["Adopted", "SecretRebuilt", "ConnectionRevoked"]));
   });
 
+  it("after a crash between a rebuilt Secret and the revocation, the restarted loop revokes the replaced connection", async () => {
+    applyDatabase("orders");
+    await converge("orders");
+    const before = statusOf("orders").connection!.id;
+    api.expireReplays();
+    await kube.delete(SecretType, "default", "orders");
+    crash = "database:before-revoke";
+    expect((await run("orders")).type).toBe("error");
+    expect(api.passwords.has(before)).toBe(true);
+    await converge("orders", 2);
+    const after = statusOf("orders").connection!.id;
+    expect(after).not.toBe(before);
+    expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(after));
+    expect(api.passwords.has(before)).toBe(false);
+    expect(events.map((e) => e.reason)).toContain("ConnectionRevoked");
+  });
+
   it("within the replay window, recovers the original credentials without minting", async () => {
     applyDatabase("orders");
     crash = "database:after-create";

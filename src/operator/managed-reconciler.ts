@@ -238,6 +238,7 @@ class LoopRun<T extends ManagedObject> {
     }
     if (!observed.upToDate) {
       await external.update(this.obj);
+      await this.deps.crashPoint(`${this.kind.kind.toLowerCase()}:after-update`);
       this.deps.events.record(this.obj, "Normal", "Updated", `Updated the remote ${this.kind.kind.toLowerCase()} to match the spec`);
       observed = await external.observe(this.obj);
     }
@@ -384,11 +385,14 @@ class LoopRun<T extends ManagedObject> {
     }
     if (creds !== undefined) {
       await this.writeSecret(existing, target, creds);
+      await this.revokeReplaced(external, target, creds.connectionId);
       return creds.connectionId;
     }
     const previous = existing?.metadata.labels?.[labels.connectionId] ?? (this.obj.status?.["connection"] as { id?: string } | undefined)?.id;
     const recovered = await external.recoverCredentials(this.obj, target, previous);
+    await this.deps.crashPoint(`${this.kind.kind.toLowerCase()}:after-recover`);
     await this.writeSecret(existing, target, recovered.credentials);
+    await this.deps.crashPoint(`${this.kind.kind.toLowerCase()}:before-revoke`);
     this.log.info({ connectionId: recovered.credentials.connectionId }, "Rebuilt connection Secret");
     this.deps.events.record(
       this.obj,
@@ -398,14 +402,31 @@ class LoopRun<T extends ManagedObject> {
     );
     for (const id of recovered.revoke) {
       if (id === recovered.credentials.connectionId) continue;
-      try {
-        await external.revokeConnection(id);
-        this.deps.events.record(this.obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}" whose credentials were lost`);
-      } catch (err) {
-        this.log.warn({ err, connectionId: id }, "Could not revoke a lost connection");
-      }
+      await this.revoke(external, id);
     }
     return recovered.credentials.connectionId;
+  }
+
+  private async revoke(external: ExternalClient<T>, id: string) {
+    try {
+      await external.revokeConnection(id);
+      this.deps.events.record(this.obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}" whose credentials were lost`);
+    } catch (err) {
+      this.log.warn({ err, connectionId: id }, "Could not revoke a lost connection");
+    }
+  }
+
+  /**
+   * A crash between a rebuilt Secret's write and the revocation leaves status naming the replaced connection, whose
+   * password nobody holds any more: revoke it now. Only when the live Secret confirms it holds another connection
+   * (a lagging cache must never get the published connection revoked). Steady state: no call.
+   */
+  private async revokeReplaced(external: ExternalClient<T>, target: SecretTarget, published: string) {
+    const recorded = (this.obj.status?.["connection"] as { id?: string } | undefined)?.id;
+    if (recorded === undefined || recorded === published || !target.connections.some((c) => c.id === recorded)) return;
+    const live = await this.deps.kube.get<Secret>(SecretType, this.ns, target.name);
+    if (live?.metadata.labels?.[labels.connectionId] !== published) return;
+    await this.revoke(external, recorded);
   }
 
   private async ensureFinalizer() {
@@ -432,6 +453,7 @@ class LoopRun<T extends ManagedObject> {
         );
         return requeueAfter(this.deps.pollIntervals.fastMs * 2);
       }
+      await this.deps.crashPoint(`${this.kind.kind.toLowerCase()}:after-delete`);
       if (secretName !== undefined) await this.deleteOwnSecret(secretName);
       this.deps.events.record(this.obj, "Normal", "Deleted", `Deleted the remote ${this.kind.kind.toLowerCase()}${recordedId(this.obj) ? ` "${recordedId(this.obj)}"` : ""}`);
     } else if (secretName !== undefined) {
@@ -440,6 +462,7 @@ class LoopRun<T extends ManagedObject> {
       // must not wedge deletion.
       await this.releaseSecret(secretName);
     }
+    await this.deps.crashPoint(`${this.kind.kind.toLowerCase()}:before-finalizer-drop`);
     const current = this.obj.metadata.finalizers ?? [];
     await this.deps.kube.patch(this.kind.type, this.ns, this.obj.metadata.name, {
       metadata: { resourceVersion: this.obj.metadata.resourceVersion, finalizers: current.filter((f) => f !== finalizer) },

@@ -252,11 +252,16 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
       return;
     }
     case "secret": {
+      // Both kinds rebuild their Secret (and reach their own crash points on the way).
       await kube.remove("v1", "Secret", s.ns, s.databaseSecret);
-      await waitFor("Secret rebuilt with working credentials", timeoutMs, async () => {
-        const data = await kube.secretData(s.ns, s.databaseSecret);
-        if (data?.["DATABASE_URL"] === undefined || !isReady(await get("Database", s.database))) return false;
-        return withDatabase(data["DATABASE_URL"], async (c) => (await c.query("select 1")).rowCount === 1);
+      await kube.remove("v1", "Secret", s.ns, `${s.project}-conn`);
+      await waitFor("Secrets rebuilt with working credentials", timeoutMs, async () => {
+        for (const [kind, secretName] of [["Database", s.databaseSecret], ["Project", `${s.project}-conn`]] as const) {
+          const data = await kube.secretData(s.ns, secretName);
+          if (data?.["DATABASE_URL"] === undefined || !isReady(await get(kind, kind === "Database" ? s.database : s.project))) return false;
+          if (!(await withDatabase(data["DATABASE_URL"], async (c) => (await c.query("select 1")).rowCount === 1))) return false;
+        }
+        return true;
       });
       return;
     }

@@ -13,6 +13,11 @@ describe("crash points", () => {
     expect(crashPointsForStep("create", all)).toEqual(["database:after-create", "database:after-secret"]);
     expect(crashPointsForStep("restore", all)).toEqual(["restore:after-post"]);
     expect(crashPointsForStep("delete", all)).toEqual(["database:after-delete"]);
+    const more = ["database:after-update", "database:after-recover", "database:before-revoke", "database:before-finalizer-drop"];
+    expect(crashPointsForStep("update", more)).toEqual(["database:after-update"]);
+    expect(crashPointsForStep("secret", [...all, ...more])).toEqual(["database:after-recover", "database:before-revoke"]);
+    expect(crashPointsForStep("create", more)).toEqual([]);
+    expect(crashPointsForStep("delete", more)).toEqual(["database:before-finalizer-drop"]);
   });
 
   it("finds the operator's crash points in this repository", async () => {

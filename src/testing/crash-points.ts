@@ -58,9 +58,9 @@ export async function discoverCrashPoints(repoRoot: string): Promise<string[]> {
 export type ChaosStep = "create" | "update" | "secret" | "restore" | "delete";
 
 const stepPatterns: Record<ChaosStep, RegExp> = {
-  create: /create|adopt|secret|publish|annotat|finalizer|status|lookup/,
+  create: /create|adopt|after-secret|publish|annotat|lookup/,
   update: /update|patch|status|drift/,
-  secret: /secret|publish|mint|revoke|recover|credential/,
+  secret: /rebuild|mint|revoke|recover|credential/,
   restore: /restore/,
   delete: /delet|finalizer|release|retain/,
 };
