@@ -3,6 +3,7 @@ import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../oper
 import { annotations } from "../../operator/connection-secret.ts";
 import { ReconcileError } from "../../operator/errors.ts";
 import { connectionNameOf, credentialsFromCreated, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
+import { replayOrMint } from "../../operator/recover-credentials.ts";
 import { secretNameOf, type Creation, type ExternalClient, type Observation, type SecretTarget } from "../../operator/managed-reconciler.ts";
 import type { RemoteMirror } from "../../operator/remote-mirror.ts";
 import type { Database } from "./schema.ts";
@@ -200,30 +201,23 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
 
     async recoverCredentials(obj, target, previousConnectionId) {
       const ours = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
-      if (ours !== undefined && ours.id === target.databaseId) {
-        // Within the service's replay window the same POST returns the original response, credentials included.
-        try {
-          const replay = await api.createProjectDatabase(projectId, await bodyFor(obj), { idempotencyKey: createKey(obj) });
-          const connection = replay.connections.find((c) => c.id === replay.defaultConnectionId);
-          if (replay.id === target.databaseId && connection !== undefined && target.connections.some((c) => c.id === connection.id)) {
-            const revoke = previousConnectionId !== undefined && previousConnectionId !== connection.id ? [previousConnectionId] : [];
-            return { credentials: credentialsFromCreated(connection), revoke };
-          }
-        } catch (err) {
-          const code = errorCode(err);
-          if (code !== "conflict" && code !== "unprocessable" && code !== "invalid_request" && !(err instanceof ReconcileError)) throw err;
-        }
-      }
-      const minted = await api.createConnection(
-        target.databaseId,
-        { name: connectionNameOf(obj.metadata.namespace ?? "default", obj.metadata.name) },
-        { idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none") },
-      );
-      mirror.forgetDatabase(target.databaseId);
-      // The credentials of the connection we replace are lost; after a crash right after the POST that is the
-      // database's original connection. An adopted (externalId) database's other connections are not ours.
-      const lost = previousConnectionId ?? (ours !== undefined ? ours.defaultConnectionId : undefined);
-      return { credentials: credentialsFromCreated(minted), revoke: lost === undefined || lost === minted.id ? [] : [lost] };
+      return replayOrMint({
+        api,
+        mirror,
+        target,
+        previousConnectionId,
+        connectionName: connectionNameOf(obj.metadata.namespace ?? "default", obj.metadata.name),
+        replay:
+          ours !== undefined && ours.id === target.databaseId
+            ? async () => {
+                const replay = await api.createProjectDatabase(projectId, await bodyFor(obj), { idempotencyKey: createKey(obj) });
+                return replay.id === target.databaseId ? replay.connections.find((c) => c.id === replay.defaultConnectionId) : undefined;
+              }
+            : undefined,
+        // After a crash right after the POST the lost one is the original connection; an adopted (externalId)
+        // database's other connections are not ours.
+        originalConnectionId: ours?.defaultConnectionId,
+      });
     },
 
     async revokeConnection(id) {

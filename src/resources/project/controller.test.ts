@@ -93,6 +93,21 @@ describe("Project", () => {
     expect(api.calls["createConnection"] ?? 0).toBe(0);
   });
 
+  it("past the replay window, mints a connection for the Secret and revokes the default database's lost one", async () => {
+    apply("shop", { connectionSecret: { name: "shop-db" } });
+    crash = "project:after-create";
+    await run("shop");
+    api.expireReplays();
+    await converge("shop");
+    expect(api.projects.size).toBe(1);
+    const db = [...api.databases.values()][0]!;
+    expect(api.calls["createConnection"]).toBe(1);
+    // The original connection's password was lost with the crash: nobody must hold a working login for it.
+    expect(api.passwords.has(db.defaultConnectionId)).toBe(false);
+    const password = decodeData(kube.read<Secret>(SecretType, "default", "shop-db")!)["PGPASSWORD"];
+    expect([...api.passwords.values()]).toContain(password);
+  });
+
   it("creates with one call once the mirror has listed, and adopts a project a previous process created", async () => {
     apply("fresh", {});
     await run("fresh");

@@ -1,9 +1,9 @@
 import type { CreateProjectBody, Database as RemoteDatabase, ProjectDatabase } from "../../contract/index.ts";
 import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
 import { annotations } from "../../operator/connection-secret.ts";
-import { ReconcileError } from "../../operator/errors.ts";
 import { connectionNameOf, credentialsFromCreated, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
 import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
+import { replayOrMint } from "../../operator/recover-credentials.ts";
 import type { RemoteMirror } from "../../operator/remote-mirror.ts";
 import { readinessOf, secretTargetOf } from "../database/external.ts";
 import type { Project } from "./schema.ts";
@@ -174,29 +174,23 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
 
     async recoverCredentials(obj, target, previousConnectionId) {
       const ours = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
-      if (ours !== undefined && ours.id === target.projectId) {
-        try {
-          const replay = await api.createProject(bodyFor(obj), { idempotencyKey: createKey(obj) });
-          const db = replay.database;
-          const connection = db?.connections.find((c) => c.id === db.defaultConnectionId);
-          if (replay.id === ours.id && db?.id === target.databaseId && connection !== undefined && target.connections.some((c) => c.id === connection.id)) {
-            const revoke = previousConnectionId !== undefined && previousConnectionId !== connection.id ? [previousConnectionId] : [];
-            return { credentials: credentialsFromCreated(connection), revoke };
-          }
-        } catch (err) {
-          const code = errorCode(err);
-          if (code !== "conflict" && code !== "unprocessable" && code !== "invalid_request" && !(err instanceof ReconcileError)) throw err;
-        }
-      }
-      const minted = await api.createConnection(
-        target.databaseId,
-        { name: connectionNameOf(obj.metadata.namespace ?? "default", obj.metadata.name) },
-        { idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none") },
-      );
-      mirror.forgetDatabase(target.databaseId);
-      const original = ours !== undefined ? mirror.databasesOf(ours.id).find((d) => d.id === target.databaseId)?.defaultConnectionId : undefined;
-      const lost = previousConnectionId ?? original;
-      return { credentials: credentialsFromCreated(minted), revoke: lost === undefined || lost === minted.id ? [] : [lost] };
+      return replayOrMint({
+        api,
+        mirror,
+        target,
+        previousConnectionId,
+        connectionName: connectionNameOf(obj.metadata.namespace ?? "default", obj.metadata.name),
+        replay:
+          ours !== undefined && ours.id === target.projectId
+            ? async () => {
+                const replay = await api.createProject(bodyFor(obj), { idempotencyKey: createKey(obj) });
+                const db = replay.database;
+                return replay.id === ours.id && db?.id === target.databaseId ? db.connections.find((c) => c.id === db.defaultConnectionId) : undefined;
+              }
+            : undefined,
+        // Read before minting: minting makes the mirror forget the database.
+        originalConnectionId: ours !== undefined ? mirror.databasesOf(ours.id).find((d) => d.id === target.databaseId)?.defaultConnectionId : undefined,
+      });
     },
 
     async revokeConnection(id) {
