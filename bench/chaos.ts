@@ -7,6 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { crashPoints } from "../src/operator/crash-points.ts";
 import { formatReport, runChaos, runCrashStorm, tableHeader } from "../src/testing/chaos-run.ts";
 import { startChaosStack } from "../src/testing/chaos-stack.ts";
 
@@ -14,7 +15,8 @@ const { values } = parseArgs({
   options: {
     iterations: { type: "string", default: "5" },
     seed: { type: "string", default: "1" },
-    "crashes-per-step": { type: "string", default: "2" },
+    /** Default: every crash point of each step, armed together. */
+    "crashes-per-step": { type: "string", default: "all" },
     "step-timeout": { type: "string", default: "90" },
     "no-faults": { type: "boolean", default: false },
     replicas: { type: "string", default: "random" },
@@ -36,7 +38,7 @@ const deadline = values.minutes === undefined ? undefined : Date.now() + Number(
 const dir = await mkdtemp(path.join(tmpdir(), "mds-chaos-"));
 console.log(`chaos: ${iterations} iterations, seed ${seed}, state in ${dir}`);
 const stack = await startChaosStack({ dir });
-console.log(`crash points: ${stack.crashPoints.length === 0 ? "none found (random SIGKILLs only)" : stack.crashPoints.join(", ")}`);
+console.log(`crash points: ${crashPoints.join(", ")}`);
 console.log(tableHeader);
 let exitCode = 1;
 try {
@@ -53,7 +55,7 @@ try {
     : await runChaos(stack, {
     iterations,
     seed,
-    crashesPerStep: Number(values["crashes-per-step"]),
+    crashesPerStep: values["crashes-per-step"] === "all" ? Infinity : Number(values["crashes-per-step"]),
     stepTimeoutMs: Number(values["step-timeout"]) * 1000,
     faults: !values["no-faults"],
     replicas: values.replicas === "1" ? 1 : values.replicas === "2" ? 2 : "random",

@@ -246,14 +246,27 @@ describe("operator runtime with leader election", () => {
 });
 
 describe("MDS_CRASH_POINT", () => {
-  it("kills at the count-th arrival at the named point only", () => {
+  it("kills at the count-th arrival at a named point only", () => {
     const kills: string[] = [];
-    const point = crashPointFromEnv("database.after-create:2", () => kills.push("killed"));
-    point?.("database.before-create");
-    point?.("database.after-create");
+    const point = crashPointFromEnv("database:after-create:2", () => kills.push("killed"));
+    point?.("database:after-secret");
+    point?.("database:after-create");
     expect(kills).toEqual([]);
-    point?.("database.after-create");
+    point?.("database:after-create");
     expect(kills).toEqual(["killed"]);
     expect(crashPointFromEnv(undefined, () => undefined)).toBeUndefined();
+    expect(crashPointFromEnv(" ", () => undefined)).toBeUndefined();
+  });
+
+  it("arms several points at once: the first one reached kills", () => {
+    const kills: string[] = [];
+    const point = crashPointFromEnv("project:after-secret:1, database:after-create", () => kills.push("killed"));
+    point?.("project:after-create");
+    point?.("database:after-create");
+    expect(kills).toEqual(["killed"]);
+  });
+
+  it("refuses a name that is not a crash point, instead of never firing", () => {
+    expect(() => crashPointFromEnv("database:after-creat", () => undefined)).toThrow(/unknown crash point "database:after-creat"/);
   });
 });

@@ -10,6 +10,7 @@ import { createLeaderElector, createLeaseClient, type LeaseClient } from "../ope
 import { createHealthApp, listenHealth } from "../operator/health-server.ts";
 import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
+import { crashPoints } from "../operator/crash-points.ts";
 import { defaultRateLimit } from "../client/index.ts";
 
 // `mds operator`: configuration, logger, kubeconfig, leader election, health and metrics around the reconcilers
@@ -181,20 +182,25 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
 }
 
 /**
- * Test-only: MDS_CRASH_POINT=<name>[:<count>] kills this process (SIGKILL, no cleanup) the count-th time the
- * operator reaches the named point, so chaos tests can crash it exactly between two steps of an algorithm.
+ * Test-only: MDS_CRASH_POINT=<name>[:<count>][,<name>[:<count>]...] kills this process (SIGKILL, no cleanup) the
+ * count-th time the operator reaches one of the named points, so chaos tests can crash it exactly between two steps
+ * of an algorithm. An unknown name is an error: a misspelt point would otherwise never fire and prove nothing.
  */
 export function crashPointFromEnv(value: string | undefined, kill: () => void): ((name: string) => void) | undefined {
-  if (value === undefined || value === "") return undefined;
-  const m = /^(.+?)(?::(\d+))?$/.exec(value.trim());
-  const target = m?.[1] ?? value;
-  const count = Number(m?.[2] ?? "1");
-  let seen = 0;
+  if (value === undefined || value.trim() === "") return undefined;
+  const armed = new Map<string, { count: number; seen: number }>();
+  for (const item of value.split(",").map((s) => s.trim()).filter((s) => s !== "")) {
+    const m = /^(.+?)(?::(\d+))?$/.exec(item);
+    const name = m?.[1] ?? item;
+    if (!(crashPoints as readonly string[]).includes(name)) throw new Error(`MDS_CRASH_POINT: unknown crash point "${name}" (known: ${crashPoints.join(", ")})`);
+    armed.set(name, { count: Math.max(1, Number(m?.[2] ?? "1")), seen: 0 });
+  }
   return (name) => {
-    if (name !== target) return;
-    seen += 1;
-    if (seen === count) {
-      writeSync(2, `mds operator: crash point ${name} reached (${count}): killing this process\n`);
+    const point = armed.get(name);
+    if (point === undefined) return;
+    point.seen += 1;
+    if (point.seen === point.count) {
+      writeSync(2, `mds operator: crash point ${name} reached (${point.count}): killing this process\n`);
       kill();
     }
   };
@@ -228,14 +234,18 @@ export async function runOperator(argv: string[]): Promise<number> {
     logger.error({ err: err instanceof Error ? err.message : String(err) }, "Cannot load the Kubernetes configuration");
     return 2;
   }
+  let crashPoint: ReturnType<typeof crashPointFromEnv>;
+  try {
+    crashPoint = crashPointFromEnv(process.env.MDS_CRASH_POINT, () => process.kill(process.pid, "SIGKILL"));
+  } catch (err) {
+    logger.error({ err: err instanceof Error ? err.message : String(err) }, "Invalid MDS_CRASH_POINT");
+    return 2;
+  }
   const identity = config.identity ?? `${hostname()}_${randomUUID().slice(0, 8)}`;
   const runtime = await startOperatorRuntime(config, {
     kubeConfig,
     logger,
-    createOperator: (options) => {
-      const crashPoint = crashPointFromEnv(process.env.MDS_CRASH_POINT, () => process.kill(process.pid, "SIGKILL"));
-      return createOperator(crashPoint ? { ...options, crashPoint } : options);
-    },
+    createOperator: (options) => createOperator(crashPoint ? { ...options, crashPoint } : options),
     identity,
   });
 

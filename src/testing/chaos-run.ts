@@ -1,7 +1,8 @@
 import { readFile } from "node:fs/promises";
 import pg from "pg";
 import { checkInvariants, collectSecretValues, mdsApiVersion, type Violation } from "./chaos-invariants.ts";
-import { crashPointsForStep, type ChaosStep } from "./crash-points.ts";
+import { crashPoints } from "../operator/crash-points.ts";
+import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, stepOf, type ChaosStep } from "./crash-points.ts";
 import { seededRandom, type FaultSchedule } from "./fault-proxy.ts";
 import { conditionOf, isReady, type KubeObject } from "./kube-objects.ts";
 import type { ChaosStack, OperatorProcess } from "./chaos-stack.ts";
@@ -16,7 +17,7 @@ export interface ChaosOptions {
   seed: number;
   /** Per step; a step that does not converge in time is a violation. */
   stepTimeoutMs?: number;
-  /** Crash points armed per step (at most). */
+  /** Crash points armed per step, a seeded choice among the step's (default: all of them). */
   crashesPerStep?: number;
   /** Leave the API alone (no fault schedule) - for a first smoke run. */
   faults?: boolean;
@@ -81,7 +82,8 @@ function shuffle<T>(items: T[], random: () => number): T[] {
 
 /**
  * Keeps `replicas` operator processes running the way a Deployment would, restarting whatever
- * dies. Each restart takes the next armed crash point, if any.
+ * dies. Every start arms all crash points still queued; the one a process dies at leaves the queue, so a step
+ * is crashed at each of its points in the order it reaches them.
  */
 class Supervisor {
   private readonly stack: ChaosStack;
@@ -93,7 +95,6 @@ class Supervisor {
   crashPointHits: string[] = [];
   /** Exits nobody asked for (no crash point armed, no harness signal): a broken operator, not chaos. */
   unexpectedExits: Array<{ code: number | null; signal: NodeJS.Signals | null; logFile: string }> = [];
-  crashPointMisses: string[] = [];
   randomKills = 0;
 
   constructor(stack: ChaosStack, replicas: number) {
@@ -107,20 +108,22 @@ class Supervisor {
 
   private launch(slot: string): void {
     if (this.stopped) return;
-    const crashPoint = this.queue.shift();
+    const armed = this.queue.length > 0;
     const proc = this.stack.startOperator({
       identity: `chaos-${slot}-${++this.generation}`,
       leaderElect: this.replicas > 1,
-      ...(crashPoint === undefined ? {} : { crashPoint: `${crashPoint}:1` }),
+      ...(armed ? { crashPoint: armValue(this.queue) } : {}),
     });
     this.processes.set(slot, proc);
-    void proc.exited.then(({ code, signal }) => {
+    void proc.exited.then(async ({ code, signal }) => {
       if (this.processes.get(slot) !== proc) return;
-      if (crashPoint !== undefined) {
-        if (signal === "SIGKILL" && !proc.killedByHarness) this.crashPointHits.push(crashPoint);
-        else this.crashPointMisses.push(crashPoint);
+      const point = armed && signal === "SIGKILL" && !proc.killedByHarness ? await reachedCrashPoint(proc.logFile) : undefined;
+      if (point !== undefined) {
+        this.crashPointHits.push(point);
+        this.queue = this.queue.filter((p) => p !== point);
+      } else if (!proc.killedByHarness && !this.stopped && !(this.replicas > 1 && code === 1)) {
+        this.unexpectedExits.push({ code, signal, logFile: proc.logFile });
       }
-      else if (!proc.killedByHarness && !this.stopped && !(this.replicas > 1 && code === 1)) this.unexpectedExits.push({ code, signal, logFile: proc.logFile });
       // Exit code 1 after a lost lease is expected with two replicas; a Deployment restarts it.
       if (!this.stopped) setTimeout(() => this.launch(slot), this.unexpectedExits.length > 0 ? 500 : 50);
     });
@@ -337,8 +340,7 @@ const steps: ChaosStep[] = ["create", "update", "secret", "restore", "delete"];
 export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? (() => undefined);
   const timeoutMs = options.stepTimeoutMs ?? 90_000;
-  const crashesPerStep = options.crashesPerStep ?? 2;
-  const allPoints = stack.crashPoints;
+  const crashesPerStep = options.crashesPerStep ?? Infinity;
   const results: IterationResult[] = [];
   const crashPointsHit: Record<string, number> = {};
   let crashes = 0;
@@ -368,8 +370,8 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
 
     try {
       for (const step of options.steps ?? steps) {
-        const candidates = options.crashSteps === undefined || options.crashSteps.includes(step) ? crashPointsForStep(step, allPoints) : [];
-        const armed = shuffle(candidates, random).slice(0, crashesPerStep);
+        const candidates = options.crashSteps === undefined || options.crashSteps.includes(step) ? crashPointsForStep(step) : [];
+        const armed = shuffle(reachableTogether(candidates, random), random).slice(0, crashesPerStep);
         await supervisor.arm(armed);
         // Disruptions at seeded moments while the step runs.
         const disruptions: Promise<void>[] = [];
@@ -451,7 +453,7 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
       iteration: i,
       replicas,
       crashPoints: supervisor.crashPointHits.length,
-      crashPointsNotReached: supervisor.crashPointMisses.length + misses,
+      crashPointsNotReached: misses,
       randomKills: supervisor.randomKills,
       watchDrops,
       outages,
@@ -521,7 +523,7 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
   const crashPointsHit: Record<string, number> = {};
   let crashes = 0;
   let launches = 0;
-  const points = stack.crashPoints.filter((p) => !/restore/.test(p));
+  const points = crashPoints.filter((p) => stepOf(p) !== "restore");
 
   for (let i = 0; i < options.iterations; i++) {
     if (options.deadline !== undefined && Date.now() > options.deadline) break;

@@ -8,7 +8,6 @@ import pino from "pino";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
 import { startTestService } from "../service/testing.ts";
-import { discoverCrashPoints } from "./crash-points.ts";
 import { startFaultProxy, type FaultProxy } from "./fault-proxy.ts";
 import { createKubeObjects, type KubeObject, type KubeObjects } from "./kube-objects.ts";
 import type { PlantedSecret } from "./secret-scan.ts";
@@ -35,7 +34,7 @@ export interface OperatorProcess {
 export interface StartOperatorOptions {
   identity: string;
   leaderElect: boolean;
-  /** `<name>:<count>` for MDS_CRASH_POINT. */
+  /** MDS_CRASH_POINT: `<name>[:<count>]`, comma-separated. */
   crashPoint?: string;
   /** Extra flags, e.g. ["--poll-slow", "30s"]. */
   args?: string[];
@@ -56,7 +55,6 @@ export interface ChaosStack {
   kube: KubeObjects;
   /** A kubeconfig that reaches devkube through kubeProxy (what operators use). */
   operatorKubeconfigPath: string;
-  crashPoints: string[];
   planted: PlantedSecret[];
   startOperator(options: StartOperatorOptions): OperatorProcess;
   leaseHolder(): Promise<string | undefined>;
@@ -271,7 +269,6 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       devkube,
       kube,
       operatorKubeconfigPath,
-      crashPoints: await discoverCrashPoints(repoRoot),
       planted,
       startOperator,
       async leaseHolder() {

@@ -1,26 +1,36 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { crashPointsForStep, crashPointsInSource, discoverCrashPoints } from "./crash-points.ts";
-import { repoRoot } from "./chaos-stack.ts";
+import { crashPoints } from "../operator/crash-points.ts";
+import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, stepOf } from "./crash-points.ts";
 
 describe("crash points", () => {
-  it("reads names from crashPoint calls, expanding template parts to each kind", () => {
-    const source = 'await deps.crashPoint("restore:after-post");\nawait this.deps.crashPoint(`${kind}:after-create`);';
-    expect(crashPointsInSource(source).sort()).toEqual(["database:after-create", "databaserestore:after-create", "project:after-create", "restore:after-post"]);
+  it("gives every operator crash point a chaos step", () => {
+    const byStep = Object.fromEntries(["create", "update", "secret", "restore", "delete"].map((s) => [s, crashPointsForStep(s as never)]));
+    expect(Object.values(byStep).flat().sort()).toEqual([...crashPoints].sort());
+    expect(byStep["update"]).toEqual(["database:after-update"]);
+    expect(byStep["restore"]).toEqual(["restore:before-post", "restore:after-post"]);
+    expect(() => stepOf("database:somewhere-new")).toThrow(/belongs to no chaos step/);
   });
 
-  it("maps names to the steps that can reach them; restore points only to restores", () => {
-    const all = ["database:after-create", "database:after-secret", "restore:after-post", "database:after-delete"];
-    expect(crashPointsForStep("create", all)).toEqual(["database:after-create", "database:after-secret"]);
-    expect(crashPointsForStep("restore", all)).toEqual(["restore:after-post"]);
-    expect(crashPointsForStep("delete", all)).toEqual(["database:after-delete"]);
-    const more = ["database:after-update", "database:after-recover", "database:before-revoke", "database:before-finalizer-drop"];
-    expect(crashPointsForStep("update", more)).toEqual(["database:after-update"]);
-    expect(crashPointsForStep("secret", [...all, ...more])).toEqual(["database:after-recover", "database:before-revoke"]);
-    expect(crashPointsForStep("create", more)).toEqual([]);
-    expect(crashPointsForStep("delete", more)).toEqual(["database:before-finalizer-drop"]);
+  it("keeps one of after-create and after-secret of a kind: a crash at the first skips the second", () => {
+    const create = crashPointsForStep("create");
+    expect(reachableTogether(create, () => 0.9)).toEqual(["project:after-create", "database:after-create"]);
+    expect(reachableTogether(create, () => 0.1)).toEqual(["project:after-secret", "database:after-secret"]);
+    expect(reachableTogether(["database:after-update"], () => 0.1)).toEqual(["database:after-update"]);
   });
 
-  it("finds the operator's crash points in this repository", async () => {
-    expect((await discoverCrashPoints(repoRoot)).length).toBeGreaterThan(0);
+  it("arms several points in one value and reads back which one killed the process", async () => {
+    expect(armValue(["a:x", "b:y"])).toBe("a:x:1,b:y:1");
+    const dir = await mkdtemp(path.join(tmpdir(), "mds-crash-points-"));
+    try {
+      const log = path.join(dir, "operator.log");
+      await writeFile(log, '{"msg":"Operator started"}\nmds operator: crash point database:after-secret reached (1): killing this process\n');
+      expect(await reachedCrashPoint(log)).toBe("database:after-secret");
+      expect(await reachedCrashPoint(path.join(dir, "missing.log"))).toBeUndefined();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,71 +1,50 @@
-import { readdir, readFile } from "node:fs/promises";
-import path from "node:path";
+import { readFile } from "node:fs/promises";
+import { crashPoints } from "../operator/crash-points.ts";
 
-// The operator's named crash points (test-only: MDS_CRASH_POINT=<name>:<count> makes the operator
-// SIGKILL itself the count-th time it reaches <name>). The list comes from the operator when it
-// exports one (src/operator/crash-points.ts: `crashPoints`), else from its source, so new points are
-// picked up without editing the chaos harness.
-
-const kinds = ["project", "database", "databaserestore"];
-
-/** Names found in `crashPoint("...")` calls; `${…}` parts expand to each kind. */
-export function crashPointsInSource(source: string): string[] {
-  const names = new Set<string>();
-  for (const m of source.matchAll(/crashPoint\(\s*(["'`])([^"'`]+)\1/g)) {
-    const raw = m[2] ?? "";
-    if (raw.includes("${")) {
-      for (const kind of kinds) names.add(raw.replace(/\$\{[^}]*\}/g, kind));
-    } else {
-      names.add(raw);
-    }
-  }
-  return [...names];
-}
-
-async function sourceFiles(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  let entries;
-  try {
-    entries = await readdir(dir, { withFileTypes: true });
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    const full = path.join(dir, e.name);
-    if (e.isDirectory()) out.push(...(await sourceFiles(full)));
-    else if (e.name.endsWith(".ts") && !e.name.endsWith(".test.ts")) out.push(full);
-  }
-  return out;
-}
-
-export async function discoverCrashPoints(repoRoot: string): Promise<string[]> {
-  try {
-    const specifier = path.join(repoRoot, "src/operator/crash-points.ts");
-    const mod = (await import(specifier)) as { crashPoints?: readonly string[] };
-    if (Array.isArray(mod.crashPoints) && mod.crashPoints.length > 0) return [...mod.crashPoints];
-  } catch {
-    // No exported list: read the source.
-  }
-  const names = new Set<string>();
-  for (const dir of ["src/operator", "src/resources"]) {
-    for (const file of await sourceFiles(path.join(repoRoot, dir))) {
-      for (const n of crashPointsInSource(await readFile(file, "utf8"))) names.add(n);
-    }
-  }
-  return [...names].sort();
-}
+// The operator's named crash points, as the chaos harness uses them. MDS_CRASH_POINT=<name>[:<count>][,...] (test
+// only) makes the operator SIGKILL itself the count-th time it reaches one of the named points; it says which in its
+// log first, so a harness that armed several can tell which one was hit.
 
 export type ChaosStep = "create" | "update" | "secret" | "restore" | "delete";
 
-const stepPatterns: Record<ChaosStep, RegExp> = {
-  create: /create|adopt|after-secret|publish|annotat|lookup/,
-  update: /update|patch|status|drift/,
-  secret: /rebuild|mint|revoke|recover|credential/,
-  restore: /restore/,
-  delete: /delet|finalizer|release|retain/,
-};
+/** The lifecycle step that passes each point, by its suffix (restore points belong to restores only). */
+export function stepOf(point: string): ChaosStep {
+  if (point.startsWith("restore:")) return "restore";
+  if (/:after-(create|secret)$/.test(point)) return "create";
+  if (/:after-update$/.test(point)) return "update";
+  if (/:(after-recover|before-revoke)$/.test(point)) return "secret";
+  if (/:(after-delete|before-finalizer-drop)$/.test(point)) return "delete";
+  throw new Error(`crash point ${point} belongs to no chaos step: add it to stepOf`);
+}
 
-/** Crash points that the step can reach (by name); restore points only for restores. */
-export function crashPointsForStep(step: ChaosStep, all: readonly string[]): string[] {
-  return all.filter((name) => stepPatterns[step].test(name) && (step === "restore" || !/restore/.test(name)));
+/** Crash points that the step passes. */
+export function crashPointsForStep(step: ChaosStep, all: readonly string[] = crashPoints): string[] {
+  return all.filter((name) => stepOf(name) === step);
+}
+
+/**
+ * Drops points that an earlier armed point of the same step would make unreachable: after a crash at
+ * `<kind>:after-create` the restarted operator adopts the remote object and rebuilds its Secret through the recovery
+ * path, which never passes `<kind>:after-secret`. Of each such pair one is kept, chosen by `random`.
+ */
+export function reachableTogether(points: readonly string[], random: () => number): string[] {
+  const dropped = new Set<string>();
+  for (const point of points) {
+    const m = /^(.+):after-create$/.exec(point);
+    const shadowed = m === null ? undefined : `${m[1]}:after-secret`;
+    if (shadowed !== undefined && points.includes(shadowed)) dropped.add(random() < 0.5 ? point : shadowed);
+  }
+  return points.filter((p) => !dropped.has(p));
+}
+
+/** The value of MDS_CRASH_POINT that arms every point in `points` (each at its first arrival). */
+export function armValue(points: readonly string[], count = 1): string {
+  return points.map((p) => `${p}:${count}`).join(",");
+}
+
+/** The crash point an operator process said it was killed at (its log's last such line), if any. */
+export async function reachedCrashPoint(logFile: string): Promise<string | undefined> {
+  const text = await readFile(logFile, "utf8").catch(() => "");
+  const matches = [...text.matchAll(/^mds operator: crash point (\S+) reached/gm)];
+  return matches.at(-1)?.[1];
 }
