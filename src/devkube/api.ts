@@ -75,16 +75,23 @@ export class Api {
         throw badRequest("continue key is not valid: illegal base64 data at input byte 0");
       }
     }
-    const all = this.store.list(rt.storageKey, rt.namespaced ? ns : undefined).map((o) => this.render(rt, o));
-    let matched = all.filter((o) => (!opts.label || opts.label(o)) && (!opts.field || opts.field(o)));
-    if (start !== undefined) matched = matched.filter((o) => keyOf(o) > (start as string));
-    if (opts.limit && opts.limit > 0 && matched.length > opts.limit) {
-      const page = matched.slice(0, opts.limit);
-      const last = page[page.length - 1] as Obj;
-      const token = Buffer.from(JSON.stringify({ rv: resourceVersion, start: keyOf(last) })).toString("base64url");
-      return { items: page, resourceVersion, continueToken: token, remaining: matched.length - page.length };
+    // Only the page is rendered (a copy, converted, pruned, defaulted): a paginated walk of N objects costs O(N)
+    // renders, not O(N) per page.
+    const stored = this.store.sorted(rt.storageKey, rt.namespaced ? ns : undefined);
+    let i = start === undefined ? 0 : firstAfter(stored, start);
+    const matches = (o: Obj) => (!opts.label || opts.label(o)) && (!opts.field || opts.field(o));
+    const limit = opts.limit !== undefined && opts.limit > 0 ? opts.limit : Infinity;
+    const items: Obj[] = [];
+    for (; i < stored.length && items.length < limit; i++) {
+      const o = this.render(rt, (stored[i] as [string, Obj])[1]);
+      if (matches(o)) items.push(o);
     }
-    return { items: matched, resourceVersion };
+    // A continue token only when a further object matches; as the apiserver, remainingItemCount only without selectors.
+    let more = false;
+    for (let j = i; j < stored.length && !more; j++) more = matches(this.render(rt, (stored[j] as [string, Obj])[1]));
+    if (!more) return { items, resourceVersion };
+    const token = Buffer.from(JSON.stringify({ rv: resourceVersion, start: keyOf(items[items.length - 1] as Obj) })).toString("base64url");
+    return { items, resourceVersion, continueToken: token, ...(opts.label || opts.field ? {} : { remaining: stored.length - i }) };
   }
 
   // ---------------------------------------------------------------- create
@@ -546,6 +553,18 @@ function listTypesOf(rt: ResourceType): { listTypes?: ListTypes } {
 export function finalizersOf(o: Obj): string[] {
   const f = metaOf(o)["finalizers"];
   return Array.isArray(f) ? (f as string[]) : [];
+}
+
+/** Index of the first entry whose key sorts after `key` (entries sorted by key). */
+function firstAfter(entries: Array<[string, Obj]>, key: string): number {
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((entries[mid] as [string, Obj])[0] <= key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 function keyOf(o: Obj): string {

@@ -51,10 +51,15 @@ export class Store {
 
   /** Objects of one storage key, sorted by namespace then name; all namespaces when ns is undefined. */
   list(sk: string, ns?: string): Obj[] {
+    return this.sorted(sk, ns).map(([, o]) => clone(o));
+  }
+
+  /** As list, uncopied and with their keys ("namespace/name"): callers must not mutate what they get. */
+  sorted(sk: string, ns?: string): Array<[string, Obj]> {
     const bucket = this.data.get(sk);
     if (!bucket) return [];
     const keys = [...bucket.keys()].filter((k) => ns === undefined || k.startsWith(`${ns}/`)).sort();
-    return keys.map((k) => clone(bucket.get(k) as Obj));
+    return keys.map((k) => [k, bucket.get(k) as Obj]);
   }
 
   /** Every stored object, uncopied: callers must not mutate what they get. */

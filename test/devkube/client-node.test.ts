@@ -123,6 +123,25 @@ describe("typed core APIs", () => {
     } while (cont);
     expect(names).toEqual(["c0", "c1", "c2", "c3", "c4", "kube-root-ca.crt"]);
     expect(pages).toBe(3);
+    const first = await core.listNamespacedConfigMap({ namespace: "paging", limit: 2 });
+    expect(first.metadata?.remainingItemCount).toBe(4);
+  });
+
+  it("pages a label-selected list: every match once, no empty last page, no remainingItemCount", async () => {
+    await core.createNamespace({ body: { metadata: { name: "paging-selected" } } });
+    for (let i = 0; i < 7; i++) {
+      await core.createNamespacedConfigMap({ namespace: "paging-selected", body: { metadata: { name: `s${i}`, labels: { pick: i % 3 === 0 ? "yes" : "no" } } } });
+    }
+    const names: string[] = [];
+    let cont: string | undefined;
+    do {
+      const page: k8s.V1ConfigMapList = await core.listNamespacedConfigMap({ namespace: "paging-selected", labelSelector: "pick=yes", limit: 2, ...(cont ? { _continue: cont } : {}) });
+      expect(page.items.length).toBeGreaterThan(0);
+      expect(page.metadata?.remainingItemCount).toBeUndefined();
+      names.push(...page.items.map((c) => c.metadata?.name ?? ""));
+      cont = page.metadata?._continue;
+    } while (cont);
+    expect(names).toEqual(["s0", "s3", "s6"]);
   });
 });
 
