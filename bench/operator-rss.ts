@@ -1,13 +1,14 @@
 // `node bench/operator-rss.ts [--objects 1000] [--live N] [--settle 15] [--no-leader-elect] [--node-flags=a,b]
-//    [--keep] [--heap-snapshot]`
+//    [--keep] [--heap-snapshot] [--dist DIR]`
 // The operator's memory at N Databases in steady state. devkube runs in this process; the operator runs in a
-// child process (this file with --child) built by createOperator with the in-memory fake API at the
-// external-client seam (createApiClient) and otherwise `mds operator`'s own runtime, because N real PostgreSQL databases do not fit on this machine at
-// 10,000. Everything on the Kubernetes side is real: N Database objects, the N connection Secrets the operator
+// child process (operator-rss-child.mjs): `mds operator`'s runtime compiled as the image ships it, built by
+// createOperator with the in-memory fake API at the external-client seam (createApiClient), served from this process
+// over IPC (api-over-ipc.ts) so the child's RSS is the operator's alone, because N real PostgreSQL databases do not
+// fit on this machine at 10,000. Everything on the Kubernetes side is real: N Database objects, the N connection Secrets the operator
 // writes, their finalizers and statuses, all cached by the operator's informers. The child prints its RSS and
 // heap (after a full GC) once every Database is Ready and the queues are quiet.
 import { spawn } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { copyFile, mkdtemp, readdir, readFile, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,8 +19,7 @@ const { values } = parseArgs({
     objects: { type: "string", default: "1000" },
     /**
      * How many of them are live (created remotely, with a Secret); the rest carry mds.dev/paused: cached and
-     * reconciled once (status ReconcilePaused) but never created. Default: all live. This machine (2 cores shared,
-     * devkube in the same process as this harness) makes a fully live 10,000 take over half an hour.
+     * reconciled once (status ReconcilePaused) but never created. Default: all live.
      */
     live: { type: "string" },
     /** Leader election on (the default, as deployed); off when the machine is too loaded to renew within 10 s. */
@@ -27,7 +27,8 @@ const { values } = parseArgs({
     settle: { type: "string", default: "15" },
     keep: { type: "boolean", default: false },
     "heap-snapshot": { type: "boolean", default: false },
-    child: { type: "string" },
+    /** A compiled dist/ directory to run (default: src/ compiled into a temporary directory first, as the image does). */
+    dist: { type: "string" },
     /** Extra Node flags for the operator process, e.g. "--max-semi-space-size=4" (comma-separated). */
     "node-flags": { type: "string", default: "" },
   },
@@ -38,62 +39,18 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mb = (bytes: number) => Math.round((bytes / 1024 / 1024) * 10) / 10;
 const credentials = { secretNamespace: "mds-system", secretName: "mds-credentials", key: "token" };
 
-if (values.child !== undefined) await runChild(values.child);
-else await runParent();
+await runParent();
 
-/** The operator process: `mds operator`'s runtime (config, leader election, health and metrics server), the fake API. */
-async function runChild(kubeconfigPath: string): Promise<void> {
-  // As `mds operator` does (src/cli/main.ts): the heap flags before anything else is loaded.
-  if (process.env["MDS_BENCH_DEFAULT_HEAP"] !== "1") (await import("../src/cli/heap-flags.ts")).limitHeapGrowth();
-  const { default: pino } = await import("pino");
-  const { createLogger, loadKubeConfig, startOperatorRuntime } = await import("../src/cli/operator.ts");
-  const { parseOperatorConfig } = await import("../src/cli/operator-config.ts");
-  const { createOperator } = await import("../src/operator/index.ts");
-  const { createFakeApi } = await import("../src/operator/testing/fake-api.ts");
-  const api = createFakeApi();
-  api.provisioningReads = 0;
-  // A starved event loop is what costs a leader its lease: report the worst stall too.
-  const { monitorEventLoopDelay } = await import("node:perf_hooks");
-  const loopDelay = monitorEventLoopDelay({ resolution: 20 });
-  loopDelay.enable();
-  const config = parseOperatorConfig(
-    ["--kubeconfig", kubeconfigPath, "--api-url", "http://fake.invalid", "--instance-id", "bench", "--metrics-address", "127.0.0.1:0", "--log-level", "warn", ...(process.env["MDS_BENCH_LEADER_ELECT"] === "0" ? ["--no-leader-elect"] : [])],
-    {},
-  );
-  if (config === "help") throw new Error("unexpected help");
-  const runtime = await startOperatorRuntime(config, {
-    kubeConfig: loadKubeConfig(config, false, {}),
-    logger: createLogger("warn", pino.destination(2)),
-    identity: "bench",
-    createOperator: (options) => createOperator({ ...options, createApiClient: () => api }),
-  });
-  // The fake service lives in this process: its records (as JSON, a rough lower bound of their heap share) are
-  // not the operator's memory.
-  const fakeApiBytes = () =>
-    JSON.stringify([...api.databases.values()]).length + JSON.stringify([...api.projects.values()]).length + JSON.stringify([...api.passwords]).length;
-  const report = async () => {
-    const before = process.memoryUsage();
-    (globalThis as { gc?: () => void }).gc?.();
-    // V8 hands freed pages back to the OS from a background task: give it a moment before reading RSS.
-    await sleep(3_000);
-    const m = process.memoryUsage();
-    process.stdout.write(
-      `${JSON.stringify({ rss: mb(m.rss), rssBeforeGc: mb(before.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), databases: api.databases.size, fakeApiJson: mb(fakeApiBytes()), eventLoopMaxMs: Math.round(loopDelay.max / 1e6), eventLoopP99Ms: Math.round(loopDelay.percentile(99) / 1e6) })}\n`,
-    );
-  };
-  process.on("SIGUSR1", () => void report());
-  let stopping = false;
-  process.on("SIGTERM", () => {
-    stopping = true;
-    void runtime.stop().then(() => process.exit(0));
-  });
-  // As `mds operator` does: a replica that lost its lease exits (the figures of a standby would mean nothing).
-  void runtime.lost.then(() => {
-    if (stopping) return;
-    process.stderr.write("operator-rss: the operator lost its lease\n");
-    process.exit(1);
-  });
-  await report();
+/** src/ compiled as the Dockerfile does (tsc -p tsconfig.build.json), into `outDir`; resolved from the repository. */
+async function compile(outDir: string): Promise<string> {
+  const { execFileSync } = await import("node:child_process");
+  const started = performance.now();
+  execFileSync(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", path.join(repoRoot, "tsconfig.build.json"), "--outDir", outDir, "--sourceMap", "false"], { stdio: "inherit" });
+  // Compiled files import their dependencies from the repository's node_modules, and need its "type": "module".
+  await symlink(path.join(repoRoot, "node_modules"), path.join(outDir, "node_modules"));
+  await copyFile(path.join(repoRoot, "package.json"), path.join(outDir, "package.json"));
+  console.log(`  compiled src/ into ${outDir} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  return outDir;
 }
 
 async function runParent(): Promise<void> {
@@ -131,17 +88,29 @@ async function runParent(): Promise<void> {
     spec: { displayName: "bench", deletionPolicy: "Delete" },
   });
 
-  const node = process.execPath;
+  const { createFakeApi } = await import("../src/operator/testing/fake-api.ts");
+  const { serveApi } = await import("./api-over-ipc.ts");
+  const api = createFakeApi();
+  api.provisioningReads = 0;
+  const distDir = values.dist ?? (await compile(path.join(dir, "dist")));
   const child = spawn(
-    node,
-    ["--expose-gc", ...(values["node-flags"] ?? "").split(",").filter((f) => f !== ""), ...(values["heap-snapshot"] ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []), fileURLToPath(import.meta.url), "--child", devkube.kubeconfigPath],
-    { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1" } },
+    process.execPath,
+    [
+      "--expose-gc",
+      ...(values["node-flags"] ?? "").split(",").filter((f) => f !== ""),
+      ...(values["heap-snapshot"] ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []),
+      path.join(repoRoot, "bench/operator-rss-child.mjs"),
+      distDir,
+      devkube.kubeconfigPath,
+    ],
+    { stdio: ["ignore", "pipe", "inherit", "ipc"], env: { ...process.env, MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1" } },
   );
+  serveApi(child, api);
   let exited = false;
   child.once("exit", () => (exited = true));
   let last: Record<string, number> | undefined;
   let buffered = "";
-  child.stdout.on("data", (chunk: Buffer) => {
+  child.stdout?.on("data", (chunk: Buffer) => {
     buffered += chunk.toString();
     let nl;
     while ((nl = buffered.indexOf("\n")) >= 0) {
