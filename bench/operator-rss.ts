@@ -53,6 +53,12 @@ async function compile(outDir: string): Promise<string> {
   return outDir;
 }
 
+/** The glibc malloc settings the image runs with (the Dockerfile's `ENV MALLOC_…` line). */
+async function imageMallocEnv(): Promise<Record<string, string>> {
+  const line = /^ENV (MALLOC_.+)$/m.exec(await readFile(path.join(repoRoot, "Dockerfile"), "utf8"))?.[1] ?? "";
+  return Object.fromEntries(line.split(/\s+/).filter((kv) => kv.includes("=")).map((kv) => kv.split("=") as [string, string]));
+}
+
 async function runParent(): Promise<void> {
   const n = Number(values.objects);
   const settleMs = Number(values.settle) * 1000;
@@ -103,7 +109,7 @@ async function runParent(): Promise<void> {
       distDir,
       devkube.kubeconfigPath,
     ],
-    { stdio: ["ignore", "pipe", "inherit", "ipc"], env: { ...process.env, MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1" } },
+    { stdio: ["ignore", "pipe", "inherit", "ipc"], env: { ...process.env, ...(await imageMallocEnv()), MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1" } },
   );
   serveApi(child, api);
   let exited = false;

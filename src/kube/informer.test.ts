@@ -126,6 +126,15 @@ describe("informer", () => {
     await eventually(() => expect(seen.get("cm1")).toBe("1"));
   });
 
+  it("hands out copies (the cache keeps packed JSON) and lists one namespace", () => {
+    const cm = informer.get("default", "cm2");
+    expect(cm?.["data"]).toEqual({ v: "0" });
+    (cm?.["data"] as { v: string }).v = "changed by a caller";
+    expect(informer.get("default", "cm2")?.["data"]).toEqual({ v: "0" });
+    expect(informer.list("default").length).toBe(informer.list().length);
+    expect(informer.list("elsewhere")).toEqual([]);
+  });
+
   it("watches again after the server ends every watch", async () => {
     devkube.closeWatches();
     await kube.patch(ConfigMapType, "default", "cm2", { data: { v: "2" } });

@@ -57,7 +57,7 @@ export interface Operator {
   isReady(): boolean;
 }
 
-type Cache = { get(namespace: string | undefined, name: string): KubeObject | undefined; list(): KubeObject[] };
+type Cache = { get(namespace: string | undefined, name: string): KubeObject | undefined; list(namespace?: string): KubeObject[] };
 
 export function createOperator(options: OperatorOptions): Operator {
   const logger = options.logger;
@@ -121,7 +121,7 @@ export function createOperator(options: OperatorOptions): Operator {
         }
         return undefined;
       },
-      list: () => parts.flatMap((p) => p.list()),
+      list: (ns) => parts.flatMap((p) => p.list(ns)),
     };
   }
 
@@ -134,7 +134,7 @@ export function createOperator(options: OperatorOptions): Operator {
       noteReady("Project", obj);
     }
     // Databases wait for their project's id: wake them when it changes.
-    for (const db of databases.list()) {
+    for (const db of databases.list(obj.metadata.namespace ?? "")) {
       const spec = db["spec"] as { projectRef?: { name: string } } | undefined;
       if (db.metadata.namespace === obj.metadata.namespace && spec?.projectRef?.name === obj.metadata.name) queues.Database.add(keyOf(db));
     }
@@ -147,7 +147,7 @@ export function createOperator(options: OperatorOptions): Operator {
     } else {
       noteReady("Database", obj);
     }
-    for (const r of restores.list()) {
+    for (const r of restores.list(obj.metadata.namespace ?? "")) {
       const phase = (r["status"] as { phase?: string } | undefined)?.phase;
       if (r.metadata.namespace === obj.metadata.namespace && (phase === undefined || phase === "Pending" || phase === "Running")) queues.DatabaseRestore.add(keyOf(r));
     }
@@ -167,7 +167,7 @@ export function createOperator(options: OperatorOptions): Operator {
       }
     },
     managedSecretSelector,
-  ) as Cache & { get(ns: string | undefined, name: string): Secret | undefined; list(): Secret[] };
+  ) as Cache & { get(ns: string | undefined, name: string): Secret | undefined; list(namespace?: string): Secret[] };
 
   function noteReady(kind: string, obj: KubeObject) {
     const conds = (obj["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions;

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { backoffDelay, createWorkQueue } from "./work-queue.ts";
 import { applyOutcome, failed, requeueAfter } from "./outcome.ts";
 import { TerminalError } from "./errors.ts";
@@ -53,6 +53,28 @@ describe("work queue", () => {
     expect(q.failures("c")).toBe(1);
     expect(q.depth()).toBeGreaterThan(0);
     void q.stop();
+  });
+
+  it("releases delayed keys in deadline order; an earlier delay wins, a later one does not postpone", async () => {
+    vi.useFakeTimers();
+    try {
+      const q = createWorkQueue();
+      const order: string[] = [];
+      q.start(async (key) => {
+        order.push(key);
+      }, 1);
+      const delays = [700, 100, 500, 300, 900, 200, 800, 400, 600];
+      for (const [i, ms] of delays.entries()) q.addAfter(`k${i}`, ms);
+      q.addAfter("k4", 50); // was 900: now first
+      q.addAfter("k1", 1_000); // stays at 100
+      expect(q.depth()).toBe(9);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(order).toEqual(["k4", "k1", "k5", "k3", "k7", "k2", "k8", "k0", "k6"]);
+      expect(q.depth()).toBe(0);
+      await q.stop();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("runs keys whose delay expired before newly added ones", async () => {

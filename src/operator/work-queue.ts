@@ -40,7 +40,13 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
   const queued = new Set<string>();
   const processing = new Set<string>();
   const dirty = new Set<string>();
-  const timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  // Delayed keys: one timer for the earliest deadline and a min-heap of (deadline, key), not a timer per key (at
+  // 10,000 objects a Timeout with its closure per key was 3 MB). A heap entry whose deadline no longer matches
+  // `deadlines` was superseded by an earlier one and is skipped.
+  const deadlines = new Map<string, number>();
+  const heap: Array<[number, string]> = [];
+  let timer: NodeJS.Timeout | undefined;
+  let timerAt = Infinity;
   const failureCounts = new Map<string, number>();
   let handler: ((key: string) => Promise<void>) | undefined;
   let stopped = false;
@@ -74,15 +80,34 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
     if (stopped) return;
     if (ms <= 0) return add(key);
     const at = Date.now() + ms;
-    const existing = timers.get(key);
-    if (existing !== undefined && existing.at <= at) return;
-    if (existing !== undefined) clearTimeout(existing.timer);
-    const timer = setTimeout(() => {
-      timers.delete(key);
-      add(key, true);
-    }, ms);
+    const existing = deadlines.get(key);
+    if (existing !== undefined && existing <= at) return;
+    deadlines.set(key, at);
+    heapPush(heap, [at, key]);
+    arm();
+  }
+
+  /** Keeps the one timer on the earliest deadline. */
+  function arm() {
+    const next = heap[0]?.[0] ?? Infinity;
+    if (next >= timerAt) return;
+    if (timer !== undefined) clearTimeout(timer);
+    timerAt = next;
+    timer = setTimeout(fire, Math.max(0, next - Date.now()));
     timer.unref();
-    timers.set(key, { at, timer });
+  }
+
+  function fire() {
+    timer = undefined;
+    timerAt = Infinity;
+    const now = Date.now();
+    while (heap.length > 0 && (heap[0] as [number, string])[0] <= now) {
+      const [at, key] = heapPop(heap) as [number, string];
+      if (deadlines.get(key) !== at) continue;
+      deadlines.delete(key);
+      add(key, true);
+    }
+    arm();
   }
 
   async function worker() {
@@ -121,17 +146,49 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
       failureCounts.delete(key);
     },
     failures: (key) => failureCounts.get(key) ?? 0,
-    depth: () => queue.length + due.length + timers.size,
+    depth: () => queue.length + due.length + deadlines.size,
     start(h, concurrency) {
       handler = h;
       for (let i = 0; i < Math.max(1, concurrency); i++) workers.push(worker());
     },
     async stop() {
       stopped = true;
-      for (const { timer } of timers.values()) clearTimeout(timer);
-      timers.clear();
+      if (timer !== undefined) clearTimeout(timer);
+      deadlines.clear();
+      heap.length = 0;
       notify();
       await Promise.all(workers);
     },
   };
+}
+
+/** Binary min-heap on the first element (a deadline). */
+function heapPush(heap: Array<[number, string]>, item: [number, string]): void {
+  heap.push(item);
+  let i = heap.length - 1;
+  while (i > 0) {
+    const parent = (i - 1) >> 1;
+    if ((heap[parent] as [number, string])[0] <= item[0]) break;
+    heap[i] = heap[parent] as [number, string];
+    i = parent;
+  }
+  heap[i] = item;
+}
+
+function heapPop(heap: Array<[number, string]>): [number, string] | undefined {
+  const top = heap[0];
+  const last = heap.pop();
+  if (top === undefined || last === undefined || heap.length === 0) return top;
+  let i = 0;
+  for (;;) {
+    const l = 2 * i + 1;
+    if (l >= heap.length) break;
+    const r = l + 1;
+    const child = r < heap.length && (heap[r] as [number, string])[0] < (heap[l] as [number, string])[0] ? r : l;
+    if ((heap[child] as [number, string])[0] >= last[0]) break;
+    heap[i] = heap[child] as [number, string];
+    i = child;
+  }
+  heap[i] = last;
+  return top;
 }

@@ -24,7 +24,7 @@ import { DatabaseRestore, terminalRestorePhases, type DatabaseRestoreStatus } fr
 export interface RestoreDeps {
   kube: KubeClient;
   databases: { get(namespace: string | undefined, name: string): KubeObject | undefined };
-  secrets: { get(namespace: string | undefined, name: string): Secret | undefined; list(): Secret[] };
+  secrets: { get(namespace: string | undefined, name: string): Secret | undefined; list(namespace?: string): Secret[] };
   pool: CredentialPool;
   defaultCredentials: { secretNamespace: string; secretName: string; key: string };
   events: EventRecorder;
@@ -75,7 +75,7 @@ export function createRestoreReconciler(deps: RestoreDeps) {
     const name = status?.secretName ?? spec?.connectionSecret?.name ?? targetDb?.metadata.name;
     const byName = name === undefined ? undefined : deps.secrets.get(ns, name);
     if (byName?.metadata.labels?.[labels.databaseId] === targetId) return byName;
-    return deps.secrets.list().find((s) => s.metadata.namespace === ns && s.metadata.labels?.[labels.databaseId] === targetId);
+    return deps.secrets.list(ns).find((s) => s.metadata.labels?.[labels.databaseId] === targetId);
   }
 
   /** Records the key on the target's ledger: Database status (bounded) and the connection Secret's annotation. */

@@ -1,11 +1,11 @@
-import type { Connection, CreateProjectDatabaseBody, CreatedConnection, Database as RemoteDatabase, SourceBody } from "../../contract/index.ts";
+import type { Connection, CreateProjectDatabaseBody, CreatedConnection, SourceBody } from "../../contract/index.ts";
 import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
 import { annotations } from "../../operator/connection-secret.ts";
 import { ReconcileError } from "../../operator/errors.ts";
 import { connectionNameOf, credentialsFromCreated, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
 import { replayOrMint } from "../../operator/recover-credentials.ts";
 import { secretNameOf, type Creation, type ExternalClient, type Observation, type SecretTarget } from "../../operator/managed-reconciler.ts";
-import type { RemoteMirror } from "../../operator/remote-mirror.ts";
+import type { MirroredConnection, MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import type { Database } from "./schema.ts";
 
 // The Database kind's external client: thin, idempotent, returns data. The crash-safe create lives here:
@@ -26,7 +26,7 @@ export function recordedDatabaseId(obj: DatabaseObject): string | undefined {
   return obj.spec.externalId ?? obj.status?.id ?? obj.metadata.annotations?.[annotations.externalId];
 }
 
-function endpointsOf(connection: Connection | undefined) {
+function endpointsOf(connection: MirroredConnection | undefined) {
   const direct = connection?.endpoints.direct;
   if (direct === undefined) return undefined;
   const pooled = connection?.endpoints.pooled;

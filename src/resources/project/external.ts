@@ -1,10 +1,10 @@
-import type { CreateProjectBody, Database as RemoteDatabase, ProjectDatabase } from "../../contract/index.ts";
+import type { CreateProjectBody, ProjectDatabase } from "../../contract/index.ts";
 import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
 import { annotations } from "../../operator/connection-secret.ts";
 import { connectionNameOf, credentialsFromCreated, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
 import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
 import { replayOrMint } from "../../operator/recover-credentials.ts";
-import type { RemoteMirror } from "../../operator/remote-mirror.ts";
+import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import { readinessOf, secretTargetOf } from "../database/external.ts";
 import type { Project } from "./schema.ts";
 
