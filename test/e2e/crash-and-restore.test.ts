@@ -17,7 +17,10 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  // Crashes, replays, mints, revokes and restores: none may leave a secret in a log, event or status.
+  const leaks = stack === undefined ? "" : await stack.leaks();
   await stack?.stop();
+  expect(leaks).toBe("");
 });
 
 class SimulatedCrash extends Error {}

@@ -13,6 +13,10 @@ import { createKubeClient, type KubeClient } from "../../src/kube/client.ts";
 import { loadKubeConfig, parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { decodeData } from "../../src/operator/connection-secret.ts";
+import { SecretType, type Secret } from "../../src/kube/types.ts";
+import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "../../src/testing/secret-scan.ts";
+import { KubeConfig as ClientNodeKubeConfig } from "@kubernetes/client-node";
 
 // One devkube (or a namespace of a real cluster, docs/e2e.md) + one service per test file; operators are started and stopped per scenario as processes would be.
 
@@ -72,6 +76,12 @@ export interface Stack {
   namespace: string;
   /** Everything every operator of this stack logged, for the planted-secret scan. */
   logs: string[];
+  /**
+   * The planted-secret scan: the service token and every password and connection string in the namespace's
+   * connection Secrets, looked for in every operator log line, Event, mds custom resource (status included) and
+   * Secret's labels and annotations. One line per finding (naming the secret, never its value); "" when clean.
+   */
+  leaks(): Promise<string>;
   /** kubectl against the stack's cluster, in `namespace`. */
   kubectl(args: string[], input?: string): Promise<string>;
   startOperator(overrides?: Partial<OperatorOptions>): Promise<Operator>;
@@ -145,8 +155,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     }
     // kubectl caches discovery: make it see the new CRDs before the first apply of a custom resource.
     await eventually(() => kubectl(["get", mdsKinds]), { what: "CRDs served" });
+    // `create`, not client-side `apply`: apply would copy the token into the last-applied-configuration annotation,
+    // where anyone who can read Secrets' metadata sees it (the planted-secret scan found exactly that).
     await kubectl(
-      ["apply", "-f", "-"],
+      ["create", "-f", "-"],
       JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace }, stringData: { token: service.token } }),
     );
   } catch (err) {
@@ -165,6 +177,22 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     namespace,
     logs,
     kubectl,
+    async leaks() {
+      const planted: PlantedSecret[] = [{ name: "service token", value: service.token }];
+      for (const s of (await kube.list<Secret>(SecretType, { namespace })).items) {
+        if (s.metadata.labels?.["app.kubernetes.io/managed-by"] !== "mds-operator") continue;
+        const data = decodeData(s);
+        for (const key of ["PGPASSWORD", "DATABASE_URL", "DIRECT_URL"]) {
+          const value = data[key];
+          if (value !== undefined) planted.push({ name: `${s.metadata.name}.${key}`, value });
+        }
+      }
+      const kc = new ClientNodeKubeConfig();
+      kc.loadFromFile(kubeconfigPath);
+      if (real?.context !== undefined) kc.setCurrentContext(real.context);
+      const findings = [...scanText(logs.join(""), planted, "operator logs"), ...(await scanKubernetes(kc, planted))];
+      return formatFindings(findings);
+    },
     async startOperator(overrides = {}) {
       const sink = new Writable({
         write(chunk: Buffer, _enc, cb) {
