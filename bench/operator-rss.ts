@@ -1,5 +1,5 @@
 // `node bench/operator-rss.ts [--objects 1000] [--live N] [--settle 15] [--no-leader-elect] [--node-flags=a,b]
-//    [--keep] [--heap-snapshot] [--dist DIR]`
+//    [--keep] [--heap-snapshot] [--dist DIR] [--resync SECONDS]`
 // The operator's memory at N Databases in steady state. devkube runs in this process; the operator runs in a
 // child process (operator-rss-child.mjs): `mds operator`'s runtime compiled as the image ships it, built by
 // createOperator with the in-memory fake API at the external-client seam (createApiClient), served from this process
@@ -27,6 +27,12 @@ const { values } = parseArgs({
     settle: { type: "string", default: "15" },
     keep: { type: "boolean", default: false },
     "heap-snapshot": { type: "boolean", default: false },
+    /**
+     * The operator's resync interval (its --poll-slow); with it, after the RSS, one steady-state resync is counted:
+     * API calls (at the fake service) and Kubernetes writes (devkube's request log) in one interval (default 60 s;
+     * the deployed default is 5 min).
+     */
+    resync: { type: "string", default: "60" },
     /** A compiled dist/ directory to run (default: src/ compiled into a temporary directory first, as the image does). */
     dist: { type: "string" },
     /** Extra Node flags for the operator process, e.g. "--max-semi-space-size=4" (comma-separated). */
@@ -59,6 +65,30 @@ async function imageMallocEnv(): Promise<Record<string, string>> {
   return Object.fromEntries(line.split(/\s+/).filter((kv) => kv.includes("=")).map((kv) => kv.split("=") as [string, string]));
 }
 
+/**
+ * One steady-state resync: every settled object is reconciled again and the remote mirror lists everything once.
+ * Counted over one interval while this harness is quiet; Lease renewals (leader election) are reported apart.
+ */
+async function countOneResync(seconds: number, n: number, calls: Record<string, number>, kubeRequests: { reset(): void; counts(): { byMethod: Record<string, number>; writesByPath: Record<string, number> } }): Promise<void> {
+  const before = { ...calls };
+  kubeRequests.reset();
+  await sleep(seconds * 1000);
+  const apiCalls = Object.entries(calls)
+    .map(([op, c]) => [op, c - (before[op] ?? 0)] as const)
+    .filter(([, c]) => c > 0);
+  const total = apiCalls.reduce((a, [, c]) => a + c, 0);
+  const lists = Object.fromEntries(apiCalls)["listProjects"] ?? 0;
+  const writes = Object.entries(kubeRequests.counts().writesByPath);
+  const leaseWrites = writes.filter(([p]) => p.includes("/leases")).reduce((a, [, c]) => a + c, 0);
+  const otherWrites = writes.filter(([p]) => !p.includes("/leases"));
+  console.log(
+    `  one resync interval (${seconds} s) at N = ${n}: ${total} API calls (${apiCalls.map(([op, c]) => `${op} ×${c}`).join(", ")}; ${lists} full list(s)), target ≤ ⌈N/100⌉ + 5 = ${Math.ceil(n / 100) + 5} per resync`,
+  );
+  console.log(
+    `  Kubernetes writes in it: ${otherWrites.reduce((a, [, c]) => a + c, 0)}${otherWrites.length > 0 ? ` (${otherWrites.map(([p, c]) => `${p} ×${c}`).join(", ")})` : ""} (target 0), besides ${leaseWrites} Lease renewals`,
+  );
+}
+
 async function runParent(): Promise<void> {
   const n = Number(values.objects);
   const settleMs = Number(values.settle) * 1000;
@@ -67,7 +97,10 @@ async function runParent(): Promise<void> {
   const { createKubeObjects } = await import("../src/testing/kube-objects.ts");
   const dir = await mkdtemp(path.join(tmpdir(), "mds-bench-rss-"));
   console.log(`operator-rss: ${n} Databases, state in ${dir}`);
-  const devkube = await startDevkube({ dir: path.join(dir, "devkube") });
+  const { default: pino } = await import("pino");
+  const { createRequestCounter } = await import("../src/testing/chaos-stack.ts");
+  const kubeRequests = createRequestCounter();
+  const devkube = await startDevkube({ dir: path.join(dir, "devkube"), logger: pino({ level: "debug" }, kubeRequests.stream) });
   const kube = createKubeObjects(devkube.kubeconfigPath);
   for (const file of (await readdir(path.join(repoRoot, "crds"))).filter((f) => f.endsWith(".yaml")).sort()) {
     await kube.apply(parse(await readFile(path.join(repoRoot, "crds", file), "utf8")));
@@ -109,7 +142,7 @@ async function runParent(): Promise<void> {
       distDir,
       devkube.kubeconfigPath,
     ],
-    { stdio: ["ignore", "pipe", "inherit", "ipc"], env: { ...process.env, ...(await imageMallocEnv()), MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1" } },
+    { stdio: ["ignore", "pipe", "inherit", "ipc"], env: { ...process.env, ...(await imageMallocEnv()), MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1", MDS_BENCH_POLL_SLOW: `${values.resync}s` } },
   );
   serveApi(child, api);
   let exited = false;
@@ -182,6 +215,7 @@ async function runParent(): Promise<void> {
     console.log(`  of which anonymous memory ${anon} MB`);
     const m = await sample();
     console.log(`operator at ${n} Databases: RSS ${rssBeforeGc} MB (steady state), after a full GC ${JSON.stringify(m)}`);
+    await countOneResync(Number(values.resync), n, api.calls, kubeRequests);
     if (values["heap-snapshot"]) {
       child.kill("SIGUSR2");
       await sleep(5_000 + n);
