@@ -103,8 +103,12 @@ describe("backups and restore", () => {
     const [job] = await sql<{ id: string }>(service.controlUrl, "SELECT id FROM jobs WHERE kind = 'restore' AND target_id = $1 ORDER BY id DESC LIMIT 1", [db.id]);
     await sql(db.connectionString, "INSERT INTO items VALUES ('written-after-restore')");
     // What a crash between the swap and the job's final commit leaves: the job pending, the database recovering.
-    await sql(service.controlUrl, "UPDATE jobs SET state = 'pending', finished_at = NULL WHERE id = $1", [job!.id]);
-    await sql(service.controlUrl, "UPDATE databases SET status = 'recovering' WHERE id = $1", [db.id]);
+    // One statement: with two, a worker could resume the job between them and the second would undo its `ready`.
+    await sql(
+      service.controlUrl,
+      "WITH job AS (UPDATE jobs SET state = 'pending', finished_at = NULL WHERE id = $1) UPDATE databases SET status = 'recovering' WHERE id = $2",
+      [job!.id, db.id],
+    );
     await eventually(async () => expect(await sql(service.controlUrl, "SELECT state FROM jobs WHERE id = $1", [job!.id])).toEqual([{ state: "done" }]));
     expect((await settled(db.id)).status).toBe("ready");
     const outcomes = await sql<{ outcome: string }>(service.controlUrl, "SELECT outcome FROM job_runs WHERE job_id = $1 ORDER BY id", [job!.id]);
