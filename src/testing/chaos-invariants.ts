@@ -181,16 +181,20 @@ export async function checkInvariants(ctx: InvariantContext, expectations: Invar
 /** Every password and URL in the operator's connection Secrets: each must stay inside Secrets' data. */
 export async function collectSecretValues(kube: KubeObjects, namespaces: string[]): Promise<PlantedSecret[]> {
   const out: PlantedSecret[] = [];
-  for (const ns of namespaces) {
-    const secrets = await kube.list("v1", "Secret", ns);
-    for (const s of secrets) {
-      if (s.metadata.labels?.["app.kubernetes.io/managed-by"] !== "mds-operator") continue;
-      for (const key of ["PGPASSWORD", "DATABASE_URL", "DIRECT_URL"]) {
-        const raw = s.data?.[key];
-        if (raw === undefined) continue;
-        const value = Buffer.from(raw, "base64").toString("utf8");
-        if (value.length >= 8) out.push({ name: `${ns}/${s.metadata.name}.${key}`, value });
-      }
+  for (const ns of namespaces) out.push(...connectionSecretValues(await kube.list("v1", "Secret", ns)));
+  return out;
+}
+
+/** The passwords and URLs in those of `secrets` the operator manages (labelled `<namespace>/<name>.<key>`). */
+export function connectionSecretValues(secrets: ReadonlyArray<{ metadata: { name?: string | undefined; namespace?: string | undefined; labels?: Record<string, string> | undefined }; data?: Record<string, string> | undefined }>): PlantedSecret[] {
+  const out: PlantedSecret[] = [];
+  for (const s of secrets) {
+    if (s.metadata.labels?.["app.kubernetes.io/managed-by"] !== "mds-operator") continue;
+    for (const key of ["PGPASSWORD", "DATABASE_URL", "DIRECT_URL"]) {
+      const raw = s.data?.[key];
+      if (raw === undefined) continue;
+      const value = Buffer.from(raw, "base64").toString("utf8");
+      if (value.length >= 8) out.push({ name: `${s.metadata.namespace ?? ""}/${s.metadata.name ?? ""}.${key}`, value });
     }
   }
   return out;

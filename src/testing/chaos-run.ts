@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import pg from "pg";
-import { checkInvariants, collectSecretValues, mdsApiVersion, type Violation } from "./chaos-invariants.ts";
+import { checkInvariants, collectSecretValues, mdsApiVersion, type InvariantContext, type Violation } from "./chaos-invariants.ts";
 import { crashPoints } from "../operator/crash-points.ts";
 import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, stepOf, type ChaosStep } from "./crash-points.ts";
 import { seededRandom, type FaultSchedule } from "./fault-proxy.ts";
@@ -337,6 +337,20 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
 
 const steps: ChaosStep[] = ["create", "update", "secret", "restore", "delete"];
 
+/** What the invariants are checked against for one namespace; its connection Secrets' values are planted too. */
+async function invariantContext(stack: ChaosStack, ns: string): Promise<InvariantContext> {
+  const planted = [...stack.planted, ...(await collectSecretValues(stack.kube, [ns]).catch(() => []))];
+  return {
+    kube: stack.kube,
+    controlUrl: stack.controlUrl,
+    api: { url: stack.api.directUrl, token: stack.api.token },
+    namespaces: [ns],
+    instanceId: stack.instanceId,
+    logFiles: stack.logFiles(),
+    planted,
+  };
+}
+
 export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? (() => undefined);
   const timeoutMs = options.stepTimeoutMs ?? 90_000;
@@ -432,22 +446,9 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
     }
 
     // Let the operator settle without faults, then check.
-    const planted = [...stack.planted, ...(await collectSecretValues(stack.kube, [ns]).catch(() => []))];
+    const ctx = await invariantContext(stack, ns);
     await supervisor.stop();
-    violations.push(
-      ...(await checkInvariants(
-        {
-          kube: stack.kube,
-          controlUrl: stack.controlUrl,
-          api: { url: stack.api.directUrl, token: stack.api.token },
-          namespaces: [ns],
-          instanceId: stack.instanceId,
-          logFiles: stack.logFiles(),
-          planted,
-        },
-        { restoreKeysByTarget: s.restoreKeysByTarget },
-      )),
-    );
+    violations.push(...(await checkInvariants(ctx, { restoreKeysByTarget: s.restoreKeysByTarget })));
 
     for (const p of supervisor.crashPointHits) crashPointsHit[p] = (crashPointsHit[p] ?? 0) + 1;
     const injected = supervisor.crashPointHits.length + supervisor.randomKills;
@@ -597,16 +598,7 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
         return allReady();
       });
       // Check while everything exists: one remote per resource, every Secret connects.
-      const planted = [...stack.planted, ...(await collectSecretValues(kube, [ns]).catch(() => []))];
-      const ctx = {
-        kube,
-        controlUrl: stack.controlUrl,
-        api: { url: stack.api.directUrl, token: stack.api.token },
-        namespaces: [ns],
-        instanceId: stack.instanceId,
-        logFiles: stack.logFiles(),
-        planted,
-      };
+      const ctx = await invariantContext(stack, ns);
       stack.apiProxy.setSchedule(undefined);
       violations.push(...(await checkInvariants(ctx)));
       stack.apiProxy.setSchedule({ seed: options.seed * 37 + i, rates: { "rate-limit": 0.02, "server-error": 0.02, reset: 0.01 }, retryAfterSeconds: 1 });

@@ -13,9 +13,9 @@ import { createKubeClient, type KubeClient } from "../../src/kube/client.ts";
 import { loadKubeConfig, parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
-import { decodeData } from "../../src/operator/connection-secret.ts";
 import { SecretType, type Secret } from "../../src/kube/types.ts";
 import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "../../src/testing/secret-scan.ts";
+import { connectionSecretValues } from "../../src/testing/chaos-invariants.ts";
 import { KubeConfig as ClientNodeKubeConfig } from "@kubernetes/client-node";
 
 // One devkube (or a namespace of a real cluster, docs/e2e.md) + one service per test file; operators are started and stopped per scenario as processes would be.
@@ -178,15 +178,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     logs,
     kubectl,
     async leaks() {
-      const planted: PlantedSecret[] = [{ name: "service token", value: service.token }];
-      for (const s of (await kube.list<Secret>(SecretType, { namespace })).items) {
-        if (s.metadata.labels?.["app.kubernetes.io/managed-by"] !== "mds-operator") continue;
-        const data = decodeData(s);
-        for (const key of ["PGPASSWORD", "DATABASE_URL", "DIRECT_URL"]) {
-          const value = data[key];
-          if (value !== undefined) planted.push({ name: `${s.metadata.name}.${key}`, value });
-        }
-      }
+      const planted: PlantedSecret[] = [
+        { name: "service token", value: service.token },
+        ...connectionSecretValues((await kube.list<Secret>(SecretType, { namespace })).items),
+      ];
       const kc = new ClientNodeKubeConfig();
       kc.loadFromFile(kubeconfigPath);
       if (real?.context !== undefined) kc.setCurrentContext(real.context);
