@@ -19,6 +19,8 @@ export const LogicalId = z.string().regex(/^[A-Za-z0-9._:/-]{1,128}$/, {
 export const SourceBody = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("empty") }),
   z.strictObject({ type: z.literal("backup"), databaseId: DatabaseId, backupId: BackupId }),
+  // A clone: a copy of the live database's data at the moment the new database is provisioned.
+  z.strictObject({ type: z.literal("database"), databaseId: DatabaseId }),
 ]);
 export type SourceBody = z.infer<typeof SourceBody>;
 
@@ -40,12 +42,20 @@ export const CreateProjectDatabaseBody = z.strictObject({
 });
 export type CreateProjectDatabaseBody = z.input<typeof CreateProjectDatabaseBody>;
 
-export const CreateDatabaseBody = CreateProjectDatabaseBody.extend({ projectId: ProjectId });
+// The public API's branch fields (PUBLIC-API.md): this service has no branches, and attaching a database to a branch
+// that does not exist must not pass silently, so they are refused with a message that says why.
+const noBranches = z.never({ error: "branches are not supported by this service; omit this field" }).optional();
+const branchFields = { branchId: noBranches, branchGitName: noBranches };
+
+export const CreateDatabaseBody = CreateProjectDatabaseBody.extend({ projectId: ProjectId, ...branchFields });
 export type CreateDatabaseBody = z.input<typeof CreateDatabaseBody>;
 
 export const UpdateDatabaseBody = z.strictObject({
   name: Name.optional(),
   isDefault: z.literal(true).optional(),
+  /** Unique per project, as at creation (409 naming the holder). */
+  logicalId: LogicalId.optional(),
+  ...branchFields,
 });
 export type UpdateDatabaseBody = z.input<typeof UpdateDatabaseBody>;
 
@@ -56,6 +66,13 @@ export type RestoreBody = z.input<typeof RestoreBody>;
 
 export const CreateConnectionBody = z.strictObject({ name: Name });
 export type CreateConnectionBody = z.input<typeof CreateConnectionBody>;
+
+/** POST /v1/connections (the public API's form). */
+export const CreateConnectionForDatabaseBody = CreateConnectionBody.extend({ databaseId: DatabaseId });
+export type CreateConnectionForDatabaseBody = z.input<typeof CreateConnectionForDatabaseBody>;
+
+/** POST /v1/connections/{id}/rotate takes no fields; an absent body is `{}`. */
+export const RotateConnectionBody = z.strictObject({});
 
 // Query strings arrive as strings; `limit` is never silently clamped (CONTRACT §7).
 export const Limit = z
@@ -68,6 +85,10 @@ export const ListQuery = z.strictObject({ cursor: z.string().min(1).optional(), 
 export const ListDatabasesQuery = ListQuery.extend({ projectId: ProjectId.optional(), logicalId: LogicalId.optional() });
 export const ListProjectsQuery = ListQuery.extend({ logicalId: LogicalId.optional() });
 export const ListBackupsQuery = z.strictObject({ limit: Limit.optional() });
+export const ListConnectionsQuery = ListQuery.extend({ databaseId: DatabaseId.optional() });
+export const UsageQuery = z
+  .strictObject({ startDate: z.iso.datetime({ offset: true }).optional(), endDate: z.iso.datetime({ offset: true }).optional() })
+  .refine((q) => !q.startDate || !q.endDate || Date.parse(q.startDate) <= Date.parse(q.endDate), { error: "must not be before startDate", path: ["endDate"] });
 
 /** What a client passes to list calls (numbers, not strings). */
 export type ListDatabasesParams = { cursor?: string; limit?: number; projectId?: string; logicalId?: string };

@@ -18,6 +18,7 @@ export const RegionRef = z.object({ id: z.string(), name: z.string() });
 export const Source = z.discriminatedUnion("type", [
   z.object({ type: z.literal("empty") }),
   z.object({ type: z.literal("backup"), databaseId: z.string(), backupId: z.string() }),
+  z.object({ type: z.literal("database"), databaseId: z.string() }),
 ]);
 export type Source = z.infer<typeof Source>;
 

@@ -10,6 +10,8 @@ import { databaseRoutes } from "./routes/databases.ts";
 import { healthRoutes } from "./routes/health.ts";
 import { oauthRoutes } from "./routes/oauth.ts";
 import { projectRoutes } from "./routes/projects.ts";
+import { regionRoutes } from "./routes/regions.ts";
+import { usageRoutes } from "./routes/usage.ts";
 
 export const bodyLimitBytes = 64 * 1024;
 
@@ -107,5 +109,7 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
   databaseRoutes(app, deps);
   connectionRoutes(app, deps);
   backupRoutes(app, deps);
+  regionRoutes(app, deps);
+  usageRoutes(app, deps);
   return app;
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { newId, type Region, type SourceBody } from "../contract/index.ts";
+import { checkCloneSource } from "./clone.ts";
 import { enabledRegions } from "./config.ts";
 import { randomPassword, scramVerifier } from "./crypto.ts";
 import type { ServiceDeps } from "./deps.ts";
@@ -65,6 +66,7 @@ export async function createDatabaseRows(
   }
   const source = input.source ?? { type: "empty" as const };
   if (source.type === "backup") await checkBackupSource(client, project.workspace_id, source);
+  if (source.type === "database") await checkCloneSource(client, project.workspace_id, source);
   if (input.isDefault) await client.query("UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL", [project.id]);
   const id = newId("database");
   const pgName = `mds_${idBody(id)}`;
@@ -88,7 +90,12 @@ export async function createDatabaseRows(
 }
 
 /** Turns a unique violation on logicalId (a concurrent create won the race) into the contract's 409. */
-export async function logicalIdConflict(deps: ServiceDeps, err: unknown, lookup: { table: "projects" | "databases"; scopeColumn: string; scope: string; logicalId?: string | undefined }): Promise<never> {
+export async function logicalIdConflict(
+  deps: ServiceDeps,
+  err: unknown,
+  lookup: { table: "projects" | "databases"; scopeColumn: string; scope: string; logicalId?: string | undefined },
+  action: "create" | "update" = "create",
+): Promise<never> {
   const e = err as { code?: string; constraint?: string };
   if (e.code === "23505" && lookup.logicalId !== undefined && (e.constraint === "projects_logical_id" || e.constraint === "databases_logical_id")) {
     const { rows } = await deps.pool.query<{ id: string }>(
@@ -96,7 +103,7 @@ export async function logicalIdConflict(deps: ServiceDeps, err: unknown, lookup:
       [lookup.scope, lookup.logicalId],
     );
     const existing = rows[0]?.id ?? "unknown";
-    throw conflict(`cannot create ${lookup.table === "projects" ? "project" : "database"}: logicalId "${lookup.logicalId}" already used by "${existing}"`, `existing id: ${existing}`);
+    throw conflict(`cannot ${action} ${lookup.table === "projects" ? "project" : "database"}: logicalId "${lookup.logicalId}" already used by "${existing}"`, `existing id: ${existing}`);
   }
   throw err;
 }

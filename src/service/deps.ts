@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import type { Region } from "../contract/index.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ServiceError } from "./errors.ts";
+import { JobFatalError } from "./jobs.ts";
 import type { Metrics } from "./metrics.ts";
 import type { RateLimiter } from "./rate-limit.ts";
 
@@ -26,4 +27,11 @@ export function regionPool(deps: Pick<ServiceDeps, "regionPools">, region: strin
   const pool = deps.regionPools.get(region as Region);
   if (!pool) throw new ServiceError("region_unavailable", `region "${region}" has no PostgreSQL server`, "use one of the regions this service runs");
   return pool;
+}
+
+/** The superuser URL of a region's server, for pg_dump and pg_restore in jobs. */
+export function adminUrlOf(deps: Pick<ServiceDeps, "config">, region: string): string {
+  const r = deps.config.regions[region as Region];
+  if (!r) throw new JobFatalError(`region ${region} has no server`);
+  return r.adminUrl;
 }

@@ -1,7 +1,8 @@
 import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type { ServiceDeps } from "./deps.ts";
-import { regionPool } from "./deps.ts";
+import { adminUrlOf, regionPool } from "./deps.ts";
+import { cloneInto } from "./clone.ts";
 import { dumpDatabase, restoreDatabase, verifyArchive } from "./dump.ts";
 import { JobFatalError, type Job, type JobHandler, type JobKind } from "./jobs.ts";
 import { allowConnections, createDatabase, databaseComment, dropDatabase, dropDatabaseIfExists, provisionDatabase, revokeLoginRole, swapDatabases } from "./provisioner.ts";
@@ -45,10 +46,11 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
       [db.id],
     );
     const fromBackup = db.source.type === "backup" ? await usableBackupFile(deps, db.source.backupId) : undefined;
-    // A restore interrupted by a crash leaves a half-filled database that nobody can see yet: start over.
-    if (fromBackup && ctx.attempt > 1) await dropDatabaseIfExists(pool, db.pg_name);
+    // A restore (or clone) interrupted by a crash leaves a half-filled database that nobody can see yet: start over.
+    if ((fromBackup || db.source.type === "database") && ctx.attempt > 1) await dropDatabaseIfExists(pool, db.pg_name);
     await provisionDatabase(pool, { pgName: db.pg_name, ownerRole: db.owner_role, logins });
     if (fromBackup) await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: db.pg_name, file: fromBackup, role: db.owner_role });
+    if (db.source.type === "database") await cloneInto(deps, db, db.source.databaseId, job);
     await inTransaction(deps.pool, async (client) => {
       // Serialised with connection mint/revoke, which lock the same row.
       await client.query("SELECT 1 FROM databases WHERE id = $1 FOR UPDATE", [db.id]);
@@ -62,12 +64,6 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
     await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'", [job.target_id, err.message.slice(0, 500)]);
   },
 });
-
-function adminUrlOf(deps: ServiceDeps, region: string): string {
-  const r = deps.config.regions[region as keyof typeof deps.config.regions];
-  if (!r) throw new JobFatalError(`region ${region} has no server`);
-  return r.adminUrl;
-}
 
 const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
   async run(job, ctx) {

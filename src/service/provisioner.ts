@@ -145,11 +145,31 @@ export async function provisionDatabase(pool: pg.Pool, input: { pgName: string; 
   if (needsCreate) await createDatabase(pool, input.pgName, input.ownerRole);
 }
 
+/**
+ * Ends every open session of a login role (`usename` is the login role, also after the session's SET ROLE) and
+ * returns once they are gone, so a revoked credential is not still in use after the API answered. Call it after
+ * the role lost its password or LOGIN, so no new session can start meanwhile.
+ */
+export async function endSessions(pool: pg.Pool, roleName: string): Promise<void> {
+  // A terminated backend leaves pg_stat_activity a moment later; 250 rounds of 20 ms bound a stuck one.
+  for (let round = 0; round < 250; round++) {
+    const { rowCount } = await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()", [roleName]);
+    if (!rowCount) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** New credentials for a login role: the old password stops working and its open sessions end. */
+export async function rotateLoginRole(pool: pg.Pool, ownerRole: string, login: LoginRole): Promise<void> {
+  await ensureLoginRole(pool, ownerRole, login);
+  await endSessions(pool, login.roleName);
+}
+
 /** After this, the role cannot log in and none of its sessions remain. */
 export async function revokeLoginRole(pool: pg.Pool, roleName: string): Promise<void> {
   if (!(await roleExists(pool, roleName))) return;
   await pool.query(`ALTER ROLE ${ident(roleName)} NOLOGIN`);
-  await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", [roleName]);
+  await endSessions(pool, roleName);
   try {
     await pool.query(`DROP ROLE IF EXISTS ${ident(roleName)}`);
   } catch {

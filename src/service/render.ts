@@ -56,6 +56,22 @@ export function renderCreatedConnection(config: ServiceConfig, db: DatabaseRow, 
   };
 }
 
+/**
+ * POST /v1/connections and rotate, in the public API's form: the creation form plus its deprecated top-level
+ * `connectionString` (pooled, as in apiKeys). Its deprecated `host`, `user` and `pass` are null, which the public
+ * API allows, so the password is not repeated once more.
+ */
+export function renderIssuedConnection(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string) {
+  const e = endpointsOf(config, db.region);
+  return {
+    ...renderCreatedConnection(config, db, c, password),
+    connectionString: connectionString(e.pooled.host, e.pooled.port, c.role_name, password, db.pg_name, e.sslmode),
+    host: null,
+    user: null,
+    pass: null,
+  };
+}
+
 export function renderApiKey(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string): ApiKey {
   const { database: _database, ...rest } = renderConnection(config, db, c);
   const e = endpointsOf(config, db.region);

@@ -12,7 +12,7 @@ export type DatabaseRow = {
   is_default: boolean;
   pg_name: string;
   owner_role: string;
-  source: { type: "empty" } | { type: "backup"; databaseId: string; backupId: string };
+  source: { type: "empty" } | { type: "backup"; databaseId: string; backupId: string } | { type: "database"; databaseId: string };
   logical_id: string | null;
   default_connection_id: string;
   created_at: Date;

@@ -80,15 +80,28 @@ export async function connectionsOf(db: Db, databaseIds: string[]): Promise<Map<
   return out;
 }
 
-export async function listConnections(db: Db, q: { databaseId: string; cursor?: Cursor | undefined; limit: number }) {
+/** Live connections of the workspace's live databases, all of them or one database's. */
+export async function listConnections(db: Db, q: { workspaceId: string; databaseId?: string | undefined; cursor?: Cursor | undefined; limit: number }) {
   const { rows } = await db.query<ConnectionRow & { cursor_ts: string }>(
-    `SELECT id, database_id, name, role_name, created_at, ${cursorTs()} AS cursor_ts FROM connections
-     WHERE database_id = $1 AND revoked_at IS NULL
-       AND ($2::timestamptz IS NULL OR (created_at, id) > ($2::timestamptz, $3::text))
-     ORDER BY created_at, id LIMIT $4`,
-    [q.databaseId, q.cursor?.ts ?? null, q.cursor?.id ?? null, q.limit + 1],
+    `SELECT c.id, c.database_id, c.name, c.role_name, c.created_at, ${cursorTs("c.created_at")} AS cursor_ts
+     FROM connections c JOIN databases d ON d.id = c.database_id
+     WHERE d.workspace_id = $1 AND d.deleted_at IS NULL AND c.revoked_at IS NULL
+       AND ($2::text IS NULL OR c.database_id = $2)
+       AND ($3::timestamptz IS NULL OR (c.created_at, c.id) > ($3::timestamptz, $4::text))
+     ORDER BY c.created_at, c.id LIMIT $5`,
+    [q.workspaceId, q.databaseId ?? null, q.cursor?.ts ?? null, q.cursor?.id ?? null, q.limit + 1],
   );
   return rows;
+}
+
+/** The workspace's live databases among `ids`, by id. */
+export async function databasesByIds(db: Db, workspaceId: string, ids: string[]): Promise<Map<string, DatabaseRow>> {
+  const { rows } = await db.query<DatabaseRow>(
+    `SELECT ${databaseColumns} FROM databases d JOIN projects p ON p.id = d.project_id
+     WHERE d.id = ANY($1) AND d.workspace_id = $2 AND d.deleted_at IS NULL`,
+    [ids, workspaceId],
+  );
+  return new Map(rows.map((r) => [r.id, r]));
 }
 
 export async function getConnection(db: Db, workspaceId: string, id: string, lock = false): Promise<ConnectionRow | undefined> {

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { CreateDatabaseBody, DatabaseId, databaseIdPattern, ListDatabasesQuery, RestoreBody, UpdateDatabaseBody } from "../../contract/index.ts";
-import { checkBackupSource } from "../create-database.ts";
+import { checkBackupSource, logicalIdConflict } from "../create-database.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { conflict, notFound } from "../errors.ts";
 import { idempotentPost, jsonBody, parseWith, pathId, principalOf } from "../http.ts";
@@ -54,19 +54,31 @@ export function databaseRoutes(app: FastifyInstance, deps: ServiceDeps): void {
     const id = databaseIdOf((req.params as { databaseId?: string }).databaseId);
     const body = parseWith(UpdateDatabaseBody, jsonBody(req), "request body");
     const workspaceId = principalOf(req).workspaceId;
-    await inTransaction(deps.pool, async (client) => {
-      const found = await getDatabase(client, workspaceId, id);
-      if (!found) throw notFound("database", id);
-      // Project before database, the order creates take: moving the default flag never deadlocks with them.
-      if (body.isDefault === true) await client.query("SELECT 1 FROM projects WHERE id = $1 FOR UPDATE", [found.project_id]);
-      const db = await getDatabase(client, workspaceId, id, true);
-      if (!db) throw notFound("database", id);
-      if (body.name !== undefined) await client.query("UPDATE databases SET name = $2 WHERE id = $1", [id, body.name]);
-      if (body.isDefault === true && !db.is_default) {
-        await client.query("UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL", [db.project_id]);
-        await client.query("UPDATE databases SET is_default = true WHERE id = $1", [id]);
-      }
-    });
+    let projectId: string | undefined;
+    try {
+      await inTransaction(deps.pool, async (client) => {
+        const found = await getDatabase(client, workspaceId, id);
+        if (!found) throw notFound("database", id);
+        projectId = found.project_id;
+        // Project before database, the order creates take: moving the default flag never deadlocks with them.
+        if (body.isDefault === true) await client.query("SELECT 1 FROM projects WHERE id = $1 FOR UPDATE", [found.project_id]);
+        const db = await getDatabase(client, workspaceId, id, true);
+        if (!db) throw notFound("database", id);
+        if (body.name !== undefined) await client.query("UPDATE databases SET name = $2 WHERE id = $1", [id, body.name]);
+        if (body.logicalId !== undefined && body.logicalId !== db.logical_id) {
+          const { rows } = await client.query<{ id: string }>("SELECT id FROM databases WHERE project_id = $1 AND logical_id = $2 AND deleted_at IS NULL", [db.project_id, body.logicalId]);
+          if (rows[0]) throw conflict(`cannot update database: logicalId "${body.logicalId}" already used by database "${rows[0].id}"`, `existing database id: ${rows[0].id}`);
+          await client.query("UPDATE databases SET logical_id = $2 WHERE id = $1", [id, body.logicalId]);
+        }
+        if (body.isDefault === true && !db.is_default) {
+          await client.query("UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL", [db.project_id]);
+          await client.query("UPDATE databases SET is_default = true WHERE id = $1", [id]);
+        }
+      });
+    } catch (err) {
+      // A concurrent create or PATCH took the logicalId between our check and our write: the unique index says so.
+      return logicalIdConflict(deps, err, { table: "databases", scopeColumn: "project_id", scope: projectId ?? "", logicalId: body.logicalId }, "update");
+    }
     return databaseResponse(deps, workspaceId, id);
   });
 
