@@ -1,7 +1,7 @@
 import { createManagementApiClient } from "@prisma/management-api-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
-import { eventually, sql } from "./helpers.ts";
+import { eventually, sql, tryConnect } from "./helpers.ts";
 
 // The public client of this API family, written by nobody here, drives the seed's endpoints unchanged.
 
@@ -77,6 +77,64 @@ describe("@prisma/management-api-sdk against mds service", () => {
       expect(got.data!.data.status).toBe("ready");
     });
     expect(await sql(defaultDb.connectionString!, "SELECT v FROM t")).toEqual([{ v: "before" }]);
+  });
+
+  it("drives the public API's database and connection surface: logicalId, clone, /v1/connections, rotate, regions, usage", async () => {
+    const created = await sdk.POST("/v1/projects", { body: { name: "public-surface", region: "us-east-1" } });
+    const project = created.data!.data;
+    const source = project.database!;
+    await eventually(async () => expect((await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: source.id } } })).data!.data.status).toBe("ready"));
+    await sql(source.connectionString!, "CREATE TABLE t (v text); INSERT INTO t VALUES ('source data')");
+
+    // POST /v1/databases with logicalId, region "inherit" and a clone source.
+    const cloned = await sdk.POST("/v1/databases", {
+      body: { projectId: project.id, name: "clone", region: "inherit", logicalId: "sdk/clone", source: { type: "database", databaseId: source.id } },
+    });
+    expect(cloned.error).toBeUndefined();
+    expect(cloned.response.status).toBe(201);
+    const clone = cloned.data!.data;
+    expect(clone).toMatchObject({ logicalId: "sdk/clone", source: { type: "database", databaseId: source.id }, region: { id: "us-east-1" } });
+    await eventually(async () => expect((await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: clone.id } } })).data!.data.status).toBe("ready"));
+    expect(await sql(clone.connections[0]!.endpoints.direct!.connectionString!, "SELECT v FROM t")).toEqual([{ v: "source data" }]);
+    const byLogicalId = await sdk.GET("/v1/databases", { params: { query: { projectId: project.id, logicalId: "sdk/clone" } } });
+    expect(byLogicalId.data!.data.map((d) => d.id)).toEqual([clone.id]);
+
+    // PATCH /v1/databases/{databaseId} with logicalId.
+    const patched = await sdk.PATCH("/v1/databases/{databaseId}", { params: { path: { databaseId: clone.id } }, body: { logicalId: "sdk/clone-2" } });
+    expect(patched.data!.data.logicalId).toBe("sdk/clone-2");
+
+    // POST /v1/connections, GET /v1/connections?databaseId=, GET /v1/connections/{id}.
+    const minted = await sdk.POST("/v1/connections", { body: { databaseId: clone.id, name: "sdk" } });
+    expect(minted.response.status).toBe(201);
+    const conn = minted.data!.data;
+    expect(conn.connectionString).toMatch(/^postgresql:\/\//);
+    expect(await sql(conn.endpoints.direct!.connectionString, "SELECT v FROM t")).toEqual([{ v: "source data" }]);
+    const listed = await sdk.GET("/v1/connections", { params: { query: { databaseId: clone.id } } });
+    expect(listed.data!.data.map((c) => c.id)).toEqual([clone.connections[0]!.id, conn.id]);
+    const got = await sdk.GET("/v1/connections/{id}", { params: { path: { id: conn.id } } });
+    expect(got.data!.data).toMatchObject({ id: conn.id, kind: "postgres", database: { id: clone.id } });
+
+    // POST /v1/connections/{id}/rotate: new credentials, the old ones stop.
+    const rotated = await sdk.POST("/v1/connections/{id}/rotate", { params: { path: { id: conn.id } } });
+    expect(rotated.response.status).toBe(200);
+    expect(rotated.data!.data.id).toBe(conn.id);
+    expect(await tryConnect(rotated.data!.data.endpoints.direct!.connectionString)).toBe(true);
+    expect(await tryConnect(conn.endpoints.direct!.connectionString)).not.toBe(true);
+
+    // DELETE /v1/connections/{id}.
+    const deleted = await sdk.DELETE("/v1/connections/{id}", { params: { path: { id: conn.id } } });
+    expect(deleted.response.status).toBe(204);
+    expect((await sdk.GET("/v1/connections/{id}", { params: { path: { id: conn.id } } })).response.status).toBe(404);
+
+    // GET /v1/regions/postgres.
+    const regions = await sdk.GET("/v1/regions/postgres");
+    expect(regions.data!.data.find((r) => r.id === "us-east-1")).toEqual({ id: "us-east-1", type: "region", name: "US East (N. Virginia)", status: "available" });
+
+    // GET /v1/databases/{databaseId}/usage.
+    const usage = await sdk.GET("/v1/databases/{databaseId}/usage", { params: { path: { databaseId: source.id } } });
+    expect(usage.response.status).toBe(200);
+    expect(usage.data!.metrics.storage.unit).toBe("GiB");
+    expect(usage.data!.metrics.storage.used).toBeGreaterThan(0);
   });
 
   it("gets the error bodies the SDK types describe", async () => {
