@@ -124,7 +124,9 @@ export function connectionRoutes(app: FastifyInstance, deps: ServiceDeps): void 
       const verifier = await scramVerifier(password);
       await client.query("UPDATE connections SET verifier = $2 WHERE id = $1", [id, verifier]);
       // Unlike the public API's best-effort revocation, the old password stops at once and its sessions end.
-      await rotateLoginRole(regionPool(deps, db.region), db.owner_role, { roleName: connection.role_name, verifier });
+      const pool = regionPool(deps, db.region);
+      await ensureOwnerRole(pool, db.owner_role);
+      await rotateLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier });
       return { status: 200, body: { data: renderIssuedConnection(deps.config, db, connection, password) } };
     });
   });
