@@ -181,7 +181,7 @@ export async function dropDatabase(pool: pg.Pool, input: { pgName: string; owner
   await pool.query(`DROP DATABASE IF EXISTS ${ident(input.pgName)} WITH (FORCE)`);
   for (const role of input.loginRoles) {
     if (!(await roleExists(pool, role))) continue;
-    await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", [role]);
+    await endSessions(pool, role);
     await pool.query(`DROP ROLE IF EXISTS ${ident(role)}`);
   }
   await pool.query(`DROP ROLE IF EXISTS ${ident(input.ownerRole)}`);

@@ -216,6 +216,18 @@ describe("public API: /v1/connections", () => {
     expect(hidden.body.error.message.replace(conn.id, "ID")).toBe(missing.body.error.message.replace("con_c000000000000000000000000", "ID"));
   });
 
+  it("POST /v1/connections with an Idempotency-Key mints once and replays the same credentials", async () => {
+    const { db } = await readyProject("conns-idem");
+    const headers = { "idempotency-key": "conn-once" };
+    const first = await raw("POST", "/v1/connections", { databaseId: db.id, name: "once" }, headers);
+    const again = await raw("POST", "/v1/connections", { databaseId: db.id, name: "once" }, headers);
+    expect(first.status).toBe(201);
+    expect(again.status).toBe(201);
+    expect(again.body).toEqual(first.body);
+    expect(pageOf(Connection).parse((await raw("GET", `/v1/connections?databaseId=${db.id}`)).body).data.map((c) => c.name)).toEqual(["default", "once"]);
+    expect((await raw("POST", "/v1/connections", { databaseId: db.id, name: "different" }, headers)).status).toBe(422);
+  });
+
   it("answers bad input with a precise 400 and changes nothing", async () => {
     const { db } = await readyProject("conns-bad");
     const cases: [string, string, unknown, string][] = [
