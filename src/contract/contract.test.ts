@@ -41,6 +41,17 @@ describe("request bodies", () => {
 
   it("requires a backup source on restore", () => {
     expect(RestoreBody.safeParse({ source: { type: "empty" } }).success).toBe(false);
+    expect(RestoreBody.safeParse({ source: { type: "database", databaseId: newId("database") } }).success).toBe(false);
+  });
+
+  it("accepts the public API's clone source on creation and refuses its branch fields (PUBLIC-API.md)", () => {
+    const projectId = newId("project");
+    expect(CreateDatabaseBody.safeParse({ projectId, source: { type: "database", databaseId: newId("database") } }).success).toBe(true);
+    for (const branch of [{ branchId: "b" }, { branchGitName: "main" }, { branchId: null }]) {
+      expect(CreateDatabaseBody.safeParse({ projectId, ...branch }).success).toBe(false);
+      expect(UpdateDatabaseBody.safeParse(branch).success).toBe(false);
+    }
+    expect(UpdateDatabaseBody.safeParse({ logicalId: "app/orders" }).success).toBe(true);
   });
 
   it("parses limit strictly: 1..100 integers only", () => {
