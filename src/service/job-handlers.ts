@@ -1,8 +1,10 @@
-import { mkdir, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import path from "node:path";
 import type { ServiceDeps } from "./deps.ts";
 import { regionPool } from "./deps.ts";
-import { dumpDatabase, restoreDatabase, verifyArchive } from "./dump.ts";
+import { lockTimeoutOf } from "./config.ts";
+import { dumpDatabase, privateDirectory, restoreDatabase, verifyArchive, type ArchiveKey } from "./dump.ts";
+import { jobLoginName, withOwnerLogin } from "./job-login.ts";
 import { JobFatalError, type Job, type JobHandler, type JobKind } from "./jobs.ts";
 import { allowConnections, createDatabase, databaseComment, dropDatabase, dropDatabaseIfExists, provisionDatabase, revokeLoginRole, swapDatabases } from "./provisioner.ts";
 import { inTransaction } from "./store/pool.ts";
@@ -21,7 +23,12 @@ async function loadDatabase(deps: ServiceDeps, job: Job) {
   return db;
 }
 
-async function usableBackupFile(deps: ServiceDeps, backupId: string): Promise<string> {
+/** Backups are sealed under the service's key, bound to their backup id (see backup-archive.ts). */
+export const archiveKey = (deps: ServiceDeps, backupId: string): ArchiveKey => ({ key: deps.config.encryptionKey, context: backupId });
+
+type UsableBackup = { id: string; path: string; sha256: string };
+
+async function usableBackup(deps: ServiceDeps, backupId: string): Promise<UsableBackup> {
   const backup = await getBackup(deps.pool, backupId);
   if (!backup || backup.status !== "completed" || !backup.path || !backup.sha256) throw new JobFatalError(`backup ${backupId} is not usable`);
   try {
@@ -29,7 +36,40 @@ async function usableBackupFile(deps: ServiceDeps, backupId: string): Promise<st
   } catch (err) {
     throw new JobFatalError(`backup ${backupId} cannot be read: ${(err as Error).message}`, { cause: err });
   }
-  return backup.path;
+  return { id: backupId, path: backup.path, sha256: backup.sha256 };
+}
+
+/**
+ * Dumps database `pgName` into `file` as a login holding only the database's own roles (its owner, and the login
+ * roles that may own objects a client created after RESET ROLE). For backups and, later, clones.
+ */
+export async function dumpAsOwner(
+  deps: ServiceDeps,
+  input: { jobId: string; region: string; pgName: string; ownerRole: string; loginRoles: string[]; file: string; archive: ArchiveKey; signal: AbortSignal },
+): Promise<{ size: number; sha256: string }> {
+  const pool = regionPool(deps, input.region);
+  const { rows } = await pool.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1)", [input.loginRoles]);
+  const memberOf = [input.ownerRole, ...rows.map((r) => r.rolname)];
+  return withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.region), name: jobLoginName(input.jobId, "dump"), memberOf }, (login) =>
+    dumpDatabase({ bindir: deps.bindir, login, database: input.pgName, file: input.file, archive: input.archive, lockTimeoutMs: lockTimeoutOf(deps.config, input.region), signal: input.signal }),
+  );
+}
+
+/** Restores a backup into the existing, empty database `pgName` as a login holding only its owner role. */
+export async function restoreAsOwner(deps: ServiceDeps, input: { jobId: string; region: string; pgName: string; ownerRole: string; backup: UsableBackup; signal: AbortSignal }): Promise<void> {
+  const pool = regionPool(deps, input.region);
+  await withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.region), name: jobLoginName(input.jobId, "restore"), memberOf: [input.ownerRole] }, (login) =>
+    restoreDatabase({
+      bindir: deps.bindir,
+      login,
+      database: input.pgName,
+      file: input.backup.path,
+      sha256: input.backup.sha256,
+      archive: archiveKey(deps, input.backup.id),
+      role: input.ownerRole,
+      signal: input.signal,
+    }),
+  );
 }
 
 const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
@@ -44,11 +84,12 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
       `SELECT role_name AS "roleName", verifier FROM connections WHERE database_id = $1 AND revoked_at IS NULL`,
       [db.id],
     );
-    const fromBackup = db.source.type === "backup" ? await usableBackupFile(deps, db.source.backupId) : undefined;
+    const fromBackup = db.source.type === "backup" ? await usableBackup(deps, db.source.backupId) : undefined;
     // A restore interrupted by a crash leaves a half-filled database that nobody can see yet: start over.
     if (fromBackup && ctx.attempt > 1) await dropDatabaseIfExists(pool, db.pg_name);
     await provisionDatabase(pool, { pgName: db.pg_name, ownerRole: db.owner_role, logins });
-    if (fromBackup) await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: db.pg_name, file: fromBackup, role: db.owner_role });
+    ctx.signal.throwIfAborted();
+    if (fromBackup) await restoreAsOwner(deps, { jobId: job.id, region: db.region, pgName: db.pg_name, ownerRole: db.owner_role, backup: fromBackup, signal: ctx.signal });
     await inTransaction(deps.pool, async (client) => {
       // Serialised with connection mint/revoke, which lock the same row.
       await client.query("SELECT 1 FROM databases WHERE id = $1 FOR UPDATE", [db.id]);
@@ -80,8 +121,19 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
       if (!exists.rowCount) throw new JobFatalError("database does not exist on its server");
     }
     const file = backupFile(deps, db.id, backupId);
-    await mkdir(path.dirname(file), { recursive: true });
-    const result = await dumpDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: db.pg_name, file });
+    await privateDirectory(deps.config.backupDir);
+    await privateDirectory(path.dirname(file));
+    const { rows: logins } = await deps.pool.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1", [db.id]);
+    const result = await dumpAsOwner(deps, {
+      jobId: job.id,
+      region: db.region,
+      pgName: db.pg_name,
+      ownerRole: db.owner_role,
+      loginRoles: logins.map((l) => l.role_name),
+      file,
+      archive: archiveKey(deps, backupId),
+      signal: ctx.signal,
+    });
     await deps.pool.query("UPDATE backups SET status = 'completed', size = $2, sha256 = $3, path = $4, completed_at = now() WHERE id = $1", [backupId, result.size, result.sha256, file]);
     await ctx.outcome("completed");
   },
@@ -110,10 +162,12 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
       const t0 = performance.now();
       await dropDatabaseIfExists(pool, scratch);
       await allowConnections(pool, db.pg_name);
-      const file = await usableBackupFile(deps, String(job.payload.backupId));
+      const backup = await usableBackup(deps, String(job.payload.backupId));
       await createDatabase(pool, scratch, db.owner_role);
       const t1 = performance.now();
-      await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: scratch, file, role: db.owner_role });
+      await restoreAsOwner(deps, { jobId: job.id, region: db.region, pgName: scratch, ownerRole: db.owner_role, backup, signal: ctx.signal });
+      // Past the time limit nothing is swapped in: the attempt ends here with the old data in place.
+      ctx.signal.throwIfAborted();
       const t2 = performance.now();
       await swapDatabases(pool, { target: db.pg_name, scratch, old, marker: restoreMarker(job) });
       await ctx.outcome("restored", { durable: true });
