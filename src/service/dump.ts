@@ -4,7 +4,7 @@ import { createReadStream } from "node:fs";
 import { chmod, mkdir, open, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Readable, Writable } from "node:stream";
-import { openArchive, sealArchive } from "./backup-archive.ts";
+import { ArchiveError, openArchive, sealArchive } from "./backup-archive.ts";
 import type { DatabaseLogin } from "./job-login.ts";
 
 // pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
@@ -144,7 +144,7 @@ async function pipeToRestore(input: { bindir: string; file: string; archive: Arc
   });
   await Promise.all([feeding, restore.done]);
   // A plain (pre-encryption) archive is authenticated by its recorded checksum, over the very bytes that were fed.
-  if (input.sha256 && hash.digest("hex") !== input.sha256) throw new Error("backup archive changed while it was restored (checksum mismatch)");
+  if (input.sha256 && hash.digest("hex") !== input.sha256) throw new ArchiveError("it changed while it was restored (checksum mismatch)");
 }
 
 async function listArchive(input: { bindir: string; file: string; archive: ArchiveKey; signal?: AbortSignal }): Promise<void> {

@@ -2,6 +2,7 @@ import { rm } from "node:fs/promises";
 import path from "node:path";
 import type { ServiceDeps } from "./deps.ts";
 import { regionPool } from "./deps.ts";
+import { ArchiveError } from "./backup-archive.ts";
 import { lockTimeoutOf } from "./config.ts";
 import { dumpDatabase, privateDirectory, restoreDatabase, verifyArchive, type ArchiveKey } from "./dump.ts";
 import { jobLoginName, withOwnerLogin } from "./job-login.ts";
@@ -69,7 +70,10 @@ export async function restoreAsOwner(deps: ServiceDeps, input: { jobId: string; 
       role: input.ownerRole,
       signal: input.signal,
     }),
-  );
+  ).catch((err: unknown) => {
+    // An archive that does not authenticate will not authenticate on a retry either.
+    throw err instanceof ArchiveError ? new JobFatalError(err.message, { cause: err }) : err;
+  });
 }
 
 const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
