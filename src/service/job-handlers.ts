@@ -2,14 +2,13 @@ import { rm } from "node:fs/promises";
 import path from "node:path";
 import type { ServiceDeps } from "./deps.ts";
 import { regionPool } from "./deps.ts";
-import { ArchiveError } from "./backup-archive.ts";
-import { lockTimeoutOf } from "./config.ts";
-import { dumpDatabase, privateDirectory, restoreDatabase, verifyArchive, type ArchiveKey } from "./dump.ts";
-import { jobLoginName, withOwnerLogin } from "./job-login.ts";
+import { privateDirectory } from "./dump.ts";
+import { jobLoginName } from "./job-login.ts";
 import { JobFatalError, type Job, type JobHandler, type JobKind } from "./jobs.ts";
 import { allowConnections, createDatabase, databaseComment, dropDatabase, dropDatabaseIfExists, provisionDatabase, revokeLoginRole, swapDatabases } from "./provisioner.ts";
 import { inTransaction } from "./store/pool.ts";
-import { getBackup, getDatabaseById } from "./store.ts";
+import { getDatabaseById } from "./store.ts";
+import { archiveKey, dumpAsOwner, restoreAsOwner, usableBackup } from "./owner-dump.ts";
 
 // The durable work behind the API: every step can be repeated after a crash, and a job that gives up leaves a
 // clean state (status `failure`, old data in place, no scratch database).
@@ -22,58 +21,6 @@ async function loadDatabase(deps: ServiceDeps, job: Job) {
   const db = await getDatabaseById(deps.pool, job.target_id);
   if (!db) throw new JobFatalError(`database ${job.target_id} does not exist`);
   return db;
-}
-
-/** Backups are sealed under the service's key, bound to their backup id (see backup-archive.ts). */
-export const archiveKey = (deps: ServiceDeps, backupId: string): ArchiveKey => ({ key: deps.config.encryptionKey, context: backupId });
-
-type UsableBackup = { id: string; path: string; sha256: string };
-
-async function usableBackup(deps: ServiceDeps, backupId: string): Promise<UsableBackup> {
-  const backup = await getBackup(deps.pool, backupId);
-  if (!backup || backup.status !== "completed" || !backup.path || !backup.sha256) throw new JobFatalError(`backup ${backupId} is not usable`);
-  try {
-    await verifyArchive(backup.path, backup.sha256);
-  } catch (err) {
-    throw new JobFatalError(`backup ${backupId} cannot be read: ${(err as Error).message}`, { cause: err });
-  }
-  return { id: backupId, path: backup.path, sha256: backup.sha256 };
-}
-
-/**
- * Dumps database `pgName` into `file` as a login holding only the database's own roles (its owner, and the login
- * roles that may own objects a client created after RESET ROLE). For backups and, later, clones.
- */
-export async function dumpAsOwner(
-  deps: ServiceDeps,
-  input: { jobId: string; region: string; pgName: string; ownerRole: string; loginRoles: string[]; file: string; archive: ArchiveKey; signal: AbortSignal },
-): Promise<{ size: number; sha256: string }> {
-  const pool = regionPool(deps, input.region);
-  const { rows } = await pool.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1)", [input.loginRoles]);
-  const memberOf = [input.ownerRole, ...rows.map((r) => r.rolname)];
-  return withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.region), name: jobLoginName(input.jobId, "dump"), memberOf }, (login) =>
-    dumpDatabase({ bindir: deps.bindir, login, database: input.pgName, file: input.file, archive: input.archive, lockTimeoutMs: lockTimeoutOf(deps.config, input.region), signal: input.signal }),
-  );
-}
-
-/** Restores a backup into the existing, empty database `pgName` as a login holding only its owner role. */
-export async function restoreAsOwner(deps: ServiceDeps, input: { jobId: string; region: string; pgName: string; ownerRole: string; backup: UsableBackup; signal: AbortSignal }): Promise<void> {
-  const pool = regionPool(deps, input.region);
-  await withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.region), name: jobLoginName(input.jobId, "restore"), memberOf: [input.ownerRole] }, (login) =>
-    restoreDatabase({
-      bindir: deps.bindir,
-      login,
-      database: input.pgName,
-      file: input.backup.path,
-      sha256: input.backup.sha256,
-      archive: archiveKey(deps, input.backup.id),
-      role: input.ownerRole,
-      signal: input.signal,
-    }),
-  ).catch((err: unknown) => {
-    // An archive that does not authenticate will not authenticate on a retry either.
-    throw err instanceof ArchiveError ? new JobFatalError(err.message, { cause: err }) : err;
-  });
 }
 
 const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
@@ -104,15 +51,19 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
     await ctx.outcome("provisioned");
   },
   async fail(job, err) {
+    await dropJobLogins(deps, job);
     await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'", [job.target_id, err.message.slice(0, 500)]);
   },
 });
 
-function adminUrlOf(deps: ServiceDeps, region: string): string {
-  const r = deps.config.regions[region as keyof typeof deps.config.regions];
-  if (!r) throw new JobFatalError(`region ${region} has no server`);
-  return r.adminUrl;
+/** A worker killed mid-job leaves its login behind (its password died with it); a job given up drops it. */
+async function dropJobLogins(deps: ServiceDeps, job: Job): Promise<void> {
+  const db = await getDatabaseById(deps.pool, job.target_id);
+  if (!db) return;
+  const pool = regionPool(deps, db.region);
+  for (const purpose of ["dump", "restore"] as const) await revokeLoginRole(pool, jobLoginName(job.id, purpose)).catch(() => {});
 }
+
 
 const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
   async run(job, ctx) {
@@ -142,6 +93,7 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
     await ctx.outcome("completed");
   },
   async fail(job) {
+    await dropJobLogins(deps, job);
     const backupId = String(job.payload.backupId);
     await deps.pool.query("UPDATE backups SET status = 'failed', completed_at = now() WHERE id = $1 AND status = 'running'", [backupId]);
     await rm(backupFile(deps, job.target_id, backupId), { force: true });
@@ -182,6 +134,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
     await dropDatabaseIfExists(pool, old);
   },
   async fail(job, err) {
+    await dropJobLogins(deps, job);
     const db = await getDatabaseById(deps.pool, job.target_id);
     if (db) {
       const pool = regionPool(deps, db.region);
