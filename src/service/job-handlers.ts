@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import type { ServiceDeps } from "./deps.ts";
@@ -100,7 +101,10 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
   },
 });
 
-export const restoreMarker = (job: Job) => `mds:restore:${job.id}`;
+// The tenant owns its database and may comment on it: the marker carries a MAC under the service's key, so a tenant
+// cannot plant the marker of a coming restore job to make it believe its swap already happened.
+const restoreMarker = (deps: ServiceDeps, job: Job) =>
+  `mds:restore:${job.id}:${createHmac("sha256", deps.config.encryptionKey).update(`restore marker ${job.id}`).digest("base64url")}`;
 const scratchName = (pgName: string, job: Job) => `${pgName}_r${job.id}`;
 const oldName = (pgName: string, job: Job) => `${pgName}_o${job.id}`;
 
@@ -112,7 +116,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
     const scratch = scratchName(db.pg_name, job);
     const old = oldName(db.pg_name, job);
     // The marker moves with the scratch database's rename: if the target carries it, this job's swap already happened.
-    if ((await databaseComment(pool, db.pg_name)) === restoreMarker(job)) {
+    if ((await databaseComment(pool, db.pg_name)) === restoreMarker(deps, job)) {
       await ctx.outcome("resumed-after-swap", { durable: true });
     } else {
       const t0 = performance.now();
@@ -125,7 +129,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
       // Past the time limit nothing is swapped in: the attempt ends here with the old data in place.
       ctx.signal.throwIfAborted();
       const t2 = performance.now();
-      await swapDatabases(pool, { target: db.pg_name, scratch, old, marker: restoreMarker(job) });
+      await swapDatabases(pool, { target: db.pg_name, scratch, old, marker: restoreMarker(deps, job) });
       await ctx.outcome("restored", { durable: true });
       deps.logger.debug({ job: job.id, prepareMs: Math.round(t1 - t0), pgRestoreMs: Math.round(t2 - t1), swapMs: Math.round(performance.now() - t2) }, "restore swapped");
     }

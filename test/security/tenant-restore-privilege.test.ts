@@ -136,6 +136,19 @@ describe("a tenant function called by a restore cannot reach the superuser", () 
     expect(await sql(res.body.data.connectionString, "SELECT count(*)::int AS n FROM guarded")).toEqual([{ n: 2 }]);
   });
 
+  it("a restore marker the tenant plants on its database does not make the next restore skip its work", async () => {
+    const db = project.database;
+    const backup = await completedBackup(db.id);
+    await sql(db.connectionString, "INSERT INTO guarded VALUES (4)");
+    // The tenant owns its database, so it may comment on it: it writes what a finished swap of the next job leaves.
+    const [next] = await sql<{ id: string }>(service.controlUrl, "SELECT (max(id) + 1)::text AS id FROM jobs");
+    await sql(db.connectionString, `DO $$ BEGIN EXECUTE format('COMMENT ON DATABASE %I IS %L', current_database(), 'mds:restore:${next!.id}'); END $$`);
+    const res = await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: backup.id } });
+    expect(res.status).toBe(200);
+    expect((await settled(db.id)).status).toBe("ready");
+    expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM guarded WHERE v = 4")).toEqual([{ n: 0 }]);
+  });
+
   it("leaves no job login behind once the jobs end", async () => {
     await eventually(async () => expect(await sql(service.postgresUrl, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'mds\\_job\\_%'")).toEqual([]));
   });
