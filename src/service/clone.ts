@@ -1,16 +1,18 @@
-import { mkdir, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
-import { adminUrlOf, type ServiceDeps } from "./deps.ts";
-import { dumpDatabase, restoreDatabase } from "./dump.ts";
+import type { ServiceDeps } from "./deps.ts";
+import { privateDirectory } from "./dump.ts";
 import { notFound, unprocessable } from "./errors.ts";
 import { JobFatalError, type Job } from "./jobs.ts";
+import { archiveKey, dumpAsOwner, restoreAsOwner } from "./owner-dump.ts";
 import type { DatabaseRow } from "./rows.ts";
 import { getDatabase, getDatabaseById } from "./store.ts";
 
 // `source: { type: "database" }`: a new database that starts as a copy of a live one. The copy is a pg_dump
 // snapshot of the source (consistent, and read-only for the source) restored into the new database by its
-// provision job, through the same dump and restore functions as backups.
+// provision job, through the same owner-only dump and restore as backups (never as the superuser), sealed at rest
+// like a backup while it exists.
 
 /** At creation, in the caller's transaction: the source must be a ready database of the caller's workspace. */
 export async function checkCloneSource(client: pg.PoolClient, workspaceId: string, source: { databaseId: string }): Promise<void> {
@@ -20,15 +22,27 @@ export async function checkCloneSource(client: pg.PoolClient, workspaceId: strin
 }
 
 /** In the provision job, after the new (empty) database and its roles exist: fills it with the source's data. */
-export async function cloneInto(deps: ServiceDeps, target: DatabaseRow, sourceId: string, job: Job): Promise<void> {
+export async function cloneInto(deps: ServiceDeps, target: DatabaseRow, sourceId: string, job: Job, signal: AbortSignal): Promise<void> {
   const source = await getDatabaseById(deps.pool, sourceId);
   if (!source || source.deleted_at) throw new JobFatalError(`source database ${sourceId} was deleted`);
+  const { rows } = await deps.pool.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1 AND revoked_at IS NULL", [source.id]);
   // Under the new database's backup directory, so dropping the new database also removes a leftover of a crash.
-  const file = path.join(deps.config.backupDir, target.id, `clone-${job.id}.dump`);
-  await mkdir(path.dirname(file), { recursive: true });
+  const dir = path.join(deps.config.backupDir, target.id);
+  await privateDirectory(dir);
+  const archiveId = `clone-${job.id}`;
+  const file = path.join(dir, `${archiveId}.dump`);
   try {
-    await dumpDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, source.region), database: source.pg_name, file });
-    await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, target.region), database: target.pg_name, file, role: target.owner_role });
+    const { sha256 } = await dumpAsOwner(deps, {
+      jobId: job.id,
+      region: source.region,
+      pgName: source.pg_name,
+      ownerRole: source.owner_role,
+      loginRoles: rows.map((r) => r.role_name),
+      file,
+      archive: archiveKey(deps, archiveId),
+      signal,
+    });
+    await restoreAsOwner(deps, { jobId: job.id, region: target.region, pgName: target.pg_name, ownerRole: target.owner_role, backup: { id: archiveId, path: file, sha256 }, signal });
   } finally {
     await rm(file, { force: true });
   }

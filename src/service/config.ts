@@ -12,6 +12,8 @@ export const RegionConfig = z.strictObject({
   sslmode: z.enum(["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]).default("disable"),
   pooler: HostPort.optional(),
   accelerate: HostPort.optional(),
+  /** This server's bound on lock waits of the service's sessions (default: the service's `lockTimeoutMs`). */
+  lockTimeoutMs: z.number().int().min(1).optional(),
 });
 export type RegionConfig = z.infer<typeof RegionConfig>;
 
@@ -33,6 +35,12 @@ export const ServiceConfig = z.strictObject({
   jobConcurrency: z.number().int().min(1).max(32).default(4),
   jobPollIntervalMs: z.number().int().min(10).default(1000),
   jobMaxAttempts: z.number().int().min(1).default(5),
+  /** Time limit of one job attempt: past it the attempt is aborted (pg_dump/pg_restore killed) and counts as failed. */
+  jobTimeoutMs: z.number().int().min(100).default(60 * 60_000),
+  /** Jobs of one workspace running at once across all replicas: one workspace's stuck jobs never hold every worker. */
+  jobsPerWorkspace: z.number().int().min(1).max(32).default(2),
+  /** How long the service's sessions (and pg_dump) wait for a lock a tenant holds before the attempt fails. */
+  lockTimeoutMs: z.number().int().min(1).default(30_000),
   rateLimit: z.strictObject({ perSecond: z.number().positive(), burst: z.number().int().min(1) }).default({ perSecond: 20, burst: 100 }),
   accessTokenTtlSeconds: z.number().int().min(1).default(3600),
   instanceId: z.string().min(1).optional(),
@@ -43,6 +51,10 @@ export type ServiceConfigInput = z.input<typeof ServiceConfig>;
 /** Regions in the contract's order, keeping only those with a server. */
 export function enabledRegions(config: ServiceConfig): Region[] {
   return regionIds.filter((r) => config.regions[r] !== undefined);
+}
+
+export function lockTimeoutOf(config: ServiceConfig, region: string): number {
+  return config.regions[region as Region]?.lockTimeoutMs ?? config.lockTimeoutMs;
 }
 
 /** Public host and port of a region (the admin URL's by default). */

@@ -1,36 +1,122 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { open, rename, rm, stat } from "node:fs/promises";
+import { chmod, mkdir, open, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
+import type { Readable, Writable } from "node:stream";
+import { ArchiveError, openArchive, sealArchive } from "./backup-archive.ts";
+import type { DatabaseLogin } from "./job-login.ts";
 
-// pg_dump and pg_restore as child processes. The password goes through PGPASSWORD, never argv, so it
-// cannot show in `ps` or in an error message that quotes the command.
+// pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
+// password goes through PGPASSWORD, never argv, so it cannot show in `ps` or in an error that quotes the command.
+// Archives never touch the disk in plain text: pg_dump's output is sealed on its way to the file (backup-archive.ts),
+// and a restore feeds pg_restore authenticated plaintext through a pipe.
 
-function connectionEnv(adminUrl: string, database: string): Record<string, string> {
-  const url = new URL(adminUrl);
+function connectionEnv(login: DatabaseLogin, database: string): Record<string, string> {
   return {
-    PGHOST: url.hostname,
-    PGPORT: url.port || "5432",
-    PGUSER: decodeURIComponent(url.username),
-    PGPASSWORD: decodeURIComponent(url.password),
+    PGHOST: login.host,
+    PGPORT: login.port,
+    PGUSER: login.user,
+    PGPASSWORD: login.password,
     PGDATABASE: database,
-    PGSSLMODE: url.searchParams.get("sslmode") ?? "prefer",
+    PGSSLMODE: login.sslmode,
     PGCONNECT_TIMEOUT: "10",
+    // Ends a session whose client was killed (a job past its time limit) even while it waits on a lock. (lock_timeout
+    // cannot be set here: archives begin with SET lock_timeout = 0; pg_dump has --lock-wait-timeout.)
+    PGOPTIONS: "-c client_connection_check_interval=1000",
   };
 }
 
-function run(program: string, args: string[], env: Record<string, string>): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(program, args, { env, stdio: ["ignore", "ignore", "pipe"] });
-    let stderr = "";
-    child.stderr.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+type Child = { child: ChildProcess; done: Promise<void> };
+
+function start(program: string, args: string[], env: Record<string, string>, signal?: AbortSignal): Child {
+  const child = spawn(program, args, { env, stdio: ["pipe", "pipe", "pipe"], ...(signal ? { signal, killSignal: "SIGKILL" as const } : {}) });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+  const done = new Promise<void>((resolve, reject) => {
     child.once("error", reject);
-    child.once("close", (code, signal) => {
+    child.once("close", (code, sig) => {
       if (code === 0) resolve();
-      else reject(new Error(`${path.basename(program)} failed (${signal ?? `exit ${code}`}): ${stderr.trim()}`));
+      else reject(new Error(`${path.basename(program)} failed (${sig ?? `exit ${code}`}): ${stderr.trim()}`));
     });
   });
+  done.catch(() => {});
+  return { child, done };
+}
+
+/**
+ * Writes `chunks` into a child's stdin with backpressure. If the child stops reading (pg_restore --list needs only
+ * the table of contents), the rest is still consumed, so an archive is always authenticated to its end.
+ */
+async function feed(chunks: AsyncIterable<Buffer>, stdin: Writable): Promise<void> {
+  let open = true;
+  stdin.on("error", () => (open = false));
+  for await (const chunk of chunks) {
+    if (open && !stdin.write(chunk)) await new Promise<void>((resolve) => (stdin.once("drain", resolve), stdin.once("close", resolve)));
+  }
+  stdin.end();
+}
+
+async function* hashing(source: AsyncIterable<Buffer>, hash: ReturnType<typeof createHash>): AsyncGenerator<Buffer> {
+  for await (const chunk of source) {
+    hash.update(chunk);
+    yield chunk;
+  }
+}
+
+/** Backups are the tenant's data: only the service's user may list or read them. */
+export async function privateDirectory(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await chmod(dir, 0o700);
+}
+
+export type ArchiveKey = { key: Buffer; context: string };
+
+/**
+ * Dumps `database` as `login` into `file`, sealed under `archive` (custom format inside), atomically: the file
+ * appears complete or not at all, mode 0600. pg_dump waits at most `lockTimeoutMs` for a table lock.
+ */
+export async function dumpDatabase(input: {
+  bindir: string;
+  login: DatabaseLogin;
+  database: string;
+  file: string;
+  archive: ArchiveKey;
+  lockTimeoutMs: number;
+  signal?: AbortSignal;
+}): Promise<{ size: number; sha256: string }> {
+  const tmp = `${input.file}.partial`;
+  await rm(tmp, { force: true });
+  try {
+    const hash = createHash("sha256");
+    const handle = await open(tmp, "wx", 0o600);
+    try {
+      // -Z1: dumps are compressed cheaply; the restore side pays the inflating.
+      const dump = start(
+        path.join(input.bindir, "pg_dump"),
+        ["-Fc", "-Z1", "--no-owner", "--no-acl", `--lock-wait-timeout=${input.lockTimeoutMs}`],
+        connectionEnv(input.login, input.database),
+        input.signal,
+      );
+      dump.child.stdin!.end();
+      const write = (async () => {
+        for await (const chunk of hashing(sealArchive(dump.child.stdout as Readable, input.archive.key, input.archive.context), hash)) await handle.write(chunk);
+      })();
+      // A failed write must not leave pg_dump blocked on a pipe nobody reads.
+      write.catch(() => dump.child.kill("SIGKILL"));
+      await Promise.all([dump.done, write]);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    // A backup nobody can read is worse than none: it must open to its end and pg_restore must list its contents.
+    await listArchive({ bindir: input.bindir, file: tmp, archive: input.archive, ...(input.signal ? { signal: input.signal } : {}) });
+    await rename(tmp, input.file);
+    return { size: (await stat(input.file)).size, sha256: hash.digest("hex") };
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
 }
 
 async function sha256File(file: string): Promise<string> {
@@ -39,36 +125,55 @@ async function sha256File(file: string): Promise<string> {
   return hash.digest("hex");
 }
 
-/** Dumps `database` into `file` (custom format), atomically: the file appears complete or not at all. */
-export async function dumpDatabase(input: { bindir: string; adminUrl: string; database: string; file: string }): Promise<{ size: number; sha256: string }> {
-  const tmp = `${input.file}.partial`;
-  await rm(tmp, { force: true });
-  try {
-    // -Z1: dumps are compressed cheaply; the restore side pays the inflating.
-    await run(path.join(input.bindir, "pg_dump"), ["-Fc", "-Z1", "--no-owner", "--no-acl", "-f", tmp], connectionEnv(input.adminUrl, input.database));
-    // A backup nobody can read is worse than none: pg_restore must be able to list the archive's contents.
-    await run(path.join(input.bindir, "pg_restore"), ["--list", tmp], {});
-    const handle = await open(tmp, "r");
-    await handle.sync();
-    await handle.close();
-    await rename(tmp, input.file);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
-  return { size: (await stat(input.file)).size, sha256: await sha256File(input.file) };
-}
-
+/** Checks the archive against the checksum the control database recorded, before anything is touched. */
 export async function verifyArchive(file: string, sha256: string): Promise<void> {
   const actual = await sha256File(file);
   if (actual !== sha256) throw new Error("backup archive is corrupt (checksum mismatch)");
 }
 
-/** Restores `file` into the existing, empty `database`; objects are created as `role`, so they belong to its owner. */
-export async function restoreDatabase(input: { bindir: string; adminUrl: string; database: string; file: string; role: string; jobs?: number }): Promise<void> {
-  await run(
-    path.join(input.bindir, "pg_restore"),
-    ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", `--jobs=${input.jobs ?? 2}`, "-d", input.database, input.file],
-    connectionEnv(input.adminUrl, input.database),
-  );
+/** Streams the authenticated plaintext of `file` into a pg_restore run; both must succeed. */
+async function pipeToRestore(input: { bindir: string; file: string; archive: ArchiveKey; sha256?: string; args: string[]; env: Record<string, string>; signal?: AbortSignal }): Promise<void> {
+  const restore = start(path.join(input.bindir, "pg_restore"), input.args, input.env, input.signal);
+  restore.child.stdout!.resume();
+  const hash = createHash("sha256");
+  const plaintext = openArchive(hashing(createReadStream(input.file) as AsyncIterable<Buffer>, hash), input.archive.key, input.archive.context, { allowPlain: true });
+  const feeding = feed(plaintext, restore.child.stdin!).catch((err: unknown) => {
+    // Never let pg_restore see the end of input after a failed check: it must not finish a partial restore.
+    restore.child.kill("SIGKILL");
+    throw err;
+  });
+  await Promise.all([feeding, restore.done]);
+  // A plain (pre-encryption) archive is authenticated by its recorded checksum, over the very bytes that were fed.
+  if (input.sha256 && hash.digest("hex") !== input.sha256) throw new ArchiveError("it changed while it was restored (checksum mismatch)");
+}
+
+async function listArchive(input: { bindir: string; file: string; archive: ArchiveKey; signal?: AbortSignal }): Promise<void> {
+  await pipeToRestore({ ...input, args: ["--list"], env: {} });
+}
+
+/**
+ * Restores the archive `file` into the existing, empty `database` as `login`; objects are created as `role` (the
+ * owner). Data reaches pg_restore only after its record authenticated; a truncated or altered archive fails the
+ * restore (pg_restore is killed before it sees the end of input). Reading from a pipe, pg_restore runs one job.
+ * Its lock waits are bounded only by the job's time limit: in the scratch database only the tenant can hold locks.
+ */
+export async function restoreDatabase(input: {
+  bindir: string;
+  login: DatabaseLogin;
+  database: string;
+  file: string;
+  sha256: string;
+  archive: ArchiveKey;
+  role: string;
+  signal?: AbortSignal;
+}): Promise<void> {
+  await pipeToRestore({
+    bindir: input.bindir,
+    file: input.file,
+    archive: input.archive,
+    sha256: input.sha256,
+    args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", "-d", input.database],
+    env: connectionEnv(input.login, input.database),
+    ...(input.signal ? { signal: input.signal } : {}),
+  });
 }

@@ -3,8 +3,9 @@ import type { Logger } from "pino";
 import type { Region } from "../contract/index.ts";
 import { findPostgresBinaries } from "../postgres/index.ts";
 import { createApp } from "./app.ts";
-import { ServiceConfig, type ServiceConfigInput } from "./config.ts";
+import { lockTimeoutOf, ServiceConfig, type ServiceConfigInput } from "./config.ts";
 import type { ServiceDeps } from "./deps.ts";
+import { privateDirectory } from "./dump.ts";
 import { jobHandlers } from "./job-handlers.ts";
 import { JobRunner } from "./jobs.ts";
 import { createServiceLogger } from "./logger.ts";
@@ -64,12 +65,15 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
     for (const [region, r] of Object.entries(config.regions) as [Region, { adminUrl: string }][]) {
       let p = byUrl.get(r.adminUrl);
       if (!p) {
-        p = createPool(r.adminUrl, 8);
+        // A tenant can hold locks on its own database and roles: the service's superuser statements never wait forever.
+        // (Regions on one server share a pool, so the first region's setting wins.)
+        p = createPool(r.adminUrl, 8, { lockTimeoutMs: lockTimeoutOf(config, region) });
         byUrl.set(r.adminUrl, p);
       }
       regionPools.set(region, p);
     }
     await hardenServers(pool, [...byUrl.values()], logger);
+    await privateDirectory(config.backupDir);
     const lockPool = createPool(config.controlUrl, config.jobConcurrency + 1);
     byUrl.set(`lock:${config.controlUrl}`, lockPool);
     const metrics = createMetrics();
@@ -91,6 +95,8 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
       concurrency: config.jobConcurrency,
       pollIntervalMs: config.jobPollIntervalMs,
       maxAttempts: config.jobMaxAttempts,
+      timeoutMs: config.jobTimeoutMs,
+      perWorkspace: config.jobsPerWorkspace,
       logger: logger.child({ component: "jobs" }),
       ...(config.instanceId ? { instanceId: config.instanceId } : {}),
     });

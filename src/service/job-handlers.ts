@@ -1,13 +1,16 @@
-import { mkdir, rm } from "node:fs/promises";
+import { createHmac } from "node:crypto";
+import { rm } from "node:fs/promises";
 import path from "node:path";
 import type { ServiceDeps } from "./deps.ts";
-import { adminUrlOf, regionPool } from "./deps.ts";
+import { regionPool } from "./deps.ts";
 import { cloneInto } from "./clone.ts";
-import { dumpDatabase, restoreDatabase, verifyArchive } from "./dump.ts";
+import { privateDirectory } from "./dump.ts";
+import { jobLoginName } from "./job-login.ts";
 import { JobFatalError, type Job, type JobHandler, type JobKind } from "./jobs.ts";
 import { allowConnections, createDatabase, databaseComment, dropDatabase, dropDatabaseIfExists, provisionDatabase, revokeLoginRole, swapDatabases } from "./provisioner.ts";
 import { inTransaction } from "./store/pool.ts";
-import { getBackup, getDatabaseById } from "./store.ts";
+import { getDatabaseById } from "./store.ts";
+import { archiveKey, dumpAsOwner, restoreAsOwner, usableBackup } from "./owner-dump.ts";
 
 // The durable work behind the API: every step can be repeated after a crash, and a job that gives up leaves a
 // clean state (status `failure`, old data in place, no scratch database).
@@ -22,17 +25,6 @@ async function loadDatabase(deps: ServiceDeps, job: Job) {
   return db;
 }
 
-async function usableBackupFile(deps: ServiceDeps, backupId: string): Promise<string> {
-  const backup = await getBackup(deps.pool, backupId);
-  if (!backup || backup.status !== "completed" || !backup.path || !backup.sha256) throw new JobFatalError(`backup ${backupId} is not usable`);
-  try {
-    await verifyArchive(backup.path, backup.sha256);
-  } catch (err) {
-    throw new JobFatalError(`backup ${backupId} cannot be read: ${(err as Error).message}`, { cause: err });
-  }
-  return backup.path;
-}
-
 const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
   async run(job, ctx) {
     const db = await loadDatabase(deps, job);
@@ -45,12 +37,13 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
       `SELECT role_name AS "roleName", verifier FROM connections WHERE database_id = $1 AND revoked_at IS NULL`,
       [db.id],
     );
-    const fromBackup = db.source.type === "backup" ? await usableBackupFile(deps, db.source.backupId) : undefined;
+    const fromBackup = db.source.type === "backup" ? await usableBackup(deps, db.source.backupId) : undefined;
     // A restore (or clone) interrupted by a crash leaves a half-filled database that nobody can see yet: start over.
     if ((fromBackup || db.source.type === "database") && ctx.attempt > 1) await dropDatabaseIfExists(pool, db.pg_name);
     await provisionDatabase(pool, { pgName: db.pg_name, ownerRole: db.owner_role, logins });
-    if (fromBackup) await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: db.pg_name, file: fromBackup, role: db.owner_role });
-    if (db.source.type === "database") await cloneInto(deps, db, db.source.databaseId, job);
+    ctx.signal.throwIfAborted();
+    if (fromBackup) await restoreAsOwner(deps, { jobId: job.id, region: db.region, pgName: db.pg_name, ownerRole: db.owner_role, backup: fromBackup, signal: ctx.signal });
+    if (db.source.type === "database") await cloneInto(deps, db, db.source.databaseId, job, ctx.signal);
     await inTransaction(deps.pool, async (client) => {
       // Serialised with connection mint/revoke, which lock the same row.
       await client.query("SELECT 1 FROM databases WHERE id = $1 FOR UPDATE", [db.id]);
@@ -61,9 +54,18 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
     await ctx.outcome("provisioned");
   },
   async fail(job, err) {
+    await dropJobLogins(deps, job);
     await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'", [job.target_id, err.message.slice(0, 500)]);
   },
 });
+
+/** A worker killed mid-job leaves its login behind (its password died with it); a job given up drops it. */
+async function dropJobLogins(deps: ServiceDeps, job: Job): Promise<void> {
+  const db = await getDatabaseById(deps.pool, job.target_id);
+  if (!db) return;
+  const pool = regionPool(deps, db.region);
+  for (const purpose of ["dump", "restore"] as const) await revokeLoginRole(pool, jobLoginName(job.id, purpose)).catch(() => {});
+}
 
 const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
   async run(job, ctx) {
@@ -76,19 +78,34 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
       if (!exists.rowCount) throw new JobFatalError("database does not exist on its server");
     }
     const file = backupFile(deps, db.id, backupId);
-    await mkdir(path.dirname(file), { recursive: true });
-    const result = await dumpDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: db.pg_name, file });
+    await privateDirectory(deps.config.backupDir);
+    await privateDirectory(path.dirname(file));
+    const { rows: logins } = await deps.pool.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1", [db.id]);
+    const result = await dumpAsOwner(deps, {
+      jobId: job.id,
+      region: db.region,
+      pgName: db.pg_name,
+      ownerRole: db.owner_role,
+      loginRoles: logins.map((l) => l.role_name),
+      file,
+      archive: archiveKey(deps, backupId),
+      signal: ctx.signal,
+    });
     await deps.pool.query("UPDATE backups SET status = 'completed', size = $2, sha256 = $3, path = $4, completed_at = now() WHERE id = $1", [backupId, result.size, result.sha256, file]);
     await ctx.outcome("completed");
   },
   async fail(job) {
+    await dropJobLogins(deps, job);
     const backupId = String(job.payload.backupId);
     await deps.pool.query("UPDATE backups SET status = 'failed', completed_at = now() WHERE id = $1 AND status = 'running'", [backupId]);
     await rm(backupFile(deps, job.target_id, backupId), { force: true });
   },
 });
 
-export const restoreMarker = (job: Job) => `mds:restore:${job.id}`;
+// The tenant owns its database and may comment on it: the marker carries a MAC under the service's key, so a tenant
+// cannot plant the marker of a coming restore job to make it believe its swap already happened.
+const restoreMarker = (deps: ServiceDeps, job: Job) =>
+  `mds:restore:${job.id}:${createHmac("sha256", deps.config.encryptionKey).update(`restore marker ${job.id}`).digest("base64url")}`;
 const scratchName = (pgName: string, job: Job) => `${pgName}_r${job.id}`;
 const oldName = (pgName: string, job: Job) => `${pgName}_o${job.id}`;
 
@@ -100,18 +117,20 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
     const scratch = scratchName(db.pg_name, job);
     const old = oldName(db.pg_name, job);
     // The marker moves with the scratch database's rename: if the target carries it, this job's swap already happened.
-    if ((await databaseComment(pool, db.pg_name)) === restoreMarker(job)) {
+    if ((await databaseComment(pool, db.pg_name)) === restoreMarker(deps, job)) {
       await ctx.outcome("resumed-after-swap", { durable: true });
     } else {
       const t0 = performance.now();
       await dropDatabaseIfExists(pool, scratch);
       await allowConnections(pool, db.pg_name);
-      const file = await usableBackupFile(deps, String(job.payload.backupId));
+      const backup = await usableBackup(deps, String(job.payload.backupId));
       await createDatabase(pool, scratch, db.owner_role);
       const t1 = performance.now();
-      await restoreDatabase({ bindir: deps.bindir, adminUrl: adminUrlOf(deps, db.region), database: scratch, file, role: db.owner_role });
+      await restoreAsOwner(deps, { jobId: job.id, region: db.region, pgName: scratch, ownerRole: db.owner_role, backup, signal: ctx.signal });
+      // Past the time limit nothing is swapped in: the attempt ends here with the old data in place.
+      ctx.signal.throwIfAborted();
       const t2 = performance.now();
-      await swapDatabases(pool, { target: db.pg_name, scratch, old, marker: restoreMarker(job) });
+      await swapDatabases(pool, { target: db.pg_name, scratch, old, marker: restoreMarker(deps, job) });
       await ctx.outcome("restored", { durable: true });
       deps.logger.debug({ job: job.id, prepareMs: Math.round(t1 - t0), pgRestoreMs: Math.round(t2 - t1), swapMs: Math.round(performance.now() - t2) }, "restore swapped");
     }
@@ -120,6 +139,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
     await dropDatabaseIfExists(pool, old);
   },
   async fail(job, err) {
+    await dropJobLogins(deps, job);
     const db = await getDatabaseById(deps.pool, job.target_id);
     if (db) {
       const pool = regionPool(deps, db.region);

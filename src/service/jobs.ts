@@ -17,7 +17,13 @@ export class JobFatalError extends Error {
  * `outcome` says what this attempt did; with `durable` it is written at once (e.g. "restored", which must survive a
  * crash right after), otherwise with the end of the run.
  */
-export type JobContext = { attempt: number; runId: string; outcome(text: string, options?: { durable?: boolean }): Promise<void> };
+export type JobContext = {
+  attempt: number;
+  runId: string;
+  outcome(text: string, options?: { durable?: boolean }): Promise<void>;
+  /** Aborted when the attempt passes its time limit: kill child processes, stop between steps. */
+  signal: AbortSignal;
+};
 export type JobHandler = {
   run(job: Job, ctx: JobContext): Promise<void>;
   /** Called once when the job is given up: leave a clean, visible state (e.g. status `failure`), never a half one. */
@@ -32,6 +38,10 @@ export type JobRunnerOptions = {
   concurrency: number;
   pollIntervalMs: number;
   maxAttempts: number;
+  /** Time limit of one attempt. */
+  timeoutMs: number;
+  /** Jobs of one workspace running at once, across every replica. */
+  perWorkspace: number;
   logger: Logger;
   instanceId?: string;
 };
@@ -47,15 +57,34 @@ export async function enqueueJob(
   return rows[0]!.id;
 }
 
-// The oldest pending job whose target has no older pending job (jobs of one database run in order, one at a time)
-// and that no live worker holds. A pending row we can lock whose run was started is a run whose worker died.
-const claimSql = `
-  SELECT id, kind, target_id, payload, idempotency_key FROM jobs j
-  WHERE state = 'pending' AND run_after <= now()
+// Pending jobs whose target has no older pending job (jobs of one database run in order, one at a time), fairly
+// across workspaces: every workspace's oldest job first, then every workspace's second, and so on. Some may be held by
+// live workers (they are skipped when locked). A pending row we can lock whose run was started is a run whose worker died.
+const candidatesSql = `
+  SELECT j.id, coalesce(d.workspace_id, '') AS workspace FROM jobs j LEFT JOIN databases d ON d.id = j.target_id
+  WHERE j.state = 'pending' AND j.run_after <= now()
     AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.target_id = j.target_id AND o.state = 'pending' AND o.id < j.id)
-  ORDER BY id
-  FOR UPDATE SKIP LOCKED
-  LIMIT 1`;
+  ORDER BY row_number() OVER (PARTITION BY d.workspace_id ORDER BY j.id), j.id
+  LIMIT 32`;
+
+const lockJobSql = `
+  SELECT id, kind, target_id, payload, idempotency_key FROM jobs j
+  WHERE id = $1 AND state = 'pending' AND run_after <= now()
+    AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.target_id = j.target_id AND o.state = 'pending' AND o.id < j.id)
+  FOR UPDATE SKIP LOCKED`;
+
+// A workspace's running jobs hold its "slots": advisory locks (7221100 + slot number, hashtext(workspace)) taken in the
+// job's lock transaction, so they vanish with a dead worker's session like the job lock itself. Workspaces whose names
+// hash alike share slots (harmless: they only wait a little more).
+const slotBase = 7_221_100;
+const takeSlotSql = `SELECT s FROM generate_series(0, $2::int - 1) s WHERE pg_try_advisory_xact_lock(${slotBase} + s, hashtext($1)) LIMIT 1`;
+
+export class JobTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`job attempt exceeded its time limit of ${Math.round(ms / 1000)} s`);
+    this.name = "JobTimeoutError";
+  }
+}
 
 export class JobRunner {
   readonly instanceId: string;
@@ -115,15 +144,31 @@ export class JobRunner {
     }
   }
 
+  /** Locks the first candidate whose workspace has a free slot; the slot and the row lock last until COMMIT. */
+  private async claim(client: pg.PoolClient): Promise<Job | undefined> {
+    const { rows: candidates } = await client.query<{ id: string; workspace: string }>(candidatesSql);
+    for (const candidate of candidates) {
+      // A rolled-back savepoint releases what it took: the slot of a job someone else holds.
+      await client.query("SAVEPOINT claim");
+      const slot = await client.query(takeSlotSql, [candidate.workspace, this.options.perWorkspace]);
+      const { rows } = slot.rowCount ? await client.query<Job>(lockJobSql, [candidate.id]) : { rows: [] };
+      if (rows[0]) {
+        await client.query("RELEASE SAVEPOINT claim");
+        return rows[0];
+      }
+      await client.query("ROLLBACK TO SAVEPOINT claim");
+    }
+    return undefined;
+  }
+
   /** Claims one job and runs it while holding its row lock. Returns false when there was nothing to do. */
   async runOne(): Promise<boolean> {
-    const { pool, lockPool, handlers, logger, maxAttempts } = this.options;
+    const { pool, lockPool, handlers, logger, maxAttempts, timeoutMs } = this.options;
     const client = await lockPool.connect();
     let broken = false;
     try {
       await client.query("BEGIN");
-      const { rows } = await client.query<Job>(claimSql);
-      const job = rows[0];
+      const job = await this.claim(client);
       if (!job) {
         await client.query("COMMIT");
         return false;
@@ -144,14 +189,24 @@ export class JobRunner {
         try {
           if (attempt > maxAttempts) throw new JobFatalError(`gave up after ${maxAttempts} attempts`);
           log.debug("job started");
-          await handler.run(job, {
-            attempt,
-            runId,
-            outcome: async (text, options) => {
-              outcome = text;
-              if (options?.durable) await pool.query("UPDATE job_runs SET outcome = $2 WHERE id = $1", [runId, text]);
-            },
-          });
+          const deadline = new AbortController();
+          const timer = setTimeout(() => deadline.abort(new JobTimeoutError(timeoutMs)), timeoutMs);
+          try {
+            await handler.run(job, {
+              attempt,
+              runId,
+              signal: deadline.signal,
+              outcome: async (text, options) => {
+                outcome = text;
+                if (options?.durable) await pool.query("UPDATE job_runs SET outcome = $2 WHERE id = $1", [runId, text]);
+              },
+            });
+          } catch (err) {
+            // Whatever the aborted step threw (a killed pg_restore, an AbortError), the cause is the time limit.
+            throw deadline.signal.aborted ? (deadline.signal.reason as Error) : err;
+          } finally {
+            clearTimeout(timer);
+          }
           // The run's record commits with the job's: one flush. Nobody else touches this job_runs row.
           await client.query("UPDATE jobs SET state = 'done', finished_at = now() WHERE id = $1", [job.id]);
           await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || "done"]);
@@ -167,7 +222,8 @@ export class JobRunner {
             const backoffMs = Math.min(30_000, 250 * 2 ** attempt);
             await client.query("UPDATE jobs SET run_after = now() + $2 * interval '1 millisecond', error = $3 WHERE id = $1", [job.id, backoffMs, error.message.slice(0, 2000)]);
           }
-          await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || (fatal ? "failed" : "retry")]);
+          const ended = error instanceof JobTimeoutError ? "timed-out" : fatal ? "failed" : "retry";
+          await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || ended]);
         }
         await client.query("COMMIT");
         return true;

@@ -7,7 +7,7 @@ export const ident = (name: string): string => {
   if (!/^[a-z0-9_]{1,63}$/.test(name)) throw new Error(`refusing identifier ${JSON.stringify(name)}`);
   return `"${name}"`;
 };
-const literal = (text: string): string => `'${text.replace(/'/g, "''")}'`;
+export const literal = (text: string): string => `'${text.replace(/'/g, "''")}'`;
 
 export type LoginRole = { roleName: string; verifier: string };
 

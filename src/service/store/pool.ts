@@ -1,8 +1,14 @@
 import pg from "pg";
 
 // timestamptz comes back as Date (ms precision is enough for output; cursors use text from SQL).
-export function createPool(url: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30_000 });
+export function createPool(url: string, max = 10, options: { lockTimeoutMs?: number } = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    connectionTimeoutMillis: 5000,
+    idleTimeoutMillis: 30_000,
+    ...(options.lockTimeoutMs ? { lock_timeout: options.lockTimeoutMs } : {}),
+  });
   // A client losing its server (idle or checked out) must not crash the process: the pending query rejects,
   // and the broken client is discarded on release.
   pool.on("error", () => {});

@@ -1,0 +1,62 @@
+import { ArchiveError } from "./backup-archive.ts";
+import { lockTimeoutOf } from "./config.ts";
+import { adminUrlOf, regionPool, type ServiceDeps } from "./deps.ts";
+import { dumpDatabase, restoreDatabase, verifyArchive, type ArchiveKey } from "./dump.ts";
+import { jobLoginName, withOwnerLogin } from "./job-login.ts";
+import { JobFatalError } from "./jobs.ts";
+import { getBackup } from "./store.ts";
+
+// "Dump database X as its owner" and "restore an archive into database Y as its owner": what backups, restores,
+// creation from a backup (and clones) are made of. Neither ever runs as the region's superuser (see job-login.ts).
+
+/** Backups are sealed under the service's key, bound to their backup id (see backup-archive.ts). */
+export const archiveKey = (deps: ServiceDeps, backupId: string): ArchiveKey => ({ key: deps.config.encryptionKey, context: backupId });
+
+export type UsableBackup = { id: string; path: string; sha256: string };
+
+export async function usableBackup(deps: ServiceDeps, backupId: string): Promise<UsableBackup> {
+  const backup = await getBackup(deps.pool, backupId);
+  if (!backup || backup.status !== "completed" || !backup.path || !backup.sha256) throw new JobFatalError(`backup ${backupId} is not usable`);
+  try {
+    await verifyArchive(backup.path, backup.sha256);
+  } catch (err) {
+    throw new JobFatalError(`backup ${backupId} cannot be read: ${(err as Error).message}`, { cause: err });
+  }
+  return { id: backupId, path: backup.path, sha256: backup.sha256 };
+}
+
+/**
+ * Dumps database `pgName` into `file` as a login holding only the database's own roles (its owner, and the login
+ * roles that may own objects a client created after RESET ROLE). For backups and, later, clones.
+ */
+export async function dumpAsOwner(
+  deps: ServiceDeps,
+  input: { jobId: string; region: string; pgName: string; ownerRole: string; loginRoles: string[]; file: string; archive: ArchiveKey; signal: AbortSignal },
+): Promise<{ size: number; sha256: string }> {
+  const pool = regionPool(deps, input.region);
+  const { rows } = await pool.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1)", [input.loginRoles]);
+  const memberOf = [input.ownerRole, ...rows.map((r) => r.rolname)];
+  return withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.region), name: jobLoginName(input.jobId, "dump"), memberOf }, (login) =>
+    dumpDatabase({ bindir: deps.bindir, login, database: input.pgName, file: input.file, archive: input.archive, lockTimeoutMs: lockTimeoutOf(deps.config, input.region), signal: input.signal }),
+  );
+}
+
+/** Restores a backup into the existing, empty database `pgName` as a login holding only its owner role. */
+export async function restoreAsOwner(deps: ServiceDeps, input: { jobId: string; region: string; pgName: string; ownerRole: string; backup: UsableBackup; signal: AbortSignal }): Promise<void> {
+  const pool = regionPool(deps, input.region);
+  await withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.region), name: jobLoginName(input.jobId, "restore"), memberOf: [input.ownerRole] }, (login) =>
+    restoreDatabase({
+      bindir: deps.bindir,
+      login,
+      database: input.pgName,
+      file: input.backup.path,
+      sha256: input.backup.sha256,
+      archive: archiveKey(deps, input.backup.id),
+      role: input.ownerRole,
+      signal: input.signal,
+    }),
+  ).catch((err: unknown) => {
+    // An archive that does not authenticate will not authenticate on a retry either.
+    throw err instanceof ArchiveError ? new JobFatalError(err.message, { cause: err }) : err;
+  });
+}
