@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
-import type { CreatedConnection } from "../contract/index.ts";
+import type { CreatedConnection } from "./api.ts";
 import { parseConnectionString, type ConnectionCredentials } from "./connection-secret.ts";
+import { ReconcileError } from "./errors.ts";
 
 /**
  * The caller-chosen key every create carries: stable across operator restarts and cluster rebuilds (instanceId is
@@ -22,11 +23,20 @@ export function connectionNameOf(namespace: string, name: string): string {
   return n.length <= 64 ? n : `k8s-${createHash("sha256").update(n).digest("hex").slice(0, 40)}`;
 }
 
-/** Credentials out of a creation response's connection (the only place they ever appear). */
+/**
+ * Credentials out of a creation response's connection (the only place they ever appear). The public API may leave
+ * out the direct endpoint or its connection string: then the operator cannot build a Secret and says so.
+ */
 export function credentialsFromCreated(connection: CreatedConnection): ConnectionCredentials {
   const direct = connection.endpoints.direct;
-  if (direct === undefined) throw new Error(`connection "${connection.id}" has no direct endpoint`);
-  const parsed = parseConnectionString(direct.connectionString);
+  const connectionString = direct?.connectionString ?? connection.endpoints.pooled?.connectionString;
+  if (direct === undefined || connectionString === undefined) {
+    throw new ReconcileError(
+      "RemoteIncomplete",
+      `the service created connection "${connection.id}" without ${direct === undefined ? "a direct endpoint" : "a connection string"}; the connection Secret cannot be built from it`,
+    );
+  }
+  const parsed = parseConnectionString(connectionString);
   const pooled = connection.endpoints.pooled;
   return {
     connectionId: connection.id,

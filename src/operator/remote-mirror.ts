@@ -1,6 +1,5 @@
 import type { Logger } from "pino";
-import type { Connection, Database, Project } from "../contract/index.ts";
-import { errorCode, isApiNotFound, type MdsApi } from "./api.ts";
+import { errorCode, isApiNotFound, type Connection, type Database, type MdsApi, type Project } from "./api.ts";
 
 // Remote state mirrored by paginated lists: a resync of N databases costs ⌈N/100⌉ calls, not N. Objects that
 // are provisioning or recovering are read one by one (fast polling) until they settle.
