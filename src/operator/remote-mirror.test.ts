@@ -7,7 +7,7 @@ describe("remote mirror", () => {
   it("resyncs N databases with ⌈N/100⌉ list calls and serves settled ones without a call", async () => {
     const api = createFakeApi();
     const project = await api.createProject({ name: "p", createDatabase: false });
-    for (let i = 0; i < 250; i++) await api.createProjectDatabase(project.id, { name: `d${i}` });
+    for (let i = 0; i < 250; i++) await api.createDatabase({ projectId: project.id, name: `d${i}` });
     const changed: string[] = [];
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: (_k, id) => changed.push(id) });
     for (const k of Object.keys(api.calls)) delete api.calls[k];
@@ -28,7 +28,7 @@ describe("remote mirror", () => {
     const api = createFakeApi();
     api.provisioningReads = 2;
     const project = await api.createProject({ name: "p", createDatabase: false });
-    const db = await api.createProjectDatabase(project.id, { name: "d" });
+    const db = await api.createDatabase({ projectId: project.id, name: "d" });
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
     await mirror.ready();
     const statuses = [];
@@ -42,7 +42,7 @@ describe("remote mirror", () => {
     api.provisioningReads = 1_000;
     const project = await api.createProject({ name: "p", createDatabase: false });
     const ids = [];
-    for (let i = 0; i < 50; i++) ids.push((await api.createProjectDatabase(project.id, { name: `d${i}` })).id);
+    for (let i = 0; i < 50; i++) ids.push((await api.createDatabase({ projectId: project.id, name: `d${i}` })).id);
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
     await mirror.ready();
     for (const k of Object.keys(api.calls)) delete api.calls[k];
@@ -54,7 +54,7 @@ describe("remote mirror", () => {
   it("answers logicalId lookups without a call only after a full list in this process, and keeps the index in step", async () => {
     const api = createFakeApi();
     const project = await api.createProject({ name: "p", createDatabase: false, logicalId: "k8s:u:ns/p" });
-    const a = await api.createProjectDatabase(project.id, { name: "a", logicalId: "k8s:u:ns/a" });
+    const a = await api.createDatabase({ projectId: project.id, name: "a", logicalId: "k8s:u:ns/a" });
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: () => {} });
     expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
     expect(mirror.findProjectByLogicalId("k8s:u:ns/p")).toEqual({ known: false });
@@ -67,7 +67,7 @@ describe("remote mirror", () => {
     expect(Object.keys(api.calls)).toEqual([]);
 
     // Written by this process, forgotten, removed remotely: the index follows.
-    const b = await api.createProjectDatabase(project.id, { name: "b", logicalId: "k8s:u:ns/b" });
+    const b = await api.createDatabase({ projectId: project.id, name: "b", logicalId: "k8s:u:ns/b" });
     mirror.putDatabase(await api.getDatabase(b.id));
     expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toMatchObject({ known: true, value: { id: b.id } });
     mirror.forgetDatabase(b.id);
@@ -82,7 +82,7 @@ describe("remote mirror", () => {
     const api = createFakeApi();
     api.reportsLogicalId = false;
     const project = await api.createProject({ name: "p", createDatabase: false, logicalId: "k8s:u:ns/p" });
-    await api.createProjectDatabase(project.id, { name: "a", logicalId: "k8s:u:ns/a" });
+    await api.createDatabase({ projectId: project.id, name: "a", logicalId: "k8s:u:ns/a" });
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: () => {} });
     await mirror.ready();
     expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
@@ -92,15 +92,15 @@ describe("remote mirror", () => {
   it("fast polling re-lists only from the first page holding a provisioning database (lists run in createdAt order)", async () => {
     const api = createFakeApi();
     const project = await api.createProject({ name: "p", createDatabase: false });
-    for (let i = 0; i < 950; i++) await api.createProjectDatabase(project.id, { name: `old${i}` });
+    for (let i = 0; i < 950; i++) await api.createDatabase({ projectId: project.id, name: `old${i}` });
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
     api.provisioningReads = 1_000;
     const fresh = [];
-    for (let i = 0; i < 30; i++) fresh.push((await api.createProjectDatabase(project.id, { name: `new${i}` })).id);
+    for (let i = 0; i < 30; i++) fresh.push((await api.createDatabase({ projectId: project.id, name: `new${i}` })).id);
     await mirror.ready();
     expect(api.calls["listDatabases"]).toBe(10);
     // Created by this process after the list: newer than everything listed, so on the last page or after it.
-    const later = await api.createProjectDatabase(project.id, { name: "later" });
+    const later = await api.createDatabase({ projectId: project.id, name: "later" });
     mirror.putDatabase(await api.getDatabase(later.id));
     for (const k of Object.keys(api.calls)) delete api.calls[k];
     await Promise.all([...fresh, later.id].map((id) => mirror.getDatabase(id)));
@@ -121,7 +121,7 @@ describe("remote mirror", () => {
     api.provisioningReads = 1_000;
     const project = await api.createProject({ name: "p", createDatabase: false });
     const ids = [];
-    for (let i = 0; i < 250; i++) ids.push((await api.createProjectDatabase(project.id, { name: `d${i}` })).id);
+    for (let i = 0; i < 250; i++) ids.push((await api.createDatabase({ projectId: project.id, name: `d${i}` })).id);
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
     await mirror.ready();
     for (const id of ids.slice(0, 240)) api.databases.get(id)!.status = "ready";

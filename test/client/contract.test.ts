@@ -13,7 +13,7 @@ import {
   UnprocessableError,
   type MdsClient,
 } from "../../src/client/index.ts";
-import { newId, type Database } from "../../src/contract/index.ts";
+import { newId, type PublicDatabase as Database } from "../../src/contract/index.ts";
 import type { MdsApi } from "../../src/operator/api.ts";
 import { listServiceTokens } from "../../src/service/tokens.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
@@ -111,8 +111,8 @@ describe("client against the real service", () => {
       expect(db).not.toBeNull();
       expect(db?.isDefault).toBe(true);
       expect(db?.connectionString).toMatch(/^postgresql:\/\//);
-      expect(db?.apiKeys.length).toBeGreaterThan(0);
-      secrets.push(db?.directConnection.pass ?? "");
+      expect(db?.apiKeys?.length).toBeGreaterThan(0);
+      secrets.push(db?.directConnection?.pass ?? "");
       // Deleting a project that still has databases is a conflict.
       const conflict = await failure(client.deleteProject(created.id));
       expect(conflict).toBeInstanceOf(ConflictError);
@@ -157,7 +157,7 @@ describe("client against the real service", () => {
       const viaPath = await client.createProjectDatabase(projectId, { name: "via-path", region: "inherit" });
       expect(viaPath.status).toBe("provisioning");
       expect(viaPath.connectionString).toMatch(/^postgresql:\/\//);
-      secrets.push(viaPath.directConnection.pass);
+      secrets.push(viaPath.directConnection?.pass ?? "");
 
       const duplicate = await failure(client.createProjectDatabase(projectId, { name: "again", logicalId: "k8s:test:ns/via-body" }));
       expect(duplicate).toBeInstanceOf(ConflictError);
@@ -165,7 +165,7 @@ describe("client against the real service", () => {
 
       await ready(viaPath.id);
       const got = await client.getDatabase(viaPath.id);
-      expect(got.connections.every((c) => c.directConnection.pass === "********")).toBe(true);
+      expect(got.connections.every((c) => c.directConnection?.pass === "********")).toBe(true);
       expect(JSON.stringify(got)).not.toContain("postgresql://");
     });
 
@@ -229,7 +229,7 @@ describe("client against the real service", () => {
 
     it("mints, lists and revokes connections", async () => {
       const created = await client.createConnection(defaultDb, { name: "ci" });
-      secrets.push(created.directConnection.pass);
+      secrets.push(created.directConnection?.pass ?? "");
       expect(created.endpoints.direct?.connectionString).toMatch(/^postgresql:\/\//);
       const listed = await client.listConnections(defaultDb);
       expect(listed.data.map((c) => c.id)).toContain(created.id);

@@ -27,11 +27,13 @@ beforeEach(async () => {
   crash = undefined;
   kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "tok" }) });
   const project = await api.createProject({ name: "p", createDatabase: false });
-  dbId = (await api.createProjectDatabase(project.id, { name: "inv" })).id;
+  dbId = (await api.createDatabase({ projectId: project.id, name: "inv" })).id;
   kube.put(DatabaseType, { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "inv", namespace: "default" }, spec: { projectId: project.id }, status: { id: dbId, secretName: "inv" } });
   kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "inv", namespace: "default", labels: { "app.kubernetes.io/managed-by": "mds-operator", "mds.dev/database-id": dbId } }, data: {} });
   const logger = pino({ level: "silent" });
-  reconcile = createRestoreReconciler({
+  // A crash point ends the process: the next reconcile runs in a new reconciler that remembers nothing.
+  let restart = false;
+  const build = () => createRestoreReconciler({
     kube,
     databases: kube.cache(DatabaseType),
     secrets: kube.cache<Secret>(SecretType),
@@ -43,11 +45,18 @@ beforeEach(async () => {
     crashPoint: (name) => {
       if (name === crash) {
         crash = undefined;
+        restart = true;
         throw new Error(`simulated crash at ${name}`);
       }
     },
     now: () => new Date(clock),
   });
+  let current = build();
+  reconcile = async (key) => {
+    const outcome = await current(key);
+    if (restart) [current, restart] = [build(), false];
+    return outcome;
+  };
 });
 
 const applyRestore = (name: string) =>
@@ -109,8 +118,8 @@ describe("DatabaseRestore", () => {
     await settle("r1", 1);
     await settle("r1");
     expect(restoreStatus("r1")?.["phase"]).toBe("Succeeded");
-    // The same process remembers the acknowledged POST; after a real restart one replay-safe re-POST with the
-    // same Idempotency-Key follows (end-to-end test: the real service runs one restore job).
-    expect(api.calls["restoreDatabase"]).toBe(1);
+    // The restarted operator re-POSTs with the same Idempotency-Key to a server that announced replay: replayed.
+    expect(api.calls["restoreDatabase"]).toBe(2);
+    expect(api.restores).toBe(1);
   });
 });

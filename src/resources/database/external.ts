@@ -156,7 +156,6 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
           projectId: db.project.id,
           remoteStatus: db.status,
           ...(db.region === null ? {} : { region: db.region.id }),
-          isDefault: db.isDefault,
           ...(secret === undefined ? {} : { endpoints: secret.endpoints }),
         },
         ready: readinessOf(db),
