@@ -43,6 +43,12 @@ export interface RemoteMirror {
   findDatabaseByLogicalId(projectId: string, logicalId: string): Lookup<MirroredDatabase>;
   /** The same for projects (unique by `logicalId` in the token's workspace). */
   findProjectByLogicalId(logicalId: string): Lookup<Project>;
+  /**
+   * A POST carrying this logicalId may have created an object whose answer never arrived: until `settle`, the
+   * mirror does not answer for it (only the service can tell).
+   */
+  suspect(logicalId: string): void;
+  settle(logicalId: string): void;
   putDatabase(db: MirroredDatabase): void;
   putProject(project: Project): void;
   forgetDatabase(id: string): void;
@@ -70,6 +76,7 @@ export function createRemoteMirror(options: {
   const projects = indexedMap<Project>((p) => (typeof p.logicalId === "string" ? p.logicalId : undefined));
   /** A full database (project) list has completed in this process and every listed object carried `logicalId`. */
   const indexed = { databases: false, projects: false };
+  const suspects = new Set<string>();
   let first: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
@@ -274,13 +281,15 @@ export function createRemoteMirror(options: {
       return [...databases.values()].map((e) => e.value).filter((db) => db.project.id === projectId);
     },
     findDatabaseByLogicalId(projectId, logicalId) {
-      if (!indexed.databases) return { known: false };
+      if (!indexed.databases || suspects.has(logicalId)) return { known: false };
       return { known: true, value: databases.byKey(`${projectId}\n${logicalId}`)?.value };
     },
     findProjectByLogicalId(logicalId) {
-      if (!indexed.projects) return { known: false };
+      if (!indexed.projects || suspects.has(logicalId)) return { known: false };
       return { known: true, value: projects.byKey(logicalId)?.value };
     },
+    suspect: (logicalId) => void suspects.add(logicalId),
+    settle: (logicalId) => void suspects.delete(logicalId),
     putDatabase(db) {
       databases.set(db.id, fresh(slim(db)));
     },

@@ -119,9 +119,6 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     return found;
   }
 
-  /** logicalIds whose POST may have landed without its answer reaching us: only the service can tell about them. */
-  const uncertain = new Set<string>();
-
   /**
    * Lookup before create. The mirror's full list (made in this process, so it holds whatever a crashed predecessor
    * created) proves absence without a call of its own; a hit, a mirror that cannot tell, or a POST of ours whose
@@ -132,9 +129,9 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     // One list serves a burst of creates; a failure here only means asking per object.
     await mirror.ready().catch(() => undefined);
     const known = mirror.findDatabaseByLogicalId(projectId, logicalIdFor(obj));
-    if (known.known && known.value === undefined && !uncertain.has(logicalIdFor(obj))) return undefined;
+    if (known.known && known.value === undefined) return undefined;
     const found = await lookup(obj);
-    uncertain.delete(logicalIdFor(obj));
+    mirror.settle(logicalIdFor(obj));
     return found;
   }
 
@@ -180,7 +177,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
           const again = await lookup(obj);
           if (again !== undefined) return adopted(obj, again);
         }
-        if (mayHaveLanded(err)) uncertain.add(logicalIdFor(obj));
+        if (mayHaveLanded(err)) mirror.suspect(logicalIdFor(obj));
         throw err;
       }
       const db: RemoteDatabase = { ...created, connections: created.connections.map(stripSecrets) };

@@ -42,16 +42,13 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
     return found;
   }
 
-  /** logicalIds whose POST may have landed without its answer reaching us. */
-  const uncertain = new Set<string>();
-
   /** Lookup before create: the mirror's full list proves absence without a call (see the Database client). */
   async function lookupBeforeCreate(obj: ProjectObject) {
     await mirror.ready().catch(() => undefined);
     const known = mirror.findProjectByLogicalId(logicalIdFor(obj));
-    if (known.known && known.value === undefined && !uncertain.has(logicalIdFor(obj))) return undefined;
+    if (known.known && known.value === undefined) return undefined;
     const found = await lookup(obj);
-    uncertain.delete(logicalIdFor(obj));
+    mirror.settle(logicalIdFor(obj));
     return found;
   }
 
@@ -158,7 +155,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
           const again = await lookup(obj);
           if (again !== undefined) return { id: again.id, adopted: true, status: {} };
         }
-        if (mayHaveLanded(err)) uncertain.add(logicalIdFor(obj));
+        if (mayHaveLanded(err)) mirror.suspect(logicalIdFor(obj));
         throw err;
       }
       const { database: _database, ...project } = created;
