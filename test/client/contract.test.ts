@@ -127,6 +127,11 @@ describe("client against the real service", () => {
       const mismatch = await failure(client.createProject({ name: "twice", createDatabase: false }, { idempotencyKey: key }));
       expect(mismatch).toBeInstanceOf(UnprocessableError);
       expect(mismatch.status).toBe(422);
+      // The service announces that it replays, so the client may re-send a POST whose answer was lost.
+      expect(client.replaysIdempotencyKeys()).toBe(true);
+      const unknown = await request(`${service.url}/v1/no-such-route`);
+      await unknown.body.dump();
+      expect(unknown.headers["x-idempotency-replay"]).toBe("86400");
     });
 
     it("walks every project page by page", async () => {
