@@ -1,7 +1,11 @@
 import { pino } from "pino";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createRemoteMirror } from "./remote-mirror.ts";
 import { createFakeApi } from "./testing/fake-api.ts";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe("remote mirror", () => {
   it("resyncs N databases with ⌈N/100⌉ list calls and serves settled ones without a call", async () => {
@@ -49,6 +53,40 @@ describe("remote mirror", () => {
     await Promise.all(ids.map((id) => mirror.getDatabase(id)));
     expect(api.calls["getDatabase"] ?? 0).toBe(0);
     expect(api.calls["listDatabases"]).toBeLessThanOrEqual(2);
+  });
+
+  it("lists for a burst at most once per two fast intervals, so polling costs at most 0.05 calls per create at the default budget", async () => {
+    const api = createFakeApi();
+    api.provisioningReads = 1_000;
+    const project = await api.createProject({ name: "p", createDatabase: false });
+    const ids: string[] = [];
+    for (let i = 0; i < 10; i++) ids.push((await api.createDatabase({ projectId: project.id, name: `d${i}` })).id);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 1_000, onChange: () => {} });
+    await mirror.ready();
+    for (const k of Object.keys(api.calls)) delete api.calls[k];
+    // Ten seconds of fast polling, a poll of every database every half second.
+    for (let t = 0; t < 20; t++) {
+      vi.setSystemTime(Date.now() + 500);
+      await Promise.all(ids.map((id) => mirror.getDatabase(id)));
+    }
+    expect(api.calls["getDatabase"] ?? 0).toBe(0);
+    expect(api.calls["listDatabases"]).toBe(5);
+  });
+
+  it("does not vouch for an absence when a list left out an item it could not read, or after a lost POST answer", async () => {
+    const api = createFakeApi();
+    const project = await api.createProject({ name: "p", createDatabase: false });
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: () => {} });
+    await mirror.ready();
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: true, value: undefined });
+    mirror.suspect("k8s:u:ns/a");
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
+    mirror.settle("k8s:u:ns/a");
+    api.unreadableItems = 1;
+    await mirror.refresh();
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
+    expect(mirror.findProjectByLogicalId("k8s:u:ns/p")).toEqual({ known: false });
   });
 
   it("answers logicalId lookups without a call only after a full list in this process, and keeps the index in step", async () => {
