@@ -164,6 +164,58 @@ describe("the operator against the public API", () => {
     expect(events.some((e) => e.reason === "CredentialsInvalid" || e.reason === "InvalidSpec")).toBe(false);
   });
 
+  it("says in a condition that the service sends no connection string, and leaks no connection", async () => {
+    api.connectionStrings = false;
+    applyDatabase("orders");
+    await converge(() => runDatabase("orders"));
+    const id = statusOf(DatabaseType, "orders").id!;
+    expect(id).toBeDefined();
+    expect(api.databases.size).toBe(1);
+    // The first answer without a connection string is named in an Event and the Synced condition; every
+    // connection minted on the way had no usable password, so all are revoked and Ready says what is missing.
+    expect(events.find((e) => e.reason === "RemoteIncomplete")?.message).toContain("without a connection string");
+    expect(condition(DatabaseType, "orders", "Ready")).toMatchObject({ status: "False", reason: "RemoteIncomplete" });
+    expect(condition(DatabaseType, "orders", "Ready")?.message).toContain("no connection with a direct endpoint");
+    expect(await liveConnections(id)).toEqual([]);
+    expect(api.calls["createConnection"]).toBe(1);
+    expect(secret("orders")).toBeUndefined();
+  });
+
+  it("marks only the object the service answers about unreadably, and keeps reconciling the others", async () => {
+    applyDatabase("orders");
+    applyDatabase("users");
+    await converge(() => runDatabase("orders"));
+    await converge(() => runDatabase("users"));
+    const broken = statusOf(DatabaseType, "orders").id!;
+    const getDatabase = api.getDatabase.bind(api);
+    api.getDatabase = async (id, options) => {
+      if (id === broken) throw Object.assign(new Error(`cannot get database "${id}": contract_violation: data.status: Invalid input`), { code: "contract_violation" });
+      return getDatabase(id, options);
+    };
+    api.unreadableItems = 1;
+    api.databases.get(broken)!.name = "renamed-elsewhere";
+    await converge(() => runDatabase("orders"), 2, poll.slowMs * 3);
+    await converge(() => runDatabase("users"), 2, poll.slowMs * 3);
+    expect(condition(DatabaseType, "orders", "Synced")).toMatchObject({ status: "False", reason: "RemoteUnreadable" });
+    expect(condition(DatabaseType, "orders", "Synced")?.message).toContain("data.status");
+    expect(condition(DatabaseType, "users", "Synced")).toMatchObject({ status: "True" });
+    expect(condition(DatabaseType, "users", "Ready")).toMatchObject({ status: "True" });
+  });
+
+  it("finds a project whose creation answer was lost, creating none twice and leaking no connection", async () => {
+    kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "app", namespace: "default" }, spec: { connectionSecret: { name: "app-db" } } });
+    api.loseNextResponse("createProject", new FakeApiError("unavailable", 503, "connection reset"));
+    expect((await runProject("app")).type).toBe("error");
+    await converge(() => runProject("app"));
+    expect(api.projects.size).toBe(2);
+    expect(api.calls["createProject"]).toBe(2);
+    const project = api.projects.get(statusOf(ProjectType, "app").id!)!;
+    const db = [...api.databases.values()].find((d) => d.project.id === project.id)!;
+    const live = await liveConnections(db.id);
+    expect(live).toHaveLength(1);
+    expect(decodeData(kube.read<Secret>(SecretType, "default", "app-db")!)["PGPASSWORD"]).toBe(api.passwords.get(live[0]!));
+  });
+
   it("rewrites a Secret's hosts and ports when the service moves the database, keeping the credentials", async () => {
     applyDatabase("orders");
     await converge(() => runDatabase("orders"));

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import type { Connection, CreatedConnection, CreatedDatabase, CreatedProject, Database, Project } from "../../contract/index.ts";
-import type { MdsApi } from "../api.ts";
+import type { Connection, Database, Project, PublicCreatedDatabase, PublicCreatedProject } from "../../contract/index.ts";
+import type { CreatedConnection, MdsApi } from "../api.ts";
 
 // An in-memory Managed Database Service for unit tests of the loop: logicalId uniqueness, Idempotency-Key replay
 // (which a test can expire), connections with credentials only in creation responses, call counts and injected
@@ -50,6 +50,8 @@ export interface FakeApi extends MdsApi {
   restoreReads: number;
   /** Restores that acted (a replayed POST does not count). */
   restores: number;
+  /** Whether creation responses carry connection strings (the public API may leave them out). */
+  connectionStrings: boolean;
 }
 
 export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
@@ -123,8 +125,10 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     connectionsOf.set(db.id, (connectionsOf.get(db.id) ?? new Set()).add(cid));
     return {
       ...conn,
-      directConnection: publicApi ? (null as never) : { ...conn.directConnection, pass },
-      endpoints: { direct: { host: "db.example", port: 5432, connectionString: url(5432) }, pooled: { host: "pool.example", port: 6432, connectionString: url(6432) } },
+      directConnection: publicApi ? null : { ...conn.directConnection, pass },
+      endpoints: api.connectionStrings
+        ? { direct: { host: "db.example", port: 5432, connectionString: url(5432) }, pooled: { host: "pool.example", port: 6432, connectionString: url(6432) } }
+        : { direct: { host: "db.example", port: 5432 }, pooled: { host: "pool.example", port: 6432 } },
     };
   }
 
@@ -149,7 +153,7 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
   function createDb(
     projectId: string,
     body: { name?: string | undefined; isDefault?: boolean | undefined; logicalId?: string | undefined; source?: Database["source"] | undefined },
-  ): CreatedDatabase {
+  ): PublicCreatedDatabase {
     const p = projects.get(projectId);
     if (p === undefined) throw new FakeApiError("not_found", 404, `project "${projectId}" not found`);
     if (body.logicalId !== undefined) {
@@ -183,7 +187,7 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
         ...(publicApi ? { region: null as never } : {}),
         connections: [conn],
         apiKeys: [],
-        connectionString: publicApi ? (null as never) : conn.endpoints.direct!.connectionString,
+        connectionString: publicApi ? (null as never) : (conn.endpoints.direct!.connectionString ?? null),
         directConnection: conn.directConnection,
       },
       logicalId,
@@ -218,6 +222,7 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     unreadableItems: 0,
     restoreReads: 0,
     restores: 0,
+    connectionStrings: true,
     replaysIdempotencyKeys: () => !publicApi,
     moveEndpoints(databaseId, to) {
       for (const cid of connectionsOf.get(databaseId) ?? []) {
@@ -230,7 +235,7 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     failNext: (op, err) => failures.set(op, err),
     async createProject(body, o) {
       enter("createProject");
-      return landed("createProject", idempotent(o?.idempotencyKey, body, (): CreatedProject => {
+      return landed("createProject", idempotent(o?.idempotencyKey, body, (): PublicCreatedProject => {
         if (body.logicalId !== undefined && [...projects.values()].some((p) => p.logicalId === body.logicalId)) {
           throw new FakeApiError("conflict", 409, "logicalId already used");
         }

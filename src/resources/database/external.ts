@@ -59,6 +59,13 @@ export function readinessOf(db: RemoteDatabase): Observation["ready"] {
   }
 }
 
+/** Ready also needs a connection a Secret can be built from (the public API may list none with a direct endpoint). */
+export function readinessWithSecret(db: RemoteDatabase, secret: SecretTarget | undefined): Observation["ready"] {
+  const ready = readinessOf(db);
+  if (!ready.ok || secret !== undefined) return ready;
+  return { ok: false, reason: "RemoteIncomplete", message: `Database "${db.id}" has no connection with a direct endpoint to build the connection Secret from` };
+}
+
 export function secretTargetOf(obj: { metadata: { name: string }; spec: { connectionSecret?: Database["spec"]["connectionSecret"] } }, db: RemoteDatabase, preferredConnectionId: string | undefined): SecretTarget | undefined {
   // Only connections with a direct endpoint can back a Secret (the public API also lists accelerate-only ones).
   const usable = db.connections.filter((c) => c.endpoints.direct !== undefined);
@@ -155,7 +162,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
           ...(db.region === null ? {} : { region: db.region.id }),
           ...(secret === undefined ? {} : { endpoints: secret.endpoints }),
         },
-        ready: readinessOf(db),
+        ready: readinessWithSecret(db, secret),
         // isDefault is chosen at creation only: the public API cannot change it afterwards (its PATCH takes no isDefault).
         upToDate: db.name === nameFor(obj),
         fastPoll: db.status === "provisioning" || db.status === "recovering",

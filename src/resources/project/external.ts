@@ -6,7 +6,7 @@ import { ReconcileError, messageOf } from "../../operator/errors.ts";
 import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
 import { replayOrMint } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
-import { mayHaveLanded, readinessOf, secretTargetOf, stripSecrets, usableCredentials } from "../database/external.ts";
+import { mayHaveLanded, readinessWithSecret, secretTargetOf, stripSecrets, usableCredentials } from "../database/external.ts";
 import type { Project } from "./schema.ts";
 
 export type ProjectObject = Project & { apiVersion: string; kind: string; metadata: Project["metadata"] & { name: string } };
@@ -133,13 +133,14 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
         };
       }
       status["defaultDatabase"] = { id: db.id, name: db.name, status: db.status };
+      const secret = secretTargetOf(obj, db, undefined);
       return {
         exists: true,
         status,
-        ready: readinessOf(db),
+        ready: readinessWithSecret(db, secret),
         upToDate: true,
         fastPoll: db.status === "provisioning" || db.status === "recovering",
-        secret: secretTargetOf(obj, db, undefined),
+        secret,
       };
     },
 
