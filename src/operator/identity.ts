@@ -18,8 +18,13 @@ export function idempotencyKeyOf(...parts: string[]): string {
   return `mds-${createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 48)}`;
 }
 
-export function connectionNameOf(namespace: string, name: string): string {
-  const n = `k8s-${namespace}-${name}`;
+/**
+ * The name of the connections the operator mints for one resource. Unique per installation, kind and resource:
+ * a connection of this name whose password nobody holds is revoked (a mint whose answer was lost), so no other
+ * resource, nor another cluster adopting the same database, may share it.
+ */
+export function connectionNameOf(instanceId: string, kind: "Project" | "Database", namespace: string, name: string): string {
+  const n = `k8s-${instanceId}-${kind.toLowerCase()}-${namespace}-${name}`;
   return n.length <= 64 ? n : `k8s-${createHash("sha256").update(n).digest("hex").slice(0, 40)}`;
 }
 

@@ -109,7 +109,7 @@ describe("the operator against the public API", () => {
     api.loseNextResponse("createConnection", new FakeApiError("unavailable", 503, "connection reset"));
     expect((await runDatabase("orders")).type).toBe("error");
     await converge(() => runDatabase("orders"));
-    const ours = (await api.getDatabase(id)).connections.filter((c) => c.name === connectionNameOf("default", "orders"));
+    const ours = (await api.getDatabase(id)).connections.filter((c) => c.name === connectionNameOf("unit", "Database", "default", "orders"));
     expect(api.calls["createConnection"]).toBe(2);
     expect(ours.map((c) => c.id)).toEqual([statusOf(DatabaseType, "orders").connection!.id]);
     expect(await liveConnections(id)).toEqual([statusOf(DatabaseType, "orders").connection!.id]);

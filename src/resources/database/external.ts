@@ -224,7 +224,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         mirror,
         target,
         previousConnectionId,
-        connectionName: connectionNameOf(obj.metadata.namespace ?? "default", obj.metadata.name),
+        connectionName: connectionNameOf(instanceId, "Database", obj.metadata.namespace ?? "default", obj.metadata.name),
         // Only a server that announced replay answers the same POST with the original response instead of acting.
         replay:
           ours !== undefined && ours.id === target.databaseId && api.replaysIdempotencyKeys()

@@ -194,7 +194,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
         mirror,
         target,
         previousConnectionId,
-        connectionName: connectionNameOf(obj.metadata.namespace ?? "default", obj.metadata.name),
+        connectionName: connectionNameOf(instanceId, "Project", obj.metadata.namespace ?? "default", obj.metadata.name),
         // Only a server that announced replay answers the same POST with the original response instead of acting.
         replay:
           ours !== undefined && ours.id === target.projectId && api.replaysIdempotencyKeys()
