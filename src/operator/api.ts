@@ -56,3 +56,9 @@ export function errorCode(err: unknown): string | undefined {
 }
 export const isApiNotFound = (err: unknown) => errorCode(err) === "not_found";
 export const isApiConflict = (err: unknown) => errorCode(err) === "conflict";
+
+/** A failure after which a POST may still have acted: anything but a refusal the service answered (a 4xx). */
+export function mayHaveLanded(err: unknown): boolean {
+  const status = (err as { status?: unknown } | undefined)?.status;
+  return typeof status !== "number" || status >= 500;
+}

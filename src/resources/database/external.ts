@@ -1,5 +1,5 @@
 import type { CreateDatabaseBody, SourceBody } from "../../contract/index.ts";
-import { errorCode, isApiConflict, isApiNotFound, type CreatedConnection, type MdsApi } from "../../operator/api.ts";
+import { errorCode, isApiConflict, isApiNotFound, mayHaveLanded, type CreatedConnection, type MdsApi } from "../../operator/api.ts";
 import { annotations } from "../../operator/connection-secret.ts";
 import { ReconcileError } from "../../operator/errors.ts";
 import { connectionNameOf, credentialsFromCreated, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
@@ -282,12 +282,6 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     mirror.forgetDatabase(id);
     return { done: true };
   }
-}
-
-/** A failure after which the POST may still have acted (anything but a refusal the service answered). */
-export function mayHaveLanded(err: unknown): boolean {
-  const status = (err as { status?: unknown } | undefined)?.status;
-  return typeof status !== "number" || status >= 500;
 }
 
 /** The connection's credentials, or undefined when the answer lacks what a Secret needs. */

@@ -1,12 +1,12 @@
 import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
-import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
+import { errorCode, isApiConflict, isApiNotFound, mayHaveLanded, type MdsApi } from "../../operator/api.ts";
 import { annotations } from "../../operator/connection-secret.ts";
 import { connectionNameOf, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
 import { ReconcileError, messageOf } from "../../operator/errors.ts";
 import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
 import { replayOrMint } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
-import { mayHaveLanded, readinessWithSecret, secretTargetOf, stripSecrets, usableCredentials } from "../database/external.ts";
+import { readinessWithSecret, secretTargetOf, stripSecrets, usableCredentials } from "../database/external.ts";
 import type { Project } from "./schema.ts";
 
 export type ProjectObject = Project & { apiVersion: string; kind: string; metadata: Project["metadata"] & { name: string } };
