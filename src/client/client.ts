@@ -1,25 +1,26 @@
 import type { Dispatcher } from "undici";
 import type { z } from "zod";
 import {
-  Backup,
-  BackupList,
-  Connection,
   CreateConnectionBody,
   CreateDatabaseBody,
-  CreatedConnection,
-  CreatedDatabase,
-  CreatedProject,
   CreateProjectBody,
   CreateProjectDatabaseBody,
-  Database,
-  DatabaseWithCredentials,
   dataOf,
-  pageOf,
-  Project,
+  PublicBackup,
+  PublicBackupList,
+  PublicConnection,
+  PublicCreatedConnection,
+  PublicCreatedDatabase,
+  PublicCreatedProject,
+  PublicDatabase,
+  PublicDatabaseWithCredentials,
+  PublicPageEnvelope,
+  PublicProject,
   RestoreBody,
   UpdateDatabaseBody,
   type Page,
 } from "../contract/index.ts";
+import { createItemReader } from "./list-items.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { ContractViolationError, InvalidRequestError } from "./errors.ts";
 import type { ClientHooks, ClientLogger } from "./hooks.ts";
@@ -90,6 +91,18 @@ export interface ListBackupsQuery {
   limit?: number | undefined;
 }
 
+// What the client returns: every shape the public API may send (src/contract/public-responses.ts); our service
+// sends the stricter shapes of CONTRACT.md, which these accept.
+type Project = PublicProject;
+type CreatedProject = PublicCreatedProject;
+type Database = PublicDatabase;
+type DatabaseWithCredentials = PublicDatabaseWithCredentials;
+type CreatedDatabase = PublicCreatedDatabase;
+type Connection = PublicConnection;
+type CreatedConnection = PublicCreatedConnection;
+type Backup = PublicBackup;
+export type BackupList = Omit<z.infer<typeof PublicBackupList>, "data"> & { data: Backup[]; skipped?: number };
+
 export interface MdsClient {
   createProject(body: CreateProjectInput, opts?: RequestOptions): Promise<CreatedProject>;
   getProject(id: string, opts?: RequestOptions): Promise<Project>;
@@ -115,18 +128,20 @@ export interface MdsClient {
   /** Every database matching the query, page after page. */
   iterateDatabases(query?: ListDatabasesQuery, opts?: RequestOptions): AsyncIterableIterator<Database>;
   iterateProjectDatabases(projectId: string, query?: ListQuery, opts?: RequestOptions): AsyncIterableIterator<Database>;
+  /**
+   * Whether this server has announced that it replays a POST's Idempotency-Key (header `X-Idempotency-Replay`, seen
+   * on a response of this base URL). Until then a POST that may have reached the server is never sent again.
+   */
+  replaysIdempotencyKeys(): boolean;
 }
 
-const ProjectEnvelope = dataOf(Project);
-const CreatedProjectEnvelope = dataOf(CreatedProject);
-const ProjectPage = pageOf(Project);
-const DatabaseEnvelope = dataOf(Database);
-const DatabaseWithCredentialsEnvelope = dataOf(DatabaseWithCredentials);
-const CreatedDatabaseEnvelope = dataOf(CreatedDatabase);
-const DatabasePage = pageOf(Database);
-const BackupEnvelope = dataOf(Backup);
-const CreatedConnectionEnvelope = dataOf(CreatedConnection);
-const ConnectionPage = pageOf(Connection);
+const ProjectEnvelope = dataOf(PublicProject);
+const CreatedProjectEnvelope = dataOf(PublicCreatedProject);
+const DatabaseEnvelope = dataOf(PublicDatabase);
+const DatabaseWithCredentialsEnvelope = dataOf(PublicDatabaseWithCredentials);
+const CreatedDatabaseEnvelope = dataOf(PublicCreatedDatabase);
+const BackupEnvelope = dataOf(PublicBackup);
+const CreatedConnectionEnvelope = dataOf(PublicCreatedConnection);
 
 const defaultTimeoutMs = 30_000;
 
@@ -156,6 +171,13 @@ export function createClient(options: ClientOptions): MdsClient {
 
   const send = <T>(call: Call<T>, opts: RequestOptions | undefined): Promise<T> => transport.send(call, callOptions(opts));
   const unwrap = async <T>(call: Call<{ data: T }>, opts: RequestOptions | undefined): Promise<T> => (await send(call, opts)).data;
+  const readItems = createItemReader(options.hooks ?? {}, options.logger);
+  /** A list call whose items are read one by one (an unreadable one is left out and counted in `skipped`). */
+  const listPage = async <T>(call: Omit<Call<unknown>, "response">, item: z.ZodType<T>, opts: RequestOptions | undefined): Promise<Page<T>> => {
+    const page = await send({ ...call, response: { schema: PublicPageEnvelope } }, opts);
+    const { data, skipped } = readItems(call.operation, page.data, item);
+    return { data, pagination: page.pagination, ...(skipped === 0 ? {} : { skipped }) };
+  };
   const ignoreBody = { ignoreBody: undefined };
 
   const client: MdsClient = {
@@ -178,7 +200,7 @@ export function createClient(options: ClientOptions): MdsClient {
       return unwrap({ operation: "getProject", description: `get project "${id}"`, method: "GET", path: `/v1/projects/${seg(id)}`, response: { schema: ProjectEnvelope } }, opts);
     },
     listProjects(query, opts) {
-      return send({ operation: "listProjects", description: "list projects", method: "GET", path: "/v1/projects", query: { ...query }, response: { schema: ProjectPage } }, opts);
+      return listPage({ operation: "listProjects", description: "list projects", method: "GET", path: "/v1/projects", query: { ...query } }, PublicProject, opts);
     },
     deleteProject(id, opts) {
       return send({ operation: "deleteProject", description: `delete project "${id}"`, method: "DELETE", path: `/v1/projects/${seg(id)}`, response: ignoreBody }, opts);
@@ -248,33 +270,35 @@ export function createClient(options: ClientOptions): MdsClient {
       );
     },
     listDatabases(query, opts) {
-      return send({ operation: "listDatabases", description: "list databases", method: "GET", path: "/v1/databases", query: { ...query }, response: { schema: DatabasePage } }, opts);
+      return listPage({ operation: "listDatabases", description: "list databases", method: "GET", path: "/v1/databases", query: { ...query } }, PublicDatabase, opts);
     },
     listProjectDatabases(projectId, query, opts) {
-      return send(
+      return listPage(
         {
           operation: "listProjectDatabases",
           description: `list databases of project "${projectId}"`,
           method: "GET",
           path: `/v1/projects/${seg(projectId)}/databases`,
           query: { ...query },
-          response: { schema: DatabasePage },
         },
+        PublicDatabase,
         opts,
       );
     },
-    listBackups(databaseId, query, opts) {
-      return send(
+    async listBackups(databaseId, query, opts) {
+      const list = await send(
         {
           operation: "listBackups",
           description: `list backups of database "${databaseId}"`,
           method: "GET",
           path: `/v1/databases/${seg(databaseId)}/backups`,
           query: { ...query },
-          response: { schema: BackupList },
+          response: { schema: PublicBackupList },
         },
         opts,
       );
+      const { data, skipped } = readItems("listBackups", list.data, PublicBackup);
+      return { ...list, data, ...(skipped === 0 ? {} : { skipped }) };
     },
     createBackup(databaseId, opts) {
       return unwrap(
@@ -304,14 +328,14 @@ export function createClient(options: ClientOptions): MdsClient {
       );
     },
     listConnections(databaseId, opts) {
-      return send(
+      return listPage(
         {
           operation: "listConnections",
           description: `list connections of database "${databaseId}"`,
           method: "GET",
           path: `/v1/databases/${seg(databaseId)}/connections`,
-          response: { schema: ConnectionPage },
         },
+        PublicConnection,
         opts,
       );
     },
@@ -329,6 +353,7 @@ export function createClient(options: ClientOptions): MdsClient {
         client.listProjectDatabases(projectId, withCursor(query, cursor), opts),
       );
     },
+    replaysIdempotencyKeys: () => transport.replaysIdempotencyKeys(),
   };
   return client;
 }

@@ -41,6 +41,11 @@ export interface RetryEvent {
   delayMs: number;
 }
 
+export interface SkippedItemEvent {
+  /** The list method, e.g. `listDatabases`. */
+  operation: string;
+}
+
 export interface ClientHooks {
   /** After every HTTP attempt. */
   onAttempt?(event: AttemptEvent): void;
@@ -50,6 +55,8 @@ export interface ClientHooks {
   onThrottled?(event: ThrottleEvent): void;
   /** When a failed attempt will be retried after `delayMs`. */
   onRetry?(event: RetryEvent): void;
+  /** When a list item could not be read and was left out of its page (the rest of the page is returned). */
+  onSkippedItem?(event: SkippedItemEvent): void;
 }
 
 /** The subset of a pino logger the client uses; pass `logger.child({ component: "mds-client" })`. */

@@ -22,17 +22,18 @@ export { RateBudget, defaultRateLimit, type RateLimitOptions } from "./rate-budg
 export { defaultRetryPolicy, type RetryOptions } from "./retry-policy.ts";
 export { parseRetryAfter } from "./retry-after.ts";
 export { systemClock, type Clock } from "./clock.ts";
+// What the client returns: the shapes the public API may send (our service's stricter ones included).
 export type {
-  Project,
-  CreatedProject,
-  Database,
-  DatabaseWithCredentials,
-  CreatedDatabase,
-  Connection,
-  CreatedConnection,
-  Backup,
-  BackupList,
+  PublicProject as Project,
+  PublicCreatedProject as CreatedProject,
+  PublicDatabase as Database,
+  PublicDatabaseWithCredentials as DatabaseWithCredentials,
+  PublicCreatedDatabase as CreatedDatabase,
+  PublicConnection as Connection,
+  PublicCreatedConnection as CreatedConnection,
+  PublicBackup as Backup,
   Page,
   Pagination,
 } from "../contract/index.ts";
+export type { BackupList } from "./client.ts";
 export { prometheusHooks } from "./prometheus-hooks.ts";

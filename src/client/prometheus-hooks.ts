@@ -43,6 +43,12 @@ export function prometheusHooks(registry: Registry, prefix = "mds_client_"): Cli
     labelNames: ["operation", "outcome"] as const,
     registers,
   });
+  const skipped = new Counter({
+    name: `${prefix}unreadable_items_total`,
+    help: "List items left out of their page because the client could not read them (logged once each, without values)",
+    labelNames: ["operation"] as const,
+    registers,
+  });
   const hooks: ClientHooks = {
     onRequest: (e) => {
       requests.inc({ operation: e.operation, outcome: e.outcome });
@@ -51,6 +57,7 @@ export function prometheusHooks(registry: Registry, prefix = "mds_client_"): Cli
     onAttempt: (e) => attempts.inc({ operation: e.operation, status: e.status === undefined ? e.outcome : String(e.status) }),
     onThrottled: (e) => throttled.inc({ operation: e.operation }, e.waitedMs / 1000),
     onRetry: (e) => retries.inc({ operation: e.operation, outcome: e.outcome }),
+    onSkippedItem: (e) => skipped.inc({ operation: e.operation }),
   };
   hooksByRegistry.set(registry, hooks);
   return hooks;

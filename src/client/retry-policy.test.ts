@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseRetryAfter } from "./retry-after.ts";
-import { computeBackoff, defaultRetryPolicy, isReplaySafe, resolveRetryPolicy } from "./retry-policy.ts";
+import { computeBackoff, defaultRetryPolicy, mayRepeat, resolveRetryPolicy } from "./retry-policy.ts";
 
 describe("parseRetryAfter", () => {
   const now = Date.parse("2026-01-01T00:00:00Z");
@@ -24,10 +24,16 @@ describe("backoff", () => {
     expect(computeBackoff(20, defaultRetryPolicy, top)).toBe(29_999);
     expect(computeBackoff(3, defaultRetryPolicy, () => 0)).toBe(0);
   });
-  it("retries a POST only with an idempotency key", () => {
-    expect(isReplaySafe("POST", undefined)).toBe(false);
-    expect(isReplaySafe("POST", "k")).toBe(true);
-    for (const method of ["GET", "PATCH", "DELETE"]) expect(isReplaySafe(method, undefined)).toBe(true);
+  it("repeats a POST that may have reached the server only when the server announced Idempotency-Key replay", () => {
+    const lost = { networkCode: "ECONNRESET" };
+    expect(mayRepeat("POST", undefined, true, lost)).toBe(false);
+    expect(mayRepeat("POST", "k", false, lost)).toBe(false);
+    expect(mayRepeat("POST", "k", false, { status: 502 })).toBe(false);
+    expect(mayRepeat("POST", "k", true, lost)).toBe(true);
+    // The server did not act: a 429, a connection never made.
+    expect(mayRepeat("POST", undefined, false, { status: 429 })).toBe(true);
+    expect(mayRepeat("POST", "k", false, { networkCode: "ECONNREFUSED" })).toBe(true);
+    for (const method of ["GET", "PATCH", "DELETE"]) expect(mayRepeat(method, undefined, false, lost)).toBe(true);
   });
   it("validates settings", () => {
     expect(resolveRetryPolicy({ maxAttempts: 2 }).maxAttempts).toBe(2);

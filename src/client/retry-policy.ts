@@ -55,9 +55,32 @@ export const retryableNetworkCodes: ReadonlySet<string> = new Set([
   "UND_ERR_CLOSED",
 ]);
 
-/** A request may be repeated when repeating cannot act twice. */
-export function isReplaySafe(method: string, idempotencyKey: string | undefined): boolean {
-  return method !== "POST" || idempotencyKey !== undefined;
+/** Failures that prove the request never reached the server: the connection was never made. */
+const notSentNetworkCodes: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ENETDOWN",
+  "ENETUNREACH",
+  "EHOSTDOWN",
+  "EHOSTUNREACH",
+  "UND_ERR_CONNECT_TIMEOUT",
+]);
+
+/**
+ * A request may be repeated when repeating cannot act twice. GET, PATCH and DELETE converge; a POST only when the
+ * server has announced that it replays its Idempotency-Key (`replayAnnounced`, our service does; the public API
+ * ignores the key) or when the failure proves the server did not act: a 429, or a connection never made.
+ */
+export function mayRepeat(
+  method: string,
+  idempotencyKey: string | undefined,
+  replayAnnounced: boolean,
+  failure: { status?: number | undefined; networkCode?: string | undefined },
+): boolean {
+  if (method !== "POST") return true;
+  if (idempotencyKey !== undefined && replayAnnounced) return true;
+  return failure.status === 429 || (failure.networkCode !== undefined && notSentNetworkCodes.has(failure.networkCode));
 }
 
 /** Full jitter: uniform in [0, min(maxDelay, minDelay * 2^(retry-1))). `retry` counts from 1. */

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { request, type Dispatcher } from "undici";
 import type { z } from "zod";
-import { ErrorBody } from "../contract/index.ts";
+import { idempotencyReplayHeader, PublicErrorBody } from "../contract/index.ts";
 import type { Clock } from "./clock.ts";
 import {
   AbortedError,
@@ -12,11 +12,12 @@ import {
   TimeoutError,
   codeForStatus,
   createMdsError,
+  ServiceErrorCodes,
 } from "./errors.ts";
 import { callHook, type ClientHooks, type ClientLogger } from "./hooks.ts";
 import type { RateBudget } from "./rate-budget.ts";
 import { parseRetryAfter } from "./retry-after.ts";
-import { computeBackoff, isReplaySafe, retryableNetworkCodes, retryableStatuses, type RetryPolicy } from "./retry-policy.ts";
+import { computeBackoff, mayRepeat, retryableNetworkCodes, retryableStatuses, type RetryPolicy } from "./retry-policy.ts";
 import type { TokenSource } from "./token-source.ts";
 
 export type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE";
@@ -70,6 +71,8 @@ type AttemptResult =
 
 export function createTransport(config: TransportConfig) {
   const baseUrl = config.baseUrl.replace(/\/+$/, "");
+  /** Sticky: once this server has said it replays Idempotency-Keys (see `mayRepeat`). */
+  let replayAnnounced = false;
 
   async function send<T>(call: Call<T>, options: CallOptions | undefined): Promise<T> {
     const signal = options?.signal;
@@ -77,7 +80,6 @@ export function createTransport(config: TransportConfig) {
     const started = config.clock.now();
     const url = buildUrl(baseUrl, call.path, call.query);
     const body = call.body === undefined ? undefined : JSON.stringify(call.body);
-    const replaySafe = isReplaySafe(call.method, idempotencyKey);
     let attempts = 0;
     let retries = 0;
     let renewedToken = false;
@@ -110,6 +112,7 @@ export function createTransport(config: TransportConfig) {
         const attemptStarted = config.clock.now();
         const result = await attempt(call, url, body, token, idempotencyKey, signal);
         lastStatus = result.kind === "response" ? result.status : undefined;
+        if (result.kind === "response" && announcesReplay(result.headers)) replayAnnounced = true;
 
         let error: MdsApiError;
         if (result.kind === "response" && result.status >= 200 && result.status < 300) {
@@ -152,8 +155,11 @@ export function createTransport(config: TransportConfig) {
           config.budget.pauseUntil(config.clock.now() + delayMs);
         }
         const elapsed = config.clock.now() - started;
-        const mayRetry =
-          error.retryable && replaySafe && attempts < config.retry.maxAttempts && elapsed + delayMs <= config.retry.maxElapsedMs;
+        const repeatable = mayRepeat(call.method, idempotencyKey, replayAnnounced, {
+          status: error.status,
+          networkCode: result.kind === "failure" ? errorCode(error.cause) : undefined,
+        });
+        const mayRetry = error.retryable && repeatable && attempts < config.retry.maxAttempts && elapsed + delayMs <= config.retry.maxElapsedMs;
         if (!mayRetry) throw error;
 
         retries += 1;
@@ -243,7 +249,12 @@ export function createTransport(config: TransportConfig) {
     }
   }
 
-  return { send };
+  return { send, replaysIdempotencyKeys: () => replayAnnounced };
+}
+
+function announcesReplay(headers: Record<string, string | string[] | undefined>): boolean {
+  const seconds = Number(header(headers, idempotencyReplayHeader));
+  return Number.isInteger(seconds) && seconds > 0;
 }
 
 function parseSuccess<T>(
@@ -288,11 +299,15 @@ function errorFromResponse(
   } catch {
     json = undefined;
   }
-  const parsed = ErrorBody.safeParse(json);
+  const parsed = PublicErrorBody.safeParse(json);
   // Without the contract's error body (a proxy's HTML 502, say) the status decides the code.
-  const code = parsed.success ? parsed.data.error.code : codeForStatus(status);
-  const message = parsed.success ? scrub(parsed.data.error.message, token) : `HTTP ${status}`;
-  const hint = parsed.success && parsed.data.error.hint !== "" ? scrub(parsed.data.error.hint, token) : undefined;
+  // A code we do not know (the public API does not enumerate its codes) is read by its status; the message keeps it.
+  const sent = parsed.success ? parsed.data.error.code : undefined;
+  const code = sent !== undefined && (ServiceErrorCodes as readonly string[]).includes(sent) ? sent : codeForStatus(status);
+  const body = parsed.success ? scrub(parsed.data.error.message, token) : `HTTP ${status}`;
+  const message = sent === undefined || sent === code ? body : `${body} (${scrub(sent, token)})`;
+  const rawHint = parsed.success ? parsed.data.error.hint : undefined;
+  const hint = rawHint !== undefined && rawHint !== "" ? scrub(rawHint, token) : undefined;
   const retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(result.headers["retry-after"], now) : undefined;
   const existingId =
     call.conflictNamesExisting !== undefined && status === 409 ? findExistingId(message, hint, call.conflictNamesExisting.logicalId) : undefined;

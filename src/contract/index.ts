@@ -3,4 +3,5 @@ export * from "./ids.ts";
 export * from "./regions.ts";
 export * from "./errors.ts";
 export * from "./resources.ts";
+export * from "./public-responses.ts";
 export * from "./bodies.ts";

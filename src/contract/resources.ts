@@ -127,7 +127,8 @@ export type Pagination = z.infer<typeof Pagination>;
 
 export const dataOf = <T extends z.ZodType>(resource: T) => z.object({ data: resource });
 export const pageOf = <T extends z.ZodType>(resource: T) => z.object({ data: z.array(resource), pagination: Pagination });
-export type Page<T> = { data: T[]; pagination: Pagination };
+/** `skipped`: items of the page a client could not read and left out (so the page cannot prove an absence). */
+export type Page<T> = { data: T[]; pagination: Pagination; skipped?: number };
 
 export const BackupList = z.object({
   data: z.array(Backup),
@@ -144,3 +145,10 @@ export const OAuthTokenResponse = z.object({
   scope: z.string(),
 });
 export type OAuthTokenResponse = z.infer<typeof OAuthTokenResponse>;
+
+/**
+ * Our extension (TEAM decision): every /v1 response of a server that replays a POST's Idempotency-Key carries this
+ * header with the seconds a key replays. A client re-sends a POST that may have reached the server only after it
+ * has seen it; the public API never sends it.
+ */
+export const idempotencyReplayHeader = "x-idempotency-replay";

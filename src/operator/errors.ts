@@ -72,6 +72,8 @@ export function classifyError(err: unknown): ErrorClass {
         return { reason: "InvalidSpec", terminal: true, conflict: false };
       case "conflict":
         return { reason: "Conflict", terminal: false, conflict: false };
+      case "contract_violation":
+        return { reason: "RemoteUnreadable", terminal: false, conflict: false };
       case "unavailable":
       case "internal_error":
       case "timeout":

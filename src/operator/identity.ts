@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
-import type { CreatedConnection } from "../contract/index.ts";
+import type { CreatedConnection } from "./api.ts";
 import { parseConnectionString, type ConnectionCredentials } from "./connection-secret.ts";
+import { ReconcileError } from "./errors.ts";
 
 /**
  * The caller-chosen key every create carries: stable across operator restarts and cluster rebuilds (instanceId is
@@ -17,16 +18,30 @@ export function idempotencyKeyOf(...parts: string[]): string {
   return `mds-${createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 48)}`;
 }
 
-export function connectionNameOf(namespace: string, name: string): string {
-  const n = `k8s-${namespace}-${name}`;
+/**
+ * The name of the connections the operator mints for one resource. Unique per installation, kind and resource:
+ * a connection of this name whose password nobody holds is revoked (a mint whose answer was lost), so no other
+ * resource, nor another cluster adopting the same database, may share it.
+ */
+export function connectionNameOf(instanceId: string, kind: "Project" | "Database", namespace: string, name: string): string {
+  const n = `k8s-${instanceId}-${kind.toLowerCase()}-${namespace}-${name}`;
   return n.length <= 64 ? n : `k8s-${createHash("sha256").update(n).digest("hex").slice(0, 40)}`;
 }
 
-/** Credentials out of a creation response's connection (the only place they ever appear). */
+/**
+ * Credentials out of a creation response's connection (the only place they ever appear). The public API may leave
+ * out the direct endpoint or its connection string: then the operator cannot build a Secret and says so.
+ */
 export function credentialsFromCreated(connection: CreatedConnection): ConnectionCredentials {
   const direct = connection.endpoints.direct;
-  if (direct === undefined) throw new Error(`connection "${connection.id}" has no direct endpoint`);
-  const parsed = parseConnectionString(direct.connectionString);
+  const connectionString = direct?.connectionString ?? connection.endpoints.pooled?.connectionString;
+  if (direct === undefined || connectionString === undefined) {
+    throw new ReconcileError(
+      "RemoteIncomplete",
+      `the service created connection "${connection.id}" without ${direct === undefined ? "a direct endpoint" : "a connection string"}; the connection Secret cannot be built from it`,
+    );
+  }
+  const parsed = parseConnectionString(connectionString);
   const pooled = connection.endpoints.pooled;
   return {
     connectionId: connection.id,

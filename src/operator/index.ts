@@ -289,7 +289,8 @@ export class NotLeaderError extends ReconcileError {
   }
 }
 
-const apiWrites = new Set(["createProject", "deleteProject", "createProjectDatabase", "updateDatabase", "deleteDatabase", "restoreDatabase", "createConnection", "deleteConnection"]);
+// Typed by the interface, so a renamed write method cannot slip past the gate.
+const apiWrites = new Set<string>(["createProject", "deleteProject", "createDatabase", "updateDatabase", "deleteDatabase", "restoreDatabase", "createConnection", "deleteConnection"] satisfies (keyof MdsApi)[]);
 
 function gateApiWrites(api: MdsApi, canWrite: () => boolean): MdsApi {
   return new Proxy(api, {

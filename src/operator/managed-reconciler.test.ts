@@ -194,7 +194,7 @@ describe("the managed loop (Database)", () => {
     expect(classifyError((outcome as { error: unknown }).error)).toMatchObject({ reason: "InvalidSpec", terminal: true });
     expect(condition("bad", "Synced")).toMatchObject({ status: "False", reason: "InvalidSpec" });
     expect(condition("bad", "Synced")?.message).toContain("region");
-    expect(api.calls["createProjectDatabase"] ?? 0).toBe(0);
+    expect(api.calls["createDatabase"] ?? 0).toBe(0);
   });
 
   it("waits for a missing project and a missing credentials Secret with a reason that says so", async () => {
@@ -258,12 +258,12 @@ describe("the managed loop (Database)", () => {
 
   it("adopts an existing remote database by externalId and mints a connection for its Secret, revoking nothing", async () => {
     const projectId = [...api.projects.keys()][0]!;
-    const existing = await api.createProjectDatabase(projectId, { name: "legacy" });
+    const existing = await api.createDatabase({ projectId: projectId, name: "legacy" });
     applyDatabase("legacy", { projectRef: { name: "shop" }, externalId: existing.id });
     await converge("legacy");
     expect(statusOf("legacy").id).toBe(existing.id);
     expect(api.databases.size).toBe(1);
-    expect(api.passwords.has(existing.defaultConnectionId)).toBe(true);
+    expect(api.passwords.has(existing.defaultConnectionId!)).toBe(true);
     expect(condition("legacy", "Ready")?.status).toBe("True");
   });
 
@@ -299,26 +299,26 @@ describe("lookup before create from the remote mirror (throughput)", () => {
     const names = Array.from({ length: 30 }, (_, i) => `db-${i}`);
     for (const n of names) applyDatabase(n);
     await Promise.all(names.map((n) => run(n)));
-    expect(api.calls["createProjectDatabase"]).toBe(30);
+    expect(api.calls["createDatabase"]).toBe(30);
     expect(lists.lookups()).toBe(0);
     expect(lists.fullLists()).toBe(1);
     expect(api.databases.size).toBe(30);
     for (const n of names) await converge(n, 3);
     for (const n of names) expect(condition(n, "Ready")?.status).toBe("True");
-    expect(api.calls["createProjectDatabase"]).toBe(30);
+    expect(api.calls["createDatabase"]).toBe(30);
   });
 
   it("adopts a database a previous process created (crash after the POST), never duplicating it, with the original credentials", async () => {
     const projectId = [...api.projects.keys()][0]!;
     const logicalId = logicalIdOf("unit", "default", "orders");
     // The predecessor's POST, exactly as the operator sends it; then it died before writing anything to Kubernetes.
-    const earlier = await api.createProjectDatabase(projectId, { name: "orders", region: "inherit", isDefault: false, logicalId }, { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) });
+    const earlier = await api.createDatabase({ projectId: projectId, name: "orders", region: "inherit", isDefault: false, logicalId }, { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) });
     applyDatabase("orders");
     await converge("orders");
     expect([...api.databases.keys()]).toEqual([earlier.id]);
     expect(statusOf("orders").id).toBe(earlier.id);
     expect(events.map((e) => e.reason)).toContain("Adopted");
-    expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(earlier.defaultConnectionId));
+    expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(earlier.defaultConnectionId!));
     expect(condition("orders", "Ready")?.status).toBe("True");
   });
 
@@ -328,17 +328,17 @@ describe("lookup before create from the remote mirror (throughput)", () => {
     await converge("first");
     const projectId = [...api.projects.keys()][0]!;
     const logicalId = logicalIdOf("unit", "default", "late");
-    const late = await api.createProjectDatabase(projectId, { name: "late", region: "inherit", isDefault: false, logicalId }, { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) });
+    const late = await api.createDatabase({ projectId: projectId, name: "late", region: "inherit", isDefault: false, logicalId }, { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) });
     applyDatabase("late");
     await converge("late");
     expect(api.databases.size).toBe(2);
     expect(statusOf("late").id).toBe(late.id);
-    expect(decodeData(secret("late")!)["PGPASSWORD"]).toBe(api.passwords.get(late.defaultConnectionId));
+    expect(decodeData(secret("late")!)["PGPASSWORD"]).toBe(api.passwords.get(late.defaultConnectionId!));
     expect(lists.lookups()).toBe(0);
 
     // Past the replay window the POST is a 409 on the logicalId: looked up and adopted.
     const lostId = logicalIdOf("unit", "default", "later");
-    const later = await api.createProjectDatabase(projectId, { name: "later", logicalId: lostId });
+    const later = await api.createDatabase({ projectId: projectId, name: "later", logicalId: lostId });
     api.expireReplays();
     applyDatabase("later");
     await converge("later");
@@ -349,7 +349,7 @@ describe("lookup before create from the remote mirror (throughput)", () => {
 
   it("replays a POST whose response was lost: one database, the original credentials, no minting", async () => {
     applyDatabase("orders");
-    api.loseNextResponse("createProjectDatabase", new FakeApiError("unavailable", 503, "connection reset"));
+    api.loseNextResponse("createDatabase", new FakeApiError("unavailable", 503, "connection reset"));
     expect((await run("orders")).type).toBe("error");
     expect(api.databases.size).toBe(1);
     await converge("orders");
@@ -362,7 +362,7 @@ describe("lookup before create from the remote mirror (throughput)", () => {
 
   it("adopts its own database when a POST's response was lost and the spec changed before the retry (422 on the key)", async () => {
     applyDatabase("orders");
-    api.loseNextResponse("createProjectDatabase", new FakeApiError("unavailable", 503, "connection reset"));
+    api.loseNextResponse("createDatabase", new FakeApiError("unavailable", 503, "connection reset"));
     await run("orders");
     applyDatabase("orders", { projectRef: { name: "shop" }, displayName: "orders-renamed" });
     await converge("orders");
@@ -377,7 +377,7 @@ describe("lookup before create from the remote mirror (throughput)", () => {
   it("falls back to the per-object lookup when the service does not report logicalId", async () => {
     api.reportsLogicalId = false;
     // A listed database without the field: the mirror cannot tell whose it is.
-    await api.createProjectDatabase([...api.projects.keys()][0]!, { name: "other" });
+    await api.createDatabase({ projectId: [...api.projects.keys()][0]!, name: "other" });
     const lists = recordLists();
     applyDatabase("orders");
     await run("orders");

@@ -47,15 +47,21 @@ export interface ManagedObject extends KubeObject {
   status?: ManagedStatus | undefined;
 }
 
+export type SecretEndpoints = { direct: Endpoint; pooled?: Endpoint | undefined };
+
 /** Where and for what the connection Secret is published. */
 export interface SecretTarget {
   name: string;
   spec: ConnectionSecret | undefined;
   databaseId: string;
   projectId: string | undefined;
-  /** The remote database's connections: a Secret naming another one holds revoked credentials. */
-  connections: { id: string; name: string }[];
-  endpoints: { direct: Endpoint; pooled?: Endpoint | undefined };
+  /**
+   * The remote database's connections: a Secret naming another one holds revoked credentials. Each one's endpoints
+   * as the service reports them now: a Secret follows its own connection's hosts and ports when they move.
+   */
+  connections: { id: string; name: string; endpoints?: SecretEndpoints | undefined }[];
+  /** The endpoints of the connection a new Secret is built from. */
+  endpoints: SecretEndpoints;
 }
 
 export interface Observation {
@@ -368,13 +374,13 @@ class LoopRun<T extends ManagedObject> {
   /** Makes the Secret current; returns the connection id whose credentials it holds. */
   private async ensureSecret(external: ExternalClient<T>, target: SecretTarget): Promise<string> {
     const fromCache = this.deps.secrets.get(this.ns, target.name);
-    const usable = (s: Secret | undefined) =>
-      s !== undefined &&
-      s.metadata.labels?.[labels.managedBy] === managedByValue &&
-      s.metadata.labels?.[labels.databaseId] === target.databaseId &&
-      target.connections.some((c) => c.id === s.metadata.labels?.[labels.connectionId])
-        ? credentialsFromSecret(s, target.endpoints)
-        : undefined;
+    // Kept credentials with the endpoints the service reports now for their connection: a moved host or port is
+    // rewritten into the Secret without minting anything.
+    const usable = (s: Secret | undefined) => {
+      if (s === undefined || s.metadata.labels?.[labels.managedBy] !== managedByValue || s.metadata.labels?.[labels.databaseId] !== target.databaseId) return undefined;
+      const connection = target.connections.find((c) => c.id === s.metadata.labels?.[labels.connectionId]);
+      return connection === undefined ? undefined : credentialsFromSecret(s, connection.endpoints ?? target.endpoints);
+    };
     let creds = usable(fromCache);
     let existing = fromCache;
     if (creds === undefined) {

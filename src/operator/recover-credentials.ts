@@ -1,5 +1,4 @@
-import type { CreatedConnection } from "../contract/index.ts";
-import { errorCode, type MdsApi } from "./api.ts";
+import { errorCode, type CreatedConnection, type MdsApi } from "./api.ts";
 import type { ConnectionCredentials } from "./connection-secret.ts";
 import { ReconcileError } from "./errors.ts";
 import { credentialsFromCreated, idempotencyKeyOf } from "./identity.ts";
@@ -8,9 +7,11 @@ import type { RemoteMirror } from "./remote-mirror.ts";
 
 /**
  * Credentials whose password was lost (a missing or edited Secret, a crash between the create and the Secret
- * write). While the service still holds the creation response, the same POST with the same Idempotency-Key
- * replays it, credentials included; past that window a new connection is minted (with its own derived key, so
- * a crash while minting replays too) and the connection whose password nobody holds is revoked.
+ * write). While a server that announced replay still holds the creation response, the same POST with the same
+ * Idempotency-Key replays it, credentials included; otherwise a new connection is minted under our connection name
+ * and every connection whose password nobody holds is revoked: the one the Secret named, the database's original
+ * one, and any other of our name (a mint whose answer was lost: the public API does not replay, so that POST created
+ * a connection nobody will ever see the password of).
  */
 export async function replayOrMint(args: {
   api: MdsApi;
@@ -21,7 +22,7 @@ export async function replayOrMint(args: {
   /** Replays the creation and returns its default connection if it is still the target's; undefined: not ours. */
   replay: (() => Promise<CreatedConnection | undefined>) | undefined;
   /** The database's original connection: lost when no Secret ever named a newer one. */
-  originalConnectionId: string | undefined;
+  originalConnectionId: string | null | undefined;
 }): Promise<{ credentials: ConnectionCredentials; revoke: string[] }> {
   const { api, target, previousConnectionId } = args;
   if (args.replay !== undefined) {
@@ -43,6 +44,19 @@ export async function replayOrMint(args: {
     { idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none") },
   );
   args.mirror.forgetDatabase(target.databaseId);
-  const lost = previousConnectionId ?? args.originalConnectionId;
-  return { credentials: credentialsFromCreated(minted), revoke: lost === undefined || lost === minted.id ? [] : [lost] };
+  // Read after the mint: a connection of our name that is not the minted one was minted by an earlier attempt
+  // whose answer never arrived.
+  const current = await api.getDatabase(target.databaseId);
+  const leaked = current.connections.filter((c) => c.name === args.connectionName && c.id !== minted.id).map((c) => c.id);
+  const lost = [previousConnectionId ?? args.originalConnectionId ?? undefined, ...leaked].filter((id): id is string => id !== undefined && id !== minted.id);
+  let credentials: ConnectionCredentials;
+  try {
+    credentials = credentialsFromCreated(minted);
+  } catch (err) {
+    // An answer without a connection string: the minted connection is as lost as the others.
+    lost.push(minted.id);
+    for (const id of new Set(lost)) await api.deleteConnection(id).catch(() => undefined);
+    throw err;
+  }
+  return { credentials, revoke: [...new Set(lost)] };
 }

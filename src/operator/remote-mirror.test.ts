@@ -1,13 +1,17 @@
 import { pino } from "pino";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createRemoteMirror } from "./remote-mirror.ts";
 import { createFakeApi } from "./testing/fake-api.ts";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe("remote mirror", () => {
   it("resyncs N databases with ⌈N/100⌉ list calls and serves settled ones without a call", async () => {
     const api = createFakeApi();
     const project = await api.createProject({ name: "p", createDatabase: false });
-    for (let i = 0; i < 250; i++) await api.createProjectDatabase(project.id, { name: `d${i}` });
+    for (let i = 0; i < 250; i++) await api.createDatabase({ projectId: project.id, name: `d${i}` });
     const changed: string[] = [];
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: (_k, id) => changed.push(id) });
     for (const k of Object.keys(api.calls)) delete api.calls[k];
@@ -28,7 +32,7 @@ describe("remote mirror", () => {
     const api = createFakeApi();
     api.provisioningReads = 2;
     const project = await api.createProject({ name: "p", createDatabase: false });
-    const db = await api.createProjectDatabase(project.id, { name: "d" });
+    const db = await api.createDatabase({ projectId: project.id, name: "d" });
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
     await mirror.ready();
     const statuses = [];
@@ -42,7 +46,7 @@ describe("remote mirror", () => {
     api.provisioningReads = 1_000;
     const project = await api.createProject({ name: "p", createDatabase: false });
     const ids = [];
-    for (let i = 0; i < 50; i++) ids.push((await api.createProjectDatabase(project.id, { name: `d${i}` })).id);
+    for (let i = 0; i < 50; i++) ids.push((await api.createDatabase({ projectId: project.id, name: `d${i}` })).id);
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
     await mirror.ready();
     for (const k of Object.keys(api.calls)) delete api.calls[k];
@@ -51,10 +55,44 @@ describe("remote mirror", () => {
     expect(api.calls["listDatabases"]).toBeLessThanOrEqual(2);
   });
 
+  it("lists for a burst at most once per two fast intervals, so polling costs at most 0.05 calls per create at the default budget", async () => {
+    const api = createFakeApi();
+    api.provisioningReads = 1_000;
+    const project = await api.createProject({ name: "p", createDatabase: false });
+    const ids: string[] = [];
+    for (let i = 0; i < 10; i++) ids.push((await api.createDatabase({ projectId: project.id, name: `d${i}` })).id);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 1_000, onChange: () => {} });
+    await mirror.ready();
+    for (const k of Object.keys(api.calls)) delete api.calls[k];
+    // Ten seconds of fast polling, a poll of every database every half second.
+    for (let t = 0; t < 20; t++) {
+      vi.setSystemTime(Date.now() + 500);
+      await Promise.all(ids.map((id) => mirror.getDatabase(id)));
+    }
+    expect(api.calls["getDatabase"] ?? 0).toBe(0);
+    expect(api.calls["listDatabases"]).toBe(5);
+  });
+
+  it("does not vouch for an absence when a list left out an item it could not read, or after a lost POST answer", async () => {
+    const api = createFakeApi();
+    const project = await api.createProject({ name: "p", createDatabase: false });
+    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: () => {} });
+    await mirror.ready();
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: true, value: undefined });
+    mirror.suspect("k8s:u:ns/a");
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
+    mirror.settle("k8s:u:ns/a");
+    api.unreadableItems = 1;
+    await mirror.refresh();
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
+    expect(mirror.findProjectByLogicalId("k8s:u:ns/p")).toEqual({ known: false });
+  });
+
   it("answers logicalId lookups without a call only after a full list in this process, and keeps the index in step", async () => {
     const api = createFakeApi();
     const project = await api.createProject({ name: "p", createDatabase: false, logicalId: "k8s:u:ns/p" });
-    const a = await api.createProjectDatabase(project.id, { name: "a", logicalId: "k8s:u:ns/a" });
+    const a = await api.createDatabase({ projectId: project.id, name: "a", logicalId: "k8s:u:ns/a" });
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: () => {} });
     expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
     expect(mirror.findProjectByLogicalId("k8s:u:ns/p")).toEqual({ known: false });
@@ -67,7 +105,7 @@ describe("remote mirror", () => {
     expect(Object.keys(api.calls)).toEqual([]);
 
     // Written by this process, forgotten, removed remotely: the index follows.
-    const b = await api.createProjectDatabase(project.id, { name: "b", logicalId: "k8s:u:ns/b" });
+    const b = await api.createDatabase({ projectId: project.id, name: "b", logicalId: "k8s:u:ns/b" });
     mirror.putDatabase(await api.getDatabase(b.id));
     expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toMatchObject({ known: true, value: { id: b.id } });
     mirror.forgetDatabase(b.id);
@@ -82,7 +120,7 @@ describe("remote mirror", () => {
     const api = createFakeApi();
     api.reportsLogicalId = false;
     const project = await api.createProject({ name: "p", createDatabase: false, logicalId: "k8s:u:ns/p" });
-    await api.createProjectDatabase(project.id, { name: "a", logicalId: "k8s:u:ns/a" });
+    await api.createDatabase({ projectId: project.id, name: "a", logicalId: "k8s:u:ns/a" });
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: () => {} });
     await mirror.ready();
     expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: false });
@@ -92,15 +130,15 @@ describe("remote mirror", () => {
   it("fast polling re-lists only from the first page holding a provisioning database (lists run in createdAt order)", async () => {
     const api = createFakeApi();
     const project = await api.createProject({ name: "p", createDatabase: false });
-    for (let i = 0; i < 950; i++) await api.createProjectDatabase(project.id, { name: `old${i}` });
+    for (let i = 0; i < 950; i++) await api.createDatabase({ projectId: project.id, name: `old${i}` });
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
     api.provisioningReads = 1_000;
     const fresh = [];
-    for (let i = 0; i < 30; i++) fresh.push((await api.createProjectDatabase(project.id, { name: `new${i}` })).id);
+    for (let i = 0; i < 30; i++) fresh.push((await api.createDatabase({ projectId: project.id, name: `new${i}` })).id);
     await mirror.ready();
     expect(api.calls["listDatabases"]).toBe(10);
     // Created by this process after the list: newer than everything listed, so on the last page or after it.
-    const later = await api.createProjectDatabase(project.id, { name: "later" });
+    const later = await api.createDatabase({ projectId: project.id, name: "later" });
     mirror.putDatabase(await api.getDatabase(later.id));
     for (const k of Object.keys(api.calls)) delete api.calls[k];
     await Promise.all([...fresh, later.id].map((id) => mirror.getDatabase(id)));
@@ -121,7 +159,7 @@ describe("remote mirror", () => {
     api.provisioningReads = 1_000;
     const project = await api.createProject({ name: "p", createDatabase: false });
     const ids = [];
-    for (let i = 0; i < 250; i++) ids.push((await api.createProjectDatabase(project.id, { name: `d${i}` })).id);
+    for (let i = 0; i < 250; i++) ids.push((await api.createDatabase({ projectId: project.id, name: `d${i}` })).id);
     const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
     await mirror.ready();
     for (const id of ids.slice(0, 240)) api.databases.get(id)!.status = "ready";

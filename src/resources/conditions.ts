@@ -23,6 +23,7 @@ export const conditionReasons = {
   RemoteNotFound: "The remote object recorded in status.id no longer exists; the operator does not recreate it silently.",
   SecretOutOfDate: "The connection Secret is missing or was edited; the operator is rebuilding it with working credentials.",
   WaitingForDatabases: "Deletion of a Project with deletionPolicy Delete waits until its databases are gone.",
+  WaitingForProject: "The database is its project's default database, which the public API deletes only with its project; delete the Project.",
   // Synced
   ReconcileSuccess: "The last reconcile completed without error.",
   ReconcileError: "The last reconcile failed; the message names the cause and the operator retries with backoff.",
@@ -35,6 +36,8 @@ export const conditionReasons = {
   ApiUnavailable: "The service cannot be reached or answered 5xx; the operator retries with backoff.",
   RateLimited: "The service answered 429; the operator waits for Retry-After before calling it again.",
   Conflict: "The service refused the request as a conflict (409); the message says with what.",
+  RemoteIncomplete: "The service's answer lacks something the operator needs (a connection string, an endpoint); the message names it.",
+  RemoteUnreadable: "The service's answer about this object does not have a shape the operator can read; the message names the fields.",
   OutcomeUnknown: "A restore was requested but its outcome cannot be known; it is never repeated automatically.",
 } as const;
 

@@ -4,6 +4,7 @@ import { errorBody } from "../contract/index.ts";
 import type { ServiceDeps } from "./deps.ts";
 import { ServiceError } from "./errors.ts";
 import { authenticate } from "./http.ts";
+import { replayAnnouncement } from "./idempotency.ts";
 import { backupRoutes } from "./routes/backups.ts";
 import { connectionRoutes } from "./routes/connections.ts";
 import { databaseRoutes } from "./routes/databases.ts";
@@ -60,6 +61,7 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
 
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
+    if (req.url.startsWith("/v1/")) reply.header(replayAnnouncement.header, replayAnnouncement.value);
     (req as FastifyRequest & { startedAt?: bigint }).startedAt = process.hrtime.bigint();
     const url = req.routeOptions.url;
     if (url?.startsWith("/v1/")) (req as FastifyRequest & { principal?: unknown }).principal = await authenticate(deps, req);

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { idempotencyReplayHeader } from "../contract/index.ts";
 import { decrypt, encrypt, sha256Hex } from "./crypto.ts";
 import { invalidRequest, unprocessable } from "./errors.ts";
 
@@ -7,6 +8,9 @@ export type StoredResponse = { status: number; body: unknown };
 const creationTtlHours = 24;
 // A restore destroys data: its key is honoured far longer than the 24 h promised, so a late retry never runs it twice.
 const restoreTtlHours = 24 * 30;
+
+/** Sent on every /v1 response: this service replays a POST's Idempotency-Key for this many seconds (clients re-send only then). */
+export const replayAnnouncement = { header: idempotencyReplayHeader, value: String(creationTtlHours * 3600) } as const;
 
 export function parseIdempotencyKey(header: string | string[] | undefined): string | undefined {
   if (header === undefined) return undefined;

@@ -2,6 +2,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
 import { decodeData } from "../../src/operator/connection-secret.ts";
+import { connectionNameOf } from "../../src/operator/identity.ts";
 import type { Operator } from "../../src/operator/index.ts";
 import { DatabaseRestoreType, DatabaseType } from "../../src/resources/types.ts";
 import { eventually, manifests, startStack, type Stack } from "./helpers.ts";
@@ -138,7 +139,7 @@ describe("crash safety past the replay window", () => {
     expect((list.body?.data as unknown[]).length).toBe(1);
     // The original connection (its password only ever in the lost response) is revoked; the minted one remains.
     const db = (await api("GET", `/v1/databases/${s.id}`)).body?.data as { connections: { id: string; name: string }[] };
-    expect(db.connections.map((c) => [c.id, c.name])).toEqual([[s.connection.id, `k8s-${stack.namespace}-ledger-late`]]);
+    expect(db.connections.map((c) => [c.id, c.name])).toEqual([[s.connection.id, connectionNameOf("e2e", "Database", stack.namespace, "ledger-late")]]);
     expect(await query<{ one: number }>(await secretUrl("ledger-late"), "select 1 as one")).toEqual([{ one: 1 }]);
     await second.stop();
   });

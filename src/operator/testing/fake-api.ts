@@ -1,10 +1,15 @@
 import { randomBytes } from "node:crypto";
-import type { Connection, CreatedConnection, CreatedDatabase, CreatedProject, Database, Project } from "../../contract/index.ts";
-import type { MdsApi } from "../api.ts";
+import type { Connection, Database, Project, PublicCreatedDatabase, PublicCreatedProject } from "../../contract/index.ts";
+import type { CreatedConnection, MdsApi } from "../api.ts";
 
 // An in-memory Managed Database Service for unit tests of the loop: logicalId uniqueness, Idempotency-Key replay
 // (which a test can expire), connections with credentials only in creation responses, call counts and injected
 // failures. The end-to-end tests use the real service.
+//
+// `publicApi: true` behaves as the public Management API may (its SDK types): Idempotency-Key ignored and no
+// replay announced, the default database deletable only with its project (403 alone), a project with other
+// databases refused with 400, PATCH without isDefault (400), legal nulls in every answer (region, defaultRegion,
+// directConnection, the creation response's connectionString).
 
 export class FakeApiError extends Error {
   readonly code: string;
@@ -36,10 +41,21 @@ export interface FakeApi extends MdsApi {
   /** Whether responses carry `logicalId` (default true, as the real service; false: another compatible service). */
   reportsLogicalId: boolean;
   /** The next POST of `operation` lands but its response is lost (the caller sees this error). */
-  loseNextResponse(operation: "createProject" | "createProjectDatabase", error: Error): void;
+  loseNextResponse(operation: "createProject" | "createDatabase" | "createConnection" | "restoreDatabase", error: Error): void;
+  /** Every list page reports this many items the client could not read (a foreign object; see src/client/list-items.ts). */
+  unreadableItems: number;
+  /** The service moved the database's server: every connection's endpoints get this host and these ports. */
+  moveEndpoints(databaseId: string, to: { host: string; directPort: number; pooledPort: number }): void;
+  /** Restores keep the target `recovering` for this many reads (0: done at once). */
+  restoreReads: number;
+  /** Restores that acted (a replayed POST does not count). */
+  restores: number;
+  /** Whether creation responses carry connection strings (the public API may leave them out). */
+  connectionStrings: boolean;
 }
 
-export function createFakeApi(): FakeApi {
+export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
+  const publicApi = options.publicApi ?? false;
   const databases: FakeApi["databases"] = new Map();
   const projects: FakeApi["projects"] = new Map();
   const connections = new Map<string, Connection>();
@@ -51,6 +67,7 @@ export function createFakeApi(): FakeApi {
   const calls: Record<string, number> = {};
   const pendingReads = new Map<string, number>();
   const lostResponses = new Map<string, Error>();
+  const restoreReadsLeft = new Map<string, number>();
   /** The wire form of `logicalId`: null when none was given, absent when this service does not report it. */
   const withLogicalId = <T extends object>(value: T, logicalId: string | undefined): T & { logicalId?: string | null } =>
     api.reportsLogicalId ? { ...value, logicalId: logicalId ?? null } : value;
@@ -75,7 +92,7 @@ export function createFakeApi(): FakeApi {
   }
 
   async function idempotent<T>(key: string | undefined, body: unknown, fn: () => T): Promise<T> {
-    if (key === undefined) return fn();
+    if (key === undefined || publicApi) return fn();
     const rec = replays.get(key);
     const b = JSON.stringify(body);
     if (rec) {
@@ -108,10 +125,15 @@ export function createFakeApi(): FakeApi {
     connectionsOf.set(db.id, (connectionsOf.get(db.id) ?? new Set()).add(cid));
     return {
       ...conn,
-      directConnection: { ...conn.directConnection, pass },
-      endpoints: { direct: { host: "db.example", port: 5432, connectionString: url(5432) }, pooled: { host: "pool.example", port: 6432, connectionString: url(6432) } },
+      directConnection: publicApi ? null : { ...conn.directConnection, pass },
+      endpoints: api.connectionStrings
+        ? { direct: { host: "db.example", port: 5432, connectionString: url(5432) }, pooled: { host: "pool.example", port: 6432, connectionString: url(6432) } }
+        : { direct: { host: "db.example", port: 5432 }, pooled: { host: "pool.example", port: 6432 } },
     };
   }
+
+  /** The public API's legal nulls on a connection as listed. */
+  const publicConnection = (c: Connection): Connection => (publicApi ? { ...c, directConnection: null as never } : c);
 
   function view(dbId: string): Database {
     const db = databases.get(dbId)!;
@@ -119,14 +141,19 @@ export function createFakeApi(): FakeApi {
     if (db.status === "provisioning" && left <= 0) db.status = "ready";
     else if (left > 0) pendingReads.set(dbId, left - 1);
     const { logicalId, ...rest } = db;
-    const own = [...(connectionsOf.get(dbId) ?? [])].map((cid) => connections.get(cid) as Connection);
-    return structuredClone(withLogicalId({ ...rest, connections: own }, logicalId));
+    if (db.status === "recovering") {
+      const reads = restoreReadsLeft.get(dbId) ?? 0;
+      if (reads <= 0) db.status = "ready";
+      else restoreReadsLeft.set(dbId, reads - 1);
+    }
+    const own = [...(connectionsOf.get(dbId) ?? [])].map((cid) => publicConnection(connections.get(cid) as Connection));
+    return structuredClone(withLogicalId({ ...rest, ...(publicApi ? { region: null as never } : {}), connections: own }, logicalId));
   }
 
   function createDb(
     projectId: string,
     body: { name?: string | undefined; isDefault?: boolean | undefined; logicalId?: string | undefined; source?: Database["source"] | undefined },
-  ): CreatedDatabase {
+  ): PublicCreatedDatabase {
     const p = projects.get(projectId);
     if (p === undefined) throw new FakeApiError("not_found", 404, `project "${projectId}" not found`);
     if (body.logicalId !== undefined) {
@@ -157,13 +184,23 @@ export function createFakeApi(): FakeApi {
     return withLogicalId(
       {
         ...rest,
+        ...(publicApi ? { region: null as never } : {}),
         connections: [conn],
         apiKeys: [],
-        connectionString: conn.endpoints.direct!.connectionString,
+        connectionString: publicApi ? (null as never) : (conn.endpoints.direct!.connectionString ?? null),
         directConnection: conn.directConnection,
       },
       logicalId,
     );
+  }
+
+  function dropDatabase(dbId: string) {
+    databases.delete(dbId);
+    for (const cid of connectionsOf.get(dbId) ?? []) {
+      connections.delete(cid);
+      passwords.delete(cid);
+    }
+    connectionsOf.delete(dbId);
   }
 
   const page = <T>(items: T[], params: { limit?: number; cursor?: string } | undefined) => {
@@ -182,12 +219,23 @@ export function createFakeApi(): FakeApi {
     outage: undefined,
     provisioningReads: 0,
     reportsLogicalId: true,
+    unreadableItems: 0,
+    restoreReads: 0,
+    restores: 0,
+    connectionStrings: true,
+    replaysIdempotencyKeys: () => !publicApi,
+    moveEndpoints(databaseId, to) {
+      for (const cid of connectionsOf.get(databaseId) ?? []) {
+        const c = connections.get(cid)!;
+        c.endpoints = { direct: { host: to.host, port: to.directPort }, pooled: { host: to.host, port: to.pooledPort } };
+      }
+    },
     loseNextResponse: (op, err) => lostResponses.set(op, err),
     expireReplays: () => replays.clear(),
     failNext: (op, err) => failures.set(op, err),
     async createProject(body, o) {
       enter("createProject");
-      return landed("createProject", idempotent(o?.idempotencyKey, body, (): CreatedProject => {
+      return landed("createProject", idempotent(o?.idempotencyKey, body, (): PublicCreatedProject => {
         if (body.logicalId !== undefined && [...projects.values()].some((p) => p.logicalId === body.logicalId)) {
           throw new FakeApiError("conflict", 409, "logicalId already used");
         }
@@ -198,7 +246,7 @@ export function createFakeApi(): FakeApi {
           url: `https://api.example/v1/projects/${pid}`,
           name: body.name ?? "p",
           createdAt: now(),
-          defaultRegion: body.region ?? "us-east-1",
+          defaultRegion: publicApi ? (null as never) : (body.region ?? "us-east-1"),
           workspace: { id: "wksp_c000000000000000000000000", url: "https://api.example/w", name: "default" },
           logicalId: body.logicalId,
         };
@@ -218,17 +266,23 @@ export function createFakeApi(): FakeApi {
     async listProjects(params) {
       enter("listProjects");
       const all = [...projects.values()].filter((p) => params?.logicalId === undefined || p.logicalId === params.logicalId).map(({ logicalId, ...rest }) => structuredClone(withLogicalId(rest, logicalId)));
-      return page(all, params);
+      return { ...page(all, params), ...(api.unreadableItems > 0 ? { skipped: api.unreadableItems } : {}) };
     },
     async deleteProject(pid) {
       enter("deleteProject");
       if (!projects.has(pid)) throw new FakeApiError("not_found", 404, "not found");
-      if ([...databases.values()].some((d) => d.project.id === pid)) throw new FakeApiError("conflict", 409, "project has databases");
+      const own = [...databases.values()].filter((d) => d.project.id === pid);
+      if (publicApi) {
+        // The public API deletes the default database with its project, and refuses while others exist (400).
+        if (own.some((d) => !d.isDefault)) throw new FakeApiError("invalid_request", 400, "Project cannot be deleted due to existing dependencies");
+        for (const d of own) dropDatabase(d.id);
+      } else if (own.length > 0) throw new FakeApiError("conflict", 409, "project has databases");
       projects.delete(pid);
     },
-    async createProjectDatabase(pid, body, o) {
-      enter("createProjectDatabase");
-      return landed("createProjectDatabase", idempotent(o?.idempotencyKey, { pid, body }, () => createDb(pid, body)));
+    async createDatabase(body, o) {
+      enter("createDatabase");
+      const { projectId: pid, ...rest } = body;
+      return landed("createDatabase", idempotent(o?.idempotencyKey, body, () => createDb(pid, rest)));
     },
     async getDatabase(dbId) {
       enter("getDatabase");
@@ -239,25 +293,32 @@ export function createFakeApi(): FakeApi {
       enter("updateDatabase");
       const db = databases.get(dbId);
       if (!db) throw new FakeApiError("not_found", 404, "not found");
+      if (publicApi && "isDefault" in body) throw new FakeApiError("invalid_request", 400, "Unrecognized key: isDefault");
       if (body.name !== undefined) db.name = body.name;
       if (body.isDefault) db.isDefault = true;
       return view(dbId);
     },
     async deleteDatabase(dbId) {
       enter("deleteDatabase");
-      if (!databases.delete(dbId)) throw new FakeApiError("not_found", 404, "not found");
-      for (const cid of connectionsOf.get(dbId) ?? []) connections.delete(cid);
-      connectionsOf.delete(dbId);
+      const db = databases.get(dbId);
+      if (db === undefined) throw new FakeApiError("not_found", 404, "not found");
+      if (publicApi && db.isDefault) throw new FakeApiError("forbidden", 403, "Cannot delete the default environment");
+      dropDatabase(dbId);
     },
     async restoreDatabase(dbId, body, o) {
       enter("restoreDatabase");
-      return idempotent(o?.idempotencyKey, body, () => {
-        const db = databases.get(dbId);
-        if (!db) throw new FakeApiError("not_found", 404, "not found");
-        db.source = body.source;
-        db.status = "ready";
-        return view(dbId);
-      });
+      return landed(
+        "restoreDatabase",
+        idempotent(o?.idempotencyKey, { dbId, body }, () => {
+          const db = databases.get(dbId);
+          if (!db) throw new FakeApiError("not_found", 404, "not found");
+          api.restores++;
+          db.source = body.source;
+          db.status = api.restoreReads > 0 ? "recovering" : "ready";
+          restoreReadsLeft.set(dbId, api.restoreReads);
+          return view(dbId);
+        }),
+      );
     },
     async listDatabases(params) {
       enter("listDatabases");
@@ -266,7 +327,7 @@ export function createFakeApi(): FakeApi {
       );
       // Only the page is read (a read can finish provisioning: see provisioningReads).
       const listed = page(matching, params);
-      return { ...listed, data: listed.data.map((d) => view(d.id)) };
+      return { ...listed, data: listed.data.map((d) => view(d.id)), ...(api.unreadableItems > 0 ? { skipped: api.unreadableItems } : {}) };
     },
     async listBackups() {
       enter("listBackups");
@@ -274,11 +335,14 @@ export function createFakeApi(): FakeApi {
     },
     async createConnection(dbId, body, o) {
       enter("createConnection");
-      return idempotent(o?.idempotencyKey, { dbId, body }, () => {
-        const db = databases.get(dbId);
-        if (!db) throw new FakeApiError("not_found", 404, "not found");
-        return newConnection(db, body.name);
-      });
+      return landed(
+        "createConnection",
+        idempotent(o?.idempotencyKey, { dbId, body }, () => {
+          const db = databases.get(dbId);
+          if (!db) throw new FakeApiError("not_found", 404, "not found");
+          return newConnection(db, body.name);
+        }),
+      );
     },
     async deleteConnection(cid) {
       enter("deleteConnection");

@@ -26,12 +26,11 @@ beforeEach(async () => {
   clock = Date.parse("2026-11-21T10:00:00Z");
   crash = undefined;
   kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "tok" }) });
-  const project = await api.createProject({ name: "p", createDatabase: false });
-  dbId = (await api.createProjectDatabase(project.id, { name: "inv" })).id;
-  kube.put(DatabaseType, { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "inv", namespace: "default" }, spec: { projectId: project.id }, status: { id: dbId, secretName: "inv" } });
-  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "inv", namespace: "default", labels: { "app.kubernetes.io/managed-by": "mds-operator", "mds.dev/database-id": dbId } }, data: {} });
+  await seed();
   const logger = pino({ level: "silent" });
-  reconcile = createRestoreReconciler({
+  // A crash point ends the process: the next reconcile runs in a new reconciler that remembers nothing.
+  let restart = false;
+  const build = () => createRestoreReconciler({
     kube,
     databases: kube.cache(DatabaseType),
     secrets: kube.cache<Secret>(SecretType),
@@ -43,12 +42,27 @@ beforeEach(async () => {
     crashPoint: (name) => {
       if (name === crash) {
         crash = undefined;
+        restart = true;
         throw new Error(`simulated crash at ${name}`);
       }
     },
     now: () => new Date(clock),
   });
+  let current = build();
+  reconcile = async (key) => {
+    const outcome = await current(key);
+    if (restart) [current, restart] = [build(), false];
+    return outcome;
+  };
 });
+
+/** The target database "inv", at the service and in the cluster. */
+async function seed() {
+  const project = await api.createProject({ name: "p", createDatabase: false });
+  dbId = (await api.createDatabase({ projectId: project.id, name: "inv" })).id;
+  kube.put(DatabaseType, { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "inv", namespace: "default" }, spec: { projectId: project.id }, status: { id: dbId, secretName: "inv" } });
+  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "inv", namespace: "default", labels: { "app.kubernetes.io/managed-by": "mds-operator", "mds.dev/database-id": dbId } }, data: {} });
+}
 
 const applyRestore = (name: string) =>
   kube.put(DatabaseRestoreType, {
@@ -109,8 +123,51 @@ describe("DatabaseRestore", () => {
     await settle("r1", 1);
     await settle("r1");
     expect(restoreStatus("r1")?.["phase"]).toBe("Succeeded");
-    // The same process remembers the acknowledged POST; after a real restart one replay-safe re-POST with the
-    // same Idempotency-Key follows (end-to-end test: the real service runs one restore job).
+    // The restarted operator re-POSTs with the same Idempotency-Key to a server that announced replay: replayed.
+    expect(api.calls["restoreDatabase"]).toBe(2);
+    expect(api.restores).toBe(1);
+  });
+});
+
+describe("DatabaseRestore against the public API (no Idempotency-Key replay)", () => {
+  beforeEach(async () => {
+    api = createFakeApi({ publicApi: true });
+    await seed();
+  });
+
+  it("a restore whose answer was lost is recognised by the target's new source, never sent again", async () => {
+    applyRestore("r1");
+    api.loseNextResponse("restoreDatabase", new Error("socket hang up"));
+    await settle("r1");
+    expect(restoreStatus("r1")).toMatchObject({ phase: "Succeeded" });
     expect(api.calls["restoreDatabase"]).toBe(1);
+    expect(api.restores).toBe(1);
+  });
+
+  it("a lost answer while the target is recovering waits for it, never sending again", async () => {
+    api.restoreReads = 2;
+    applyRestore("r1");
+    api.loseNextResponse("restoreDatabase", new Error("socket hang up"));
+    await settle("r1", 8);
+    expect(restoreStatus("r1")).toMatchObject({ phase: "Succeeded" });
+    expect(api.calls["restoreDatabase"]).toBe(1);
+  });
+
+  it("after a crash around the POST with no sign of a restore on the target, it is OutcomeUnknown at once", async () => {
+    applyRestore("r1");
+    crash = "restore:before-post";
+    await settle("r1", 1);
+    await settle("r1");
+    expect(restoreStatus("r1")).toMatchObject({ phase: "Failed", reason: "OutcomeUnknown" });
+    expect(api.calls["restoreDatabase"] ?? 0).toBe(0);
+  });
+
+  it("a POST the service refused without acting (429) is sent again", async () => {
+    applyRestore("r1");
+    api.failNext("restoreDatabase", Object.assign(new Error("slow down"), { code: "rate_limited", status: 429 }));
+    await settle("r1");
+    expect(restoreStatus("r1")).toMatchObject({ phase: "Succeeded" });
+    expect(api.calls["restoreDatabase"]).toBe(2);
+    expect(api.restores).toBe(1);
   });
 });

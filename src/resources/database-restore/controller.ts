@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import type { KubeClient } from "../../kube/client.ts";
 import { isKubeConflict } from "../../kube/errors.ts";
 import { SecretType, type KubeObject, type Secret } from "../../kube/types.ts";
-import { errorCode } from "../../operator/api.ts";
+import { errorCode, mayHaveLanded } from "../../operator/api.ts";
 import { annotations, labels, restoreKeysOf } from "../../operator/connection-secret.ts";
 import { setCondition } from "../../operator/conditions.ts";
 import type { CredentialPool } from "../../operator/credentials.ts";
@@ -18,8 +18,10 @@ import { DatabaseRestore, terminalRestorePhases, type DatabaseRestoreStatus } fr
 
 // A restore destroys data and GitOps re-applies manifests, so it runs at most once per idempotencyKey and target:
 // - the key is looked up in the target's ledger (Database status and its connection Secret, which outlives it);
-// - requestedAt is written before the POST; after a crash only a replay-safe re-POST (same Idempotency-Key) is
-//   allowed, and once the service can no longer replay, the phase is Failed with reason OutcomeUnknown.
+// - requestedAt (and the target's source) is written before the POST. A POST whose outcome is unknown (a crash, a
+//   lost answer) is sent again only to a server that announced Idempotency-Key replay, within its window. Any other
+//   server (the public API ignores the key) is not asked twice: the target is observed instead (recovering, or its
+//   source changed to the requested backup: it ran), else the phase is Failed with reason OutcomeUnknown.
 
 export interface RestoreDeps {
   kube: KubeClient;
@@ -45,6 +47,8 @@ export function createRestoreReconciler(deps: RestoreDeps) {
   const replayWindowMs = deps.replayWindowMs ?? 23 * 3600_000;
   // Keys whose POST the service has acknowledged in this process; after a restart one replay-safe re-POST confirms.
   const acknowledged = new Set<string>();
+  // Keys with no POST that may have acted: requested in this process and every POST so far refused (a 4xx).
+  const notSent = new Set<string>();
 
   async function writeStatus(obj: RestoreObject, fields: Partial<DatabaseRestoreStatus>): Promise<RestoreObject> {
     const next: DatabaseRestoreStatus = { ...(obj.status ?? {}), ...fields };
@@ -178,7 +182,14 @@ export function createRestoreReconciler(deps: RestoreDeps) {
           return requeueAfter(deps.pollIntervals.fastMs);
         }
         const requestedAt = iso(now());
-        obj = await writeStatus(obj, { phase: "Running", requestedAt, reason: "Restoring", message: `Restore of backup "${obj.status?.backupId}" requested` });
+        obj = await writeStatus(obj, {
+          phase: "Running",
+          requestedAt,
+          targetSourceBefore: sourceKeyOf(db.source),
+          reason: "Restoring",
+          message: `Restore of backup "${obj.status?.backupId}" requested`,
+        });
+        notSent.add(`${targetId}|${restoreKey}`);
         await recordLedger(ns, targetName, targetId, {
           key: restoreKey,
           phase: "Running",
@@ -196,19 +207,42 @@ export function createRestoreReconciler(deps: RestoreDeps) {
         throw new ReconcileError("ReconcileError", "restore status lost its resolved backup; refusing to guess");
       }
       const ackKey = `${targetId}|${restoreKey}`;
-      if (!acknowledged.has(ackKey)) {
-        if (now().getTime() - Date.parse(s.requestedAt) > replayWindowMs) {
+      if (!acknowledged.has(ackKey) && !notSent.has(ackKey)) {
+        // A POST may have acted without us seeing its answer. The read also tells whether this server replays.
+        const target = await ctx.api.getDatabase(targetId);
+        if (!ctx.api.replaysIdempotencyKeys()) {
+          const requested = sourceKeyOf({ type: "backup", databaseId: sourceId, backupId });
+          if (target.status === "recovering" || (sourceKeyOf(target.source) === requested && s.targetSourceBefore !== requested)) {
+            acknowledged.add(ackKey);
+          } else {
+            return finish(
+              obj,
+              ns,
+              targetName,
+              targetId,
+              restoreKey,
+              "Failed",
+              "OutcomeUnknown",
+              `The restore was requested at ${s.requestedAt} but its answer was lost, the service does not replay requests and database "${targetId}" shows no sign of it; it is not repeated. Check the database's data, then create a new DatabaseRestore if needed`,
+            );
+          }
+        } else if (now().getTime() - Date.parse(s.requestedAt) > replayWindowMs) {
           return finish(obj, ns, targetName, targetId, restoreKey, "Failed", "OutcomeUnknown", `The restore was requested at ${s.requestedAt} and its outcome cannot be known any more; it is not repeated. Check the database's data, then create a new DatabaseRestore if needed`);
         }
+      }
+      if (!acknowledged.has(ackKey)) {
         try {
           await startRestore(ctx.api, targetId, sourceId, backupId, restoreKey);
         } catch (err) {
+          if (mayHaveLanded(err)) notSent.delete(ackKey);
           const code = errorCode(err);
           if (code === "unprocessable" || code === "invalid_request" || code === "not_found") {
+            notSent.delete(ackKey);
             return finish(obj, ns, targetName, targetId, restoreKey, "Failed", "RemoteFailure", `The service refused the restore: ${messageOf(err)}`);
           }
           throw err;
         }
+        notSent.delete(ackKey);
         acknowledged.add(ackKey);
         await deps.crashPoint("restore:after-post");
         log.info({ targetId, backupId }, "Requested restore");
@@ -236,6 +270,12 @@ export function createRestoreReconciler(deps: RestoreDeps) {
       return failed(err);
     }
   };
+
+  /** A database's source as one comparable string. */
+  function sourceKeyOf(source: { type: string; databaseId?: string; backupId?: string } | null): string {
+    if (source === null) return "none";
+    return [source.type, source.databaseId ?? "", source.backupId ?? ""].join(":");
+  }
 
   async function finish(obj: RestoreObject, ns: string, targetName: string | undefined, targetId: string, key: string, phase: "Succeeded" | "Failed", reason: string, message: string): Promise<Outcome> {
     const completedAt = iso(now());

@@ -1,5 +1,4 @@
-import type { Database as RemoteDatabase } from "../../contract/index.ts";
-import type { MdsApi } from "../../operator/api.ts";
+import type { Database as RemoteDatabase, MdsApi } from "../../operator/api.ts";
 import { ReconcileError } from "../../operator/errors.ts";
 import { idempotencyKeyOf } from "../../operator/identity.ts";
 

@@ -82,6 +82,11 @@ export const DatabaseRestoreStatus = z
     sourceDatabaseId: z.string().max(80).optional().describe("The resolved source database (db_…)."),
     backupId: z.string().max(80).optional().describe("The resolved backup (bkp_…), recorded before the restore starts."),
     requestedAt: z.iso.datetime().optional().describe("When the restore was requested; written before the request is sent."),
+    targetSourceBefore: z
+      .string()
+      .max(256)
+      .optional()
+      .describe("The target's source as the service reported it just before the request (type:databaseId:backupId): a restore whose answer was lost shows as its change."),
     completedAt: z.iso.datetime().optional().describe("When the restore reached a final phase."),
     observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
     conditions: Conditions.optional(),

@@ -74,7 +74,7 @@ export const DatabaseSpec = z
     isDefault: z
       .boolean()
       .default(false)
-      .describe("Make this the project's default database (the flag moves from the previous default)."),
+      .describe("Create this database as the project's default. Applied at creation only: the public API cannot change it afterwards, so a later edit is not sent."),
     source: DatabaseSource.optional(),
     connectionSecret: ConnectionSecret.optional(),
     credentials: Credentials.optional(),

@@ -127,7 +127,7 @@ describe("Project", () => {
     apply("temp", { deletionPolicy: "Delete", connectionSecret: { name: "temp-db" } });
     await converge("temp");
     const id = statusOf("temp").id;
-    const extra = await api.createProjectDatabase(id, { name: "extra" });
+    const extra = await api.createDatabase({ projectId: id, name: "extra" });
     await kube.delete(ProjectType, "default", "temp");
     await run("temp");
     expect(statusOf("temp").conditions.find((c) => c.type === "Ready")).toMatchObject({ status: "False", reason: "WaitingForDatabases" });

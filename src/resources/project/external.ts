@@ -1,11 +1,12 @@
-import type { CreateProjectBody, ProjectDatabase } from "../../contract/index.ts";
-import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
+import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
+import { errorCode, isApiConflict, isApiNotFound, mayHaveLanded, type MdsApi } from "../../operator/api.ts";
 import { annotations } from "../../operator/connection-secret.ts";
-import { connectionNameOf, credentialsFromCreated, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
+import { connectionNameOf, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
+import { ReconcileError, messageOf } from "../../operator/errors.ts";
 import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
 import { replayOrMint } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
-import { readinessOf, secretTargetOf } from "../database/external.ts";
+import { readinessWithSecret, secretTargetOf, stripSecrets, usableCredentials } from "../database/external.ts";
 import type { Project } from "./schema.ts";
 
 export type ProjectObject = Project & { apiVersion: string; kind: string; metadata: Project["metadata"] & { name: string } };
@@ -31,14 +32,24 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
     ...(obj.spec.region === undefined ? {} : { region: obj.spec.region }),
     ...(obj.spec.workspaceId === undefined ? {} : { workspaceId: obj.spec.workspaceId }),
   });
-  const lookup = async (obj: ProjectObject) => (await api.listProjects({ logicalId: logicalIdFor(obj), limit: 1 })).data[0];
+  /** The project with our logicalId; `undefined` only when the service said so (a failed lookup throws). */
+  async function lookup(obj: ProjectObject) {
+    const page = await api.listProjects({ logicalId: logicalIdFor(obj), limit: 1 });
+    const found = page.data[0];
+    if (found === undefined && (page.skipped ?? 0) > 0) {
+      throw new ReconcileError("RemoteUnreadable", `cannot tell whether project "${logicalIdFor(obj)}" exists: the service answered with a project the operator cannot read`);
+    }
+    return found;
+  }
 
   /** Lookup before create: the mirror's full list proves absence without a call (see the Database client). */
   async function lookupBeforeCreate(obj: ProjectObject) {
     await mirror.ready().catch(() => undefined);
     const known = mirror.findProjectByLogicalId(logicalIdFor(obj));
     if (known.known && known.value === undefined) return undefined;
-    return lookup(obj);
+    const found = await lookup(obj);
+    mirror.settle(logicalIdFor(obj));
+    return found;
   }
 
   async function defaultDatabaseOf(projectId: string): Promise<RemoteDatabase | undefined> {
@@ -52,37 +63,35 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
     return db;
   }
 
-  function asRemote(db: ProjectDatabase, project: { id: string; url: string; name: string }): RemoteDatabase {
-    const { apiKeys: _a, connectionString: _s, directConnection: _d, ...rest } = db;
-    return {
-      ...rest,
-      project,
-      connections: db.connections.map((c) => ({
-        ...c,
-        directConnection: { ...c.directConnection, pass: "********" },
-        endpoints: Object.fromEntries(Object.entries(c.endpoints).map(([k, e]) => [k, e === undefined ? e : { host: e.host, port: e.port }])),
-      })),
-    };
+  function asRemote(db: PublicProjectDatabase, project: { id: string; url: string; name: string }): RemoteDatabase {
+    return { ...db, project, connections: db.connections.map(stripSecrets) };
   }
 
+  /**
+   * A project goes after its other databases (each Database resource deletes its own). Its default database: our
+   * service deletes it alone once the others are gone, then the project; the public API refuses that (403) and
+   * deletes it with the project. "Still has databases" (our 409, the public API's 400) is a wait, not an error.
+   */
   async function deleteById(id: string): Promise<Deletion> {
-    const remaining = (await api.listDatabases({ projectId: id, limit: 100 }).catch((err: unknown) => {
+    const listed: { data: RemoteDatabase[]; skipped?: number | undefined } = await api.listDatabases({ projectId: id, limit: 100 }).catch((err: unknown) => {
       if (isApiNotFound(err)) return { data: [] as RemoteDatabase[] };
       throw err;
-    })).data;
-    const others = remaining.filter((d) => !d.isDefault);
-    if (others.length > 0) {
+    });
+    const others = listed.data.filter((d) => !d.isDefault);
+    if (others.length > 0 || (listed.skipped ?? 0) > 0) {
+      const count = others.length + (listed.skipped ?? 0);
       return {
         done: false,
         reason: "WaitingForDatabases",
-        message: `Project "${id}" still has ${others.length} database(s) (${others.slice(0, 3).map((d) => d.id).join(", ")}); it is deleted after them`,
+        message: `Project "${id}" still has ${count} database(s) (${others.slice(0, 3).map((d) => d.id).join(", ") || "unreadable"}); it is deleted after them`,
       };
     }
-    for (const d of remaining) {
+    for (const d of listed.data) {
       try {
         await api.deleteDatabase(d.id);
       } catch (err) {
-        if (!isApiNotFound(err)) throw err;
+        // 403: the public API deletes the default database only with its project, just below.
+        if (!isApiNotFound(err) && errorCode(err) !== "forbidden") throw err;
       }
       mirror.forgetDatabase(d.id);
     }
@@ -90,7 +99,9 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
       await api.deleteProject(id);
     } catch (err) {
       if (isApiNotFound(err)) return { done: true };
-      if (isApiConflict(err)) return { done: false, reason: "WaitingForDatabases", message: `Project "${id}" still has databases; waiting` };
+      if (isApiConflict(err) || errorCode(err) === "invalid_request") {
+        return { done: false, reason: "WaitingForDatabases", message: `Project "${id}" still has databases (the service said: ${messageOf(err)}); waiting` };
+      }
       throw err;
     }
     return { done: true };
@@ -106,7 +117,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
         id: project.id,
         url: project.url,
         workspace: { id: project.workspace.id, name: project.workspace.name },
-        defaultRegion: project.defaultRegion,
+        ...(project.defaultRegion === null ? {} : { defaultRegion: project.defaultRegion }),
       };
       if (obj.spec.connectionSecret === undefined) {
         return { exists: true, status, ready: { ok: true }, upToDate: true, fastPoll: false };
@@ -122,13 +133,14 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
         };
       }
       status["defaultDatabase"] = { id: db.id, name: db.name, status: db.status };
+      const secret = secretTargetOf(obj, db, undefined);
       return {
         exists: true,
         status,
-        ready: readinessOf(db),
+        ready: readinessWithSecret(db, secret),
         upToDate: true,
         fastPoll: db.status === "provisioning" || db.status === "recovering",
-        secret: secretTargetOf(obj, db, undefined),
+        secret,
       };
     },
 
@@ -144,30 +156,33 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
           const again = await lookup(obj);
           if (again !== undefined) return { id: again.id, adopted: true, status: {} };
         }
+        if (mayHaveLanded(err)) mirror.suspect(logicalIdFor(obj));
         throw err;
       }
       const { database: _database, ...project } = created;
       mirror.putProject(project);
-      const status = { url: created.url, defaultRegion: created.defaultRegion, workspace: { id: created.workspace.id, name: created.workspace.name } };
+      const status = {
+        url: created.url,
+        ...(created.defaultRegion === null ? {} : { defaultRegion: created.defaultRegion }),
+        workspace: { id: created.workspace.id, name: created.workspace.name },
+      };
       const db = created.database;
       if (db === null) return { id: created.id, adopted: false, status };
       const remote = asRemote(db, { id: created.id, url: created.url, name: created.name });
       mirror.putDatabase(remote);
+      const withDb = { ...status, defaultDatabase: { id: db.id, name: db.name, status: db.status } };
       const connection = db.connections.find((c) => c.id === db.defaultConnectionId) ?? db.connections[0];
-      if (connection === undefined) return { id: created.id, adopted: false, status };
-      return {
-        id: created.id,
-        adopted: false,
-        status: { ...status, defaultDatabase: { id: db.id, name: db.name, status: db.status } },
-        credentials: credentialsFromCreated(connection),
-        secret: secretTargetOf(obj, remote, connection.id),
-      };
+      // Without usable credentials in the answer the Secret is built from a minted connection (recoverCredentials).
+      const credentials = connection === undefined ? undefined : usableCredentials(connection);
+      if (connection === undefined || credentials === undefined) return { id: created.id, adopted: false, status: withDb, secret: secretTargetOf(obj, remote, undefined) };
+      return { id: created.id, adopted: false, status: withDb, credentials, secret: secretTargetOf(obj, remote, connection.id) };
     },
 
     async update() {},
 
     async delete(obj) {
-      const id = recordedProjectId(obj) ?? (obj.spec.externalId === undefined ? (await lookup(obj).catch(() => undefined))?.id : undefined);
+      // Without a recorded id a create may still have landed; only the service's answer that there is none counts.
+      const id = recordedProjectId(obj) ?? (obj.spec.externalId === undefined ? (await lookup(obj))?.id : undefined);
       if (id === undefined) return { done: true };
       return deleteById(id);
     },
@@ -179,9 +194,10 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
         mirror,
         target,
         previousConnectionId,
-        connectionName: connectionNameOf(obj.metadata.namespace ?? "default", obj.metadata.name),
+        connectionName: connectionNameOf(instanceId, "Project", obj.metadata.namespace ?? "default", obj.metadata.name),
+        // Only a server that announced replay answers the same POST with the original response instead of acting.
         replay:
-          ours !== undefined && ours.id === target.projectId
+          ours !== undefined && ours.id === target.projectId && api.replaysIdempotencyKeys()
             ? async () => {
                 const replay = await api.createProject(bodyFor(obj), { idempotencyKey: createKey(obj) });
                 const db = replay.database;
