@@ -14,8 +14,17 @@ export const RegionConfig = z.strictObject({
   accelerate: HostPort.optional(),
   /** This server's bound on lock waits of the service's sessions (default: the service's `lockTimeoutMs`). */
   lockTimeoutMs: z.number().int().min(1).optional(),
+  // Tenant limits (see tenant-limits.ts): one tenant must not take every connection slot of a shared server.
+  /** Sessions one tenant login may hold at once (the role's CONNECTION LIMIT). */
+  loginConnectionLimit: z.number().int().min(1).max(10_000).default(20),
+  /** Sessions all logins of one tenant database may hold together (the database's CONNECTION LIMIT). */
+  databaseConnectionLimit: z.number().int().min(1).max(10_000).default(40),
+  /** A tenant session idle inside an open transaction longer than this is ended (0: never). Tenants may lower it. */
+  idleInTransactionTimeoutMs: z.number().int().min(0).max(2_147_483_647).default(60_000),
 });
 export type RegionConfig = z.infer<typeof RegionConfig>;
+/** What a region's settings may override in `mds service --embedded` (all regions share one server there). */
+export type RegionSettings = Partial<Omit<z.input<typeof RegionConfig>, "adminUrl">>;
 
 export const ServiceConfig = z.strictObject({
   /** Control database (holds a password: never log it). */
@@ -51,6 +60,15 @@ export type ServiceConfigInput = z.input<typeof ServiceConfig>;
 /** Regions in the contract's order, keeping only those with a server. */
 export function enabledRegions(config: ServiceConfig): Region[] {
   return regionIds.filter((r) => config.regions[r] !== undefined);
+}
+
+export type TenantLimits = Pick<RegionConfig, "loginConnectionLimit" | "databaseConnectionLimit" | "idleInTransactionTimeoutMs">;
+
+/** The bounds every tenant login and database of `region` gets. */
+export function tenantLimitsOf(config: ServiceConfig, region: string): TenantLimits {
+  const r = config.regions[region as Region];
+  if (!r) throw new Error(`region ${region} has no server`);
+  return { loginConnectionLimit: r.loginConnectionLimit, databaseConnectionLimit: r.databaseConnectionLimit, idleInTransactionTimeoutMs: r.idleInTransactionTimeoutMs };
 }
 
 export function lockTimeoutOf(config: ServiceConfig, region: string): number {

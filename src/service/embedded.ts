@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import { regionIds, type Region } from "../contract/index.ts";
 import { startPostgres, type RunningPostgres } from "../postgres/index.ts";
 import { parseKey, randomSecret } from "./crypto.ts";
+import type { RegionSettings } from "./config.ts";
 import { startService, type RunningService, type StartServiceOptions } from "./index.ts";
 import { migrate } from "./store/migrate.ts";
 import { createPool } from "./store/pool.ts";
@@ -55,6 +56,8 @@ export type EmbeddedServiceOptions = {
   postgresSettings?: Record<string, string>;
   /** A `templateCluster()` directory to copy instead of running initdb (tests). */
   postgresTemplate?: string;
+  /** Settings every region gets (connection limits, sslmode, …; see RegionConfig). */
+  regionSettings?: RegionSettings;
   service?: Partial<Omit<StartServiceOptions, "controlUrl" | "regions" | "encryptionKey" | "backupDir" | "host" | "port" | "baseUrl" | "logger">>;
 };
 
@@ -144,7 +147,7 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
     const encryptionKey = await ensureKey(path.join(dir, "secret.key"));
     const serviceFile = path.join(dir, "service.json");
     const token = await ensureDefaultToken(controlUrl, serviceFile);
-    const regions = Object.fromEntries(regionIds.map((r) => [r, { adminUrl: postgres.url }])) as Record<Region, { adminUrl: string }>;
+    const regions = Object.fromEntries(regionIds.map((r) => [r, { ...options.regionSettings, adminUrl: postgres.url }])) as Record<Region, RegionSettings & { adminUrl: string }>;
     const service = await startService({
       ...options.service,
       controlUrl,

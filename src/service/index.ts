@@ -13,6 +13,7 @@ import { createMetrics } from "./metrics.ts";
 import { RateLimiter } from "./rate-limit.ts";
 import { startScheduler } from "./scheduler.ts";
 import { startSpareFiller } from "./spares.ts";
+import { applyTenantLimits } from "./tenant-limits.ts";
 import { migrate } from "./store/migrate.ts";
 import { createPool } from "./store/pool.ts";
 
@@ -73,6 +74,7 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
       regionPools.set(region, p);
     }
     await hardenServers(pool, [...byUrl.values()], logger);
+    await applyTenantLimits({ config, control: pool, regionPools, logger });
     await privateDirectory(config.backupDir);
     const lockPool = createPool(config.controlUrl, config.jobConcurrency + 1);
     byUrl.set(`lock:${config.controlUrl}`, lockPool);

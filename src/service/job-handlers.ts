@@ -1,6 +1,7 @@
 import { createHmac } from "node:crypto";
 import { rm } from "node:fs/promises";
 import path from "node:path";
+import { tenantLimitsOf } from "./config.ts";
 import type { ServiceDeps } from "./deps.ts";
 import { regionPool } from "./deps.ts";
 import { cloneInto } from "./clone.ts";
@@ -40,7 +41,7 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
     const fromBackup = db.source.type === "backup" ? await usableBackup(deps, db.source.backupId) : undefined;
     // A restore (or clone) interrupted by a crash leaves a half-filled database that nobody can see yet: start over.
     if ((fromBackup || db.source.type === "database") && ctx.attempt > 1) await dropDatabaseIfExists(pool, db.pg_name);
-    await provisionDatabase(pool, { pgName: db.pg_name, ownerRole: db.owner_role, logins });
+    await provisionDatabase(pool, { pgName: db.pg_name, ownerRole: db.owner_role, logins, limits: tenantLimitsOf(deps.config, db.region) });
     ctx.signal.throwIfAborted();
     if (fromBackup) await restoreAsOwner(deps, { jobId: job.id, region: db.region, pgName: db.pg_name, ownerRole: db.owner_role, backup: fromBackup, signal: ctx.signal });
     if (db.source.type === "database") await cloneInto(deps, db, db.source.databaseId, job, ctx.signal);
@@ -124,7 +125,8 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
       await dropDatabaseIfExists(pool, scratch);
       await allowConnections(pool, db.pg_name);
       const backup = await usableBackup(deps, String(job.payload.backupId));
-      await createDatabase(pool, scratch, db.owner_role);
+      // The scratch database becomes the target by a rename, so it is made with the target's limits.
+      await createDatabase(pool, scratch, db.owner_role, tenantLimitsOf(deps.config, db.region));
       const t1 = performance.now();
       await restoreAsOwner(deps, { jobId: job.id, region: db.region, pgName: scratch, ownerRole: db.owner_role, backup, signal: ctx.signal });
       // Past the time limit nothing is swapped in: the attempt ends here with the old data in place.

@@ -25,6 +25,7 @@ export type TestServiceOptions = {
   dir?: string;
   logger?: Logger;
   service?: EmbeddedServiceOptions["service"];
+  regionSettings?: EmbeddedServiceOptions["regionSettings"];
 };
 
 /**
@@ -42,6 +43,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
       logger: options.logger ?? pino({ level: "silent" }),
       postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
       postgresTemplate: await templateCluster(),
+      ...(options.regionSettings ? { regionSettings: options.regionSettings } : {}),
       service: { rateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
     });
   } catch (err) {

@@ -11,6 +11,7 @@ import {
 } from "../../contract/index.ts";
 import { insertConnection } from "../create-database.ts";
 import { randomPassword, scramVerifier } from "../crypto.ts";
+import { tenantLimitsOf } from "../config.ts";
 import { regionPool, type ServiceDeps } from "../deps.ts";
 import { conflict, notFound } from "../errors.ts";
 import { idempotentPost, jsonBody, parseWith, pathId, principalOf } from "../http.ts";
@@ -57,7 +58,7 @@ function mintConnection(
     const { connection, password, verifier } = await insertConnection(client, db.id, input.name);
     const pool = regionPool(deps, db.region);
     await ensureOwnerRole(pool, db.owner_role);
-    await ensureLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier });
+    await ensureLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier }, tenantLimitsOf(deps.config, db.region));
     return { status: 201, body: { data: render(db, connection, password) } };
   });
 }
@@ -126,7 +127,7 @@ export function connectionRoutes(app: FastifyInstance, deps: ServiceDeps): void 
       // Unlike the public API's best-effort revocation, the old password stops at once and its sessions end.
       const pool = regionPool(deps, db.region);
       await ensureOwnerRole(pool, db.owner_role);
-      await rotateLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier });
+      await rotateLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier }, tenantLimitsOf(deps.config, db.region));
       return { status: 200, body: { data: renderIssuedConnection(deps.config, db, connection, password) } };
     });
   });

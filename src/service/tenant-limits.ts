@@ -1,0 +1,31 @@
+import type { Logger } from "pino";
+import type pg from "pg";
+import { tenantLimitsOf, type ServiceConfig } from "./config.ts";
+import type { Region } from "../contract/index.ts";
+import { databaseLimitStatement, loginLimitStatements } from "./provisioner.ts";
+
+// New databases and logins get their region's limits when they are made (provisioner.ts). This brings the ones made
+// before (older versions of the service, or other settings) to the region's current limits at start, touching only
+// those that differ, so a restart over 10,000 databases costs two catalog queries per region.
+
+export async function applyTenantLimits(input: { config: ServiceConfig; control: pg.Pool; regionPools: Map<Region, pg.Pool>; logger: Logger }): Promise<void> {
+  for (const [region, pool] of input.regionPools) {
+    const limits = tenantLimitsOf(input.config, region);
+    const { rows: databases } = await input.control.query<{ pg_name: string }>("SELECT pg_name FROM databases WHERE region = $1 AND deleted_at IS NULL", [region]);
+    const { rows: logins } = await input.control.query<{ role_name: string }>(
+      "SELECT c.role_name FROM connections c JOIN databases d ON d.id = c.database_id WHERE d.region = $1 AND d.deleted_at IS NULL AND c.revoked_at IS NULL",
+      [region],
+    );
+    const { rows: staleDatabases } = await pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname = ANY($1) AND datconnlimit <> $2", [
+      databases.map((d) => d.pg_name),
+      limits.databaseConnectionLimit,
+    ]);
+    const { rows: staleLogins } = await pool.query<{ rolname: string }>(
+      "SELECT rolname FROM pg_roles WHERE rolname = ANY($1) AND rolcanlogin AND (rolconnlimit <> $2 OR NOT coalesce(rolconfig, '{}') @> ARRAY[$3])",
+      [logins.map((l) => l.role_name), limits.loginConnectionLimit, `idle_in_transaction_session_timeout=${limits.idleInTransactionTimeoutMs}`],
+    );
+    for (const { datname } of staleDatabases) await pool.query(databaseLimitStatement(datname, limits));
+    for (const { rolname } of staleLogins) for (const statement of loginLimitStatements(rolname, limits)) await pool.query(statement);
+    if (staleDatabases.length + staleLogins.length > 0) input.logger.info({ region, databases: staleDatabases.length, logins: staleLogins.length }, "applied the region's tenant limits");
+  }
+}
