@@ -47,7 +47,8 @@ export const ServiceConfig = z.strictObject({
   /** Time limit of one job attempt: past it the attempt is aborted (pg_dump/pg_restore killed) and counts as failed. */
   jobTimeoutMs: z.number().int().min(100).default(60 * 60_000),
   /** Jobs of one workspace running at once across all replicas: one workspace's stuck jobs never hold every worker. */
-  jobsPerWorkspace: z.number().int().min(1).max(32).default(2),
+  /** Default: one less than `jobConcurrency` (at least 1), so one workspace alone keeps nearly full throughput. */
+  jobsPerWorkspace: z.number().int().min(1).max(32).optional(),
   /** How long the service's sessions (and pg_dump) wait for a lock a tenant holds before the attempt fails. */
   lockTimeoutMs: z.number().int().min(1).default(30_000),
   rateLimit: z.strictObject({ perSecond: z.number().positive(), burst: z.number().int().min(1) }).default({ perSecond: 20, burst: 100 }),

@@ -98,7 +98,7 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
       pollIntervalMs: config.jobPollIntervalMs,
       maxAttempts: config.jobMaxAttempts,
       timeoutMs: config.jobTimeoutMs,
-      perWorkspace: config.jobsPerWorkspace,
+      perWorkspace: config.jobsPerWorkspace ?? Math.max(1, config.jobConcurrency - 1),
       logger: logger.child({ component: "jobs" }),
       ...(config.instanceId ? { instanceId: config.instanceId } : {}),
     });
