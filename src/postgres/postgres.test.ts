@@ -1,4 +1,5 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmod, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
@@ -67,6 +68,27 @@ describe("template clusters", () => {
       await first.stop();
       await second.stop();
       for (const d of [root, a, b]) await rm(d, { recursive: true, force: true });
+    }
+  });
+});
+
+// As root the server runs as the `postgres` OS user, which must pass through the directories above its own. Starting
+// it used to widen a 0700 parent to 0711, opening it to every OS user; now only that user gets through (an ACL entry).
+describe.runIf(process.getuid?.() === 0)("directories above the data directory, as root", () => {
+  it("stay closed to other users: a 0700 parent keeps its mode and only the postgres user passes", async () => {
+    const { templateCluster } = await import("./index.ts");
+    const parent = await mkdtemp(path.join(tmpdir(), "mds-private-"));
+    await chmod(parent, 0o700);
+    const server = await startPostgres({ dir: path.join(parent, "pg"), template: await templateCluster(), settings: { fsync: "off" } });
+    try {
+      expect((await query(server.url, "select 1 as one")).rows).toEqual([{ one: 1 }]);
+      expect((await stat(parent)).mode & 0o007).toBe(0);
+      const passes = (uid: number) => spawnSync("test", ["-x", parent], { uid, gid: uid }).status === 0;
+      expect(passes(Number(execFileSync("id", ["-u", "postgres"]).toString().trim()))).toBe(true);
+      expect(passes(65534)).toBe(false); // nobody
+    } finally {
+      await server.stop();
+      await rm(parent, { recursive: true, force: true });
     }
   });
 });

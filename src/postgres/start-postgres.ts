@@ -133,11 +133,28 @@ async function prepareDir(dir: string, user: OsUser | undefined): Promise<void> 
     await chown(dir, user.uid, user.gid);
     const mode = (await stat(dir)).mode & 0o777;
     if ((mode & 0o700) !== 0o700) await chmod(dir, mode | 0o700);
-    let parent = path.dirname(path.resolve(dir));
-    while (parent !== path.dirname(parent)) {
-      const parentMode = (await stat(parent)).mode & 0o777;
-      if ((parentMode & 0o001) === 0) await chmod(parent, parentMode | 0o011);
-      parent = path.dirname(parent);
+    await letThrough(path.dirname(path.resolve(dir)), user);
+  }
+}
+
+/**
+ * The server's user must pass through every directory above its own. One that shuts it out (a 0700 home or temporary
+ * directory) gets an ACL entry for that user alone: widening its mode to 0711 would open it to every OS user.
+ * Walks from the root down, so each check runs with the directories above it already passable.
+ */
+async function letThrough(dir: string, user: OsUser): Promise<void> {
+  const chain: string[] = [];
+  for (let d = dir; d !== path.dirname(d); d = path.dirname(d)) chain.unshift(d);
+  for (const d of chain) {
+    // access(2) as that user, ACLs included: the question asked the way the server will meet it.
+    if ((await runToEnd("test", ["-x", d], user)).code === 0) continue;
+    const granted = await runToEnd("setfacl", ["-m", `u:${user.uid}:x`, d], undefined).catch((err: NodeJS.ErrnoException) => ({ code: err.code === "ENOENT" ? -1 : -2, output: err.message }));
+    if (granted.code !== 0) {
+      const why = granted.code === -1 ? "setfacl is not installed (Debian package `acl`)" : `setfacl failed: ${granted.output.trim()}`;
+      throw new PostgresError(
+        "directory_unreachable",
+        `the postgres OS user cannot reach ${dir}: ${d} is closed to it, and mds does not open a directory to every user (${why}). Install \`acl\`, or run \`chmod o+x ${d}\` yourself, or choose a directory that user can reach`,
+      );
     }
   }
 }

@@ -75,8 +75,7 @@ describe("a tenant cannot take every connection slot", () => {
     await service.stop();
     service = await startTestService({ dir });
     const db = await readyDatabase(service.token, "older");
-    const [{ role }] = await sql<{ role: string }>(db.url, "SELECT session_user AS role");
-    const [{ datname }] = await sql<{ datname: string }>(db.url, "SELECT current_database() AS datname");
+    const [{ role, datname }] = (await sql<{ role: string; datname: string }>(db.url, "SELECT session_user AS role, current_database() AS datname")) as [{ role: string; datname: string }];
     // As an older service left them: no limits at all.
     await sql(service.postgresUrl, `ALTER DATABASE "${datname}" CONNECTION LIMIT -1`);
     await sql(service.postgresUrl, `ALTER ROLE "${role}" CONNECTION LIMIT -1`);
