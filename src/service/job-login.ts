@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { randomPassword, scramVerifier } from "./crypto.ts";
 import { ident, literal, revokeLoginRole } from "./provisioner.ts";
+import { inTransaction } from "./store/pool.ts";
 
 // pg_dump and pg_restore never log in as the region's superuser: a tenant function they call (a CHECK constraint,
 // a column default, a trigger, an index expression) could RESET ROLE and own the server. They log in as a login
@@ -30,22 +31,12 @@ export async function withOwnerLogin<T>(input: OwnerLoginInput, fn: (login: Data
   const password = randomPassword();
   const verifier = await scramVerifier(password);
   const role = ident(input.name);
-  const client = await input.pool.connect();
-  let broken = false;
-  try {
-    await client.query("BEGIN");
+  await inTransaction(input.pool, async (client) => {
     const { rowCount } = await client.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [input.name]);
     const attributes = `LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT PASSWORD ${literal(verifier)}`;
     await client.query(rowCount ? `ALTER ROLE ${role} ${attributes}` : `CREATE ROLE ${role} ${attributes}`);
     await client.query(`GRANT ${input.memberOf.map(ident).join(", ")} TO ${role}`);
-    await client.query("COMMIT");
-  } catch (err) {
-    broken = true;
-    await client.query("ROLLBACK").catch(() => {});
-    throw err;
-  } finally {
-    client.release(broken);
-  }
+  });
   const url = new URL(input.adminUrl);
   try {
     return await fn({ host: url.hostname, port: url.port || "5432", user: input.name, password, sslmode: url.searchParams.get("sslmode") ?? "prefer" });

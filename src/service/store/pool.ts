@@ -16,18 +16,24 @@ export function createPool(url: string, max = 10, options: { lockTimeoutMs?: num
   return pool;
 }
 
+/**
+ * Runs `fn` in one transaction. A client whose transaction failed is discarded, not returned to the pool: after a
+ * lost connection or a failed ROLLBACK it could hand the next caller a session still inside a broken transaction.
+ */
 export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  let broken: Error | undefined;
   try {
     await client.query("BEGIN");
     const result = await fn(client);
     await client.query("COMMIT");
     return result;
   } catch (err) {
+    broken = err instanceof Error ? err : new Error(String(err));
     await client.query("ROLLBACK").catch(() => {});
     throw err;
   } finally {
-    client.release();
+    client.release(broken);
   }
 }
 
