@@ -103,11 +103,13 @@ export class JobRunner {
     for (let i = 0; i < this.options.concurrency; i++) this.workers.push(this.work());
   }
 
-  /** New work was enqueued: let idle workers look now instead of at the next poll. */
+  /**
+   * New work was enqueued: one idle worker looks now instead of at the next poll. One, not all: every woken worker
+   * runs the claim query, and all but one find nothing, which on two cores cost a create ~4 ms at its p50.
+   * A worker that finishes a job looks again at once, so a burst still reaches every worker.
+   */
   wake(): void {
-    const waiting = this.wakeUp;
-    this.wakeUp = [];
-    for (const w of waiting) w();
+    this.wakeUp.shift()?.();
   }
 
   get busy(): number {
@@ -116,7 +118,7 @@ export class JobRunner {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    this.wake();
+    for (const w of this.wakeUp.splice(0)) w();
     await Promise.all(this.workers);
   }
 
