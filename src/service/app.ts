@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
 import { errorBody } from "../contract/index.ts";
 import type { ServiceDeps } from "./deps.ts";
-import { ServiceError } from "./errors.ts";
+import { echo, ServiceError } from "./errors.ts";
 import { authenticate } from "./http.ts";
 import { replayAnnouncement } from "./idempotency.ts";
 import { backupRoutes } from "./routes/backups.ts";
@@ -93,10 +93,10 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
     reply.type("application/json; charset=utf-8");
     if (allowed.length > 0) {
       reply.code(405).header("allow", allowed.join(", "));
-      return errorBody("method_not_allowed", `method ${req.method} is not allowed on ${path.slice(0, 200)}`, `allowed: ${allowed.join(", ")}`);
+      return errorBody("method_not_allowed", `method ${echo(req.method, 16)} is not allowed on ${echo(path, 200)}`, `allowed: ${allowed.join(", ")}`);
     }
     reply.code(404);
-    return errorBody("not_found", `no route for ${req.method} ${path.slice(0, 200)}`, "every API path starts with /v1; see the API contract");
+    return errorBody("not_found", `no route for ${echo(req.method, 16)} ${echo(path, 200)}`, "every API path starts with /v1; see the API contract");
   });
 
   app.addHook("onSend", async (_req, reply, payload) => {

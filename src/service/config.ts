@@ -51,7 +51,10 @@ export const ServiceConfig = z.strictObject({
   jobsPerWorkspace: z.number().int().min(1).max(32).optional(),
   /** How long the service's sessions (and pg_dump) wait for a lock a tenant holds before the attempt fails. */
   lockTimeoutMs: z.number().int().min(1).default(30_000),
+  /** The API budget of one workspace, all its tokens together (tokens are free to mint, so a per-token budget was none). */
   rateLimit: z.strictObject({ perSecond: z.number().positive(), burst: z.number().int().min(1) }).default({ perSecond: 20, burst: 100 }),
+  /** Per client address: every `/oauth/token` request and every failed authentication (guessing tokens, spraying). */
+  authRateLimit: z.strictObject({ perSecond: z.number().positive(), burst: z.number().int().min(1) }).default({ perSecond: 1, burst: 30 }),
   accessTokenTtlSeconds: z.number().int().min(1).default(3600),
   instanceId: z.string().min(1).optional(),
 });

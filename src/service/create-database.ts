@@ -44,8 +44,8 @@ export async function checkBackupSource(client: pg.PoolClient, workspaceId: stri
   const sourceDb = await getDatabase(client, workspaceId, source.databaseId);
   if (!sourceDb) throw notFound("database", source.databaseId);
   const backup = await getBackup(client, source.backupId);
-  if (!backup) throw notFound("backup", source.backupId);
-  if (backup.database_id !== source.databaseId) throw unprocessable(`backup "${source.backupId}" does not belong to database "${source.databaseId}"`, "list the database's backups with GET /v1/databases/{id}/backups");
+  // Another database's backup (perhaps another workspace's) answers exactly as one that never existed: no oracle.
+  if (!backup || backup.database_id !== source.databaseId) throw notFound("backup", source.backupId);
   if (backup.status !== "completed") throw unprocessable(`backup "${source.backupId}" is ${backup.status}, not completed`, "wait until the backup is completed");
 }
 

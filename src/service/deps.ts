@@ -20,7 +20,10 @@ export type ServiceDeps = {
   /** Called after a transaction that enqueued jobs commits. */
   wakeJobs(): void;
   metrics: Metrics;
+  /** The API budget, by workspace. */
   rateLimiter: RateLimiter;
+  /** Authentication attempts, by client address. */
+  authLimiter: RateLimiter;
 };
 
 export function regionPool(deps: Pick<ServiceDeps, "regionPools">, region: string): pg.Pool {

@@ -16,8 +16,17 @@ export class ServiceError extends Error {
   }
 }
 
+/**
+ * What a client sent, as an error message may quote it: at most a short prefix (a 60 KB path id was echoed whole),
+ * JSON-quoted so control characters cannot forge lines in a client's log.
+ */
+export const echo = (sent: unknown, max = 64): string => {
+  const text = String(sent);
+  return JSON.stringify(text.length > max ? `${text.slice(0, max)}…` : text);
+};
+
 export const invalidRequest = (message: string, hint = "") => new ServiceError("invalid_request", message, hint);
 export const notFound = (what: string, id: string) =>
-  new ServiceError("not_found", `${what} "${id}" not found`, `check the id; ${what}s of other workspaces are not visible to this token`);
+  new ServiceError("not_found", `${what} ${echo(id)} not found`, `check the id; ${what}s of other workspaces are not visible to this token`);
 export const conflict = (message: string, hint = "") => new ServiceError("conflict", message, hint);
 export const unprocessable = (message: string, hint = "") => new ServiceError("unprocessable", message, hint);

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 import type { ServiceDeps } from "./deps.ts";
-import { invalidRequest, ServiceError } from "./errors.ts";
+import { echo, invalidRequest, ServiceError } from "./errors.ts";
 import { lookupIdempotent, parseIdempotencyKey, requestHash, storeIdempotent, type StoredResponse } from "./idempotency.ts";
 import { inTransaction } from "./store/pool.ts";
 import { findPrincipal, requiredScopes, type Principal } from "./tokens.ts";
@@ -30,7 +30,7 @@ export function jsonBody(req: FastifyRequest): Record<string, unknown> {
   if (raw === undefined || raw === null || (Buffer.isBuffer(raw) && raw.length === 0)) return {};
   const type = req.headers["content-type"] ?? "";
   if (!/^application\/json\s*(;|$)/i.test(type)) {
-    throw invalidRequest(`unsupported content type "${type.slice(0, 100)}"`, "send the body as JSON with Content-Type: application/json");
+    throw invalidRequest(`unsupported content type ${echo(type)}`, "send the body as JSON with Content-Type: application/json");
   }
   let value: unknown;
   try {
@@ -44,21 +44,36 @@ export function jsonBody(req: FastifyRequest): Record<string, unknown> {
 
 export function pathId(schema: z.ZodType<string>, value: unknown, what: string, pattern: RegExp): string {
   const result = schema.safeParse(value);
-  if (!result.success) throw invalidRequest(`invalid ${what} "${String(value).slice(0, 100)}"`, `${what}s match ${pattern.source}`);
+  if (!result.success) throw invalidRequest(`invalid ${what} ${echo(value)}`, `${what}s match ${pattern.source}`);
   return result.data;
 }
 
+const rateLimited = (message: string, wait: number) => new ServiceError("rate_limited", message, `retry after ${wait} s`, { headers: { "retry-after": String(wait) } });
+
+/** Counts an authentication attempt of the client's address (every /oauth/token request, every failed bearer token). */
+export function takeAuthAttempt(deps: ServiceDeps, req: FastifyRequest): void {
+  const wait = deps.authLimiter.take(req.ip);
+  if (wait > 0) throw rateLimited("too many authentication attempts from this address", wait);
+}
+
 export async function authenticate(deps: ServiceDeps, req: FastifyRequest): Promise<Principal> {
+  // An address that spent its attempts is refused before its next guess is even looked up.
+  const blocked = deps.authLimiter.exhausted(req.ip);
+  if (blocked > 0) throw rateLimited("too many failed authentications from this address", blocked);
+  const failed = (error: ServiceError) => {
+    takeAuthAttempt(deps, req);
+    return error;
+  };
   const header = req.headers.authorization;
-  if (!header) throw new ServiceError("unauthorized", "missing bearer token", "send Authorization: Bearer <token>");
+  if (!header) throw failed(new ServiceError("unauthorized", "missing bearer token", "send Authorization: Bearer <token>"));
   const match = /^Bearer ([\x21-\x7e]{1,512})$/i.exec(header);
-  if (!match) throw new ServiceError("unauthorized", "malformed Authorization header", "send Authorization: Bearer <token>");
+  if (!match) throw failed(new ServiceError("unauthorized", "malformed Authorization header", "send Authorization: Bearer <token>"));
   const principal = await findPrincipal(deps.pool, match[1]!);
-  if (!principal) throw new ServiceError("unauthorized", "invalid, expired or revoked token", "create a new token with `mds token create`");
+  if (!principal) throw failed(new ServiceError("unauthorized", "invalid, expired or revoked token", "create a new token with `mds token create`"));
   const missing = requiredScopes.filter((s) => !principal.scopes.includes(s));
   if (missing.length) throw new ServiceError("forbidden", `token lacks the scope${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`, `every /v1 route needs ${requiredScopes.join(" and ")}`);
-  const wait = deps.rateLimiter.take(principal.tokenId);
-  if (wait > 0) throw new ServiceError("rate_limited", "too many requests for this token", `retry after ${wait} s`, { headers: { "retry-after": String(wait) } });
+  const wait = deps.rateLimiter.take(principal.workspaceId);
+  if (wait > 0) throw rateLimited("too many requests for this workspace", wait);
   return principal;
 }
 

@@ -89,6 +89,7 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
       wakeJobs: () => wake.fn(),
       metrics,
       rateLimiter: new RateLimiter(config.rateLimit),
+      authLimiter: new RateLimiter(config.authRateLimit),
     };
     const runner = new JobRunner({
       pool,

@@ -44,7 +44,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
       postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
       postgresTemplate: await templateCluster(),
       ...(options.regionSettings ? { regionSettings: options.regionSettings } : {}),
-      service: { rateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
+      service: { rateLimit: { perSecond: 1000, burst: 1000 }, authRateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
     });
   } catch (err) {
     if (!options.dir) await rm(dir, { recursive: true, force: true });

@@ -224,8 +224,9 @@ describe("client against the real service", () => {
       const wrongSource = await failure(
         client.restoreDatabase(target.id, { source: { type: "backup", databaseId: target.id, backupId: backup.id } }),
       );
-      expect(wrongSource).toBeInstanceOf(UnprocessableError);
-      expect(wrongSource.code).toBe("unprocessable");
+      // Another database's backup answers as a backup that does not exist (no existence oracle).
+      expect(wrongSource).toBeInstanceOf(NotFoundError);
+      expect(wrongSource.code).toBe("not_found");
 
       const restoring = await client.restoreDatabase(target.id, { source: { type: "backup", databaseId: source.id, backupId: backup.id } });
       expect(restoring.source).toEqual({ type: "backup", databaseId: source.id, backupId: backup.id });

@@ -258,7 +258,7 @@ describe("authentication", () => {
 });
 
 describe("rate limiting", () => {
-  it("over the token's budget: 429 with Retry-After, per token", async () => {
+  it("over the workspace's budget: 429 with Retry-After, shared by all its tokens", async () => {
     let replica: RunningService | undefined;
     try {
       replica = await startService({
@@ -274,8 +274,9 @@ describe("rate limiting", () => {
       const limited = await r("GET", "/v1/databases?limit=1");
       expectError(limited, 429, "rate_limited");
       expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
-      // Another token has its own budget.
-      expect((await client({ url: replica.url }, await service.createToken("default"))("GET", "/v1/databases?limit=1")).status).toBe(200);
+      // Another token of the same workspace shares the spent budget (minting tokens buys nothing); another workspace has its own.
+      expect((await client({ url: replica.url }, await service.createToken("default"))("GET", "/v1/databases?limit=1")).status).toBe(429);
+      expect((await client({ url: replica.url }, await service.createToken("elsewhere"))("GET", "/v1/databases?limit=1")).status).toBe(200);
     } finally {
       await replica?.stop();
     }

@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import type pg from "pg";
 import { hashToken, randomSecret } from "../crypto.ts";
 import type { ServiceDeps } from "../deps.ts";
-import { invalidRequest, ServiceError } from "../errors.ts";
+import { echo, invalidRequest, ServiceError } from "../errors.ts";
+import { takeAuthAttempt } from "../http.ts";
 import { inTransaction } from "../store/pool.ts";
 import { newTokenId } from "../tokens.ts";
 
@@ -26,6 +27,16 @@ function formOf(req: FastifyRequest): URLSearchParams {
   throw invalidRequest("token requests must be application/x-www-form-urlencoded", "send grant_type and its parameters as a form");
 }
 
+/** RFC 6749 §2.3.1: form-urlencoded id and secret inside HTTP Basic. A malformed escape (`%zz`) is the caller's error. */
+function basicCredentials(encoded: string): { clientId: string; clientSecret: string } {
+  const [id, ...secret] = Buffer.from(encoded, "base64").toString("utf8").split(":");
+  try {
+    return { clientId: decodeURIComponent(id ?? ""), clientSecret: decodeURIComponent(secret.join(":")) };
+  } catch {
+    throw invalidRequest("malformed HTTP Basic credentials: a percent-escape is invalid", "percent-encode client_id and client_secret, or send them in the form");
+  }
+}
+
 const badGrant = (message: string) => new ServiceError("unauthorized", message, "authenticate again with client_credentials");
 
 async function issue(deps: ServiceDeps, client: pg.PoolClient, input: { workspaceId: string; scopes: string[]; parentId: string; chainId: string }) {
@@ -43,15 +54,12 @@ async function issue(deps: ServiceDeps, client: pg.PoolClient, input: { workspac
 
 export function oauthRoutes(app: FastifyInstance, deps: ServiceDeps): void {
   app.post("/oauth/token", async (req, reply) => {
+    takeAuthAttempt(deps, req);
     const form = formOf(req);
     let clientId = form.get("client_id");
     let clientSecret = form.get("client_secret");
     const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? "");
-    if (basic) {
-      const [id, ...secret] = Buffer.from(basic[1]!, "base64").toString("utf8").split(":");
-      clientId = decodeURIComponent(id ?? "");
-      clientSecret = decodeURIComponent(secret.join(":"));
-    }
+    if (basic) ({ clientId, clientSecret } = basicCredentials(basic[1]!));
     const grant = form.get("grant_type");
     reply.header("cache-control", "no-store");
     if (grant === "client_credentials") {
@@ -91,6 +99,6 @@ export function oauthRoutes(app: FastifyInstance, deps: ServiceDeps): void {
       if ("error" in outcome) throw badGrant(outcome.error!);
       return outcome.tokens;
     }
-    throw invalidRequest(`unsupported grant_type "${(grant ?? "").slice(0, 50)}"`, "use client_credentials or refresh_token");
+    throw invalidRequest(`unsupported grant_type ${echo(grant ?? "")}`, "use client_credentials or refresh_token");
   });
 }
