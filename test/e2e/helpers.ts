@@ -13,6 +13,7 @@ import { createKubeClient, type KubeClient } from "../../src/kube/client.ts";
 import { loadKubeConfig, parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "../../src/testing/public-api-emulator/server.ts";
 import { SecretType, type Secret } from "../../src/kube/types.ts";
 import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "../../src/testing/secret-scan.ts";
 import { connectionSecretValues } from "../../src/testing/chaos-invariants.ts";
@@ -70,6 +71,8 @@ export interface Stack {
   /** The devkube of this file; undefined on a real cluster. */
   devkube: Devkube | undefined;
   service: TestService;
+  /** The public-API emulator the operator talks to, when the stack was started with `api: "emulator"`. */
+  emulator: PublicApiEmulator | undefined;
   kubeConfig: KubeConfig;
   kube: KubeClient;
   /** Every namespaced object of the test lives here: "default" on devkube, `mds-e2e-<random>` on a real cluster. */
@@ -91,7 +94,17 @@ export interface Stack {
 export interface StackOptions {
   /** Use this cluster instead of starting devkube; defaults to MDS_E2E_KUBECONFIG and friends. */
   realCluster?: RealCluster | undefined;
+  /**
+   * The operator's counterpart: our service (default), or the public-API emulator in front of it (the public API's
+   * status codes, nulls and foreign objects, no Idempotency-Key; src/testing/public-api-emulator/).
+   */
+  api?: Counterpart;
+  faults?: EmulatorFaults;
 }
+
+export type Counterpart = "service" | "emulator";
+/** Every suite that proves an operator promise runs against both. */
+export const counterparts: Counterpart[] = ["service", "emulator"];
 
 const crdsDir = path.resolve(import.meta.dirname, "../../crds");
 const mdsKinds = "mdsdb,mdsproject,mdsrestore";
@@ -114,6 +127,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     real === undefined ? startDevkube({ dir: path.join(dir, "kube"), port: 0 }) : Promise.resolve(undefined),
     startTestService(),
   ]);
+  const emulator = options.api === "emulator" ? await startPublicApiEmulator({ upstream: service.url, ...(options.faults ? { faults: options.faults } : {}) }) : undefined;
   // The operator's own loader, as \`mds operator\` uses it; the tests drive the cluster "as a user" through kubectl.
   const kubeConfig = realKubeConfig ?? parseKubeConfig(devkube!.kubeconfig);
   const kubeconfigPath = devkube?.kubeconfigPath ?? real!.kubeconfigPath;
@@ -164,7 +178,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   } catch (err) {
     // A half-started stack leaves nothing behind: no namespace on the cluster, no servers in the test process.
     if (namespaceCreated && !real?.keepNamespaces) await removeNamespace().catch(() => {});
-    await Promise.all([devkube?.stop(), service.stop()]).catch(() => {});
+    await Promise.all([devkube?.stop(), service.stop(), emulator?.stop()]).catch(() => {});
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
@@ -172,6 +186,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   return {
     devkube,
     service,
+    emulator,
     kubeConfig,
     kube,
     namespace,
@@ -198,7 +213,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       const logger: Logger = pino({ level: "debug" }, sink);
       const operator = createOperator({
         kubeConfig,
-        apiUrl: service.url,
+        apiUrl: emulator?.url ?? service.url,
         defaultCredentials: { secretNamespace: namespace, secretName: "mds-credentials", key: "token" },
         // On a shared cluster other test files run their own operators and services: each watches only its namespace.
         namespaces: real === undefined ? undefined : [namespace],
@@ -219,7 +234,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       try {
         if (real !== undefined && !real.keepNamespaces) await removeNamespace();
       } finally {
-        await Promise.all([devkube?.stop(), service.stop()]);
+        await Promise.all([devkube?.stop(), service.stop(), emulator?.stop()]);
         await rm(dir, { recursive: true, force: true });
       }
     },
