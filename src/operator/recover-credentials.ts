@@ -6,6 +6,20 @@ import type { SecretTarget } from "./managed-reconciler.ts";
 import type { RemoteMirror } from "./remote-mirror.ts";
 
 /**
+ * The connection the server made together with the database. The public API may answer `defaultConnectionId: null`
+ * and name that connection itself; then it is the oldest one, if it was made with the database (within a minute of
+ * it): a later one was minted afterwards, by us (under our name) or by someone else, and is not ours to revoke.
+ */
+export function originalConnectionOf(
+  db: { createdAt: string; defaultConnectionId?: string | null | undefined; connections: { id: string; createdAt: string }[] } | undefined,
+): string | undefined {
+  if (db === undefined) return undefined;
+  if (db.defaultConnectionId) return db.defaultConnectionId;
+  const oldest = [...db.connections].sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))[0];
+  return oldest !== undefined && Date.parse(oldest.createdAt) - Date.parse(db.createdAt) <= 60_000 ? oldest.id : undefined;
+}
+
+/**
  * Credentials whose password was lost (a missing or edited Secret, a crash between the create and the Secret
  * write). While a server that announced replay still holds the creation response, the same POST with the same
  * Idempotency-Key replays it, credentials included; otherwise a new connection is minted under our connection name

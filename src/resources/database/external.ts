@@ -3,7 +3,7 @@ import { errorCode, isApiConflict, isApiNotFound, mayHaveLanded, type CreatedCon
 import { annotations } from "../../operator/connection-secret.ts";
 import { ReconcileError } from "../../operator/errors.ts";
 import { connectionNameOf, credentialsFromCreated, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
-import { replayOrMint } from "../../operator/recover-credentials.ts";
+import { originalConnectionOf, replayOrMint } from "../../operator/recover-credentials.ts";
 import { secretNameOf, type Creation, type Deletion, type ExternalClient, type Observation, type SecretTarget } from "../../operator/managed-reconciler.ts";
 import type { MirroredConnection, MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import type { Database } from "./schema.ts";
@@ -235,7 +235,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
             : undefined,
         // After a crash right after the POST the lost one is the original connection; an adopted (externalId)
         // database's other connections are not ours.
-        originalConnectionId: ours?.defaultConnectionId,
+        originalConnectionId: originalConnectionOf(ours),
       });
     },
 

@@ -4,7 +4,7 @@ import { annotations } from "../../operator/connection-secret.ts";
 import { connectionNameOf, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
 import { ReconcileError, messageOf } from "../../operator/errors.ts";
 import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
-import { replayOrMint } from "../../operator/recover-credentials.ts";
+import { originalConnectionOf, replayOrMint } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import { readinessWithSecret, secretTargetOf, stripSecrets, usableCredentials } from "../database/external.ts";
 import type { Project } from "./schema.ts";
@@ -205,7 +205,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
               }
             : undefined,
         // Read before minting: minting makes the mirror forget the database.
-        originalConnectionId: ours !== undefined ? mirror.databasesOf(ours.id).find((d) => d.id === target.databaseId)?.defaultConnectionId : undefined,
+        originalConnectionId: ours !== undefined ? originalConnectionOf(mirror.databasesOf(ours.id).find((d) => d.id === target.databaseId)) : undefined,
       });
     },
 
