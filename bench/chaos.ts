@@ -1,4 +1,5 @@
-// `npm run chaos -- --iterations N [--seed S] [--crashes-per-step K] [--replicas 1|2|random] [--no-faults] [--keep]`
+// `npm run chaos -- --iterations N [--seed S] [--crashes-per-step K] [--replicas 1|2|random] [--no-faults] [--keep]
+//    [--api service|emulator] [--lose-responses 0.05]`
 // `npm run chaos -- --storm --iterations N [--databases 10] [--kills-per-phase 10]`: crash storms (see runCrashStorm).
 // `--minutes M` on either: no new iteration after M minutes.
 // Runs chaos iterations on the local stack (see src/testing/chaos-run.ts) and prints a table and
@@ -25,8 +26,15 @@ const { values } = parseArgs({
     databases: { type: "string", default: "10" },
     "kills-per-phase": { type: "string", default: "10" },
     keep: { type: "boolean", default: false },
+    /** service (default) or emulator: the public-API emulator in front of the service (no replay, public codes). */
+    api: { type: "string", default: "service" },
+    /** With --api emulator: the share of write responses lost after the server acted. */
+    "lose-responses": { type: "string", default: "0.05" },
   },
 });
+if (values.api !== "service" && values.api !== "emulator") throw new Error(`--api must be service or emulator, got "${values.api}"`);
+const loseResponse = Number(values["lose-responses"]);
+if (!(loseResponse >= 0 && loseResponse < 1)) throw new Error(`--lose-responses must be in [0, 1), got "${values["lose-responses"]}"`);
 
 const iterations = Number(values.iterations);
 const seed = Number(values.seed);
@@ -36,8 +44,8 @@ if (!Number.isInteger(seed)) throw new Error(`--seed must be an integer, got "${
 // --minutes: start no new iteration after that long (the report counts the iterations that ran).
 const deadline = values.minutes === undefined ? undefined : Date.now() + Number(values.minutes) * 60_000;
 const dir = await mkdtemp(path.join(tmpdir(), "mds-chaos-"));
-console.log(`chaos: ${iterations} iterations, seed ${seed}, state in ${dir}`);
-const stack = await startChaosStack({ dir });
+console.log(`chaos: ${iterations} iterations, seed ${seed}, against ${values.api}, state in ${dir}`);
+const stack = await startChaosStack({ dir, api: values.api, ...(values.api === "emulator" && !values["no-faults"] ? { emulatorFaults: { loseResponse, seed } } : {}) });
 console.log(`crash points: ${crashPoints.join(", ")}`);
 console.log(tableHeader);
 let exitCode = 1;
@@ -64,6 +72,7 @@ try {
   });
   console.log("");
   console.log(formatReport(report));
+  if (stack.emulator) console.log(`public-API emulator: ${stack.emulator.stats.requests} requests, ${stack.emulator.stats.lost} responses lost after acting, ${stack.emulator.stats.errors} 5xx`);
   exitCode = report.violations > 0 ? 1 : 0;
 } finally {
   await stack.stop();

@@ -9,6 +9,7 @@ import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
 import { startTestService } from "../service/testing.ts";
 import { startFaultProxy, type FaultProxy } from "./fault-proxy.ts";
+import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "./public-api-emulator/server.ts";
 import { createKubeObjects, type KubeObject, type KubeObjects } from "./kube-objects.ts";
 import type { PlantedSecret } from "./secret-scan.ts";
 import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
@@ -48,6 +49,8 @@ export interface ChaosStack {
   /** The service's control database (superuser URL: never print it), when the service harness exposes it. */
   controlUrl: string | undefined;
   apiProxy: FaultProxy;
+  /** Between the fault proxy and the service when started with `api: "emulator"`. */
+  emulator: PublicApiEmulator | undefined;
   kubeProxy: TcpProxy;
   /** Requests devkube served (from its request log), by method; the harness's own requests count too. */
   kubeRequests: RequestCounter;
@@ -122,6 +125,12 @@ export interface ChaosStackOptions {
   pollSlow?: string;
   /** Options passed to startTestService (e.g. a rate limit). */
   service?: NonNullable<Parameters<typeof startTestService>[0]>["service"];
+  /**
+   * The operator's counterpart: our service (default), or the public-API emulator in front of it, which ignores
+   * Idempotency-Key and loses `loseResponse` of the write responses after acting (seeded).
+   */
+  api?: "service" | "emulator";
+  emulatorFaults?: EmulatorFaults;
 }
 
 async function applyCrds(kube: KubeObjects): Promise<void> {
@@ -159,7 +168,10 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     const service = await startTestService({ logger: serviceLogger, ...(options.service === undefined ? {} : { service: options.service }) });
     cleanups.push(() => service.stop());
     const controlUrl: string | undefined = service.controlUrl;
-    const apiProxy = await startFaultProxy({ target: service.url });
+    const emulator = options.api === "emulator" ? await startPublicApiEmulator({ upstream: service.url, ...(options.emulatorFaults ? { faults: options.emulatorFaults } : {}) }) : undefined;
+    if (emulator) cleanups.push(() => emulator.stop());
+    // The harness's own calls (backups, invariants) go to directUrl: the truth, whatever the operator's counterpart.
+    const apiProxy = await startFaultProxy({ target: emulator?.url ?? service.url });
     cleanups.push(() => apiProxy.stop());
 
     const kubeRequests = createRequestCounter();
@@ -264,6 +276,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       api: { url: apiProxy.url, directUrl: service.url, token: service.token },
       controlUrl,
       apiProxy,
+      emulator,
       kubeProxy,
       kubeRequests,
       devkube,
