@@ -24,6 +24,8 @@ const { values } = parseArgs({
     "churn-size": { type: "string", default: "10" },
     concurrency: { type: "string", default: "4" },
     keep: { type: "boolean", default: false },
+    /** service (default) or emulator: the public-API emulator in front of the service (no replay, public codes). */
+    api: { type: "string", default: "service" },
   },
 });
 const samples = Number(values.samples);
@@ -119,7 +121,8 @@ async function serviceProvisioningMs(stack: ChaosStack, projectId: string, n: nu
 
 const dir = await mkdtemp(path.join(tmpdir(), "mds-bench-operator-"));
 console.log(`bench:operator: state in ${dir}`);
-const stack = await startChaosStack({ dir, instanceId: "bench", logLevel: "info", pollFast: "1s", pollSlow: `${resyncSeconds}s` });
+if (values.api !== "service" && values.api !== "emulator") throw new Error(`--api must be service or emulator, got "${values.api}"`);
+const stack = await startChaosStack({ dir, instanceId: "bench", logLevel: "info", pollFast: "1s", pollSlow: `${resyncSeconds}s`, api: values.api });
 const operator = stack.startOperator({ identity: "bench", leaderElect: false, args: ["--concurrency", values.concurrency ?? "4"] });
 try {
   const ns = "bench";
@@ -182,7 +185,7 @@ try {
     const during = stack.apiProxy.stats();
     record(
       `API calls while ${n - (created - names.length)} became Ready`,
-      `${during.total} (${Object.entries(during.byRoute).map(([r, c]) => `${r} ×${c}`).join(", ")}); peak ${Math.max(0, ...Object.values(during.peakPerSecondByCredential))}/s`,
+      `${during.total}, ${(during.total / (n - (created - names.length))).toFixed(2)} per create (${Object.entries(during.byRoute).map(([r, c]) => `${r} ×${c}`).join(", ")}); peak ${Math.max(0, ...Object.values(during.peakPerSecondByCredential))}/s`,
       "-",
     );
 
