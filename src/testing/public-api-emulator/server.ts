@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { seededRandom } from "../fault-proxy.ts";
 import { foreignBackup, foreignDatabase, foreignProject, foreignOverrides } from "./foreign.ts";
 import { mapData, pick, publicBackup, publicCreatedConnection, publicDatabase, publicError, publicProject, requestFields, withoutHint, type Json } from "./rules.ts";
 
@@ -54,18 +55,6 @@ function match(method: string, path: string): { name: RouteName | undefined; id:
   return { name: undefined, id: undefined };
 }
 
-/** mulberry32: the same seed, the same faults. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 async function readBody(req: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];
   for await (const c of req) chunks.push(c as Buffer);
@@ -79,7 +68,7 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 }
 
 export async function startPublicApiEmulator(options: { upstream: string; faults?: EmulatorFaults }): Promise<PublicApiEmulator> {
-  const random = prng(options.faults?.seed ?? 1);
+  const random = seededRandom(options.faults?.seed ?? 1);
   const stats = { lost: 0, errors: 0, requests: 0 };
   let down = false;
 
