@@ -26,11 +26,11 @@ afterAll(async () => {
 });
 
 describe("chaos against the public-API emulator", () => {
-  // No Idempotency-Key replay, public codes and nulls, foreign objects, and 10 % of write answers lost after the
+  // No Idempotency-Key replay, public codes and nulls, foreign objects, and a quarter of write answers lost after the
   // server acted: no duplicate, no second restore, no revoked or never-issued credentials, every finalizer done.
   it("keeps every invariant through crashes, lost responses and API faults", { timeout: 300_000 }, async () => {
     const emulatorDir = await mkdtemp(path.join(tmpdir(), "mds-chaos-emulator-"));
-    const emulated = await startChaosStack({ dir: emulatorDir, api: "emulator", emulatorFaults: { loseResponse: 0.1, seed: 7 } });
+    const emulated = await startChaosStack({ dir: emulatorDir, api: "emulator", emulatorFaults: { loseResponse: 0.25, seed: 7 } });
     try {
       const lines: string[] = [];
       const report = await runChaos(emulated, { iterations: 1, seed: 11, replicas: 1, stepTimeoutMs: 60_000, log: (l) => lines.push(l) });
