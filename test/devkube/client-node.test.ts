@@ -112,6 +112,9 @@ describe("typed core APIs", () => {
   it("pages lists with limit and continue", async () => {
     await core.createNamespace({ body: { metadata: { name: "paging" } } });
     for (let i = 0; i < 5; i++) await core.createNamespacedConfigMap({ namespace: "paging", body: { metadata: { name: `c${i}` } } });
+    // The root-CA ConfigMap is published into a new namespace by a controller, after the create (as on a cluster):
+    // under load the walk started before it (a fresh-clone CI run listed five names).
+    await eventually(() => core.readNamespacedConfigMap({ name: "kube-root-ca.crt", namespace: "paging" }));
     const names: string[] = [];
     let cont: string | undefined;
     let pages = 0;
