@@ -14,6 +14,17 @@ export default tseslint.config(
     },
   },
   {
+    // The loop knows no kind: kinds plug into src/operator through src/resources/index.ts, never the other way.
+    files: ["src/operator/**/*.ts"],
+    ignores: ["src/operator/**/*.test.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        { patterns: [{ group: ["**/resources/**", "**/resources"], message: "src/operator knows no kind: put kind-specific code in src/resources and plug it in through a KindRegistration." }] },
+      ],
+    },
+  },
+  {
     files: ["**/*.js", "**/*.mjs"],
     languageOptions: { globals: globals.node },
   },

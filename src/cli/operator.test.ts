@@ -3,7 +3,7 @@ import { Writable } from "node:stream";
 import { parseKubeConfig } from "../kube/kubeconfig.ts";
 import { parseOperatorConfig, parseDuration } from "./operator-config.ts";
 import { createLogger, crashPointFromEnv, startOperatorRuntime } from "./operator.ts";
-import type { OperatorOptions } from "../operator/index.ts";
+import type { RuntimeOperatorOptions } from "./operator.ts";
 import type { LeaseClient, LeaseRecord } from "../operator/leader-election.ts";
 
 const env = { MDS_API_URL: "http://127.0.0.1:9999" };
@@ -117,7 +117,7 @@ describe("operator runtime", () => {
         "current-context": "x",
       }),
     );
-    let received: OperatorOptions | undefined;
+    let received: RuntimeOperatorOptions | undefined;
     let ready = false;
     const config = parseOperatorConfig(["--no-leader-elect", "--metrics-address", "127.0.0.1:0", "--instance-id", "ci"], env);
     if (config === "help") throw new Error("unexpected help");
@@ -171,7 +171,7 @@ describe("operator runtime options", () => {
         "current-context": "x",
       }),
     );
-    const received: OperatorOptions[] = [];
+    const received: RuntimeOperatorOptions[] = [];
     const start = async (argv: string[]) => {
       const config = parseOperatorConfig(["--no-leader-elect", "--metrics-address", "off", ...argv], env);
       if (config === "help") throw new Error("unexpected help");

@@ -11,12 +11,19 @@ import { createHealthApp, listenHealth } from "../operator/health-server.ts";
 import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
 import { crashPoints } from "../operator/crash-points.ts";
+import { operatorKinds } from "../resources/index.ts";
 import { defaultRateLimit } from "../client/index.ts";
 
 // `mds operator`: configuration, logger, kubeconfig, leader election, health and metrics around the reconcilers
 // that src/operator's createOperator builds.
 
-export type CreateOperator = (options: OperatorOptions) => Operator;
+/** The operator's options as the command builds them: every kind of the registry, with the restore's setting. */
+export type RuntimeOperatorOptions = Omit<OperatorOptions, "kinds"> & { restoreReplayWindowMs?: number };
+export type CreateOperator = (options: RuntimeOperatorOptions) => Operator;
+
+/** createOperator with the registry's kinds (src/resources/index.ts). */
+export const createOperatorWithKinds: CreateOperator = ({ restoreReplayWindowMs, ...options }) =>
+  createOperator({ ...options, kinds: operatorKinds(restoreReplayWindowMs === undefined ? {} : { restore: { replayWindowMs: restoreReplayWindowMs } }) });
 
 // Secrets must never reach a log line: pino removes these paths wherever a caller puts them.
 export const redactPaths = [
@@ -245,7 +252,7 @@ export async function runOperator(argv: string[]): Promise<number> {
   const runtime = await startOperatorRuntime(config, {
     kubeConfig,
     logger,
-    createOperator: (options) => createOperator(crashPoint ? { ...options, crashPoint } : options),
+    createOperator: (options) => createOperatorWithKinds(crashPoint ? { ...options, crashPoint } : options),
     identity,
   });
 

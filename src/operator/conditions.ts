@@ -1,9 +1,47 @@
-import type { Condition, ConditionReason, ConditionType } from "../resources/conditions.ts";
+// Conditions as metav1.Condition, so `kubectl wait --for=condition=Ready`, Argo CD and Flux understand them. Two
+// types only (crossplane's model): Ready says whether the object is usable; Synced whether the last reconcile
+// succeeded. The CRD schema of a condition is in src/resources/conditions.ts; these are the loop's own types.
+export type ConditionType = "Ready" | "Synced";
+
+export interface Condition {
+  type: ConditionType;
+  status: "True" | "False" | "Unknown";
+  observedGeneration?: number | undefined;
+  lastTransitionTime: string;
+  reason: string;
+  message: string;
+}
+
+/**
+ * The reasons the loops themselves write, with what the user should understand and do. A kind adds its own
+ * (src/resources/conditions.ts joins both into the closed set the docs and the Argo CD health checks are built from).
+ */
+export const loopReasons = {
+  // Ready
+  Available: "The remote object is ready and its connection Secret is current.",
+  Creating: "The operator is creating the remote object (lookup by logicalId, then create).",
+  Deleting: "The resource is being deleted; the remote object is deleted or retained per deletionPolicy.",
+  RemoteNotFound: "The remote object recorded in status.id no longer exists; the operator does not recreate it silently.",
+  SecretOutOfDate: "The connection Secret is missing or was edited; the operator is rebuilding it with working credentials.",
+  // Synced
+  ReconcileSuccess: "The last reconcile completed without error.",
+  ReconcileError: "The last reconcile failed; the message names the cause and the operator retries with backoff.",
+  ReconcilePaused: "Reconciliation is paused by the mds.dev/paused annotation.",
+  InvalidSpec: "The spec cannot be acted on (for example an unknown region or a reference to itself); fix the spec.",
+  CredentialsMissing: "The credentials Secret (spec.credentials.secretRef or the operator's default) or its key does not exist.",
+  CredentialsInvalid: "The service refused the API token (401 or 403); replace the token in the credentials Secret.",
+  ApiUnavailable: "The service cannot be reached or answered 5xx; the operator retries with backoff.",
+  RateLimited: "The service answered 429; the operator waits for Retry-After before calling it again.",
+  Conflict: "The service refused the request as a conflict (409); the message says with what.",
+  RemoteIncomplete: "The service's answer lacks something the operator needs (a connection string, an endpoint); the message names it.",
+  RemoteUnreadable: "The service's answer about this object does not have a shape the operator can read; the message names the fields.",
+} as const;
+export type LoopReason = keyof typeof loopReasons;
 
 export interface ConditionInput {
   type: ConditionType;
   status: "True" | "False" | "Unknown";
-  reason: ConditionReason;
+  reason: string;
   message: string;
   observedGeneration?: number | undefined;
 }

@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
 import type { OwnerReference, Secret } from "../kube/types.ts";
-import type { ConnectionSecret } from "../resources/common.ts";
 
 // The connection Secret: fixed keys, optional template keys from fixed variables, labels naming the remote ids,
 // a hash of the data so pods can roll on change. Pure functions; the loop decides when to write.
@@ -21,6 +20,15 @@ export const annotations = {
   /** `<Kind>/<name>` of the resource that publishes this Secret (in its namespace): routes Secret events to it. */
   owner: "mds.dev/owner",
 } as const;
+
+/** What a resource's spec says about its connection Secret (the CRD schema: src/resources/common.ts). */
+export interface ConnectionSecretSpec {
+  name?: string | undefined;
+  endpoint?: "pooled" | "direct" | undefined;
+  template?: Record<string, string> | undefined;
+  labels?: Record<string, string> | undefined;
+  annotations?: Record<string, string> | undefined;
+}
 
 export interface Endpoint {
   host: string;
@@ -57,7 +65,7 @@ export function connectionUrl(c: ConnectionCredentials, endpoint: Endpoint): str
   return `postgresql://${enc(c.user)}:${enc(c.password)}@${endpoint.host}:${endpoint.port}/${enc(c.database)}?sslmode=${enc(c.sslmode)}`;
 }
 
-export function secretData(c: ConnectionCredentials, spec: ConnectionSecret | undefined): Record<string, string> {
+export function secretData(c: ConnectionCredentials, spec: ConnectionSecretSpec | undefined): Record<string, string> {
   const directUrl = connectionUrl(c, c.direct);
   const pooledUrl = connectionUrl(c, c.pooled ?? c.direct);
   const endpoint = spec?.endpoint ?? "pooled";
@@ -139,14 +147,12 @@ export interface SecretInput {
   namespace: string;
   name: string;
   credentials: ConnectionCredentials;
-  spec: ConnectionSecret | undefined;
+  spec: ConnectionSecretSpec | undefined;
   projectId: string | undefined;
   databaseId: string;
   owner: OwnerReference | undefined;
   /** `<Kind>/<name>` for the mds.dev/owner annotation. */
   ownerName?: string | undefined;
-  /** Annotations to carry over from the Secret being replaced (the restore ledger). */
-  keep?: Record<string, string> | undefined;
 }
 
 export function buildSecret(input: SecretInput): Secret {
@@ -168,7 +174,6 @@ export function buildSecret(input: SecretInput): Secret {
       },
       annotations: {
         ...(input.spec?.annotations ?? {}),
-        ...(input.keep ?? {}),
         ...(input.ownerName === undefined ? {} : { [annotations.owner]: input.ownerName }),
         [annotations.dataHash]: hashData(data),
         [annotations.credentialsHash]: credentialsHash(c.connectionId, c.user, c.password),

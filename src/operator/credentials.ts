@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import type { KubeClient } from "../kube/client.ts";
 import { SecretType, type Secret } from "../kube/types.ts";
 import type { CreateApiClient, MdsApi } from "./api.ts";
-import { ReconcileError } from "./errors.ts";
+import { WaitingError } from "./errors.ts";
 import { createRemoteMirror, type RemoteMirror } from "./remote-mirror.ts";
 
 export interface SecretKeyRef {
@@ -45,12 +45,12 @@ export function createCredentialPool(options: {
     if (cached !== undefined && Date.now() - cached.at < tokenTtlMs) return cached.token;
     const secret = await options.kube.get<Secret>(SecretType, ref.namespace, ref.name);
     if (secret === undefined) {
-      throw new ReconcileError("CredentialsMissing", `credentials Secret "${ref.namespace}/${ref.name}" not found; create it with the API token under key "${ref.key}"`);
+      throw new WaitingError("CredentialsMissing", `credentials Secret "${ref.namespace}/${ref.name}" not found; create it with the API token under key "${ref.key}"`);
     }
     const value = secret.data?.[ref.key] ?? undefined;
     const token = value === undefined ? secret.stringData?.[ref.key] : Buffer.from(value, "base64").toString("utf8");
     if (token === undefined || token.trim() === "") {
-      throw new ReconcileError("CredentialsMissing", `credentials Secret "${ref.namespace}/${ref.name}" has no key "${ref.key}"`);
+      throw new WaitingError("CredentialsMissing", `credentials Secret "${ref.namespace}/${ref.name}" has no key "${ref.key}"`);
     }
     tokens.set(cacheKey, { token: token.trim(), at: Date.now() });
     return token.trim();

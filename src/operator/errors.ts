@@ -1,10 +1,9 @@
-import type { ConditionReason } from "../resources/conditions.ts";
 import { KubeConflictError } from "../kube/errors.ts";
 
-/** An error that carries the condition reason it should be reported under. */
+/** An error that carries the condition reason it should be reported under (a loop reason or one of the kind's). */
 export class ReconcileError extends Error {
-  readonly reason: ConditionReason;
-  constructor(reason: ConditionReason, message: string, options?: { cause?: unknown }) {
+  readonly reason: string;
+  constructor(reason: string, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "ReconcileError";
     this.reason = reason;
@@ -13,15 +12,26 @@ export class ReconcileError extends Error {
 
 /** What retrying cannot fix: reported, then left alone until the spec (generation) changes. */
 export class TerminalError extends ReconcileError {
-  constructor(reason: ConditionReason, message: string, options?: { cause?: unknown }) {
+  constructor(reason: string, message: string, options?: { cause?: unknown }) {
     super(reason, message, options);
     this.name = "TerminalError";
   }
 }
 
+/**
+ * Waiting on something the user creates (a credentials Secret, a referenced object that is missing or not ready):
+ * retried at least every 30 s, since no watched event may announce it.
+ */
+export class WaitingError extends ReconcileError {
+  constructor(reason: string, message: string, options?: { cause?: unknown }) {
+    super(reason, message, options);
+    this.name = "WaitingError";
+  }
+}
+
 /** How an error is reported and retried; decided here and nowhere else. */
 export interface ErrorClass {
-  reason: ConditionReason;
+  reason: string;
   terminal: boolean;
   /** Kubernetes 409: requeue at once, silently (no condition, no event). */
   conflict: boolean;
@@ -33,8 +43,6 @@ export interface ErrorClass {
    */
   maxDelayMs?: number;
 }
-
-const waitingReasons = new Set(["CredentialsMissing", "ProjectNotReady", "DatabaseNotReady"]);
 
 function apiCodeOf(err: unknown): { code: string; status?: number; retryAfterMs?: number } | undefined {
   if (typeof err !== "object" || err === null) return undefined;
@@ -50,9 +58,8 @@ function apiCodeOf(err: unknown): { code: string; status?: number; retryAfterMs?
 export function classifyError(err: unknown): ErrorClass {
   if (err instanceof KubeConflictError) return { reason: "ReconcileError", terminal: false, conflict: true };
   if (err instanceof TerminalError) return { reason: err.reason, terminal: true, conflict: false };
-  if (err instanceof ReconcileError) {
-    return { reason: err.reason, terminal: false, conflict: false, ...(waitingReasons.has(err.reason) ? { maxDelayMs: 30_000 } : {}) };
-  }
+  if (err instanceof WaitingError) return { reason: err.reason, terminal: false, conflict: false, maxDelayMs: 30_000 };
+  if (err instanceof ReconcileError) return { reason: err.reason, terminal: false, conflict: false };
   const api = apiCodeOf(err);
   if (api !== undefined && !(err instanceof Error && err.name.startsWith("Kube"))) {
     switch (api.code) {

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { CreatedConnection } from "./api.ts";
-import { parseConnectionString, type ConnectionCredentials } from "./connection-secret.ts";
+import type { KubeObject } from "../kube/types.ts";
+import { annotations, parseConnectionString, type ConnectionCredentials } from "./connection-secret.ts";
 import { ReconcileError } from "./errors.ts";
 
 /**
@@ -23,7 +24,7 @@ export function idempotencyKeyOf(...parts: string[]): string {
  * a connection of this name whose password nobody holds is revoked (a mint whose answer was lost), so no other
  * resource, nor another cluster adopting the same database, may share it.
  */
-export function connectionNameOf(instanceId: string, kind: "Project" | "Database", namespace: string, name: string): string {
+export function connectionNameOf(instanceId: string, kind: string, namespace: string, name: string): string {
   const n = `k8s-${instanceId}-${kind.toLowerCase()}-${namespace}-${name}`;
   return n.length <= 64 ? n : `k8s-${createHash("sha256").update(n).digest("hex").slice(0, 40)}`;
 }
@@ -53,4 +54,15 @@ export function credentialsFromCreated(connection: CreatedConnection): Connectio
     direct: { host: direct.host, port: direct.port },
     pooled: pooled === undefined ? undefined : { host: pooled.host, port: pooled.port },
   };
+}
+
+/**
+ * The remote id a resource is bound to: `spec.externalId` (adoption), else `status.id`, else the annotation the loop
+ * writes right after a create (status may not be written yet when a crash follows). Every kind with a remote object.
+ */
+export function remoteIdOf(obj: KubeObject | undefined): string | undefined {
+  if (obj === undefined) return undefined;
+  const spec = obj["spec"] as { externalId?: string } | undefined;
+  const status = obj["status"] as { id?: string } | undefined;
+  return spec?.externalId ?? status?.id ?? obj.metadata.annotations?.[annotations.externalId];
 }

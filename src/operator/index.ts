@@ -4,24 +4,23 @@ import { createClient, prometheusHooks, type ClientHooks } from "../client/index
 import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { createInformer, type Informer } from "../kube/informer.ts";
 import type { KubeConfig } from "../kube/kubeconfig.ts";
-import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
-import { databaseKind, remoteIdOf, type KindDeps } from "../resources/database/controller.ts";
-import { createRestoreReconciler } from "../resources/database-restore/controller.ts";
-import { projectKind } from "../resources/project/controller.ts";
-import { DatabaseRestoreType, DatabaseType, ProjectType } from "../resources/types.ts";
+import { SecretType, type KubeObject, type ResourceType, type Secret } from "../kube/types.ts";
 import type { CreateApiClient, MdsApi } from "./api.ts";
 import { annotations, managedSecretSelector } from "./connection-secret.ts";
 import { createCredentialPool } from "./credentials.ts";
 import { createEventRecorder } from "./events.ts";
-import { reconcileManaged, type LoopDeps, type ManagedKind, type ManagedObject } from "./managed-reconciler.ts";
+import { remoteIdOf } from "./identity.ts";
+import type { KindContext, KindRegistration, ObjectCache } from "./kind.ts";
 import { operatorMetrics } from "./metrics.ts";
-import { applyOutcome, type Outcome } from "./outcome.ts";
+import { applyOutcome, notLeaderRequeueMs, type Outcome } from "./outcome.ts";
 import { createWorkQueue, type WorkQueue } from "./work-queue.ts";
 import { ReconcileError, classifyError } from "./errors.ts";
 
 export interface OperatorOptions {
   kubeConfig: KubeConfig;
   apiUrl: string;
+  /** The kinds to reconcile (src/resources/index.ts: operatorKinds()). */
+  kinds: KindRegistration[];
   /** The operator's own API token Secret. */
   defaultCredentials: { secretNamespace: string; secretName: string; key: string };
   /** undefined = all namespaces */
@@ -40,11 +39,6 @@ export interface OperatorOptions {
   crashPoint?: (name: string) => void | Promise<void>;
   /** Rate budget shared by every caller of one credential (default: the client's, 10 requests/s, burst 20). */
   apiRateLimit?: { requestsPerSecond: number; burst: number };
-  /**
-   * How long after requestedAt a restore may still be re-sent with its Idempotency-Key after a restart (the
-   * service replays for 24 h; default 23 h). Past it, the outcome is unknowable: Failed/OutcomeUnknown.
-   */
-  restoreReplayWindowMs?: number;
   /** Test seam: the API client of one credential (default: src/client with Prometheus hooks). */
   createApiClient?: CreateApiClient;
   /** Test seam: the Kubernetes client (default: built from kubeConfig). */
@@ -56,8 +50,6 @@ export interface Operator {
   stop(): Promise<void>;
   isReady(): boolean;
 }
-
-type Cache = { get(namespace: string | undefined, name: string): KubeObject | undefined; list(namespace?: string): KubeObject[] };
 
 export function createOperator(options: OperatorOptions): Operator {
   const logger = options.logger;
@@ -80,12 +72,15 @@ export function createOperator(options: OperatorOptions): Operator {
   // API calls, attempts, retries and throttled time by operation: the client's mds_client_* metrics.
   const apiHooks: ClientHooks = prometheusHooks(options.metrics);
 
-  const queues = { Project: createWorkQueue(), Database: createWorkQueue(), DatabaseRestore: createWorkQueue() };
+  const kinds = new Map(options.kinds.map((k) => [k.kind, k]));
+  const queues = new Map<string, WorkQueue>(options.kinds.map((k) => [k.kind, createWorkQueue()]));
+  const enqueue = (kind: string, key: string) => queues.get(kind)?.add(key);
   const informers: Informer<KubeObject>[] = [];
+  const caches = new Map<string, ObjectCache>();
   const byRemoteId = new Map<string, Set<string>>(); // remote id → "Kind|ns/name"
   const readyAt = new Map<string, number>();
 
-  function indexRemote(kind: "Project" | "Database", obj: KubeObject, deleted: boolean) {
+  function indexRemote(kind: string, obj: KubeObject, deleted: boolean) {
     const id = remoteIdOf(obj);
     if (id === undefined) return;
     const entry = `${kind}|${keyOf(obj)}`;
@@ -100,17 +95,9 @@ export function createOperator(options: OperatorOptions): Operator {
     set.add(entry);
   }
 
-  function makeInformers(type: typeof ProjectType, onEvent: (event: "add" | "update" | "delete", obj: KubeObject) => void, labelSelector?: string): Cache {
+  function makeInformers(type: ResourceType, onEvent: (event: "add" | "update" | "delete", obj: KubeObject) => void, labelSelector?: string): ObjectCache {
     const parts = namespaces.map((namespace) =>
-      createInformer<KubeObject>({
-        kubeConfig: options.kubeConfig,
-        client: kube,
-        type,
-        namespace,
-        labelSelector,
-        onEvent,
-        logger,
-      }),
+      createInformer<KubeObject>({ kubeConfig: options.kubeConfig, client: kube, type, namespace, labelSelector, onEvent, logger }),
     );
     informers.push(...parts);
     return {
@@ -125,49 +112,32 @@ export function createOperator(options: OperatorOptions): Operator {
     };
   }
 
-  const projects = makeInformers(ProjectType, (event, obj) => {
-    indexRemote("Project", obj, event === "delete");
-    queues.Project.add(keyOf(obj));
-    if (event === "delete") {
-      if (obj.metadata.uid !== undefined) readyAt.delete(obj.metadata.uid);
-    } else {
-      noteReady("Project", obj);
-    }
-    // Databases wait for their project's id: wake them when it changes.
-    for (const db of databases.list(obj.metadata.namespace ?? "")) {
-      const spec = db["spec"] as { projectRef?: { name: string } } | undefined;
-      if (db.metadata.namespace === obj.metadata.namespace && spec?.projectRef?.name === obj.metadata.name) queues.Database.add(keyOf(db));
-    }
-  });
-  const databases: Cache = makeInformers(DatabaseType, (event, obj) => {
-    indexRemote("Database", obj, event === "delete");
-    queues.Database.add(keyOf(obj));
-    if (event === "delete") {
-      if (obj.metadata.uid !== undefined) readyAt.delete(obj.metadata.uid);
-    } else {
-      noteReady("Database", obj);
-    }
-    for (const r of restores.list(obj.metadata.namespace ?? "")) {
-      const phase = (r["status"] as { phase?: string } | undefined)?.phase;
-      if (r.metadata.namespace === obj.metadata.namespace && (phase === undefined || phase === "Pending" || phase === "Running")) queues.DatabaseRestore.add(keyOf(r));
-    }
-  });
-  const restores: Cache = makeInformers(DatabaseRestoreType, (event, obj) => {
-    if (event !== "delete") queues.DatabaseRestore.add(keyOf(obj));
-  });
+  // One informer per kind: an event enqueues its own key and wakes what depends on it (wakeOn of other kinds).
+  for (const reg of options.kinds) {
+    const dependants = options.kinds.flatMap((other) => (other.wakeOn ?? []).filter((w) => w.kind === reg.kind).map((w) => ({ kind: other.kind, keys: w.keys })));
+    const cache = makeInformers(reg.type, (event, obj) => {
+      indexRemote(reg.kind, obj, event === "delete");
+      enqueue(reg.kind, keyOf(obj));
+      if (event === "delete") {
+        if (obj.metadata.uid !== undefined) readyAt.delete(obj.metadata.uid);
+      } else {
+        noteReady(reg.kind, obj);
+      }
+      for (const d of dependants) for (const key of d.keys(obj, caches.get(d.kind)!)) enqueue(d.kind, key);
+    });
+    caches.set(reg.kind, cache);
+  }
   // Only the operator's own Secrets are cached (label selector): unrelated Secrets cost no memory.
   const secrets = makeInformers(
     SecretType,
     (_event, obj) => {
       // A deleted or edited Secret wakes the resource that publishes it (annotation, as Retain Secrets have no owner).
       const [kind, name] = (obj.metadata.annotations?.[annotations.owner] ?? "").split("/");
-      if (name !== undefined && name !== "" && (kind === "Database" || kind === "Project")) queues[kind].add(`${obj.metadata.namespace}/${name}`);
-      for (const ref of obj.metadata.ownerReferences ?? []) {
-        if (ref.kind === "Database" || ref.kind === "Project") queues[ref.kind].add(`${obj.metadata.namespace}/${ref.name}`);
-      }
+      if (kind !== undefined && name !== undefined && name !== "") enqueue(kind, `${obj.metadata.namespace}/${name}`);
+      for (const ref of obj.metadata.ownerReferences ?? []) if (kinds.has(ref.kind)) enqueue(ref.kind, `${obj.metadata.namespace}/${ref.name}`);
     },
     managedSecretSelector,
-  ) as Cache & { get(ns: string | undefined, name: string): Secret | undefined; list(namespace?: string): Secret[] };
+  ) as ObjectCache & { get(ns: string | undefined, name: string): Secret | undefined; list(namespace?: string): Secret[] };
 
   function noteReady(kind: string, obj: KubeObject) {
     const conds = (obj["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions;
@@ -187,51 +157,33 @@ export function createOperator(options: OperatorOptions): Operator {
     pollIntervals: options.pollIntervals,
     onRemoteChange: (_kind, id) => {
       for (const entry of byRemoteId.get(id) ?? []) {
-        const [kind, key] = entry.split("|") as ["Project" | "Database", string];
-        queues[kind].add(key);
+        const [kind, key] = entry.split("|") as [string, string];
+        enqueue(kind, key);
       }
     },
   });
-  const events = createEventRecorder(kube, logger, { instance: options.instanceId });
-  const kindDeps: KindDeps = {
+  const context: KindContext = {
+    kube,
     pool,
     defaultCredentials: options.defaultCredentials,
     instanceId: options.instanceId,
-    projects,
-    databases,
-  };
-
-  function loopDeps(kind: string, objects: Cache): LoopDeps {
-    return {
-      kube,
-      objects,
-      secrets,
-      events,
-      logger: logger.child({ controller: `managed/${kind.toLowerCase()}` }),
-      pollIntervals: options.pollIntervals,
-      crashPoint,
-    };
-  }
-
-  const reconcileRestore = createRestoreReconciler({
-    kube,
-    databases,
+    cache: (kind) => {
+      const c = caches.get(kind);
+      if (c === undefined) throw new Error(`kind ${kind} is not registered`);
+      return c;
+    },
     secrets,
-    pool,
-    defaultCredentials: options.defaultCredentials,
-    events,
-    logger: logger.child({ controller: "managed/databaserestore" }),
+    events: createEventRecorder(kube, logger, { instance: options.instanceId }),
+    logger,
     pollIntervals: options.pollIntervals,
     crashPoint,
-    ...(options.restoreReplayWindowMs === undefined ? {} : { replayWindowMs: options.restoreReplayWindowMs }),
-  });
+  };
 
-  function worker(kind: keyof typeof queues, reconcile: (key: string) => Promise<Outcome>) {
-    const queue: WorkQueue = queues[kind];
+  function worker(kind: string, queue: WorkQueue, reconcile: (key: string) => Promise<Outcome>) {
     return async (key: string) => {
       if (!options.canWrite()) {
         // Not the leader: keep the key for when we are.
-        queue.addAfter(key, 2_000);
+        queue.addAfter(key, notLeaderRequeueMs);
         return;
       }
       const started = process.hrtime.bigint();
@@ -248,11 +200,6 @@ export function createOperator(options: OperatorOptions): Operator {
     };
   }
 
-  function managed<T extends ManagedObject>(kind: ManagedKind<T>, objects: Cache) {
-    const deps = loopDeps(kind.kind, objects);
-    return (key: string) => reconcileManaged(deps, kind, key);
-  }
-
   let ready = false;
   let started = false;
   return {
@@ -260,16 +207,17 @@ export function createOperator(options: OperatorOptions): Operator {
       if (started) return;
       started = true;
       await Promise.all(informers.map((i) => i.start()));
-      queues.Project.start(worker("Project", managed(projectKind(kindDeps), projects)), options.concurrency);
-      queues.Database.start(worker("Database", managed(databaseKind(kindDeps), databases)), options.concurrency);
-      queues.DatabaseRestore.start(worker("DatabaseRestore", reconcileRestore), Math.max(1, Math.min(options.concurrency, 2)));
+      for (const reg of options.kinds) {
+        const queue = queues.get(reg.kind)!;
+        queue.start(worker(reg.kind, queue, reg.reconciler(context)), reg.workers?.(options.concurrency) ?? options.concurrency);
+      }
       ready = true;
       logger.info({ namespaces: options.namespaces ?? "all" }, "Operator started");
     },
     async stop() {
       ready = false;
       pool.stop();
-      await Promise.all(Object.values(queues).map((q) => q.stop()));
+      await Promise.all([...queues.values()].map((q) => q.stop()));
       await Promise.all(informers.map((i) => i.stop()));
       logger.info("Operator stopped");
     },

@@ -52,8 +52,7 @@ beforeEach(async () => {
     pool,
     defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
     instanceId: "unit",
-    projects: kube.cache(ProjectType),
-    databases: kube.cache(DatabaseType),
+    cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   });
   run = (name) => reconcileManaged(deps, kind, `default/${name}`);
 });
@@ -218,7 +217,7 @@ describe("the managed loop (Database)", () => {
     const before = events.length;
     const staleRun = await reconcileManaged(
       { kube, objects: { get: () => stale }, secrets: kube.cache<Secret>(SecretType), events: { record: (_o, type, reason, message) => events.push({ type, reason, message }) }, logger: pino({ level: "silent" }), pollIntervals: poll, crashPoint: () => {} },
-      databaseKind({ pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger: pino({ level: "silent" }), pollIntervals: poll, onRemoteChange: () => {} }), defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" }, instanceId: "unit", projects: kube.cache(ProjectType), databases: kube.cache(DatabaseType) }),
+      databaseKind({ pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger: pino({ level: "silent" }), pollIntervals: poll, onRemoteChange: () => {} }), defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" }, instanceId: "unit", cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType) }),
       "default/orders",
     );
     expect(staleRun.type).toBe("error");

@@ -1,7 +1,8 @@
-import { classifyError } from "./errors.ts";
-import type { WorkQueue } from "./work-queue.ts";
+import { ReconcileError, classifyError } from "./errors.ts";
+import { backoffDelay, type WorkQueue } from "./work-queue.ts";
 
-// The result of one reconcile, as plain data. `applyOutcome` is the one place that turns it into a requeue.
+// The result of one reconcile, as plain data, and every retry rule of the operator: `applyOutcome` turns an outcome
+// into a requeue, `retryInProcess` is the only retry inside a reconcile. Nothing else waits or backs off.
 export type Outcome =
   | { type: "done" }
   | { type: "requeueAfter"; ms: number }
@@ -10,6 +11,9 @@ export type Outcome =
 export const done = (): Outcome => ({ type: "done" });
 export const requeueAfter = (ms: number): Outcome => ({ type: "requeueAfter", ms });
 export const failed = (error: unknown): Outcome => ({ type: "error", error });
+
+/** A replica without the lease keeps its keys for when it gets it, without spinning. */
+export const notLeaderRequeueMs = 2_000;
 
 /**
  * - success: reset the key's backoff; requeue after the poll interval (or not at all);
@@ -41,6 +45,28 @@ export function applyOutcome(queue: WorkQueue, key: string, outcome: Outcome): v
       }
       queue.addRateLimited(key, { minMs: c.retryAfterMs, maxMs: c.maxDelayMs });
       return;
+    }
+  }
+}
+
+/**
+ * Retries a Kubernetes write inside one reconcile, for the writes that must not wait for a requeue: the Secret that
+ * holds the only copy of a creation response's credentials, a restore's ledger entry that must precede its POST.
+ * Backoff 400 ms, 800 ms, … with jitter; a ReconcileError (a refusal that retrying cannot fix) is thrown at once.
+ */
+export async function retryInProcess<T>(
+  fn: () => Promise<T>,
+  options: { attempts?: number; retryable?: (err: unknown) => boolean; onRetry?: (err: unknown, attempt: number) => void } = {},
+): Promise<T> {
+  const attempts = options.attempts ?? 5;
+  const retryable = options.retryable ?? ((err: unknown) => !(err instanceof ReconcileError));
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= attempts || !retryable(err)) throw err;
+      options.onRetry?.(err, attempt);
+      await new Promise((resolve) => setTimeout(resolve, backoffDelay(attempt, { baseMs: 200, maxMs: 5_000 })));
     }
   }
 }

@@ -39,8 +39,7 @@ function setUp(publicApi: boolean) {
     pool,
     defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
     instanceId: "unit",
-    projects: kube.cache(ProjectType),
-    databases: kube.cache(DatabaseType),
+    cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   };
   const databaseDeps: LoopDeps = { ...common, objects: kube.cache(DatabaseType) };
   const projectDeps: LoopDeps = { ...common, objects: kube.cache(ProjectType) };

@@ -1,8 +1,8 @@
-import { errorCode, type CreatedConnection, type MdsApi } from "./api.ts";
+import { errorCode, isApiNotFound, type CreatedConnection, type MdsApi } from "./api.ts";
 import type { ConnectionCredentials } from "./connection-secret.ts";
 import { ReconcileError } from "./errors.ts";
 import { credentialsFromCreated, idempotencyKeyOf } from "./identity.ts";
-import type { SecretTarget } from "./managed-reconciler.ts";
+import type { ConnectionOwner, SecretTarget } from "./secret-publisher.ts";
 import type { RemoteMirror } from "./remote-mirror.ts";
 
 /**
@@ -73,4 +73,42 @@ export async function replayOrMint(args: {
     throw err;
   }
   return { credentials, revoke: [...new Set(lost)] };
+}
+
+/** What a kind knows about recovering one object's credentials: whether its creation can be replayed, and how. */
+export interface RecoveryPlan {
+  /** Replays the creation and returns its default connection if it is still the target's; undefined: not ours. */
+  replay: (() => Promise<CreatedConnection | undefined>) | undefined;
+  /** The database's original connection: lost when no Secret ever named a newer one. */
+  originalConnectionId: string | null | undefined;
+}
+
+/**
+ * A kind's ConnectionOwner: recovery through replayOrMint with the kind's plan, revocation that treats a connection
+ * already gone as revoked. The kind writes only its plan (and, if its status names the connection, `recorded`/`status`).
+ */
+export function connectionOwner<T>(args: {
+  api: MdsApi;
+  mirror: RemoteMirror;
+  connectionName: (obj: T) => string;
+  plan: (obj: T, target: SecretTarget) => Promise<RecoveryPlan>;
+  recorded?: (obj: T) => string | undefined;
+  status?: (connectionId: string, target: SecretTarget) => Record<string, unknown>;
+}): ConnectionOwner<T> {
+  const { api, mirror } = args;
+  return {
+    async recover(obj, target, previousConnectionId) {
+      const plan = await args.plan(obj, target);
+      return replayOrMint({ api, mirror, target, previousConnectionId, connectionName: args.connectionName(obj), ...plan });
+    },
+    async revoke(id) {
+      try {
+        await api.deleteConnection(id);
+      } catch (err) {
+        if (!isApiNotFound(err)) throw err;
+      }
+    },
+    ...(args.recorded === undefined ? {} : { recorded: args.recorded }),
+    ...(args.status === undefined ? {} : { status: args.status }),
+  };
 }

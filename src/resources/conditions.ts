@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { loopReasons, type LoopReason } from "../operator/conditions.ts";
 
 // Conditions follow metav1.Condition so `kubectl wait --for=condition=Ready`, Argo CD and Flux understand them.
 // Two types only (crossplane's model): Ready says whether the remote object is usable and its Secret is current;
@@ -9,37 +10,37 @@ export type ConditionType = z.infer<typeof ConditionType>;
 export const ConditionStatus = z.enum(["True", "False", "Unknown"]);
 export type ConditionStatus = z.infer<typeof ConditionStatus>;
 
-// The closed set of reasons the operator writes. The CRD accepts any CamelCase reason (as metav1.Condition does),
+// The closed set of reasons the operator writes: the loops' own (src/operator/conditions.ts) and the kinds'. The CRD accepts any CamelCase reason (as metav1.Condition does),
 // so an older CRD never rejects a newer operator's status; TypeScript keeps the operator itself to this list.
 // Each entry's text is what the user should understand and do; the README's troubleshooting table is built from it.
 export const conditionReasons = {
   // Ready
-  Available: "The remote object is ready and its connection Secret is current.",
-  Creating: "The operator is creating the remote object (lookup by logicalId, then create).",
+  Available: loopReasons.Available,
+  Creating: loopReasons.Creating,
   Provisioning: "The service is provisioning the database; the operator polls it fast until it is ready.",
   Restoring: "A restore is replacing the database's data; it becomes Available again when the restore ends.",
-  Deleting: "The resource is being deleted; the remote object is deleted or retained per deletionPolicy.",
+  Deleting: loopReasons.Deleting,
   RemoteFailure: "The service reports the database in status failure; see the message and the service's logs.",
-  RemoteNotFound: "The remote object recorded in status.id no longer exists; the operator does not recreate it silently.",
-  SecretOutOfDate: "The connection Secret is missing or was edited; the operator is rebuilding it with working credentials.",
+  RemoteNotFound: loopReasons.RemoteNotFound,
+  SecretOutOfDate: loopReasons.SecretOutOfDate,
   WaitingForDatabases: "Deletion of a Project with deletionPolicy Delete waits until its databases are gone.",
   WaitingForProject: "The database is its project's default database, which the public API deletes only with its project; delete the Project.",
   // Synced
-  ReconcileSuccess: "The last reconcile completed without error.",
-  ReconcileError: "The last reconcile failed; the message names the cause and the operator retries with backoff.",
-  ReconcilePaused: "Reconciliation is paused by the mds.dev/paused annotation.",
-  InvalidSpec: "The spec cannot be acted on (for example an unknown region or a reference to itself); fix the spec.",
-  CredentialsMissing: "The credentials Secret (spec.credentials.secretRef or the operator's default) or its key does not exist.",
-  CredentialsInvalid: "The service refused the API token (401 or 403); replace the token in the credentials Secret.",
+  ReconcileSuccess: loopReasons.ReconcileSuccess,
+  ReconcileError: loopReasons.ReconcileError,
+  ReconcilePaused: loopReasons.ReconcilePaused,
+  InvalidSpec: loopReasons.InvalidSpec,
+  CredentialsMissing: loopReasons.CredentialsMissing,
+  CredentialsInvalid: loopReasons.CredentialsInvalid,
   ProjectNotReady: "The Database's project is missing or not ready yet; the operator waits for it.",
   DatabaseNotReady: "A database this resource refers to is missing or not ready yet; the operator waits for it.",
-  ApiUnavailable: "The service cannot be reached or answered 5xx; the operator retries with backoff.",
-  RateLimited: "The service answered 429; the operator waits for Retry-After before calling it again.",
-  Conflict: "The service refused the request as a conflict (409); the message says with what.",
-  RemoteIncomplete: "The service's answer lacks something the operator needs (a connection string, an endpoint); the message names it.",
-  RemoteUnreadable: "The service's answer about this object does not have a shape the operator can read; the message names the fields.",
+  ApiUnavailable: loopReasons.ApiUnavailable,
+  RateLimited: loopReasons.RateLimited,
+  Conflict: loopReasons.Conflict,
+  RemoteIncomplete: loopReasons.RemoteIncomplete,
+  RemoteUnreadable: loopReasons.RemoteUnreadable,
   OutcomeUnknown: "A restore was requested but its outcome cannot be known; it is never repeated automatically.",
-} as const;
+} as const satisfies Record<LoopReason, string> & Record<string, string>;
 
 export const ConditionReason = z.enum(Object.keys(conditionReasons) as [keyof typeof conditionReasons, ...(keyof typeof conditionReasons)[]]);
 export type ConditionReason = z.infer<typeof ConditionReason>;

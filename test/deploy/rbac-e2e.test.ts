@@ -14,11 +14,10 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments, stringify } from "yaml";
 import { parseOperatorConfig } from "../../src/cli/operator-config.ts";
-import { startOperatorRuntime, type CreateOperator, type OperatorRuntime } from "../../src/cli/operator.ts";
+import { createOperatorWithKinds, startOperatorRuntime, type OperatorRuntime } from "../../src/cli/operator.ts";
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
 import { ensureTls } from "../../src/devkube/tls.ts";
 import { parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
-import { createOperator } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
 import { eventually as poll } from "../e2e/helpers.ts";
 import { kubectl } from "./kubectl.ts";
@@ -182,7 +181,7 @@ async function setup(mode: Mode): Promise<void> {
   runtime = await startOperatorRuntime(config, {
     kubeConfig,
     logger: pino({ level: "debug" }, sink),
-    createOperator: createOperator as unknown as CreateOperator,
+    createOperator: createOperatorWithKinds,
     identity: "mds-operator-0",
   });
   await eventually(() => {

@@ -11,7 +11,8 @@ import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
 import { runKubectl } from "../../src/devkube/testing/kubectl.ts";
 import { createKubeClient, type KubeClient } from "../../src/kube/client.ts";
 import { loadKubeConfig, parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
-import { createOperator, type Operator, type OperatorOptions } from "../../src/operator/index.ts";
+import { createOperatorWithKinds, type RuntimeOperatorOptions } from "../../src/cli/operator.ts";
+import type { Operator } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../../src/service/testing.ts";
 import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "../../src/testing/public-api-emulator/server.ts";
 import { SecretType, type Secret } from "../../src/kube/types.ts";
@@ -87,7 +88,7 @@ export interface Stack {
   leaks(): Promise<string>;
   /** kubectl against the stack's cluster, in `namespace`. */
   kubectl(args: string[], input?: string): Promise<string>;
-  startOperator(overrides?: Partial<OperatorOptions>): Promise<Operator>;
+  startOperator(overrides?: Partial<RuntimeOperatorOptions>): Promise<Operator>;
   stop(): Promise<void>;
 }
 
@@ -211,7 +212,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         },
       });
       const logger: Logger = pino({ level: "debug" }, sink);
-      const operator = createOperator({
+      const operator = createOperatorWithKinds({
         kubeConfig,
         apiUrl: emulator?.url ?? service.url,
         defaultCredentials: { secretNamespace: namespace, secretName: "mds-credentials", key: "token" },

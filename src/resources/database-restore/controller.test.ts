@@ -7,7 +7,8 @@ import { createCredentialPool } from "../../operator/credentials.ts";
 import type { Outcome } from "../../operator/outcome.ts";
 import { createFakeApi, type FakeApi } from "../../operator/testing/fake-api.ts";
 import { DatabaseRestoreType, DatabaseType } from "../types.ts";
-import { createRestoreReconciler } from "./controller.ts";
+import { reconcileOneShot } from "../../operator/one-shot-reconciler.ts";
+import { restoreKind } from "./controller.ts";
 
 // Restore at most once per key and target: wiped status, re-applied resource, crash before the POST beyond the
 // replay window (OutcomeUnknown, never a second request).
@@ -30,14 +31,14 @@ beforeEach(async () => {
   const logger = pino({ level: "silent" });
   // A crash point ends the process: the next reconcile runs in a new reconciler that remembers nothing.
   let restart = false;
-  const build = () => createRestoreReconciler({
+  const build = () => {
+    const kind = restoreKind({
     kube,
-    databases: kube.cache(DatabaseType),
+    cache: () => kube.cache(DatabaseType),
     secrets: kube.cache<Secret>(SecretType),
     pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} }),
     defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
     events: { record() {} },
-    logger,
     pollIntervals: poll,
     crashPoint: (name) => {
       if (name === crash) {
@@ -46,8 +47,9 @@ beforeEach(async () => {
         throw new Error(`simulated crash at ${name}`);
       }
     },
-    now: () => new Date(clock),
-  });
+    });
+    return (key: string) => reconcileOneShot({ kube, events: { record() {} }, logger, now: () => new Date(clock) }, kind, key);
+  };
   let current = build();
   reconcile = async (key) => {
     const outcome = await current(key);

@@ -1,17 +1,8 @@
 import type { Database as RemoteDatabase, MdsApi } from "../../operator/api.ts";
-import { ReconcileError } from "../../operator/errors.ts";
 import { idempotencyKeyOf } from "../../operator/identity.ts";
 
-// The restore's external calls: resolve the backup once, start the restore with an Idempotency-Key derived from
-// the target and the restore's key (so a re-POST after a crash replays instead of restoring twice), read state.
-
-export async function resolveBackup(api: MdsApi, sourceDatabaseId: string, backupId: string | undefined): Promise<string> {
-  if (backupId !== undefined) return backupId;
-  const backups = await api.listBackups(sourceDatabaseId, { limit: 100 });
-  const latest = backups.data.find((b) => b.status === "completed");
-  if (latest === undefined) throw new ReconcileError("DatabaseNotReady", `database "${sourceDatabaseId}" has no completed backup to restore`);
-  return latest.id;
-}
+// The restore's external call: started with an Idempotency-Key derived from the target and the restore's key, so a
+// re-POST after a crash (only to a server that announced replay) replays instead of restoring twice.
 
 export function restoreRequestKey(targetDatabaseId: string, key: string): string {
   return idempotencyKeyOf("restore", targetDatabaseId, key);
@@ -19,4 +10,10 @@ export function restoreRequestKey(targetDatabaseId: string, key: string): string
 
 export async function startRestore(api: MdsApi, target: string, source: string, backupId: string, key: string): Promise<RemoteDatabase> {
   return api.restoreDatabase(target, { source: { type: "backup", databaseId: source, backupId } }, { idempotencyKey: restoreRequestKey(target, key) });
+}
+
+/** A database's source as one comparable string. */
+export function sourceKeyOf(source: { type: string; databaseId?: string; backupId?: string } | null): string {
+  if (source === null) return "none";
+  return [source.type, source.databaseId ?? "", source.backupId ?? ""].join(":");
 }

@@ -8,7 +8,7 @@ import { logicalIdOf } from "../../operator/identity.ts";
 import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconciler.ts";
 import type { Outcome } from "../../operator/outcome.ts";
 import { createFakeApi, type FakeApi } from "../../operator/testing/fake-api.ts";
-import { DatabaseType, ProjectType } from "../types.ts";
+import { ProjectType } from "../types.ts";
 import { projectKind } from "./controller.ts";
 
 // The Project kind through the generic loop: its default database's Secret, crash recovery by replay, and
@@ -46,8 +46,6 @@ beforeEach(() => {
     pool,
     defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
     instanceId: "unit",
-    projects: kube.cache(ProjectType),
-    databases: kube.cache(DatabaseType),
   });
   run = (name) => reconcileManaged(deps, kind, `default/${name}`);
 });

@@ -1,18 +1,24 @@
+import { remoteIdOf } from "../../operator/identity.ts";
+import { credentialsRefOf, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
 import type { ManagedKind } from "../../operator/managed-reconciler.ts";
-import { credentialsRefOf, parseOrTerminal, type KindDeps } from "../database/controller.ts";
 import { ProjectType } from "../types.ts";
-import { createProjectExternal, recordedProjectId, type ProjectObject } from "./external.ts";
+import { createProjectExternal, type ProjectObject } from "./external.ts";
 import { Project } from "./schema.ts";
 
-export function projectKind(deps: KindDeps): ManagedKind<ProjectObject> {
+// The Project kind: parsed by its schema, connected through its credentials; its Secret is its default database's.
+
+export function projectKind(ctx: Pick<KindContext, "pool" | "defaultCredentials" | "instanceId">): ManagedKind<ProjectObject> {
   return {
     kind: "Project",
     type: ProjectType,
     parse: (raw) => parseOrTerminal(Project, "Project", raw) as ProjectObject,
+    secretDatabaseIds: (obj) => [obj.status?.defaultDatabase?.id].filter((id): id is string => id !== undefined),
     async connect(obj) {
-      const ctx = await deps.pool.resolve(credentialsRefOf(obj, deps));
-      if (recordedProjectId(obj) !== undefined) await ctx.mirror.ready();
-      return createProjectExternal({ api: ctx.api, mirror: ctx.mirror, instanceId: deps.instanceId });
+      const api = await ctx.pool.resolve(credentialsRefOf(obj, ctx.defaultCredentials));
+      if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
+      return createProjectExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId });
     },
   };
 }
+
+export const projectRegistration = managedKind({ kind: "Project", type: ProjectType }, projectKind);

@@ -1,12 +1,12 @@
 import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
-import { errorCode, isApiConflict, isApiNotFound, mayHaveLanded, type MdsApi } from "../../operator/api.ts";
-import { annotations } from "../../operator/connection-secret.ts";
-import { connectionNameOf, idempotencyKeyOf, logicalIdOf } from "../../operator/identity.ts";
-import { ReconcileError, messageOf } from "../../operator/errors.ts";
+import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
+import { connectionNameOf, idempotencyKeyOf, logicalIdOf, remoteIdOf } from "../../operator/identity.ts";
+import { messageOf } from "../../operator/errors.ts";
 import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
-import { originalConnectionOf, replayOrMint } from "../../operator/recover-credentials.ts";
+import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
-import { readinessWithSecret, secretTargetOf, stripSecrets, usableCredentials } from "../database/external.ts";
+import { createOnce, findByLogicalId } from "../create-once.ts";
+import { readinessWithSecret, secretTargetOf, stripSecrets, usableCredentials } from "../remote-database.ts";
 import type { Project } from "./schema.ts";
 
 export type ProjectObject = Project & { apiVersion: string; kind: string; metadata: Project["metadata"] & { name: string } };
@@ -15,10 +15,6 @@ export interface ProjectExternalDeps {
   api: MdsApi;
   mirror: RemoteMirror;
   instanceId: string;
-}
-
-export function recordedProjectId(obj: ProjectObject): string | undefined {
-  return obj.spec.externalId ?? obj.status?.id ?? obj.metadata.annotations?.[annotations.externalId];
 }
 
 export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient<ProjectObject> {
@@ -32,25 +28,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
     ...(obj.spec.region === undefined ? {} : { region: obj.spec.region }),
     ...(obj.spec.workspaceId === undefined ? {} : { workspaceId: obj.spec.workspaceId }),
   });
-  /** The project with our logicalId; `undefined` only when the service said so (a failed lookup throws). */
-  async function lookup(obj: ProjectObject) {
-    const page = await api.listProjects({ logicalId: logicalIdFor(obj), limit: 1 });
-    const found = page.data[0];
-    if (found === undefined && (page.skipped ?? 0) > 0) {
-      throw new ReconcileError("RemoteUnreadable", `cannot tell whether project "${logicalIdFor(obj)}" exists: the service answered with a project the operator cannot read`);
-    }
-    return found;
-  }
-
-  /** Lookup before create: the mirror's full list proves absence without a call (see the Database client). */
-  async function lookupBeforeCreate(obj: ProjectObject) {
-    await mirror.ready().catch(() => undefined);
-    const known = mirror.findProjectByLogicalId(logicalIdFor(obj));
-    if (known.known && known.value === undefined) return undefined;
-    const found = await lookup(obj);
-    mirror.settle(logicalIdFor(obj));
-    return found;
-  }
+  const lookup = (obj: ProjectObject) => findByLogicalId(() => api.listProjects({ logicalId: logicalIdFor(obj), limit: 1 }), "project", logicalIdFor(obj));
 
   async function defaultDatabaseOf(projectId: string): Promise<RemoteDatabase | undefined> {
     let db = mirror.databasesOf(projectId).find((d) => d.isDefault);
@@ -109,7 +87,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
 
   return {
     async observe(obj): Promise<Observation> {
-      const id = recordedProjectId(obj);
+      const id = remoteIdOf(obj);
       if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, upToDate: true, fastPoll: true };
       const project = await mirror.getProject(id);
       if (project === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, upToDate: true, fastPoll: false };
@@ -145,20 +123,15 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
     },
 
     async create(obj): Promise<Creation> {
-      const found = await lookupBeforeCreate(obj);
-      if (found !== undefined) return { id: found.id, adopted: true, status: {} };
-      let created;
-      try {
-        created = await api.createProject(bodyFor(obj), { idempotencyKey: createKey(obj) });
-      } catch (err) {
-        // 409 on our logicalId, or 422: our Idempotency-Key already created it with another body (spec edited since).
-        if (isApiConflict(err) || errorCode(err) === "unprocessable") {
-          const again = await lookup(obj);
-          if (again !== undefined) return { id: again.id, adopted: true, status: {} };
-        }
-        if (mayHaveLanded(err)) mirror.suspect(logicalIdFor(obj));
-        throw err;
-      }
+      const result = await createOnce({
+        mirror,
+        logicalId: logicalIdFor(obj),
+        known: () => mirror.findProjectByLogicalId(logicalIdFor(obj)),
+        lookup: () => lookup(obj),
+        post: () => api.createProject(bodyFor(obj), { idempotencyKey: createKey(obj) }),
+      });
+      if ("adopted" in result) return { id: result.adopted.id, adopted: true, status: {} };
+      const created = result.created;
       const { database: _database, ...project } = created;
       mirror.putProject(project);
       const status = {
@@ -182,43 +155,31 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
 
     async delete(obj) {
       // Without a recorded id a create may still have landed; only the service's answer that there is none counts.
-      const id = recordedProjectId(obj) ?? (obj.spec.externalId === undefined ? (await lookup(obj))?.id : undefined);
+      const id = remoteIdOf(obj) ?? (obj.spec.externalId === undefined ? (await lookup(obj))?.id : undefined);
       if (id === undefined) return { done: true };
       return deleteById(id);
     },
 
-    async recoverCredentials(obj, target, previousConnectionId) {
-      const ours = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
-      return replayOrMint({
-        api,
-        mirror,
-        target,
-        previousConnectionId,
-        connectionName: connectionNameOf(instanceId, "Project", obj.metadata.namespace ?? "default", obj.metadata.name),
-        // Only a server that announced replay answers the same POST with the original response instead of acting.
-        replay:
-          ours !== undefined && ours.id === target.projectId && api.replaysIdempotencyKeys()
-            ? async () => {
-                const replay = await api.createProject(bodyFor(obj), { idempotencyKey: createKey(obj) });
-                const db = replay.database;
-                return replay.id === ours.id && db?.id === target.databaseId ? db.connections.find((c) => c.id === db.defaultConnectionId) : undefined;
-              }
-            : undefined,
-        // Read before minting: minting makes the mirror forget the database.
-        originalConnectionId: ours !== undefined ? originalConnectionOf(mirror.databasesOf(ours.id).find((d) => d.id === target.databaseId)) : undefined,
-      });
-    },
-
-    async revokeConnection(id) {
-      try {
-        await api.deleteConnection(id);
-      } catch (err) {
-        if (!isApiNotFound(err)) throw err;
-      }
-    },
-
-    connectionStatus() {
-      return {};
-    },
+    connections: connectionOwner<ProjectObject>({
+      api,
+      mirror,
+      connectionName: (obj) => connectionNameOf(instanceId, "Project", obj.metadata.namespace ?? "default", obj.metadata.name),
+      async plan(obj, target) {
+        const ours = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
+        return {
+          // Only a server that announced replay answers the same POST with the original response instead of acting.
+          replay:
+            ours !== undefined && ours.id === target.projectId && api.replaysIdempotencyKeys()
+              ? async () => {
+                  const replay = await api.createProject(bodyFor(obj), { idempotencyKey: createKey(obj) });
+                  const db = replay.database;
+                  return replay.id === ours.id && db?.id === target.databaseId ? db.connections.find((c) => c.id === db.defaultConnectionId) : undefined;
+                }
+              : undefined,
+          // Read before minting: minting makes the mirror forget the database.
+          originalConnectionId: ours !== undefined ? originalConnectionOf(mirror.databasesOf(ours.id).find((d) => d.id === target.databaseId)) : undefined,
+        };
+      },
+    }),
   };
 }

@@ -1,0 +1,94 @@
+import type { Logger } from "pino";
+import { z } from "zod";
+import type { KubeClient } from "../kube/client.ts";
+import type { KubeObject, ResourceType, Secret } from "../kube/types.ts";
+import type { CredentialPool, SecretKeyRef } from "./credentials.ts";
+import { TerminalError } from "./errors.ts";
+import type { EventRecorder } from "./events.ts";
+import { reconcileManaged, type ManagedKind, type ManagedObject } from "./managed-reconciler.ts";
+import { reconcileOneShot, type OneShotKind } from "./one-shot-reconciler.ts";
+import type { Outcome } from "./outcome.ts";
+import type { StatusObject } from "./status.ts";
+
+// A kind is a registration the operator iterates (src/resources/index.ts lists them): its address, its reconciler
+// (the managed loop or the one-shot loop, with the kind's thin code), and which other kinds' changes wake its
+// objects. The operator knows no kind by name.
+
+export interface ObjectCache {
+  get(namespace: string | undefined, name: string): KubeObject | undefined;
+  list(namespace?: string): KubeObject[];
+}
+
+/** What a kind's code may use: shared clients, the caches of every registered kind, the operator's settings. */
+export interface KindContext {
+  kube: KubeClient;
+  pool: CredentialPool;
+  /** The operator's own credentials Secret: the fallback of a resource without spec.credentials. */
+  defaultCredentials: { secretNamespace: string; secretName: string; key: string };
+  /** For logicalId "k8s:<instanceId>:<namespace>/<name>" and connection names. */
+  instanceId: string;
+  /** The informer cache of a registered kind, by kind name (references between kinds). */
+  cache(kind: string): ObjectCache;
+  /** The labelled Secret cache (the operator's own Secrets). */
+  secrets: { get(namespace: string | undefined, name: string): Secret | undefined; list(namespace?: string): Secret[] };
+  events: EventRecorder;
+  logger: Logger;
+  pollIntervals: { fastMs: number; slowMs: number };
+  crashPoint: (name: string) => void | Promise<void>;
+}
+
+export interface KindRegistration {
+  kind: string;
+  type: ResourceType;
+  /** Workers of this kind's queue, given the operator's --concurrency (default: that). */
+  workers?(concurrency: number): number;
+  /** Changes of another kind's objects that wake objects of this kind: the keys (`namespace/name`) to enqueue. */
+  wakeOn?: { kind: string; keys(changed: KubeObject, own: ObjectCache): string[] }[];
+  /** Builds the reconciler of one key. */
+  reconciler(ctx: KindContext): (key: string) => Promise<Outcome>;
+}
+
+/** A kind with a remote object, reconciled by the managed loop. */
+export function managedKind<T extends ManagedObject>(
+  base: Omit<KindRegistration, "reconciler">,
+  build: (ctx: KindContext) => ManagedKind<T>,
+): KindRegistration {
+  return {
+    ...base,
+    reconciler(ctx) {
+      const kind = build(ctx);
+      const deps = { ...ctx, objects: ctx.cache(base.kind), logger: ctx.logger.child({ controller: `managed/${base.kind.toLowerCase()}` }) };
+      return (key) => reconcileManaged(deps, kind, key);
+    },
+  };
+}
+
+/** A one-shot operation, reconciled by the one-shot loop. */
+export function oneShotKind<T extends StatusObject>(base: Omit<KindRegistration, "reconciler">, build: (ctx: KindContext) => OneShotKind<T>): KindRegistration {
+  return {
+    ...base,
+    reconciler(ctx) {
+      const kind = build(ctx);
+      const deps = { ...ctx, logger: ctx.logger.child({ controller: `once/${base.kind.toLowerCase()}` }) };
+      return (key) => reconcileOneShot(deps, kind, key);
+    },
+  };
+}
+
+/** Parses a raw object with the kind's schema; a failure is terminal, with what to fix. */
+export function parseOrTerminal<T>(schema: z.ZodType<T>, kind: string, raw: KubeObject): T {
+  const result = schema.safeParse(raw);
+  if (result.success) return result.data;
+  throw new TerminalError("InvalidSpec", `invalid ${kind} "${raw.metadata.name}": ${z.prettifyError(result.error).replace(/\n/g, "; ")}`);
+}
+
+/** The API token of a resource: its spec.credentials.secretRef, else the operator's default credentials. */
+export function credentialsRefOf(
+  obj: { metadata: { namespace?: string | undefined }; spec: { credentials?: { secretRef: { name: string; key?: string | undefined } } | undefined } },
+  defaults: KindContext["defaultCredentials"],
+): SecretKeyRef {
+  const ref = obj.spec.credentials?.secretRef;
+  // `key` defaults to "token" (the CRD defaults it; a raw object read elsewhere may predate that).
+  if (ref !== undefined) return { namespace: obj.metadata.namespace ?? "default", name: ref.name, key: ref.key ?? "token" };
+  return { namespace: defaults.secretNamespace, name: defaults.secretName, key: defaults.key };
+}

@@ -1,0 +1,68 @@
+import type { Logger } from "pino";
+import type { KubeClient } from "../kube/client.ts";
+import type { KubeObject, ResourceType } from "../kube/types.ts";
+import type { EventRecorder } from "./events.ts";
+import { done, failed, type Outcome } from "./outcome.ts";
+import { reportError, splitKey, synced, writeStatus, type ConditionUpdate, type StatusObject } from "./status.ts";
+
+// The loop for one-shot operations (a restore): a resource that asks for one action and records how it ended. It
+// shares status writing, conditions (Ready and Synced with observedGeneration), error reporting and requeue rules
+// with the managed loop; the kind supplies only its steps:
+//   live get → parse (failure → Synced=False InvalidSpec) → finished? → kind's step → Synced=True
+// It reads the object live, never from the cache: acting on a stale phase could run a destructive action twice.
+
+export interface OneShotKind<T extends StatusObject> {
+  kind: string;
+  type: ResourceType;
+  /** Parses a raw object; throws TerminalError(InvalidSpec) with a message that says what to fix. */
+  parse(raw: KubeObject): T;
+  /** The operation ended (a phase that never changes): nothing more to do, ever. */
+  finished(obj: T): boolean;
+  /** One pass of the operation's steps. Status goes through `run.writeStatus`; errors are thrown, typed. */
+  step(run: OneShotRun<T>): Promise<Outcome>;
+}
+
+export interface OneShotRun<T extends StatusObject> {
+  /** The object as last written. */
+  readonly obj: T;
+  readonly log: Logger;
+  now(): Date;
+  /** Merges `fields` into status with the given Ready condition and Synced=True; only when something changed. */
+  writeStatus(fields: Record<string, unknown>, ready: ConditionUpdate): Promise<T>;
+}
+
+export interface OneShotDeps {
+  kube: KubeClient;
+  events: EventRecorder;
+  logger: Logger;
+  now?: () => Date;
+}
+
+export async function reconcileOneShot<T extends StatusObject>(deps: OneShotDeps, kind: OneShotKind<T>, key: string): Promise<Outcome> {
+  const [namespace, name] = splitKey(key);
+  const raw = await deps.kube.get<KubeObject>(kind.type, namespace, name);
+  if (raw === undefined) return done();
+  const log = deps.logger.child({ namespace, name, generation: raw.metadata.generation });
+  const now = deps.now ?? (() => new Date());
+  let obj: StatusObject = raw;
+  try {
+    const parsed = kind.parse(raw);
+    obj = parsed;
+    if (kind.finished(parsed)) return done();
+    const run: OneShotRun<T> = {
+      get obj() {
+        return obj as T;
+      },
+      log,
+      now,
+      async writeStatus(fields, ready) {
+        obj = await writeStatus(deps.kube, kind.type, obj as T, fields, [ready, synced], now());
+        return obj as T;
+      },
+    };
+    return await kind.step(run);
+  } catch (err) {
+    await reportError(deps, kind.type, obj, err, log, now());
+    return failed(err);
+  }
+}

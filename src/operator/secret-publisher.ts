@@ -1,0 +1,232 @@
+import type { Logger } from "pino";
+import type { KubeClient } from "../kube/client.ts";
+import { isKubeNotFound } from "../kube/errors.ts";
+import { SecretType, type KubeObject, type OwnerReference, type Secret } from "../kube/types.ts";
+import {
+  buildSecret,
+  credentialsFromSecret,
+  labels,
+  managedByValue,
+  secretUpToDate,
+  type ConnectionCredentials,
+  type ConnectionSecretSpec,
+  type Endpoint,
+} from "./connection-secret.ts";
+import { ReconcileError, TerminalError } from "./errors.ts";
+import type { EventRecorder } from "./events.ts";
+import { retryInProcess } from "./outcome.ts";
+
+// The connection Secret as a component: publish the credentials of a creation, keep the Secret current (rebuild a
+// missing or edited one, recover lost credentials, revoke the connections whose password nobody holds), release it
+// (Retain) or delete it (Delete). Used by the managed loop for any kind that publishes credentials; the credential
+// calls themselves come from the kind (ConnectionOwner, built with connectionOwner() in recover-credentials.ts).
+
+export type SecretEndpoints = { direct: Endpoint; pooled?: Endpoint | undefined };
+
+/** Where and for what the connection Secret is published. */
+export interface SecretTarget {
+  name: string;
+  spec: ConnectionSecretSpec | undefined;
+  databaseId: string;
+  projectId: string | undefined;
+  /**
+   * The remote database's connections: a Secret naming another one holds revoked credentials. Each one's endpoints
+   * as the service reports them now: a Secret follows its own connection's hosts and ports when they move.
+   */
+  connections: { id: string; name: string; endpoints?: SecretEndpoints | undefined }[];
+  /** The endpoints of the connection a new Secret is built from. */
+  endpoints: SecretEndpoints;
+}
+
+/** A kind's credential calls: what the publisher needs to recover lost credentials and revoke what was lost. */
+export interface ConnectionOwner<T> {
+  /** Credentials for a Secret that is missing, edited or names a revoked connection; `revoke`: connections lost. */
+  recover(obj: T, target: SecretTarget, previousConnectionId: string | undefined): Promise<{ credentials: ConnectionCredentials; revoke: string[] }>;
+  /** Revokes a connection; one that is already gone is done. */
+  revoke(id: string): Promise<void>;
+  /** The connection the object's status names as published (a crash may have left it unrevoked after a rebuild). */
+  recorded?(obj: T): string | undefined;
+  /** Status fields naming the published connection. */
+  status?(connectionId: string, target: SecretTarget): Record<string, unknown>;
+}
+
+/** The resource that publishes the Secret, as far as the publisher needs it. */
+export interface Publisher extends KubeObject {
+  apiVersion: string;
+  kind: string;
+  spec: { deletionPolicy?: "Retain" | "Delete" | undefined };
+}
+
+export interface PublisherDeps {
+  kube: KubeClient;
+  /** The labelled Secret cache. */
+  secrets: { get(namespace: string | undefined, name: string): Secret | undefined };
+  events: EventRecorder;
+  log: Logger;
+  crashPoint: (name: string) => void | Promise<void>;
+}
+
+/**
+ * Only under deletionPolicy Delete does the Secret get an ownerReference (garbage collection as a backstop).
+ * Under Retain it never has one: `kubectl delete --cascade=foreground` makes the garbage collector delete owned
+ * objects before any finalizer could release them, and these credentials exist nowhere else.
+ */
+export function ownerReferenceOf(obj: Publisher): OwnerReference | undefined {
+  if (obj.metadata.uid === undefined || (obj.spec.deletionPolicy ?? "Retain") !== "Delete") return undefined;
+  return { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, uid: obj.metadata.uid, controller: true, blockOwnerDeletion: false };
+}
+
+export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj: T) {
+  const ns = obj.metadata.namespace;
+  const point = (name: string) => deps.crashPoint(`${obj.kind.toLowerCase()}:${name}`);
+
+  function assertUsable(existing: Secret | undefined, target: SecretTarget) {
+    if (existing === undefined) return;
+    if (existing.metadata.labels?.[labels.managedBy] !== managedByValue) {
+      throw new TerminalError(
+        "InvalidSpec",
+        `cannot write connection Secret "${target.name}": a Secret of that name exists and is not managed by mds-operator; delete it or set connectionSecret.name to another name`,
+      );
+    }
+    const ownedByOther = (existing.metadata.ownerReferences ?? []).some((r) => r.controller === true && r.uid !== obj.metadata.uid);
+    const otherDb = existing.metadata.labels?.[labels.databaseId] !== target.databaseId;
+    if (ownedByOther || otherDb) {
+      throw new ReconcileError(
+        "InvalidSpec",
+        `cannot write connection Secret "${target.name}": it holds the credentials of ${otherDb ? `database "${existing.metadata.labels?.[labels.databaseId]}"` : "another resource"}; choose another connectionSecret.name`,
+      );
+    }
+  }
+
+  async function write(existing: Secret | undefined, target: SecretTarget, credentials: ConnectionCredentials): Promise<void> {
+    const desired = buildSecret({
+      namespace: ns ?? "default",
+      name: target.name,
+      credentials,
+      spec: target.spec,
+      projectId: target.projectId,
+      databaseId: target.databaseId,
+      owner: ownerReferenceOf(obj),
+      ownerName: `${obj.kind}/${obj.metadata.name}`,
+    });
+    if (existing === undefined) {
+      await deps.kube.create(SecretType, desired);
+      return;
+    }
+    if (secretUpToDate(existing, desired)) return;
+    // Keep labels and annotations others added (a restore's ledger among them); ours win.
+    desired.metadata.labels = { ...existing.metadata.labels, ...desired.metadata.labels };
+    desired.metadata.annotations = { ...existing.metadata.annotations, ...desired.metadata.annotations };
+    desired.metadata.resourceVersion = existing.metadata.resourceVersion ?? "";
+    await deps.kube.replace(SecretType, desired);
+  }
+
+  async function revoke(owner: ConnectionOwner<T>, id: string) {
+    try {
+      await owner.revoke(id);
+      deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}" whose credentials were lost`);
+    } catch (err) {
+      deps.log.warn({ err, connectionId: id }, "Could not revoke a lost connection");
+    }
+  }
+
+  /**
+   * A crash between a rebuilt Secret's write and the revocation leaves status naming the replaced connection, whose
+   * password nobody holds any more: revoke it now. Only when the live Secret confirms it holds another connection
+   * (a lagging cache must never get the published connection revoked). Steady state: no call.
+   */
+  async function revokeReplaced(owner: ConnectionOwner<T>, target: SecretTarget, published: string) {
+    const recorded = owner.recorded?.(obj);
+    if (recorded === undefined || recorded === published || !target.connections.some((c) => c.id === recorded)) return;
+    const live = await deps.kube.get<Secret>(SecretType, ns, target.name);
+    if (live?.metadata.labels?.[labels.connectionId] !== published) return;
+    await revoke(owner, recorded);
+  }
+
+  return {
+    /** The creation response is the only copy of these credentials: the Secret goes first, retried in process. */
+    async publishCreated(target: SecretTarget, credentials: ConnectionCredentials): Promise<string> {
+      await retryInProcess(
+        async () => {
+          const existing = await deps.kube.get<Secret>(SecretType, ns, target.name);
+          assertUsable(existing, target);
+          await write(existing, target, credentials);
+        },
+        { onRetry: (err, attempt) => deps.log.debug({ err, attempt }, "Could not write the connection Secret; retrying") },
+      );
+      return credentials.connectionId;
+    },
+
+    /** Makes the Secret current; returns the connection id whose credentials it holds. */
+    async ensureCurrent(owner: ConnectionOwner<T>, target: SecretTarget): Promise<string> {
+      const fromCache = deps.secrets.get(ns, target.name);
+      // Kept credentials with the endpoints the service reports now for their connection: a moved host or port is
+      // rewritten into the Secret without minting anything.
+      const usable = (s: Secret | undefined) => {
+        if (s === undefined || s.metadata.labels?.[labels.managedBy] !== managedByValue || s.metadata.labels?.[labels.databaseId] !== target.databaseId) return undefined;
+        const connection = target.connections.find((c) => c.id === s.metadata.labels?.[labels.connectionId]);
+        return connection === undefined ? undefined : credentialsFromSecret(s, connection.endpoints ?? target.endpoints);
+      };
+      let creds = usable(fromCache);
+      let existing = fromCache;
+      if (creds === undefined) {
+        // The cache may lag: read the Secret itself before minting anything.
+        existing = await deps.kube.get<Secret>(SecretType, ns, target.name);
+        assertUsable(existing, target);
+        creds = usable(existing);
+      }
+      if (creds !== undefined) {
+        await write(existing, target, creds);
+        await revokeReplaced(owner, target, creds.connectionId);
+        return creds.connectionId;
+      }
+      const previous = existing?.metadata.labels?.[labels.connectionId] ?? owner.recorded?.(obj);
+      const recovered = await owner.recover(obj, target, previous);
+      await point("after-recover");
+      await write(existing, target, recovered.credentials);
+      await point("before-revoke");
+      deps.log.info({ connectionId: recovered.credentials.connectionId }, "Rebuilt connection Secret");
+      deps.events.record(
+        obj,
+        "Normal",
+        "SecretRebuilt",
+        `Connection Secret "${target.name}" was ${existing === undefined ? "missing" : "edited or out of date"}; rebuilt it with working credentials`,
+      );
+      for (const id of recovered.revoke) {
+        if (id !== recovered.credentials.connectionId) await revoke(owner, id);
+      }
+      return recovered.credentials.connectionId;
+    },
+
+    /**
+     * Retain: the Secret outlives the resource (ownerReference removed, ids stay in its labels) so credentials are
+     * never lost and a re-applied resource adopts both. Needs no API call: a missing credentials Secret must not
+     * wedge deletion.
+     */
+    async release(name: string) {
+      const secret = await deps.kube.get<Secret>(SecretType, ns, name);
+      if (secret === undefined) return;
+      const refs = secret.metadata.ownerReferences ?? [];
+      if (!refs.some((r) => r.uid === obj.metadata.uid)) return;
+      await deps.kube.patch(SecretType, ns, name, {
+        metadata: { resourceVersion: secret.metadata.resourceVersion, ownerReferences: refs.filter((r) => r.uid !== obj.metadata.uid) },
+      });
+      deps.events.record(obj, "Normal", "SecretRetained", `Kept connection Secret "${name}" (deletionPolicy Retain)`);
+    },
+
+    /** Delete: the Secret goes when it is ours: owned, or released earlier and holding one of `databaseIds`. */
+    async delete(name: string, databaseIds: string[]) {
+      const secret = await deps.kube.get<Secret>(SecretType, ns, name);
+      if (secret === undefined || secret.metadata.labels?.[labels.managedBy] !== managedByValue) return;
+      const owned = (secret.metadata.ownerReferences ?? []).some((r) => r.uid === obj.metadata.uid);
+      // A released Secret (Retain earlier, then re-adopted) has no ownerReference yet: its database id says whose it is.
+      const sameDb = databaseIds.includes(secret.metadata.labels?.[labels.databaseId] ?? "");
+      if (!owned && !sameDb) return;
+      try {
+        await deps.kube.delete(SecretType, ns, name, secret.metadata.uid === undefined ? {} : { uid: secret.metadata.uid });
+      } catch (err) {
+        if (!isKubeNotFound(err)) throw err;
+      }
+    },
+  };
+}

@@ -1,0 +1,90 @@
+import type { Logger } from "pino";
+import type { KubeClient } from "../kube/client.ts";
+import type { KubeObject, ResourceType } from "../kube/types.ts";
+import { jsonEqual, setCondition, type Condition, type ConditionType } from "./conditions.ts";
+import { classifyError, messageOf } from "./errors.ts";
+import type { EventRecorder } from "./events.ts";
+
+// Status writing shared by both loops (managed and one-shot): only when something changed (no timestamp churn, no
+// watch storms), always with the resourceVersion it was computed from, conditions with observedGeneration.
+
+export interface StatusObject extends KubeObject {
+  status?: { conditions?: Condition[] | undefined; observedGeneration?: number | undefined; [key: string]: unknown } | undefined;
+}
+
+export interface ConditionUpdate {
+  type: ConditionType;
+  status: "True" | "False";
+  reason: string;
+  message: string;
+}
+
+export const synced: ConditionUpdate = { type: "Synced", status: "True", reason: "ReconcileSuccess", message: "" };
+
+/** Merges `fields` and `conditions` into the object's status; returns the object as written (or as it was). */
+export async function writeStatus<T extends StatusObject>(
+  kube: KubeClient,
+  type: ResourceType,
+  obj: T,
+  fields: Record<string, unknown>,
+  conds: ConditionUpdate[],
+  now: Date,
+): Promise<T> {
+  const generation = obj.metadata.generation;
+  let conditions = obj.status?.conditions;
+  for (const c of conds) conditions = setCondition(conditions, { ...c, observedGeneration: generation }, now);
+  const next: Record<string, unknown> = {
+    ...(obj.status ?? {}),
+    ...fields,
+    ...(generation === undefined ? {} : { observedGeneration: generation }),
+    ...(conditions === undefined ? {} : { conditions }),
+  };
+  for (const k of Object.keys(next)) if (next[k] === undefined) delete next[k];
+  if (jsonEqual(next, obj.status ?? {})) return obj;
+  return kube.patchStatus<T>(type, obj.metadata.namespace, obj.metadata.name, {
+    metadata: { resourceVersion: obj.metadata.resourceVersion },
+    status: next,
+  });
+}
+
+/**
+ * A failed reconcile: one Warning Event, Synced=False with the classified reason and message, Ready=False too if
+ * Ready was never set. A terminal error also records observedGeneration: this spec has been looked at. A 409 is
+ * silent (the other writer's watch event requeues the key). Never throws: the requeue follows the error anyway.
+ */
+export async function reportError(
+  deps: { kube: KubeClient; events: EventRecorder },
+  type: ResourceType,
+  obj: StatusObject,
+  err: unknown,
+  log: Logger,
+  now: Date,
+): Promise<void> {
+  const c = classifyError(err);
+  if (c.conflict) {
+    log.debug({ err }, "Conflict; requeued");
+    return;
+  }
+  log.debug({ err }, `Could not reconcile ${type.kind}`);
+  const message = messageOf(err);
+  deps.events.record(obj, "Warning", c.reason, message);
+  const generation = obj.metadata.generation;
+  let conditions = setCondition(obj.status?.conditions, { type: "Synced", status: "False", reason: c.reason, message, observedGeneration: generation }, now);
+  if (conditions.find((x) => x.type === "Ready") === undefined) {
+    conditions = setCondition(conditions, { type: "Ready", status: "False", reason: c.reason, message, observedGeneration: generation }, now);
+  }
+  if (jsonEqual(conditions, obj.status?.conditions)) return;
+  try {
+    await deps.kube.patchStatus(type, obj.metadata.namespace, obj.metadata.name, {
+      metadata: { resourceVersion: obj.metadata.resourceVersion },
+      status: { conditions, ...(c.terminal && generation !== undefined ? { observedGeneration: generation } : {}) },
+    });
+  } catch (writeErr) {
+    log.debug({ err: writeErr }, "Could not write the error to status");
+  }
+}
+
+export function splitKey(key: string): [string | undefined, string] {
+  const i = key.indexOf("/");
+  return i < 0 ? [undefined, key] : [key.slice(0, i) || undefined, key.slice(i + 1)];
+}
