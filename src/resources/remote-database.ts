@@ -1,7 +1,7 @@
 import type { CreatedConnection, MdsApi } from "../operator/api.ts";
 import { ReconcileError, WaitingError } from "../operator/errors.ts";
 import { credentialsFromCreated } from "../operator/identity.ts";
-import { secretNameOf, type Observation } from "../operator/managed-reconciler.ts";
+import { secretNameOf, type Creation, type Observation } from "../operator/managed-reconciler.ts";
 import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "../operator/remote-mirror.ts";
 import type { SecretTarget } from "../operator/secret-publisher.ts";
 import type { ConnectionSecret } from "./common.ts";
@@ -63,8 +63,26 @@ export function secretTargetOf(obj: { metadata: { name: string }; spec: { connec
   };
 }
 
+/**
+ * A creation answer: the id, and the credentials of its default connection for the Secret. Without usable credentials
+ * in the answer the id is still recorded; the Secret is then built from a minted connection (the publisher's
+ * recovery), and the answer's unusable one is revoked.
+ */
+export function createdWith(
+  obj: { metadata: { name: string }; spec: { connectionSecret?: ConnectionSecret | undefined } },
+  id: string,
+  status: Record<string, unknown>,
+  answer: { defaultConnectionId?: string | null | undefined; connections: CreatedConnection[] },
+  db: RemoteDatabase,
+): Creation {
+  const connection = answer.connections.find((c) => c.id === answer.defaultConnectionId) ?? answer.connections[0];
+  const credentials = connection === undefined ? undefined : usableCredentials(connection);
+  if (connection === undefined || credentials === undefined) return { id, adopted: false, status, secret: secretTargetOf(obj, db, undefined) };
+  return { id, adopted: false, status, credentials, secret: secretTargetOf(obj, db, connection.id) };
+}
+
 /** The connection's credentials, or undefined when the answer lacks what a Secret needs. */
-export function usableCredentials(connection: CreatedConnection) {
+function usableCredentials(connection: CreatedConnection) {
   try {
     return credentialsFromCreated(connection);
   } catch (err) {

@@ -1,12 +1,13 @@
-import type { CreateDatabaseBody, SourceBody } from "../../contract/index.ts";
-import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
-import { WaitingError } from "../../operator/errors.ts";
+import type { CreateDatabaseBody } from "../../contract/index.ts";
+import type { MdsApi } from "../../operator/api.ts";
 import { connectionNameOf, idempotencyKeyOf, logicalIdOf, remoteIdOf } from "../../operator/identity.ts";
-import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
+import type { Creation, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import { createOnce, findByLogicalId } from "../create-once.ts";
-import { pollDelayOf, readinessWithSecret, resolveBackup, secretTargetOf, stripSecrets, usableCredentials } from "../remote-database.ts";
+import { createdWith, pollDelayOf, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
+import { deleteDatabase } from "./deletion.ts";
+import { sourceOf } from "./source.ts";
 import type { Database } from "./schema.ts";
 
 // The Database kind's external client: thin, idempotent, returns data. The crash-safe create lives here:
@@ -30,20 +31,8 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
   const logicalIdFor = (obj: DatabaseObject) => logicalIdOf(instanceId, obj.metadata.namespace ?? "default", obj.metadata.name);
   const nameFor = (obj: DatabaseObject) => obj.spec.displayName ?? obj.metadata.name;
 
-  async function sourceFor(obj: DatabaseObject): Promise<SourceBody | undefined> {
-    const s = obj.spec.source;
-    if (s === undefined || s.type === "empty") return undefined;
-    const ns = obj.metadata.namespace ?? "default";
-    const sourceId = s.databaseId ?? (s.databaseRef === undefined ? undefined : deps.databaseIdOf(ns, s.databaseRef.name));
-    if (sourceId === undefined) {
-      throw new WaitingError("DatabaseNotReady", `source database "${s.databaseRef?.name}" has no remote id yet; waiting for it`);
-    }
-    const backupId = await resolveBackup(api, sourceId, s.backupId);
-    return { type: "backup", databaseId: sourceId, backupId };
-  }
-
   async function bodyFor(obj: DatabaseObject): Promise<CreateDatabaseBody> {
-    const source = await sourceFor(obj);
+    const source = await sourceOf(api, obj, deps.databaseIdOf);
     return {
       projectId,
       name: nameFor(obj),
@@ -66,17 +55,10 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       const known = mirror.peekDatabase(id);
       const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
       if (db === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, upToDate: true, fastPoll: false };
-      const preferred = (obj.status?.connection as { id?: string } | undefined)?.id;
-      const secret = secretTargetOf(obj, db, preferred);
+      const secret = secretTargetOf(obj, db, obj.status?.connection?.id);
       return {
         exists: true,
-        status: {
-          id: db.id,
-          projectId: db.project.id,
-          remoteStatus: db.status,
-          ...(db.region === null ? {} : { region: db.region.id }),
-          ...(secret === undefined ? {} : { endpoints: secret.endpoints }),
-        },
+        status: { id: db.id, ...statusOf(db), ...(secret === undefined ? {} : { endpoints: secret.endpoints }) },
         ready: readinessWithSecret(db, secret),
         // isDefault is chosen at creation only: the public API cannot change it afterwards (its PATCH takes no isDefault).
         upToDate: db.name === nameFor(obj),
@@ -98,13 +80,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       const created = result.created;
       const db: RemoteDatabase = { ...created, connections: created.connections.map(stripSecrets) };
       mirror.putDatabase(db);
-      const status = { projectId: created.project.id, remoteStatus: created.status, ...(created.region === null ? {} : { region: created.region.id }) };
-      const connection = created.connections.find((c) => c.id === created.defaultConnectionId) ?? created.connections[0];
-      // Without usable credentials in the answer the id is still recorded; the Secret is then built from a minted
-      // connection, and the answer's unusable one is revoked (recoverCredentials).
-      const credentials = connection === undefined ? undefined : usableCredentials(connection);
-      if (connection === undefined || credentials === undefined) return { id: created.id, adopted: false, status, secret: secretTargetOf(obj, db, undefined) };
-      return { id: created.id, adopted: false, status, credentials, secret: secretTargetOf(obj, db, connection.id) };
+      return createdWith(obj, created.id, statusOf(db), created, db);
     },
 
     async update(obj) {
@@ -121,9 +97,9 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         // service's answer that there is none lets the finalizer go (a failed lookup throws and is retried).
         const found = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
         if (found === undefined) return { done: true };
-        return deleteById(found.id);
+        return deleteDatabase(api, mirror, found.id);
       }
-      return deleteById(id);
+      return deleteDatabase(api, mirror, id);
     },
 
     connections: connectionOwner<DatabaseObject>({
@@ -159,29 +135,13 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     return {
       id: db.id,
       adopted: true,
-      status: { projectId: db.project.id, remoteStatus: db.status, ...(db.region === null ? {} : { region: db.region.id }) },
+      status: statusOf(db),
       secret: secretTargetOf(obj, db, undefined),
     };
   }
+}
 
-  async function deleteById(id: string): Promise<Deletion> {
-    try {
-      await api.deleteDatabase(id);
-    } catch (err) {
-      if (isApiNotFound(err)) return { done: true };
-      if (isApiConflict(err)) {
-        // Our service: the default database goes once the project's other databases are gone.
-        return { done: false, reason: "WaitingForDatabases", message: `Database "${id}" is its project's default database; it can be deleted once the project's other databases are gone` };
-      }
-      // The public API: 403 for a project's default database, which it deletes only with its project. A 403 on
-      // any other database is what it says (the token may not delete it).
-      if (errorCode(err) === "forbidden" && (mirror.peekDatabase(id) ?? (await api.getDatabase(id))).isDefault) {
-        return { done: false, reason: "WaitingForProject", message: `Database "${id}" is its project's default database; the service deletes it only with its project (delete the Project resource or the project)` };
-      }
-      throw err;
-    }
-    mirror.forgetDatabase(id);
-    return { done: true };
-  }
+function statusOf(db: RemoteDatabase) {
+  return { projectId: db.project.id, remoteStatus: db.status, ...(db.region === null ? {} : { region: db.region.id }) };
 }
 

@@ -1,12 +1,12 @@
 import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
-import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
+import type { MdsApi } from "../../operator/api.ts";
 import { connectionNameOf, idempotencyKeyOf, logicalIdOf, remoteIdOf } from "../../operator/identity.ts";
-import { messageOf } from "../../operator/errors.ts";
-import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
+import type { Creation, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import { createOnce, findByLogicalId } from "../create-once.ts";
-import { readinessWithSecret, secretTargetOf, stripSecrets, usableCredentials } from "../remote-database.ts";
+import { createdWith, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
+import { deleteProject } from "./deletion.ts";
 import type { Project } from "./schema.ts";
 
 export type ProjectObject = Project & { apiVersion: string; kind: string; metadata: Project["metadata"] & { name: string } };
@@ -43,46 +43,6 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
 
   function asRemote(db: PublicProjectDatabase, project: { id: string; url: string; name: string }): RemoteDatabase {
     return { ...db, project, connections: db.connections.map(stripSecrets) };
-  }
-
-  /**
-   * A project goes after its other databases (each Database resource deletes its own). Its default database: our
-   * service deletes it alone once the others are gone, then the project; the public API refuses that (403) and
-   * deletes it with the project. "Still has databases" (our 409, the public API's 400) is a wait, not an error.
-   */
-  async function deleteById(id: string): Promise<Deletion> {
-    const listed: { data: RemoteDatabase[]; skipped?: number | undefined } = await api.listDatabases({ projectId: id, limit: 100 }).catch((err: unknown) => {
-      if (isApiNotFound(err)) return { data: [] as RemoteDatabase[] };
-      throw err;
-    });
-    const others = listed.data.filter((d) => !d.isDefault);
-    if (others.length > 0 || (listed.skipped ?? 0) > 0) {
-      const count = others.length + (listed.skipped ?? 0);
-      return {
-        done: false,
-        reason: "WaitingForDatabases",
-        message: `Project "${id}" still has ${count} database(s) (${others.slice(0, 3).map((d) => d.id).join(", ") || "unreadable"}); it is deleted after them`,
-      };
-    }
-    for (const d of listed.data) {
-      try {
-        await api.deleteDatabase(d.id);
-      } catch (err) {
-        // 403: the public API deletes the default database only with its project, just below.
-        if (!isApiNotFound(err) && errorCode(err) !== "forbidden") throw err;
-      }
-      mirror.forgetDatabase(d.id);
-    }
-    try {
-      await api.deleteProject(id);
-    } catch (err) {
-      if (isApiNotFound(err)) return { done: true };
-      if (isApiConflict(err) || errorCode(err) === "invalid_request") {
-        return { done: false, reason: "WaitingForDatabases", message: `Project "${id}" still has databases (the service said: ${messageOf(err)}); waiting` };
-      }
-      throw err;
-    }
-    return { done: true };
   }
 
   return {
@@ -144,11 +104,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
       const remote = asRemote(db, { id: created.id, url: created.url, name: created.name });
       mirror.putDatabase(remote);
       const withDb = { ...status, defaultDatabase: { id: db.id, name: db.name, status: db.status } };
-      const connection = db.connections.find((c) => c.id === db.defaultConnectionId) ?? db.connections[0];
-      // Without usable credentials in the answer the Secret is built from a minted connection (recoverCredentials).
-      const credentials = connection === undefined ? undefined : usableCredentials(connection);
-      if (connection === undefined || credentials === undefined) return { id: created.id, adopted: false, status: withDb, secret: secretTargetOf(obj, remote, undefined) };
-      return { id: created.id, adopted: false, status: withDb, credentials, secret: secretTargetOf(obj, remote, connection.id) };
+      return createdWith(obj, created.id, withDb, db, remote);
     },
 
     async update() {},
@@ -157,7 +113,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
       // Without a recorded id a create may still have landed; only the service's answer that there is none counts.
       const id = remoteIdOf(obj) ?? (obj.spec.externalId === undefined ? (await lookup(obj))?.id : undefined);
       if (id === undefined) return { done: true };
-      return deleteById(id);
+      return deleteProject(api, mirror, id);
     },
 
     connections: connectionOwner<ProjectObject>({

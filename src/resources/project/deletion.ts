@@ -1,0 +1,44 @@
+import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
+import { messageOf } from "../../operator/errors.ts";
+import type { Deletion } from "../../operator/managed-reconciler.ts";
+import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
+
+/**
+ * A project goes after its other databases (each Database resource deletes its own). Its default database: our
+ * service deletes it alone once the others are gone, then the project; the public API refuses that (403) and
+ * deletes it with the project. "Still has databases" (our 409, the public API's 400) is a wait, not an error.
+ */
+export async function deleteProject(api: MdsApi, mirror: RemoteMirror, id: string): Promise<Deletion> {
+  const listed: { data: RemoteDatabase[]; skipped?: number | undefined } = await api.listDatabases({ projectId: id, limit: 100 }).catch((err: unknown) => {
+    if (isApiNotFound(err)) return { data: [] as RemoteDatabase[] };
+    throw err;
+  });
+  const others = listed.data.filter((d) => !d.isDefault);
+  if (others.length > 0 || (listed.skipped ?? 0) > 0) {
+    const count = others.length + (listed.skipped ?? 0);
+    return {
+      done: false,
+      reason: "WaitingForDatabases",
+      message: `Project "${id}" still has ${count} database(s) (${others.slice(0, 3).map((d) => d.id).join(", ") || "unreadable"}); it is deleted after them`,
+    };
+  }
+  for (const d of listed.data) {
+    try {
+      await api.deleteDatabase(d.id);
+    } catch (err) {
+      // 403: the public API deletes the default database only with its project, just below.
+      if (!isApiNotFound(err) && errorCode(err) !== "forbidden") throw err;
+    }
+    mirror.forgetDatabase(d.id);
+  }
+  try {
+    await api.deleteProject(id);
+  } catch (err) {
+    if (isApiNotFound(err)) return { done: true };
+    if (isApiConflict(err) || errorCode(err) === "invalid_request") {
+      return { done: false, reason: "WaitingForDatabases", message: `Project "${id}" still has databases (the service said: ${messageOf(err)}); waiting` };
+    }
+    throw err;
+  }
+  return { done: true };
+}
