@@ -40,9 +40,11 @@ export async function withClient<T>(pool: pg.Pool, fn: (client: LentClient) => P
 }
 
 /**
- * Runs `fn` in one transaction: the only place that writes BEGIN, COMMIT and ROLLBACK. Given a pool, on a client of
- * its own (discarded if the transaction failed, see withClient); given a client lent by withClient, on that session,
- * whose failure then fails the caller's withClient unless the caller handles it (SAVEPOINTs inside `fn` are fine).
+ * Runs `fn` in one transaction: the only code that writes BEGIN, COMMIT and ROLLBACK (SAVEPOINTs inside `fn` are fine).
+ * Given a pool, on a client of its own, discarded if the transaction failed. Given a client lent by withClient (work
+ * that spans transactions on one session), on that session: a failure reaches withClient, which discards it. A caller
+ * that catches the failure and goes on with the session relies on the ROLLBACK; had that failed, the connection is
+ * gone, so the next statement fails too.
  */
 export async function inTransaction<T>(db: pg.Pool | LentClient, fn: (client: LentClient) => Promise<T>): Promise<T> {
   if (db instanceof pg.Pool) return withClient(db, (client) => inTransaction(client, fn));
