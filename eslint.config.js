@@ -25,6 +25,13 @@ export default tseslint.config(
     },
   },
   {
+    // Service routes only parse and render: an operation lives in src/service/domain/, never in another route file.
+    files: ["src/service/routes/**"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [{ group: ["./*", "../routes/*"], message: "routes do not import each other: put the shared operation in src/service/domain/" }] }],
+    },
+  },
+  {
     files: ["**/*.js", "**/*.mjs"],
     languageOptions: { globals: globals.node },
   },

@@ -1,25 +1,16 @@
 import { rm } from "node:fs/promises";
 import path from "node:path";
-import type pg from "pg";
 import type { ServiceDeps } from "./deps.ts";
 import { privateDirectory } from "./dump.ts";
-import { notFound, unprocessable } from "./errors.ts";
 import { JobFatalError, type Job } from "./jobs.ts";
 import { archiveKey, dumpAsOwner, restoreAsOwner } from "./owner-dump.ts";
 import type { DatabaseRow } from "./rows.ts";
-import { getDatabase, getDatabaseById } from "./store.ts";
+import { getDatabaseById } from "./store.ts";
 
 // `source: { type: "database" }`: a new database that starts as a copy of a live one. The copy is a pg_dump
 // snapshot of the source (consistent, and read-only for the source) restored into the new database by its
 // provision job, through the same owner-only dump and restore as backups (never as the superuser), sealed at rest
-// like a backup while it exists.
-
-/** At creation, in the caller's transaction: the source must be a ready database of the caller's workspace. */
-export async function checkCloneSource(client: pg.PoolClient, workspaceId: string, source: { databaseId: string }): Promise<void> {
-  const db = await getDatabase(client, workspaceId, source.databaseId);
-  if (!db) throw notFound("database", source.databaseId);
-  if (db.status !== "ready") throw unprocessable(`database "${source.databaseId}" is ${db.status}, not ready, and cannot be cloned`, "wait until the source database is ready, then retry");
-}
+// like a backup while it exists. (The source is checked at creation: checkCloneSource in domain/sources.ts.)
 
 /** In the provision job, after the new (empty) database and its roles exist: fills it with the source's data. */
 export async function cloneInto(deps: ServiceDeps, target: DatabaseRow, sourceId: string, job: Job, signal: AbortSignal): Promise<void> {

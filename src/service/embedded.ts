@@ -6,7 +6,7 @@ import { regionIds, type Region } from "../contract/index.ts";
 import { startPostgres, type RunningPostgres } from "../postgres/index.ts";
 import { parseKey, randomSecret } from "./crypto.ts";
 import type { RegionSettings } from "./config.ts";
-import { startService, type RunningService, type StartServiceOptions } from "./index.ts";
+import { startService, type RunningService, type StartServiceOptions } from "./start.ts";
 import { migrate } from "./store/migrate.ts";
 import { createPool } from "./store/pool.ts";
 import { createServiceToken, findPrincipal } from "./tokens.ts";

@@ -1,13 +1,12 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
+import { DatabaseId, databaseIdPattern } from "../contract/index.ts";
 import type { ServiceDeps } from "./deps.ts";
 import { echo, invalidRequest, ServiceError } from "./errors.ts";
-import { lookupIdempotent, parseIdempotencyKey, requestHash, storeIdempotent, type StoredResponse } from "./idempotency.ts";
-import { inTransaction } from "./store/pool.ts";
+import type { Creation, CreationRequest } from "./idempotency.ts";
 import { findPrincipal, requiredScopes, type Principal } from "./tokens.ts";
-import type pg from "pg";
 
-// Request plumbing shared by the routes: bodies, ids, queries, auth, idempotent creation.
+// Request plumbing shared by the routes: bodies, ids, queries, auth, the request and response of a creation.
 
 function describeIssue(issue: z.core.$ZodIssue): string {
   const where = issue.path.length ? issue.path.join(".") : "body";
@@ -48,6 +47,9 @@ export function pathId(schema: z.ZodType<string>, value: unknown, what: string, 
   return result.data;
 }
 
+/** The database id of a path: most routes under /v1/databases/{id} and the restore's target. */
+export const databaseIdOf = (value: unknown, what = "database id") => pathId(DatabaseId, value, what, databaseIdPattern);
+
 const rateLimited = (message: string, wait: number) => new ServiceError("rate_limited", message, `retry after ${wait} s`, { headers: { "retry-after": String(wait) } });
 
 /** Counts an authentication attempt of the client's address (every /oauth/token request, every failed bearer token). */
@@ -83,33 +85,14 @@ export function principalOf(req: FastifyRequest): Principal {
   return p;
 }
 
-/**
- * Runs a POST in one transaction with its Idempotency-Key record: the same key and request replay the stored
- * response (credentials included) without acting again.
- */
-export async function idempotentPost(
-  deps: ServiceDeps,
-  req: FastifyRequest,
-  reply: FastifyReply,
-  body: unknown,
-  op: (client: pg.PoolClient) => Promise<StoredResponse>,
-  options: { restore?: boolean } = {},
-): Promise<unknown> {
-  const principal = principalOf(req);
-  const key = parseIdempotencyKey(req.headers["idempotency-key"]);
-  const path = req.url.split("?")[0] ?? req.url;
-  const hash = requestHash(req.method, path, body);
-  const result = await inTransaction(deps.pool, async (client) => {
-    if (key) {
-      const stored = await lookupIdempotent(client, deps.config.encryptionKey, { workspaceId: principal.workspaceId, key, hash });
-      if (stored) return { ...stored, replayed: true };
-    }
-    const response = await op(client);
-    if (key) await storeIdempotent(client, deps.config.encryptionKey, { workspaceId: principal.workspaceId, key, hash, response, ...(options.restore ? { restore: true } : {}) });
-    return { ...response, replayed: false };
-  });
-  if (!result.replayed) deps.wakeJobs();
-  else reply.header("idempotent-replayed", "true");
-  reply.code(result.status);
-  return result.body;
+/** The request of a creation, for its Idempotency-Key record (see createOnce). */
+export function creationRequest(req: FastifyRequest, body: unknown): CreationRequest {
+  return { workspaceId: principalOf(req).workspaceId, idempotencyKey: req.headers["idempotency-key"], method: req.method, path: req.url.split("?")[0] ?? req.url, body };
+}
+
+/** Sends a creation's response; a replay says so in a header. */
+export function sendCreation(reply: FastifyReply, creation: Creation): unknown {
+  if (creation.replayed) reply.header("idempotent-replayed", "true");
+  reply.code(creation.status);
+  return creation.body;
 }

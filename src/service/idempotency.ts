@@ -1,9 +1,16 @@
 import type pg from "pg";
 import { idempotencyReplayHeader } from "../contract/index.ts";
 import { decrypt, encrypt, sha256Hex } from "./crypto.ts";
+import type { ServiceDeps } from "./deps.ts";
 import { invalidRequest, unprocessable } from "./errors.ts";
+import { inTransaction } from "./store/pool.ts";
 
 export type StoredResponse = { status: number; body: unknown };
+
+/** What a creation's Idempotency-Key record needs of its request (taken as sent; checked when the creation runs). */
+export type CreationRequest = { workspaceId: string; idempotencyKey: string | string[] | undefined; method: string; path: string; body: unknown };
+/** A creation's response, and whether it is the stored one of an earlier request with the same key. */
+export type Creation = StoredResponse & { replayed: boolean };
 
 const creationTtlHours = 24;
 // A restore destroys data: its key is honoured far longer than the 24 h promised, so a late retry never runs it twice.
@@ -64,4 +71,31 @@ export async function storeIdempotent(
        response = EXCLUDED.response, created_at = now(), expires_at = EXCLUDED.expires_at`,
     [input.workspaceId, input.key, input.hash, input.response.status, encrypt(key, JSON.stringify(input.response.body)), input.restore ? restoreTtlHours : creationTtlHours],
   );
+}
+
+/**
+ * Runs a creation in one transaction with its Idempotency-Key record: the same key and request replay the stored
+ * response (credentials included) without acting again. `op` returns the response as the client sees it, since that
+ * is what a replay must return; jobs it enqueued are woken once it committed.
+ */
+export async function createOnce(
+  deps: ServiceDeps,
+  request: CreationRequest,
+  op: (client: pg.PoolClient) => Promise<StoredResponse>,
+  options: { restore?: boolean } = {},
+): Promise<Creation> {
+  const { workspaceId } = request;
+  const key = parseIdempotencyKey(request.idempotencyKey);
+  const hash = requestHash(request.method, request.path, request.body);
+  const result = await inTransaction(deps.pool, async (client) => {
+    if (key) {
+      const stored = await lookupIdempotent(client, deps.config.encryptionKey, { workspaceId, key, hash });
+      if (stored) return { ...stored, replayed: true };
+    }
+    const response = await op(client);
+    if (key) await storeIdempotent(client, deps.config.encryptionKey, { workspaceId, key, hash, response, ...(options.restore ? { restore: true } : {}) });
+    return { ...response, replayed: false };
+  });
+  if (!result.replayed) deps.wakeJobs();
+  return result;
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import type { Logger } from "pino";
+import { inTransaction } from "./store/pool.ts";
 
 export type JobKind = "provision" | "backup" | "restore" | "drop";
 export type Job = { id: string; kind: JobKind; target_id: string; payload: Record<string, unknown>; idempotency_key: string | null };
@@ -166,15 +167,10 @@ export class JobRunner {
   /** Claims one job and runs it while holding its row lock. Returns false when there was nothing to do. */
   async runOne(): Promise<boolean> {
     const { pool, lockPool, handlers, logger, maxAttempts, timeoutMs } = this.options;
-    const client = await lockPool.connect();
-    let broken = false;
-    try {
-      await client.query("BEGIN");
+    // The job's row lock and its workspace slot live as long as this transaction (see claim).
+    return inTransaction(lockPool, async (client) => {
       const job = await this.claim(client);
-      if (!job) {
-        await client.query("COMMIT");
-        return false;
-      }
+      if (!job) return false;
       this.running++;
       try {
         // Counted outside the lock's transaction, so a crash mid-run still counts as an attempt.
@@ -227,17 +223,10 @@ export class JobRunner {
           const ended = error instanceof JobTimeoutError ? "timed-out" : fatal ? "failed" : "retry";
           await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || ended]);
         }
-        await client.query("COMMIT");
         return true;
       } finally {
         this.running--;
       }
-    } catch (err) {
-      broken = true;
-      await client.query("ROLLBACK").catch(() => {});
-      throw err;
-    } finally {
-      client.release(broken);
-    }
+    });
   }
 }

@@ -120,6 +120,12 @@ export function renderCreatedDatabase(config: ServiceConfig, db: DatabaseRow, c:
   };
 }
 
+/** POST /v1/databases (the seed's endpoint 2): the creation form with the new connection strings only in `connections`. */
+export function renderCreatedDatabaseConnections(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string) {
+  const { apiKeys: _a, connectionString: _c, directConnection: _d, ...withConnections } = renderCreatedDatabase(config, db, c, password);
+  return withConnections;
+}
+
 export function renderProject(config: ServiceConfig, p: ProjectRow): Project {
   return {
     id: p.id,
@@ -135,4 +141,14 @@ export function renderProject(config: ServiceConfig, p: ProjectRow): Project {
 
 export function renderBackup(b: BackupRow): Backup {
   return { id: b.id, type: "backup", backupType: "full", status: b.status, size: b.size === null ? null : Number(b.size), createdAt: b.created_at.toISOString() };
+}
+
+/** POST /v1/projects: the project with its default database in the creation form, without the project it is inside of. */
+export function renderCreatedProject(config: ServiceConfig, p: ProjectRow, database: { row: DatabaseRow; connection: ConnectionRow; password: string } | null) {
+  let nested: Omit<ReturnType<typeof renderCreatedDatabase>, "project"> | null = null;
+  if (database) {
+    const { project: _project, ...rest } = renderCreatedDatabase(config, database.row, database.connection, database.password);
+    nested = rest;
+  }
+  return { ...renderProject(config, p), database: nested };
 }

@@ -1,6 +1,6 @@
 import { rm } from "node:fs/promises";
 import type { ServiceDeps } from "./deps.ts";
-import { insertBackup } from "./routes/backups.ts";
+import { insertBackup } from "./domain/backups.ts";
 import { inTransaction } from "./store/pool.ts";
 
 const schedulerLock = 7_221_002;

@@ -16,24 +16,46 @@ export function createPool(url: string, max = 10, options: { lockTimeoutMs?: num
   return pool;
 }
 
+// Type-only mark of a client lent by withClient: inTransaction accepts no other client, so every transaction's client
+// is one that a failure discards.
+declare const lent: unique symbol;
+export type LentClient = pg.PoolClient & { readonly [lent]: true };
+
 /**
- * Runs `fn` in one transaction. A client whose transaction failed is discarded, not returned to the pool: after a
- * lost connection or a failed ROLLBACK it could hand the next caller a session still inside a broken transaction.
+ * Lends `fn` one client of the pool, for work that needs one session across statements (a session lock, several
+ * transactions in a row). A client is discarded, not returned to the pool, when `fn` failed: after a lost connection
+ * or a failed ROLLBACK it could hand the next caller a session still inside a broken transaction or holding a lock.
  */
-export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function withClient<T>(pool: pg.Pool, fn: (client: LentClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
-    await client.query("BEGIN");
-    const result = await fn(client);
-    await client.query("COMMIT");
-    return result;
+    return await fn(client as LentClient);
   } catch (err) {
     broken = err instanceof Error ? err : new Error(String(err));
-    await client.query("ROLLBACK").catch(() => {});
     throw err;
   } finally {
     client.release(broken);
+  }
+}
+
+/**
+ * Runs `fn` in one transaction: the only code that writes BEGIN, COMMIT and ROLLBACK (SAVEPOINTs inside `fn` are fine).
+ * Given a pool, on a client of its own, discarded if the transaction failed. Given a client lent by withClient (work
+ * that spans transactions on one session), on that session: a failure reaches withClient, which discards it. A caller
+ * that catches the failure and goes on with the session relies on the ROLLBACK; had that failed, the connection is
+ * gone, so the next statement fails too.
+ */
+export async function inTransaction<T>(db: pg.Pool | LentClient, fn: (client: LentClient) => Promise<T>): Promise<T> {
+  if (db instanceof pg.Pool) return withClient(db, (client) => inTransaction(client, fn));
+  try {
+    await db.query("BEGIN");
+    const result = await fn(db);
+    await db.query("COMMIT");
+    return result;
+  } catch (err) {
+    await db.query("ROLLBACK").catch(() => {});
+    throw err;
   }
 }
 

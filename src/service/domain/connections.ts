@@ -1,0 +1,129 @@
+import type pg from "pg";
+import { newId } from "../../contract/index.ts";
+import { tenantLimitsOf } from "../config.ts";
+import { randomPassword, scramVerifier } from "../crypto.ts";
+import { regionPool, type ServiceDeps } from "../deps.ts";
+import { conflict, notFound } from "../errors.ts";
+import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
+import { decodeCursor, paginate } from "../pagination.ts";
+import { ensureLoginRole, ensureOwnerRole, revokeLoginRole, rotateLoginRole } from "../provisioner.ts";
+import type { ConnectionRow, DatabaseRow } from "../rows.ts";
+import { databasesByIds, getConnection, getDatabase, listConnections } from "../store.ts";
+import { inTransaction } from "../store/pool.ts";
+import { idBody } from "./new-database.ts";
+
+// A connection is a login role of one database (provisioner.ts): minting, rotating and revoking change the row and
+// the role together, in the transaction that holds the database's row lock.
+
+export type ConnectionView = { connection: ConnectionRow; db: DatabaseRow };
+/** A connection just minted or rotated: its password exists only here and in the response. */
+export type IssuedConnection = ConnectionView & { password: string };
+
+type ConnectionQuery = { databaseId?: string | undefined; cursor?: string | undefined; limit?: number | undefined };
+
+/** A page of live connections with their databases, in the workspace (CONTRACT §7 order and cursor). */
+export async function connectionPage(deps: ServiceDeps, workspaceId: string, q: ConnectionQuery) {
+  const limit = q.limit ?? 100;
+  const { items, pagination } = paginate(await listConnections(deps.pool, { workspaceId, databaseId: q.databaseId, cursor: decodeCursor(q.cursor), limit }), limit);
+  const databases = await databasesByIds(deps.pool, workspaceId, [...new Set(items.map((c) => c.database_id))]);
+  // A database deleted between the two reads drops its connections from the page rather than failing it.
+  const views = items.flatMap((connection): ConnectionView[] => {
+    const db = databases.get(connection.database_id);
+    return db ? [{ connection, db }] : [];
+  });
+  return { items: views, pagination };
+}
+
+/** GET /v1/databases/{id}/connections: unlike the `databaseId` filter of /v1/connections, an unknown database is 404. */
+export async function databaseConnectionPage(deps: ServiceDeps, workspaceId: string, databaseId: string, q: Omit<ConnectionQuery, "databaseId">) {
+  if (!(await getDatabase(deps.pool, workspaceId, databaseId))) throw notFound("database", databaseId);
+  return connectionPage(deps, workspaceId, { ...q, databaseId });
+}
+
+/** Inserts a login role's connection row; the password exists only in memory and in the caller's response. */
+async function insertConnection(client: pg.PoolClient, databaseId: string, name: string): Promise<{ connection: ConnectionRow; password: string; verifier: string }> {
+  const id = newId("connection");
+  const password = randomPassword();
+  const verifier = await scramVerifier(password);
+  const { rows } = await client.query<ConnectionRow>(
+    `INSERT INTO connections (id, database_id, name, role_name, verifier) VALUES ($1, $2, $3, $4, $5)
+     RETURNING id, database_id, name, role_name, created_at`,
+    [id, databaseId, name, `mds_${idBody(id)}`, verifier],
+  );
+  return { connection: rows[0]!, password, verifier };
+}
+
+/**
+ * Mints a connection (row and login role) for a database of the caller's workspace, in one transaction with its
+ * Idempotency-Key record. The database row lock serialises this with provisioning, which creates the roles of all
+ * live connections. `respond` renders it: that rendering is what a replay returns.
+ */
+export function mintConnection(
+  deps: ServiceDeps,
+  request: CreationRequest,
+  input: { databaseId: string; name: string },
+  respond: (issued: IssuedConnection) => StoredResponse,
+): Promise<Creation> {
+  return createOnce(deps, request, async (client) => {
+    const db = await getDatabase(client, request.workspaceId, input.databaseId, true);
+    if (!db) throw notFound("database", input.databaseId);
+    const { connection, password, verifier } = await insertConnection(client, db.id, input.name);
+    const pool = regionPool(deps, db.region);
+    await ensureOwnerRole(pool, db.owner_role);
+    await ensureLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier }, tenantLimitsOf(deps.config, db.region));
+    return respond({ db, connection, password });
+  });
+}
+
+/** The live connection of a live database of the workspace, or 404. */
+export async function readConnection(deps: ServiceDeps, workspaceId: string, id: string): Promise<ConnectionView> {
+  const connection = await getConnection(deps.pool, workspaceId, id);
+  const db = connection && (await getDatabase(deps.pool, workspaceId, connection.database_id));
+  if (!connection || !db) throw notFound("connection", id);
+  return { connection, db };
+}
+
+/** The live connection and its database, both locked (database first, the order every writer takes); 404 otherwise. */
+async function lockConnection(client: pg.PoolClient, workspaceId: string, id: string): Promise<ConnectionView> {
+  const found = await getConnection(client, workspaceId, id);
+  if (!found) throw notFound("connection", id);
+  const db = await getDatabase(client, workspaceId, found.database_id, true);
+  // Read again under the lock: a concurrent revocation or database deletion has committed by now.
+  const connection = db && (await getConnection(client, workspaceId, id, true));
+  if (!db || !connection) throw notFound("connection", id);
+  return { connection, db };
+}
+
+/** Same login, new password: the old password stops at once and its sessions end before this returns. */
+export function rotateConnection(deps: ServiceDeps, request: CreationRequest, id: string, respond: (issued: IssuedConnection) => StoredResponse): Promise<Creation> {
+  return createOnce(deps, request, async (client) => {
+    const { connection, db } = await lockConnection(client, request.workspaceId, id);
+    // Provisioning writes the verifiers it read when it started: a rotation now could be overwritten by the old one.
+    if (db.status === "provisioning") throw conflict(`cannot rotate connection "${id}": its database is provisioning`, "wait until the database is ready, then retry");
+    const password = randomPassword();
+    const verifier = await scramVerifier(password);
+    await client.query("UPDATE connections SET verifier = $2 WHERE id = $1", [id, verifier]);
+    // Unlike the public API's best-effort revocation, the old password stops at once and its sessions end.
+    const pool = regionPool(deps, db.region);
+    await ensureOwnerRole(pool, db.owner_role);
+    await rotateLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier }, tenantLimitsOf(deps.config, db.region));
+    return respond({ db, connection, password });
+  });
+}
+
+/** The login can no longer log in and none of its sessions remain when this returns; the database's default moves on. */
+export async function revokeConnection(deps: ServiceDeps, workspaceId: string, id: string): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const { connection, db } = await lockConnection(client, workspaceId, id);
+    await client.query("UPDATE connections SET revoked_at = now() WHERE id = $1", [id]);
+    if (db.default_connection_id === id) {
+      // Point the default at the newest live connection, if any remains.
+      await client.query(
+        `UPDATE databases SET default_connection_id = coalesce((SELECT id FROM connections WHERE database_id = $1 AND revoked_at IS NULL ORDER BY created_at DESC, id DESC LIMIT 1), default_connection_id) WHERE id = $1`,
+        [db.id],
+      );
+    }
+    // Ends the role's open sessions too, not only its future logins.
+    await revokeLoginRole(regionPool(deps, db.region), connection.role_name);
+  });
+}

@@ -1,0 +1,116 @@
+import type { SourceBody } from "../../contract/index.ts";
+import type { ServiceDeps } from "../deps.ts";
+import { conflict, notFound } from "../errors.ts";
+import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
+import { enqueueJob } from "../jobs.ts";
+import { decodeCursor, paginate } from "../pagination.ts";
+import type { ConnectionRow, DatabaseRow } from "../rows.ts";
+import { connectionsOf, getDatabase, getProject, listDatabases } from "../store.ts";
+import { inTransaction } from "../store/pool.ts";
+import { logicalIdConflict } from "./logical-id.ts";
+import { createDatabaseRows, type NewDatabase } from "./new-database.ts";
+
+/** A database as the API shows it: with its live connections, oldest first. */
+export type DatabaseView = { db: DatabaseRow; connections: ConnectionRow[] };
+
+/**
+ * Both database creations (POST /v1/databases and POST /v1/projects/{id}/databases), in one transaction with the
+ * Idempotency-Key record. `respond` renders what was made: that rendering is what a replay returns.
+ */
+export async function createProjectDatabase(
+  deps: ServiceDeps,
+  request: CreationRequest,
+  projectId: string,
+  input: { name?: string | undefined; region?: string | undefined; isDefault?: boolean | undefined; source?: SourceBody | undefined; logicalId?: string | undefined },
+  respond: (created: NewDatabase) => StoredResponse,
+): Promise<Creation> {
+  try {
+    return await createOnce(deps, request, async (client) => {
+      // Creates wait for each other only when they move the default flag (exactly one default per project).
+      const project = await getProject(client, request.workspaceId, projectId, input.isDefault ? "update" : "share");
+      if (!project) throw notFound("project", projectId);
+      return respond(await createDatabaseRows(deps, client, { project, name: input.name, region: input.region, isDefault: input.isDefault ?? false, source: input.source, logicalId: input.logicalId }));
+    });
+  } catch (err) {
+    return logicalIdConflict(deps, err, { table: "databases", scopeColumn: "project_id", scope: projectId, logicalId: input.logicalId });
+  }
+}
+
+type DatabaseQuery = { cursor?: string | undefined; limit?: number | undefined; projectId?: string | undefined; logicalId?: string | undefined };
+
+/** A page of the workspace's live databases (CONTRACT §7 order and cursor); an unknown or foreign `projectId` filters everything out. */
+export async function databasePage(deps: ServiceDeps, workspaceId: string, q: DatabaseQuery) {
+  const limit = q.limit ?? 100;
+  const rows = await listDatabases(deps.pool, { workspaceId, projectId: q.projectId, logicalId: q.logicalId, cursor: decodeCursor(q.cursor), limit });
+  const { items, pagination } = paginate(rows, limit);
+  const connections = await connectionsOf(deps.pool, items.map((d) => d.id));
+  return { items: items.map((db): DatabaseView => ({ db, connections: connections.get(db.id) ?? [] })), pagination };
+}
+
+/** GET /v1/projects/{id}/databases: unlike the `projectId` filter, an unknown project is 404. */
+export async function projectDatabasePage(deps: ServiceDeps, workspaceId: string, projectId: string, q: Omit<DatabaseQuery, "projectId">) {
+  const project = await getProject(deps.pool, workspaceId, projectId);
+  if (!project) throw notFound("project", projectId);
+  return databasePage(deps, workspaceId, { ...q, projectId });
+}
+
+/** The live database of the workspace, or 404. */
+export async function readDatabase(deps: ServiceDeps, workspaceId: string, id: string): Promise<DatabaseView> {
+  const db = await getDatabase(deps.pool, workspaceId, id);
+  if (!db) throw notFound("database", id);
+  const connections = await connectionsOf(deps.pool, [id]);
+  return { db, connections: connections.get(id) ?? [] };
+}
+
+/** PATCH: name, logicalId (unique per project, 409 naming the holder) and `isDefault: true` (moves the flag). */
+export async function updateDatabase(
+  deps: ServiceDeps,
+  workspaceId: string,
+  id: string,
+  input: { name?: string | undefined; logicalId?: string | undefined; isDefault?: true | undefined },
+): Promise<DatabaseView> {
+  let projectId: string | undefined;
+  try {
+    await inTransaction(deps.pool, async (client) => {
+      const found = await getDatabase(client, workspaceId, id);
+      if (!found) throw notFound("database", id);
+      projectId = found.project_id;
+      // Project before database, the order creates take: moving the default flag never deadlocks with them.
+      if (input.isDefault === true) await client.query("SELECT 1 FROM projects WHERE id = $1 FOR UPDATE", [found.project_id]);
+      const db = await getDatabase(client, workspaceId, id, true);
+      if (!db) throw notFound("database", id);
+      if (input.name !== undefined) await client.query("UPDATE databases SET name = $2 WHERE id = $1", [id, input.name]);
+      if (input.logicalId !== undefined && input.logicalId !== db.logical_id) {
+        const { rows } = await client.query<{ id: string }>("SELECT id FROM databases WHERE project_id = $1 AND logical_id = $2 AND deleted_at IS NULL", [db.project_id, input.logicalId]);
+        if (rows[0]) throw conflict(`cannot update database: logicalId "${input.logicalId}" already used by database "${rows[0].id}"`, `existing database id: ${rows[0].id}`);
+        await client.query("UPDATE databases SET logical_id = $2 WHERE id = $1", [id, input.logicalId]);
+      }
+      if (input.isDefault === true && !db.is_default) {
+        await client.query("UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL", [db.project_id]);
+        await client.query("UPDATE databases SET is_default = true WHERE id = $1", [id]);
+      }
+    });
+  } catch (err) {
+    return logicalIdConflict(deps, err, { table: "databases", scopeColumn: "project_id", scope: projectId ?? "", logicalId: input.logicalId }, "update");
+  }
+  return readDatabase(deps, workspaceId, id);
+}
+
+/**
+ * Hides the database and revokes its connections at once; a `drop` job removes the PostgreSQL database, its roles and
+ * its backups. A project's default database goes only when it is the project's last.
+ */
+export async function deleteDatabase(deps: ServiceDeps, workspaceId: string, id: string): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const db = await getDatabase(client, workspaceId, id, true);
+    if (!db) throw notFound("database", id);
+    if (db.is_default) {
+      const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM databases WHERE project_id = $1 AND id <> $2 AND deleted_at IS NULL", [db.project_id, id]);
+      if (Number(rows[0]!.n) > 0) throw conflict(`cannot delete database "${id}": it is the project's default database and the project has other databases`, "make another database the default first (PATCH isDefault: true)");
+    }
+    await client.query("UPDATE databases SET deleted_at = now(), is_default = false WHERE id = $1", [id]);
+    await client.query("UPDATE connections SET revoked_at = coalesce(revoked_at, now()) WHERE database_id = $1", [id]);
+    await enqueueJob(client, { kind: "drop", targetId: id });
+  });
+  deps.wakeJobs();
+}

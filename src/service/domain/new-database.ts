@@ -1,0 +1,64 @@
+import { randomBytes } from "node:crypto";
+import type pg from "pg";
+import { newId, type SourceBody } from "../../contract/index.ts";
+import { randomPassword, scramVerifier } from "../crypto.ts";
+import type { ServiceDeps } from "../deps.ts";
+import { conflict } from "../errors.ts";
+import { enqueueJob } from "../jobs.ts";
+import type { ConnectionRow, DatabaseRow, ProjectRow } from "../rows.ts";
+import { getDatabase } from "../store.ts";
+import { resolveRegion } from "./regions.ts";
+import { checkBackupSource, checkCloneSource } from "./sources.ts";
+
+// The rows of a new database, shared by both database creations and by a project's default database. Only rows and
+// a job: the provision job makes the PostgreSQL database and roles (job-handlers.ts), so a create answers at once.
+
+/** A new database's row and first connection; the password exists only here and in the creation's response. */
+export type NewDatabase = { row: DatabaseRow; connection: ConnectionRow; password: string };
+
+/** The part of a generated id after its prefix: PostgreSQL names are made of it, never of anything a client sent. */
+export const idBody = (id: string) => id.slice(id.indexOf("_") + 1);
+
+export function generatedName(prefix: string): string {
+  return `${prefix}-${randomBytes(4).toString("hex")}`;
+}
+
+/** Creates the rows of a new database and its first connection, and enqueues its provisioning; runs in the caller's transaction. */
+export async function createDatabaseRows(
+  deps: ServiceDeps,
+  client: pg.PoolClient,
+  input: { project: ProjectRow; name?: string | undefined; region?: string | undefined; isDefault: boolean; source?: SourceBody | undefined; logicalId?: string | undefined },
+): Promise<NewDatabase> {
+  const { project } = input;
+  const region = resolveRegion(deps, input.region, project.default_region);
+  if (input.logicalId !== undefined) {
+    const { rows } = await client.query<{ id: string }>(
+      "SELECT id FROM databases WHERE project_id = $1 AND logical_id = $2 AND deleted_at IS NULL",
+      [project.id, input.logicalId],
+    );
+    if (rows[0]) throw conflict(`cannot create database: logicalId "${input.logicalId}" already used by database "${rows[0].id}"`, `existing database id: ${rows[0].id}`);
+  }
+  const source = input.source ?? { type: "empty" as const };
+  if (source.type === "backup") await checkBackupSource(client, project.workspace_id, source);
+  if (source.type === "database") await checkCloneSource(client, project.workspace_id, source);
+  if (input.isDefault) await client.query("UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL", [project.id]);
+  const id = newId("database");
+  const pgName = `mds_${idBody(id)}`;
+  const name = input.name ?? generatedName("database");
+  const connectionId = newId("connection");
+  await client.query(
+    `INSERT INTO databases (id, project_id, workspace_id, name, region, status, is_default, pg_name, owner_role, source, logical_id, default_connection_id)
+     VALUES ($1, $2, $3, $4, $5, 'provisioning', $6, $7, $8, $9, $10, $11)`,
+    [id, project.id, project.workspace_id, name, region, input.isDefault, pgName, `${pgName}_owner`, JSON.stringify(source), input.logicalId ?? null, connectionId],
+  );
+  const password = randomPassword();
+  const verifier = await scramVerifier(password);
+  const { rows: conns } = await client.query<ConnectionRow>(
+    `INSERT INTO connections (id, database_id, name, role_name, verifier) VALUES ($1, $2, $3, $4, $5)
+     RETURNING id, database_id, name, role_name, created_at`,
+    [connectionId, id, "default", `mds_${idBody(connectionId)}`, verifier],
+  );
+  await enqueueJob(client, { kind: "provision", targetId: id });
+  const row = await getDatabase(client, project.workspace_id, id);
+  return { row: row!, connection: conns[0]!, password };
+}

@@ -1,0 +1,139 @@
+import type pg from "pg";
+import type { Logger } from "pino";
+import type { Region } from "../contract/index.ts";
+import { findPostgresBinaries } from "../postgres/index.ts";
+import { createApp } from "./app.ts";
+import { lockTimeoutOf, ServiceConfig, type ServiceConfigInput } from "./config.ts";
+import type { ServiceDeps } from "./deps.ts";
+import { privateDirectory } from "./dump.ts";
+import { jobHandlers } from "./job-handlers.ts";
+import { JobRunner } from "./jobs.ts";
+import { createServiceLogger } from "./logger.ts";
+import { createMetrics } from "./metrics.ts";
+import { RateLimiter } from "./rate-limit.ts";
+import { startScheduler } from "./scheduler.ts";
+import { startSpareFiller } from "./spares.ts";
+import { applyTenantLimits } from "./tenant-limits.ts";
+import { migrate } from "./store/migrate.ts";
+import { createPool } from "./store/pool.ts";
+
+// The service's wiring: pools, migrations, hardening, job workers, spares, the scheduler and the HTTP server.
+
+export type StartServiceOptions = Omit<ServiceConfigInput, "baseUrl"> & {
+  /** Defaults to http://<host>:<bound port>. */
+  baseUrl?: string;
+  host?: string;
+  /** 0 or absent: a free port. */
+  port?: number;
+  logger?: Logger;
+  /** Directory of pg_dump/pg_restore; found like the server binaries by default. */
+  bindir?: string;
+};
+
+/**
+ * Tenants' login roles must reach nothing but their own database: PUBLIC loses CONNECT on the maintenance
+ * databases of every region server and on the control database (which may live on a region server).
+ */
+async function hardenServers(control: pg.Pool, regions: pg.Pool[], logger: Logger): Promise<void> {
+  const revoke = (db: string) => `DO $$ BEGIN EXECUTE format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', ${db}); END $$`;
+  for (const p of regions) {
+    for (const db of ["postgres", "template1"]) {
+      await p.query(revoke(`'${db}'`)).catch((err: Error) => logger.warn({ err: { message: err.message } }, "cannot revoke CONNECT on a maintenance database"));
+    }
+  }
+  await control.query(revoke("current_database()")).catch((err: Error) => logger.warn({ err: { message: err.message } }, "cannot revoke CONNECT on the control database"));
+}
+
+export type RunningService = { url: string; deps: ServiceDeps; stop(): Promise<void> };
+
+/** Runs the service: migrations, job workers, the daily-backup scheduler, and the HTTP server. */
+export async function startService(options: StartServiceOptions): Promise<RunningService> {
+  const { host = "127.0.0.1", port = 0, logger = createServiceLogger("info"), bindir, ...rest } = options;
+  const config = ServiceConfig.parse({ ...rest, baseUrl: rest.baseUrl ?? "http://placeholder.invalid" });
+  const pool = createPool(config.controlUrl, 20);
+  const regionPools = new Map<Region, pg.Pool>();
+  const byUrl = new Map<string, pg.Pool>();
+  const cleanup = async () => {
+    await pool.end().catch(() => {});
+    for (const p of byUrl.values()) await p.end().catch(() => {});
+  };
+  try {
+    await migrate(pool);
+    for (const [region, r] of Object.entries(config.regions) as [Region, { adminUrl: string }][]) {
+      let p = byUrl.get(r.adminUrl);
+      if (!p) {
+        // A tenant can hold locks on its own database and roles: the service's superuser statements never wait forever.
+        // (Regions on one server share a pool, so the first region's setting wins.)
+        p = createPool(r.adminUrl, 8, { lockTimeoutMs: lockTimeoutOf(config, region) });
+        byUrl.set(r.adminUrl, p);
+      }
+      regionPools.set(region, p);
+    }
+    await hardenServers(pool, [...byUrl.values()], logger);
+    await applyTenantLimits({ config, control: pool, regionPools, logger });
+    await privateDirectory(config.backupDir);
+    const lockPool = createPool(config.controlUrl, config.jobConcurrency + 1);
+    byUrl.set(`lock:${config.controlUrl}`, lockPool);
+    const metrics = createMetrics();
+    const wake = { fn: () => {} };
+    const deps: ServiceDeps = {
+      config,
+      pool,
+      regionPools,
+      bindir: bindir ?? (await findPostgresBinaries()).bindir,
+      logger,
+      wakeJobs: () => wake.fn(),
+      metrics,
+      rateLimiter: new RateLimiter(config.rateLimit),
+      authLimiter: new RateLimiter(config.authRateLimit),
+    };
+    const runner = new JobRunner({
+      pool,
+      lockPool,
+      handlers: jobHandlers(deps),
+      concurrency: config.jobConcurrency,
+      pollIntervalMs: config.jobPollIntervalMs,
+      maxAttempts: config.jobMaxAttempts,
+      timeoutMs: config.jobTimeoutMs,
+      perWorkspace: config.jobsPerWorkspace ?? Math.max(1, config.jobConcurrency - 1),
+      logger: logger.child({ component: "jobs" }),
+      ...(config.instanceId ? { instanceId: config.instanceId } : {}),
+    });
+    wake.fn = () => runner.wake();
+    const app = createApp(deps);
+    await app.listen({ host, port });
+    const address = app.server.address();
+    const boundPort = typeof address === "object" && address ? address.port : port;
+    const url = (rest.baseUrl ?? `http://${host.includes(":") ? `[${host}]` : host}:${boundPort}`).replace(/\/+$/, "");
+    config.baseUrl = url;
+    const spares = startSpareFiller({ pools: [...new Set(regionPools.values())], target: config.spareDatabases, logger });
+    wake.fn = () => {
+      runner.wake();
+      spares.wake();
+    };
+    runner.start();
+    const gauge = setInterval(() => metrics.jobsRunning.set(runner.busy), 1000);
+    gauge.unref();
+    const scheduler = startScheduler(deps);
+    logger.info({ url, regions: [...regionPools.keys()] }, "service listening");
+    let stopping: Promise<void> | undefined;
+    return {
+      url,
+      deps,
+      stop() {
+        stopping ??= (async () => {
+          clearInterval(gauge);
+          await app.close();
+          await scheduler.stop();
+          await runner.stop();
+          await spares.stop();
+          await cleanup();
+        })();
+        return stopping;
+      },
+    };
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+}
