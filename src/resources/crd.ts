@@ -1,9 +1,7 @@
 import { z } from "zod";
 import { stringify } from "yaml";
 import { group, version } from "./group.ts";
-import { ProjectSpec, ProjectStatus, Project } from "./project/schema.ts";
-import { DatabaseSpec, DatabaseStatus, Database } from "./database/schema.ts";
-import { DatabaseRestoreSpec, DatabaseRestoreStatus, DatabaseRestore } from "./database-restore/schema.ts";
+import { resourceKinds } from "./index.ts";
 
 // The CRDs are generated from the zod schemas so the operator's parsing and the apiserver's validation cannot
 // disagree. z.toJSONSchema gives draft JSON Schema; Kubernetes wants a *structural* OpenAPI v3 subset, so the
@@ -30,69 +28,8 @@ export interface KindDefinition {
   printerColumns: PrinterColumn[];
 }
 
-const condition = (type: string): PrinterColumn => ({
-  name: type.toUpperCase(),
-  type: "string",
-  jsonPath: `.status.conditions[?(@.type=="${type}")].status`,
-  description: `The ${type} condition's status.`,
-});
-const age: PrinterColumn = { name: "AGE", type: "date", jsonPath: ".metadata.creationTimestamp", description: "Age." };
-
-export const kinds: KindDefinition[] = [
-  {
-    kind: "Project",
-    plural: "projects",
-    singular: "project",
-    shortNames: ["mdsproject"],
-    spec: ProjectSpec,
-    status: ProjectStatus,
-    whole: Project,
-    printerColumns: [
-      condition("Ready"),
-      condition("Synced"),
-      { name: "REGION", type: "string", jsonPath: ".status.defaultRegion", description: "Default region." },
-      { name: "ID", type: "string", jsonPath: ".status.id", description: "Remote project id." },
-      { name: "SECRET", type: "string", jsonPath: ".status.secretName", description: "Default database's Secret.", priority: 1 },
-      age,
-    ],
-  },
-  {
-    kind: "Database",
-    plural: "databases",
-    singular: "database",
-    shortNames: ["mdsdb"],
-    spec: DatabaseSpec,
-    status: DatabaseStatus,
-    whole: Database,
-    printerColumns: [
-      condition("Ready"),
-      condition("Synced"),
-      { name: "STATUS", type: "string", jsonPath: ".status.remoteStatus", description: "Remote status." },
-      { name: "SECRET", type: "string", jsonPath: ".status.secretName", description: "Connection Secret." },
-      { name: "ID", type: "string", jsonPath: ".status.id", description: "Remote database id." },
-      { name: "PROJECT", type: "string", jsonPath: ".status.projectId", description: "Remote project id.", priority: 1 },
-      { name: "REGION", type: "string", jsonPath: ".status.region", description: "Region.", priority: 1 },
-      age,
-    ],
-  },
-  {
-    kind: "DatabaseRestore",
-    plural: "databaserestores",
-    singular: "databaserestore",
-    shortNames: ["mdsrestore"],
-    spec: DatabaseRestoreSpec,
-    status: DatabaseRestoreStatus,
-    whole: DatabaseRestore,
-    printerColumns: [
-      { name: "PHASE", type: "string", jsonPath: ".status.phase", description: "Phase of the restore." },
-      { name: "TARGET", type: "string", jsonPath: ".status.targetDatabaseId", description: "Target database id." },
-      { name: "BACKUP", type: "string", jsonPath: ".status.backupId", description: "Restored backup id." },
-      { name: "COMPLETED", type: "date", jsonPath: ".status.completedAt", description: "When it ended." },
-      { name: "REASON", type: "string", jsonPath: ".status.reason", description: "Reason of the phase.", priority: 1 },
-      age,
-    ],
-  },
-];
+// The kinds' definitions come from their folders, through the registry (src/resources/index.ts).
+export const kinds: KindDefinition[] = resourceKinds.map((k) => k.definition);
 
 const maxSafe = Number.MAX_SAFE_INTEGER;
 

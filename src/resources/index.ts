@@ -1,15 +1,17 @@
 import type { KindRegistration } from "../operator/kind.ts";
-import { restoreRegistration, type RestoreSettings } from "./database-restore/controller.ts";
-import { databaseRegistration } from "./database/controller.ts";
-import { projectRegistration } from "./project/controller.ts";
+import { databaseRestoreResource } from "./database-restore/index.ts";
+import { databaseResource } from "./database/index.ts";
+import type { KindSettings, ResourceKind } from "./kind.ts";
+import { projectResource } from "./project/index.ts";
 
-// The registry: every kind the operator reconciles. A new kind is its own folder plus one line here
-// (src/resources/README.md lists the files a kind consists of).
-
-export interface KindSettings {
-  restore?: RestoreSettings;
-}
+// The registry: every kind, one line each. From here come the CRDs (crd.ts) and the operator's kinds (operatorKinds).
+// A new kind is its own folder plus one line below (src/resources/README.md lists the files a kind consists of).
+export const resourceKinds: ResourceKind[] = [
+  projectResource,
+  databaseResource,
+  databaseRestoreResource,
+];
 
 export function operatorKinds(settings: KindSettings = {}): KindRegistration[] {
-  return [projectRegistration, databaseRegistration, restoreRegistration(settings.restore)];
+  return resourceKinds.map((k) => k.registration(settings));
 }

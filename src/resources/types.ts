@@ -1,7 +1,4 @@
-import type { ResourceType } from "../kube/types.ts";
-import { group, version } from "./group.ts";
-
-// Addresses of the three kinds for the kube layer (plurals as in crds/).
-export const ProjectType: ResourceType = { group, version, plural: "projects", kind: "Project", namespaced: true };
-export const DatabaseType: ResourceType = { group, version, plural: "databases", kind: "Database", namespaced: true };
-export const DatabaseRestoreType: ResourceType = { group, version, plural: "databaserestores", kind: "DatabaseRestore", namespaced: true };
+// Addresses of the kinds for the kube layer; each is defined beside its schema.
+export { ProjectType } from "./project/schema.ts";
+export { DatabaseType } from "./database/schema.ts";
+export { DatabaseRestoreType } from "./database-restore/schema.ts";

@@ -6,7 +6,7 @@ import { credentialsRefOf, oneShotKind, parseOrTerminal, type KindContext } from
 import type { OneShotKind, OneShotRun } from "../../operator/one-shot-reconciler.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { resolveBackup } from "../remote-database.ts";
-import { DatabaseRestoreType } from "../types.ts";
+import { DatabaseRestoreType } from "./schema.ts";
 import { sourceKeyOf, startRestore } from "./external.ts";
 import { ledgerHas, recordLedger } from "./ledger.ts";
 import { DatabaseRestore, terminalRestorePhases, type DatabaseRestoreStatus } from "./schema.ts";

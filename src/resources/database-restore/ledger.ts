@@ -5,7 +5,7 @@ import { annotations, labels, restoreKeysOf } from "../../operator/connection-se
 import { remoteIdOf } from "../../operator/identity.ts";
 import { retryInProcess } from "../../operator/outcome.ts";
 import { restoreLedgerLimit, type Database, type RestoreLedgerEntry } from "../database/schema.ts";
-import { DatabaseType } from "../types.ts";
+import { DatabaseType } from "../database/schema.ts";
 
 // The restore ledger: the idempotency keys applied to a database, kept in two places so a re-applied restore finds
 // its key whatever was deleted since: the target Database's status (bounded, visible) and its connection Secret's

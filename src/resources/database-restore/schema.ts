@@ -1,7 +1,10 @@
 import { z } from "zod";
-import { apiVersion } from "../group.ts";
+import type { ResourceType } from "../../kube/types.ts";
+import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import { LocalObjectReference, ObjectMeta, exactlyOne, idPattern } from "../common.ts";
+import type { KindDefinition } from "../crd.ts";
+import { age } from "../printer-columns.ts";
 
 const databaseId = z.string().regex(idPattern("db")).max(80);
 
@@ -106,3 +109,25 @@ export const DatabaseRestore = z
     "Restores a backup into a database, destructively and exactly once per idempotencyKey. Credentials are kept.",
   );
 export type DatabaseRestore = z.infer<typeof DatabaseRestore>;
+
+/** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
+export const databaseRestoreDefinition: KindDefinition = {
+  kind: "DatabaseRestore",
+  plural: "databaserestores",
+  singular: "databaserestore",
+  shortNames: ["mdsrestore"],
+  spec: DatabaseRestoreSpec,
+  status: DatabaseRestoreStatus,
+  whole: DatabaseRestore,
+  printerColumns: [
+    { name: "PHASE", type: "string", jsonPath: ".status.phase", description: "Phase of the restore." },
+    { name: "TARGET", type: "string", jsonPath: ".status.targetDatabaseId", description: "Target database id." },
+    { name: "BACKUP", type: "string", jsonPath: ".status.backupId", description: "Restored backup id." },
+    { name: "COMPLETED", type: "date", jsonPath: ".status.completedAt", description: "When it ended." },
+    { name: "REASON", type: "string", jsonPath: ".status.reason", description: "Reason of the phase.", priority: 1 },
+    age,
+  ],
+};
+
+/** The kind's address for the Kubernetes client. */
+export const DatabaseRestoreType: ResourceType = { group, version, plural: databaseRestoreDefinition.plural, kind: "DatabaseRestore", namespaced: true };

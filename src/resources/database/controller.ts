@@ -2,7 +2,7 @@ import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { remoteIdOf } from "../../operator/identity.ts";
 import { credentialsRefOf, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
 import type { ManagedKind } from "../../operator/managed-reconciler.ts";
-import { DatabaseType } from "../types.ts";
+import { DatabaseType } from "./schema.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { apiVersion } from "../group.ts";
+import type { ResourceType } from "../../kube/types.ts";
+import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
   ConnectionSecret,
@@ -13,6 +14,8 @@ import {
   immutableFields,
   secretNameUnchanged,
 } from "../common.ts";
+import type { KindDefinition } from "../crd.ts";
+import { age, condition } from "../printer-columns.ts";
 
 export const DatabaseSource = z
   .object({
@@ -170,3 +173,27 @@ export const Database = z
   })
   .describe("A PostgreSQL database at the Managed Database Service, with its credentials in a connection Secret.");
 export type Database = z.infer<typeof Database>;
+
+/** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
+export const databaseDefinition: KindDefinition = {
+  kind: "Database",
+  plural: "databases",
+  singular: "database",
+  shortNames: ["mdsdb"],
+  spec: DatabaseSpec,
+  status: DatabaseStatus,
+  whole: Database,
+  printerColumns: [
+    condition("Ready"),
+    condition("Synced"),
+    { name: "STATUS", type: "string", jsonPath: ".status.remoteStatus", description: "Remote status." },
+    { name: "SECRET", type: "string", jsonPath: ".status.secretName", description: "Connection Secret." },
+    { name: "ID", type: "string", jsonPath: ".status.id", description: "Remote database id." },
+    { name: "PROJECT", type: "string", jsonPath: ".status.projectId", description: "Remote project id.", priority: 1 },
+    { name: "REGION", type: "string", jsonPath: ".status.region", description: "Region.", priority: 1 },
+    age,
+  ],
+};
+
+/** The kind's address for the Kubernetes client. */
+export const DatabaseType: ResourceType = { group, version, plural: databaseDefinition.plural, kind: "Database", namespaced: true };

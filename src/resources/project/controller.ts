@@ -1,7 +1,7 @@
 import { remoteIdOf } from "../../operator/identity.ts";
 import { credentialsRefOf, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
 import type { ManagedKind } from "../../operator/managed-reconciler.ts";
-import { ProjectType } from "../types.ts";
+import { ProjectType } from "./schema.ts";
 import { createProjectExternal, type ProjectObject } from "./external.ts";
 import { Project } from "./schema.ts";
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { apiVersion } from "../group.ts";
+import type { ResourceType } from "../../kube/types.ts";
+import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
   ConnectionSecret,
@@ -11,6 +12,8 @@ import {
   immutableFields,
   secretNameUnchanged,
 } from "../common.ts";
+import type { KindDefinition } from "../crd.ts";
+import { age, condition } from "../printer-columns.ts";
 
 export const ProjectSpec = z
   .object({
@@ -97,3 +100,25 @@ export const Project = z
       "optionally a default database whose credentials go to a Secret.",
   );
 export type Project = z.infer<typeof Project>;
+
+/** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
+export const projectDefinition: KindDefinition = {
+  kind: "Project",
+  plural: "projects",
+  singular: "project",
+  shortNames: ["mdsproject"],
+  spec: ProjectSpec,
+  status: ProjectStatus,
+  whole: Project,
+  printerColumns: [
+    condition("Ready"),
+    condition("Synced"),
+    { name: "REGION", type: "string", jsonPath: ".status.defaultRegion", description: "Default region." },
+    { name: "ID", type: "string", jsonPath: ".status.id", description: "Remote project id." },
+    { name: "SECRET", type: "string", jsonPath: ".status.secretName", description: "Default database's Secret.", priority: 1 },
+    age,
+  ],
+};
+
+/** The kind's address for the Kubernetes client. */
+export const ProjectType: ResourceType = { group, version, plural: projectDefinition.plural, kind: "Project", namespaced: true };
