@@ -1,3 +1,6 @@
+// Over 400 lines on purpose: one method per endpoint of the API, each a few lines of path, schema and options; split
+// by resource they would repeat the same plumbing in every file.
+
 import type { Dispatcher } from "undici";
 import type { z } from "zod";
 import {

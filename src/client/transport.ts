@@ -1,3 +1,6 @@
+// Over 400 lines on purpose: one request's whole life (rate budget, auth, timeouts, retries and the POST re-send
+// rule, parsing, error typing) in one file, so the retry decisions can be read, and reviewed, in one place.
+
 import { randomUUID } from "node:crypto";
 import { request, type Dispatcher } from "undici";
 import type { z } from "zod";

@@ -1,3 +1,7 @@
+// Over 400 lines on purpose: the object semantics of one registry + store (create, update, patch, delete with
+// finalizers and garbage collection, list and watch with resourceVersions) depend on each other's invariants, which
+// are easier to keep in one file than across several.
+
 import { randomBytes, randomUUID } from "node:crypto";
 import { parse as parseYaml } from "yaml";
 import { crdResourceTypes, crdStatus, CRD_FINALIZER, defaultCrd, validateCrd } from "./crd.ts";

@@ -1,3 +1,6 @@
+// Over 400 lines on purpose: the whole HTTP surface of devkube (authentication, negotiation, routing, Status errors)
+// is one request pipeline; its pieces (discovery, openapi, watch, table, patch) live in their own files.
+
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { TLSSocket } from "node:tls";
 import { timingSafeEqual } from "node:crypto";
