@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { setCondition } from "./conditions.ts";
-import { buildSecret, credentialsFromSecret, decodeData, secretData, type ConnectionCredentials } from "./connection-secret.ts";
+import { createHash } from "node:crypto";
+import { buildSecret, credentialsFromSecret, credentialsHash, decodeData, secretData, serviceBindingType, type ConnectionCredentials } from "./connection-secret.ts";
 
 const creds: ConnectionCredentials = {
   connectionId: "con_1",
@@ -40,5 +41,30 @@ describe("connection Secret", () => {
     expect(b[0]!.lastTransitionTime).toBe("2026-01-01T00:00:00Z");
     const c = setCondition(b, { type: "Ready", status: "True", reason: "Available", message: "" }, t2);
     expect(c[0]!.lastTransitionTime).toBe("2026-01-01T01:00:00Z");
+  });
+
+  it("publishes the servicebinding.io form when asked: its type and well-known keys beside ours", () => {
+    const s = buildSecret({ namespace: "n", name: "s", credentials: creds, spec: { serviceBinding: true }, projectId: "proj_1", databaseId: "db_1", owner: undefined });
+    expect(s.type).toBe(serviceBindingType);
+    expect(decodeData(s)).toMatchObject({ type: "postgresql", provider: "mds", host: "h", port: "5432", database: "db1", username: "u@x", password: "p:/w?d", sslmode: "require", PGUSER: "u@x" });
+    expect(buildSecret({ namespace: "n", name: "s", credentials: creds, spec: {}, projectId: "proj_1", databaseId: "db_1", owner: undefined }).type).toBe("Opaque");
+  });
+
+  it("carries the accelerate endpoint as ACCELERATE_URL, for DATABASE_URL when chosen, and reads it back", () => {
+    const accel = { ...creds, accelerateUrl: "prisma+postgres://accelerate.example/?api_key=k3y" };
+    expect(secretData(accel, { endpoint: "accelerate", template: { A: "{{accelerateUrl}}" } })).toMatchObject({ DATABASE_URL: accel.accelerateUrl, ACCELERATE_URL: accel.accelerateUrl, A: accel.accelerateUrl });
+    // Without an accelerate endpoint, accelerate falls back to pooled and the key is absent.
+    const plain = secretData(creds, { endpoint: "accelerate" });
+    expect(plain["DATABASE_URL"]).toContain("@pool:6432/");
+    expect(plain).not.toHaveProperty("ACCELERATE_URL");
+    const s = buildSecret({ namespace: "n", name: "s", credentials: accel, spec: undefined, projectId: undefined, databaseId: "db_1", owner: undefined });
+    expect(credentialsFromSecret(s, { direct: creds.direct })?.accelerateUrl).toBe(accel.accelerateUrl);
+    const edited = { ...s, data: { ...s.data, ACCELERATE_URL: Buffer.from("prisma+postgres://evil/").toString("base64") } };
+    expect(credentialsFromSecret(edited, { direct: creds.direct })).toBeUndefined();
+  });
+
+  it("hashes credentials without an accelerate endpoint as before, so existing Secrets stay valid", () => {
+    const old = createHash("sha256").update("con_1\u0000u\u0000p").digest("hex");
+    expect(credentialsHash("con_1", "u", "p")).toBe(old);
   });
 });

@@ -24,7 +24,9 @@ export const annotations = {
 /** What a resource's spec says about its connection Secret (the CRD schema: src/resources/common.ts). */
 export interface ConnectionSecretSpec {
   name?: string | undefined;
-  endpoint?: "pooled" | "direct" | undefined;
+  endpoint?: "pooled" | "direct" | "accelerate" | undefined;
+  /** The servicebinding.io Provisioned Service form: Secret type servicebinding.io/postgresql and its keys. */
+  serviceBinding?: boolean | undefined;
   template?: Record<string, string> | undefined;
   labels?: Record<string, string> | undefined;
   annotations?: Record<string, string> | undefined;
@@ -45,7 +47,15 @@ export interface ConnectionCredentials {
   sslmode: string;
   direct: Endpoint;
   pooled?: Endpoint | undefined;
+  /**
+   * The accelerate endpoint's connection string, kept verbatim: the public API's is not a PostgreSQL URL
+   * (`prisma+postgres://…?api_key=…`) and cannot be rebuilt from the login.
+   */
+  accelerateUrl?: string | undefined;
 }
+
+/** The Secret type of the servicebinding.io Provisioned Service contract for PostgreSQL. */
+export const serviceBindingType = "servicebinding.io/postgresql";
 
 /** Parses a postgresql:// URL of a creation response into its parts. */
 export function parseConnectionString(url: string): { user: string; password: string; host: string; port: number; database: string; sslmode: string } {
@@ -77,14 +87,21 @@ export function secretData(c: ConnectionCredentials, spec: ConnectionSecretSpec 
     database: c.database,
     directUrl,
     pooledUrl,
+    accelerateUrl: c.accelerateUrl ?? "",
   };
   const data: Record<string, string> = {};
   for (const [key, template] of Object.entries(spec?.template ?? {})) {
     data[key] = template.replace(/\{\{ *([a-zA-Z]+) *\}\}/g, (_m, v: string) => vars[v] ?? "");
   }
-  // The fixed keys win over template keys of the same name.
+  // The fixed keys win over template keys of the same name. `accelerate` falls back to pooled without one.
+  const chosen = endpoint === "direct" ? directUrl : endpoint === "accelerate" && c.accelerateUrl !== undefined ? c.accelerateUrl : pooledUrl;
+  if (spec?.serviceBinding === true) {
+    // servicebinding.io's well-known entries; Spring Cloud Bindings and Quarkus read these for PostgreSQL.
+    Object.assign(data, { type: "postgresql", provider: "mds", host: c.direct.host, port: String(c.direct.port), database: c.database, username: c.user, password: c.password, sslmode: c.sslmode });
+  }
+  if (c.accelerateUrl !== undefined) data["ACCELERATE_URL"] = c.accelerateUrl;
   Object.assign(data, {
-    DATABASE_URL: endpoint === "direct" ? directUrl : pooledUrl,
+    DATABASE_URL: chosen,
     DIRECT_URL: directUrl,
     PGHOST: c.direct.host,
     PGPORT: String(c.direct.port),
@@ -102,8 +119,10 @@ export function hashData(data: Record<string, string>): string {
   return h.digest("hex");
 }
 
-export function credentialsHash(connectionId: string, user: string, password: string): string {
-  return createHash("sha256").update(`${connectionId}\u0000${user}\u0000${password}`).digest("hex");
+/** Proves the credentials are the operator's; the accelerate URL joins only when there is one (older Secrets hash the same). */
+export function credentialsHash(connectionId: string, user: string, password: string, accelerateUrl?: string): string {
+  const extra = accelerateUrl === undefined ? "" : `\u0000${accelerateUrl}`;
+  return createHash("sha256").update(`${connectionId}\u0000${user}\u0000${password}${extra}`).digest("hex");
 }
 
 export function decodeData(secret: Secret): Record<string, string> {
@@ -130,7 +149,8 @@ export function credentialsFromSecret(secret: Secret, endpoints: { direct: Endpo
   const password = data["PGPASSWORD"];
   const database = data["PGDATABASE"];
   if (connectionId === undefined || user === undefined || password === undefined || database === undefined) return undefined;
-  if (secret.metadata.annotations?.[annotations.credentialsHash] !== credentialsHash(connectionId, user, password)) return undefined;
+  const accelerateUrl = data["ACCELERATE_URL"];
+  if (secret.metadata.annotations?.[annotations.credentialsHash] !== credentialsHash(connectionId, user, password, accelerateUrl)) return undefined;
   return {
     connectionId,
     connectionName: "",
@@ -140,6 +160,7 @@ export function credentialsFromSecret(secret: Secret, endpoints: { direct: Endpo
     sslmode: data["PGSSLMODE"] ?? "prefer",
     direct: endpoints.direct,
     pooled: endpoints.pooled,
+    ...(accelerateUrl === undefined ? {} : { accelerateUrl }),
   };
 }
 
@@ -161,7 +182,7 @@ export function buildSecret(input: SecretInput): Secret {
   return {
     apiVersion: "v1",
     kind: "Secret",
-    type: "Opaque",
+    type: input.spec?.serviceBinding === true ? serviceBindingType : "Opaque",
     metadata: {
       name: input.name,
       namespace: input.namespace,
@@ -176,7 +197,7 @@ export function buildSecret(input: SecretInput): Secret {
         ...(input.spec?.annotations ?? {}),
         ...(input.ownerName === undefined ? {} : { [annotations.owner]: input.ownerName }),
         [annotations.dataHash]: hashData(data),
-        [annotations.credentialsHash]: credentialsHash(c.connectionId, c.user, c.password),
+        [annotations.credentialsHash]: credentialsHash(c.connectionId, c.user, c.password, c.accelerateUrl),
       },
       ...(input.owner === undefined ? {} : { ownerReferences: [input.owner] }),
     },
@@ -193,7 +214,7 @@ export function secretUpToDate(current: Secret, desired: Secret): boolean {
   const sameData =
     Object.keys(current.data ?? {}).length === Object.keys(desired.data ?? {}).length && sameMap(current.data, desired.data);
   const owners = (o: OwnerReference[] | undefined) => (o ?? []).map((r) => r.uid).join(",");
-  return sameData && sameMap(cm.labels, dm.labels) && sameMap(cm.annotations, dm.annotations) && owners(cm.ownerReferences) === owners(dm.ownerReferences);
+  return (current.type ?? "Opaque") === (desired.type ?? "Opaque") && sameData && sameMap(cm.labels, dm.labels) && sameMap(cm.annotations, dm.annotations) && owners(cm.ownerReferences) === owners(dm.ownerReferences);
 }
 
 /** The restore ledger on a Secret: the idempotency keys applied to its database. */

@@ -53,6 +53,7 @@ export function credentialsFromCreated(connection: CreatedConnection): Connectio
     sslmode: parsed.sslmode,
     direct: { host: direct.host, port: direct.port },
     pooled: pooled === undefined ? undefined : { host: pooled.host, port: pooled.port },
+    ...(connection.endpoints.accelerate?.connectionString === undefined ? {} : { accelerateUrl: connection.endpoints.accelerate.connectionString }),
   };
 }
 

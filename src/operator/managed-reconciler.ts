@@ -7,7 +7,7 @@ import { ReconcileError, classifyError, messageOf } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import { done, failed, requeueAfter, type Outcome } from "./outcome.ts";
-import { connectionSecrets, type ConnectionOwner, type SecretTarget } from "./secret-publisher.ts";
+import { connectionSecrets, publishedStatus, type ConnectionOwner, type SecretTarget } from "./secret-publisher.ts";
 import { reportError, splitKey, synced, writeStatus, type ConditionUpdate } from "./status.ts";
 
 // The one generic loop (DESIGN "The loop") for every kind with a remote object:
@@ -26,7 +26,9 @@ export interface ManagedObject extends KubeObject {
     externalId?: string | undefined;
     connectionSecret?: ConnectionSecretSpec | undefined;
   };
-  status?: { id?: string | undefined; secretName?: string | undefined; observedGeneration?: number | undefined; conditions?: Condition[] | undefined; [key: string]: unknown } | undefined;
+  status?:
+    | { id?: string | undefined; secretName?: string | undefined; connection?: { id: string } | undefined; observedGeneration?: number | undefined; conditions?: Condition[] | undefined; [key: string]: unknown }
+    | undefined;
 }
 
 export interface Observation {
@@ -177,8 +179,7 @@ class LoopRun<T extends ManagedObject> {
   private async ensureSecret(external: ExternalClient<T>, target: SecretTarget, observedStatus: Record<string, unknown>) {
     if (external.connections === undefined) return {};
     try {
-      const connectionId = await this.secrets.ensureCurrent(external.connections, target);
-      return { secretName: target.name, ...(external.connections.status?.(connectionId, target) ?? {}) };
+      return publishedStatus(target, await this.secrets.ensureCurrent(external.connections, target));
     } catch (err) {
       // Ready means "an app can connect with the Secret": not while it cannot be made current.
       if (!classifyError(err).conflict) {
@@ -195,8 +196,7 @@ class LoopRun<T extends ManagedObject> {
     let secretStatus: Record<string, unknown> = {};
     const owner = external.connections;
     if (owner !== undefined && creation.credentials !== undefined && creation.secret !== undefined) {
-      const connectionId = await this.secrets.publishCreated(creation.secret, creation.credentials);
-      secretStatus = { secretName: creation.secret.name, ...(owner.status?.(connectionId, creation.secret) ?? {}) };
+      secretStatus = publishedStatus(creation.secret, await this.secrets.publishCreated(creation.secret, creation.credentials));
       await this.crashPoint("after-secret");
     }
     this.obj = await this.deps.kube.patch<T>(this.kind.type, this.obj.metadata.namespace, this.obj.metadata.name, {

@@ -85,15 +85,13 @@ export interface RecoveryPlan {
 
 /**
  * A kind's ConnectionOwner: recovery through replayOrMint with the kind's plan, revocation that treats a connection
- * already gone as revoked. The kind writes only its plan (and, if its status names the connection, `recorded`/`status`).
+ * already gone as revoked. The kind writes only its plan.
  */
 export function connectionOwner<T>(args: {
   api: MdsApi;
   mirror: RemoteMirror;
   connectionName: (obj: T) => string;
   plan: (obj: T, target: SecretTarget) => Promise<RecoveryPlan>;
-  recorded?: (obj: T) => string | undefined;
-  status?: (connectionId: string, target: SecretTarget) => Record<string, unknown>;
 }): ConnectionOwner<T> {
   const { api, mirror } = args;
   return {
@@ -108,7 +106,5 @@ export function connectionOwner<T>(args: {
         if (!isApiNotFound(err)) throw err;
       }
     },
-    ...(args.recorded === undefined ? {} : { recorded: args.recorded }),
-    ...(args.status === undefined ? {} : { status: args.status }),
   };
 }

@@ -44,10 +44,6 @@ export interface ConnectionOwner<T> {
   recover(obj: T, target: SecretTarget, previousConnectionId: string | undefined): Promise<{ credentials: ConnectionCredentials; revoke: string[] }>;
   /** Revokes a connection; one that is already gone is done. */
   revoke(id: string): Promise<void>;
-  /** The connection the object's status names as published (a crash may have left it unrevoked after a rebuild). */
-  recorded?(obj: T): string | undefined;
-  /** Status fields naming the published connection. */
-  status?(connectionId: string, target: SecretTarget): Record<string, unknown>;
 }
 
 /** The resource that publishes the Secret, as far as the publisher needs it. */
@@ -55,6 +51,14 @@ export interface Publisher extends KubeObject {
   apiVersion: string;
   kind: string;
   spec: { deletionPolicy?: "Retain" | "Delete" | undefined };
+  /** status.connection: the connection the Secret was last published with (written by publishedStatus). */
+  status?: { connection?: { id: string } | undefined; [key: string]: unknown } | undefined;
+}
+
+/** The status fields that name the published Secret and connection (status.binding: servicebinding.io). */
+export function publishedStatus(target: SecretTarget, connectionId: string): Record<string, unknown> {
+  const name = target.connections.find((c) => c.id === connectionId)?.name ?? "";
+  return { secretName: target.name, binding: { name: target.name }, connection: { id: connectionId, name } };
 }
 
 export interface PublisherDeps {
@@ -114,6 +118,14 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       return;
     }
     if (secretUpToDate(existing, desired)) return;
+    if ((existing.type ?? "Opaque") !== desired.type) {
+      // A Secret's type is immutable (servicebinding.io form switched on or off): replace it whole, ours only.
+      await deps.kube.delete(SecretType, ns, target.name, existing.metadata.uid === undefined ? {} : { uid: existing.metadata.uid });
+      desired.metadata.labels = { ...existing.metadata.labels, ...desired.metadata.labels };
+      desired.metadata.annotations = { ...existing.metadata.annotations, ...desired.metadata.annotations };
+      await deps.kube.create(SecretType, desired);
+      return;
+    }
     // Keep labels and annotations others added (a restore's ledger among them); ours win.
     desired.metadata.labels = { ...existing.metadata.labels, ...desired.metadata.labels };
     desired.metadata.annotations = { ...existing.metadata.annotations, ...desired.metadata.annotations };
@@ -136,7 +148,7 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
    * (a lagging cache must never get the published connection revoked). Steady state: no call.
    */
   async function revokeReplaced(owner: ConnectionOwner<T>, target: SecretTarget, published: string) {
-    const recorded = owner.recorded?.(obj);
+    const recorded = obj.status?.connection?.id;
     if (recorded === undefined || recorded === published || !target.connections.some((c) => c.id === recorded)) return;
     const live = await deps.kube.get<Secret>(SecretType, ns, target.name);
     if (live?.metadata.labels?.[labels.connectionId] !== published) return;
@@ -180,7 +192,7 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         await revokeReplaced(owner, target, creds.connectionId);
         return creds.connectionId;
       }
-      const previous = existing?.metadata.labels?.[labels.connectionId] ?? owner.recorded?.(obj);
+      const previous = existing?.metadata.labels?.[labels.connectionId] ?? obj.status?.connection?.id;
       const recovered = await owner.recover(obj, target, previous);
       await point("after-recover");
       await write(existing, target, recovered.credentials);

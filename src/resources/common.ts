@@ -52,7 +52,7 @@ export const Credentials = z
 export type Credentials = z.infer<typeof Credentials>;
 
 // The variables a template may use: plain substitution, no code is evaluated.
-export const templateVariables = ["host", "port", "user", "password", "database", "directUrl", "pooledUrl"] as const;
+export const templateVariables = ["host", "port", "user", "password", "database", "directUrl", "pooledUrl", "accelerateUrl"] as const;
 const templateValue = z
   .string()
   .max(4096)
@@ -68,9 +68,12 @@ const stringMap = (what: string) =>
     .meta({ maxProperties: 64 });
 
 export const SecretEndpoint = z
-  .enum(["pooled", "direct"])
+  .enum(["pooled", "direct", "accelerate"])
   .default("pooled")
-  .describe("Which endpoint DATABASE_URL points at: pooled (default; the pooler when the region has one) or direct.");
+  .describe(
+    "Which endpoint DATABASE_URL points at: pooled (default; the pooler when the region has one), direct, or " +
+      "accelerate (the connection's accelerate endpoint, ACCELERATE_URL; pooled when the connection has none).",
+  );
 export type SecretEndpoint = z.infer<typeof SecretEndpoint>;
 
 export const ConnectionSecret = z
@@ -89,14 +92,23 @@ export const ConnectionSecret = z
           "'jdbc:postgresql://{{host}}:{{port}}/{{database}}?sslmode=require'. " +
           `Variables: ${templateVariables.join(", ")}. No code is evaluated.`,
       ),
+    serviceBinding: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Publish the Secret in the servicebinding.io Provisioned Service form: type servicebinding.io/postgresql with " +
+          "the keys type, provider, host, port, database, username, password and sslmode besides the usual ones, so " +
+          "Service Binding implementations and framework bindings (Spring Cloud Bindings, Quarkus) consume it unchanged.",
+      ),
     labels: stringMap("labels").optional().describe("Extra labels on the Secret (the operator's own labels win)."),
     annotations: stringMap("annotations")
       .optional()
       .describe("Extra annotations on the Secret, e.g. for tools that copy Secrets across namespaces."),
   })
   .describe(
-    "The connection Secret: DATABASE_URL, DIRECT_URL, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE " +
-      "plus template keys; labelled with the remote ids and annotated with a hash of its data.",
+    "The connection Secret: DATABASE_URL, DIRECT_URL, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE, " +
+      "ACCELERATE_URL when the connection has an accelerate endpoint, plus template keys; labelled with the remote " +
+      "ids and annotated with a hash of its data.",
   );
 export type ConnectionSecret = z.infer<typeof ConnectionSecret>;
 
@@ -138,3 +150,8 @@ export const secretNameUnchanged = {
   rule: `${secretNameOf("self")} == ${secretNameOf("oldSelf")}`,
   message: "connectionSecret.name is immutable: create a new resource to use another Secret",
 };
+
+/** status.binding of the servicebinding.io Provisioned Service contract: the Secret a binding should project. */
+export const Binding = z
+  .object({ name: z.string().max(253).describe("Name of the connection Secret.") })
+  .describe("The servicebinding.io Provisioned Service binding: the name of the Secret with the credentials.");

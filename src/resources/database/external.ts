@@ -122,11 +122,6 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
           originalConnectionId: originalConnectionOf(ours),
         };
       },
-      recorded: (obj) => obj.status?.connection?.id,
-      status(connectionId, target) {
-        const c = target.connections.find((x) => x.id === connectionId);
-        return { connection: { id: connectionId, name: c?.name ?? "" } };
-      },
     }),
   };
 

@@ -3,6 +3,7 @@ import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
+  Binding,
   ConnectionSecret,
   Credentials,
   DeletionPolicy,
@@ -152,6 +153,7 @@ export const DatabaseStatus = z
       .optional()
       .describe("Where the database can be reached (credentials are only in the Secret)."),
     secretName: z.string().max(253).optional().describe("Name of the connection Secret."),
+    binding: Binding.optional(),
     restoreLedger: z
       .array(RestoreLedgerEntry)
       .max(restoreLedgerLimit)

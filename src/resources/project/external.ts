@@ -71,7 +71,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
         };
       }
       status["defaultDatabase"] = { id: db.id, name: db.name, status: db.status };
-      const secret = secretTargetOf(obj, db, undefined);
+      const secret = secretTargetOf(obj, db, obj.status?.connection?.id);
       return {
         exists: true,
         status,

@@ -3,6 +3,7 @@ import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
+  Binding,
   ConnectionSecret,
   Credentials,
   DeletionPolicy,
@@ -81,6 +82,14 @@ export const ProjectStatus = z
       .optional()
       .describe("The project's default database, when it was created with one."),
     secretName: z.string().max(253).optional().describe("Name of the default database's connection Secret."),
+    binding: Binding.optional(),
+    connection: z
+      .object({
+        id: z.string().max(80).describe("Connection id (con_…)."),
+        name: z.string().max(128).describe("Connection name."),
+      })
+      .optional()
+      .describe("The default database's connection whose credentials are in the Secret."),
     observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
     conditions: Conditions.optional(),
   })
