@@ -9,8 +9,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { crashPoints } from "../src/operator/crash-points.ts";
-import { formatReport, runChaos, runCrashStorm, tableHeader } from "../src/testing/chaos-run.ts";
-import { startChaosStack } from "../src/testing/chaos-stack.ts";
+import { formatReport, runChaos, runCrashStorm, tableHeader } from "../test/support/chaos/run.ts";
+import { startChaosStack } from "../test/support/chaos/stack.ts";
 
 const { values } = parseArgs({
   options: {

@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { ApiextensionsV1Api, ApiException, CoreV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from "@kubernetes/client-node";
 import pino, { type Logger } from "pino";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
-import { kubectlPath } from "../devkube/testing/kubectl.ts";
+import { kubectlPath } from "../devkube/kubectl-path.ts";
 import { startEmbeddedService, type EmbeddedService } from "../service/embedded.ts";
 import { renderCrdFiles } from "../resources/crd.ts";
 

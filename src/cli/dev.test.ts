@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { runKubectl } from "../devkube/testing/kubectl.ts";
+import { runKubectl } from "../../test/support/kubectl.ts";
 import { startDevStack, type DevStack } from "./dev-stack.ts";
 
 // `mds dev` end to end, as a newcomer uses it: start, kubectl apply -f examples/, connect with the Secret's

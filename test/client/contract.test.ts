@@ -16,8 +16,8 @@ import {
 import { newId, type PublicDatabase as Database } from "../../src/contract/index.ts";
 import type { MdsApi } from "../../src/operator/api.ts";
 import { listServiceTokens } from "../../src/service/tokens.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
-import { scanText } from "../../src/testing/secret-scan.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
+import { scanText } from "../support/secret-scan.ts";
 
 // The shared contract suite: every client method against the real service (real PostgreSQL
 // behind it), page walks, and a typed error for every row of CONTRACT §8 a client can provoke.

@@ -19,7 +19,7 @@ import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
 import { ensureTls } from "../../src/devkube/tls.ts";
 import { parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { createOperator } from "../../src/operator/index.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { eventually as poll } from "../e2e/helpers.ts";
 import { kubectl } from "./kubectl.ts";
 import { authorize, grantsFor, startRecordingProxy, type Grant, type RecordingProxy, type RequestAttributes } from "./rbac.ts";

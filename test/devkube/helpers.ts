@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { startDevkube, type Devkube, type DevkubeOptions } from "../../src/devkube/index.ts";
-import { runKubectl, type KubectlResult } from "../../src/devkube/testing/kubectl.ts";
+import { runKubectl, type KubectlResult } from "../support/kubectl.ts";
 
 export interface Harness {
   devkube: Devkube;

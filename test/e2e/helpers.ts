@@ -8,15 +8,15 @@ import { pino, type Logger } from "pino";
 import { it } from "vitest";
 import { Registry } from "prom-client";
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
-import { runKubectl } from "../../src/devkube/testing/kubectl.ts";
+import { runKubectl } from "../support/kubectl.ts";
 import { createKubeClient, type KubeClient } from "../../src/kube/client.ts";
 import { loadKubeConfig, parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../../src/operator/index.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
-import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "../../src/testing/public-api-emulator/server.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
+import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "../support/public-api-emulator/server.ts";
 import { SecretType, type Secret } from "../../src/kube/types.ts";
-import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "../../src/testing/secret-scan.ts";
-import { connectionSecretValues } from "../../src/testing/chaos-invariants.ts";
+import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "../support/secret-scan.ts";
+import { connectionSecretValues } from "../support/chaos/invariants.ts";
 import { KubeConfig as ClientNodeKubeConfig } from "@kubernetes/client-node";
 
 // One devkube (or a namespace of a real cluster, docs/e2e.md) + one service per test file; operators are started and stopped per scenario as processes would be.

@@ -1,5 +1,5 @@
 import pg from "pg";
-import type { TestService } from "../../src/service/testing.ts";
+import type { TestService } from "../support/test-service.ts";
 
 export type Response<T = unknown> = { status: number; headers: Headers; body: T };
 // Responses are loosely typed in tests: schemas check the shapes.

@@ -1,11 +1,11 @@
 import { readFile } from "node:fs/promises";
 import pg from "pg";
-import { checkInvariants, collectSecretValues, mdsApiVersion, type InvariantContext, type Violation } from "./chaos-invariants.ts";
-import { crashPoints } from "../operator/crash-points.ts";
+import { checkInvariants, collectSecretValues, mdsApiVersion, type InvariantContext, type Violation } from "./invariants.ts";
+import { crashPoints } from "../../../src/operator/crash-points.ts";
 import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, stepOf, type ChaosStep } from "./crash-points.ts";
-import { seededRandom, type FaultSchedule } from "./fault-proxy.ts";
-import { conditionOf, isReady, type KubeObject } from "./kube-objects.ts";
-import type { ChaosStack, OperatorProcess } from "./chaos-stack.ts";
+import { seededRandom, type FaultSchedule } from "../fault-proxy.ts";
+import { conditionOf, isReady, type KubeObject } from "../kube-objects.ts";
+import type { ChaosStack, OperatorProcess } from "./stack.ts";
 
 // Chaos iterations: each runs one resource lifecycle (create, update, Secret rebuild, restore,
 // delete) on the local stack while the operator is SIGKILLed at named crash points and at random

@@ -6,20 +6,20 @@ import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
-import { startDevkube, type Devkube } from "../devkube/index.ts";
-import { startTestService } from "../service/testing.ts";
-import { startFaultProxy, type FaultProxy } from "./fault-proxy.ts";
-import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "./public-api-emulator/server.ts";
-import { createKubeObjects, type KubeObject, type KubeObjects } from "./kube-objects.ts";
-import type { PlantedSecret } from "./secret-scan.ts";
-import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
+import { startDevkube, type Devkube } from "../../../src/devkube/index.ts";
+import { startTestService } from "../test-service.ts";
+import { startFaultProxy, type FaultProxy } from "../fault-proxy.ts";
+import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "../public-api-emulator/server.ts";
+import { createKubeObjects, type KubeObject, type KubeObjects } from "../kube-objects.ts";
+import type { PlantedSecret } from "../secret-scan.ts";
+import { startTcpProxy, type TcpProxy } from "../tcp-proxy.ts";
 
 // The whole local stack for chaos runs and operator benchmarks: PostgreSQL and the service (through
 // src/service/testing.ts), the fault proxy in front of the service, devkube with the CRDs from crds/,
 // a TCP proxy in front of devkube (to cut watches), the default credentials Secret, and operator
 // processes started the way `mds operator` runs in a cluster, each logging to its own file.
 
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 
 export interface OperatorProcess {
   identity: string;

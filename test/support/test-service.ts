@@ -2,10 +2,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pino, { type Logger } from "pino";
-import { templateCluster } from "../postgres/index.ts";
-import { startEmbeddedService, type EmbeddedServiceOptions } from "./embedded.ts";
-import { createPool } from "./store/pool.ts";
-import { createServiceToken } from "./tokens.ts";
+import { templateCluster } from "../../src/postgres/index.ts";
+import { startEmbeddedService, type EmbeddedServiceOptions } from "../../src/service/embedded.ts";
+import { createPool } from "../../src/service/store/pool.ts";
+import { createServiceToken } from "../../src/service/tokens.ts";
 
 export type TestService = {
   url: string;
