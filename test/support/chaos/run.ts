@@ -117,11 +117,11 @@ class Supervisor {
     this.processes.set(slot, proc);
     void proc.exited.then(async ({ code, signal }) => {
       if (this.processes.get(slot) !== proc) return;
-      const point = armed && signal === "SIGKILL" && !proc.killedByHarness ? await reachedCrashPoint(proc.logFile) : undefined;
+      const point = armed && signal === "SIGKILL" && !proc.signalled ? await reachedCrashPoint(proc.logFile) : undefined;
       if (point !== undefined) {
         this.crashPointHits.push(point);
         this.queue = this.queue.filter((p) => p !== point);
-      } else if (!proc.killedByHarness && !this.stopped && !(this.replicas > 1 && code === 1)) {
+      } else if (!proc.signalled && !this.stopped && !(this.replicas > 1 && code === 1)) {
         this.unexpectedExits.push({ code, signal, logFile: proc.logFile });
       }
       // Exit code 1 after a lost lease is expected with two replicas; a Deployment restarts it.

@@ -1,36 +1,23 @@
-import { spawn } from "node:child_process";
-import { openSync, closeSync } from "node:fs";
-import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { Writable } from "node:stream";
-import { fileURLToPath } from "node:url";
 import pino from "pino";
-import { parse as parseYaml, stringify as toYaml } from "yaml";
-import { startDevkube, type Devkube } from "../../../src/devkube/index.ts";
-import { startTestService } from "../test-service.ts";
+import type { Devkube } from "../../../src/devkube/index.ts";
+import { credentialsSecret, startStack, type OperatorProcess } from "../../../src/cli/stack.ts";
+import { testServiceOptions } from "../test-service.ts";
 import { startFaultProxy, type FaultProxy } from "../fault-proxy.ts";
 import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "../public-api-emulator/server.ts";
-import { createKubeObjects, type KubeObject, type KubeObjects } from "../kube-objects.ts";
+import { createKubeObjects, type KubeObjects } from "../kube-objects.ts";
 import type { PlantedSecret } from "../secret-scan.ts";
 import { startTcpProxy, type TcpProxy } from "../tcp-proxy.ts";
 
-// The whole local stack for chaos runs and operator benchmarks: PostgreSQL and the service (through
-// src/service/testing.ts), the fault proxy in front of the service, devkube with the CRDs from crds/,
-// a TCP proxy in front of devkube (to cut watches), the default credentials Secret, and operator
-// processes started the way `mds operator` runs in a cluster, each logging to its own file.
+// The whole local stack for chaos runs and operator benchmarks: the product's stack (src/cli/stack.ts, as `mds dev`
+// runs it: PostgreSQL and the service, devkube with the CRDs, the credentials Secret, operator child processes) with
+// test settings (those of test-service.ts) and three seams: the fault proxy (and the public-API emulator, with
+// `api: "emulator"`) in front of the service, and a TCP proxy in front of devkube (to cut watches). Operators start
+// the way `mds operator` runs in a cluster, each logging to its own file.
 
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
-
-export interface OperatorProcess {
-  identity: string;
-  pid: number;
-  logFile: string;
-  /** True once the harness itself sent a signal (so a SIGKILL exit is not a crash point). */
-  killedByHarness: boolean;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  alive(): boolean;
-  kill(signal: NodeJS.Signals): Promise<void>;
-}
+export type { OperatorProcess };
 
 export interface StartOperatorOptions {
   identity: string;
@@ -114,8 +101,6 @@ export function createRequestCounter(): RequestCounter {
   };
 }
 
-export const credentialsSecret = { namespace: "mds-system", name: "mds-credentials", key: "token" };
-
 export interface ChaosStackOptions {
   dir: string;
   instanceId?: string;
@@ -123,8 +108,8 @@ export interface ChaosStackOptions {
   logLevel?: string;
   pollFast?: string;
   pollSlow?: string;
-  /** Options passed to startTestService (e.g. a rate limit). */
-  service?: NonNullable<Parameters<typeof startTestService>[0]>["service"];
+  /** Service settings over test-service.ts's (e.g. a rate limit). */
+  service?: NonNullable<Parameters<typeof testServiceOptions>[0]>["service"];
   /**
    * The operator's counterpart: our service (default), or the public-API emulator in front of it, which ignores
    * Idempotency-Key and loses `loseResponse` of the write responses after acting (seeded).
@@ -133,155 +118,83 @@ export interface ChaosStackOptions {
   emulatorFaults?: EmulatorFaults;
 }
 
-async function applyCrds(kube: KubeObjects): Promise<void> {
-  const dir = path.join(repoRoot, "crds");
-  for (const file of (await readdir(dir)).filter((f) => f.endsWith(".yaml")).sort()) {
-    await kube.apply(parseYaml(await readFile(path.join(dir, file), "utf8")) as KubeObject);
-  }
-  // Wait until devkube serves the kinds.
-  for (let i = 0; i < 200; i++) {
-    try {
-      await kube.list("mds.dev/v1alpha1", "Database", "default");
-      await kube.list("mds.dev/v1alpha1", "Project", "default");
-      await kube.list("mds.dev/v1alpha1", "DatabaseRestore", "default");
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  throw new Error("cannot start the chaos stack: the CRDs from crds/ were not served by devkube within 20 s");
-}
-
 export async function startChaosStack(options: ChaosStackOptions): Promise<ChaosStack> {
   const dir = path.resolve(options.dir);
   const logDir = path.join(dir, "logs");
   await mkdir(logDir, { recursive: true });
   const instanceId = options.instanceId ?? "chaos";
-  const cleanups: Array<() => Promise<void>> = [];
-  const stop = async () => {
-    for (const c of cleanups.reverse()) await c().catch(() => undefined);
-  };
+  // The service logs at debug into a file that the secret scan reads too.
+  const serviceLog = path.join(logDir, "service.log");
+  const serviceLogger = pino({ level: "debug" }, pino.destination({ dest: serviceLog, sync: true }));
+  const kubeRequests = createRequestCounter();
+  let emulator: PublicApiEmulator | undefined;
+  let apiProxy: FaultProxy | undefined;
+  let kubeProxy: TcpProxy | undefined;
+  const stack = await startStack({
+    dir,
+    instanceId,
+    service: await testServiceOptions({ logger: serviceLogger, ...(options.service === undefined ? {} : { service: options.service }) }),
+    devkube: { logger: pino({ level: "debug" }, kubeRequests.stream) },
+    // The harness's own calls (backups, invariants) go to the service directly: the truth, whatever the operator's
+    // counterpart.
+    api: async (serviceUrl) => {
+      if (options.api === "emulator") emulator = await startPublicApiEmulator({ upstream: serviceUrl, ...(options.emulatorFaults ? { faults: options.emulatorFaults } : {}) });
+      const proxy = await startFaultProxy({ target: emulator?.url ?? serviceUrl });
+      apiProxy = proxy;
+      return { url: proxy.url, stop: async () => { await proxy.stop(); await emulator?.stop(); } };
+    },
+    kube: async (devkubeUrl) => {
+      const url = new URL(devkubeUrl);
+      const proxy = await startTcpProxy({ targetHost: url.hostname, targetPort: Number(url.port) });
+      kubeProxy = proxy;
+      return { url: proxy.url, stop: () => proxy.stop() };
+    },
+  });
   try {
-    // The service logs at debug into a file that the secret scan reads too.
-    const serviceLog = path.join(logDir, "service.log");
-    const serviceLogger = pino({ level: "debug" }, pino.destination({ dest: serviceLog, sync: true }));
-    const service = await startTestService({ logger: serviceLogger, ...(options.service === undefined ? {} : { service: options.service }) });
-    cleanups.push(() => service.stop());
-    const controlUrl: string | undefined = service.controlUrl;
-    const emulator = options.api === "emulator" ? await startPublicApiEmulator({ upstream: service.url, ...(options.emulatorFaults ? { faults: options.emulatorFaults } : {}) }) : undefined;
-    if (emulator) cleanups.push(() => emulator.stop());
-    // The harness's own calls (backups, invariants) go to directUrl: the truth, whatever the operator's counterpart.
-    const apiProxy = await startFaultProxy({ target: emulator?.url ?? service.url });
-    cleanups.push(() => apiProxy.stop());
-
-    const kubeRequests = createRequestCounter();
-    const devkube = await startDevkube({ dir: path.join(dir, "devkube"), logger: pino({ level: "debug" }, kubeRequests.stream) });
-    cleanups.push(() => devkube.stop());
-    const devkubeUrl = new URL(devkube.url);
-    const kubeProxy = await startTcpProxy({ targetHost: devkubeUrl.hostname, targetPort: Number(devkubeUrl.port) });
-    cleanups.push(() => kubeProxy.stop());
-    const kubeconfig = parseYaml(devkube.kubeconfig) as { clusters: Array<{ cluster: { server: string } }> };
-    for (const c of kubeconfig.clusters) c.cluster.server = kubeProxy.url;
-    const operatorKubeconfigPath = path.join(dir, "operator.kubeconfig");
-    await writeFile(operatorKubeconfigPath, toYaml(kubeconfig), { mode: 0o600 });
-
+    if (apiProxy === undefined || kubeProxy === undefined) throw new Error("the stack started without its seams");
+    const { service, devkube } = stack;
     const kube = createKubeObjects(devkube.kubeconfigPath);
-    await applyCrds(kube);
-    await kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: credentialsSecret.namespace } });
-    await kube.apply({
-      apiVersion: "v1",
-      kind: "Secret",
-      metadata: { name: credentialsSecret.name, namespace: credentialsSecret.namespace },
-      data: { [credentialsSecret.key]: Buffer.from(service.token).toString("base64") },
-    });
-
     const planted: PlantedSecret[] = [
       { name: "service API token", value: service.token },
       { name: "devkube token", value: devkube.token },
     ];
-    for (const [name, url] of [["control database password", controlUrl], ["PostgreSQL superuser password", service.postgresUrl]] as const) {
+    for (const [name, url] of [["control database password", service.controlUrl], ["PostgreSQL superuser password", service.postgres.url]] as const) {
       const password = decodeURIComponent(new URL(url).password);
       if (password.length >= 8 && !planted.some((p) => p.value === password)) planted.push({ name, value: password });
     }
 
     const logFiles: string[] = [serviceLog];
-    const processes = new Set<OperatorProcess>();
-    cleanups.push(async () => {
-      for (const p of processes) if (p.alive()) await p.kill("SIGKILL");
-    });
     let started = 0;
-
     const startOperator = (o: StartOperatorOptions): OperatorProcess => {
       const logFile = path.join(logDir, `operator-${++started}-${o.identity}.log`);
       logFiles.push(logFile);
-      const fd = openSync(logFile, "a");
-      const args = [
-        path.join(repoRoot, "bin/mds.js"),
-        "operator",
-        "--kubeconfig",
-        operatorKubeconfigPath,
-        "--api-url",
-        apiProxy.url,
-        "--credentials-secret",
-        `${credentialsSecret.namespace}/${credentialsSecret.name}`,
-        "--instance-id",
-        instanceId,
-        "--poll-fast",
-        options.pollFast ?? "300ms",
-        "--poll-slow",
-        options.pollSlow ?? "30s",
-        "--metrics-address",
-        "off",
-        "--log-level",
-        options.logLevel ?? "debug",
-        "--identity",
-        o.identity,
-        o.leaderElect ? "--leader-elect" : "--no-leader-elect",
-        ...(o.args ?? []),
-      ];
-      const child = spawn(process.execPath, args, {
-        stdio: ["ignore", fd, fd],
-        env: { ...process.env, ...(o.crashPoint === undefined ? {} : { MDS_CRASH_POINT: o.crashPoint }), ...(o.env ?? {}) },
-      });
-      closeSync(fd);
-      let alive = true;
-      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-        child.once("exit", (code, signal) => {
-          alive = false;
-          processes.delete(proc);
-          resolve({ code, signal });
-        });
-      });
-      const proc: OperatorProcess = {
+      return stack.startOperator({
         identity: o.identity,
-        pid: child.pid ?? -1,
         logFile,
-        killedByHarness: false,
-        exited,
-        alive: () => alive,
-        async kill(signal) {
-          if (!alive) return;
-          proc.killedByHarness = true;
-          child.kill(signal);
-          await exited;
-        },
-      };
-      processes.add(proc);
-      return proc;
+        args: [
+          "--poll-fast", options.pollFast ?? "300ms",
+          "--poll-slow", options.pollSlow ?? "30s",
+          "--metrics-address", "off",
+          "--log-level", options.logLevel ?? "debug",
+          o.leaderElect ? "--leader-elect" : "--no-leader-elect",
+          ...(o.args ?? []),
+        ],
+        env: { ...(o.crashPoint === undefined ? {} : { MDS_CRASH_POINT: o.crashPoint }), ...o.env },
+      });
     };
 
     return {
       dir,
       instanceId,
       api: { url: apiProxy.url, directUrl: service.url, token: service.token },
-      controlUrl,
+      controlUrl: service.controlUrl,
       apiProxy,
       emulator,
       kubeProxy,
       kubeRequests,
       devkube,
       kube,
-      operatorKubeconfigPath,
+      operatorKubeconfigPath: stack.operatorKubeconfigPath,
       planted,
       startOperator,
       async leaseHolder() {
@@ -289,10 +202,10 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
         return (lease?.spec?.["holderIdentity"] as string | undefined) ?? undefined;
       },
       logFiles: () => [...logFiles],
-      stop,
+      stop: () => stack.stop(),
     };
   } catch (error) {
-    await stop();
+    await stack.stop();
     throw error;
   }
 }
