@@ -8,7 +8,7 @@ import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevkube } from "../../src/devkube/index.ts";
-import { eventually } from "../e2e/helpers.ts";
+import { eventually } from "../support/eventually.ts";
 import { kubectl } from "./kubectl.ts";
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));

@@ -18,22 +18,11 @@ import { SecretType, type Secret } from "../../src/kube/types.ts";
 import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "../support/secret-scan.ts";
 import { connectionSecretValues } from "../support/chaos/invariants.ts";
 import { KubeConfig as ClientNodeKubeConfig } from "@kubernetes/client-node";
+import { eventually } from "../support/eventually.ts";
+
+export { eventually };
 
 // One devkube (or a namespace of a real cluster, docs/e2e.md) + one service per test file; operators are started and stopped per scenario as processes would be.
-
-export async function eventually<T>(fn: () => Promise<T> | T, options: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<T> {
-  const deadline = Date.now() + (options.timeoutMs ?? 45_000);
-  let last: unknown;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`eventually timed out${options.what ? ` waiting for ${options.what}` : ""}: ${(last as Error)?.message ?? last}`, { cause: last });
-    await new Promise((r) => setTimeout(r, options.intervalMs ?? 100));
-  }
-}
 
 /**
  * Where the suite runs: devkube on this machine (default), or the cluster of `MDS_E2E_KUBECONFIG`
