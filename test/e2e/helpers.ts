@@ -85,7 +85,7 @@ export interface StackOptions {
   realCluster?: RealCluster | undefined;
   /**
    * The operator's counterpart: our service (default), or the public-API emulator in front of it (the public API's
-   * status codes, nulls and foreign objects, no Idempotency-Key; src/testing/public-api-emulator/).
+   * status codes, nulls and foreign objects, no Idempotency-Key; test/support/public-api-emulator/).
    */
   api?: Counterpart;
   faults?: EmulatorFaults;
