@@ -13,7 +13,9 @@
 
 ARG NODE_IMAGE=node:24-bookworm-slim
 
-# 1. Compile src/ to dist/ (dev dependencies are needed here only).
+# 1. Compile src/ to dist/ (dev dependencies are needed here only). src/ is the product alone: test support (the chaos
+#    harness, fault proxy, public-API emulator, fakes) lives in test/support/, which no stage copies; eslint forbids
+#    src/ to import it and test/deploy/image.test.ts checks that dist/ holds none of it.
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./

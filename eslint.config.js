@@ -13,6 +13,22 @@ export default tseslint.config(
       "no-console": "off",
     },
   },
+  // The product (src/, less its tests) is what dist/ and the image hold: it must not import test support or
+  // benchmarks (test/support/: the chaos harness, fault proxy, emulator, fakes). test/deploy/image.test.ts checks
+  // the same on the compiled file set.
+  {
+    files: ["src/**/*.ts"],
+    ignores: ["src/**/*.test.ts"],
+    rules: {
+      "no-restricted-imports": ["error", {
+        patterns: [{ regex: "^\\.{1,2}/(.*/)?(test|bench)/", message: "src/ is the product: it must not import test support or benchmarks (test/, bench/)." }],
+      }],
+      "no-restricted-syntax": ["error", {
+        selector: "ImportExpression[source.value=/^\\.{1,2}\\/(.*\\/)?(test|bench)\\//]",
+        message: "src/ is the product: it must not import test support or benchmarks (test/, bench/).",
+      }],
+    },
+  },
   {
     // The loop knows no kind: kinds plug into src/operator through src/resources/index.ts, never the other way.
     files: ["src/operator/**/*.ts"],

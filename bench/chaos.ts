@@ -2,15 +2,15 @@
 //    [--api service|emulator] [--lose-responses 0.05]`
 // `npm run chaos -- --storm --iterations N [--databases 10] [--kills-per-phase 10]`: crash storms (see runCrashStorm).
 // `--minutes M` on either: no new iteration after M minutes.
-// Runs chaos iterations on the local stack (see src/testing/chaos-run.ts) and prints a table and
+// Runs chaos iterations on the local stack (see test/support/chaos/run.ts) and prints a table and
 // the final line `chaos: N iterations, K crashes injected, V invariant violations`; exits 1 when V > 0.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { crashPoints } from "../src/operator/crash-points.ts";
-import { formatReport, runChaos, runCrashStorm, tableHeader } from "../src/testing/chaos-run.ts";
-import { startChaosStack } from "../src/testing/chaos-stack.ts";
+import { formatReport, runChaos, runCrashStorm, tableHeader } from "../test/support/chaos/run.ts";
+import { startChaosStack } from "../test/support/chaos/stack.ts";
 
 const { values } = parseArgs({
   options: {

@@ -94,11 +94,11 @@ async function runParent(): Promise<void> {
   const settleMs = Number(values.settle) * 1000;
   const { parse } = await import("yaml");
   const { startDevkube } = await import("../src/devkube/index.ts");
-  const { createKubeObjects } = await import("../src/testing/kube-objects.ts");
+  const { createKubeObjects } = await import("../test/support/kube-objects.ts");
   const dir = await mkdtemp(path.join(tmpdir(), "mds-bench-rss-"));
   console.log(`operator-rss: ${n} Databases, state in ${dir}`);
   const { default: pino } = await import("pino");
-  const { createRequestCounter } = await import("../src/testing/chaos-stack.ts");
+  const { createRequestCounter } = await import("../test/support/chaos/stack.ts");
   const kubeRequests = createRequestCounter();
   const devkube = await startDevkube({ dir: path.join(dir, "devkube"), logger: pino({ level: "debug" }, kubeRequests.stream) });
   const kube = createKubeObjects(devkube.kubeconfigPath);
@@ -127,7 +127,7 @@ async function runParent(): Promise<void> {
     spec: { displayName: "bench", deletionPolicy: "Delete" },
   });
 
-  const { createFakeApi } = await import("../src/operator/testing/fake-api.ts");
+  const { createFakeApi } = await import("../test/support/fake-api.ts");
   const { serveApi } = await import("./api-over-ipc.ts");
   const api = createFakeApi();
   api.provisioningReads = 0;

@@ -9,9 +9,9 @@ import { readFile, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { startChaosStack, type ChaosStack, type OperatorProcess } from "../src/testing/chaos-stack.ts";
-import { mdsApiVersion } from "../src/testing/chaos-invariants.ts";
-import { conditionOf, isReady, type KubeObject } from "../src/testing/kube-objects.ts";
+import { startChaosStack, type ChaosStack, type OperatorProcess } from "../test/support/chaos/stack.ts";
+import { mdsApiVersion } from "../test/support/chaos/invariants.ts";
+import { conditionOf, isReady, type KubeObject } from "../test/support/kube-objects.ts";
 
 const { values } = parseArgs({
   options: {

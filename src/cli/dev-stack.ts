@@ -1,15 +1,8 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, openSync, closeSync } from "node:fs";
 import { mkdir, readFile, rm, symlink, unlink, writeFile, rename } from "node:fs/promises";
 import { createServer } from "node:net";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { ApiextensionsV1Api, ApiException, CoreV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from "@kubernetes/client-node";
-import pino, { type Logger } from "pino";
-import { startDevkube, type Devkube } from "../devkube/index.ts";
-import { kubectlPath } from "../devkube/testing/kubectl.ts";
-import { startEmbeddedService, type EmbeddedService } from "../service/embedded.ts";
-import { renderCrdFiles } from "../resources/crd.ts";
+import { kubectlPath } from "../devkube/kubectl-path.ts";
+import { credentialsSecret, startStack, until } from "./stack.ts";
 
 // `mds dev`: the whole local stack in one process tree, state under one directory (default .mds/):
 //   service/   the embedded service and its private PostgreSQL (control data, every region, backups)
@@ -17,9 +10,10 @@ import { renderCrdFiles } from "../resources/crd.ts";
 //   ports.json the ports chosen on first start, reused so kubeconfig and env stay valid across restarts
 //   env        KUBECONFIG, MDS_API_URL, MDS_TOKEN, KUBECTL (KEY=value lines); activate: the same as exports + PATH
 //   operator.pid, operator.log   the supervised operator child
+// stack.ts starts the parts (the chaos harness starts them the same way); this adds the directory's lock, fixed
+// ports, the env files, kubectl, and one supervised operator.
 
-const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
-export const credentialsSecret = { namespace: "mds-system", name: "mds-credentials", key: "token" };
+export { credentialsSecret };
 export const devInstanceId = "dev";
 
 export interface DevStackOptions {
@@ -138,87 +132,6 @@ async function stopOrphanPostgres(dataDir: string): Promise<void> {
   await until(async () => !isAlive(pid), `the previous PostgreSQL (pid ${pid}) to stop`, 20_000).catch(() => process.kill(pid, "SIGQUIT"));
 }
 
-function status(err: unknown): number | undefined {
-  return err instanceof ApiException ? err.code : undefined;
-}
-
-async function applyCrds(kc: KubeConfig): Promise<string[]> {
-  const api = kc.makeApiClient(ApiextensionsV1Api);
-  const names: string[] = [];
-  for (const text of renderCrdFiles().values()) {
-    // loadYaml maps the YAML onto client-node's models; a plain parse would lose every x-kubernetes-* key
-    // (CEL rules, preserve-unknown-fields) in serialisation.
-    const crd = loadYaml<V1CustomResourceDefinition>(text);
-    const name = crd.metadata?.name ?? "";
-    names.push(name);
-    try {
-      const current = await api.readCustomResourceDefinition({ name });
-      await api.replaceCustomResourceDefinition({
-        name,
-        body: { ...crd, metadata: { ...crd.metadata, name, resourceVersion: current.metadata?.resourceVersion ?? "" } },
-      });
-    } catch (err) {
-      if (status(err) !== 404) throw new Error(`cannot install CRD ${name}: ${errorText(err)}`);
-      await api.createCustomResourceDefinition({ body: crd });
-    }
-  }
-  for (const name of names) {
-    await until(async () => {
-      const crd = await api.readCustomResourceDefinition({ name });
-      return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True") ?? false;
-    }, `CRD ${name} to be established`);
-  }
-  return names;
-}
-
-async function applyCredentials(kc: KubeConfig, token: string): Promise<void> {
-  const core = kc.makeApiClient(CoreV1Api);
-  try {
-    await core.createNamespace({ body: { metadata: { name: credentialsSecret.namespace } } });
-  } catch (err) {
-    if (status(err) !== 409) throw new Error(`cannot create namespace ${credentialsSecret.namespace}: ${errorText(err)}`);
-  }
-  const body = {
-    metadata: {
-      name: credentialsSecret.name,
-      namespace: credentialsSecret.namespace,
-      labels: { "app.kubernetes.io/part-of": "mds" },
-    },
-    type: "Opaque",
-    stringData: { [credentialsSecret.key]: token },
-  };
-  try {
-    await core.createNamespacedSecret({ namespace: credentialsSecret.namespace, body });
-  } catch (err) {
-    if (status(err) !== 409) throw new Error(`cannot write the credentials Secret: ${errorText(err)}`);
-    await core.replaceNamespacedSecret({ name: credentialsSecret.name, namespace: credentialsSecret.namespace, body });
-  }
-}
-
-// Only the status: client-node errors can carry request headers with the bearer token.
-function errorText(err: unknown): string {
-  if (err instanceof ApiException) return `HTTP ${err.code}`;
-  return err instanceof Error ? err.message : String(err);
-}
-
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${errorText(last)}` : ""}`);
-}
-
-function fileLogger(file: string): Logger {
-  return pino({ level: "info" }, pino.destination({ dest: file, append: true, mkdir: true, sync: false }));
-}
-
 // KEY=value lines that dotenv parsers (node --env-file, python-dotenv) read, plus a last line that makes
 // `source .mds/env` export them, so kubectl started from that shell sees KUBECONFIG.
 export function renderEnvFile(env: Record<string, string>): string {
@@ -255,28 +168,16 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
   };
 
   try {
-    say(`PostgreSQL and service starting (state in ${path.join(dir, "service")})`);
-    const service: EmbeddedService = await startEmbeddedService({
-      dir: path.join(dir, "service"),
-      port: ports.service,
-      postgresPort: ports.postgres,
-      logger: fileLogger(path.join(dir, "service.log")),
+    const stack = await startStack({
+      dir,
+      instanceId: devInstanceId,
+      say,
+      // Logs: service.log and devkube.log in dir (the stack's default).
+      service: { port: ports.service, postgresPort: ports.postgres },
+      devkube: { port: ports.devkube },
     });
-    cleanups.push(() => service.stop());
-    say(`service         ${service.url} (PostgreSQL on port ${service.postgres.port}, log ${path.join(dir, "service.log")})`);
-
-    const kube: Devkube = await startDevkube({
-      dir: path.join(dir, "devkube"),
-      port: ports.devkube,
-      logger: fileLogger(path.join(dir, "devkube.log")),
-    });
-    cleanups.push(() => kube.stop());
-    const kc = new KubeConfig();
-    kc.loadFromString(kube.kubeconfig);
-    const crds = await applyCrds(kc);
-    say(`devkube         ${kube.url} (CRDs installed: ${crds.join(", ")})`);
-    await applyCredentials(kc, service.token);
-    say(`credentials     Secret ${credentialsSecret.namespace}/${credentialsSecret.name}`);
+    cleanups.push(() => stack.stop());
+    const { service, devkube: kube } = stack;
 
     const kubectl = await linkKubectl(path.join(dir, "bin"));
     const env = {
@@ -287,14 +188,11 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
     };
 
     const healthUrl = `http://127.0.0.1:${ports.health}`;
-    const operator = superviseOperator({
-      dir,
+    const operator = stack.superviseOperator({
+      identity: "mds-dev",
+      logFile: path.join(dir, "operator.log"),
+      pidFile: path.join(dir, "operator.pid"),
       args: [
-        "--kubeconfig", kube.kubeconfigPath,
-        "--api-url", service.url,
-        "--credentials-secret", `${credentialsSecret.namespace}/${credentialsSecret.name}`,
-        "--instance-id", devInstanceId,
-        "--identity", "mds-dev",
         "--lease-namespace", credentialsSecret.namespace,
         "--metrics-address", `127.0.0.1:${ports.health}`,
         ...(options.operatorArgs ?? []),
@@ -302,7 +200,6 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
       restartDelayMs: options.restartDelayMs ?? 1000,
       say,
     });
-    cleanups.push(() => operator.stop());
     await until(async () => (await fetch(`${healthUrl}/readyz`)).ok, "the operator to become ready", 120_000);
     say(`operator        running (pid ${operator.pid() ?? "?"}, log ${path.join(dir, "operator.log")}, health ${healthUrl}/readyz)`);
 
@@ -332,67 +229,4 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
     await cleanup();
     throw err;
   }
-}
-
-interface Supervisor {
-  pid(): number | undefined;
-  nextStart(): Promise<number>;
-  stop(): Promise<void>;
-}
-
-// Runs `mds operator` as a child and restarts it whenever it exits, as a Deployment would; its pid is kept in
-// operator.pid. Backoff doubles while it keeps dying quickly and resets after a minute of uptime.
-function superviseOperator(o: { dir: string; args: string[]; restartDelayMs: number; say: (line: string) => void }): Supervisor {
-  const pidFile = path.join(o.dir, "operator.pid");
-  const logFile = path.join(o.dir, "operator.log");
-  let child: ChildProcess | undefined;
-  let stopping = false;
-  let delay = o.restartDelayMs;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let waiters: ((pid: number) => void)[] = [];
-
-  const launch = () => {
-    const fd = openSync(logFile, "a");
-    const started = Date.now();
-    const c = spawn(process.execPath, [path.join(repoRoot, "bin/mds.js"), "operator", ...o.args], {
-      stdio: ["ignore", fd, fd],
-      cwd: repoRoot,
-      // Its own process group: a terminal's Ctrl-C reaches only mds dev, which stops the parts in order
-      // (a child that saw the SIGINT itself would exit and be "restarted" while everything shuts down).
-      detached: true,
-    });
-    closeSync(fd);
-    child = c;
-    const pid = c.pid ?? -1;
-    void writeFile(pidFile, `${pid}\n`);
-    for (const w of waiters) w(pid);
-    waiters = [];
-    c.once("exit", (code, signal) => {
-      if (child === c) child = undefined;
-      if (stopping) return;
-      delay = Date.now() - started > 60_000 ? o.restartDelayMs : delay;
-      o.say(`operator        exited (${signal ?? `code ${code}`}); restarting in ${Math.round(delay / 100) / 10} s`);
-      timer = setTimeout(launch, delay);
-      delay = Math.min(delay * 2, 30_000);
-    });
-  };
-  launch();
-
-  return {
-    pid: () => child?.pid,
-    nextStart: () => new Promise((resolve) => waiters.push(resolve)),
-    async stop() {
-      stopping = true;
-      if (timer) clearTimeout(timer);
-      const c = child;
-      if (c && c.exitCode === null && c.signalCode === null) {
-        const exited = new Promise<void>((resolve) => c.once("exit", () => resolve()));
-        c.kill("SIGTERM");
-        const killer = setTimeout(() => c.kill("SIGKILL"), 10_000);
-        await exited;
-        clearTimeout(killer);
-      }
-      if (existsSync(pidFile)) await rm(pidFile, { force: true });
-    },
-  };
 }

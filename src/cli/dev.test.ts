@@ -6,24 +6,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { runKubectl } from "../devkube/testing/kubectl.ts";
+import { eventually } from "../../test/support/eventually.ts";
+import { runKubectl } from "../../test/support/kubectl.ts";
 import { startDevStack, type DevStack } from "./dev-stack.ts";
 
 // `mds dev` end to end, as a newcomer uses it: start, kubectl apply -f examples/, connect with the Secret's
 // DATABASE_URL; the supervised operator comes back after a kill; a restart keeps everything.
 const examples = fileURLToPath(new URL("../../examples", import.meta.url));
-
-async function eventually<T>(fn: () => Promise<T>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
-}
 
 async function query(url: string): Promise<string> {
   const client = new pg.Client({ connectionString: url });
@@ -75,7 +64,7 @@ describe("mds dev", () => {
 
     await kubectl(["apply", "-f", examples]);
     // The Secret is written first, before the database is provisioned; Ready says it is usable.
-    await eventually(async () => expect(await kubectl(["get", "mdsdb", "orders", "-o", 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'])).toBe("True"));
+    await eventually(async () => expect(await kubectl(["get", "mdsdb", "orders", "-o", 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'])).toBe("True"), { timeoutMs: 60_000, what: "orders Ready" });
     expect(await query(await secretUrl("orders-db"))).toMatch(/\w+/);
   });
 
@@ -92,7 +81,7 @@ describe("mds dev", () => {
     await eventually(async () => expect(Number(await readFile(join(dir, "operator.pid"), "utf8"))).toBe(after));
     await kubectl(["delete", "secret", "orders-db"]);
     const url = await eventually(() => secretUrl("orders-db"));
-    await eventually(() => query(url), 30_000);
+    await eventually(() => query(url), { timeoutMs: 30_000, what: "the rebuilt Secret's DATABASE_URL to connect" });
   });
 
   it("stops cleanly and a restart keeps the state, the token and the credentials", { timeout: 240_000 }, async () => {
@@ -108,7 +97,7 @@ describe("mds dev", () => {
     expect(stack.env.MDS_API_URL).toBe(MDS_API_URL);
     expect(await secretUrl("orders-db")).toBe(url);
     expect(await query(url)).toMatch(/\w+/);
-    await eventually(async () => expect(await kubectl(["get", "mdsdb", "orders", "-o", 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'])).toBe("True"));
+    await eventually(async () => expect(await kubectl(["get", "mdsdb", "orders", "-o", 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'])).toBe("True"), { timeoutMs: 60_000, what: "orders Ready" });
 
     // No log of any part holds the API token or a database password.
     const password = decodeURIComponent(new URL(url).password);

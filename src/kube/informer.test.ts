@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../test/support/eventually.ts";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
 import { createKubeClient, type KubeClient } from "./client.ts";
 import { KubeConflictError, KubeNotFoundError } from "./errors.ts";
@@ -19,18 +20,6 @@ let dir: string;
 let kc: KubeConfig;
 let kube: KubeClient;
 const logger = pino({ level: "silent" });
-
-async function eventually<T>(fn: () => T | Promise<T>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-}
 
 const configMap = (name: string, data: Record<string, string> = {}) => ({ apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace: "default" }, data });
 const ConfigMapType = { group: "", version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true };

@@ -1,6 +1,6 @@
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { createFakeKube } from "../kube/testing.ts";
+import { createFakeKube } from "../../test/support/fake-kube.ts";
 import { EventType } from "../kube/types.ts";
 import { createEventRecorder } from "./events.ts";
 

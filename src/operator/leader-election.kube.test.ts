@@ -6,7 +6,7 @@ import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { parseKubeConfig } from "../kube/kubeconfig.ts";
 import pino from "pino";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
-import { runKubectl } from "../devkube/testing/kubectl.ts";
+import { runKubectl } from "../../test/support/kubectl.ts";
 import { createLeaderElector, createLeaseClient } from "./leader-election.ts";
 
 async function eventually<T>(fn: () => T | Promise<T>, timeoutMs = 30_000): Promise<T> {

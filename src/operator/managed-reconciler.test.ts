@@ -1,6 +1,6 @@
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { createFakeKube, type FakeKube } from "../kube/testing.ts";
+import { createFakeKube, type FakeKube } from "../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
 import { databaseKind } from "../resources/database/controller.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
@@ -11,7 +11,7 @@ import { classifyError } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
 import type { Outcome } from "./outcome.ts";
-import { FakeApiError, createFakeApi, type FakeApi } from "./testing/fake-api.ts";
+import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
 
 // The generic loop with the Database kind, against a fake kube seam and a fake service: state is asserted, not
 // call sequences, except where the count of calls or writes is the behaviour (steady state, no duplicates).

@@ -1,6 +1,6 @@
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { createFakeKube, type FakeKube } from "../kube/testing.ts";
+import { createFakeKube, type FakeKube } from "../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
 import { databaseKind } from "../resources/database/controller.ts";
 import { projectKind } from "../resources/project/controller.ts";
@@ -11,7 +11,7 @@ import type { EventRecorder } from "./events.ts";
 import { connectionNameOf } from "./identity.ts";
 import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
 import type { Outcome } from "./outcome.ts";
-import { FakeApiError, createFakeApi, type FakeApi } from "./testing/fake-api.ts";
+import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
 
 // The operator's promises against the public Management API (the fake's public mode: Idempotency-Key ignored, no
 // replay announced, its status codes and legal nulls): no duplicate database, no lost or leaked credentials, every

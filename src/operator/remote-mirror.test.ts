@@ -1,7 +1,7 @@
 import { pino } from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createRemoteMirror } from "./remote-mirror.ts";
-import { createFakeApi } from "./testing/fake-api.ts";
+import { createFakeApi } from "../../test/support/fake-api.ts";
 
 afterEach(() => {
   vi.useRealTimers();

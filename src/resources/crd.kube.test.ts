@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
-import { runKubectl } from "../devkube/testing/kubectl.ts";
+import { runKubectl } from "../../test/support/kubectl.ts";
 
 // The generated CRDs installed the way a user installs them (kubectl apply -f crds/) and exercised with the
 // real kubectl: explain shows the descriptions, the apiserver refuses what the schemas and CEL rules refuse.

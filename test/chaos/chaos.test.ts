@@ -2,11 +2,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkInvariants, mdsApiVersion } from "../../src/testing/chaos-invariants.ts";
-import { formatReport, runChaos } from "../../src/testing/chaos-run.ts";
-import { stepOf } from "../../src/testing/crash-points.ts";
-import type { KubeObject } from "../../src/testing/kube-objects.ts";
-import { startChaosStack, type ChaosStack } from "../../src/testing/chaos-stack.ts";
+import { checkInvariants, mdsApiVersion } from "../support/chaos/invariants.ts";
+import { formatReport, runChaos } from "../support/chaos/run.ts";
+import { stepOf } from "../support/chaos/crash-points.ts";
+import type { KubeObject } from "../support/kube-objects.ts";
+import { startChaosStack, type ChaosStack } from "../support/chaos/stack.ts";
 
 // A short chaos run inside `npm test`: one full lifecycle (create, update, Secret rebuild, restore,
 // delete) with a crash at every named point each step passes, random SIGKILLs, API faults and dropped watches,

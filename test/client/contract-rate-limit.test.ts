@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, MdsApiError, RateLimitedError } from "../../src/client/index.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 
 // The client against the real service's per-token budget: a 429 is a RateLimitedError carrying
 // the service's Retry-After, and a client whose own budget fits the service's never sees one.

@@ -16,8 +16,9 @@ import {
 import { newId, type PublicDatabase as Database } from "../../src/contract/index.ts";
 import type { MdsApi } from "../../src/operator/api.ts";
 import { listServiceTokens } from "../../src/service/tokens.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
-import { scanText } from "../../src/testing/secret-scan.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
+import { eventually } from "../support/eventually.ts";
+import { scanText } from "../support/secret-scan.ts";
 
 // The shared contract suite: every client method against the real service (real PostgreSQL
 // behind it), page walks, and a typed error for every row of CONTRACT §8 a client can provoke.
@@ -40,20 +41,6 @@ async function failure(promise: Promise<unknown>): Promise<MdsApiError> {
     throw new Error(`expected an MdsApiError, got ${inspect(error)}`);
   }
   throw new Error("expected the call to fail");
-}
-
-async function eventually<T>(check: () => Promise<T>, what: string, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (let delay = 50; Date.now() < deadline; delay = Math.min(delay * 2, 1000)) {
-    try {
-      return await check();
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((resolve) => setTimeout(resolve, delay));
-  }
-  throw new Error(`timed out waiting for ${what}`, { cause: last });
 }
 
 describe("client against the real service", () => {
@@ -81,7 +68,7 @@ describe("client against the real service", () => {
       const db = await client.getDatabase(id);
       if (db.status !== "ready") throw new Error(`status ${db.status}`);
       return db;
-    }, `database ${id} ready`);
+    }, { what: `database ${id} ready`, timeoutMs: 60_000 });
 
   describe("projects", () => {
     it("creates, gets, lists by logicalId, refuses a duplicate key naming the holder, deletes", async () => {
@@ -217,7 +204,7 @@ describe("client against the real service", () => {
         const found = list.data.find((b) => b.id === backup.id);
         if (found?.status !== "completed") throw new Error(`backup ${found?.status}`);
         expect(list.meta.backupRetentionDays).toBeGreaterThan(0);
-      }, "backup completed");
+      }, { what: "backup completed", timeoutMs: 60_000 });
 
       const target = await client.createProjectDatabase(projectId, { name: "target" });
       await ready(target.id);

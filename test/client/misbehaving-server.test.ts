@@ -28,7 +28,7 @@ import {
   type RequestEvent,
 } from "../../src/client/index.ts";
 import { newId } from "../../src/contract/index.ts";
-import { scanText } from "../../src/testing/secret-scan.ts";
+import { scanText } from "../support/secret-scan.ts";
 import {
   databaseJson,
   errorReply,

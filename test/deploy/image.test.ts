@@ -8,7 +8,7 @@ import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevkube } from "../../src/devkube/index.ts";
-import { eventually } from "../e2e/helpers.ts";
+import { eventually } from "../support/eventually.ts";
 import { kubectl } from "./kubectl.ts";
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
@@ -42,6 +42,19 @@ function parseDockerfile(text: string): { args: Map<string, string>; stages: Sta
     }
   }
   return { args, stages };
+}
+
+// Every file under root, as a path relative to it.
+async function listFiles(root: string): Promise<string[]> {
+  const files: string[] = [];
+  const walk = async (d: string): Promise<void> => {
+    for (const e of await readdir(d, { withFileTypes: true })) {
+      if (e.isDirectory()) await walk(join(d, e.name));
+      else files.push(relative(root, join(d, e.name)));
+    }
+  };
+  await walk(root);
+  return files;
 }
 
 function run(command: string, args: string[], cwd: string): Promise<{ code: number; output: string }> {
@@ -145,17 +158,16 @@ describe("the image's file set", () => {
   it("holds no dev dependency, no TypeScript source and no test", async () => {
     const modules = await readdir(join(dir, "node_modules"));
     for (const dev of ["typescript", "vitest", "eslint", "node", "kubernetes-models", "@aws-cdk"]) expect(modules).not.toContain(dev);
-    const files: string[] = [];
-    const walk = async (d: string): Promise<void> => {
-      for (const e of await readdir(d, { withFileTypes: true })) {
-        if (e.isDirectory()) await walk(join(d, e.name));
-        else files.push(relative(dir, join(d, e.name)));
-      }
-    };
-    await walk(join(dir, "dist"));
+    const files = (await listFiles(join(dir, "dist"))).map((f) => `dist/${f}`);
     expect(files.filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts"))).toEqual([]);
     expect(files.filter((f) => /\.test\.js$/.test(f))).toEqual([]);
     expect(files).toContain("dist/cli/main.js");
+  });
+
+  it("holds no test support: no chaos harness, fault proxy, emulator or fake (they live in test/support/)", async () => {
+    const files = await listFiles(join(dir, "dist"));
+    expect(files.length).toBeGreaterThan(50);
+    expect(files.filter((f) => /testing|fake|chaos|fault-proxy|emulator/i.test(f))).toEqual([]);
   });
 
   it("runs `mds --help` on Node 24 from dist/ with production dependencies only", async () => {

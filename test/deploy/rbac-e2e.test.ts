@@ -18,8 +18,8 @@ import { createOperatorWithKinds, startOperatorRuntime, type OperatorRuntime } f
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
 import { ensureTls } from "../../src/devkube/tls.ts";
 import { parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
-import { eventually as poll } from "../e2e/helpers.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
+import { eventually } from "../support/eventually.ts";
 import { kubectl } from "./kubectl.ts";
 import { authorize, grantsFor, startRecordingProxy, type Grant, type RecordingProxy, type RequestAttributes } from "./rbac.ts";
 
@@ -62,24 +62,11 @@ const api = async (method: string, path: string) => {
   return (await res.json()) as { data: unknown };
 };
 
-// Polls like test/e2e's eventually, but a request the RBAC refused ends the wait at once with what was refused.
-function eventually<T>(fn: () => Promise<T> | T, options: { what: string; timeoutMs?: number }): Promise<T> {
-  const forbidden = () => new Error(`the operator was refused: ${proxy.denied.map((d) => `${d.verb} ${d.group ? `${d.group}/` : ""}${d.resource}${d.subresource ? `/${d.subresource}` : ""}${d.namespace ? ` in ${d.namespace}` : ""}`).join(", ")}`);
-  let refused = false;
-  return poll(
-    async () => {
-      if (proxy !== undefined && proxy.denied.length > 0) {
-        refused = true;
-        return undefined as T;
-      }
-      return fn();
-    },
-    options,
-  ).then((v) => {
-    if (refused) throw forbidden();
-    return v;
-  });
-}
+// A request the RBAC refused ends a wait at once with what was refused: no retry fixes it.
+const refused = () =>
+  proxy !== undefined && proxy.denied.length > 0
+    ? new Error(`the operator was refused: ${proxy.denied.map((d) => `${d.verb} ${d.group ? `${d.group}/` : ""}${d.resource}${d.subresource ? `/${d.subresource}` : ""}${d.namespace ? ` in ${d.namespace}` : ""}`).join(", ")}`)
+    : undefined;
 
 const meta = (name: string) => ({ name, namespace: ns });
 // Retain: the Retain Database below keeps its remote database, which a Delete Project would wait for forever.
@@ -98,7 +85,7 @@ async function waitReady(name: string): Promise<{ id: string; secretName: string
       if (status?.conditions?.find((c) => c.type === "Ready")?.status !== "True") throw new Error(`${name} not Ready: ${JSON.stringify(status?.conditions)} ${JSON.stringify(proxy.denied)}`);
       return status;
     },
-    { what: `Database ${name} Ready`, timeoutMs: 60_000 },
+    { stopWhen: refused, what: `Database ${name} Ready`, timeoutMs: 60_000 },
   );
 }
 
@@ -151,7 +138,7 @@ async function setup(mode: Mode): Promise<void> {
   grants = grantsFor(rendered as Parameters<typeof grantsFor>[0], { namespace: mode.namespace, name: "mds-operator" });
   const installable = ["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
   await apply(...rendered.filter((o) => installable.includes(o.kind)));
-  await eventually(() => admin(["get", "mdsdb,mdsproject,mdsrestore", "-A"]), { what: "CRDs served" });
+  await eventually(() => admin(["get", "mdsdb,mdsproject,mdsrestore", "-A"]), { stopWhen: refused, what: "CRDs served" });
   if (!(await exists(["namespace", ns]))) await admin(["create", "namespace", ns]);
   await apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: mode.namespace }, stringData: { token: service.token } });
 
@@ -186,7 +173,7 @@ async function setup(mode: Mode): Promise<void> {
   });
   await eventually(() => {
     if (!runtime?.isLeader()) throw new Error("not leading yet");
-  }, { what: "leadership" });
+  }, { stopWhen: refused, what: "leadership" });
 }
 
 async function teardown(): Promise<void> {
@@ -210,14 +197,14 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
 
     // A deleted Secret is re-created; an edited one is replaced.
     await admin(["-n", ns, "delete", "secret", orders.secretName]);
-    await eventually(() => getJson(["-n", ns, "get", "secret", orders.secretName]), { what: "Secret re-created" });
+    await eventually(() => getJson(["-n", ns, "get", "secret", orders.secretName]), { stopWhen: refused, what: "Secret re-created" });
     await admin(["-n", ns, "patch", "secret", orders.secretName, "--type=merge", "-p", JSON.stringify({ stringData: { PGPASSWORD: "edited" } })]);
     await eventually(
       async () => {
         const data = (await getJson(["-n", ns, "get", "secret", orders.secretName])).data ?? {};
         if (Buffer.from(data["PGPASSWORD"] ?? "", "base64").toString() === "edited") throw new Error("not rebuilt yet");
       },
-      { what: "edited Secret rebuilt" },
+      { stopWhen: refused, what: "edited Secret rebuilt" },
     );
 
     // A restore of the latest backup into the same database.
@@ -227,7 +214,7 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
         const list = (await api("GET", `/v1/databases/${orders.id}/backups`)).data as { status: string }[];
         if (list[0]?.status !== "completed") throw new Error("backup not completed");
       },
-      { what: "backup completed" },
+      { stopWhen: refused, what: "backup completed" },
     );
     await apply({
       apiVersion: "mds.dev/v1alpha1",
@@ -240,7 +227,7 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
         const phase = (await getJson(["-n", ns, "get", "mdsrestore", "rollback"])).status?.["phase"];
         if (phase !== "Succeeded") throw new Error(`phase ${String(phase)}`);
       },
-      { what: "restore Succeeded", timeoutMs: 60_000 },
+      { stopWhen: refused, what: "restore Succeeded", timeoutMs: 60_000 },
     );
 
     // Delete removes the remote database and the Secret; Retain keeps the Secret, released from its owner.
@@ -251,7 +238,7 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
         if (await exists(["-n", ns, "mdsdb", "orders"])) throw new Error("orders still there");
         if (await exists(["-n", ns, "mdsdb", "archive"])) throw new Error("archive still there");
       },
-      { what: "Databases deleted", timeoutMs: 60_000 },
+      { stopWhen: refused, what: "Databases deleted", timeoutMs: 60_000 },
     );
     const kept = await getJson(["-n", ns, "get", "secret", "archive"]);
     expect((kept["metadata"] as { ownerReferences?: unknown[] }).ownerReferences ?? []).toEqual([]);
@@ -259,14 +246,14 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
       async () => {
         if (await exists(["-n", ns, "secret", orders.secretName])) throw new Error("orders Secret still there");
       },
-      { what: "orders Secret deleted" },
+      { stopWhen: refused, what: "orders Secret deleted" },
     );
     await admin(["-n", ns, "delete", "mdsproject", "shop", "--wait=false"]);
     await eventually(
       async () => {
         if (await exists(["-n", ns, "mdsproject", "shop"])) throw new Error("project still there");
       },
-      { what: "Project deleted", timeoutMs: 60_000 },
+      { stopWhen: refused, what: "Project deleted", timeoutMs: 60_000 },
     );
 
     expect(proxy.denied).toEqual([]);
@@ -298,7 +285,7 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
       return unused;
     };
     // Periodic calls (the Lease renewal every 2 s) may still be due: give them a moment.
-    await poll(
+    await eventually(
       () => {
         if (unusedGrants().length > 0) throw new Error("unused grants");
       },

@@ -2,7 +2,9 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { startDevkube, type Devkube, type DevkubeOptions } from "../../src/devkube/index.ts";
-import { runKubectl, type KubectlResult } from "../../src/devkube/testing/kubectl.ts";
+import { runKubectl, type KubectlResult } from "../support/kubectl.ts";
+
+export { eventually } from "../support/eventually.ts";
 
 export interface Harness {
   devkube: Devkube;
@@ -36,23 +38,6 @@ export async function startHarness(options: Partial<DevkubeOptions> = {}): Promi
       await rm(dir, { recursive: true, force: true });
     },
   };
-}
-
-/** Polls until fn stops throwing (or returns true); never depends on wall-clock speed beyond the deadline. */
-export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== false) return v;
-      last = new Error("condition still false");
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw last;
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 export const WIDGET_CRD = `apiVersion: apiextensions.k8s.io/v1

@@ -29,7 +29,7 @@ describe("transport and discovery", () => {
   it("rejects a wrong token with kubectl's login message", async () => {
     const bad = h.devkube.kubeconfig.replace(h.devkube.token, "wrong-token");
     const p = await h.file("bad-kubeconfig", bad);
-    const { runKubectl } = await import("../../src/devkube/testing/kubectl.ts");
+    const { runKubectl } = await import("../support/kubectl.ts");
     const r = await runKubectl(p, ["get", "ns"], { cacheDir: `${h.dir}/bad-cache` });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("You must be logged in to the server");
@@ -295,7 +295,7 @@ describe("wait and watch", () => {
 
   it("streams get -w rows", async () => {
     const { spawn } = await import("node:child_process");
-    const { kubectlPath } = await import("../../src/devkube/testing/kubectl.ts");
+    const { kubectlPath } = await import("../../src/devkube/kubectl-path.ts");
     const child = spawn(await kubectlPath(), [`--kubeconfig=${h.devkube.kubeconfigPath}`, `--cache-dir=${h.dir}/kube-cache`, "get", "widgets", "-w", "--output-watch-events"]);
     let out = "";
     child.stdout.on("data", (d: Buffer) => { out += d.toString(); });

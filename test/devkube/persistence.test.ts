@@ -26,7 +26,7 @@ function start(): { child: ChildProcess; output: () => string } {
 
 async function client(): Promise<k8s.CoreV1Api> {
   const kubeconfig = path.join(dir, "kubeconfig");
-  await eventually(() => existsSync(kubeconfig), 30_000);
+  await eventually(() => existsSync(kubeconfig), { timeoutMs: 30_000 });
   const kc = new k8s.KubeConfig();
   kc.loadFromString(await readFile(kubeconfig, "utf8"));
   return kc.makeApiClient(k8s.CoreV1Api);

@@ -1,7 +1,7 @@
 import * as k8s from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "./helpers.ts";
-import { runKubectl } from "../../src/devkube/testing/kubectl.ts";
+import { runKubectl } from "../support/kubectl.ts";
 
 // ServiceAccount tokens and RBAC: a token from TokenRequest acts as the ServiceAccount, Roles and
 // bindings decide, the admin token bypasses (system:masters) and may impersonate.

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLeaderElector, createLeaseClient, type LeaderElector } from "../../src/operator/leader-election.ts";
 import { SecretType, type KubeObject } from "../../src/kube/types.ts";
 import { DatabaseType } from "../../src/resources/types.ts";
-import { startFaultProxy, type FaultProxy } from "../../src/testing/fault-proxy.ts";
+import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.ts";
 import { eventually, itNeedsDevkube, manifests, startStack, type Stack } from "./helpers.ts";
 
 // Invalid resources are refused by the schema or reported in Synced=False with what to fix, and nothing remote

@@ -8,33 +8,22 @@ import { pino, type Logger } from "pino";
 import { it } from "vitest";
 import { Registry } from "prom-client";
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
-import { runKubectl } from "../../src/devkube/testing/kubectl.ts";
+import { runKubectl } from "../support/kubectl.ts";
 import { createKubeClient, type KubeClient } from "../../src/kube/client.ts";
 import { loadKubeConfig, parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { createOperatorWithKinds, type RuntimeOperatorOptions } from "../../src/cli/operator.ts";
 import type { Operator } from "../../src/operator/index.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
-import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "../../src/testing/public-api-emulator/server.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
+import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "../support/public-api-emulator/server.ts";
 import { SecretType, type Secret } from "../../src/kube/types.ts";
-import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "../../src/testing/secret-scan.ts";
-import { connectionSecretValues } from "../../src/testing/chaos-invariants.ts";
+import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "../support/secret-scan.ts";
+import { connectionSecretValues } from "../support/chaos/invariants.ts";
 import { KubeConfig as ClientNodeKubeConfig } from "@kubernetes/client-node";
+import { eventually } from "../support/eventually.ts";
+
+export { eventually };
 
 // One devkube (or a namespace of a real cluster, docs/e2e.md) + one service per test file; operators are started and stopped per scenario as processes would be.
-
-export async function eventually<T>(fn: () => Promise<T> | T, options: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<T> {
-  const deadline = Date.now() + (options.timeoutMs ?? 45_000);
-  let last: unknown;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`eventually timed out${options.what ? ` waiting for ${options.what}` : ""}: ${(last as Error)?.message ?? last}`, { cause: last });
-    await new Promise((r) => setTimeout(r, options.intervalMs ?? 100));
-  }
-}
 
 /**
  * Where the suite runs: devkube on this machine (default), or the cluster of `MDS_E2E_KUBECONFIG`
@@ -97,7 +86,7 @@ export interface StackOptions {
   realCluster?: RealCluster | undefined;
   /**
    * The operator's counterpart: our service (default), or the public-API emulator in front of it (the public API's
-   * status codes, nulls and foreign objects, no Idempotency-Key; src/testing/public-api-emulator/).
+   * status codes, nulls and foreign objects, no Idempotency-Key; test/support/public-api-emulator/).
    */
   api?: Counterpart;
   faults?: EmulatorFaults;

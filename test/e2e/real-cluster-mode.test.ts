@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
-import { runKubectl } from "../../src/devkube/testing/kubectl.ts";
+import { runKubectl } from "../support/kubectl.ts";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
 import { decodeData } from "../../src/operator/connection-secret.ts";
 import { DatabaseType } from "../../src/resources/types.ts";

@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findPostgresBinaries } from "../../src/postgres/index.ts";
 import { openArchive, recordPlaintextLength, sealArchive } from "../../src/service/backup-archive.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, withDatabase, type Json } from "../service/helpers.ts";
 
 // Someone who can read (or write) the backup directory must learn nothing and change nothing: archives are sealed in

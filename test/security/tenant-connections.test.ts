@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "../service/helpers.ts";
 
 // One tenant opened 191 connections and the next tenant got "remaining connection slots are reserved": tenant logins

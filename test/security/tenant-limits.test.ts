@@ -2,7 +2,7 @@ import fc from "fast-check";
 import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RateLimiter } from "../../src/service/rate-limit.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, type Json } from "../service/helpers.ts";
 
 // A tenant with its own token: budgets it could multiply by minting tokens, authentication it could hammer, inputs

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "../service/helpers.ts";
 
 // A tenant holds only its connection string and token. It plants a SECURITY INVOKER function that a restore calls

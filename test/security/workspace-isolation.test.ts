@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService } from "../../src/service/testing.ts";
+import { startTestService } from "../support/test-service.ts";
 
 // The two-workspace property (issue 7): whatever sequence of requests one workspace sends at the
 // other's projects, databases, connections and backups, every one is 404 (existence is never

@@ -15,7 +15,7 @@ import {
   pageOf,
   projectIdPattern,
 } from "../../src/contract/index.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, tryConnect, type Json } from "./helpers.ts";
 
 let service: TestService;

@@ -3,7 +3,7 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorBody, OAuthTokenResponse } from "../../src/contract/index.ts";
 import { startService, type RunningService } from "../../src/service/index.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "./helpers.ts";
 
 // Every error row of CONTRACT §8, bad input that changes nothing, auth and OAuth, and logs that never hold a secret.

@@ -1,5 +1,7 @@
 import pg from "pg";
-import type { TestService } from "../../src/service/testing.ts";
+import type { TestService } from "../support/test-service.ts";
+
+export { eventually } from "../support/eventually.ts";
 
 export type Response<T = unknown> = { status: number; headers: Headers; body: T };
 // Responses are loosely typed in tests: schemas check the shapes.
@@ -23,18 +25,6 @@ export function client(service: Pick<TestService, "url">, token: string) {
     }
     return { status: res.status, headers: res.headers, body: parsed };
   };
-}
-
-export async function eventually<T>(fn: () => Promise<T>, options: { timeoutMs?: number; intervalMs?: number } = {}): Promise<T> {
-  const deadline = Date.now() + (options.timeoutMs ?? 30_000);
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, options.intervalMs ?? 50));
-    }
-  }
 }
 
 export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, text: string, params: unknown[] = []): Promise<R[]> {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, type MdsClient } from "../../src/client/index.ts";
 import { CreatedDatabase, CreatedProject, Database, Project, dataOf, pageOf } from "../../src/contract/index.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { client } from "./helpers.ts";
 
 // `logicalId` on every project and database response (as the public API family returns it): the operator's

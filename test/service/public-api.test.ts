@@ -4,7 +4,7 @@ import pg from "pg";
 import { z } from "zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Connection, CreatedConnection, CreatedProject, Database, DatabaseWithCredentials, dataOf, pageOf } from "../../src/contract/index.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, tryConnect, withDatabase } from "./helpers.ts";
 
 // The public API's requests our service accepts too (src/contract/PUBLIC-API.md): clone source, PATCH logicalId,

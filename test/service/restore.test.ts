@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Backup, BackupList, Database, dataOf } from "../../src/contract/index.ts";
 import { runMaintenance } from "../../src/service/scheduler.ts";
 import type { ServiceDeps } from "../../src/service/deps.ts";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, tryConnect, type Json } from "./helpers.ts";
 
 let service: TestService;

@@ -1,6 +1,6 @@
 import { createManagementApiClient } from "@prisma/management-api-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService } from "../../src/service/testing.ts";
+import { startTestService, type TestService } from "../support/test-service.ts";
 import { eventually, sql, tryConnect } from "./helpers.ts";
 
 // The public client of this API family, written by nobody here, drives the seed's endpoints unchanged.

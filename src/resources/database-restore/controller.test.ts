@@ -1,11 +1,11 @@
 import { pino } from "pino";
 import { beforeEach, describe, expect, it } from "vitest";
-import { createFakeKube, type FakeKube } from "../../kube/testing.ts";
+import { createFakeKube, type FakeKube } from "../../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../../kube/types.ts";
 import { encodeData, restoreKeysOf } from "../../operator/connection-secret.ts";
 import { createCredentialPool } from "../../operator/credentials.ts";
 import type { Outcome } from "../../operator/outcome.ts";
-import { createFakeApi, type FakeApi } from "../../operator/testing/fake-api.ts";
+import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
 import { DatabaseRestoreType, DatabaseType } from "../types.ts";
 import { reconcileOneShot } from "../../operator/one-shot-reconciler.ts";
 import { restoreKind } from "./controller.ts";

@@ -1,13 +1,13 @@
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { createFakeKube, type FakeKube } from "../../kube/testing.ts";
+import { createFakeKube, type FakeKube } from "../../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../../kube/types.ts";
 import { decodeData, encodeData } from "../../operator/connection-secret.ts";
 import { createCredentialPool, type CredentialPool } from "../../operator/credentials.ts";
 import { logicalIdOf } from "../../operator/identity.ts";
 import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconciler.ts";
 import type { Outcome } from "../../operator/outcome.ts";
-import { createFakeApi, type FakeApi } from "../../operator/testing/fake-api.ts";
+import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
 import { ProjectType } from "../types.ts";
 import { projectKind } from "./controller.ts";
 

@@ -1,6 +1,6 @@
 import pg from "pg";
-import { formatFindings, scanFiles, scanKubernetes, type PlantedSecret } from "./secret-scan.ts";
-import { isReady, type KubeObject, type KubeObjects } from "./kube-objects.ts";
+import { formatFindings, scanFiles, scanKubernetes, type PlantedSecret } from "../secret-scan.ts";
+import { isReady, type KubeObject, type KubeObjects } from "../kube-objects.ts";
 
 // What must hold after every chaos iteration, checked from the outside: from the service's own
 // records (its control database and its API), from Kubernetes as a user sees it, and from the logs.

@@ -1,6 +1,6 @@
 import { createManagementApiClient } from "@prisma/management-api-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService } from "../../service/testing.ts";
+import { startTestService, type TestService } from "../test-service.ts";
 import { startPublicApiEmulator, type PublicApiEmulator } from "./server.ts";
 
 // The emulator behaves as the public API documents (rules.ts), over real data: the public SDK drives it, and the

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import type { Connection, Database, Project, PublicCreatedDatabase, PublicCreatedProject } from "../../contract/index.ts";
-import type { CreatedConnection, MdsApi } from "../api.ts";
+import type { Connection, Database, Project, PublicCreatedDatabase, PublicCreatedProject } from "../../src/contract/index.ts";
+import type { CreatedConnection, MdsApi } from "../../src/operator/api.ts";
 
 // An in-memory Managed Database Service for unit tests of the loop: logicalId uniqueness, Idempotency-Key replay
 // (which a test can expire), connections with credentials only in creation responses, call counts and injected

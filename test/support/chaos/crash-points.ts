@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { crashPoints } from "../operator/crash-points.ts";
+import { crashPoints } from "../../../src/operator/crash-points.ts";
 
 // The operator's named crash points, as the chaos harness uses them. MDS_CRASH_POINT=<name>[:<count>][,...] (test
 // only) makes the operator SIGKILL itself the count-th time it reaches one of the named points; it says which in its

@@ -1,11 +1,11 @@
 import { readFile } from "node:fs/promises";
 import pg from "pg";
-import { checkInvariants, collectSecretValues, mdsApiVersion, type InvariantContext, type Violation } from "./chaos-invariants.ts";
-import { crashPoints } from "../operator/crash-points.ts";
+import { checkInvariants, collectSecretValues, mdsApiVersion, type InvariantContext, type Violation } from "./invariants.ts";
+import { crashPoints } from "../../../src/operator/crash-points.ts";
 import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, stepOf, type ChaosStep } from "./crash-points.ts";
-import { seededRandom, type FaultSchedule } from "./fault-proxy.ts";
-import { conditionOf, isReady, type KubeObject } from "./kube-objects.ts";
-import type { ChaosStack, OperatorProcess } from "./chaos-stack.ts";
+import { seededRandom, type FaultSchedule } from "../fault-proxy.ts";
+import { conditionOf, isReady, type KubeObject } from "../kube-objects.ts";
+import type { ChaosStack, OperatorProcess } from "./stack.ts";
 
 // Chaos iterations: each runs one resource lifecycle (create, update, Secret rebuild, restore,
 // delete) on the local stack while the operator is SIGKILLed at named crash points and at random
@@ -117,11 +117,11 @@ class Supervisor {
     this.processes.set(slot, proc);
     void proc.exited.then(async ({ code, signal }) => {
       if (this.processes.get(slot) !== proc) return;
-      const point = armed && signal === "SIGKILL" && !proc.killedByHarness ? await reachedCrashPoint(proc.logFile) : undefined;
+      const point = armed && signal === "SIGKILL" && !proc.signalled ? await reachedCrashPoint(proc.logFile) : undefined;
       if (point !== undefined) {
         this.crashPointHits.push(point);
         this.queue = this.queue.filter((p) => p !== point);
-      } else if (!proc.killedByHarness && !this.stopped && !(this.replicas > 1 && code === 1)) {
+      } else if (!proc.signalled && !this.stopped && !(this.replicas > 1 && code === 1)) {
         this.unexpectedExits.push({ code, signal, logFile: proc.logFile });
       }
       // Exit code 1 after a lost lease is expected with two replicas; a Deployment restarts it.

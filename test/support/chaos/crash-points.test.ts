@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { crashPoints } from "../operator/crash-points.ts";
+import { crashPoints } from "../../../src/operator/crash-points.ts";
 import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, stepOf } from "./crash-points.ts";
 
 describe("crash points", () => {

@@ -2,10 +2,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pino, { type Logger } from "pino";
-import { templateCluster } from "../postgres/index.ts";
-import { startEmbeddedService, type EmbeddedServiceOptions } from "./embedded.ts";
-import { createPool } from "./store/pool.ts";
-import { createServiceToken } from "./tokens.ts";
+import { templateCluster } from "../../src/postgres/index.ts";
+import { startEmbeddedService, type EmbeddedServiceOptions } from "../../src/service/embedded.ts";
+import { createPool } from "../../src/service/store/pool.ts";
+import { createServiceToken } from "../../src/service/tokens.ts";
 
 export type TestService = {
   url: string;
@@ -37,15 +37,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
   const dir = options.dir ?? (await mkdtemp(path.join(tmpdir(), "mds-service-")));
   let service: Awaited<ReturnType<typeof startEmbeddedService>>;
   try {
-    service = await startEmbeddedService({
-      dir,
-      port: 0,
-      logger: options.logger ?? pino({ level: "silent" }),
-      postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
-      postgresTemplate: await templateCluster(),
-      ...(options.regionSettings ? { regionSettings: options.regionSettings } : {}),
-      service: { rateLimit: { perSecond: 1000, burst: 1000 }, authRateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
-    });
+    service = await startEmbeddedService({ dir, ...(await testServiceOptions(options)) });
   } catch (err) {
     if (!options.dir) await rm(dir, { recursive: true, force: true });
     throw err;
@@ -65,5 +57,17 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
       await service.stop();
       if (!options.dir) await rm(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/** What startTestService gives startEmbeddedService besides the directory (the chaos stack starts it the same way). */
+export async function testServiceOptions(options: Omit<TestServiceOptions, "dir"> = {}): Promise<Omit<EmbeddedServiceOptions, "dir">> {
+  return {
+    port: 0,
+    logger: options.logger ?? pino({ level: "silent" }),
+    postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
+    postgresTemplate: await templateCluster(),
+    ...(options.regionSettings ? { regionSettings: options.regionSettings } : {}),
+    service: { rateLimit: { perSecond: 1000, burst: 1000 }, authRateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
   };
 }

@@ -1,6 +1,6 @@
-import type { DeleteOptions, KubeClient, ListOptions } from "./client.ts";
-import { KubeAlreadyExistsError, KubeConflictError, KubeNotFoundError } from "./errors.ts";
-import type { KubeObject, ObjectList, ResourceType } from "./types.ts";
+import type { DeleteOptions, KubeClient, ListOptions } from "../../src/kube/client.ts";
+import { KubeAlreadyExistsError, KubeConflictError, KubeNotFoundError } from "../../src/kube/errors.ts";
+import type { KubeObject, ObjectList, ResourceType } from "../../src/kube/types.ts";
 
 // An in-memory KubeClient for unit tests of the loop: resourceVersion checks (409 on a stale one), generation
 // bumps on spec changes, status only through patchStatus, finalizers holding deletion. Not an apiserver:
