@@ -6,20 +6,9 @@ import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { parseKubeConfig } from "../kube/kubeconfig.ts";
 import pino from "pino";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
+import { eventually } from "../../test/support/eventually.ts";
 import { runKubectl } from "../../test/support/kubectl.ts";
 import { createLeaderElector, createLeaseClient } from "./leader-election.ts";
-
-async function eventually<T>(fn: () => T | Promise<T>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-}
 
 // Two electors on a real coordination/v1 Lease (devkube enforces MicroTime's six digits and resourceVersion
 // conflicts as a real apiserver does).
