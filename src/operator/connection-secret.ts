@@ -27,6 +27,8 @@ export interface ConnectionSecretSpec {
   endpoint?: "pooled" | "direct" | "accelerate" | undefined;
   /** The servicebinding.io Provisioned Service form: Secret type servicebinding.io/postgresql and its keys. */
   serviceBinding?: boolean | undefined;
+  /** Scheduled rotation with overlap: durations such as 720h, 1h30m, 45s. */
+  rotation?: { every?: string | undefined; gracePeriod?: string | undefined } | undefined;
   template?: Record<string, string> | undefined;
   labels?: Record<string, string> | undefined;
   annotations?: Record<string, string> | undefined;

@@ -14,6 +14,12 @@ export const crashPoints = [
   "project:before-finalizer-drop", // Secret deleted or released; finalizer not yet removed
   "database:after-delete",
   "database:before-finalizer-drop",
+  "project:after-rotate-mint", // rotation: a new connection minted (status.rotation.pending recorded); Secret not yet
+  "project:after-rotate-secret", // rotated Secret written; status does not name the new connection nor the retiring one
+  "project:before-retire", // a retiring connection's grace period ended; not yet revoked
+  "database:after-rotate-mint",
+  "database:after-rotate-secret",
+  "database:before-retire",
   "restore:before-post", // requestedAt and ledger written; restore not yet requested
   "restore:after-post", // restore requested; outcome not yet followed
 ] as const;

@@ -164,22 +164,26 @@ class LoopRun<T extends ManagedObject> {
       this.deps.events.record(this.obj, "Normal", "Updated", `Updated the remote ${this.noun} to match the spec`);
       observed = await external.observe(this.obj);
     }
-    const secretStatus = observed.secret === undefined ? {} : await this.ensureSecret(external, observed.secret, observed.status);
+    const published = observed.secret === undefined ? undefined : await this.ensureSecret(external, observed.secret, observed.status);
     const ready = observed.ready;
     await this.writeStatus(
-      { ...observed.status, ...secretStatus },
+      { ...observed.status, ...published?.fields },
       ready.ok ? { type: "Ready", status: "True", reason: "Available", message: "" } : { type: "Ready", status: "False", reason: ready.reason, message: ready.message },
       synced,
     );
     const fast = Math.min(this.deps.pollIntervals.fastMs, observed.pollAfterMs ?? this.deps.pollIntervals.fastMs);
-    return requeueAfter(observed.fastPoll ? fast : this.deps.pollIntervals.slowMs);
+    const poll = observed.fastPoll ? fast : this.deps.pollIntervals.slowMs;
+    // A retiring connection's revocation or the next scheduled rotation may come before the next poll.
+    return requeueAfter(Math.min(poll, published?.wakeInMs ?? poll));
   }
 
-  /** Makes the Secret current; returns the status fields that name it. */
+  /** Makes the Secret current and rotates it when due; returns the status fields that name it. */
   private async ensureSecret(external: ExternalClient<T>, target: SecretTarget, observedStatus: Record<string, unknown>) {
-    if (external.connections === undefined) return {};
+    const owner = external.connections;
+    if (owner === undefined) return undefined;
+    let published: string;
     try {
-      return publishedStatus(target, await this.secrets.ensureCurrent(external.connections, target));
+      published = await this.secrets.ensureCurrent(owner, target);
     } catch (err) {
       // Ready means "an app can connect with the Secret": not while it cannot be made current.
       if (!classifyError(err).conflict) {
@@ -188,6 +192,8 @@ class LoopRun<T extends ManagedObject> {
       }
       throw err;
     }
+    // A failed rotation leaves the current credentials working: Synced=False says why, Ready stays.
+    return this.secrets.rotate(owner, target, published, this.obj.spec.connectionSecret, (fields) => this.writeStatus(fields));
   }
 
   private async create(external: ExternalClient<T>): Promise<Outcome> {

@@ -37,6 +37,8 @@ export async function replayOrMint(args: {
   replay: (() => Promise<CreatedConnection | undefined>) | undefined;
   /** The database's original connection: lost when no Secret ever named a newer one. */
   originalConnectionId: string | null | undefined;
+  /** Connections that must not be revoked as lost (one being retired after a rotation). */
+  keep?: string[] | undefined;
 }): Promise<{ credentials: ConnectionCredentials; revoke: string[] }> {
   const { api, target, previousConnectionId } = args;
   if (args.replay !== undefined) {
@@ -52,27 +54,47 @@ export async function replayOrMint(args: {
       if (code !== "conflict" && code !== "unprocessable" && code !== "invalid_request" && !(err instanceof ReconcileError)) throw err;
     }
   }
-  const minted = await api.createConnection(
-    target.databaseId,
-    { name: args.connectionName },
-    { idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none") },
-  );
-  args.mirror.forgetDatabase(target.databaseId);
+  const { credentials, leaked } = await mintNamed({
+    api,
+    mirror: args.mirror,
+    databaseId: target.databaseId,
+    name: args.connectionName,
+    idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none"),
+    keep: args.keep ?? [],
+    alsoLost: [previousConnectionId ?? args.originalConnectionId ?? undefined].filter((id): id is string => id !== undefined),
+  });
+  return { credentials, revoke: [...new Set([previousConnectionId ?? args.originalConnectionId ?? undefined, ...leaked].filter((id): id is string => id !== undefined && id !== credentials.connectionId))] };
+}
+
+/**
+ * Mints a connection under `name` and returns its credentials, and the connections of that name whose password
+ * nobody holds (an earlier POST whose answer never arrived: the public API does not replay, so it created one). An
+ * answer without a connection string makes the minted one as lost as the others: all are revoked, and it throws.
+ * `keep`: connections of that name that must live on (one being retired).
+ */
+export async function mintNamed(args: {
+  api: MdsApi;
+  mirror: RemoteMirror;
+  databaseId: string;
+  name: string;
+  idempotencyKey: string;
+  keep: string[];
+  /** Revoked too when the minted answer is unusable. */
+  alsoLost?: string[];
+}): Promise<{ credentials: ConnectionCredentials; leaked: string[] }> {
+  const { api } = args;
+  const minted = await api.createConnection(args.databaseId, { name: args.name }, { idempotencyKey: args.idempotencyKey });
+  args.mirror.forgetDatabase(args.databaseId);
   // Read after the mint: a connection of our name that is not the minted one was minted by an earlier attempt
   // whose answer never arrived.
-  const current = await api.getDatabase(target.databaseId);
-  const leaked = current.connections.filter((c) => c.name === args.connectionName && c.id !== minted.id).map((c) => c.id);
-  const lost = [previousConnectionId ?? args.originalConnectionId ?? undefined, ...leaked].filter((id): id is string => id !== undefined && id !== minted.id);
-  let credentials: ConnectionCredentials;
+  const current = await api.getDatabase(args.databaseId);
+  const leaked = current.connections.filter((c) => c.name === args.name && c.id !== minted.id && !args.keep.includes(c.id)).map((c) => c.id);
   try {
-    credentials = credentialsFromCreated(minted);
+    return { credentials: credentialsFromCreated(minted), leaked };
   } catch (err) {
-    // An answer without a connection string: the minted connection is as lost as the others.
-    lost.push(minted.id);
-    for (const id of new Set(lost)) await api.deleteConnection(id).catch(() => undefined);
+    for (const id of new Set([...(args.alsoLost ?? []), ...leaked, minted.id])) await api.deleteConnection(id).catch(() => undefined);
     throw err;
   }
-  return { credentials, revoke: [...new Set(lost)] };
 }
 
 /** What a kind knows about recovering one object's credentials: whether its creation can be replayed, and how. */
@@ -95,9 +117,14 @@ export function connectionOwner<T>(args: {
 }): ConnectionOwner<T> {
   const { api, mirror } = args;
   return {
-    async recover(obj, target, previousConnectionId) {
+    async recover(obj, target, previousConnectionId, keep) {
       const plan = await args.plan(obj, target);
-      return replayOrMint({ api, mirror, target, previousConnectionId, connectionName: args.connectionName(obj), ...plan });
+      return replayOrMint({ api, mirror, target, previousConnectionId, connectionName: args.connectionName(obj), keep, ...plan });
+    },
+    async mint(obj, target, suffix) {
+      // A name per rotation: the connections of that name other than the minted one were lost (never the current one).
+      const name = args.connectionName(obj) + suffix;
+      return mintNamed({ api, mirror, databaseId: target.databaseId, name, idempotencyKey: idempotencyKeyOf("rotate", target.databaseId, name), keep: [] });
     },
     async revoke(id) {
       try {

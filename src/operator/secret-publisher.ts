@@ -15,6 +15,7 @@ import {
 import { ReconcileError, TerminalError } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { retryInProcess } from "./outcome.ts";
+import { rotateStep, rotationPolicyOf, type RotationStatus } from "./rotation.ts";
 
 // The connection Secret as a component: publish the credentials of a creation, keep the Secret current (rebuild a
 // missing or edited one, recover lost credentials, revoke the connections whose password nobody holds), release it
@@ -40,8 +41,13 @@ export interface SecretTarget {
 
 /** A kind's credential calls: what the publisher needs to recover lost credentials and revoke what was lost. */
 export interface ConnectionOwner<T> {
-  /** Credentials for a Secret that is missing, edited or names a revoked connection; `revoke`: connections lost. */
-  recover(obj: T, target: SecretTarget, previousConnectionId: string | undefined): Promise<{ credentials: ConnectionCredentials; revoke: string[] }>;
+  /**
+   * Credentials for a Secret that is missing, edited or names a revoked connection; `revoke`: connections lost.
+   * `keep`: connections that live on whatever happens (one being retired after a rotation).
+   */
+  recover(obj: T, target: SecretTarget, previousConnectionId: string | undefined, keep: string[]): Promise<{ credentials: ConnectionCredentials; revoke: string[] }>;
+  /** A new connection for a rotation, named with `suffix`; `leaked`: earlier mints of that name nobody holds. */
+  mint(obj: T, target: SecretTarget, suffix: string): Promise<{ credentials: ConnectionCredentials; leaked: string[] }>;
   /** Revokes a connection; one that is already gone is done. */
   revoke(id: string): Promise<void>;
 }
@@ -52,7 +58,7 @@ export interface Publisher extends KubeObject {
   kind: string;
   spec: { deletionPolicy?: "Retain" | "Delete" | undefined };
   /** status.connection: the connection the Secret was last published with (written by publishedStatus). */
-  status?: { connection?: { id: string } | undefined; [key: string]: unknown } | undefined;
+  status?: { connection?: { id: string } | undefined; rotation?: RotationStatus | undefined; [key: string]: unknown } | undefined;
 }
 
 /** The status fields that name the published Secret and connection (status.binding: servicebinding.io). */
@@ -133,10 +139,10 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
     await deps.kube.replace(SecretType, desired);
   }
 
-  async function revoke(owner: ConnectionOwner<T>, id: string) {
+  async function revoke(owner: ConnectionOwner<T>, id: string, why = "whose credentials were lost") {
     try {
       await owner.revoke(id);
-      deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}" whose credentials were lost`);
+      deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}" ${why}`);
     } catch (err) {
       deps.log.warn({ err, connectionId: id }, "Could not revoke a lost connection");
     }
@@ -148,6 +154,8 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
    * (a lagging cache must never get the published connection revoked). Steady state: no call.
    */
   async function revokeReplaced(owner: ConnectionOwner<T>, target: SecretTarget, published: string) {
+    // A rotation in progress replaced it on purpose: it retires after its grace period (rotation.ts).
+    if (obj.status?.rotation?.pending !== undefined) return;
     const recorded = obj.status?.connection?.id;
     if (recorded === undefined || recorded === published || !target.connections.some((c) => c.id === recorded)) return;
     const live = await deps.kube.get<Secret>(SecretType, ns, target.name);
@@ -155,18 +163,39 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
     await revoke(owner, recorded);
   }
 
+  /** Credentials that exist nowhere else (a creation or rotation answer): the Secret goes first, retried in process. */
+  async function publishOnly(target: SecretTarget, credentials: ConnectionCredentials): Promise<string> {
+    await retryInProcess(
+      async () => {
+        const existing = await deps.kube.get<Secret>(SecretType, ns, target.name);
+        assertUsable(existing, target);
+        await write(existing, target, credentials);
+      },
+      { onRetry: (err, attempt) => deps.log.debug({ err, attempt }, "Could not write the connection Secret; retrying") },
+    );
+    return credentials.connectionId;
+  }
+
   return {
-    /** The creation response is the only copy of these credentials: the Secret goes first, retried in process. */
-    async publishCreated(target: SecretTarget, credentials: ConnectionCredentials): Promise<string> {
-      await retryInProcess(
-        async () => {
-          const existing = await deps.kube.get<Secret>(SecretType, ns, target.name);
-          assertUsable(existing, target);
-          await write(existing, target, credentials);
-        },
-        { onRetry: (err, attempt) => deps.log.debug({ err, attempt }, "Could not write the connection Secret; retrying") },
-      );
-      return credentials.connectionId;
+    publishCreated: publishOnly,
+
+    /** Rotation with overlap (rotation.ts): status fields to merge, and when to look again. */
+    async rotate(owner: ConnectionOwner<T>, target: SecretTarget, published: string, spec: ConnectionSecretSpec | undefined, saveStatus: (fields: Record<string, unknown>) => Promise<void>) {
+      const rotated = await rotateStep({
+        obj,
+        owner,
+        target,
+        published,
+        policy: rotationPolicyOf(spec),
+        now: Date.now(),
+        publish: (credentials) => publishOnly(target, credentials).then(() => undefined),
+        liveConnectionId: async () => (await deps.kube.get<Secret>(SecretType, ns, target.name))?.metadata.labels?.[labels.connectionId],
+        revoke: (id, why) => revoke(owner, id, why),
+        saveStatus,
+        crashPoint: point,
+        record: (reason, message) => deps.events.record(obj, "Normal", reason, message),
+      });
+      return { fields: { ...publishedStatus(target, rotated.connectionId), rotation: rotated.rotation }, wakeInMs: rotated.wakeInMs };
     },
 
     /** Makes the Secret current; returns the connection id whose credentials it holds. */
@@ -193,7 +222,8 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         return creds.connectionId;
       }
       const previous = existing?.metadata.labels?.[labels.connectionId] ?? obj.status?.connection?.id;
-      const recovered = await owner.recover(obj, target, previous);
+      const retiring = obj.status?.rotation?.retiring?.id;
+      const recovered = await owner.recover(obj, target, previous, retiring === undefined ? [] : [retiring]);
       await point("after-recover");
       await write(existing, target, recovered.credentials);
       await point("before-revoke");

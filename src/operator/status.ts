@@ -43,8 +43,23 @@ export async function writeStatus<T extends StatusObject>(
   if (jsonEqual(next, obj.status ?? {})) return obj;
   return kube.patchStatus<T>(type, obj.metadata.namespace, obj.metadata.name, {
     metadata: { resourceVersion: obj.metadata.resourceVersion },
-    status: next,
+    status: mergePatchOf(obj.status ?? {}, next),
   });
+}
+
+/**
+ * The JSON merge patch (RFC 7386) from `from` to `to`: changed values, and null for what `to` no longer has (a
+ * merge patch would keep a field it does not mention, e.g. a finished rotation's `pending`). Arrays are replaced.
+ */
+export function mergePatchOf(from: Record<string, unknown>, to: Record<string, unknown>): Record<string, unknown> {
+  const patch: Record<string, unknown> = {};
+  const isMap = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+  for (const [k, v] of Object.entries(to)) {
+    if (v === undefined || jsonEqual(v, from[k])) continue;
+    patch[k] = isMap(v) && isMap(from[k]) ? mergePatchOf(from[k], v) : v;
+  }
+  for (const k of Object.keys(from)) if (from[k] !== undefined && to[k] === undefined) patch[k] = null;
+  return patch;
 }
 
 /**

@@ -67,6 +67,13 @@ const stringMap = (what: string) =>
     .refine((m) => Object.keys(m).length <= 64, { message: `at most 64 ${what}` })
     .meta({ maxProperties: 64 });
 
+// A Kubernetes-style duration: 720h, 1h30m, 45s, 500ms (what the operator's parseDuration reads).
+const duration = z
+  .string()
+  .max(32)
+  .regex(/^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$/, { message: "a duration such as 720h, 1h30m or 45s" })
+  .describe("A duration such as 720h, 1h30m or 45s.");
+
 export const SecretEndpoint = z
   .enum(["pooled", "direct", "accelerate"])
   .default("pooled")
@@ -99,6 +106,21 @@ export const ConnectionSecret = z
         "Publish the Secret in the servicebinding.io Provisioned Service form: type servicebinding.io/postgresql with " +
           "the keys type, provider, host, port, database, username, password and sslmode besides the usual ones, so " +
           "Service Binding implementations and framework bindings (Spring Cloud Bindings, Quarkus) consume it unchanged.",
+      ),
+    rotation: z
+      .object({
+        every: duration
+          .optional()
+          .describe("Rotate the credentials this often (e.g. 720h); omitted: only when the mds.dev/rotate annotation changes."),
+        gracePeriod: duration
+          .optional()
+          .describe("How long the replaced credentials keep working after a rotation (default 10m); then they are revoked."),
+      })
+      .optional()
+      .describe(
+        "Rotation with overlap: a new connection is minted and published to the Secret (its data-hash annotation " +
+          "changes, so pods that roll on it pick it up), the old one keeps working for gracePeriod, then it is revoked. " +
+          "A new value of the annotation mds.dev/rotate asks for one rotation now.",
       ),
     labels: stringMap("labels").optional().describe("Extra labels on the Secret (the operator's own labels win)."),
     annotations: stringMap("annotations")
@@ -155,3 +177,29 @@ export const secretNameUnchanged = {
 export const Binding = z
   .object({ name: z.string().max(253).describe("Name of the connection Secret.") })
   .describe("The servicebinding.io Provisioned Service binding: the name of the Secret with the credentials.");
+
+const time = z.iso.datetime();
+/** status.rotation: where the Secret's credentials are in their rotation (src/operator/rotation.ts). */
+export const RotationStatus = z
+  .object({
+    lastRotationTime: time.optional().describe("When the credentials were last rotated."),
+    nextRotationTime: time.optional().describe("When the next scheduled rotation is due (rotation.every, spread by up to 10 %)."),
+    trigger: z.string().max(253).optional().describe("The last value of the mds.dev/rotate annotation acted on."),
+    pending: z
+      .object({
+        suffix: z.string().max(32).describe("Suffix of the connection name the rotation mints under."),
+        since: time.describe("When the rotation started."),
+        trigger: z.string().max(253).optional().describe("The annotation value that asked for it, if any."),
+      })
+      .optional()
+      .describe("A rotation in progress (recorded before its connection is minted)."),
+    retiring: z
+      .object({
+        id: z.string().max(80).describe("Connection id (con_…)."),
+        name: z.string().max(128).describe("Connection name."),
+        revokeAt: time.describe("When it is revoked: the rotation's time plus gracePeriod."),
+      })
+      .optional()
+      .describe("The connection the last rotation replaced: it keeps working until revokeAt."),
+  })
+  .describe("Rotation of the Secret's credentials.");

@@ -4,6 +4,7 @@ import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
   Binding,
+  RotationStatus,
   ConnectionSecret,
   Credentials,
   DeletionPolicy,
@@ -154,6 +155,7 @@ export const DatabaseStatus = z
       .describe("Where the database can be reached (credentials are only in the Secret)."),
     secretName: z.string().max(253).optional().describe("Name of the connection Secret."),
     binding: Binding.optional(),
+    rotation: RotationStatus.optional(),
     restoreLedger: z
       .array(RestoreLedgerEntry)
       .max(restoreLedgerLimit)

@@ -4,6 +4,7 @@ import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
   Binding,
+  RotationStatus,
   ConnectionSecret,
   Credentials,
   DeletionPolicy,
@@ -83,6 +84,7 @@ export const ProjectStatus = z
       .describe("The project's default database, when it was created with one."),
     secretName: z.string().max(253).optional().describe("Name of the default database's connection Secret."),
     binding: Binding.optional(),
+    rotation: RotationStatus.optional(),
     connection: z
       .object({
         id: z.string().max(80).describe("Connection id (con_…)."),

@@ -1,0 +1,149 @@
+import { pino } from "pino";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
+import { createFakeKube, type FakeKube } from "../../test/support/fake-kube.ts";
+import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
+import { databaseKind } from "../resources/database/controller.ts";
+import { DatabaseType, ProjectType } from "../resources/types.ts";
+import { decodeData, encodeData } from "./connection-secret.ts";
+import { createCredentialPool } from "./credentials.ts";
+import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
+import { parseDuration, rotateAnnotation, type RotationStatus } from "./rotation.ts";
+
+// Rotation with overlap through the managed loop (Database kind), against both kinds of server: one that replays
+// Idempotency-Keys and the public API, which does not. Time is a fake Date; a crash point throws, as the process would
+// die there, and the next reconcile starts from what was written.
+
+const poll = { fastMs: 1_000, slowMs: 300_000 };
+type Status = { connection?: { id: string }; rotation?: RotationStatus; conditions?: { type: string; status: string }[] };
+
+async function setup(publicApi: boolean) {
+  const kube: FakeKube = createFakeKube();
+  const api: FakeApi = createFakeApi({ publicApi });
+  const events: string[] = [];
+  let crash: string | undefined;
+  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "t" }) });
+  const project = await api.createProject({ name: "shop", createDatabase: false });
+  kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "shop", namespace: "default" }, spec: {}, status: { id: project.id } });
+  const logger = pino({ level: "silent" });
+  const pool = createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} });
+  const deps: LoopDeps = {
+    kube,
+    objects: kube.cache(DatabaseType),
+    secrets: kube.cache<Secret>(SecretType),
+    events: { record: (_o, _t, reason) => events.push(reason) },
+    logger,
+    pollIntervals: poll,
+    crashPoint: (name) => {
+      if (name === crash) {
+        crash = undefined;
+        throw new Error(`simulated crash at ${name}`);
+      }
+    },
+  };
+  const kind = databaseKind({
+    pool,
+    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
+    instanceId: "unit",
+    cache: (k: string) => kube.cache(k === "Project" ? ProjectType : DatabaseType),
+  });
+  const run = () => reconcileManaged(deps, kind, "default/orders");
+  const status = () => kube.read<KubeObject>(DatabaseType, "default", "orders")!["status"] as Status;
+  const secretConnection = () => kube.read<Secret>(SecretType, "default", "orders")!.metadata.labels!["mds.dev/connection-id"]!;
+  const alive = () => [...api.passwords.keys()];
+  const advance = async (ms: number, rounds = 3) => {
+    for (let i = 0; i < rounds; i++) {
+      vi.setSystemTime(Date.now() + ms);
+      await run();
+    }
+  };
+  const apply = (connectionSecret: object, annotations: Record<string, string> = {}) => {
+    const current = kube.read<KubeObject>(DatabaseType, "default", "orders");
+    const obj = { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "orders", namespace: "default", annotations }, spec: { projectRef: { name: "shop" }, connectionSecret } };
+    if (current === undefined) kube.put(DatabaseType, obj);
+    else kube.put(DatabaseType, { ...current, metadata: { ...current.metadata, annotations }, spec: obj.spec });
+  };
+  return { kube, api, events, run, status, secretConnection, alive, advance, apply, crashAt: (name: string) => (crash = name) };
+}
+
+afterEach(() => vi.useRealTimers());
+
+describe.each([
+  ["a server that replays", false],
+  ["the public API (no replay)", true],
+])("rotation against %s", (_name, publicApi) => {
+  it("on demand: publishes a new connection, keeps the old one for the grace period, then revokes it", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setup(publicApi);
+    t.apply({ rotation: { gracePeriod: "30s" } });
+    await t.advance(1_000, 6);
+    const first = t.status().connection!.id;
+    t.apply({ rotation: { gracePeriod: "30s" } }, { [rotateAnnotation]: "1" });
+    await t.advance(1_000, 2);
+    const second = t.status().connection!.id;
+    expect(second).not.toBe(first);
+    expect(t.secretConnection()).toBe(second);
+    expect(decodeData(t.kube.read<Secret>(SecretType, "default", "orders")!)["PGPASSWORD"]).toBe(t.api.passwords.get(second));
+    expect(t.status().rotation).toMatchObject({ trigger: "1", retiring: { id: first } });
+    expect(t.alive()).toEqual(expect.arrayContaining([first, second]));
+    // The same annotation value does not rotate again; the grace period ends and the old connection goes.
+    await t.advance(31_000, 2);
+    expect(t.status().connection!.id).toBe(second);
+    expect(t.api.passwords.has(first)).toBe(false);
+    expect(t.status().rotation?.retiring).toBeUndefined();
+    expect(t.events).toEqual(expect.arrayContaining(["SecretRotated", "ConnectionRevoked"]));
+  });
+
+  it("on a schedule, spread by at most 10 %, and never with more than one retiring connection", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setup(publicApi);
+    t.apply({ rotation: { every: "1h", gracePeriod: "2h" } });
+    await t.advance(1_000, 6);
+    const first = t.status().connection!.id;
+    const next = Date.parse(t.status().rotation!.nextRotationTime!);
+    expect(next - Date.now()).toBeGreaterThan(0.89 * 3_600_000);
+    expect(next - Date.now()).toBeLessThanOrEqual(3_600_000);
+    await t.advance(3_600_000, 1);
+    const second = t.status().connection!.id;
+    expect(second).not.toBe(first);
+    // Due again after another hour, but the first connection retires only after two: the rotation waits for it.
+    await t.advance(3_600_000, 1);
+    expect(t.status().connection!.id).toBe(second);
+    await t.advance(3_600_000, 2);
+    expect(t.api.passwords.has(first)).toBe(false);
+    expect(t.status().connection!.id).not.toBe(second);
+    expect(t.alive().length).toBe(2); // the retiring one and the current one
+  });
+
+  it.each(["database:after-rotate-mint", "database:after-rotate-secret", "database:before-retire"])("survives a crash at %s: the Secret never names a revoked connection, no connection leaks", async (point) => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setup(publicApi);
+    t.apply({ rotation: { gracePeriod: "10s" } });
+    await t.advance(1_000, 6);
+    const first = t.status().connection!.id;
+    t.apply({ rotation: { gracePeriod: "10s" } }, { [rotateAnnotation]: "x" });
+    t.crashAt(point);
+    await t.advance(1_000, 1); // crashes at the mint or the Secret; or rotates
+    if (point === "database:before-retire") await t.advance(11_000, 1); // crashes before the revocation
+    await t.advance(1_000, 3);
+    const current = t.status().connection!.id;
+    expect(current).not.toBe(first);
+    expect(t.secretConnection()).toBe(current);
+    expect(t.api.passwords.has(current)).toBe(true);
+    expect(t.status().rotation?.pending).toBeUndefined();
+    await t.advance(11_000, 2);
+    // The replaced connection is gone after its grace period, and no mint whose answer was lost survives.
+    expect(t.alive()).toEqual([current]);
+    expect(t.status().conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
+  });
+});
+
+describe("durations", () => {
+  it("reads Kubernetes-style durations and refuses anything else", () => {
+    expect(parseDuration("1h30m")).toBe(5_400_000);
+    expect(parseDuration("45s")).toBe(45_000);
+    expect(parseDuration("500ms")).toBe(500);
+    expect(() => parseDuration("1 day")).toThrow(/not a duration/);
+    expect(() => parseDuration("10")).toThrow(/not a duration/);
+  });
+});

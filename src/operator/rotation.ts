@@ -1,0 +1,130 @@
+import { createHash } from "node:crypto";
+import type { ConnectionCredentials, ConnectionSecretSpec } from "./connection-secret.ts";
+import { TerminalError } from "./errors.ts";
+import type { ConnectionOwner, Publisher, SecretTarget } from "./secret-publisher.ts";
+
+// Rotation with overlap: a new connection is minted and published, the replaced one keeps working for the grace
+// period, then it is revoked. The order makes every crash safe:
+//   status.rotation.pending (the name to mint under) → mint → Secret → status (connection, retiring) … grace … revoke
+// - a crash before the Secret write repeats the mint under the same name and Idempotency-Key (replayed where the
+//   server replays; elsewhere the earlier mint is found by its name and revoked: nobody holds its password);
+// - a crash after it finds the Secret holding a connection status does not name, with a rotation pending: the
+//   rotation is finished (the old one retires), never mistaken for a lost connection and revoked at once;
+// - a rotation never starts while another connection is retiring: at most one retired connection per Secret;
+// - the retiring connection is revoked only while the live Secret holds another one.
+
+/** A new value of this annotation asks for one rotation now. */
+export const rotateAnnotation = "mds.dev/rotate";
+/** Without spec.connectionSecret.rotation.gracePeriod, an on-demand rotation keeps the old credentials this long. */
+export const defaultGracePeriodMs = 10 * 60_000;
+
+export interface RotationStatus {
+  lastRotationTime?: string | undefined;
+  nextRotationTime?: string | undefined;
+  /** The last value of the mds.dev/rotate annotation acted on. */
+  trigger?: string | undefined;
+  /** A rotation in progress: the suffix of the connection name it mints under, since when, and its trigger. */
+  pending?: { suffix: string; since: string; trigger?: string | undefined } | undefined;
+  /** The connection the last rotation replaced: it works until revokeAt. */
+  retiring?: { id: string; name: string; revokeAt: string } | undefined;
+}
+
+export interface RotationPolicy {
+  everyMs: number | undefined;
+  gracePeriodMs: number;
+}
+
+const units: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+
+/** A Kubernetes-style duration ("720h", "1h30m", "45s", "500ms") in milliseconds. */
+export function parseDuration(text: string): number {
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text) throw new TerminalError("InvalidSpec", `"${text.slice(0, 40)}" is not a duration such as 720h, 1h30m or 45s`);
+  return parts.reduce((sum, p) => sum + Number(p[1]) * units[p[2]!]!, 0);
+}
+
+export function rotationPolicyOf(spec: ConnectionSecretSpec | undefined): RotationPolicy {
+  const r = spec?.rotation;
+  return {
+    everyMs: r?.every === undefined ? undefined : parseDuration(r.every),
+    gracePeriodMs: r?.gracePeriod === undefined ? defaultGracePeriodMs : parseDuration(r.gracePeriod),
+  };
+}
+
+const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
+
+/**
+ * Spreads a shared schedule: each object rotates up to 10 % before its interval ends, at a fraction fixed by its uid,
+ * so Databases applied together do not all mint at the same second.
+ */
+function jittered(everyMs: number, uid: string | undefined): number {
+  const f = createHash("sha256").update(uid ?? "").digest().readUInt32BE(0) / 0x1_0000_0000;
+  return Math.round(everyMs * (1 - 0.1 * f));
+}
+
+export interface RotationContext<T extends Publisher> {
+  obj: T & { status?: { rotation?: RotationStatus | undefined } | undefined };
+  owner: ConnectionOwner<T>;
+  target: SecretTarget;
+  /** The connection the Secret holds now (it is current). */
+  published: string;
+  policy: RotationPolicy;
+  now: number;
+  /** Writes the Secret with these credentials (the only copy: retried in process). */
+  publish(credentials: ConnectionCredentials): Promise<void>;
+  /** The connection the live Secret holds (never the cache: a revocation must not trust a lagging one). */
+  liveConnectionId(): Promise<string | undefined>;
+  revoke(id: string, why: string): Promise<void>;
+  /** Writes status fields before the mint (the pending rotation must be recorded before it can have acted). */
+  saveStatus(fields: Record<string, unknown>): Promise<void>;
+  crashPoint(name: string): void | Promise<void>;
+  record(reason: string, message: string): void;
+}
+
+/** One rotation step; returns the connection the Secret holds, the rotation status and when to look again. */
+export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): Promise<{ connectionId: string; rotation: RotationStatus | undefined; wakeInMs: number | undefined }> {
+  const { obj, policy, now, target } = ctx;
+  let r: RotationStatus = { ...(obj.status?.rotation ?? {}) };
+  const recorded = obj.status?.connection?.id;
+  const trigger = obj.metadata.annotations?.[rotateAnnotation];
+  let connectionId = ctx.published;
+  const nameOf = (id: string) => target.connections.find((c) => c.id === id)?.name ?? "";
+  const finish = (retired: string, t: string | undefined): RotationStatus => ({
+    lastRotationTime: iso(now),
+    ...(policy.everyMs === undefined ? {} : { nextRotationTime: iso(now + jittered(policy.everyMs, obj.metadata.uid)) }),
+    ...(t === undefined ? {} : { trigger: t }),
+    retiring: { id: retired, name: nameOf(retired), revokeAt: iso(now + policy.gracePeriodMs) },
+  });
+
+  // A crash after the rotated Secret was written and before status named it: finish that rotation.
+  if (r.pending !== undefined && recorded !== undefined && ctx.published !== recorded) {
+    r = finish(recorded, r.pending.trigger ?? r.trigger);
+    ctx.record("SecretRotated", `Published new credentials (connection "${ctx.published}"); connection "${recorded}" keeps working until ${r.retiring?.revokeAt}`);
+  }
+  if (r.retiring !== undefined && now >= Date.parse(r.retiring.revokeAt)) {
+    await ctx.crashPoint("before-retire");
+    if ((await ctx.liveConnectionId()) !== r.retiring.id) await ctx.revoke(r.retiring.id, `its grace period after a rotation ended`);
+    r = { ...r, retiring: undefined };
+  }
+  if (policy.everyMs === undefined) r.nextRotationTime = undefined;
+  else r.nextRotationTime ??= iso(Date.parse(r.lastRotationTime ?? iso(now)) + jittered(policy.everyMs, obj.metadata.uid));
+
+  const requested = trigger !== undefined && trigger !== r.trigger;
+  const scheduled = r.nextRotationTime !== undefined && now >= Date.parse(r.nextRotationTime);
+  // A rotation asked for while another connection is still retiring waits for it: one retired connection at most.
+  if ((r.pending !== undefined || requested || scheduled) && r.retiring === undefined) {
+    const pending = r.pending ?? { suffix: `-r${now.toString(36)}`, since: iso(now), ...(requested ? { trigger } : {}) };
+    if (r.pending === undefined) await ctx.saveStatus({ rotation: { ...r, pending } });
+    const minted = await ctx.owner.mint(obj, target, pending.suffix);
+    await ctx.crashPoint("after-rotate-mint");
+    await ctx.publish(minted.credentials);
+    await ctx.crashPoint("after-rotate-secret");
+    for (const id of minted.leaked) await ctx.revoke(id, "a rotation minted it and its answer was lost");
+    r = finish(ctx.published, pending.trigger ?? r.trigger);
+    connectionId = minted.credentials.connectionId;
+    ctx.record("SecretRotated", `Published new credentials (connection "${connectionId}"); connection "${ctx.published}" keeps working until ${r.retiring?.revokeAt}`);
+  }
+  const wakes = [r.retiring?.revokeAt, r.nextRotationTime].filter((t): t is string => t !== undefined).map((t) => Math.max(0, Date.parse(t) - now));
+  const empty = Object.values(r).every((v) => v === undefined);
+  return { connectionId, rotation: empty ? undefined : r, wakeInMs: wakes.length === 0 ? undefined : Math.min(...wakes) };
+}
