@@ -164,7 +164,7 @@ class LoopRun<T extends ManagedObject> {
       this.deps.events.record(this.obj, "Normal", "Updated", `Updated the remote ${this.noun} to match the spec`);
       observed = await external.observe(this.obj);
     }
-    const published = observed.secret === undefined ? undefined : await this.ensureSecret(external, observed.secret, observed.status);
+    const published = observed.secret === undefined ? undefined : await this.ensureSecret(external, observed.secret, observed.status, observed.ready.ok);
     const ready = observed.ready;
     await this.writeStatus(
       { ...observed.status, ...published?.fields },
@@ -178,7 +178,7 @@ class LoopRun<T extends ManagedObject> {
   }
 
   /** Makes the Secret current and rotates it when due; returns the status fields that name it. */
-  private async ensureSecret(external: ExternalClient<T>, target: SecretTarget, observedStatus: Record<string, unknown>) {
+  private async ensureSecret(external: ExternalClient<T>, target: SecretTarget, observedStatus: Record<string, unknown>, ready: boolean) {
     const owner = external.connections;
     if (owner === undefined) return undefined;
     let published: string;
@@ -192,7 +192,9 @@ class LoopRun<T extends ManagedObject> {
       }
       throw err;
     }
-    // A failed rotation leaves the current credentials working: Synced=False says why, Ready stays.
+    // Rotations wait for a ready database (a provisioning one may not have its logins yet). A failed rotation
+    // leaves the current credentials working: Synced=False says why, Ready stays.
+    if (!ready) return { fields: publishedStatus(target, published), wakeInMs: undefined };
     return this.secrets.rotate(owner, target, published, this.obj.spec.connectionSecret, (fields) => this.writeStatus(fields));
   }
 
