@@ -9,7 +9,7 @@ import { DatabaseRestore } from "./database-restore/schema.ts";
 
 // The examples a newcomer applies must stay valid against the schemas the CRDs come from.
 const root = fileURLToPath(new URL("../../examples", import.meta.url));
-const files = ["", "restore"].flatMap((sub) =>
+const files = ["", "restore", "credentials"].flatMap((sub) =>
   readdirSync(join(root, sub))
     .filter((f) => f.endsWith(".yaml"))
     .map((f) => join(sub, f)),
