@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it, vi } from "vitest";
-import { mkdtemp, readdir, rm, writeFile, appendFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile, appendFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runCrds } from "./crds.ts";
@@ -15,7 +15,7 @@ describe("mds crds", () => {
     for (const d of dirs) await rm(d, { recursive: true, force: true });
   });
 
-  it("writes the three CRDs, removes stale generated files, keeps other files", async () => {
+  it("writes every kind's CRD and their Kustomization, removes stale generated files", async () => {
     const dir = await tempDir();
     await writeFile(join(dir, "mds.dev_widgets.yaml"), "stale\n");
     await writeFile(join(dir, "Kustomization"), "resources: []\n");
@@ -24,10 +24,12 @@ describe("mds crds", () => {
     log.mockRestore();
     expect((await readdir(dir)).sort()).toEqual([
       "Kustomization",
+      "mds.dev_connections.yaml",
       "mds.dev_databaserestores.yaml",
       "mds.dev_databases.yaml",
       "mds.dev_projects.yaml",
     ]);
+    expect(await readFile(join(dir, "Kustomization"), "utf8")).toContain("  - mds.dev_connections.yaml\n");
   });
 
   it("--check exits 1 and names the file that drifted", async () => {

@@ -5,12 +5,26 @@ import { renderCrdBundle, renderCrdFiles } from "../resources/crd.ts";
 
 const help = `usage: mds crds [--out <dir>] [--check] [--stdout]
 
-Writes the CustomResourceDefinitions of Project, Database and DatabaseRestore, generated from
-src/resources/*/schema.ts, into <dir> (default: crds).
+Writes the CustomResourceDefinitions of every kind of src/resources/index.ts, generated from
+src/resources/*/schema.ts, into <dir> (default: crds), with the Kustomization that lists them.
 
   --out <dir>   directory to write to (default: crds)
   --check       write nothing; exit 1 and name the files that differ from the schemas
   --stdout      print all CRDs as one YAML stream (for kubectl apply -f -)`;
+
+/** crds/Kustomization: lets `kubectl apply -k deploy/` include exactly the generated files without copying them. */
+export function kustomizationOf(files: Iterable<string>): string {
+  return [
+    "# Lets `kubectl apply -k deploy/` include the CRDs without copying them (kustomize only loads files inside a",
+    "# kustomization's root). Named `Kustomization`, not *.yaml, so `kubectl apply -f crds/` and `mds crds --check`",
+    "# ignore it. Written by `mds crds` with the CRDs; test/deploy checks that it lists exactly the generated *.yaml files.",
+    "apiVersion: kustomize.config.k8s.io/v1beta1",
+    "kind: Kustomization",
+    "resources:",
+    ...[...files].sort().map((f) => `  - ${f}`),
+    "",
+  ].join("\n");
+}
 
 // Files in `dir` that differ from what the schemas generate; stale generated files count too.
 export async function findCrdDrift(dir: string): Promise<string[]> {
@@ -20,6 +34,8 @@ export async function findCrdDrift(dir: string): Promise<string[]> {
     const actual = await readFile(join(dir, name), "utf8").catch(() => undefined);
     if (actual !== text) drift.push(name);
   }
+  const kustomization = await readFile(join(dir, "Kustomization"), "utf8").catch(() => undefined);
+  if (kustomization !== kustomizationOf(expected.keys())) drift.push("Kustomization");
   const present = await readdir(dir).catch(() => [] as string[]);
   for (const name of present) if (name.endsWith(".yaml") && !expected.has(name)) drift.push(name);
   return drift.sort();
@@ -29,6 +45,7 @@ export async function writeCrdFiles(dir: string): Promise<string[]> {
   await mkdir(dir, { recursive: true });
   const expected = renderCrdFiles();
   for (const [name, text] of expected) await writeFile(join(dir, name), text);
+  await writeFile(join(dir, "Kustomization"), kustomizationOf(expected.keys()));
   // Remove generated files of kinds that no longer exist, so `kubectl apply -f crds/` matches the schemas.
   for (const name of await readdir(dir)) {
     if (name.endsWith(".yaml") && !expected.has(name)) await rm(join(dir, name));

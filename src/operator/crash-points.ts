@@ -20,6 +20,15 @@ export const crashPoints = [
   "database:after-rotate-mint",
   "database:after-rotate-secret",
   "database:before-retire",
+  "connection:after-create", // a Connection's first mint answered; Secret not yet written
+  "connection:after-secret",
+  "connection:after-recover",
+  "connection:before-revoke",
+  "connection:after-rotate-mint",
+  "connection:after-rotate-secret",
+  "connection:before-retire",
+  "connection:after-delete", // connections revoked (deletionPolicy Delete); Secret not yet deleted
+  "connection:before-finalizer-drop",
   "restore:before-post", // requestedAt and ledger written; restore not yet requested
   "restore:after-post", // restore requested; outcome not yet followed
 ] as const;

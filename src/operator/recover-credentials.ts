@@ -123,7 +123,7 @@ export function connectionOwner<T>(args: {
     },
     async mint(obj, target, suffix) {
       // A name per rotation: the connections of that name other than the minted one were lost (never the current one).
-      const name = args.connectionName(obj) + suffix;
+      const name = args.connectionName(obj).slice(0, 64 - suffix.length) + suffix; // names are at most 64 characters
       return mintNamed({ api, mirror, databaseId: target.databaseId, name, idempotencyKey: idempotencyKeyOf("rotate", target.databaseId, name), keep: [] });
     },
     async revoke(id) {

@@ -39,6 +39,7 @@ export const conditionReasons = {
   Conflict: loopReasons.Conflict,
   RemoteIncomplete: loopReasons.RemoteIncomplete,
   RemoteUnreadable: loopReasons.RemoteUnreadable,
+  ReferenceNotAllowed: "A Connection refers to a Database in another namespace that does not allow it (spec.connectionPolicy.allowedNamespaces); nothing was minted.",
   OutcomeUnknown: "A restore was requested but its outcome cannot be known; it is never repeated automatically.",
 } as const satisfies Record<LoopReason, string> & Record<string, string>;
 

@@ -78,6 +78,7 @@ describe("CRDs", () => {
       ["Project", ["mdsproject"], ["mds"], { status: {} }],
       ["Database", ["mdsdb"], ["mds"], { status: {} }],
       ["DatabaseRestore", ["mdsrestore"], ["mds"], { status: {} }],
+      ["Connection", ["mdsconn"], ["mds"], { status: {} }],
     ]);
   });
 });

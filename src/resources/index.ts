@@ -1,4 +1,5 @@
 import type { KindRegistration } from "../operator/kind.ts";
+import { connectionResource } from "./connection/index.ts";
 import { databaseRestoreResource } from "./database-restore/index.ts";
 import { databaseResource } from "./database/index.ts";
 import type { KindSettings, ResourceKind } from "./kind.ts";
@@ -10,6 +11,7 @@ export const resourceKinds: ResourceKind[] = [
   projectResource,
   databaseResource,
   databaseRestoreResource,
+  connectionResource,
 ];
 
 export function operatorKinds(settings: KindSettings = {}): KindRegistration[] {

@@ -2,3 +2,4 @@
 export { ProjectType } from "./project/schema.ts";
 export { DatabaseType } from "./database/schema.ts";
 export { DatabaseRestoreType } from "./database-restore/schema.ts";
+export { ConnectionType } from "./connection/schema.ts";

@@ -47,7 +47,7 @@ const conditions = (ready: ConditionInput, synced: ConditionInput = { status: "T
 ];
 
 // Reasons after which nothing changes without a person; everything else is worth waiting for.
-const degradedReasons: Reason[] = ["RemoteFailure", "RemoteNotFound", "InvalidSpec", "CredentialsInvalid", "Conflict"];
+const degradedReasons: Reason[] = ["RemoteFailure", "RemoteNotFound", "InvalidSpec", "CredentialsInvalid", "Conflict", "ReferenceNotAllowed"];
 
 beforeAll(() => {
   requireLua();
@@ -147,6 +147,7 @@ describe("Database and Project health (Argo CD, Lua 5.1)", () => {
 
   it("uses one script for Project and Database, so they cannot drift", async () => {
     expect(await readFile(scriptOf("Project"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
+    expect(await readFile(scriptOf("Connection"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
     const obj = project({ conditions: conditions({ status: "True", reason: "Available", message: "ok" }) });
     expect(health(obj, "Project")).toEqual({ status: "Healthy", message: "ok" });
   });

@@ -169,7 +169,8 @@ const operatorRules: PolicyRule[] = [
   { apiGroups: ["mds.dev"], resources: ["projects"], verbs: ["list", "watch", "patch"] },
   { apiGroups: ["mds.dev"], resources: ["databases"], verbs: ["get", "list", "watch", "patch"] },
   { apiGroups: ["mds.dev"], resources: ["databaserestores"], verbs: ["get", "list", "watch"] },
-  { apiGroups: ["mds.dev"], resources: ["projects/status", "databases/status", "databaserestores/status"], verbs: ["patch"] },
+  { apiGroups: ["mds.dev"], resources: ["connections"], verbs: ["list", "watch", "patch"] },
+  { apiGroups: ["mds.dev"], resources: ["projects/status", "databases/status", "databaserestores/status", "connections/status"], verbs: ["patch"] },
   { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
   { apiGroups: [""], resources: ["events"], verbs: ["create"] },
 ];

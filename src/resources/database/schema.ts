@@ -82,6 +82,19 @@ export const DatabaseSpec = z
       .describe("Create this database as the project's default. Applied at creation only: the public API cannot change it afterwards, so a later edit is not sent."),
     source: DatabaseSource.optional(),
     connectionSecret: ConnectionSecret.optional(),
+    connectionPolicy: z
+      .object({
+        allowedNamespaces: z
+          .array(z.string().max(63).regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$/).describe('A namespace name, or "*" for any.'))
+          .max(64)
+          .optional()
+          .describe('Namespaces whose Connection resources may reference this database ("*": any). Its own always may.'),
+      })
+      .optional()
+      .describe(
+        "Which other namespaces may hold Connection resources of this database, in the spirit of Gateway API's " +
+          "ReferenceGrant: the database's owner grants it. A Connection elsewhere is refused and nothing is minted.",
+      ),
     credentials: Credentials.optional(),
     deletionPolicy: DeletionPolicy,
     externalId: z

@@ -7,17 +7,18 @@ import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, ste
 
 describe("crash points", () => {
   it("gives every operator crash point a chaos step", () => {
-    const byStep = Object.fromEntries(["create", "update", "secret", "restore", "delete"].map((s) => [s, crashPointsForStep(s as never)]));
+    const byStep = Object.fromEntries(["create", "update", "secret", "rotate", "restore", "delete"].map((s) => [s, crashPointsForStep(s as never)]));
     expect(Object.values(byStep).flat().sort()).toEqual([...crashPoints].sort());
     expect(byStep["update"]).toEqual(["database:after-update"]);
     expect(byStep["restore"]).toEqual(["restore:before-post", "restore:after-post"]);
+    expect(byStep["rotate"]).toHaveLength(9); // three points for each of the three kinds that publish a Secret
     expect(() => stepOf("database:somewhere-new")).toThrow(/belongs to no chaos step/);
   });
 
   it("keeps one of after-create and after-secret of a kind: a crash at the first skips the second", () => {
     const create = crashPointsForStep("create");
-    expect(reachableTogether(create, () => 0.9)).toEqual(["project:after-create", "database:after-create"]);
-    expect(reachableTogether(create, () => 0.1)).toEqual(["project:after-secret", "database:after-secret"]);
+    expect(reachableTogether(create, () => 0.9)).toEqual(["project:after-create", "database:after-create", "connection:after-create"]);
+    expect(reachableTogether(create, () => 0.1)).toEqual(["project:after-secret", "database:after-secret", "connection:after-secret"]);
     expect(reachableTogether(["database:after-update"], () => 0.1)).toEqual(["database:after-update"]);
   });
 

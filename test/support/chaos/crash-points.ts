@@ -5,7 +5,7 @@ import { crashPoints } from "../../../src/operator/crash-points.ts";
 // only) makes the operator SIGKILL itself the count-th time it reaches one of the named points; it says which in its
 // log first, so a harness that armed several can tell which one was hit.
 
-export type ChaosStep = "create" | "update" | "secret" | "restore" | "delete";
+export type ChaosStep = "create" | "update" | "secret" | "rotate" | "restore" | "delete";
 
 /** The lifecycle step that passes each point, by its suffix (restore points belong to restores only). */
 export function stepOf(point: string): ChaosStep {
@@ -13,6 +13,7 @@ export function stepOf(point: string): ChaosStep {
   if (/:after-(create|secret)$/.test(point)) return "create";
   if (/:after-update$/.test(point)) return "update";
   if (/:(after-recover|before-revoke)$/.test(point)) return "secret";
+  if (/:(after-rotate-mint|after-rotate-secret|before-retire)$/.test(point)) return "rotate";
   if (/:(after-delete|before-finalizer-drop)$/.test(point)) return "delete";
   throw new Error(`crash point ${point} belongs to no chaos step: add it to stepOf`);
 }

@@ -7,7 +7,7 @@ import { isReady, type KubeObject, type KubeObjects } from "../kube-objects.ts";
 
 export const mdsApiVersion = "mds.dev/v1alpha1";
 
-export type InvariantName = "one-remote-per-resource" | "ready-secret-connects" | "restore-at-most-once" | "no-stuck-finalizer" | "no-secret-leak" | "converged";
+export type InvariantName = "one-remote-per-resource" | "ready-secret-connects" | "retired-revoked" | "restore-at-most-once" | "no-stuck-finalizer" | "no-secret-leak" | "converged";
 
 export interface Violation {
   invariant: InvariantName;
@@ -97,7 +97,7 @@ export async function checkInvariants(ctx: InvariantContext, expectations: Invar
   const violations: Violation[] = [];
   const resources: KubeObject[] = [];
   for (const ns of ctx.namespaces) {
-    for (const kind of ["Project", "Database", "DatabaseRestore"]) resources.push(...(await ctx.kube.list(mdsApiVersion, kind, ns)));
+    for (const kind of ["Project", "Database", "DatabaseRestore", "Connection"]) resources.push(...(await ctx.kube.list(mdsApiVersion, kind, ns)));
   }
 
   // 1. One remote object per resource by logicalId.
@@ -129,8 +129,8 @@ export async function checkInvariants(ctx: InvariantContext, expectations: Invar
     }
   }
 
-  // 2. Every Ready resource's Secret connects, with each URL it offers.
-  for (const obj of resources.filter((o) => (o.kind === "Project" || o.kind === "Database") && isReady(o))) {
+  // 2. Every Ready resource's Secret connects, with each URL it offers (so its credentials were never revoked).
+  for (const obj of resources.filter((o) => o.kind !== "DatabaseRestore" && isReady(o))) {
     const secretName = obj.status?.["secretName"];
     if (typeof secretName !== "string") {
       if (obj.kind === "Database") violations.push({ invariant: "ready-secret-connects", detail: `Database ${obj.metadata.namespace}/${obj.metadata.name} is Ready without status.secretName` });
@@ -150,6 +150,17 @@ export async function checkInvariants(ctx: InvariantContext, expectations: Invar
       const failure = await connects(url);
       if (failure !== undefined) violations.push({ invariant: "ready-secret-connects", detail: `Secret ${obj.metadata.namespace}/${secretName} ${key} does not connect (${failure})` });
     }
+  }
+
+  // 2b. A login replaced by a rotation is revoked once its grace period is over: at most one retired connection per
+  // Secret, and none past its grace (30 s of slack for the requeue), checked at the service.
+  for (const obj of resources.filter((o) => o.kind !== "DatabaseRestore")) {
+    const retiring = (obj.status?.["rotation"] as { retiring?: { id: string; revokeAt: string } } | undefined)?.retiring;
+    if (retiring === undefined || Date.now() - Date.parse(retiring.revokeAt) < 30_000) continue;
+    const dbId = obj.kind === "Project" ? (obj.status?.["defaultDatabase"] as { id?: string } | undefined)?.id : ((obj.status?.["databaseId"] ?? obj.status?.["id"]) as string | undefined);
+    const reply = await apiGet(ctx, `/v1/databases/${dbId ?? ""}`);
+    const alive = reply.status === 200 && ((reply.body as { data?: { connections?: { id: string }[] } }).data?.connections ?? []).some((c) => c.id === retiring.id);
+    if (alive) violations.push({ invariant: "retired-revoked", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: connection ${retiring.id} still works past its grace period (${retiring.revokeAt})` });
   }
 
   // 3. No restore ran twice: the service's job records, per target.

@@ -193,6 +193,8 @@ interface IterationState {
   database: string;
   databaseSecret: string;
   restore: string;
+  /** A Connection of the Database with its own Secret (rotated in the rotate step). */
+  connection: string;
   databaseId?: string | undefined;
   restoreKeysByTarget: Map<string, Set<string>>;
 }
@@ -236,7 +238,17 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
         metadata: { name: s.database, namespace: s.ns },
         spec: { projectRef: { name: s.project }, displayName: `db ${s.ns}`, deletionPolicy: "Delete", connectionSecret: { name: s.databaseSecret } },
       });
-      await waitFor("Project and Database Ready", timeoutMs, async () => isReady(await get("Project", s.project)) && isReady(await get("Database", s.database)));
+      await kube.apply({
+        apiVersion: mdsApiVersion,
+        kind: "Connection",
+        metadata: { name: s.connection, namespace: s.ns },
+        spec: { databaseRef: { name: s.database }, connectionSecret: { name: `${s.connection}-conn`, rotation: { gracePeriod: "2s" } } },
+      });
+      await waitFor(
+        "Project, Database and Connection Ready",
+        timeoutMs,
+        async () => isReady(await get("Project", s.project)) && isReady(await get("Database", s.database)) && isReady(await get("Connection", s.connection)),
+      );
       const db = await get("Database", s.database);
       s.databaseId = db?.status?.["id"] as string | undefined;
       return;
@@ -258,11 +270,35 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
       // Both kinds rebuild their Secret (and reach their own crash points on the way).
       await kube.remove("v1", "Secret", s.ns, s.databaseSecret);
       await kube.remove("v1", "Secret", s.ns, `${s.project}-conn`);
+      await kube.remove("v1", "Secret", s.ns, `${s.connection}-conn`);
       await waitFor("Secrets rebuilt with working credentials", timeoutMs, async () => {
-        for (const [kind, secretName] of [["Database", s.databaseSecret], ["Project", `${s.project}-conn`]] as const) {
+        for (const [kind, name, secretName] of publishers(s)) {
           const data = await kube.secretData(s.ns, secretName);
-          if (data?.["DATABASE_URL"] === undefined || !isReady(await get(kind, kind === "Database" ? s.database : s.project))) return false;
+          if (data?.["DATABASE_URL"] === undefined || !isReady(await get(kind, name))) return false;
           if (!(await withDatabase(data["DATABASE_URL"], async (c) => (await c.query("select 1")).rowCount === 1))) return false;
+        }
+        return true;
+      });
+      return;
+    }
+    case "rotate": {
+      // Each publisher rotates once on demand; the replaced login is revoked after its grace period (the
+      // Connection's is 2 s, the others' the 10 min default: theirs are still retiring when the step ends).
+      const trigger = `${s.ns}-${Date.now().toString(36)}`;
+      const before = new Map<string, string | undefined>();
+      for (const [kind, name, secretName] of publishers(s)) {
+        before.set(secretName, (await kube.get("v1", "Secret", s.ns, secretName))?.metadata.labels?.["mds.dev/connection-id"]);
+        await kube.mergePatch(mdsApiVersion, kind, s.ns, name, { metadata: { annotations: { "mds.dev/rotate": trigger } } });
+      }
+      await waitFor("Secrets rotated, the Connection's old login retired", timeoutMs, async () => {
+        for (const [kind, name, secretName] of publishers(s)) {
+          const obj = await get(kind, name);
+          const rotation = obj?.status?.["rotation"] as { trigger?: string; retiring?: unknown } | undefined;
+          const now = (await kube.get("v1", "Secret", s.ns, secretName))?.metadata.labels?.["mds.dev/connection-id"];
+          if (!isReady(obj) || rotation?.trigger !== trigger || now === undefined || now === before.get(secretName)) return false;
+          if (kind === "Connection" && rotation.retiring !== undefined) return false;
+          const data = await kube.secretData(s.ns, secretName);
+          if (!(await withDatabase(data?.["DATABASE_URL"] ?? "", async (c) => (await c.query("select 1")).rowCount === 1))) return false;
         }
         return true;
       });
@@ -323,6 +359,8 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
     }
     case "delete": {
       await kube.remove(mdsApiVersion, "DatabaseRestore", s.ns, s.restore);
+      await kube.remove(mdsApiVersion, "Connection", s.ns, s.connection);
+      await waitFor("Connection deleted", timeoutMs, async () => (await get("Connection", s.connection)) === undefined);
       await kube.remove(mdsApiVersion, "Database", s.ns, s.database);
       await kube.remove(mdsApiVersion, "Project", s.ns, s.project);
       await waitFor("resources deleted", timeoutMs, async () => (await get("Database", s.database)) === undefined && (await get("Project", s.project)) === undefined);
@@ -335,7 +373,16 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
   }
 }
 
-const steps: ChaosStep[] = ["create", "update", "secret", "restore", "delete"];
+const steps: ChaosStep[] = ["create", "update", "secret", "rotate", "restore", "delete"];
+
+/** The resources that publish a connection Secret: kind, name, Secret. */
+function publishers(s: IterationState): [string, string, string][] {
+  return [
+    ["Database", s.database, s.databaseSecret],
+    ["Project", s.project, `${s.project}-conn`],
+    ["Connection", s.connection, `${s.connection}-conn`],
+  ];
+}
 
 /** What the invariants are checked against for one namespace; its connection Secrets' values are planted too. */
 async function invariantContext(stack: ChaosStack, ns: string): Promise<InvariantContext> {
@@ -365,7 +412,7 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
     const started = Date.now();
     const ns = `chaos-${options.seed}-${i}`;
     await stack.kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
-    const s: IterationState = { ns, project: "proj", database: "db", databaseSecret: "db-conn", restore: "restore-1", restoreKeysByTarget: new Map() };
+    const s: IterationState = { ns, project: "proj", database: "db", databaseSecret: "db-conn", restore: "restore-1", connection: "app", restoreKeysByTarget: new Map() };
     const twoReplicas = random() < 0.3;
     const replicas = options.replicas === undefined || options.replicas === "random" ? (twoReplicas ? 2 : 1) : options.replicas;
     const supervisor = new Supervisor(stack, replicas);

@@ -1,4 +1,4 @@
--- Argo CD health of an mds.dev Project or Database (the two files are identical; test/deploy checks it).
+-- Argo CD health of an mds.dev Project, Database or Connection (the files are identical; test/deploy checks it).
 -- Healthy:     Ready is True for the current generation (the operator has seen the latest spec).
 -- Degraded:    a terminal problem that needs a person: the service reports the database failed, the remote
 --              object is gone, the spec is invalid, the service refuses the token or the request conflicts.
@@ -13,6 +13,7 @@ local terminal = {
   InvalidSpec = true,
   CredentialsInvalid = true,
   Conflict = true,
+  ReferenceNotAllowed = true,
 }
 
 local function findCondition(conditions, conditionType)

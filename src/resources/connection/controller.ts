@@ -1,0 +1,85 @@
+import type { KubeObject } from "../../kube/types.ts";
+import { TerminalError, WaitingError } from "../../operator/errors.ts";
+import { remoteIdOf } from "../../operator/identity.ts";
+import { credentialsRefOf, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
+import type { ExternalClient, ManagedKind } from "../../operator/managed-reconciler.ts";
+import { ConnectionType } from "./schema.ts";
+import { createConnectionExternal, type ConnectionObject } from "./external.ts";
+import { Connection } from "./schema.ts";
+
+// The Connection kind: one connection of a Database, in the Database's namespace or in one the Database allows
+// (spec.connectionPolicy.allowedNamespaces). With a databaseRef it acts with the Database's own credentials: the
+// Database's owner grants the namespace, and the token stays theirs.
+
+type DatabaseSpec = { credentials?: { secretRef: { name: string; key?: string } }; connectionPolicy?: { allowedNamespaces?: string[] } };
+
+export function allows(db: KubeObject, namespace: string): boolean {
+  if (db.metadata.namespace === namespace) return true;
+  const allowed = (db["spec"] as DatabaseSpec | undefined)?.connectionPolicy?.allowedNamespaces ?? [];
+  return allowed.includes(namespace) || allowed.includes("*");
+}
+
+const nothingToDo: ExternalClient<ConnectionObject> = {
+  observe: async () => ({ exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, upToDate: true, fastPoll: false }),
+  create: async () => Promise.reject(new Error("unreachable")),
+  update: async () => {},
+  delete: async () => ({ done: true }),
+};
+
+export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">): ManagedKind<ConnectionObject> {
+  return {
+    kind: "Connection",
+    type: ConnectionType,
+    parse: (raw) => parseOrTerminal(Connection, "Connection", raw) as ConnectionObject,
+    secretDatabaseIds: (obj) => [obj.status?.databaseId ?? obj.spec.databaseId].filter((id): id is string => id !== undefined),
+    async connect(obj) {
+      const ns = obj.metadata.namespace ?? "default";
+      const deleting = obj.metadata.deletionTimestamp !== undefined;
+      let databaseId = obj.spec.databaseId;
+      let credentials = credentialsRefOf(obj, ctx.defaultCredentials);
+      const ref = obj.spec.databaseRef;
+      if (ref !== undefined) {
+        const dbNs = ref.namespace ?? ns;
+        const db = ctx.cache("Database").get(dbNs, ref.name);
+        if (db !== undefined && !allows(db, ns)) {
+          // Refused before any call: nothing is minted. A change of the Database wakes this resource again.
+          if (deleting && obj.status?.connection === undefined) return nothingToDo;
+          throw new TerminalError("ReferenceNotAllowed", `database "${dbNs}/${ref.name}" does not allow Connections from namespace "${ns}": add "${ns}" to its spec.connectionPolicy.allowedNamespaces`);
+        }
+        databaseId = remoteIdOf(db) ?? obj.status?.databaseId;
+        if (db !== undefined) credentials = credentialsRefOf({ metadata: { namespace: dbNs }, spec: (db["spec"] ?? {}) as DatabaseSpec }, ctx.defaultCredentials);
+        if (databaseId === undefined) {
+          // Never got a database id, so never minted anything: a deletion has nothing to revoke.
+          if (deleting) return nothingToDo;
+          throw new WaitingError("DatabaseNotReady", db === undefined ? `database "${dbNs}/${ref.name}" not found` : `database "${dbNs}/${ref.name}" has no remote id yet`);
+        }
+      }
+      if (databaseId === undefined) throw new TerminalError("InvalidSpec", "set exactly one of databaseRef.name or databaseId");
+      const api = await ctx.pool.resolve(credentials);
+      if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
+      return createConnectionExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, databaseId });
+    },
+  };
+}
+
+export const connectionRegistration = managedKind(
+  {
+    kind: "Connection",
+    type: ConnectionType,
+    // A Database that gets its id, changes its policy or its credentials wakes its Connections, in any namespace.
+    wakeOn: [
+      {
+        kind: "Database",
+        keys: (db, connections) =>
+          connections
+            .list()
+            .filter((c) => {
+              const ref = (c["spec"] as { databaseRef?: { name: string; namespace?: string } } | undefined)?.databaseRef;
+              return ref?.name === db.metadata.name && (ref.namespace ?? c.metadata.namespace) === db.metadata.namespace;
+            })
+            .map((c) => `${c.metadata.namespace ?? ""}/${c.metadata.name}`),
+      },
+    ],
+  },
+  connectionKind,
+);

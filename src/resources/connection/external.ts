@@ -1,0 +1,78 @@
+import { isApiNotFound, type MdsApi } from "../../operator/api.ts";
+import { WaitingError } from "../../operator/errors.ts";
+import { connectionNameOf, idempotencyKeyOf, remoteIdOf } from "../../operator/identity.ts";
+import type { Creation, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
+import { connectionOwner, mintNamed } from "../../operator/recover-credentials.ts";
+import type { RemoteMirror } from "../../operator/remote-mirror.ts";
+import { readinessWithSecret, secretTargetOf } from "../remote-database.ts";
+import type { Connection } from "./schema.ts";
+
+// The Connection kind's external client. Its remote object is a connection of an existing database: created by a
+// mint under a name of its own (a mint whose answer was lost is found by that name and revoked), rotated and
+// recovered like any connection Secret's, revoked on deletion. A database that is gone takes its connections with it.
+
+export type ConnectionObject = Connection & { apiVersion: string; kind: string; metadata: Connection["metadata"] & { name: string } };
+
+export interface ConnectionExternalDeps {
+  api: MdsApi;
+  mirror: RemoteMirror;
+  instanceId: string;
+  databaseId: string;
+}
+
+export function createConnectionExternal(deps: ConnectionExternalDeps): ExternalClient<ConnectionObject> {
+  const { api, mirror, instanceId, databaseId } = deps;
+  const nameFor = (obj: ConnectionObject) => connectionNameOf(instanceId, "Connection", obj.metadata.namespace ?? "default", obj.metadata.name);
+  const revoke = (id: string) => api.deleteConnection(id).catch((err: unknown) => (isApiNotFound(err) ? undefined : Promise.reject(err)));
+
+  return {
+    async observe(obj): Promise<Observation> {
+      const db = await mirror.getDatabase(databaseId);
+      const minted = remoteIdOf(obj) !== undefined;
+      if (db === undefined || !minted) {
+        return { exists: false, status: {}, ready: { ok: false, reason: db === undefined ? "RemoteNotFound" : "Creating", message: "" }, upToDate: true, fastPoll: db !== undefined };
+      }
+      const current = obj.status?.connection?.id;
+      const secret = secretTargetOf(obj, db, current);
+      return {
+        exists: true,
+        status: { id: current ?? remoteIdOf(obj), databaseId: db.id },
+        ready: readinessWithSecret(db, secret),
+        upToDate: true,
+        fastPoll: db.status === "provisioning" || db.status === "recovering",
+        secret,
+      };
+    },
+
+    async create(obj): Promise<Creation> {
+      if ((await mirror.getDatabase(databaseId)) === undefined) throw new WaitingError("DatabaseNotReady", `database "${databaseId}" not found at the service`);
+      const name = nameFor(obj);
+      const { credentials, leaked } = await mintNamed({ api, mirror, databaseId, name, idempotencyKey: idempotencyKeyOf("connection", databaseId, name), keep: [] });
+      for (const id of leaked) await revoke(id);
+      const db = await mirror.getDatabase(databaseId);
+      const secret = db === undefined ? undefined : secretTargetOf(obj, db, credentials.connectionId);
+      return { id: credentials.connectionId, adopted: false, status: { databaseId }, ...(secret === undefined ? {} : { credentials, secret }) };
+    },
+
+    async update() {},
+
+    /** Revokes what this resource holds: the current connection, one retiring, and any minted under its name. */
+    async delete(obj) {
+      const db = await mirror.getDatabase(databaseId);
+      if (db === undefined) return { done: true };
+      const ours = new Set([obj.status?.connection?.id, obj.status?.rotation?.retiring?.id, remoteIdOf(obj)].filter((id): id is string => id !== undefined));
+      for (const c of db.connections) if (c.name === nameFor(obj)) ours.add(c.id);
+      for (const id of ours) if (db.connections.some((c) => c.id === id)) await revoke(id);
+      mirror.forgetDatabase(databaseId);
+      return { done: true };
+    },
+
+    connections: connectionOwner<ConnectionObject>({
+      api,
+      mirror,
+      connectionName: nameFor,
+      // A connection's creation answer is not replayed: lost credentials are replaced by a new mint.
+      plan: async () => ({ replay: undefined, originalConnectionId: undefined }),
+    }),
+  };
+}
