@@ -174,6 +174,25 @@ describe("Deny", () => {
     expect((await patch("")).status).toBe(200);
   });
 
+  it("judges /scale writes with autoscaling/v1 Scale objects", async () => {
+    const deployment = { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "web" }, spec: { replicas: 1, selector: { matchLabels: { app: "web" } }, template: { metadata: { labels: { app: "web" } }, spec: { containers: [{ name: "web", image: "nginx" }] } } } };
+    expect((await call("POST", "/apis/apps/v1/namespaces/vap-b/deployments", deployment)).status).toBe(201);
+    await install("max-scale", { matchConstraints: { resourceRules: [{ apiGroups: ["apps"], apiVersions: ["v1"], operations: ["UPDATE"], resources: ["deployments/scale"] }] }, validations: [{ expression: "object.kind == 'Scale' && object.spec.replicas <= 3", message: "at most 3 replicas" }] });
+    const r = await h.kubectl(["-n", "vap-b", "scale", "deployment", "web", "--replicas=5"]);
+    expect(r.stderr).toContain(`The deployments "web" is invalid: : ValidatingAdmissionPolicy 'max-scale' with binding 'max-scale' denied request: at most 3 replicas`);
+    await h.ok(["-n", "vap-b", "scale", "deployment", "web", "--replicas=3"]);
+  });
+
+  it("matches an equivalent version with matchPolicy Equivalent (converted), and not with Exact", async () => {
+    const event = (name: string) => ({ metadata: { name }, involvedObject: { kind: "ConfigMap", name: "x", namespace: "vap-b" }, reason: "Test", message: "bad", type: "Normal" });
+    const spec = (matchPolicy: string) => ({ matchConstraints: { matchPolicy, resourceRules: [{ apiGroups: ["events.k8s.io"], apiVersions: ["v1"], operations: ["CREATE"], resources: ["events"] }] }, validations: [{ expression: "object.note != 'bad'", messageExpression: "'note is bad, seen as ' + request.kind.group + ' for a request to ' + request.requestKind.version" }] });
+    await install("exact", spec("Exact"));
+    expect((await call("POST", "/api/v1/namespaces/vap-b/events", event("e1"))).status).toBe(201);
+    await install("equivalent", spec("Equivalent"));
+    const r = await call("POST", "/api/v1/namespaces/vap-b/events", event("e2"));
+    expect(r.json["message"]).toMatch(/'equivalent' with binding 'equivalent' denied request: note is bad, seen as events\.k8s\.io for a request to v1$/);
+  });
+
   it("honours namespaceSelector, objectSelector, excludeResourceRules and resourceNames", async () => {
     await install("selectors", {
       matchConstraints: { ...rules(["configmaps"], ["CREATE"]), namespaceSelector: { matchLabels: { tier: "prod" } }, objectSelector: { matchExpressions: [{ key: "guarded", operator: "Exists" }] } },
