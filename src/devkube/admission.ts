@@ -62,6 +62,10 @@ export class PolicyAdmission {
     this.convert = convert;
   }
 
+  hasPolicies(): boolean {
+    return this.store.sorted(POLICY_KEY, undefined).length > 0;
+  }
+
   /** Warnings to return with the answer; throws AdmissionDenied when a Deny binding's validation fails. */
   admit(req: AdmissionRequest): string[] {
     // as upstream, admission configuration objects themselves are never subject to policies

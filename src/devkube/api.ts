@@ -44,10 +44,13 @@ export class Api {
     this.admission = new PolicyAdmission(store, registry, (from, to, obj) => this.render(to, this.toStorage(from, clone(obj))));
   }
 
-  /** ValidatingAdmissionPolicies for a request made by a user: warnings, or an AdmissionDenied thrown. */
-  private admit(req: Omit<AdmissionRequest, "user" | "dryRun">, opts: { user?: UserInfo; dryRun: boolean }): string[] {
-    if (!opts.user) return [];
-    return this.admission.admit({ ...req, user: opts.user, dryRun: opts.dryRun });
+  /**
+   * ValidatingAdmissionPolicies for a request made by a user: warnings, or an AdmissionDenied thrown. The request is
+   * built only when a policy exists (rendering the old object of a delete is not free).
+   */
+  private admit(opts: { user?: UserInfo; dryRun: boolean }, build: () => Omit<AdmissionRequest, "user" | "dryRun">): string[] {
+    if (!opts.user || !this.admission.hasPolicies()) return [];
+    return this.admission.admit({ ...build(), user: opts.user, dryRun: opts.dryRun });
   }
 
   /** Stored form → the form served at rt's group/version (conversion, defaulting on read). */
@@ -321,7 +324,7 @@ export class Api {
     }
     cursor[path[path.length - 1] as string] = replicas;
     // admitted as what it is: an UPDATE of the scale subresource, with autoscaling/v1 Scale objects
-    const warnings = this.admit({ operation: "UPDATE", rt, subresource: "scale", namespace: this.namespaceOf(rt, ns), name, object: { ...current, spec: { replicas } }, oldObject: current, options: { kind: "UpdateOptions", apiVersion: "meta.k8s.io/v1" } }, opts);
+    const warnings = this.admit(opts, () => ({ operation: "UPDATE", rt, subresource: "scale", namespace: this.namespaceOf(rt, ns), name, object: { ...current, spec: { replicas } }, oldObject: current, options: { kind: "UpdateOptions", apiVersion: "meta.k8s.io/v1" } }));
     const result = this.commit(rt, stored, obj, opts, { subresource: undefined, managed: "update", admitted: true });
     return { ...result, body: this.scaleOf(rt, result.body), warnings: [...warnings, ...result.warnings] };
   }
@@ -424,9 +427,11 @@ export class Api {
 
     // validating admission: after defaulting and validation, before the store (and for no-op writes and dry runs too)
     if (!how.admitted) {
-      const operation = old ? "UPDATE" : "CREATE";
-      const options: Obj = { kind: `${operation === "CREATE" ? "Create" : "Update"}Options`, apiVersion: "meta.k8s.io/v1", ...(opts.dryRun ? { dryRun: ["All"] } : {}), ...(opts.fieldManager ? { fieldManager: opts.fieldManager } : {}) };
-      warnings.push(...this.admit({ operation, rt, subresource: how.subresource, namespace: rt.namespaced ? String(metaOf(result)["namespace"] ?? "") : "", name, object: result, oldObject: old, options }, opts));
+      warnings.push(...this.admit(opts, () => {
+        const operation = old ? "UPDATE" : "CREATE";
+        const options: Obj = { kind: `${old ? "Update" : "Create"}Options`, apiVersion: "meta.k8s.io/v1", ...(opts.dryRun ? { dryRun: ["All"] } : {}), ...(opts.fieldManager ? { fieldManager: opts.fieldManager } : {}) };
+        return { operation, rt, subresource: how.subresource, namespace: rt.namespaced ? String(metaOf(result)["namespace"] ?? "") : "", name, object: result, oldObject: old, options };
+      }));
     }
 
     const storedNext = this.toStorage(rt, result);
@@ -484,7 +489,7 @@ export class Api {
     if (policy === undefined && opts.orphanDependents !== undefined) policy = opts.orphanDependents ? "Orphan" : "Background";
     // validating admission of DELETE: oldObject is the object as it is, object is null (every delete, dry runs too)
     const options: Obj = { kind: "DeleteOptions", apiVersion: "meta.k8s.io/v1", ...(policy ? { propagationPolicy: policy } : {}), ...(opts.dryRun ? { dryRun: ["All"] } : {}) };
-    const warnings = this.admit({ operation: "DELETE", rt, subresource: undefined, namespace, name, object: undefined, oldObject: this.render(rt, stored), options }, opts);
+    const warnings = this.admit(opts, () => ({ operation: "DELETE", rt, subresource: undefined, namespace, name, object: undefined, oldObject: this.render(rt, stored), options }));
 
     if (rt.storageKey === "/namespaces") {
       if (meta["deletionTimestamp"]) return { code: 200, body: this.render(rt, stored), warnings };

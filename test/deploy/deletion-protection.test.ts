@@ -12,6 +12,8 @@ import { kubectl, type KubectlResult } from "./kubectl.ts";
 
 let devkube: Devkube;
 let dir: string;
+/** The CRDs and the policy objects of `kubectl kustomize deploy`, as applied. */
+let installed: string;
 const k = (args: string[], input?: string): Promise<KubectlResult> => kubectl(args, { kubeconfig: devkube.kubeconfigPath, ...(input === undefined ? {} : { input }) });
 const ok = async (args: string[], input?: string): Promise<string> => {
   const r = await k(args, input);
@@ -33,7 +35,8 @@ beforeAll(async () => {
   const objects = parseAllDocuments(rendered.stdout).map((d) => d.toJS() as { kind: string });
   const wanted = objects.filter((o) => ["CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"].includes(o.kind));
   expect(wanted.map((o) => o.kind).sort()).toEqual(["CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
-  await ok(["apply", "-f", "-"], wanted.map((o) => stringify(o)).join("---\n"));
+  installed = wanted.map((o) => stringify(o)).join("---\n");
+  await ok(["apply", "-f", "-"], installed);
   await ok(["wait", "--for=condition=Established", "crd/databases.mds.dev", "crd/projects.mds.dev"]);
   await ok(["create", "namespace", "shop"]);
 });
@@ -80,6 +83,13 @@ describe("spec.deletionProtection with deploy/'s ValidatingAdmissionPolicy", () 
     await ok(["-n", "shop", "patch", "database", "kept", "--type=merge", "-p", '{"spec":{"deletionProtection":false}}']);
     await ok(["delete", "-f", "-"], [project("keep"), database("kept")].map((o) => stringify(o)).join("---\n"));
     expect(await ok(["-n", "shop", "get", "mds", "-o", "name"])).toBe("");
+  });
+
+  it("re-applies unchanged (no server default the manifests leave out flips `kubectl apply` to configured)", async () => {
+    const r = await k(["apply", "-f", "-"], installed);
+    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(r.stdout).toContain("validatingadmissionpolicy.admissionregistration.k8s.io/mds-deletion-protection unchanged\n");
+    expect(r.stdout).toContain("validatingadmissionpolicybinding.admissionregistration.k8s.io/mds-deletion-protection unchanged\n");
   });
 
   it("keeps the namespace of a protected Database Terminating until protection is turned off", async () => {

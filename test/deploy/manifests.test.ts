@@ -218,7 +218,7 @@ describe("deletion protection", () => {
   it.each(Object.keys(installs) as Install[])("%s: a ValidatingAdmissionPolicy denies DELETE of Projects and Databases whose old object has spec.deletionProtection true", (install) => {
     const policy = find(install, "ValidatingAdmissionPolicy", "mds-deletion-protection") as unknown as Policy;
     expect(policy.spec.failurePolicy).toBe("Fail");
-    expect(policy.spec.matchConstraints.resourceRules).toEqual([{ apiGroups: ["mds.dev"], apiVersions: ["*"], operations: ["DELETE"], resources: ["projects", "databases"] }]);
+    expect(policy.spec.matchConstraints.resourceRules).toEqual([{ apiGroups: ["mds.dev"], apiVersions: ["*"], operations: ["DELETE"], resources: ["projects", "databases"], scope: "Namespaced" }]);
     expect(policy.spec.validations).toHaveLength(1);
     const [validation] = policy.spec.validations;
     expect(validation?.expression).toContain("oldObject.spec.deletionProtection");
