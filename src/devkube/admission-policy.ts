@@ -172,10 +172,9 @@ const BINDING_TABLE: BuiltinTable = {
   cells: (o, now) => [metaOf(o)["name"], specOf(o)["policyName"] ?? "", "<unset>", age(o, now)],
 };
 
-/** Upstream list types: matchConditions and variables are maps keyed by name, validationActions a set. */
+/** Upstream list types: matchConditions is a map keyed by name, validationActions a set, the others atomic (variables too: their order matters). */
 const LIST_TYPES: Record<string, { type: "map"; keys: string[] } | { type: "set" }> = {
   "spec.matchConditions": { type: "map", keys: ["name"] },
-  "spec.variables": { type: "map", keys: ["name"] },
   "spec.validationActions": { type: "set" },
 };
 const listTypes: ListTypes = (path) => LIST_TYPES[path.join(".")];
