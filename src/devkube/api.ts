@@ -4,6 +4,7 @@
 
 import { randomBytes, randomUUID } from "node:crypto";
 import { parse as parseYaml } from "yaml";
+import { AdmissionDenied, PolicyAdmission, type AdmissionRequest } from "./admission.ts";
 import { crdResourceTypes, crdStatus, CRD_FINALIZER, defaultCrd, validateCrd } from "./crd.ts";
 import { ApiError, badRequest, conflict, forbidden, internal, invalid, notFound, qualified, unsupportedMediaType } from "./errors.ts";
 import { recordUpdate, serverSideApply, type ListTypes } from "./managed-fields.ts";
@@ -11,6 +12,7 @@ import { decodeObject, pruneUnknown, validateMeta } from "./object-checks.ts";
 import { applyJsonPatch, applyMergePatch, applyStrategicMergePatch, PatchError } from "./patch/index.ts";
 import { errorBody } from "./schema/index.ts";
 import { evaluateJsonPath } from "./jsonpath.ts";
+import type { UserInfo } from "./rbac.ts";
 import type { Registry } from "./registry.ts";
 import { apiVersionOf, type ResourceType } from "./resource-type.ts";
 import type { Selector } from "./selectors.ts";
@@ -20,9 +22,10 @@ import { clone, isObj, jsonEqual, metaOf, str, timeNow, type Obj } from "./types
 // Object semantics shared by every resource: what a kube-apiserver registry + etcd store do.
 
 export type FieldValidation = "Strict" | "Warn" | "Ignore";
-export interface WriteOptions { dryRun: boolean; fieldManager: string | undefined; userAgent: string; fieldValidation: FieldValidation }
+/** `user`: who asks; ValidatingAdmissionPolicies are evaluated for requests that name one (not for devkube's own writes). */
+export interface WriteOptions { dryRun: boolean; fieldManager: string | undefined; userAgent: string; fieldValidation: FieldValidation; user?: UserInfo }
 export interface WriteResult { code: number; body: Obj; warnings: string[] }
-export interface DeleteOptions { propagationPolicy?: string; orphanDependents?: boolean; preconditions?: { uid?: string; resourceVersion?: string }; dryRun: boolean }
+export interface DeleteOptions { propagationPolicy?: string; orphanDependents?: boolean; preconditions?: { uid?: string; resourceVersion?: string }; dryRun: boolean; user?: UserInfo }
 export interface ListOptions { label?: Selector; field?: Selector; limit?: number; continueToken?: string }
 export interface ListResult { items: Obj[]; resourceVersion: string; continueToken?: string; remaining?: number }
 
@@ -32,11 +35,22 @@ export class Api {
   private readonly store: Store;
   private readonly registry: Registry;
   private readonly changed: () => void;
+  private readonly admission: PolicyAdmission;
 
   constructor(store: Store, registry: Registry, changed: () => void) {
     this.store = store;
     this.registry = registry;
     this.changed = changed;
+    this.admission = new PolicyAdmission(store, registry, (from, to, obj) => this.render(to, this.toStorage(from, clone(obj))));
+  }
+
+  /**
+   * ValidatingAdmissionPolicies for a request made by a user: warnings, or an AdmissionDenied thrown. The request is
+   * built only when a policy exists (rendering the old object of a delete is not free).
+   */
+  private admit(opts: { user?: UserInfo; dryRun: boolean }, build: () => Omit<AdmissionRequest, "user" | "dryRun">): string[] {
+    if (!opts.user || !this.admission.hasPolicies()) return [];
+    return this.admission.admit({ ...build(), user: opts.user, dryRun: opts.dryRun });
   }
 
   /** Stored form → the form served at rt's group/version (conversion, defaulting on read). */
@@ -309,8 +323,10 @@ export class Api {
       cursor = cursor[key] as Obj;
     }
     cursor[path[path.length - 1] as string] = replicas;
-    const result = this.commit(rt, stored, obj, opts, { subresource: undefined, managed: "update" });
-    return { ...result, body: this.scaleOf(rt, result.body) };
+    // admitted as what it is: an UPDATE of the scale subresource, with autoscaling/v1 Scale objects
+    const warnings = this.admit(opts, () => ({ operation: "UPDATE", rt, subresource: "scale", namespace: this.namespaceOf(rt, ns), name, object: { ...current, spec: { replicas } }, oldObject: current, options: { kind: "UpdateOptions", apiVersion: "meta.k8s.io/v1" } }));
+    const result = this.commit(rt, stored, obj, opts, { subresource: undefined, managed: "update", admitted: true });
+    return { ...result, body: this.scaleOf(rt, result.body), warnings: [...warnings, ...result.warnings] };
   }
 
   // ---------------------------------------------------------------- the write path
@@ -320,7 +336,7 @@ export class Api {
    * defaulting and validation, generation, finalizer rules, managedFields, no-op detection,
    * finalizer-driven removal, and the store write.
    */
-  private commit(rt: ResourceType, stored: Obj | undefined, next: Obj, opts: WriteOptions, how: { subresource: string | undefined; managed: "update" | "keep" }): WriteResult {
+  private commit(rt: ResourceType, stored: Obj | undefined, next: Obj, opts: WriteOptions, how: { subresource: string | undefined; managed: "update" | "keep"; admitted?: boolean }): WriteResult {
     const warnings: string[] = [];
     const old = stored ? this.render(rt, stored) : undefined;
     const meta = metaOf(next);
@@ -409,6 +425,15 @@ export class Api {
       result = this.patchLib(() => recordUpdate(args));
     }
 
+    // validating admission: after defaulting and validation, before the store (and for no-op writes and dry runs too)
+    if (!how.admitted) {
+      warnings.push(...this.admit(opts, () => {
+        const operation = old ? "UPDATE" : "CREATE";
+        const options: Obj = { kind: `${old ? "Update" : "Create"}Options`, apiVersion: "meta.k8s.io/v1", ...(opts.dryRun ? { dryRun: ["All"] } : {}), ...(opts.fieldManager ? { fieldManager: opts.fieldManager } : {}) };
+        return { operation, rt, subresource: how.subresource, namespace: rt.namespaced ? String(metaOf(result)["namespace"] ?? "") : "", name, object: result, oldObject: old, options };
+      }));
+    }
+
     const storedNext = this.toStorage(rt, result);
     metaOf(storedNext)["resourceVersion"] = stored ? metaOf(stored)["resourceVersion"] : undefined;
     // no-op: identical to what is stored, or to the stored object as read at this version
@@ -462,17 +487,20 @@ export class Api {
       throw invalid("DeleteOptions", "meta.k8s.io", "", [{ type: "FieldValueNotSupported", field: "propagationPolicy", message: `Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan", "nil"` }]);
     }
     if (policy === undefined && opts.orphanDependents !== undefined) policy = opts.orphanDependents ? "Orphan" : "Background";
+    // validating admission of DELETE: oldObject is the object as it is, object is null (every delete, dry runs too)
+    const options: Obj = { kind: "DeleteOptions", apiVersion: "meta.k8s.io/v1", ...(policy ? { propagationPolicy: policy } : {}), ...(opts.dryRun ? { dryRun: ["All"] } : {}) };
+    const warnings = this.admit(opts, () => ({ operation: "DELETE", rt, subresource: undefined, namespace, name, object: undefined, oldObject: this.render(rt, stored), options }));
 
     if (rt.storageKey === "/namespaces") {
-      if (meta["deletionTimestamp"]) return { code: 200, body: this.render(rt, stored), warnings: [] };
+      if (meta["deletionTimestamp"]) return { code: 200, body: this.render(rt, stored), warnings };
       if (["default", "kube-system", "kube-public"].includes(name)) throw forbidden(rt, name, "this namespace may not be deleted");
       const next = clone(stored);
       metaOf(next)["deletionTimestamp"] = timeNow();
       next["status"] = { phase: "Terminating" };
-      if (opts.dryRun) return { code: 200, body: this.render(rt, next), warnings: [] };
+      if (opts.dryRun) return { code: 200, body: this.render(rt, next), warnings };
       const written = this.store.write(rt.storageKey, next);
       this.changed();
-      return { code: 200, body: this.render(rt, written), warnings: [] };
+      return { code: 200, body: this.render(rt, written), warnings };
     }
 
     const finalizers = finalizersOf(stored);
@@ -485,7 +513,7 @@ export class Api {
     }
     if (wanted.length > 0) {
       if (meta["deletionTimestamp"] && jsonEqual(wanted, finalizers)) {
-        return { code: 200, body: this.render(rt, stored), warnings: [] };
+        return { code: 200, body: this.render(rt, stored), warnings };
       }
       const next = clone(stored);
       const nmeta = metaOf(next);
@@ -496,15 +524,15 @@ export class Api {
         if (nmeta["generation"] !== undefined) nmeta["generation"] = Number(nmeta["generation"]) + 1;
       }
       if (rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions") next["status"] = crdStatus(next, stored);
-      if (opts.dryRun) return { code: 200, body: this.render(rt, next), warnings: [] };
+      if (opts.dryRun) return { code: 200, body: this.render(rt, next), warnings };
       const written = this.store.write(rt.storageKey, next);
       this.afterWrite(rt, written, false);
-      return { code: 200, body: this.render(rt, written), warnings: [] };
+      return { code: 200, body: this.render(rt, written), warnings };
     }
-    if (opts.dryRun) return { code: 200, body: this.deletedBody(rt, stored), warnings: [] };
+    if (opts.dryRun) return { code: 200, body: this.deletedBody(rt, stored), warnings };
     const removed = this.store.remove(rt.storageKey, namespace, name) as Obj;
     this.afterWrite(rt, removed, true);
-    return { code: 200, body: this.deletedBody(rt, removed), warnings: [] };
+    return { code: 200, body: this.deletedBody(rt, removed), warnings };
   }
 
   private deletedBody(rt: ResourceType, obj: Obj): Obj {
@@ -517,13 +545,19 @@ export class Api {
     return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", details };
   }
 
-  /** Deletion started by a controller (GC, namespace cleanup): background, no preconditions. */
-  deleteInternal(rt: ResourceType, ns: string, name: string, policy = "Background"): void {
+  /**
+   * Deletion started by a controller: background, no preconditions. With `user` (the namespace controller, the
+   * garbage collector: they call the API) policies apply and a denial leaves the object; without (CRD cleanup,
+   * which deletes from storage) they do not. Returns whether the object is gone or going.
+   */
+  deleteInternal(rt: ResourceType, ns: string, name: string, policy = "Background", user?: UserInfo): boolean {
     try {
-      this.delete(rt, ns, name, { propagationPolicy: policy, dryRun: false });
+      this.delete(rt, ns, name, { propagationPolicy: policy, dryRun: false, ...(user ? { user } : {}) });
     } catch (err) {
+      if (err instanceof AdmissionDenied) return false;
       if (!(err instanceof ApiError && err.code === 404)) throw err;
     }
+    return true;
   }
 
   /** Writes a stored object as a controller would (finalizer removal, ownerReference stripping). */

@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import { finalizersOf, type Api } from "./api.ts";
 import { CRD_FINALIZER } from "./crd.ts";
+import { serviceAccountUser } from "./rbac.ts";
 import type { Registry } from "./registry.ts";
 import type { Store } from "./store.ts";
 import { clone, isObj, metaOf, type Obj } from "./types.ts";
@@ -9,6 +10,9 @@ import { clone, isObj, metaOf, type Obj } from "./types.ts";
 // namespace deletion, CRD instance cleanup, and owner-reference garbage collection.
 
 const CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions";
+// kube-controller-manager's controllers call the API as these ServiceAccounts, so admission policies see them
+const NAMESPACE_CONTROLLER = serviceAccountUser("kube-system", "namespace-controller", "");
+const GARBAGE_COLLECTOR = serviceAccountUser("kube-system", "generic-garbage-collector", "");
 const ROOT_CA = "kube-root-ca.crt";
 const ROOT_CA_DESCRIPTION = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
 
@@ -62,8 +66,12 @@ export class Controllers {
     if (this.timer) clearTimeout(this.timer);
   }
 
+  /** A deletion was refused by an admission policy in the last pass: try again later, as the real controllers do. */
+  private denied = false;
+
   private runUntilQuiet(): void {
     this.running = true;
+    this.denied = false;
     try {
       for (let i = 0; i < 50; i++) {
         const before = this.store.currentRv();
@@ -74,6 +82,10 @@ export class Controllers {
       this.logger.error({ err }, "devkube controllers failed");
     } finally {
       this.running = false;
+      if (this.denied && !this.stopped) {
+        const retry = setTimeout(() => this.schedule(), 1_000);
+        retry.unref();
+      }
     }
   }
 
@@ -117,7 +129,10 @@ export class Controllers {
         if (items.length === 0) continue;
         remaining += items.length;
         if (!rt) continue;
-        for (const o of items) if (!metaOf(o)["deletionTimestamp"]) this.api.deleteInternal(rt, name, String(metaOf(o)["name"]));
+        // an object a ValidatingAdmissionPolicy refuses to delete keeps the namespace Terminating, as on a cluster
+        for (const o of items) {
+          if (!metaOf(o)["deletionTimestamp"] && !this.api.deleteInternal(rt, name, String(metaOf(o)["name"]), "Background", NAMESPACE_CONTROLLER)) this.denied = true;
+        }
       }
       if (remaining > 0) continue;
       const next = clone(ns);
@@ -184,7 +199,7 @@ export class Controllers {
         const deps = dependentsOf(uid);
         for (const dep of deps) {
           const depRt = this.registry.forStorageKey(dep.sk);
-          if (depRt && !metaOf(dep.obj)["deletionTimestamp"]) this.api.deleteInternal(depRt, String(metaOf(dep.obj)["namespace"] ?? ""), String(metaOf(dep.obj)["name"]), "Foreground");
+          if (depRt && !metaOf(dep.obj)["deletionTimestamp"]) this.api.deleteInternal(depRt, String(metaOf(dep.obj)["namespace"] ?? ""), String(metaOf(dep.obj)["name"]), "Foreground", GARBAGE_COLLECTOR);
         }
         const blocking = dependentsOf(uid).filter(({ sk: s, obj: o }) => this.store.get(s, String(metaOf(o)["namespace"] ?? ""), String(metaOf(o)["name"])) && refsOf(o).some((r) => r["uid"] === uid && r["blockOwnerDeletion"] === true));
         if (blocking.length === 0) {
@@ -210,7 +225,7 @@ export class Controllers {
           const owner = uids.get(String(r["uid"]));
           return owner && finalizersOf(owner).includes("foregroundDeletion");
         });
-        this.api.deleteInternal(rt, ns, name, ownerDeletingForeground ? "Foreground" : "Background");
+        if (!this.api.deleteInternal(rt, ns, name, ownerDeletingForeground ? "Foreground" : "Background", GARBAGE_COLLECTOR)) this.denied = true;
       } else if (alive.length < refs.length) {
         const next = clone(obj);
         metaOf(next)["ownerReferences"] = alive;

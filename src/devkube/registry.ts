@@ -1,3 +1,4 @@
+import { admissionPolicyResourceTypes } from "./admission-policy.ts";
 import { builtinResourceTypes, crdBaseType } from "./builtins.ts";
 import type { ResourceType } from "./resource-type.ts";
 import { workloadResourceTypes } from "./workloads.ts";
@@ -12,7 +13,7 @@ export class Registry {
   revision = 0;
 
   constructor() {
-    this.builtins = [...builtinResourceTypes(), ...workloadResourceTypes(), crdBaseType()];
+    this.builtins = [...builtinResourceTypes(), ...workloadResourceTypes(), ...admissionPolicyResourceTypes(), crdBaseType()];
   }
 
   all(): ResourceType[] {

@@ -166,11 +166,11 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
         return sendJson(res, 201, { kind: "SelfSubjectReview", apiVersion: "authentication.k8s.io/v1", metadata: { creationTimestamp: null }, status: { userInfo: { username: who.name, groups: who.groups, ...(who.serviceAccount ? { uid: who.serviceAccount.uid } : {}) } } });
       }
       if (rt.storageKey === "/serviceaccounts" && sub === "token") return tokenRequest(ns ?? "", name ?? "");
-      if (sub === "scale") return serveScale(rt, ns, name ?? "");
-      return serveResource(rt, ns, name, sub);
+      if (sub === "scale") return serveScale(rt, ns, name ?? "", who);
+      return serveResource(rt, ns, name, sub, who);
     }
 
-    async function serveResource(rt: ResourceType, ns: string | undefined, name: string | undefined, sub: string | undefined): Promise<void> {
+    async function serveResource(rt: ResourceType, ns: string | undefined, name: string | undefined, sub: string | undefined, who: UserInfo): Promise<void> {
       const q = url.searchParams;
       const method = req.method ?? "GET";
       if (method === "GET") {
@@ -220,7 +220,7 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
       // writes to the all-namespaces path of a namespaced resource are not routes on a real server
       if (rt.namespaced && ns === undefined) throw methodNotAllowed();
       const body = await readBody(req);
-      const opts = writeOptions(q, req);
+      const opts = writeOptions(q, req, who);
       if (method === "POST") {
         if (name !== undefined) throw methodNotAllowed();
         return sendWrite(deps.api.create(rt, ns, decodeBody(body, req.headers["content-type"]), opts));
@@ -239,7 +239,7 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
         return sendWrite(deps.api.patch(rt, ns, name, sub, ct, body, { ...opts, force }));
       }
       if (method === "DELETE") {
-        const delOpts = deleteOptions(q, body, opts.dryRun);
+        const delOpts = { ...deleteOptions(q, body, opts.dryRun), user: who };
         if (name === undefined) {
           const label = parseLabelSelector(q.get("labelSelector") ?? undefined);
           const field = parseFieldSelector(q.get("fieldSelector") ?? undefined, rt);
@@ -257,11 +257,11 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
       throw methodNotAllowed();
     }
 
-    async function serveScale(rt: ResourceType, ns: string | undefined, name: string): Promise<void> {
+    async function serveScale(rt: ResourceType, ns: string | undefined, name: string, who: UserInfo): Promise<void> {
       const method = req.method ?? "GET";
       if (method === "GET") return sendJson(res, 200, deps.api.getScale(rt, ns, name));
       const body = await readBody(req);
-      const opts = writeOptions(url.searchParams, req);
+      const opts = writeOptions(url.searchParams, req, who);
       if (method === "PUT") return sendWrite(deps.api.writeScale(rt, ns, name, { put: decodeBody(body, req.headers["content-type"]) }, opts));
       if (method === "PATCH") return sendWrite(deps.api.writeScale(rt, ns, name, { patch: { contentType: mediaType(req.headers["content-type"]), body } }, opts));
       throw methodNotAllowed();
@@ -405,14 +405,14 @@ function decodeBody(body: Buffer, contentType: string | undefined): unknown {
   throw unsupportedMediaType(ct, ["application/json", "application/yaml", PROTOBUF_TYPE]);
 }
 
-function writeOptions(q: URLSearchParams, req: IncomingMessage): WriteOptions {
+function writeOptions(q: URLSearchParams, req: IncomingMessage, user: UserInfo): WriteOptions {
   const dryRun = q.getAll("dryRun");
   for (const d of dryRun) if (d !== "All") throw new ApiError(400, "BadRequest", `Invalid dry run value: ${d}`);
   const fv = q.get("fieldValidation") ?? "Warn";
   if (!["Strict", "Warn", "Ignore"].includes(fv)) throw badRequest(`fieldValidation: Unsupported value: "${fv}": supported values: "Ignore", "Strict", "Warn"`);
   const fm = q.get("fieldManager");
   if (fm !== null && fm.length > 128) throw badRequest(`fieldManager: Too long: may not be more than 128 bytes`);
-  return { dryRun: dryRun.length > 0, fieldManager: fm ?? undefined, userAgent: String(req.headers["user-agent"] ?? ""), fieldValidation: fv as FieldValidation };
+  return { dryRun: dryRun.length > 0, fieldManager: fm ?? undefined, userAgent: String(req.headers["user-agent"] ?? ""), fieldValidation: fv as FieldValidation, user };
 }
 
 function deleteOptions(q: URLSearchParams, body: Buffer, dryRun: boolean): DeleteOptions {

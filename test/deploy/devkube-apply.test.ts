@@ -32,7 +32,7 @@ describe.each(installs)("`kubectl apply -k %s --server-side --dry-run=server`", 
     const rendered = await kubectl(["kustomize", install]);
     expect(rendered.stderr).toBe("");
     const objects = parseAllDocuments(rendered.stdout).map((d) => d.toJS() as { kind: string; metadata: { name: string } });
-    expect(objects.map((o) => o.kind)).toEqual(expect.arrayContaining(["Deployment", "CustomResourceDefinition"]));
+    expect(objects.map((o) => o.kind)).toEqual(expect.arrayContaining(["Deployment", "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]));
     const result = await k(["apply", "-k", install, "--server-side", "--dry-run=server", "--field-manager=mds-install"]);
     expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: "" });
     const lines = result.stdout.trim().split("\n");
@@ -41,7 +41,7 @@ describe.each(installs)("`kubectl apply -k %s --server-side --dry-run=server`", 
     // Nothing was created: the CRDs are still unknown, and so are the workloads.
     const crds = await k(["get", "crd", "-o", "name"]);
     expect(crds.stdout.trim()).toBe("");
-    const workloads = await k(["get", "deployments,statefulsets,services,persistentvolumeclaims,poddisruptionbudgets,networkpolicies", "-A", "-o", "name"]);
+    const workloads = await k(["get", "deployments,statefulsets,services,persistentvolumeclaims,poddisruptionbudgets,networkpolicies,validatingadmissionpolicies,validatingadmissionpolicybindings", "-A", "-o", "name"]);
     expect({ code: workloads.code, stdout: workloads.stdout.trim() }).toEqual({ code: 0, stdout: "" });
   });
 });
@@ -50,7 +50,7 @@ it("devkube serves every kind of the installs", async () => {
   const resources = await k(["api-resources", "-o", "name"]);
   expect(resources.code).toBe(0);
   const served = resources.stdout.split("\n");
-  for (const plural of ["deployments.apps", "statefulsets.apps", "services", "persistentvolumeclaims", "poddisruptionbudgets.policy", "networkpolicies.networking.k8s.io", "customresourcedefinitions.apiextensions.k8s.io"]) {
+  for (const plural of ["deployments.apps", "statefulsets.apps", "services", "persistentvolumeclaims", "poddisruptionbudgets.policy", "networkpolicies.networking.k8s.io", "customresourcedefinitions.apiextensions.k8s.io", "validatingadmissionpolicies.admissionregistration.k8s.io", "validatingadmissionpolicybindings.admissionregistration.k8s.io"]) {
     expect({ plural, served: served.includes(plural) }).toEqual({ plural, served: true });
   }
 });

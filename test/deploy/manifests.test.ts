@@ -79,8 +79,10 @@ describe.each(Object.keys(installs) as Install[])("%s install", (install) => {
     expect(namespaces.map((n) => n.metadata.name)).toEqual(["mds-system"]);
     const labels = namespaces[0]?.metadata.labels ?? {};
     for (const mode of ["enforce", "audit", "warn"]) expect(labels[`pod-security.kubernetes.io/${mode}`]).toBe("restricted");
-    const clusterScoped = ["Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"];
+    const clusterScoped = ["Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"];
     for (const o of rendered[install].filter((x) => !clusterScoped.includes(x.kind))) expect({ o: describeObject(o), ns: o.metadata.namespace }).toEqual({ o: describeObject(o), ns: "mds-system" });
+    // kustomize does not know the admission policy kinds are cluster-scoped; deploy/transformers takes the namespace off
+    for (const o of rendered[install].filter((x) => clusterScoped.includes(x.kind))) expect({ o: describeObject(o), ns: o.metadata.namespace }).toEqual({ o: describeObject(o), ns: undefined });
   });
 
   it("runs every container under the restricted profile, with probes, requests and limits", () => {
@@ -207,6 +209,24 @@ describe("RBAC", () => {
       const pod = podSpecOf(find("withService", "Deployment", name)) as PodSpec & { automountServiceAccountToken?: boolean };
       expect(pod.automountServiceAccountToken).toBe(false);
     }
+  });
+});
+
+describe("deletion protection", () => {
+  interface Policy { spec: { failurePolicy: string; matchConstraints: { resourceRules: Record<string, string[]>[] }; validations: { expression: string; reason?: string; message?: string; messageExpression?: string }[] } }
+  interface Binding { spec: { policyName: string; validationActions: string[]; matchResources?: unknown } }
+
+  it.each(Object.keys(installs) as Install[])("%s: a ValidatingAdmissionPolicy denies DELETE of Projects and Databases whose old object has spec.deletionProtection true", (install) => {
+    const policy = find(install, "ValidatingAdmissionPolicy", "mds-deletion-protection") as unknown as Policy;
+    expect(policy.spec.failurePolicy).toBe("Fail");
+    expect(policy.spec.matchConstraints.resourceRules).toEqual([{ apiGroups: ["mds.dev"], apiVersions: ["*"], operations: ["DELETE"], resources: ["projects", "databases"], scope: "Namespaced" }]);
+    expect(policy.spec.validations).toHaveLength(1);
+    const [validation] = policy.spec.validations;
+    expect(validation?.expression).toContain("oldObject.spec.deletionProtection");
+    expect(validation?.reason).toBe("Forbidden");
+    for (const text of [validation?.message, validation?.messageExpression]) expect(text).toMatch(/set it to false first.*then delete/);
+    const binding = find(install, "ValidatingAdmissionPolicyBinding", "mds-deletion-protection") as unknown as Binding;
+    expect(binding.spec).toEqual({ policyName: "mds-deletion-protection", validationActions: ["Deny"] });
   });
 });
 

@@ -133,10 +133,11 @@ async function setup(mode: Mode): Promise<void> {
   dir = await mkdtemp(join(tmpdir(), "mds-rbac-e2e-"));
   [devkube, service] = await Promise.all([startDevkube({ dir: join(dir, "kube") }), startTestService()]);
 
-  // The install as devkube can hold it (namespace, CRDs, ServiceAccount, RBAC); the grants come from the same objects.
+  // The install as devkube can hold it (namespace, CRDs, ServiceAccount, RBAC, the deletion-protection policy, which
+  // the operator must live with); the grants come from the same objects.
   const rendered = await render(mode);
   grants = grantsFor(rendered as Parameters<typeof grantsFor>[0], { namespace: mode.namespace, name: "mds-operator" });
-  const installable = ["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
+  const installable = ["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"];
   await apply(...rendered.filter((o) => installable.includes(o.kind)));
   await eventually(() => admin(["get", "mdsdb,mdsproject,mdsrestore", "-A"]), { stopWhen: refused, what: "CRDs served" });
   if (!(await exists(["namespace", ns]))) await admin(["create", "namespace", ns]);

@@ -144,6 +144,53 @@ export function compileCel(expression: string, expect: "bool" | "string", self?:
   };
 }
 
+/** The variables a ValidatingAdmissionPolicy's expressions see (all dyn; `authorizer` is not offered by devkube). */
+export const ADMISSION_VARIABLES = ["object", "oldObject", "request", "params", "namespaceObject", "variables"] as const;
+
+let admissionEnv: Environment | undefined;
+function admissionEnvironment(): Environment {
+  if (admissionEnv === undefined) {
+    const env = new Environment({ unlistedVariablesAreDyn: false, homogeneousAggregateLiterals: false, enableOptionalTypes: true });
+    for (const name of ADMISSION_VARIABLES) env.registerVariable(name, "dyn");
+    registerKubernetesLibraries(env);
+    registerIpLibraries(env);
+    admissionEnv = env;
+  }
+  return admissionEnv;
+}
+
+function referencesIdent(node: unknown, name: string): boolean {
+  if (Array.isArray(node)) return node.some((n) => referencesIdent(n, name));
+  if (node === null || typeof node !== "object") return false;
+  const { op, args } = node as { op?: unknown; args?: unknown };
+  if (op === "id") return args === name;
+  return referencesIdent(args, name);
+}
+
+/**
+ * Compiles an admission-policy expression (validation, messageExpression, matchCondition, variable) against
+ * object/oldObject/request/params/namespaceObject/variables; throws an Error worded like kube's "compilation failed: ...".
+ */
+export function compileAdmissionCel(expression: string, expect: "bool" | "string" | "any"): CelProgram {
+  const env = admissionEnvironment();
+  let parsed: ReturnType<Environment["parse"]>;
+  try {
+    parsed = env.parse(expression);
+  } catch (err) {
+    throw new Error(`compilation failed: ERROR: <input>: Syntax error: ${firstLine((err as Error).message)}`, { cause: err });
+  }
+  if (referencesIdent(parsed.ast, "authorizer")) throw new Error("compilation failed: devkube does not support the authorizer variable");
+  const checked = parsed.check();
+  if (!checked.valid) {
+    const message = firstLine(checked.error?.message ?? "type error").replace(/^Unknown variable: (\S+)/, "undeclared reference to '$1'");
+    throw new Error(`compilation failed: ERROR: <input>: ${message}`);
+  }
+  if (expect !== "any" && checked.type !== expect && checked.type !== "dyn") {
+    throw new Error(expect === "bool" ? `must evaluate to bool` : `must evaluate to string`);
+  }
+  return { usesOldSelf: false, evaluate: (vars) => parsed(vars) };
+}
+
 /**
  * Converts a decoded JSON value to a CEL value typed by its schema: integers as bigint, objects and
  * lists recursively. Unknown (preserved) content follows JSON: integral numbers become int.

@@ -42,6 +42,14 @@ export const ProjectSpec = z
     ),
     credentials: Credentials.optional(),
     deletionPolicy: DeletionPolicy,
+    deletionProtection: z
+      .boolean()
+      .default(false)
+      .describe(
+        "When true, deleting this resource (kubectl delete, a GitOps prune, a namespace deletion) is refused by the " +
+          "ValidatingAdmissionPolicy mds-deletion-protection that deploy/ installs (Kubernetes >= 1.30; a cluster " +
+          "without that policy does not enforce it). To delete a protected resource, set this to false first, then delete.",
+      ),
     externalId: z
       .string()
       .regex(idPattern("proj"))
