@@ -138,6 +138,25 @@ describe.each([
   });
 });
 
+describe("rotation after a crash that left status naming an older connection", () => {
+  it("mints and publishes anew after a crash at the mint, never mistaking the stale status for a finished rotation", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setup(false);
+    t.apply({ rotation: { gracePeriod: "10s" } });
+    await t.advance(1_000, 6);
+    const published = t.secretConnection();
+    // As if the operator was killed after a Secret rebuild, before status named the new connection.
+    const obj = t.kube.read<KubeObject>(DatabaseType, "default", "orders")!;
+    t.kube.put(DatabaseType, { ...obj, status: { ...(obj["status"] as object), connection: { id: "con_stale000000", name: "old" } } });
+    t.apply({ rotation: { gracePeriod: "10s" } }, { [rotateAnnotation]: "again" });
+    t.crashAt("database:after-rotate-mint");
+    await t.advance(1_000, 4);
+    expect(t.secretConnection()).not.toBe(published);
+    expect(t.status().rotation).toMatchObject({ trigger: "again", retiring: { id: published } });
+    expect(t.api.passwords.has(t.secretConnection())).toBe(true);
+  });
+});
+
 describe("durations", () => {
   it("reads Kubernetes-style durations and refuses anything else", () => {
     expect(parseDuration("1h30m")).toBe(5_400_000);

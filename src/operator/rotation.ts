@@ -23,8 +23,11 @@ export interface RotationStatus {
   nextRotationTime?: string | undefined;
   /** The last value of the mds.dev/rotate annotation acted on. */
   trigger?: string | undefined;
-  /** A rotation in progress: the suffix of the connection name it mints under, since when, and its trigger. */
-  pending?: { suffix: string; since: string; trigger?: string | undefined } | undefined;
+  /**
+   * A rotation in progress: the suffix of the connection name it mints under, since when, its trigger, and the
+   * connection the Secret held when it started (the one it replaces).
+   */
+  pending?: { suffix: string; since: string; trigger?: string | undefined; replaces: string } | undefined;
   /** The connection the last rotation replaced: it works until revokeAt. */
   retiring?: { id: string; name: string; revokeAt: string } | undefined;
 }
@@ -96,10 +99,12 @@ export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): 
     retiring: { id: retired, name: nameOf(retired), revokeAt: iso(now + policy.gracePeriodMs) },
   });
 
-  // A crash after the rotated Secret was written and before status named it: finish that rotation.
-  if (r.pending !== undefined && recorded !== undefined && ctx.published !== recorded) {
-    r = finish(recorded, r.pending.trigger ?? r.trigger);
-    ctx.record("SecretRotated", `Published new credentials (connection "${ctx.published}"); connection "${recorded}" keeps working until ${r.retiring?.revokeAt}`);
+  // A crash after the rotated Secret was written and before status named it: the Secret no longer holds the
+  // connection the rotation set out to replace. Finish that rotation (never mint again).
+  const replaced = r.pending?.replaces ?? recorded;
+  if (r.pending !== undefined && replaced !== undefined && ctx.published !== replaced) {
+    r = finish(replaced, r.pending.trigger ?? r.trigger);
+    ctx.record("SecretRotated", `Published new credentials (connection "${ctx.published}"); connection "${replaced}" keeps working until ${r.retiring?.revokeAt}`);
   }
   if (r.retiring !== undefined && now >= Date.parse(r.retiring.revokeAt)) {
     await ctx.crashPoint("before-retire");
@@ -113,7 +118,7 @@ export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): 
   const scheduled = r.nextRotationTime !== undefined && now >= Date.parse(r.nextRotationTime);
   // A rotation asked for while another connection is still retiring waits for it: one retired connection at most.
   if ((r.pending !== undefined || requested || scheduled) && r.retiring === undefined) {
-    const pending = r.pending ?? { suffix: `-r${now.toString(36)}`, since: iso(now), ...(requested ? { trigger } : {}) };
+    const pending = r.pending ?? { suffix: `-r${now.toString(36)}`, since: iso(now), replaces: ctx.published, ...(requested ? { trigger } : {}) };
     if (r.pending === undefined) await ctx.saveStatus({ rotation: { ...r, pending } });
     const minted = await ctx.owner.mint(obj, target, pending.suffix);
     await ctx.crashPoint("after-rotate-mint");

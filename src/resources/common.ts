@@ -190,6 +190,7 @@ export const RotationStatus = z
         suffix: z.string().max(32).describe("Suffix of the connection name the rotation mints under."),
         since: time.describe("When the rotation started."),
         trigger: z.string().max(253).optional().describe("The annotation value that asked for it, if any."),
+        replaces: z.string().max(80).describe("The connection the Secret held when it started: the one being replaced."),
       })
       .optional()
       .describe("A rotation in progress (recorded before its connection is minted)."),

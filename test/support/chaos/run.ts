@@ -290,18 +290,21 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
         before.set(secretName, (await kube.get("v1", "Secret", s.ns, secretName))?.metadata.labels?.["mds.dev/connection-id"]);
         await kube.mergePatch(mdsApiVersion, kind, s.ns, name, { metadata: { annotations: { "mds.dev/rotate": trigger } } });
       }
+      let why = "";
       await waitFor("Secrets rotated, the Connection's old login retired", timeoutMs, async () => {
         for (const [kind, name, secretName] of publishers(s)) {
           const obj = await get(kind, name);
           const rotation = obj?.status?.["rotation"] as { trigger?: string; retiring?: unknown } | undefined;
           const now = (await kube.get("v1", "Secret", s.ns, secretName))?.metadata.labels?.["mds.dev/connection-id"];
+          why = `${kind} ${name}: ready ${isReady(obj)}, rotation ${JSON.stringify(rotation)}, Secret's connection ${now} (was ${before.get(secretName)}), conditions ${JSON.stringify(obj?.status?.["conditions"])}`;
           if (!isReady(obj) || rotation?.trigger !== trigger || now === undefined || now === before.get(secretName)) return false;
           if (kind === "Connection" && rotation.retiring !== undefined) return false;
           const data = await kube.secretData(s.ns, secretName);
+          why = `${kind} ${name}: its Secret does not connect`;
           if (!(await withDatabase(data?.["DATABASE_URL"] ?? "", async (c) => (await c.query("select 1")).rowCount === 1))) return false;
         }
         return true;
-      });
+      }).catch((err: unknown) => Promise.reject(new Error(`${(err as Error).message}; last seen: ${why}`)));
       return;
     }
     case "restore": {
