@@ -33,7 +33,8 @@ describe("chaos against the public-API emulator", () => {
     const emulated = await startChaosStack({ dir: emulatorDir, api: "emulator", emulatorFaults: { loseResponse: 0.25, seed: 7 } });
     try {
       const lines: string[] = [];
-      const report = await runChaos(emulated, { iterations: 1, seed: 11, replicas: 1, stepTimeoutMs: 60_000, log: (l) => lines.push(l) });
+      // Three seeded crash points per step: the run without the emulator below crashes at every one.
+      const report = await runChaos(emulated, { iterations: 1, seed: 11, replicas: 1, crashesPerStep: 3, stepTimeoutMs: 60_000, log: (l) => lines.push(l) });
       const text = formatReport(report);
       expect(report.violations, `${lines.join("\n")}\n${text}`).toBe(0);
       expect(text).toMatch(/^chaos: 1 iterations, \d+ crashes injected, 0 invariant violations$/m);
@@ -61,7 +62,7 @@ describe("chaos", () => {
     // reached", which a fault or a random kill can cause, so the test asks for most of them, not all.
     const hits = Object.values(report.crashPointsHit).reduce((a, b) => a + b, 0);
     expect(hits, text).toBeGreaterThanOrEqual(10);
-    expect(Object.keys(report.crashPointsHit).map((p) => stepOf(p)).sort(), text).toEqual(expect.arrayContaining(["create", "delete", "restore", "secret", "update"]));
+    expect(Object.keys(report.crashPointsHit).map((p) => stepOf(p)).sort(), text).toEqual(expect.arrayContaining(["create", "delete", "restore", "rotate", "secret", "update"]));
     expect(text).toMatch(/^chaos: 1 iterations, \d+ crashes injected, 0 invariant violations$/m);
   });
 });
