@@ -231,6 +231,23 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
       { stopWhen: refused, what: "restore Succeeded", timeoutMs: 60_000 },
     );
 
+    // A Connection: its own login and Secret, revoked and removed when it is deleted.
+    await apply({ apiVersion: "mds.dev/v1alpha1", kind: "Connection", metadata: meta("reporting"), spec: { databaseRef: { name: "orders" }, connectionSecret: { name: "reporting-db" } } });
+    await eventually(
+      async () => {
+        const ready = ((await getJson(["-n", ns, "get", "mdsconn", "reporting"])).status?.["conditions"] as { type: string; status: string }[] | undefined)?.find((c) => c.type === "Ready");
+        if (ready?.status !== "True") throw new Error(`not Ready: ${JSON.stringify(ready)}`);
+      },
+      { stopWhen: refused, what: "Connection Ready", timeoutMs: 60_000 },
+    );
+    await admin(["-n", ns, "delete", "mdsconn", "reporting", "--wait=false"]);
+    await eventually(
+      async () => {
+        if (await exists(["-n", ns, "mdsconn", "reporting"])) throw new Error("Connection still there");
+      },
+      { stopWhen: refused, what: "Connection deleted", timeoutMs: 60_000 },
+    );
+
     // Delete removes the remote database and the Secret; Retain keeps the Secret, released from its owner.
     await admin(["-n", ns, "delete", "mdsrestore", "rollback", "--wait=false"]);
     await admin(["-n", ns, "delete", "mdsdb", "orders", "archive", "--wait=false"]);
