@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { grantPoolerConnect } from "../postgres/pgbouncer.ts";
 import type { TenantLimits } from "./config.ts";
 import { inTransaction } from "./store/pool.ts";
 
@@ -105,6 +106,8 @@ export async function createDatabase(pool: pg.Pool, name: string, ownerRole: str
   // The public schema belongs to pg_database_owner, so changing the database owner hands it over too.
   await pool.query(`ALTER DATABASE ${ident(name)} OWNER TO ${ident(ownerRole)}`);
   await pool.query(`REVOKE ALL ON DATABASE ${ident(name)} FROM PUBLIC`);
+  // A PgBouncer in front of this server looks logins up inside the database (pgbouncer.ts): CONNECT, nothing more.
+  await grantPoolerConnect(pool, name);
   await pool.query(databaseLimitStatement(name, limits));
 }
 
@@ -144,6 +147,7 @@ export async function provisionDatabase(pool: pg.Pool, input: { pgName: string; 
     if (!exists) return true;
     await client.query(`ALTER DATABASE ${ident(input.pgName)} OWNER TO ${owner}`);
     await client.query(`REVOKE ALL ON DATABASE ${ident(input.pgName)} FROM PUBLIC`);
+    await grantPoolerConnect(client, input.pgName);
     await client.query(databaseLimitStatement(input.pgName, input.limits));
     return false;
   });
