@@ -31,6 +31,8 @@ import type { ServerTls } from "./tls.ts";
 export const poolerRole = "mds_pooler";
 const lookupFunction = "pg_catalog.mds_pooler_lookup";
 const authQuery = `SELECT usename, passwd FROM ${lookupFunction}($1)`;
+/** PgBouncer's admin console user: not a PostgreSQL role. */
+const adminUser = "mds_pooler_admin";
 
 const lookupSql = `
 CREATE OR REPLACE FUNCTION ${lookupFunction}(username text, OUT usename text, OUT passwd text)
@@ -131,6 +133,53 @@ export async function preparePoolerAuth(adminUrl: string, password: string): Pro
   }
 }
 
+/** The admin consoles of the running PgBouncers, by the `host:port` of the PostgreSQL server behind them. */
+const poolers = new Map<string, Set<AdminConsole>>();
+type AdminConsole = { connect(): Promise<pg.Client> };
+
+function serverKeyOf(url: string): string | undefined {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || "5432"}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * PgBouncer keeps a client that logged in before a login's password changed or its LOGIN was taken away: its
+ * later transactions run on the pool of that login, whose server connections PgBouncer opens with the keys of the
+ * latest client to log in. So ending a login's sessions must end its clients in every PgBouncer in front of the
+ * server too: \`KILL\` of the login's databases (PgBouncer 1.18 has no per-user kill: the database's other pooled
+ * clients are disconnected as well and reconnect), then \`RESUME\`. `pool` is a superuser pool of the server;
+ * nothing happens when no PgBouncer of this process is in front of it.
+ */
+export async function endPooledSessions(pool: pg.Pool, roleName: string): Promise<void> {
+  const url = (pool as unknown as { options?: { connectionString?: string } }).options?.connectionString;
+  const key = url ? serverKeyOf(url) : undefined;
+  const consoles = key ? poolers.get(key) : undefined;
+  if (!consoles?.size) return;
+  // The databases the login can open: those owned by a role it belongs to (tenant logins are members of the owner).
+  const { rows } = await pool.query<{ datname: string }>(
+    `SELECT d.datname FROM pg_catalog.pg_database d
+     WHERE d.datdba IN (SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles r ON r.oid = m.member WHERE r.rolname = $1)`,
+    [roleName],
+  );
+  for (const console of consoles) {
+    const admin = await console.connect();
+    try {
+      for (const { datname } of rows) {
+        if (!/^[a-z0-9_]{1,63}$/.test(datname)) continue;
+        // "no such database" when no client ever used it through this PgBouncer: nothing to end.
+        await admin.query(`KILL ${datname}`).catch(() => {});
+        await admin.query(`RESUME ${datname}`).catch(() => {});
+      }
+    } finally {
+      await admin.end().catch(() => {});
+    }
+  }
+}
+
 export type StartPgBouncerOptions = {
   /** Holds pgbouncer.ini, the auth file (0600), the pid file and the last port used. */
   dir: string;
@@ -214,7 +263,10 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
 
   const password = randomBytes(24).toString("base64url");
   await preparePoolerAuth(options.server.adminUrl, password);
-  await writeFile(authFile, `${quote(poolerRole)} ${quote(password)}\n`, { mode: 0o600 });
+  // The admin console's user exists only in PgBouncer: its SCRAM verifier is in the auth file, its password only in
+  // this process's memory (for KILL/RESUME when a login's sessions end).
+  const adminPassword = randomBytes(24).toString("base64url");
+  await writeFile(authFile, `${quote(poolerRole)} ${quote(password)}\n${quote(adminUser)} ${quote(scramVerifier(adminPassword))}\n`, { mode: 0o600 });
   await chmod(authFile, 0o600);
   if (user) await chown(authFile, user.uid, user.gid);
 
@@ -250,6 +302,7 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
       client_tls_key_file: options.tls.keyFile,
       server_tls_sslmode: "verify-full",
       server_tls_ca_file: options.tls.caFile,
+      admin_users: adminUser,
       log_connections: 0,
       log_disconnections: 0,
       application_name_add_host: 0,
@@ -285,6 +338,18 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
       throw new PostgresError("start_failed", `PgBouncer did not start: ${log.trim().slice(-2000)}`);
     }
     await writeFile(portFile, `${port}\n`);
+    const serverKey = `${options.server.host}:${options.server.port}`;
+    const adminConsole: AdminConsole = {
+      async connect() {
+        const client = new pg.Client({ host, port, user: adminUser, password: adminPassword, database: "pgbouncer", ssl: { ca: options.tls.caCert }, connectionTimeoutMillis: 5000 });
+        client.on("error", () => {});
+        await client.connect();
+        return client;
+      },
+    };
+    const registered = poolers.get(serverKey) ?? new Set<AdminConsole>();
+    registered.add(adminConsole);
+    poolers.set(serverKey, registered);
     options.logger?.info({ port, version: binary.version, poolSize, maxDbConnections }, "PgBouncer started");
     const onExit = () => child.kill("SIGKILL");
     process.once("exit", onExit);
@@ -299,6 +364,7 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
       maxDbConnections,
       stop() {
         stopping ??= (async () => {
+          poolers.get(serverKey)?.delete(adminConsole);
           child.kill("SIGTERM");
           const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
           await done;

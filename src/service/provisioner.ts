@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { grantPoolerConnect } from "../postgres/pgbouncer.ts";
+import { endPooledSessions, grantPoolerConnect } from "../postgres/pgbouncer.ts";
 import type { TenantLimits } from "./config.ts";
 import { inTransaction } from "./store/pool.ts";
 
@@ -160,6 +160,8 @@ export async function provisionDatabase(pool: pg.Pool, input: { pgName: string; 
  * the role lost its password or LOGIN, so no new session can start meanwhile.
  */
 export async function endSessions(pool: pg.Pool, roleName: string): Promise<void> {
+  // Clients of a PgBouncer in front of the server outlive their server sessions (pgbouncer.ts). Job logins never pass one.
+  if (!roleName.startsWith("mds_job_")) await endPooledSessions(pool, roleName);
   // A terminated backend leaves pg_stat_activity a moment later; 250 rounds of 20 ms bound a stuck one.
   for (let round = 0; round < 250; round++) {
     const { rowCount } = await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()", [roleName]);
