@@ -4,4 +4,4 @@ export { startPostgres, findFreePort, templateCluster, type StartPostgresOptions
 export { PostgresError, PostgresNotFoundError } from "./errors.ts";
 export { postgresOsUser, type OsUser } from "./os-user.ts";
 export { ensureServerTls, type ServerTls } from "./tls.ts";
-export { findPgBouncer, startPgBouncer, grantPoolerConnect, endPooledSessions, preparePoolerAuth, poolerRole, type PgBouncerBinary, type RunningPgBouncer, type StartPgBouncerOptions } from "./pgbouncer.ts";
+export { findPgBouncer, keepsPreparedStatements, startPgBouncer, grantPoolerConnect, endPooledSessions, preparePoolerAuth, poolerRole, type PgBouncerBinary, type RunningPgBouncer, type StartPgBouncerOptions } from "./pgbouncer.ts";

@@ -52,6 +52,16 @@ const run = promisify(execFile);
 
 export type PgBouncerBinary = { path: string; version: string };
 
+/**
+ * PgBouncer 1.21 and later keep protocol-level prepared statements across transaction-mode server connections
+ * (`max_prepared_statements`); before, a client must not use named ones, which Prisma is told by `pgbouncer=true`
+ * (Prisma's PgBouncer guide: set it below 1.21, not from 1.21 on).
+ */
+export function keepsPreparedStatements(version: string): boolean {
+  const [major = 0, minor = 0] = version.split(".").map(Number);
+  return major > 1 || (major === 1 && minor >= 21);
+}
+
 /** PgBouncer on PATH or at /usr/sbin/pgbouncer (Debian's place, off a normal user's PATH). */
 export async function findPgBouncer(searchPath = process.env.PATH ?? ""): Promise<PgBouncerBinary> {
   const candidates = [...searchPath.split(path.delimiter).filter(Boolean).map((d) => path.join(d, "pgbouncer")), "/usr/sbin/pgbouncer"];
@@ -199,7 +209,16 @@ export type StartPgBouncerOptions = {
   binary?: PgBouncerBinary;
 };
 
-export type RunningPgBouncer = { host: string; port: number; version: string; poolSize: number; maxDbConnections: number; stop(): Promise<void> };
+export type RunningPgBouncer = {
+  host: string;
+  port: number;
+  version: string;
+  /** Whether clients may use named prepared statements here (else Prisma needs `pgbouncer=true`). */
+  preparedStatements: boolean;
+  poolSize: number;
+  maxDbConnections: number;
+  stop(): Promise<void>;
+};
 
 function isAlive(pid: number): boolean {
   try {
@@ -297,6 +316,7 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
       server_lifetime: 3600,
       // Drivers send these at startup; PgBouncer cannot keep them per client in transaction mode.
       ignore_startup_parameters: "extra_float_digits",
+      ...(keepsPreparedStatements(binary.version) ? { max_prepared_statements: 200 } : {}),
       client_tls_sslmode: "require",
       client_tls_cert_file: options.tls.certFile,
       client_tls_key_file: options.tls.keyFile,
@@ -360,6 +380,7 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
       host,
       port,
       version: binary.version,
+      preparedStatements: keepsPreparedStatements(binary.version),
       poolSize,
       maxDbConnections,
       stop() {

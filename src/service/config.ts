@@ -32,7 +32,7 @@ export const RegionConfig = z
      * CA, the `pg` driver the CA and the host). Only when clients share the service's filesystem (the embedded stack).
      */
     sslrootcert: z.string().min(1).optional(),
-    /** The `pooled` endpoint. `pgbouncer` (default true): a PgBouncer in transaction mode, so pooled connection strings carry `pgbouncer=true`, which Prisma needs there. */
+    /** The `pooled` endpoint. `pgbouncer` (default true): a transaction-mode PgBouncer older than 1.21, so pooled connection strings carry `pgbouncer=true` (Prisma then uses no named prepared statements); false for 1.21+ with `max_prepared_statements`, or another pooler. */
     pooler: z.strictObject({ host: z.string().min(1), port: z.number().int().min(1).max(65535), pgbouncer: z.boolean().default(true) }).optional(),
     accelerate: HostPort.optional(),
     /** This server's bound on lock waits of the service's sessions (default: the service's `lockTimeoutMs`). */

@@ -201,7 +201,7 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
       sslmode: "require",
       caCert: serverTls.caCert,
       sslrootcert: serverTls.caFile,
-      ...(pgbouncer ? { pooler: { host: pgbouncer.host, port: pgbouncer.port } } : {}),
+      ...(pgbouncer ? { pooler: { host: pgbouncer.host, port: pgbouncer.port, pgbouncer: !pgbouncer.preparedStatements } } : {}),
     };
     const regions = Object.fromEntries(regionIds.map((r) => [r, { ...regionDefaults, ...options.regionSettings, adminUrl: postgres.url }])) as Record<Region, RegionSettings & { adminUrl: string }>;
     const service = await startService({
