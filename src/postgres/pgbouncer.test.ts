@@ -35,13 +35,11 @@ describe("pgbouncer in front of a TLS PostgreSQL", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("names the package when pgbouncer is missing", async () => {
-    const err = await findPgBouncer("/nonexistent").catch((e: unknown) => e);
-    // /usr/sbin/pgbouncer is still searched: only assert the message when it is absent there too.
-    if (err instanceof Error) {
-      expect(err).toBeInstanceOf(PostgresNotFoundError);
-      expect(err.message).toMatch(/apt-get install pgbouncer/);
-    }
+  it("names the package when pgbouncer is missing, and finds Debian's /usr/sbin/pgbouncer off PATH", async () => {
+    const err = await findPgBouncer("/nonexistent", ["/nonexistent/pgbouncer"]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PostgresNotFoundError);
+    expect((err as Error).message).toMatch(/cannot find pgbouncer.*apt-get install pgbouncer/);
+    expect((await findPgBouncer("/nonexistent")).version).toMatch(/^\d+\.\d+/);
   });
 
   it("keeps keys and the auth file private", async () => {

@@ -63,8 +63,8 @@ export function keepsPreparedStatements(version: string): boolean {
 }
 
 /** PgBouncer on PATH or at /usr/sbin/pgbouncer (Debian's place, off a normal user's PATH). */
-export async function findPgBouncer(searchPath = process.env.PATH ?? ""): Promise<PgBouncerBinary> {
-  const candidates = [...searchPath.split(path.delimiter).filter(Boolean).map((d) => path.join(d, "pgbouncer")), "/usr/sbin/pgbouncer"];
+export async function findPgBouncer(searchPath = process.env.PATH ?? "", fallbacks = ["/usr/sbin/pgbouncer"]): Promise<PgBouncerBinary> {
+  const candidates = [...searchPath.split(path.delimiter).filter(Boolean).map((d) => path.join(d, "pgbouncer")), ...fallbacks];
   for (const file of candidates) {
     try {
       await access(file, constants.X_OK);
