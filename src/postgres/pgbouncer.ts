@@ -160,29 +160,26 @@ function serverKeyOf(url: string): string | undefined {
  * PgBouncer keeps a client that logged in before a login's password changed or its LOGIN was taken away: its
  * later transactions run on the pool of that login, whose server connections PgBouncer opens with the keys of the
  * latest client to log in. So ending a login's sessions must end its clients in every PgBouncer in front of the
- * server too: \`KILL\` of the login's databases (PgBouncer 1.18 has no per-user kill: the database's other pooled
- * clients are disconnected as well and reconnect), then \`RESUME\`. `pool` is a superuser pool of the server;
- * nothing happens when no PgBouncer of this process is in front of it.
+ * server too: `KILL` of each database where a client of the login is connected (PgBouncer 1.18 has no per-user
+ * kill: that database's other pooled clients are disconnected as well and reconnect), then `RESUME`. `pool` is a
+ * superuser pool of the server; nothing happens when no PgBouncer of this process is in front of it.
  */
 export async function endPooledSessions(pool: pg.Pool, roleName: string): Promise<void> {
   const url = (pool as unknown as { options?: { connectionString?: string } }).options?.connectionString;
   const key = url ? serverKeyOf(url) : undefined;
   const consoles = key ? poolers.get(key) : undefined;
   if (!consoles?.size) return;
-  // The databases the login can open: those owned by a role it belongs to (tenant logins are members of the owner).
-  const { rows } = await pool.query<{ datname: string }>(
-    `SELECT d.datname FROM pg_catalog.pg_database d
-     WHERE d.datdba IN (SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles r ON r.oid = m.member WHERE r.rolname = $1)`,
-    [roleName],
-  );
   for (const console of consoles) {
     const admin = await console.connect();
     try {
-      for (const { datname } of rows) {
-        if (!/^[a-z0-9_]{1,63}$/.test(datname)) continue;
-        // "no such database" when no client ever used it through this PgBouncer: nothing to end.
-        await admin.query(`KILL ${datname}`).catch(() => {});
-        await admin.query(`RESUME ${datname}`).catch(() => {});
+      // Only databases where a client of this login is connected: a login nobody uses (the operator revoking one
+      // whose password it lost) disconnects nobody.
+      const clients = await admin.query<{ user: string; database: string }>("SHOW CLIENTS");
+      const databases = new Set(clients.rows.filter((c) => c.user === roleName).map((c) => c.database));
+      for (const database of databases) {
+        if (!/^[a-z0-9_]{1,63}$/.test(database)) continue;
+        await admin.query(`KILL ${database}`).catch(() => {});
+        await admin.query(`RESUME ${database}`).catch(() => {});
       }
     } finally {
       await admin.end().catch(() => {});

@@ -1,4 +1,4 @@
-import { X509Certificate } from "node:crypto";
+import { randomBytes, X509Certificate } from "node:crypto";
 import { chmod, chown, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import path from "node:path";
@@ -48,7 +48,9 @@ export async function ensureServerTls(dir: string, options: { hosts?: string[]; 
   let caCert = await readIfPresent(caFile);
   let caKey = await readIfPresent(caKeyFile);
   if (!caCert || !caKey || new X509Certificate(caCert).validToDate.getTime() < Date.now() + 30 * day) {
-    const ca = await generate([{ name: "commonName", value: "mds local CA" }], {
+    // A name of its own: a client trusting two of these CAs (tests run several stacks in one process) finds the
+    // issuer by name, and two CAs of one name make it check a signature against the wrong key.
+    const ca = await generate([{ name: "commonName", value: `mds local CA ${randomBytes(6).toString("hex")}` }], {
       keyType: "ec",
       algorithm: "sha256",
       notAfterDate: new Date(Date.now() + 3650 * day),

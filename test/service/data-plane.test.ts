@@ -165,6 +165,18 @@ describe("data plane: TLS and the PgBouncer pooled endpoint", () => {
     expect(await refused(keeper, keeper.pooled)).toBe(false);
   });
 
+  it("revoking a connection nobody uses through the pooler disconnects no other pooled client", async () => {
+    const db = await readyDatabase("revoke-unused");
+    const keeper = loginOf(db.connections[0]);
+    const open = verified(keeper, keeper.pooled);
+    await open.connect();
+    await open.query("SELECT 1");
+    const minted = await api("POST", `/v1/databases/${db.id}/connections`, { name: "unused" });
+    expect((await api("DELETE", `/v1/connections/${minted.body.data.id}`)).status).toBe(204);
+    expect((await open.query<{ n: number }>("SELECT 2 AS n")).rows).toEqual([{ n: 2 }]);
+    await open.end();
+  });
+
   it("rotate: the old password is refused by both, and a pooled session opened with it does not ride on the new one", async () => {
     const db = await readyDatabase("rotate");
     const old = loginOf(db.connections[0]);
