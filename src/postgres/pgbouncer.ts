@@ -170,7 +170,9 @@ export async function endPooledSessions(pool: pg.Pool, roleName: string): Promis
   const consoles = key ? poolers.get(key) : undefined;
   if (!consoles?.size) return;
   for (const console of consoles) {
-    const admin = await console.connect();
+    // A PgBouncer that does not answer (it died) holds no clients: nothing of it to end.
+    const admin = await console.connect().catch(() => undefined);
+    if (!admin) continue;
     try {
       // Only databases where a client of this login is connected: a login nobody uses (the operator revoking one
       // whose password it lost) disconnects nobody.
