@@ -203,7 +203,10 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
       sslrootcert: serverTls.caFile,
       ...(pgbouncer ? { pooler: { host: pgbouncer.host, port: pgbouncer.port, pgbouncer: !pgbouncer.preparedStatements } } : {}),
     };
-    const regions = Object.fromEntries(regionIds.map((r) => [r, { ...regionDefaults, ...options.regionSettings, adminUrl: postgres.url }])) as Record<Region, RegionSettings & { adminUrl: string }>;
+    // The service's own sessions and its pg_dump/pg_restore stay on loopback: no TLS handshake for them (libpq's
+    // default `prefer` would now negotiate one for every job).
+    const adminUrl = `${postgres.url}?sslmode=disable`;
+    const regions = Object.fromEntries(regionIds.map((r) => [r, { ...regionDefaults, ...options.regionSettings, adminUrl }])) as Record<Region, RegionSettings & { adminUrl: string }>;
     const service = await startService({
       ...options.service,
       controlUrl,
