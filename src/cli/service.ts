@@ -13,7 +13,7 @@ Runs the Managed Database Service API.
   --embedded DIR            private PostgreSQL under DIR for control data and all six regions;
                             writes DIR/service.json = { url, token } once listening
   --database-url URL        control database (env MDS_DATABASE_URL)
-  --regions FILE            JSON or YAML: { "<region>": { adminUrl, host?, port?, sslmode?, pooler?, accelerate? } }
+  --regions FILE            JSON or YAML: { "<region>": { adminUrl, host?, port?, sslmode?, caCert?, pooler?, accelerate? } }
                             (env MDS_REGIONS_FILE, or MDS_REGIONS as inline JSON)
   --encryption-key-file F   32-byte key (hex or base64) for stored creation responses (env MDS_ENCRYPTION_KEY)
   --backup-dir DIR          where pg_dump archives go (env MDS_BACKUP_DIR)

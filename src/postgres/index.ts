@@ -3,3 +3,5 @@ export { findPostgresBinaries, requiredPrograms, type PostgresBinaries, type Fin
 export { startPostgres, findFreePort, templateCluster, type StartPostgresOptions, type RunningPostgres } from "./start-postgres.ts";
 export { PostgresError, PostgresNotFoundError } from "./errors.ts";
 export { postgresOsUser, type OsUser } from "./os-user.ts";
+export { ensureServerTls, type ServerTls } from "./tls.ts";
+export { findPgBouncer, keepsPreparedStatements, startPgBouncer, grantPoolerConnect, endPooledSessions, preparePoolerAuth, poolerRole, type PgBouncerBinary, type RunningPgBouncer, type StartPgBouncerOptions } from "./pgbouncer.ts";

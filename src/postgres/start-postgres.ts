@@ -9,6 +9,7 @@ import type { Logger } from "pino";
 import { PostgresError } from "./errors.ts";
 import { findPostgresBinaries, type PostgresBinaries } from "./find-binaries.ts";
 import { postgresOsUser, type OsUser } from "./os-user.ts";
+import { ensureServerTls, type ServerTls } from "./tls.ts";
 
 export type StartPostgresOptions = {
   /** Directory that holds the cluster (`DIR/data`) and its superuser password; created on first use. */
@@ -29,6 +30,11 @@ export type StartPostgresOptions = {
    * replaced instead of refusing to start. Only for directories this process owns.
    */
   takeOver?: boolean;
+  /**
+   * TLS (`ssl=on`): a CA kept in `dir/tls` and a server certificate for 127.0.0.1, localhost, ::1 and `hosts`,
+   * re-issued at every start. Plain connections are still accepted (the service's own sessions on loopback use them).
+   */
+  tls?: boolean | { hosts?: string[] };
 };
 
 export type RunningPostgres = {
@@ -38,6 +44,8 @@ export type RunningPostgres = {
   port: number;
   bindir: string;
   version: number;
+  /** With `tls`: the CA (PEM and file) that signed the server's certificate, and the certificate and key files. */
+  tls?: ServerTls;
   stop(): Promise<void>;
 };
 
@@ -199,6 +207,7 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
   if (await exists(pidFile)) await clearStalePid(pidFile, options.takeOver ?? false, options.logger);
 
   const host = "127.0.0.1";
+  const tls = options.tls ? await ensureServerTls(path.join(dir, "tls"), { hosts: typeof options.tls === "object" ? (options.tls.hosts ?? []) : [], owner: user }) : undefined;
   for (let attempt = 0; ; attempt++) {
     const port = options.port && options.port > 0 ? options.port : await findFreePort(host);
     const settings: Record<string, string> = {
@@ -209,6 +218,7 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
       shared_buffers: "64MB",
       // A failing statement is not echoed into the server log: CREATE/ALTER ROLE statements carry password verifiers.
       log_min_error_statement: "panic",
+      ...(tls ? { ssl: "on", ssl_cert_file: tls.certFile, ssl_key_file: tls.keyFile } : {}),
       ...options.settings,
     };
     const args = ["-D", dataDir, ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])];
@@ -245,6 +255,7 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
       port,
       bindir: bin.bindir,
       version: bin.version,
+      ...(tls ? { tls } : {}),
       stop() {
         stopping ??= (async () => {
           // SIGINT = fast shutdown: disconnect clients, checkpoint, exit. Escalate if it hangs.

@@ -1,9 +1,10 @@
 import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
+import tls from "node:tls";
 import pg from "pg";
 import type { Logger } from "pino";
 import { regionIds, type Region } from "../contract/index.ts";
-import { startPostgres, type RunningPostgres } from "../postgres/index.ts";
+import { startPgBouncer, startPostgres, type RunningPgBouncer, type RunningPostgres } from "../postgres/index.ts";
 import { parseKey, randomSecret } from "./crypto.ts";
 import type { RegionSettings } from "./config.ts";
 import { startService, type RunningService, type StartServiceOptions } from "./start.ts";
@@ -58,10 +59,36 @@ export type EmbeddedServiceOptions = {
   postgresTemplate?: string;
   /** Settings every region gets (connection limits, sslmode, …; see RegionConfig). */
   regionSettings?: RegionSettings;
+  /**
+   * PgBouncer in front of the server for the `pooled` endpoint (default true; needs the `pgbouncer` package). false:
+   * `pooled` is the server itself, as before.
+   */
+  pooler?: boolean | { port?: number; poolSize?: number; maxDbConnections?: number };
+  /**
+   * Add the stack's CA to this process's default trusted CAs (default true), so clients in this process (tests,
+   * `mds dev`) verify connection strings that carry only `sslmode=require`, which the pg driver treats as verify-full.
+   */
+  trustCa?: boolean;
   service?: Partial<Omit<StartServiceOptions, "controlUrl" | "regions" | "encryptionKey" | "backupDir" | "host" | "port" | "baseUrl" | "logger">>;
 };
 
-export type EmbeddedService = RunningService & { token: string; controlUrl: string; postgres: RunningPostgres; dir: string };
+export type EmbeddedService = RunningService & {
+  token: string;
+  controlUrl: string;
+  postgres: RunningPostgres;
+  /** The pooled endpoint's PgBouncer (absent with `pooler: false`). */
+  pgbouncer?: RunningPgBouncer;
+  /** PEM of the CA that signed the certificates of PostgreSQL and PgBouncer, and its file (also in service.json). */
+  caCert: string;
+  caFile: string;
+  dir: string;
+};
+
+/** Adds `caCert` to the CAs this process trusts by default (once per certificate). */
+function trustInProcess(caCert: string): void {
+  const current = tls.getCACertificates("default");
+  if (!current.some((c) => c.trim() === caCert.trim())) tls.setDefaultCACertificates([...current, caCert]);
+}
 
 function withDatabase(url: string, database: string): string {
   const u = new URL(url);
@@ -140,14 +167,46 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
   await mkdir(dir, { recursive: true });
   await refuseIfServiceRuns(dir);
   const postgres = await startPostgres({
-    takeOver: true, dir: path.join(dir, "postgres"), ...(options.postgresPort !== undefined ? { port: options.postgresPort } : {}), ...(options.logger ? { logger: options.logger.child({ component: "postgres" }) } : {}), ...(options.postgresSettings ? { settings: options.postgresSettings } : {}), ...(options.postgresTemplate ? { template: options.postgresTemplate } : {}) });
+    takeOver: true,
+    tls: true,
+    dir: path.join(dir, "postgres"),
+    ...(options.postgresPort !== undefined ? { port: options.postgresPort } : {}),
+    ...(options.logger ? { logger: options.logger.child({ component: "postgres" }) } : {}),
+    ...(options.postgresSettings ? { settings: options.postgresSettings } : {}),
+    ...(options.postgresTemplate ? { template: options.postgresTemplate } : {}),
+  });
+  let pgbouncer: RunningPgBouncer | undefined;
   try {
+    const serverTls = postgres.tls!;
+    if (options.trustCa ?? true) trustInProcess(serverTls.caCert);
     await ensureDatabase(postgres.url, controlDatabase);
     const controlUrl = withDatabase(postgres.url, controlDatabase);
     const encryptionKey = await ensureKey(path.join(dir, "secret.key"));
     const serviceFile = path.join(dir, "service.json");
     const token = await ensureDefaultToken(controlUrl, serviceFile);
-    const regions = Object.fromEntries(regionIds.map((r) => [r, { ...options.regionSettings, adminUrl: postgres.url }])) as Record<Region, RegionSettings & { adminUrl: string }>;
+    if (options.pooler ?? true) {
+      const pooler = typeof options.pooler === "object" ? options.pooler : {};
+      pgbouncer = await startPgBouncer({
+        dir: path.join(dir, "pgbouncer"),
+        server: { host: postgres.host, port: postgres.port, adminUrl: postgres.url },
+        tls: serverTls,
+        ...(pooler.port !== undefined ? { port: pooler.port } : {}),
+        ...(pooler.poolSize !== undefined ? { poolSize: pooler.poolSize } : {}),
+        ...(pooler.maxDbConnections !== undefined ? { maxDbConnections: pooler.maxDbConnections } : {}),
+        ...(options.logger ? { logger: options.logger.child({ component: "pgbouncer" }) } : {}),
+      });
+    }
+    // Every region is this one server: TLS on, clients on this machine verify it through the CA file.
+    const regionDefaults: RegionSettings = {
+      sslmode: "require",
+      caCert: serverTls.caCert,
+      sslrootcert: serverTls.caFile,
+      ...(pgbouncer ? { pooler: { host: pgbouncer.host, port: pgbouncer.port, pgbouncer: !pgbouncer.preparedStatements } } : {}),
+    };
+    // The service's own sessions and its pg_dump/pg_restore stay on loopback: no TLS handshake for them (libpq's
+    // default `prefer` would now negotiate one for every job).
+    const adminUrl = `${postgres.url}?sslmode=disable`;
+    const regions = Object.fromEntries(regionIds.map((r) => [r, { ...regionDefaults, ...options.regionSettings, adminUrl }])) as Record<Region, RegionSettings & { adminUrl: string }>;
     const service = await startService({
       ...options.service,
       controlUrl,
@@ -163,7 +222,7 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
     // For `mds token --embedded DIR` while the service runs: where the control database is (holds a password: 0600).
     await writeFile(path.join(dir, "control.json"), JSON.stringify({ controlUrl }) + "\n", { mode: 0o600 });
     const tmp = `${serviceFile}.tmp`;
-    await writeFile(tmp, JSON.stringify({ url: service.url, token }, null, 2) + "\n", { mode: 0o600 });
+    await writeFile(tmp, JSON.stringify({ url: service.url, token, caFile: serverTls.caFile, caCert: serverTls.caCert }, null, 2) + "\n", { mode: 0o600 });
     await chmod(tmp, 0o600);
     await rename(tmp, serviceFile);
     return {
@@ -171,13 +230,18 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
       token,
       controlUrl,
       postgres,
+      ...(pgbouncer ? { pgbouncer } : {}),
+      caCert: serverTls.caCert,
+      caFile: serverTls.caFile,
       dir,
       async stop() {
         await service.stop();
+        await pgbouncer?.stop();
         await postgres.stop();
       },
     };
   } catch (err) {
+    await pgbouncer?.stop();
     await postgres.stop();
     throw err;
   }

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { endPooledSessions, grantPoolerConnect } from "../postgres/pgbouncer.ts";
 import type { TenantLimits } from "./config.ts";
 import { inTransaction, withClient } from "./store/pool.ts";
 
@@ -105,6 +106,8 @@ export async function createDatabase(pool: pg.Pool, name: string, ownerRole: str
   // The public schema belongs to pg_database_owner, so changing the database owner hands it over too.
   await pool.query(`ALTER DATABASE ${ident(name)} OWNER TO ${ident(ownerRole)}`);
   await pool.query(`REVOKE ALL ON DATABASE ${ident(name)} FROM PUBLIC`);
+  // A PgBouncer in front of this server looks logins up inside the database (pgbouncer.ts): CONNECT, nothing more.
+  await grantPoolerConnect(pool, name);
   await pool.query(databaseLimitStatement(name, limits));
 }
 
@@ -144,6 +147,7 @@ export async function provisionDatabase(pool: pg.Pool, input: { pgName: string; 
     if (!exists) return true;
     await client.query(`ALTER DATABASE ${ident(input.pgName)} OWNER TO ${owner}`);
     await client.query(`REVOKE ALL ON DATABASE ${ident(input.pgName)} FROM PUBLIC`);
+    await grantPoolerConnect(client, input.pgName);
     await client.query(databaseLimitStatement(input.pgName, input.limits));
     return false;
   });
@@ -156,6 +160,8 @@ export async function provisionDatabase(pool: pg.Pool, input: { pgName: string; 
  * the role lost its password or LOGIN, so no new session can start meanwhile.
  */
 export async function endSessions(pool: pg.Pool, roleName: string): Promise<void> {
+  // Clients of a PgBouncer in front of the server outlive their server sessions (pgbouncer.ts). Job logins never pass one.
+  if (!roleName.startsWith("mds_job_")) await endPooledSessions(pool, roleName);
   // A terminated backend leaves pg_stat_activity a moment later; 250 rounds of 20 ms bound a stuck one.
   for (let round = 0; round < 250; round++) {
     const { rowCount } = await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()", [roleName]);

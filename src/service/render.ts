@@ -17,17 +17,25 @@ import type { BackupRow, ConnectionRow, DatabaseRow, ProjectRow } from "./rows.t
 export type Urls = { baseUrl: string };
 const url = (base: string, collection: string, id: string) => `${base}/v1/${collection}/${id}`;
 
-type Endpoints = { direct: { host: string; port: number }; pooled: { host: string; port: number }; accelerate?: { host: string; port: number }; sslmode: string };
+type HostPort = { host: string; port: number };
+/** `query`: everything after `?` in connection strings through that endpoint (sslmode first). */
+type Endpoints = { direct: HostPort; pooled: HostPort; accelerate?: HostPort; directQuery: string; pooledQuery: string; accelerateQuery: string };
 
 export function endpointsOf(config: ServiceConfig, region: string): Endpoints {
   const r = config.regions[region as Region];
   if (!r) throw new Error(`region ${region} has no server configured`);
   const direct = publicEndpoint(r);
-  return { direct, pooled: r.pooler ?? direct, ...(r.accelerate ? { accelerate: r.accelerate } : {}), sslmode: r.sslmode };
+  const sslmode = `sslmode=${encodeURIComponent(r.sslmode)}`;
+  // A path stays readable (libpq and pg both decode %XX; `/` needs no escaping in a query).
+  const directQuery = r.sslrootcert ? `${sslmode}&sslrootcert=${encodeURIComponent(r.sslrootcert).replace(/%2F/g, "/")}` : sslmode;
+  // A transaction-mode PgBouncer: Prisma must not use named prepared statements there (`pgbouncer=true`).
+  const pooledQuery = r.pooler?.pgbouncer ? `${directQuery}&pgbouncer=true` : directQuery;
+  const pooled = r.pooler ? { host: r.pooler.host, port: r.pooler.port } : direct;
+  return { direct, pooled, ...(r.accelerate ? { accelerate: r.accelerate } : {}), directQuery, pooledQuery, accelerateQuery: sslmode };
 }
 
-export function connectionString(host: string, port: number, user: string, password: string, database: string, sslmode: string): string {
-  return `postgresql://${encodeURIComponent(user)}:${encodeURIComponent(password)}@${host}:${port}/${encodeURIComponent(database)}?sslmode=${sslmode}`;
+export function connectionString(host: string, port: number, user: string, password: string, database: string, query: string): string {
+  return `postgresql://${encodeURIComponent(user)}:${encodeURIComponent(password)}@${host}:${port}/${encodeURIComponent(database)}?${query}`;
 }
 
 export function renderConnection(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow): Connection {
@@ -48,10 +56,10 @@ export function renderConnection(config: ServiceConfig, db: DatabaseRow, c: Conn
 export function renderCreatedConnection(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string): CreatedConnection {
   const base = renderConnection(config, db, c);
   const e = endpointsOf(config, db.region);
-  const cs = (ep: { host: string; port: number }) => ({ ...ep, connectionString: connectionString(ep.host, ep.port, c.role_name, password, db.pg_name, e.sslmode) });
+  const cs = (ep: HostPort, query: string) => ({ ...ep, connectionString: connectionString(ep.host, ep.port, c.role_name, password, db.pg_name, query) });
   return {
     ...base,
-    endpoints: { direct: cs(e.direct), pooled: cs(e.pooled), ...(e.accelerate ? { accelerate: cs(e.accelerate) } : {}) },
+    endpoints: { direct: cs(e.direct, e.directQuery), pooled: cs(e.pooled, e.pooledQuery), ...(e.accelerate ? { accelerate: cs(e.accelerate, e.accelerateQuery) } : {}) },
     directConnection: { ...base.directConnection, pass: password },
   };
 }
@@ -65,7 +73,7 @@ export function renderIssuedConnection(config: ServiceConfig, db: DatabaseRow, c
   const e = endpointsOf(config, db.region);
   return {
     ...renderCreatedConnection(config, db, c, password),
-    connectionString: connectionString(e.pooled.host, e.pooled.port, c.role_name, password, db.pg_name, e.sslmode),
+    connectionString: connectionString(e.pooled.host, e.pooled.port, c.role_name, password, db.pg_name, e.pooledQuery),
     host: null,
     user: null,
     pass: null,
@@ -78,7 +86,7 @@ export function renderApiKey(config: ServiceConfig, db: DatabaseRow, c: Connecti
   return {
     ...rest,
     directConnection: { ...rest.directConnection, pass: password },
-    connectionString: connectionString(e.pooled.host, e.pooled.port, c.role_name, password, db.pg_name, e.sslmode),
+    connectionString: connectionString(e.pooled.host, e.pooled.port, c.role_name, password, db.pg_name, e.pooledQuery),
   };
 }
 
@@ -115,7 +123,7 @@ export function renderCreatedDatabase(config: ServiceConfig, db: DatabaseRow, c:
     connections: [created],
     project: { id: db.project_id, url: url(config.baseUrl, "projects", db.project_id), name: db.project_name },
     apiKeys: [renderApiKey(config, db, c, password)],
-    connectionString: connectionString(e.pooled.host, e.pooled.port, c.role_name, password, db.pg_name, e.sslmode),
+    connectionString: connectionString(e.pooled.host, e.pooled.port, c.role_name, password, db.pg_name, e.pooledQuery),
     directConnection: created.directConnection,
   };
 }

@@ -34,7 +34,8 @@ async function readyDatabase(token: string, name: string): Promise<{ id: string;
   const api = client(service, token);
   const created = (await api("POST", "/v1/projects", { name })).body.data;
   await eventually(async () => expect((await api("GET", `/v1/databases/${created.database.id}`)).body.data.status).toBe("ready"));
-  return { id: created.database.id, url: created.database.connectionString };
+  // The direct endpoint: these are the server's own limits (through PgBouncer, clients share a bounded pool).
+  return { id: created.database.id, url: created.database.connections[0].endpoints.direct.connectionString };
 }
 
 async function mint(token: string, databaseId: string): Promise<string> {

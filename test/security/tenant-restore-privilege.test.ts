@@ -76,7 +76,8 @@ beforeAll(async () => {
   expect(await escalations()).toEqual([]);
   // The planted function really escalates in a superuser session that SET ROLE to the owner (what
   // pg_restore --role did): checked in a transaction that is rolled back (the file is removed by hand).
-  const superUrl = new URL(url);
+  // The direct endpoint: PgBouncer's lookup never answers for a superuser.
+  const superUrl = new URL(project.database.connections[0].endpoints.direct.connectionString as string);
   const admin = new URL(service.postgresUrl);
   superUrl.username = admin.username;
   superUrl.password = admin.password;

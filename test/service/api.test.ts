@@ -1,3 +1,4 @@
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
@@ -75,7 +76,9 @@ describe("projects", () => {
     expect(db.region).toEqual({ id: "eu-central-1", name: expect.any(String) });
     expect(db).not.toHaveProperty("project");
     expect(db.defaultConnectionId).toBe(db.connections[0].id);
-    expect(db.connectionString).toMatch(/^postgresql:\/\/[^:]+:[^@]+@127\.0\.0\.1:\d+\/mds_\w+\?sslmode=disable$/);
+    // The top-level string is the pooled endpoint (PgBouncer): TLS verified with the stack's CA, Prisma's flag.
+    expect(db.connectionString).toMatch(/^postgresql:\/\/[^:]+:[^@]+@127\.0\.0\.1:\d+\/mds_\w+\?sslmode=require&sslrootcert=\/\S+\/ca\.crt&pgbouncer=true$/);
+    expect(db.connections[0].endpoints.direct.connectionString).toMatch(/\?sslmode=require&sslrootcert=\/\S+\/ca\.crt$/);
     expect(db.directConnection.pass).not.toBe(maskedPassword);
     expect(db.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     // The connection string really connects, and can create tables.
@@ -182,16 +185,27 @@ describe("databases", () => {
     expect((await api("GET", `/v1/databases/${a.id}`)).body.data.isDefault).toBe(false);
   });
 
-  it("credentials reach only their own database", async () => {
+  it("credentials reach only their own database, directly and through the pooler", async () => {
     const urlA = a.connectionString as string;
     const urlB = b.connections[0].endpoints.direct.connectionString as string;
+    const directA = a.connections[0].endpoints.direct.connectionString as string;
     expect(await tryConnect(urlA)).toBe(true);
     expect(await tryConnect(urlB)).toBe(true);
-    const aOnB = urlA.replace(/\/(mds_\w+)\?/, `/${new URL(urlB).pathname.slice(1)}?`);
-    expect(await tryConnect(aOnB)).toBe("42501"); // insufficient_privilege: no CONNECT on the other database
-    const aOnPostgres = urlA.replace(/\/(mds_\w+)\?/, "/postgres?");
-    expect(await tryConnect(aOnPostgres)).toBe("42501");
-    expect(await tryConnect(urlA.replace(/\/(mds_\w+)\?/, "/mds_control?"))).toBe("42501");
+    const on = (url: string, database: string) => url.replace(/\/(mds_\w+)\?/, `/${database}?`);
+    const dbB = new URL(urlB).pathname.slice(1);
+    // Direct: PostgreSQL says insufficient_privilege (no CONNECT on the other database).
+    for (const database of [dbB, "postgres", "mds_control"]) expect(await tryConnect(on(directA, database))).toBe("42501");
+    // Pooled: PgBouncer's lookup admits A's password, then PostgreSQL refuses PgBouncer's login as A: an error at once.
+    const started = Date.now();
+    expect(await tryConnect(on(urlA, dbB))).not.toBe(true);
+    expect(Date.now() - started).toBeLessThan(5000);
+    // Databases the pooler itself cannot open: PgBouncer 1.18 keeps such a login waiting (README), never admits it.
+    for (const database of ["postgres", "mds_control"]) {
+      const c = new pg.Client({ connectionString: on(urlA, database), connectionTimeoutMillis: 2000 });
+      c.on("error", () => {});
+      await expect(c.connect().then(() => c.query("SELECT 1"))).rejects.toThrow();
+      await c.end().catch(() => {});
+    }
   });
 
   it("connections: mint with credentials, list without, revoke so the role cannot log in", async () => {
@@ -271,7 +285,8 @@ describe("databases", () => {
       expect(await sql(service.postgresUrl, "SELECT 1 FROM pg_database WHERE datname = $1", [pgName])).toEqual([]);
       expect(await sql(service.postgresUrl, "SELECT 1 FROM pg_roles WHERE rolname = ANY($1)", [[role, `${pgName}_owner`]])).toEqual([]);
     });
-    expect(await tryConnect(url)).not.toBe(true);
+    // Direct: the server says the database is gone at once (through PgBouncer 1.18 such a login waits: README).
+    expect(await tryConnect(a.connections[0].endpoints.direct.connectionString as string)).not.toBe(true);
   });
 });
 

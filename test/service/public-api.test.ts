@@ -330,7 +330,8 @@ describe("public API: regions and usage", () => {
 
   it("GET /v1/databases/{id}/usage reports storage and open sessions from the server", async () => {
     const { db } = await readyProject("usage");
-    await sql(db.connectionString, "CREATE TABLE big AS SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 5000) g");
+    // Direct: a pooled statement would leave PgBouncer's server connections (counted too) open for a minute.
+    await sql(db.connections[0]!.endpoints.direct!.connectionString, "CREATE TABLE big AS SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 5000) g");
     const session = await openSession(db.connections[0]!.endpoints.direct!.connectionString);
     try {
       // Waits for the sessions of earlier statements to leave and for statistics to be flushed.
