@@ -8,7 +8,8 @@ import { credentialsSecret, startStack, until } from "./stack.ts";
 //   service/   the embedded service and its private PostgreSQL (control data, every region, backups)
 //   devkube/   devkube's objects, certificates, token and kubeconfig
 //   ports.json the ports chosen on first start, reused so kubeconfig and env stay valid across restarts
-//   env        KUBECONFIG, MDS_API_URL, MDS_TOKEN, KUBECTL (KEY=value lines); activate: the same as exports + PATH
+//   env        KUBECONFIG, MDS_API_URL, MDS_TOKEN, KUBECTL, NODE_EXTRA_CA_CERTS and PGSSLROOTCERT (the stack's CA)
+//              (KEY=value lines); activate: the same as exports + PATH
 //   operator.pid, operator.log   the supervised operator child
 // stack.ts starts the parts (the chaos harness starts them the same way); this adds the directory's lock, fixed
 // ports, the env files, kubectl, and one supervised operator.
@@ -28,7 +29,7 @@ export interface DevStackOptions {
 
 export interface DevStack {
   dir: string;
-  env: { KUBECONFIG: string; MDS_API_URL: string; MDS_TOKEN: string; KUBECTL?: string };
+  env: { KUBECONFIG: string; MDS_API_URL: string; MDS_TOKEN: string; KUBECTL?: string; NODE_EXTRA_CA_CERTS: string; PGSSLROOTCERT: string };
   healthUrl: string;
   /** The operator child's current process id (also in operator.pid). */
   operatorPid(): number | undefined;
@@ -185,6 +186,10 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
       MDS_API_URL: service.url,
       MDS_TOKEN: service.token,
       ...(kubectl ? { KUBECTL: kubectl } : {}),
+      // The local PostgreSQL and PgBouncer serve TLS under the stack's own CA: Node apps (the pg driver verifies
+      // `sslmode=require`) and libpq tools in a shell that sourced activate trust it.
+      NODE_EXTRA_CA_CERTS: service.caFile,
+      PGSSLROOTCERT: service.caFile,
     };
 
     const healthUrl = `http://127.0.0.1:${ports.health}`;

@@ -67,4 +67,14 @@ describe("connection Secret", () => {
     const old = createHash("sha256").update("con_1\u0000u\u0000p").digest("hex");
     expect(credentialsHash("con_1", "u", "p")).toBe(old);
   });
+
+  it("carries the service's sslrootcert into the URLs and PGSSLROOTCERT, and reads it back", () => {
+    const withCa = { ...creds, sslrootcert: "/srv/mds/ca.crt" };
+    const data = secretData(withCa, undefined);
+    expect(new URL(data["DATABASE_URL"]!).searchParams.get("sslrootcert")).toBe("/srv/mds/ca.crt");
+    expect(data["PGSSLROOTCERT"]).toBe("/srv/mds/ca.crt");
+    const s = buildSecret({ namespace: "n", name: "s", credentials: withCa, spec: undefined, projectId: undefined, databaseId: "db_1", owner: undefined });
+    expect(credentialsFromSecret(s, { direct: creds.direct })?.sslrootcert).toBe("/srv/mds/ca.crt");
+    expect(secretData(creds, undefined)).not.toHaveProperty("PGSSLROOTCERT");
+  });
 });

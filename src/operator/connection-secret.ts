@@ -47,6 +47,11 @@ export interface ConnectionCredentials {
   password: string;
   database: string;
   sslmode: string;
+  /**
+   * The CA file the service's connection strings name (`sslrootcert`): a path on the service's machine, useful to
+   * clients that share it (the embedded stack). Carried into the URLs and PGSSLROOTCERT.
+   */
+  sslrootcert?: string | undefined;
   direct: Endpoint;
   pooled?: Endpoint | undefined;
   /**
@@ -60,7 +65,7 @@ export interface ConnectionCredentials {
 export const serviceBindingType = "servicebinding.io/postgresql";
 
 /** Parses a postgresql:// URL of a creation response into its parts. */
-export function parseConnectionString(url: string): { user: string; password: string; host: string; port: number; database: string; sslmode: string } {
+export function parseConnectionString(url: string): { user: string; password: string; host: string; port: number; database: string; sslmode: string; sslrootcert?: string } {
   const u = new URL(url);
   return {
     user: decodeURIComponent(u.username),
@@ -69,12 +74,14 @@ export function parseConnectionString(url: string): { user: string; password: st
     port: u.port === "" ? 5432 : Number(u.port),
     database: decodeURIComponent(u.pathname.replace(/^\//, "")),
     sslmode: u.searchParams.get("sslmode") ?? "prefer",
+    ...(u.searchParams.get("sslrootcert") ? { sslrootcert: u.searchParams.get("sslrootcert")! } : {}),
   };
 }
 
 export function connectionUrl(c: ConnectionCredentials, endpoint: Endpoint): string {
   const enc = encodeURIComponent;
-  return `postgresql://${enc(c.user)}:${enc(c.password)}@${endpoint.host}:${endpoint.port}/${enc(c.database)}?sslmode=${enc(c.sslmode)}`;
+  const root = c.sslrootcert === undefined ? "" : `&sslrootcert=${enc(c.sslrootcert)}`;
+  return `postgresql://${enc(c.user)}:${enc(c.password)}@${endpoint.host}:${endpoint.port}/${enc(c.database)}?sslmode=${enc(c.sslmode)}${root}`;
 }
 
 export function secretData(c: ConnectionCredentials, spec: ConnectionSecretSpec | undefined): Record<string, string> {
@@ -111,6 +118,7 @@ export function secretData(c: ConnectionCredentials, spec: ConnectionSecretSpec 
     PGPASSWORD: c.password,
     PGDATABASE: c.database,
     PGSSLMODE: c.sslmode,
+    ...(c.sslrootcert === undefined ? {} : { PGSSLROOTCERT: c.sslrootcert }),
   });
   return data;
 }
@@ -160,6 +168,7 @@ export function credentialsFromSecret(secret: Secret, endpoints: { direct: Endpo
     password,
     database,
     sslmode: data["PGSSLMODE"] ?? "prefer",
+    ...(data["PGSSLROOTCERT"] === undefined ? {} : { sslrootcert: data["PGSSLROOTCERT"] }),
     direct: endpoints.direct,
     pooled: endpoints.pooled,
     ...(accelerateUrl === undefined ? {} : { accelerateUrl }),

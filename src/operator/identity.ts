@@ -51,6 +51,7 @@ export function credentialsFromCreated(connection: CreatedConnection): Connectio
     password: parsed.password,
     database: parsed.database,
     sslmode: parsed.sslmode,
+    ...(parsed.sslrootcert === undefined ? {} : { sslrootcert: parsed.sslrootcert }),
     direct: { host: direct.host, port: direct.port },
     pooled: pooled === undefined ? undefined : { host: pooled.host, port: pooled.port },
     ...(connection.endpoints.accelerate?.connectionString === undefined ? {} : { accelerateUrl: connection.endpoints.accelerate.connectionString }),
