@@ -230,13 +230,13 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
         apiVersion: mdsApiVersion,
         kind: "Project",
         metadata: { name: s.project, namespace: s.ns },
-        spec: { displayName: `chaos ${s.ns}`, deletionPolicy: "Delete", connectionSecret: { name: `${s.project}-conn` } },
+        spec: { displayName: `chaos ${s.ns}`, deletionPolicy: "Delete", connectionSecret: { name: `${s.project}-conn`, rotation: { gracePeriod: "2s" } } },
       });
       await kube.apply({
         apiVersion: mdsApiVersion,
         kind: "Database",
         metadata: { name: s.database, namespace: s.ns },
-        spec: { projectRef: { name: s.project }, displayName: `db ${s.ns}`, deletionPolicy: "Delete", connectionSecret: { name: s.databaseSecret } },
+        spec: { projectRef: { name: s.project }, displayName: `db ${s.ns}`, deletionPolicy: "Delete", connectionSecret: { name: s.databaseSecret, rotation: { gracePeriod: "2s" } } },
       });
       await kube.apply({
         apiVersion: mdsApiVersion,
@@ -282,8 +282,7 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
       return;
     }
     case "rotate": {
-      // Each publisher rotates once on demand; the replaced login is revoked after its grace period (the
-      // Connection's is 2 s, the others' the 10 min default: theirs are still retiring when the step ends).
+      // Each publisher rotates once on demand; the replaced login is revoked after its grace period (2 s).
       const trigger = `${s.ns}-${Date.now().toString(36)}`;
       const before = new Map<string, string | undefined>();
       for (const [kind, name, secretName] of publishers(s)) {
@@ -291,14 +290,14 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
         await kube.mergePatch(mdsApiVersion, kind, s.ns, name, { metadata: { annotations: { "mds.dev/rotate": trigger } } });
       }
       let why = "";
-      await waitFor("Secrets rotated, the Connection's old login retired", timeoutMs, async () => {
+      await waitFor("Secrets rotated, the old logins retired", timeoutMs, async () => {
         for (const [kind, name, secretName] of publishers(s)) {
           const obj = await get(kind, name);
           const rotation = obj?.status?.["rotation"] as { trigger?: string; retiring?: unknown } | undefined;
           const now = (await kube.get("v1", "Secret", s.ns, secretName))?.metadata.labels?.["mds.dev/connection-id"];
           why = `${kind} ${name}: ready ${isReady(obj)}, rotation ${JSON.stringify(rotation)}, Secret's connection ${now} (was ${before.get(secretName)}), conditions ${JSON.stringify(obj?.status?.["conditions"])}`;
           if (!isReady(obj) || rotation?.trigger !== trigger || now === undefined || now === before.get(secretName)) return false;
-          if (kind === "Connection" && rotation.retiring !== undefined) return false;
+          if (rotation.retiring !== undefined) return false;
           const data = await kube.secretData(s.ns, secretName);
           why = `${kind} ${name}: its Secret does not connect`;
           if (!(await withDatabase(data?.["DATABASE_URL"] ?? "", async (c) => (await c.query("select 1")).rowCount === 1))) return false;
