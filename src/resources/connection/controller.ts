@@ -55,6 +55,10 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
         }
       }
       if (databaseId === undefined) throw new TerminalError("InvalidSpec", "set exactly one of databaseRef.name or databaseId");
+      // By id, only with a token this namespace holds: the operator's own token is not lent to mint for any id.
+      if (ref === undefined && obj.spec.credentials === undefined) {
+        throw new TerminalError("InvalidSpec", "a Connection by databaseId needs spec.credentials.secretRef (a token of the database's workspace in this namespace)");
+      }
       const api = await ctx.pool.resolve(credentials);
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
       return createConnectionExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, databaseId });

@@ -27,7 +27,7 @@ export const ConnectionSpec = z
       .describe("The remote id (db_…) of the database, for one no Database resource manages. Exactly one of databaseRef and databaseId. Immutable."),
     connectionSecret: ConnectionSecret.optional(),
     credentials: Credentials.optional().describe(
-      "The API token for a databaseId (with databaseRef the Database's own credentials are used). Defaults to the operator's.",
+      "The API token, required with databaseId (the operator's own token is never lent by id); with databaseRef the Database's own credentials are used.",
     ),
     deletionPolicy: z
       .enum(["Delete", "Retain"])
@@ -35,7 +35,15 @@ export const ConnectionSpec = z
       .describe("What happens to the connection when this resource is deleted: Delete (default) revokes it and deletes the Secret; Retain keeps both."),
   })
   .meta({
-    "x-kubernetes-validations": [exactlyOne("databaseRef", "databaseId", "databaseRef.name or databaseId"), ...immutableFields("databaseRef", "databaseId"), secretNameUnchanged],
+    "x-kubernetes-validations": [
+      exactlyOne("databaseRef", "databaseId", "databaseRef.name or databaseId"),
+      {
+        rule: "!has(self.databaseId) || has(self.credentials)",
+        message: "a Connection by databaseId needs credentials.secretRef: a token of the database's workspace in this namespace",
+      },
+      ...immutableFields("databaseRef", "databaseId"),
+      secretNameUnchanged,
+    ],
   })
   .describe("Desired state of one connection (a login and password) of a database.");
 export type ConnectionSpec = z.infer<typeof ConnectionSpec>;
