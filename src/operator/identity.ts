@@ -25,7 +25,8 @@ export function idempotencyKeyOf(...parts: string[]): string {
  * resource, nor another cluster adopting the same database, may share it.
  */
 export function connectionNameOf(instanceId: string, kind: string, namespace: string, name: string): string {
-  const n = `k8s-${instanceId}-${kind.toLowerCase()}-${namespace}-${name}`;
+  // "." between namespace and name: a namespace cannot contain one, so ("team", "a-db") and ("team-a", "db") differ.
+  const n = `k8s-${instanceId}-${kind.toLowerCase()}-${namespace}.${name}`;
   return n.length <= 64 ? n : `k8s-${createHash("sha256").update(n).digest("hex").slice(0, 40)}`;
 }
 

@@ -8,6 +8,7 @@ import { DatabaseType, ProjectType } from "../resources/types.ts";
 import { decodeData, encodeData } from "./connection-secret.ts";
 import { createCredentialPool } from "./credentials.ts";
 import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
+import { connectionNameOf } from "./identity.ts";
 import { parseDuration, rotateAnnotation, type RotationStatus } from "./rotation.ts";
 
 // Rotation with overlap through the managed loop (Database kind), against both kinds of server: one that replays
@@ -154,6 +155,31 @@ describe("rotation after a crash that left status naming an older connection", (
     expect(t.secretConnection()).not.toBe(published);
     expect(t.status().rotation).toMatchObject({ trigger: "again", retiring: { id: published } });
     expect(t.api.passwords.has(t.secretConnection())).toBe(true);
+  });
+});
+
+describe("a failed revocation of the retiring connection", () => {
+  it("keeps it in status.rotation.retiring and revokes it on a later reconcile", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setup(false);
+    t.apply({ rotation: { gracePeriod: "5s" } });
+    await t.advance(1_000, 6);
+    const first = t.status().connection!.id;
+    t.apply({ rotation: { gracePeriod: "5s" } }, { [rotateAnnotation]: "1" });
+    await t.advance(1_000, 2);
+    t.api.failNext("deleteConnection", Object.assign(new Error("unavailable"), { code: "unavailable", status: 503 }));
+    await t.advance(6_000, 1);
+    expect(t.api.passwords.has(first)).toBe(true);
+    expect(t.status().rotation?.retiring?.id).toBe(first);
+    await t.advance(1_000, 1);
+    expect(t.api.passwords.has(first)).toBe(false);
+    expect(t.status().rotation?.retiring).toBeUndefined();
+  });
+});
+
+describe("connection names", () => {
+  it("cannot collide across namespaces and names that share dashes", () => {
+    expect(connectionNameOf("i", "Connection", "team", "a-db")).not.toBe(connectionNameOf("i", "Connection", "team-a", "db"));
   });
 });
 

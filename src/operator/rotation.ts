@@ -69,7 +69,7 @@ export interface RotationContext<T extends Publisher> {
   obj: T & { status?: { rotation?: RotationStatus | undefined } | undefined };
   owner: ConnectionOwner<T>;
   target: SecretTarget;
-  /** The connection the Secret holds now (it is current). */
+  /** The connection the Secret holds now (it is current; re-read live while a rotation is pending). */
   published: string;
   policy: RotationPolicy;
   now: number;
@@ -77,7 +77,10 @@ export interface RotationContext<T extends Publisher> {
   publish(credentials: ConnectionCredentials): Promise<void>;
   /** The connection the live Secret holds (never the cache: a revocation must not trust a lagging one). */
   liveConnectionId(): Promise<string | undefined>;
+  /** Revokes a connection nobody holds; a failure is logged, not thrown. */
   revoke(id: string, why: string): Promise<void>;
+  /** Revokes the retiring connection; a failure (other than gone) throws. */
+  retire(id: string): Promise<void>;
   /** Writes status fields before the mint (the pending rotation must be recorded before it can have acted). */
   saveStatus(fields: Record<string, unknown>): Promise<void>;
   crashPoint(name: string): void | Promise<void>;
@@ -100,15 +103,18 @@ export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): 
   });
 
   // A crash after the rotated Secret was written and before status named it: the Secret no longer holds the
-  // connection the rotation set out to replace. Finish that rotation (never mint again).
+  // connection the rotation set out to replace. Finish that rotation (never mint again). Read live: a lagging
+  // Secret cache would make a published rotation look unpublished and mint a second time.
   const replaced = r.pending?.replaces ?? recorded;
+  if (r.pending !== undefined) connectionId = ctx.published = (await ctx.liveConnectionId()) ?? ctx.published;
   if (r.pending !== undefined && replaced !== undefined && ctx.published !== replaced) {
     r = finish(replaced, r.pending.trigger ?? r.trigger);
     ctx.record("SecretRotated", `Published new credentials (connection "${ctx.published}"); connection "${replaced}" keeps working until ${r.retiring?.revokeAt}`);
   }
   if (r.retiring !== undefined && now >= Date.parse(r.retiring.revokeAt)) {
     await ctx.crashPoint("before-retire");
-    if ((await ctx.liveConnectionId()) !== r.retiring.id) await ctx.revoke(r.retiring.id, `its grace period after a rotation ended`);
+    // A failed revocation throws: `retiring` stays in status and the next reconcile tries again.
+    if ((await ctx.liveConnectionId()) !== r.retiring.id) await ctx.retire(r.retiring.id);
     r = { ...r, retiring: undefined };
   }
   if (policy.everyMs === undefined) r.nextRotationTime = undefined;

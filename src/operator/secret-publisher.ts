@@ -154,9 +154,10 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
    * (a lagging cache must never get the published connection revoked). Steady state: no call.
    */
   async function revokeReplaced(owner: ConnectionOwner<T>, target: SecretTarget, published: string) {
-    // A rotation in progress replaced it on purpose: it retires after its grace period (rotation.ts).
+    // A rotation in progress replaced it on purpose, or it is retiring: it goes after its grace period (rotation.ts).
     if (obj.status?.rotation?.pending !== undefined) return;
     const recorded = obj.status?.connection?.id;
+    if (recorded !== undefined && recorded === obj.status?.rotation?.retiring?.id) return;
     if (recorded === undefined || recorded === published || !target.connections.some((c) => c.id === recorded)) return;
     const live = await deps.kube.get<Secret>(SecretType, ns, target.name);
     if (live?.metadata.labels?.[labels.connectionId] !== published) return;
@@ -191,6 +192,10 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         publish: (credentials) => publishOnly(target, credentials).then(() => undefined),
         liveConnectionId: async () => (await deps.kube.get<Secret>(SecretType, ns, target.name))?.metadata.labels?.[labels.connectionId],
         revoke: (id, why) => revoke(owner, id, why),
+        retire: async (id) => {
+          await owner.revoke(id);
+          deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}": its grace period after a rotation ended`);
+        },
         saveStatus,
         crashPoint: point,
         record: (reason, message) => deps.events.record(obj, "Normal", reason, message),
@@ -210,7 +215,9 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       };
       let creds = usable(fromCache);
       let existing = fromCache;
-      if (creds === undefined) {
+      // A cached Secret naming another connection than status may lag behind a rotation: ask the live one.
+      const stale = creds !== undefined && obj.status?.connection !== undefined && creds.connectionId !== obj.status.connection.id;
+      if (creds === undefined || stale) {
         // The cache may lag: read the Secret itself before minting anything.
         existing = await deps.kube.get<Secret>(SecretType, ns, target.name);
         assertUsable(existing, target);

@@ -41,17 +41,27 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
       if (ref !== undefined) {
         const dbNs = ref.namespace ?? ns;
         const db = ctx.cache("Database").get(dbNs, ref.name);
-        if (db !== undefined && !allows(db, ns)) {
-          // Refused before any call: nothing is minted. A change of the Database wakes this resource again.
-          if (deleting && obj.status?.connection === undefined) return nothingToDo;
-          throw new TerminalError("ReferenceNotAllowed", `database "${dbNs}/${ref.name}" does not allow Connections from namespace "${ns}": add "${ns}" to its spec.connectionPolicy.allowedNamespaces`);
-        }
-        databaseId = remoteIdOf(db) ?? obj.status?.databaseId;
-        if (db !== undefined) credentials = credentialsRefOf({ metadata: { namespace: dbNs }, spec: (db["spec"] ?? {}) as DatabaseSpec }, ctx.defaultCredentials);
-        if (databaseId === undefined) {
-          // Never got a database id, so never minted anything: a deletion has nothing to revoke.
-          if (deleting) return nothingToDo;
-          throw new WaitingError("DatabaseNotReady", db === undefined ? `database "${dbNs}/${ref.name}" not found` : `database "${dbNs}/${ref.name}" has no remote id yet`);
+        if (db === undefined) {
+          // Never mint without the Database's consent and token; a deletion still revokes what was minted.
+          if (!deleting) throw new WaitingError("DatabaseNotReady", `database "${dbNs}/${ref.name}" not found`);
+          if (obj.status?.databaseId === undefined) return nothingToDo;
+          databaseId = obj.status.databaseId;
+        } else {
+          if (!allows(db, ns)) {
+            // Refused before any call: nothing is minted. A change of the Database wakes this resource again. A
+            // deletion revokes what an earlier grant let it mint, with the Database's token.
+            if (!deleting) {
+              throw new TerminalError("ReferenceNotAllowed", `database "${dbNs}/${ref.name}" does not allow Connections from namespace "${ns}": add "${ns}" to its spec.connectionPolicy.allowedNamespaces`);
+            }
+            if (obj.status?.connection === undefined) return nothingToDo;
+          }
+          databaseId = remoteIdOf(db);
+          credentials = credentialsRefOf({ metadata: { namespace: dbNs }, spec: (db["spec"] ?? {}) as DatabaseSpec }, ctx.defaultCredentials);
+          if (databaseId === undefined) {
+            // Never got a database id, so never minted anything: a deletion has nothing to revoke.
+            if (deleting) return nothingToDo;
+            throw new WaitingError("DatabaseNotReady", `database "${dbNs}/${ref.name}" has no remote id yet`);
+          }
         }
       }
       if (databaseId === undefined) throw new TerminalError("InvalidSpec", "set exactly one of databaseRef.name or databaseId");
