@@ -134,12 +134,16 @@ describe("CEL rules", () => {
   it("DatabaseRestore: exactly one target, source and backup; the spec is immutable", () => {
     const ok = { target: { databaseRef: { name: "a" } }, source: { databaseRef: { name: "a" }, latest: true } };
     expect(violations(restore, ok, undefined)).toEqual([]);
-    expect(violations(restore, { ...ok, target: { databaseRef: { name: "a" }, databaseId: "db_c123456789" } }, undefined)).toEqual([
+    const byId = "a restore by databaseId (target or source) needs credentials.secretRef: a token of the database's workspace in this namespace";
+    const credentials = { secretRef: { name: "team-token", key: "token" } };
+    expect(violations(restore, { ...ok, credentials, target: { databaseRef: { name: "a" }, databaseId: "db_c123456789" } }, undefined)).toEqual([
       "exactly one of target.databaseRef.name or target.databaseId must be set",
     ]);
-    expect(violations(restore, { ...ok, source: { databaseId: "db_c123456789", backupId: "bkp_c123456789", latest: true } }, undefined)).toEqual([
+    expect(violations(restore, { ...ok, credentials, source: { databaseId: "db_c123456789", backupId: "bkp_c123456789", latest: true } }, undefined)).toEqual([
       "exactly one of source.backupId or source.latest: true must be set",
     ]);
+    expect(violations(restore, { ...ok, source: { databaseId: "db_c123456789", latest: true } }, undefined)).toEqual([byId]);
+    expect(violations(restore, { ...ok, credentials, source: { databaseId: "db_c123456789", latest: true } }, undefined)).toEqual([]);
     expect(violations(restore, { ...ok, idempotencyKey: "again" }, ok)).toEqual([
       "spec is immutable: create a new DatabaseRestore to restore again",
     ]);

@@ -173,3 +173,21 @@ describe("DatabaseRestore against the public API (no Idempotency-Key replay)", (
     expect(api.restores).toBe(1);
   });
 });
+
+describe("DatabaseRestore by databaseId", () => {
+  it("is refused before any API call without a token of its own namespace: the operator's token is not lent by id", async () => {
+    kube.put(DatabaseRestoreType, {
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "DatabaseRestore",
+      metadata: { name: "foreign", namespace: "default" },
+      spec: { target: { databaseId: dbId }, source: { databaseId: dbId, latest: true } },
+    });
+    const before = Object.values(api.calls).reduce((a, b) => a + b, 0);
+    await settle("foreign", 2);
+    const synced = (restoreStatus("foreign")?.["conditions"] as { type: string; reason: string }[] | undefined)?.find((c) => c.type === "Synced");
+    expect(synced?.reason).toBe("InvalidSpec");
+    expect(Object.values(api.calls).reduce((a, b) => a + b, 0)).toBe(before);
+    expect(api.restores).toBe(0);
+  });
+});
+

@@ -1,6 +1,6 @@
 import { errorCode, mayHaveLanded } from "../../operator/api.ts";
 import type { ConditionUpdate } from "../../operator/status.ts";
-import { ReconcileError, WaitingError, messageOf } from "../../operator/errors.ts";
+import { ReconcileError, TerminalError, WaitingError, messageOf } from "../../operator/errors.ts";
 import { remoteIdOf } from "../../operator/identity.ts";
 import { credentialsRefOf, oneShotKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
 import type { OneShotKind, OneShotRun } from "../../operator/one-shot-reconciler.ts";
@@ -75,8 +75,12 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
       throw new WaitingError("DatabaseNotReady", targetDb === undefined ? `target database "${targetName}" not found` : `target database "${targetName}" has no remote id yet`);
     }
     const target = { ns, name: targetName, id: targetId };
-    // The target's credentials: the same token that manages the Database resource.
-    const spec = (targetDb?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } };
+    // The token: the restore's own, else the one that manages the target Database resource. By id (target or
+    // source) only with the restore's own: the operator's token is never lent to act on an arbitrary database.
+    if ((obj.spec.target.databaseId !== undefined || obj.spec.source.databaseId !== undefined) && obj.spec.credentials === undefined) {
+      throw new TerminalError("InvalidSpec", "a restore by databaseId (target or source) needs spec.credentials.secretRef (a token of the database's workspace in this namespace)");
+    }
+    const spec = obj.spec.credentials !== undefined ? { credentials: obj.spec.credentials } : ((targetDb?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } });
     const { api, mirror } = await ctx.pool.resolve(credentialsRefOf({ metadata: { namespace: ns }, spec }, ctx.defaultCredentials));
 
     if (obj.status?.requestedAt === undefined) {

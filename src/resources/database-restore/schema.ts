@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
-import { LocalObjectReference, ObjectMeta, exactlyOne, idPattern } from "../common.ts";
+import { Credentials, LocalObjectReference, ObjectMeta, exactlyOne, idPattern } from "../common.ts";
 import type { KindDefinition } from "../crd.ts";
 import { age } from "../printer-columns.ts";
 
@@ -53,10 +53,18 @@ export const DatabaseRestoreSpec = z
         "The restore runs at most once per key and target, even if this resource is deleted and re-applied. " +
           "Defaults to <namespace>/<name>. Use a new key (or name) to restore again.",
       ),
+    credentials: Credentials.optional().describe(
+      "The API token, required when target or source is a databaseId (the operator's own token is never lent to act on " +
+        "an arbitrary id). Without it the target Database's own credentials are used.",
+    ),
   })
   .meta({
     "x-kubernetes-validations": [
       { rule: "self == oldSelf", message: "spec is immutable: create a new DatabaseRestore to restore again" },
+      {
+        rule: "!(has(self.target.databaseId) || has(self.source.databaseId)) || has(self.credentials)",
+        message: "a restore by databaseId (target or source) needs credentials.secretRef: a token of the database's workspace in this namespace",
+      },
     ],
   })
   .describe("A one-shot restore of a backup into a database. Immutable.");
