@@ -191,3 +191,27 @@ describe("DatabaseRestore by databaseId", () => {
   });
 });
 
+describe("DatabaseRestore ledger before the POST", () => {
+  it("writes the ledger again before the POST when its first write failed", async () => {
+    applyRestore("r1");
+    const patch = kube.patch.bind(kube);
+    let failOnce = true;
+    kube.patch = (async (type, ns, name, body) => {
+      if (type.plural === "secrets" && failOnce) {
+        failOnce = false;
+        throw new Error("the apiserver is unavailable");
+      }
+      return patch(type, ns, name, body);
+    }) as typeof kube.patch;
+    const restore = api.restoreDatabase.bind(api);
+    const keysAtPost: string[][] = [];
+    api.restoreDatabase = (async (...args: Parameters<typeof restore>) => {
+      keysAtPost.push(restoreKeysOf(kube.read<Secret>(SecretType, "default", "inv")));
+      return restore(...args);
+    }) as typeof restore;
+    await settle("r1");
+    expect(restoreStatus("r1")?.["phase"]).toBe("Succeeded");
+    expect(keysAtPost).toEqual([["k1"]]);
+  });
+});
+

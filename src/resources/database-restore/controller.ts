@@ -44,6 +44,22 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
   // Keys with no POST that may have acted: requested in this process and every POST so far refused (a 4xx).
   const notSent = new Set<string>();
 
+  // Keys whose Running ledger entry this process wrote.
+  const ledgered = new Set<string>();
+
+  async function recordRunning(run: Run, target: { ns: string; name: string | undefined; id: string }, key: string) {
+    const s = run.obj.status ?? {};
+    await recordLedger(ledger, target.ns, target.name, target.id, {
+      key,
+      phase: "Running",
+      ...(s.requestedAt === undefined ? {} : { requestedAt: s.requestedAt }),
+      restore: run.obj.metadata.name,
+      ...(s.backupId === undefined ? {} : { backupId: s.backupId }),
+      ...(s.sourceDatabaseId === undefined ? {} : { sourceDatabaseId: s.sourceDatabaseId }),
+    });
+    ledgered.add(`${target.id}|${key}`);
+  }
+
   const write = (run: Run, fields: Partial<DatabaseRestoreStatus>) => run.writeStatus(fields, readyOf({ ...(run.obj.status ?? {}), ...fields }, fields.reason));
 
   async function finish(run: Run, target: { ns: string; name: string | undefined; id: string }, key: string, phase: "Succeeded" | "Failed", reason: string, message: string): Promise<Outcome> {
@@ -105,16 +121,9 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
         return requeueAfter(ctx.pollIntervals.fastMs);
       }
       const requestedAt = iso(run.now());
-      const s = await write(run, { phase: "Running", requestedAt, targetSourceBefore: sourceKeyOf(db.source), reason: "Restoring", message: `Restore of backup "${run.obj.status?.backupId}" requested` });
+      await write(run, { phase: "Running", requestedAt, targetSourceBefore: sourceKeyOf(db.source), reason: "Restoring", message: `Restore of backup "${run.obj.status?.backupId}" requested` });
       notSent.add(`${targetId}|${restoreKey}`);
-      await recordLedger(ledger, ns, targetName, targetId, {
-        key: restoreKey,
-        phase: "Running",
-        requestedAt,
-        restore: s.metadata.name,
-        ...(s.status?.backupId === undefined ? {} : { backupId: s.status.backupId }),
-        ...(s.status?.sourceDatabaseId === undefined ? {} : { sourceDatabaseId: s.status.sourceDatabaseId }),
-      });
+      await recordRunning(run, target, restoreKey);
       await ctx.crashPoint("restore:before-post");
     }
     const s = run.obj.status ?? {};
@@ -140,6 +149,8 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
       }
     }
     if (!acknowledged.has(ackKey)) {
+      // The ledger entry precedes every POST, also one retried after its first write failed or after a restart.
+      if (!ledgered.has(ackKey)) await recordRunning(run, target, restoreKey);
       try {
         await startRestore(api, targetId, sourceId, backupId, restoreKey);
       } catch (err) {
