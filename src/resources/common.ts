@@ -204,3 +204,20 @@ export const RotationStatus = z
       .describe("The connection the last rotation replaced: it keeps working until revokeAt."),
   })
   .describe("Rotation of the Secret's credentials.");
+
+export const DeletionProtection = z
+  .boolean()
+  .default(false)
+  .describe(
+    "When true, deleting this resource (kubectl delete, a GitOps prune, a namespace deletion) is refused by the " +
+      "ValidatingAdmissionPolicy mds-deletion-protection that deploy/ installs (Kubernetes >= 1.30; a cluster " +
+      "without that policy does not enforce it). To delete a protected resource, set this to false first, then delete.",
+  );
+
+/** status.connection of every kind that publishes a Secret (written by the operator's connection-Secret component). */
+export const PublishedConnection = z
+  .object({
+    id: z.string().max(80).describe("Connection id (con_…)."),
+    name: z.string().max(128).describe("Connection name."),
+  })
+  .describe("The service connection whose credentials are in the Secret.");

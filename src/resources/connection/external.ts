@@ -1,4 +1,4 @@
-import { isApiNotFound, type MdsApi } from "../../operator/api.ts";
+import type { MdsApi } from "../../operator/api.ts";
 import { WaitingError } from "../../operator/errors.ts";
 import { connectionNameOf, idempotencyKeyOf, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
@@ -23,7 +23,14 @@ export interface ConnectionExternalDeps {
 export function createConnectionExternal(deps: ConnectionExternalDeps): ExternalClient<ConnectionObject> {
   const { api, mirror, instanceId, databaseId } = deps;
   const nameFor = (obj: ConnectionObject) => connectionNameOf(instanceId, "Connection", obj.metadata.namespace ?? "default", obj.metadata.name);
-  const revoke = (id: string) => api.deleteConnection(id).catch((err: unknown) => (isApiNotFound(err) ? undefined : Promise.reject(err)));
+  const connections = connectionOwner<ConnectionObject>({
+    api,
+    mirror,
+    connectionName: nameFor,
+    // A connection's creation answer is not replayed: lost credentials are replaced by a new mint.
+    plan: async () => ({ replay: undefined, originalConnectionId: undefined }),
+  });
+  const revoke = (id: string) => connections.revoke(id);
 
   return {
     async observe(obj): Promise<Observation> {
@@ -67,12 +74,6 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
       return { done: true };
     },
 
-    connections: connectionOwner<ConnectionObject>({
-      api,
-      mirror,
-      connectionName: nameFor,
-      // A connection's creation answer is not replayed: lost credentials are replaced by a new mint.
-      plan: async () => ({ replay: undefined, originalConnectionId: undefined }),
-    }),
+    connections,
   };
 }

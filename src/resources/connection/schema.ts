@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
-import { Binding, ConnectionSecret, Credentials, ObjectMeta, RotationStatus, exactlyOne, idPattern, immutableFields, secretNameUnchanged } from "../common.ts";
+import { Binding, ConnectionSecret, PublishedConnection, Credentials, ObjectMeta, RotationStatus, exactlyOne, idPattern, immutableFields, secretNameUnchanged } from "../common.ts";
 import type { KindDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 
@@ -52,10 +52,7 @@ export const ConnectionStatus = z
   .object({
     id: z.string().max(80).optional().describe("The connection's id (con_…): the current one after a rotation."),
     databaseId: z.string().max(80).optional().describe("The remote database's id (db_…)."),
-    connection: z
-      .object({ id: z.string().max(80).describe("Connection id (con_…)."), name: z.string().max(128).describe("Connection name.") })
-      .optional()
-      .describe("The service connection whose credentials are in the Secret."),
+    connection: PublishedConnection.optional(),
     secretName: z.string().max(253).optional().describe("Name of the connection Secret."),
     binding: Binding.optional(),
     rotation: RotationStatus.optional(),

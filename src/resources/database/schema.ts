@@ -4,6 +4,8 @@ import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
   Binding,
+  DeletionProtection,
+  PublishedConnection,
   RotationStatus,
   ConnectionSecret,
   Credentials,
@@ -97,14 +99,7 @@ export const DatabaseSpec = z
       ),
     credentials: Credentials.optional(),
     deletionPolicy: DeletionPolicy,
-    deletionProtection: z
-      .boolean()
-      .default(false)
-      .describe(
-        "When true, deleting this resource (kubectl delete, a GitOps prune, a namespace deletion) is refused by the " +
-          "ValidatingAdmissionPolicy mds-deletion-protection that deploy/ installs (Kubernetes >= 1.30; a cluster " +
-          "without that policy does not enforce it). To delete a protected resource, set this to false first, then delete.",
-      ),
+    deletionProtection: DeletionProtection,
     externalId: z
       .string()
       .regex(idPattern("db"))
@@ -160,13 +155,7 @@ export const DatabaseStatus = z
     projectId: z.string().max(80).optional().describe("The remote project's id (proj_…)."),
     remoteStatus: RemoteStatus.optional(),
     region: z.string().max(64).optional().describe("The database's region as the service reports it."),
-    connection: z
-      .object({
-        id: z.string().max(80).describe("Connection id (con_…)."),
-        name: z.string().max(128).describe("Connection name."),
-      })
-      .optional()
-      .describe("The service connection whose credentials are in the Secret."),
+    connection: PublishedConnection.optional(),
     endpoints: z
       .object({
         direct: Endpoint.optional().describe("The PostgreSQL server."),

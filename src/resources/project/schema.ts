@@ -4,6 +4,8 @@ import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
   Binding,
+  DeletionProtection,
+  PublishedConnection,
   RotationStatus,
   ConnectionSecret,
   Credentials,
@@ -42,14 +44,7 @@ export const ProjectSpec = z
     ),
     credentials: Credentials.optional(),
     deletionPolicy: DeletionPolicy,
-    deletionProtection: z
-      .boolean()
-      .default(false)
-      .describe(
-        "When true, deleting this resource (kubectl delete, a GitOps prune, a namespace deletion) is refused by the " +
-          "ValidatingAdmissionPolicy mds-deletion-protection that deploy/ installs (Kubernetes >= 1.30; a cluster " +
-          "without that policy does not enforce it). To delete a protected resource, set this to false first, then delete.",
-      ),
+    deletionProtection: DeletionProtection,
     externalId: z
       .string()
       .regex(idPattern("proj"))
@@ -93,13 +88,7 @@ export const ProjectStatus = z
     secretName: z.string().max(253).optional().describe("Name of the default database's connection Secret."),
     binding: Binding.optional(),
     rotation: RotationStatus.optional(),
-    connection: z
-      .object({
-        id: z.string().max(80).describe("Connection id (con_…)."),
-        name: z.string().max(128).describe("Connection name."),
-      })
-      .optional()
-      .describe("The default database's connection whose credentials are in the Secret."),
+    connection: PublishedConnection.optional(),
     observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
     conditions: Conditions.optional(),
   })
