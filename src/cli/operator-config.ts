@@ -49,6 +49,16 @@ export const OperatorConfig = z.object({
   apiUrl: z.url({ protocol: /^https?$/, error: "expected an http(s) URL of the service API" }),
   credentialsSecret: secretRef.default({ namespace: "mds-system", name: "mds-credentials" }),
   credentialsKey: z.string().regex(/^[-._a-zA-Z0-9]+$/, "expected a Secret data key").default("token"),
+  // Unset: only the credentials Secret's own namespace. "*": every namespace (one team, or a dev cluster).
+  credentialsFallbackNamespaces: z
+    .string()
+    .transform((s) => s.split(",").map((n) => n.trim()).filter((n) => n !== ""))
+    .pipe(
+      z
+        .array(z.string().regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$/, 'expected namespace names separated by commas, or "*" for every namespace'))
+        .min(1, 'expected namespace names separated by commas, or "*" for every namespace'),
+    )
+    .optional(),
   namespaces: z
     .string()
     .transform((s) => s.split(",").map((n) => n.trim()).filter((n) => n !== ""))
@@ -88,6 +98,11 @@ export const operatorOptions: Record<Key, { flag: string; env: string; help: str
     help: "<namespace>/<name> of the Secret with the default API token (default mds-system/mds-credentials)",
   },
   credentialsKey: { flag: "credentials-key", env: "MDS_CREDENTIALS_KEY", help: "key of the token in that Secret (default token)" },
+  credentialsFallbackNamespaces: {
+    flag: "credentials-fallback-namespaces",
+    env: "MDS_CREDENTIALS_FALLBACK_NAMESPACES",
+    help: "namespaces whose resources may use the default API token when they have no mds-credentials Secret of their own (comma-separated, * for all; default: the credentials Secret's namespace)",
+  },
   namespaces: { flag: "namespaces", env: "MDS_WATCH_NAMESPACES", help: "comma-separated namespaces to watch (default: all)" },
   instanceId: {
     flag: "instance-id",

@@ -119,6 +119,7 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
       secretNamespace: config.credentialsSecret.namespace,
       secretName: config.credentialsSecret.name,
       key: config.credentialsKey,
+      fallbackNamespaces: config.credentialsFallbackNamespaces?.includes("*") ? "*" : config.credentialsFallbackNamespaces,
     },
     namespaces: config.namespaces && config.namespaces.length > 0 ? config.namespaces : undefined,
     instanceId: config.instanceId,

@@ -238,6 +238,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         "--kubeconfig", operatorKubeconfigPath,
         "--api-url", operatorApiUrl,
         "--credentials-secret", `${credentialsSecret.namespace}/${credentialsSecret.name}`,
+        // One person's cluster: every namespace may use the dev token (a shared install restricts this, docs/many-teams.md).
+        "--credentials-fallback-namespaces", "*",
         "--instance-id", options.instanceId,
         "--identity", o.identity,
         ...(o.args ?? []),

@@ -1,7 +1,8 @@
-// Conditions as metav1.Condition, so `kubectl wait --for=condition=Ready`, Argo CD and Flux understand them. Two
-// types only (crossplane's model): Ready says whether the object is usable; Synced whether the last reconcile
-// succeeded. The CRD schema of a condition is in src/resources/conditions.ts; these are the loop's own types.
-export type ConditionType = "Ready" | "Synced";
+// Conditions as metav1.Condition, so `kubectl wait --for=condition=Ready`, Argo CD and Flux understand them. Ready
+// says whether the object is usable; Synced whether the last reconcile succeeded (crossplane's model); Stalled
+// (kstatus) whether it failed in a way only the user can fix (a terminal error). The CRD schema of a condition is in
+// src/resources/conditions.ts; these are the loop's own types.
+export type ConditionType = "Ready" | "Synced" | "Stalled";
 
 export interface Condition {
   type: ConditionType;
@@ -27,8 +28,12 @@ export const loopReasons = {
   ReconcileSuccess: "The last reconcile completed without error.",
   ReconcileError: "The last reconcile failed; the message names the cause and the operator retries with backoff.",
   ReconcilePaused: "Reconciliation is paused by the mds.dev/paused annotation.",
+  ObserveOnly: "managementPolicy is ObserveOnly: the operator mirrors the remote object and reports drift, and changes nothing.",
+  AdoptionRefused:
+    "spec.externalId names an object the resource's credentials cannot see, or (a Database) one of another project; nothing was changed or minted. Fix spec.externalId, spec.credentials or spec.projectRef.",
   InvalidSpec: "The spec cannot be acted on (for example an unknown region or a reference to itself); fix the spec.",
-  CredentialsMissing: "The credentials Secret (spec.credentials.secretRef or the operator's default) or its key does not exist.",
+  CredentialsMissing:
+    "No credentials Secret for the resource (spec.credentials.secretRef, the namespace's mds-credentials, or the operator's where allowed), or it lacks the key.",
   CredentialsInvalid: "The service refused the API token (401 or 403); replace the token in the credentials Secret.",
   ApiUnavailable: "The service cannot be reached or answered 5xx; the operator retries with backoff.",
   RateLimited: "The service answered 429; the operator waits for Retry-After before calling it again.",

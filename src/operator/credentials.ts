@@ -19,8 +19,31 @@ export interface ApiContext {
   mirror: RemoteMirror;
 }
 
+/** A namespace's own credentials Secret: this name, the token under key "token" (docs/many-teams.md). */
+export const namespaceCredentials = { name: "mds-credentials", key: "token" } as const;
+
+/** Where a resource's token comes from: its spec, its namespace's own Secret, or the operator's. */
+export type CredentialSource = "spec" | "namespace" | "operator";
+export interface CredentialUse {
+  ref: SecretKeyRef;
+  source: CredentialSource;
+}
+
+/** The operator's own Secret and the namespaces whose resources may fall back to it ("*": every namespace). */
+export interface OperatorCredentials {
+  secretNamespace: string;
+  secretName: string;
+  key: string;
+  /** Default: only the operator's own namespace (the Secret's): another team's namespace never borrows its token. */
+  fallbackNamespaces?: "*" | readonly string[] | undefined;
+}
+
 export interface CredentialPool {
   resolve(ref: SecretKeyRef): Promise<ApiContext>;
+  /** Keeps the Secret of `ref` (resolved before) while the resource depends on it: credentials-guard.ts. */
+  guard(ref: SecretKeyRef): Promise<void>;
+  /** Whether a Secret exists (cached briefly, found or not): a namespace's own credentials Secret is optional. */
+  hasSecret(namespace: string, name: string): Promise<boolean>;
   contexts(): ApiContext[];
   stop(): void;
 }
@@ -34,10 +57,14 @@ export function createCredentialPool(options: {
   onRemoteChange: (kind: "database" | "project", id: string) => void;
   /** How long a token read from a Secret is trusted before it is read again (a rotated token takes effect). */
   tokenTtlMs?: number;
+  /** Adds the credentials finalizer (absent: Secrets are not guarded, as in unit tests). */
+  protect?: (secret: Secret) => Promise<void>;
 }): CredentialPool {
   const tokenTtlMs = options.tokenTtlMs ?? 30_000;
-  const tokens = new Map<string, { token: string; at: number }>();
+  // `guarded`: the finalizer is on the Secret as read (or was added since), so guarding again costs nothing.
+  const tokens = new Map<string, { token: string; at: number; secret: Secret; guarded: boolean }>();
   const contexts = new Map<string, ApiContext>();
+  const seen = new Map<string, { exists: boolean; at: number }>();
 
   async function readToken(ref: SecretKeyRef): Promise<string> {
     const cacheKey = `${ref.namespace}/${ref.name}#${ref.key}`;
@@ -52,11 +79,26 @@ export function createCredentialPool(options: {
     if (token === undefined || token.trim() === "") {
       throw new WaitingError("CredentialsMissing", `credentials Secret "${ref.namespace}/${ref.name}" has no key "${ref.key}"`);
     }
-    tokens.set(cacheKey, { token: token.trim(), at: Date.now() });
+    tokens.set(cacheKey, { token: token.trim(), at: Date.now(), secret, guarded: false });
     return token.trim();
   }
 
   return {
+    async guard(ref) {
+      const cached = tokens.get(`${ref.namespace}/${ref.name}#${ref.key}`);
+      if (cached === undefined || cached.guarded || options.protect === undefined) return;
+      await options.protect(cached.secret);
+      cached.guarded = true;
+    },
+    async hasSecret(namespace, name) {
+      const cacheKey = `${namespace}/${name}`;
+      const cached = seen.get(cacheKey);
+      // A Secret just created is seen within 5 s; a found one as long as its token is trusted.
+      if (cached !== undefined && Date.now() - cached.at < (cached.exists ? tokenTtlMs : 5_000)) return cached.exists;
+      const exists = (await options.kube.get<Secret>(SecretType, namespace, name)) !== undefined;
+      seen.set(cacheKey, { exists, at: Date.now() });
+      return exists;
+    },
     async resolve(ref) {
       const token = await readToken(ref);
       const id = createHash("sha256").update(token).digest("hex").slice(0, 16);
@@ -81,4 +123,33 @@ export function createCredentialPool(options: {
       for (const c of contexts.values()) c.mirror.stop();
     },
   };
+}
+
+/**
+ * The token of a resource in `namespace`: its spec's Secret, else the namespace's own `mds-credentials`, else the
+ * operator's, where that namespace may fall back to it. Nothing else: a team's resources never act with a token
+ * the platform team did not give that namespace.
+ */
+export async function chooseCredentials(
+  pool: Pick<CredentialPool, "hasSecret">,
+  operator: OperatorCredentials,
+  namespace: string,
+  specRef: { name: string; key?: string | undefined } | undefined,
+): Promise<CredentialUse> {
+  // `key` defaults to "token" (the CRD defaults it; a raw object read elsewhere may predate that).
+  if (specRef !== undefined) return { ref: { namespace, name: specRef.name, key: specRef.key ?? "token" }, source: "spec" };
+  const own = { namespace: operator.secretNamespace, name: operator.secretName, key: operator.key };
+  if (namespace === own.namespace && namespaceCredentials.name === own.name) return { ref: own, source: "operator" };
+  if (await pool.hasSecret(namespace, namespaceCredentials.name)) return { ref: { namespace, ...namespaceCredentials }, source: "namespace" };
+  const fallback = operator.fallbackNamespaces ?? [own.namespace];
+  if (fallback === "*" || fallback.includes(namespace)) return { ref: own, source: "operator" };
+  throw new WaitingError(
+    "CredentialsMissing",
+    `no API token for namespace "${namespace}": create Secret "${namespace}/${namespaceCredentials.name}" with the token under key "${namespaceCredentials.key}", or set spec.credentials.secretRef (the operator's own token serves only namespaces ${fallback.map((n) => `"${n}"`).join(", ")})`,
+  );
+}
+
+/** status.credentials: which Secret a resource's token came from (never the token). */
+export function credentialStatusOf(use: CredentialUse): { secret: string; key: string; source: CredentialSource } {
+  return { secret: `${use.ref.namespace}/${use.ref.name}`, key: use.ref.key, source: use.source };
 }

@@ -69,3 +69,14 @@ export function remoteIdOf(obj: KubeObject | undefined): string | undefined {
   const status = obj["status"] as { id?: string } | undefined;
   return spec?.externalId ?? status?.id ?? obj.metadata.annotations?.[annotations.externalId];
 }
+
+/**
+ * The remote id other resources may act on through this one (a Connection minting, a restore, a project's
+ * databases): like remoteIdOf, but a `spec.externalId` counts only once the loop accepted the adoption (status.id
+ * equals it). Otherwise any namespace could name another team's id and borrow a grant or token to act on it.
+ */
+export function boundIdOf(obj: KubeObject | undefined): string | undefined {
+  const externalId = (obj?.["spec"] as { externalId?: string } | undefined)?.externalId;
+  if (externalId === undefined) return remoteIdOf(obj);
+  return (obj?.["status"] as { id?: string } | undefined)?.id === externalId ? externalId : undefined;
+}

@@ -7,7 +7,8 @@ import type { KubeConfig } from "../kube/kubeconfig.ts";
 import { SecretType, type KubeObject, type ResourceType, type Secret } from "../kube/types.ts";
 import type { CreateApiClient, MdsApi } from "./api.ts";
 import { annotations, managedSecretSelector } from "./connection-secret.ts";
-import { createCredentialPool } from "./credentials.ts";
+import { createCredentialPool, type OperatorCredentials } from "./credentials.ts";
+import { createCredentialsGuard, credentialsSecretOf } from "./credentials-guard.ts";
 import { createEventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import type { KindContext, KindRegistration, ObjectCache } from "./kind.ts";
@@ -21,8 +22,8 @@ export interface OperatorOptions {
   apiUrl: string;
   /** The kinds to reconcile (src/resources/index.ts: operatorKinds()). */
   kinds: KindRegistration[];
-  /** The operator's own API token Secret. */
-  defaultCredentials: { secretNamespace: string; secretName: string; key: string };
+  /** The operator's own API token Secret, and which namespaces may fall back to it (default: its own). */
+  defaultCredentials: OperatorCredentials;
   /** undefined = all namespaces */
   namespaces: string[] | undefined;
   /** For logicalId "k8s:<instanceId>:<namespace>/<name>". */
@@ -120,6 +121,7 @@ export function createOperator(options: OperatorOptions): Operator {
       enqueue(reg.kind, keyOf(obj));
       if (event === "delete") {
         if (obj.metadata.uid !== undefined) readyAt.delete(obj.metadata.uid);
+        releaseCredentialsOf(obj);
       } else {
         noteReady(reg.kind, obj);
       }
@@ -149,8 +151,28 @@ export function createOperator(options: OperatorOptions): Operator {
     }
   }
 
+  // The credentials Secrets the resources act with stay until the last resource that needs one to be deleted is gone.
+  const loopFinalizers = new Set(options.kinds.map((k) => `${k.type.group}/finalizer`));
+  const guard = createCredentialsGuard({
+    kube,
+    dependents: () => [...caches.values()].flatMap((c) => c.list()).filter((o) => (o.metadata.finalizers ?? []).some((f) => loopFinalizers.has(f))),
+    namespaces,
+    logger,
+  });
+  function releaseCredentialsOf(obj: KubeObject) {
+    const secret = credentialsSecretOf(obj);
+    const i = secret?.indexOf("/") ?? -1;
+    if (secret === undefined || i < 0 || !options.canWrite()) return;
+    guard.release(secret.slice(0, i), secret.slice(i + 1)).catch((err: unknown) => logger.warn({ err, secret }, "Could not release credentials Secret"));
+  }
+  let sweepTimer: NodeJS.Timeout | undefined;
+  const sweep = () => {
+    if (options.canWrite()) guard.sweep().catch((err: unknown) => logger.warn({ err }, "Could not sweep credentials Secrets"));
+  };
+
   const pool = createCredentialPool({
     kube,
+    protect: (secret) => guard.protect(secret),
     apiUrl: options.apiUrl,
     createApiClient,
     logger,
@@ -212,10 +234,15 @@ export function createOperator(options: OperatorOptions): Operator {
         queue.start(worker(reg.kind, queue, reg.reconciler(context)), reg.workers?.(options.concurrency) ?? options.concurrency);
       }
       ready = true;
+      // A resource that moved to other credentials, or went while no operator ran, left a guarded Secret behind.
+      sweep();
+      sweepTimer = setInterval(sweep, options.pollIntervals.slowMs);
+      sweepTimer.unref();
       logger.info({ namespaces: options.namespaces ?? "all" }, "Operator started");
     },
     async stop() {
       ready = false;
+      clearInterval(sweepTimer);
       pool.stop();
       await Promise.all([...queues.values()].map((q) => q.stop()));
       await Promise.all(informers.map((i) => i.stop()));

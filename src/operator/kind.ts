@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject, ResourceType, Secret } from "../kube/types.ts";
-import type { CredentialPool, SecretKeyRef } from "./credentials.ts";
+import { chooseCredentials, type ApiContext, type CredentialPool, type CredentialUse, type OperatorCredentials, type SecretKeyRef } from "./credentials.ts";
 import { TerminalError } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { reconcileManaged, type ManagedKind, type ManagedObject } from "./managed-reconciler.ts";
@@ -23,8 +23,8 @@ export interface ObjectCache {
 export interface KindContext {
   kube: KubeClient;
   pool: CredentialPool;
-  /** The operator's own credentials Secret: the fallback of a resource without spec.credentials. */
-  defaultCredentials: { secretNamespace: string; secretName: string; key: string };
+  /** The operator's own credentials Secret and the namespaces that may fall back to it. */
+  defaultCredentials: OperatorCredentials;
   /** For logicalId "k8s:<instanceId>:<namespace>/<name>" and connection names. */
   instanceId: string;
   /** The informer cache of a registered kind, by kind name (references between kinds). */
@@ -57,7 +57,12 @@ export function managedKind<T extends ManagedObject>(
     ...base,
     reconciler(ctx) {
       const kind = build(ctx);
-      const deps = { ...ctx, objects: ctx.cache(base.kind), logger: ctx.logger.child({ controller: `managed/${base.kind.toLowerCase()}` }) };
+      const deps = {
+        ...ctx,
+        objects: ctx.cache(base.kind),
+        logger: ctx.logger.child({ controller: `managed/${base.kind.toLowerCase()}` }),
+        guardCredentials: (ref: SecretKeyRef) => ctx.pool.guard(ref),
+      };
       return (key) => reconcileManaged(deps, kind, key);
     },
   };
@@ -82,13 +87,15 @@ export function parseOrTerminal<T>(schema: z.ZodType<T>, kind: string, raw: Kube
   throw new TerminalError("InvalidSpec", `invalid ${kind} "${raw.metadata.name}": ${z.prettifyError(result.error).replace(/\n/g, "; ")}`);
 }
 
-/** The API token of a resource: its spec.credentials.secretRef, else the operator's default credentials. */
-export function credentialsRefOf(
-  obj: { metadata: { namespace?: string | undefined }; spec: { credentials?: { secretRef: { name: string; key?: string | undefined } } | undefined } },
-  defaults: KindContext["defaultCredentials"],
-): SecretKeyRef {
-  const ref = obj.spec.credentials?.secretRef;
-  // `key` defaults to "token" (the CRD defaults it; a raw object read elsewhere may predate that).
-  if (ref !== undefined) return { namespace: obj.metadata.namespace ?? "default", name: ref.name, key: ref.key ?? "token" };
-  return { namespace: defaults.secretNamespace, name: defaults.secretName, key: defaults.key };
+/**
+ * The API client of a resource in `namespace` with `spec.credentials` (or none): the token chooseCredentials picks,
+ * and which one it is (the loops write it to status.credentials).
+ */
+export async function resolveCredentials(
+  ctx: Pick<KindContext, "pool" | "defaultCredentials">,
+  namespace: string,
+  spec: { credentials?: { secretRef: { name: string; key?: string | undefined } } | undefined },
+): Promise<ApiContext & { use: CredentialUse }> {
+  const use = await chooseCredentials(ctx.pool, ctx.defaultCredentials, namespace, spec.credentials?.secretRef);
+  return { ...(await ctx.pool.resolve(use.ref)), use };
 }

@@ -50,7 +50,7 @@ beforeEach(async () => {
   };
   const kind = databaseKind({
     pool,
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
+    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
     instanceId: "unit",
     cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   });
@@ -217,7 +217,7 @@ describe("the managed loop (Database)", () => {
     const before = events.length;
     const staleRun = await reconcileManaged(
       { kube, objects: { get: () => stale }, secrets: kube.cache<Secret>(SecretType), events: { record: (_o, type, reason, message) => events.push({ type, reason, message }) }, logger: pino({ level: "silent" }), pollIntervals: poll, crashPoint: () => {} },
-      databaseKind({ pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger: pino({ level: "silent" }), pollIntervals: poll, onRemoteChange: () => {} }), defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" }, instanceId: "unit", cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType) }),
+      databaseKind({ pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger: pino({ level: "silent" }), pollIntervals: poll, onRemoteChange: () => {} }), defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const }, instanceId: "unit", cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType) }),
       "default/orders",
     );
     expect(staleRun.type).toBe("error");

@@ -1,28 +1,37 @@
 import type { Logger } from "pino";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject, ResourceType, Secret } from "../kube/types.ts";
-import type { Condition } from "./conditions.ts";
+import { jsonEqual, type Condition } from "./conditions.ts";
+import { credentialStatusOf, type CredentialUse, type SecretKeyRef } from "./credentials.ts";
 import { annotations, type ConnectionCredentials, type ConnectionSecretSpec } from "./connection-secret.ts";
-import { ReconcileError, classifyError, messageOf } from "./errors.ts";
+import { ReconcileError, TerminalError, WaitingError, classifyError, messageOf } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import { done, failed, requeueAfter, type Outcome } from "./outcome.ts";
 import { connectionSecrets, publishedStatus, type ConnectionOwner, type SecretTarget } from "./secret-publisher.ts";
 import { reportError, splitKey, synced, writeStatus, type ConditionUpdate } from "./status.ts";
+import { parseDuration } from "./rotation.ts";
 
 // The one generic loop (DESIGN "The loop") for every kind with a remote object:
-//   get → paused? → deleting? (observe → delete per policy → release Secret → drop finalizer)
+//   get → deleting? (observe → delete per policy → release Secret → drop finalizer) → paused?
 //       → ensure finalizer → observe → create if absent → update if drifted → publish Secret → status
+// With managementPolicy ObserveOnly it stops after observe: status and drift, no write to the service, no Secret.
 // A kind supplies only a ManagedKind (parse, connect) whose ExternalClient returns data and throws typed errors.
 // Only this loop logs, emits Events and writes status; the Secret is the connection-Secret component's.
 
 export const pausedAnnotation = "mds.dev/paused";
+/** Any new value asks for a reconcile now (the watch event enqueues it); status.lastHandledReconcileAt echoes it. */
+export const reconcileRequestedAnnotation = "mds.dev/reconcile-requested-at";
+/** This resource's settled poll interval (a duration), instead of the operator's --poll-slow. */
+export const pollIntervalAnnotation = "mds.dev/poll-interval";
+const pollIntervalBounds = { minMs: 5_000, maxMs: 24 * 3600_000 };
 
 export interface ManagedObject extends KubeObject {
   apiVersion: string;
   kind: string;
   spec: {
     deletionPolicy?: "Retain" | "Delete" | undefined;
+    managementPolicy?: "Full" | "ObserveOnly" | undefined;
     externalId?: string | undefined;
     connectionSecret?: ConnectionSecretSpec | undefined;
   };
@@ -36,12 +45,19 @@ export interface Observation {
   /** Kind-specific status fields the loop merges in (never conditions). */
   status: Record<string, unknown>;
   ready: { ok: true } | { ok: false; reason: string; message: string };
-  upToDate: boolean;
+  /** Where the remote object differs from the spec in what `update` can change (empty: up to date). */
+  drift: DriftItem[];
   /** Poll fast (provisioning, recovering) instead of at the slow resync interval. */
   fastPoll: boolean;
   /** When polling fast: how soon (default the fast interval); young objects are polled sooner. */
   pollAfterMs?: number | undefined;
   secret?: SecretTarget | undefined;
+}
+
+export interface DriftItem {
+  field: string;
+  desired: string;
+  actual: string;
 }
 
 export interface Creation {
@@ -63,6 +79,8 @@ export interface ExternalClient<T extends ManagedObject> {
   delete(obj: T): Promise<Deletion>;
   /** A kind that publishes credentials: how they are recovered and revoked. */
   connections?: ConnectionOwner<T> | undefined;
+  /** The token this client acts with (status.credentials). */
+  credentials?: CredentialUse | undefined;
 }
 
 export interface ManagedKind<T extends ManagedObject> {
@@ -86,6 +104,8 @@ export interface LoopDeps {
   logger: Logger;
   pollIntervals: { fastMs: number; slowMs: number };
   crashPoint: (name: string) => void | Promise<void>;
+  /** Keeps the credentials Secret of a resolved token while this resource depends on it (credentials-guard.ts). */
+  guardCredentials?: (ref: SecretKeyRef) => Promise<void>;
   now?: () => Date;
 }
 
@@ -117,6 +137,9 @@ class LoopRun<T extends ManagedObject> {
   private readonly now: () => Date;
   private readonly finalizer: string;
   private readonly noun: string;
+  /** Written with every status write of this reconcile. */
+  private credentials: ReturnType<typeof credentialStatusOf> | undefined;
+  private requested: string | undefined;
 
   constructor(deps: LoopDeps, kind: ManagedKind<T>, obj: T, log: Logger, now: () => Date) {
     this.deps = deps;
@@ -138,27 +161,28 @@ class LoopRun<T extends ManagedObject> {
 
   async run(): Promise<Outcome> {
     if (this.obj.metadata.deletionTimestamp !== undefined) return this.reconcileDeletion();
+    this.requested = this.obj.metadata.annotations?.[reconcileRequestedAnnotation];
     if (this.obj.metadata.annotations?.[pausedAnnotation] === "true") {
       await this.writeStatus({}, { type: "Synced", status: "False", reason: "ReconcilePaused", message: "Reconciliation is paused by the mds.dev/paused annotation" });
       return done();
     }
+    const slowMs = this.pollIntervalMs();
+    if (this.observeOnly) return this.observeOnlyRun(slowMs);
     await this.ensureFinalizer();
-    const external = await this.kind.connect(this.obj);
+    const external = await this.connect();
     let observed = await external.observe(this.obj);
     if (!observed.exists) {
       const id = remoteIdOf(this.obj);
-      if (id !== undefined && this.obj.spec.externalId === undefined) {
+      if (this.obj.spec.externalId !== undefined) throw this.notVisible(this.obj.spec.externalId);
+      if (id !== undefined) {
         // Recreating silently would hand the app an empty database under the old name.
-        const message = `The remote object "${id}" no longer exists; delete this resource (and its status) to create a new one`;
+        const message = `The remote object "${id}" no longer exists (as seen with credentials "${this.credentials?.secret}"); delete this resource (and its status) to create a new one`;
         await this.writeStatus({}, { type: "Ready", status: "False", reason: "RemoteNotFound", message }, synced);
-        return requeueAfter(this.deps.pollIntervals.slowMs);
-      }
-      if (this.obj.spec.externalId !== undefined) {
-        throw new ReconcileError("RemoteNotFound", `cannot adopt ${this.noun} "${this.obj.spec.externalId}": not found at the service`);
+        return requeueAfter(slowMs);
       }
       return this.create(external);
     }
-    if (!observed.upToDate) {
+    if (observed.drift.length > 0) {
       await external.update(this.obj);
       await this.crashPoint("after-update");
       this.deps.events.record(this.obj, "Normal", "Updated", `Updated the remote ${this.noun} to match the spec`);
@@ -171,10 +195,79 @@ class LoopRun<T extends ManagedObject> {
       ready.ok ? { type: "Ready", status: "True", reason: "Available", message: "" } : { type: "Ready", status: "False", reason: ready.reason, message: ready.message },
       synced,
     );
-    const fast = Math.min(this.deps.pollIntervals.fastMs, observed.pollAfterMs ?? this.deps.pollIntervals.fastMs);
-    const poll = observed.fastPoll ? fast : this.deps.pollIntervals.slowMs;
+    const poll = this.nextPoll(observed, slowMs);
     // A retiring connection's revocation or the next scheduled rotation may come before the next poll.
     return requeueAfter(Math.min(poll, published?.wakeInMs ?? poll));
+  }
+
+  private get observeOnly(): boolean {
+    return this.obj.spec.managementPolicy === "ObserveOnly";
+  }
+
+  private nextPoll(observed: Observation, slowMs: number): number {
+    const fast = Math.min(this.deps.pollIntervals.fastMs, observed.pollAfterMs ?? this.deps.pollIntervals.fastMs);
+    return observed.fastPoll ? fast : slowMs;
+  }
+
+  private async connect(): Promise<ExternalClient<T>> {
+    const external = await this.kind.connect(this.obj);
+    const use = external.credentials;
+    if (use === undefined) return external;
+    this.credentials = credentialStatusOf(use);
+    // The operator's own Secret is not the team's to delete; an ObserveOnly resource needs nothing to go away.
+    if (use.source !== "operator" && !this.observeOnly) await this.deps.guardCredentials?.(use.ref);
+    return external;
+  }
+
+  /** spec.externalId that the resource's token cannot see: nothing is written or minted until the user fixes it. */
+  private notVisible(id: string): TerminalError {
+    return new TerminalError(
+      "AdoptionRefused",
+      `cannot adopt ${this.noun} "${id}": not found with credentials "${this.credentials?.secret ?? "?"}" (it does not exist, or belongs to a workspace this token cannot see); fix spec.externalId or the credentials`,
+    );
+  }
+
+  /** mds.dev/poll-interval, else the operator's settled interval. A bad value is the user's to fix (Stalled). */
+  private pollIntervalMs(): number {
+    const value = this.obj.metadata.annotations?.[pollIntervalAnnotation];
+    if (value === undefined) return this.deps.pollIntervals.slowMs;
+    const ms = parseDuration(value);
+    if (ms === undefined || ms < pollIntervalBounds.minMs || ms > pollIntervalBounds.maxMs) {
+      throw new TerminalError("InvalidSpec", `annotation ${pollIntervalAnnotation} "${value.slice(0, 64)}" is not a duration between 5s and 24h (e.g. 30s, 10m, 1h)`);
+    }
+    return ms;
+  }
+
+  /**
+   * ObserveOnly: mirror the remote object and report drift; never create, update, delete or mint, and no finalizer
+   * (nothing remote is deleted, so nothing has to wait). Switching to Full adopts through the normal path.
+   */
+  private async observeOnlyRun(slowMs: number): Promise<Outcome> {
+    const external = await this.connect();
+    if (remoteIdOf(this.obj) === undefined) {
+      throw new TerminalError("InvalidSpec", `managementPolicy ObserveOnly needs spec.externalId: the remote ${this.noun} to observe`);
+    }
+    const observed = await external.observe(this.obj);
+    if (!observed.exists) {
+      if (this.obj.spec.externalId !== undefined) throw this.notVisible(this.obj.spec.externalId);
+      const message = `The remote object "${remoteIdOf(this.obj)}" no longer exists (as seen with credentials "${this.credentials?.secret}")`;
+      await this.writeStatus({ drift: undefined }, { type: "Ready", status: "False", reason: "RemoteNotFound", message }, synced);
+      return requeueAfter(slowMs);
+    }
+    const drift = observed.drift.length === 0 ? undefined : observed.drift;
+    if (drift !== undefined && !jsonEqual(drift, this.obj.status?.["drift"])) {
+      const what = drift.map((d) => `${d.field}: spec "${d.desired}", remote "${d.actual}"`).join("; ");
+      this.deps.events.record(this.obj, "Warning", "Drifted", `The remote ${this.noun} differs from the spec (ObserveOnly: not changed): ${what}`);
+    }
+    // No Secret is written here, so a remote object without a usable connection is still available to observe.
+    const ready = observed.ready.ok || observed.ready.reason !== "RemoteIncomplete" ? observed.ready : { ok: true as const };
+    const message = "managementPolicy is ObserveOnly: the remote object is mirrored, never changed; no connection Secret is written";
+    await this.writeStatus(
+      { ...observed.status, drift },
+      ready.ok ? { type: "Ready", status: "True", reason: "Available", message: "" } : { type: "Ready", status: "False", reason: ready.reason, message: ready.message },
+      { type: "Synced", status: "True", reason: "ObserveOnly", message },
+    );
+    return requeueAfter(this.nextPoll(observed, slowMs));
   }
 
   /** Makes the Secret current and rotates it when due; returns the status fields that name it. */
@@ -236,8 +329,20 @@ class LoopRun<T extends ManagedObject> {
     if (!fins.includes(this.finalizer)) return done();
     const policy = this.obj.spec.deletionPolicy ?? "Retain";
     const secretName = this.obj.status?.secretName ?? (this.obj.spec.connectionSecret !== undefined ? secretNameOf(this.obj) : undefined);
-    if (policy === "Delete") {
-      const external = await this.kind.connect(this.obj);
+    const spared = policy === "Delete" ? this.sparedFromDeletion() : undefined;
+    if (spared !== undefined) {
+      this.deps.events.record(this.obj, "Normal", "Retained", `Kept the remote ${this.noun} despite deletionPolicy Delete: ${spared}`);
+    }
+    if (policy === "Delete" && spared === undefined) {
+      const external = await this.connect().catch((err: unknown) => {
+        if (!(err instanceof ReconcileError) || err.reason !== "CredentialsMissing") throw err;
+        // Deleting the remote object needs the token. Say how to finish without it.
+        throw new WaitingError(
+          "CredentialsMissing",
+          `${err.message}. To finish deleting: restore that Secret, or keep the remote ${this.noun} with ` +
+            `kubectl patch ${this.kind.type.plural}.${this.kind.type.group} ${this.obj.metadata.name} -n ${this.obj.metadata.namespace ?? "default"} --type=merge -p '{"spec":{"deletionPolicy":"Retain"}}'`,
+        );
+      });
       const result = await external.delete(this.obj);
       if (!result.done) {
         await this.writeStatus({}, { type: "Ready", status: "False", reason: result.reason, message: result.message }, synced);
@@ -258,7 +363,21 @@ class LoopRun<T extends ManagedObject> {
     return done();
   }
 
+  /** Why deletionPolicy Delete must not delete the remote object: it was only observed, or never adopted. */
+  private sparedFromDeletion(): string | undefined {
+    if (this.observeOnly) return "managementPolicy is ObserveOnly";
+    const externalId = this.obj.spec.externalId;
+    if (externalId !== undefined && this.obj.status?.id !== externalId) return `the adoption of "${externalId}" was never accepted`;
+    return undefined;
+  }
+
   private async writeStatus(fields: Record<string, unknown>, ...conds: ConditionUpdate[]) {
-    this.obj = await writeStatus(this.deps.kube, this.kind.type, this.obj, fields, conds, this.now());
+    const always = {
+      ...(this.credentials === undefined ? {} : { credentials: this.credentials }),
+      ...(this.requested === undefined ? {} : { lastHandledReconcileAt: this.requested }),
+      // Drift is ObserveOnly's report: in Full the loop corrects it.
+      ...(this.observeOnly ? {} : { drift: undefined }),
+    };
+    this.obj = await writeStatus(this.deps.kube, this.kind.type, this.obj, { ...always, ...fields }, conds, this.now());
   }
 }

@@ -27,8 +27,8 @@ export interface OneShotRun<T extends StatusObject> {
   readonly obj: T;
   readonly log: Logger;
   now(): Date;
-  /** Merges `fields` into status with the given Ready condition and Synced=True; only when something changed. */
-  writeStatus(fields: Record<string, unknown>, ready: ConditionUpdate): Promise<T>;
+  /** Merges `fields` into status with the given Ready condition and Synced=True (none: fields only); only when something changed. */
+  writeStatus(fields: Record<string, unknown>, ready?: ConditionUpdate): Promise<T>;
 }
 
 export interface OneShotDeps {
@@ -56,7 +56,7 @@ export async function reconcileOneShot<T extends StatusObject>(deps: OneShotDeps
       log,
       now,
       async writeStatus(fields, ready) {
-        obj = await writeStatus(deps.kube, kind.type, obj as T, fields, [ready, synced], now());
+        obj = await writeStatus(deps.kube, kind.type, obj as T, fields, ready === undefined ? [] : [ready, synced], now());
         return obj as T;
       },
     };

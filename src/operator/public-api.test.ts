@@ -37,7 +37,7 @@ function setUp(publicApi: boolean) {
   const common = { kube, secrets: kube.cache<Secret>(SecretType), events: recorder, logger, pollIntervals: poll, crashPoint: () => {} };
   const kindDeps = {
     pool,
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
+    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
     instanceId: "unit",
     cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   };

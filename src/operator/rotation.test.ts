@@ -44,7 +44,7 @@ async function setup(publicApi: boolean) {
   };
   const kind = databaseKind({
     pool,
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
+    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
     instanceId: "unit",
     cache: (k: string) => kube.cache(k === "Project" ? ProjectType : DatabaseType),
   });

@@ -33,6 +33,8 @@ export async function writeStatus<T extends StatusObject>(
   const generation = obj.metadata.generation;
   let conditions = obj.status?.conditions;
   for (const c of conds) conditions = setCondition(conditions, { ...c, observedGeneration: generation }, now);
+  // A reconcile that got as far as Synced is no longer stalled.
+  if (conds.some((c) => c.type === "Synced")) conditions = unstall(conditions, generation, now);
   const next: Record<string, unknown> = {
     ...(obj.status ?? {}),
     ...fields,
@@ -62,10 +64,16 @@ export function mergePatchOf(from: Record<string, unknown>, to: Record<string, u
   return patch;
 }
 
+/** Stalled=False once it was True; absent when it never was (no condition churn on healthy objects). */
+function unstall(conditions: Condition[] | undefined, generation: number | undefined, now: Date): Condition[] | undefined {
+  if (conditions?.find((x) => x.type === "Stalled")?.status !== "True") return conditions;
+  return setCondition(conditions, { type: "Stalled", status: "False", reason: "ReconcileSuccess", message: "", observedGeneration: generation }, now);
+}
+
 /**
  * A failed reconcile: one Warning Event, Synced=False with the classified reason and message, Ready=False too if
- * Ready was never set. A terminal error also records observedGeneration: this spec has been looked at. A 409 is
- * silent (the other writer's watch event requeues the key). Never throws: the requeue follows the error anyway.
+ * Ready was never set. A terminal error (one only the user can fix) also sets Stalled=True (kstatus) and records
+ * observedGeneration: this spec has been looked at; any other error clears Stalled. A 409 is silent (the other writer's watch event requeues the key). Never throws: the requeue follows the error anyway.
  */
 export async function reportError(
   deps: { kube: KubeClient; events: EventRecorder },
@@ -88,6 +96,9 @@ export async function reportError(
   if (conditions.find((x) => x.type === "Ready") === undefined) {
     conditions = setCondition(conditions, { type: "Ready", status: "False", reason: c.reason, message, observedGeneration: generation }, now);
   }
+  conditions = c.terminal
+    ? setCondition(conditions, { type: "Stalled", status: "True", reason: c.reason, message, observedGeneration: generation }, now)
+    : (unstall(conditions, generation, now) ?? conditions);
   if (jsonEqual(conditions, obj.status?.conditions)) return;
   try {
     await deps.kube.patchStatus(type, obj.metadata.namespace, obj.metadata.name, {

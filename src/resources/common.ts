@@ -46,8 +46,9 @@ export const CredentialsSecretRef = z
 export const Credentials = z
   .object({ secretRef: CredentialsSecretRef })
   .describe(
-    "The API token to talk to the service with. When omitted, the operator's default credentials Secret is used " +
-      "(flag --credentials-secret of mds operator).",
+    "The API token to talk to the service with. When omitted: the namespace's own Secret mds-credentials (key " +
+      "token) if it exists, else the operator's default credentials Secret (flag --credentials-secret of mds " +
+      "operator) where the operator lets this namespace use it (flag --credentials-fallback-namespaces).",
   );
 export type Credentials = z.infer<typeof Credentials>;
 
@@ -221,3 +222,49 @@ export const PublishedConnection = z
     name: z.string().max(128).describe("Connection name."),
   })
   .describe("The service connection whose credentials are in the Secret.");
+
+/** status.credentials: which Secret's token the resource acts with (src/operator/credentials.ts chooses it). */
+export const CredentialStatus = z
+  .object({
+    secret: z.string().max(317).describe("<namespace>/<name> of the Secret holding the API token."),
+    key: z.string().max(253).describe("Key of the token in that Secret."),
+    source: z
+      .enum(["spec", "namespace", "operator"])
+      .describe("spec: spec.credentials; namespace: the namespace's own mds-credentials Secret; operator: the operator's default."),
+  })
+  .describe("The credentials the operator uses for this resource (never the token itself).");
+
+export const ManagementPolicy = z
+  .enum(["Full", "ObserveOnly"])
+  .default("Full")
+  .describe(
+    "Full (default): the operator creates, updates, deletes and mints credentials. ObserveOnly: it only reads the " +
+      "remote object (spec.externalId, or the one it created earlier), mirrors its status and reports how it differs " +
+      "from the spec in status.drift; it never creates, changes, deletes or mints, and writes no Secret. Switching " +
+      "to Full adopts the object.",
+  );
+
+/** status.drift: where the remote object differs from the spec (written while managementPolicy is ObserveOnly). */
+export const Drift = z
+  .array(
+    z
+      .object({
+        field: z.string().max(128).describe("The spec field, e.g. displayName."),
+        desired: z.string().max(256).describe("What the spec asks for."),
+        actual: z.string().max(256).describe("What the remote object has."),
+      })
+      .describe("One field that differs."),
+  )
+  .max(32)
+  .describe("How the remote object differs from the spec; written in ObserveOnly mode, where the operator does not change it.");
+
+/** The status fields the managed loop writes for every kind (credentials, drift, the handled reconcile request). */
+export const managedStatusFields = {
+  credentials: CredentialStatus.optional(),
+  drift: Drift.optional(),
+  lastHandledReconcileAt: z
+    .string()
+    .max(128)
+    .optional()
+    .describe("The last value of the mds.dev/reconcile-requested-at annotation the operator acted on."),
+};

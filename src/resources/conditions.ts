@@ -2,9 +2,10 @@ import { z } from "zod";
 import { loopReasons, type LoopReason } from "../operator/conditions.ts";
 
 // Conditions follow metav1.Condition so `kubectl wait --for=condition=Ready`, Argo CD and Flux understand them.
-// Two types only (crossplane's model): Ready says whether the remote object is usable and its Secret is current;
-// Synced says whether the last reconcile succeeded.
-export const ConditionType = z.enum(["Ready", "Synced"]);
+// Ready says whether the remote object is usable and its Secret is current; Synced whether the last reconcile
+// succeeded (crossplane's model); Stalled (kstatus) is True while an error holds that only a change by the user can
+// fix: a spec edit, a credentials Secret, a reconcile request (Argo CD shows it Degraded).
+export const ConditionType = z.enum(["Ready", "Synced", "Stalled"]);
 export type ConditionType = z.infer<typeof ConditionType>;
 
 export const ConditionStatus = z.enum(["True", "False", "Unknown"]);
@@ -39,6 +40,8 @@ export const conditionReasons = {
   Conflict: loopReasons.Conflict,
   RemoteIncomplete: loopReasons.RemoteIncomplete,
   RemoteUnreadable: loopReasons.RemoteUnreadable,
+  AdoptionRefused: loopReasons.AdoptionRefused,
+  ObserveOnly: loopReasons.ObserveOnly,
   ReferenceNotAllowed: "A Connection refers to a Database in another namespace that does not allow it (spec.connectionPolicy.allowedNamespaces); nothing was minted.",
   OutcomeUnknown: "A restore was requested but its outcome cannot be known; it is never repeated automatically.",
 } as const satisfies Record<LoopReason, string> & Record<string, string>;
@@ -49,7 +52,7 @@ export type ConditionReason = z.infer<typeof ConditionReason>;
 // metav1.Condition, with the same limits so the CRD's validation matches what Kubernetes users expect.
 export const Condition = z
   .object({
-    type: ConditionType.describe("Condition type: Ready (usable) or Synced (last reconcile succeeded)."),
+    type: ConditionType.describe("Condition type: Ready (usable), Synced (last reconcile succeeded) or Stalled (needs the user)."),
     status: ConditionStatus.describe("True, False or Unknown."),
     observedGeneration: z
       .number()
@@ -75,4 +78,4 @@ export const Conditions = z
   .array(Condition)
   .max(8)
   .meta({ "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"] })
-  .describe("Ready and Synced conditions, each with observedGeneration.");
+  .describe("Ready, Synced and (after an error only the user can fix) Stalled conditions, each with observedGeneration.");

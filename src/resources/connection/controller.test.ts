@@ -29,7 +29,7 @@ beforeEach(async () => {
   const deps: LoopDeps = { kube, objects: kube.cache(ConnectionType), secrets: kube.cache<Secret>(SecretType), events: { record() {} }, logger, pollIntervals: poll, crashPoint: () => {} };
   const kind = connectionKind({
     pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} }),
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
+    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
     instanceId: "unit",
     cache: (k: string) => kube.cache(k === "Database" ? DatabaseType : ConnectionType),
   });

@@ -1,7 +1,7 @@
 import type { KubeObject } from "../../kube/types.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
-import { remoteIdOf } from "../../operator/identity.ts";
-import { credentialsRefOf, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
+import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
+import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
 import type { ExternalClient, ManagedKind } from "../../operator/managed-reconciler.ts";
 import { ConnectionType } from "./schema.ts";
 import { createConnectionExternal, type ConnectionObject } from "./external.ts";
@@ -20,7 +20,7 @@ export function allows(db: KubeObject, namespace: string): boolean {
 }
 
 const nothingToDo: ExternalClient<ConnectionObject> = {
-  observe: async () => ({ exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, upToDate: true, fastPoll: false }),
+  observe: async () => ({ exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, drift: [], fastPoll: false }),
   create: async () => Promise.reject(new Error("unreachable")),
   update: async () => {},
   delete: async () => ({ done: true }),
@@ -36,7 +36,8 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
       const ns = obj.metadata.namespace ?? "default";
       const deleting = obj.metadata.deletionTimestamp !== undefined;
       let databaseId = obj.spec.databaseId;
-      let credentials = credentialsRefOf(obj, ctx.defaultCredentials);
+      // Its own token by id; the Database's (in the Database's namespace) by reference.
+      let credentials = { namespace: ns, spec: obj.spec as DatabaseSpec };
       const ref = obj.spec.databaseRef;
       if (ref !== undefined) {
         const dbNs = ref.namespace ?? ns;
@@ -55,8 +56,8 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
             }
             if (obj.status?.connection === undefined) return nothingToDo;
           }
-          databaseId = remoteIdOf(db);
-          credentials = credentialsRefOf({ metadata: { namespace: dbNs }, spec: (db["spec"] ?? {}) as DatabaseSpec }, ctx.defaultCredentials);
+          databaseId = boundIdOf(db);
+          credentials = { namespace: dbNs, spec: (db["spec"] ?? {}) as DatabaseSpec };
           if (databaseId === undefined) {
             // Never got a database id, so never minted anything: a deletion has nothing to revoke.
             if (deleting) return nothingToDo;
@@ -69,9 +70,9 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
       if (ref === undefined && obj.spec.credentials === undefined) {
         throw new TerminalError("InvalidSpec", "a Connection by databaseId needs spec.credentials.secretRef (a token of the database's workspace in this namespace)");
       }
-      const api = await ctx.pool.resolve(credentials);
+      const api = await resolveCredentials(ctx, credentials.namespace, credentials.spec);
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
-      return createConnectionExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, databaseId });
+      return { ...createConnectionExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, databaseId }), credentials: api.use };
     },
   };
 }

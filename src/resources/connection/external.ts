@@ -37,7 +37,7 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
       const db = await mirror.getDatabase(databaseId);
       const minted = remoteIdOf(obj) !== undefined;
       if (db === undefined || !minted) {
-        return { exists: false, status: {}, ready: { ok: false, reason: db === undefined ? "RemoteNotFound" : "Creating", message: "" }, upToDate: true, fastPoll: db !== undefined };
+        return { exists: false, status: {}, ready: { ok: false, reason: db === undefined ? "RemoteNotFound" : "Creating", message: "" }, drift: [], fastPoll: db !== undefined };
       }
       const current = obj.status?.connection?.id;
       const secret = secretTargetOf(obj, db, current);
@@ -45,7 +45,7 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
         exists: true,
         status: { id: current ?? remoteIdOf(obj), databaseId: db.id },
         ready: readinessWithSecret(db, secret),
-        upToDate: true,
+        drift: [],
         fastPoll: db.status === "provisioning" || db.status === "recovering",
         secret,
       };

@@ -2,7 +2,20 @@ import { z } from "zod";
 import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
-import { Binding, ConnectionSecret, PublishedConnection, Credentials, ObjectMeta, RotationStatus, exactlyOne, idPattern, immutableFields, secretNameUnchanged } from "../common.ts";
+import {
+  Binding,
+  ConnectionSecret,
+  PublishedConnection,
+  Credentials,
+  DeletionProtection,
+  ObjectMeta,
+  RotationStatus,
+  exactlyOne,
+  idPattern,
+  immutableFields,
+  managedStatusFields,
+  secretNameUnchanged,
+} from "../common.ts";
 import type { KindDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 
@@ -33,6 +46,7 @@ export const ConnectionSpec = z
       .enum(["Delete", "Retain"])
       .default("Delete")
       .describe("What happens to the connection when this resource is deleted: Delete (default) revokes it and deletes the Secret; Retain keeps both."),
+    deletionProtection: DeletionProtection,
   })
   .meta({
     "x-kubernetes-validations": [
@@ -56,6 +70,7 @@ export const ConnectionStatus = z
     secretName: z.string().max(253).optional().describe("Name of the connection Secret."),
     binding: Binding.optional(),
     rotation: RotationStatus.optional(),
+    ...managedStatusFields,
     observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
     conditions: Conditions.optional(),
   })

@@ -37,7 +37,7 @@ beforeEach(async () => {
     cache: () => kube.cache(DatabaseType),
     secrets: kube.cache<Secret>(SecretType),
     pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} }),
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
+    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
     events: { record() {} },
     pollIntervals: poll,
     crashPoint: (name) => {

@@ -1,8 +1,10 @@
 import { errorCode, mayHaveLanded } from "../../operator/api.ts";
 import type { ConditionUpdate } from "../../operator/status.ts";
 import { ReconcileError, TerminalError, WaitingError, messageOf } from "../../operator/errors.ts";
-import { remoteIdOf } from "../../operator/identity.ts";
-import { credentialsRefOf, oneShotKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
+import { boundIdOf } from "../../operator/identity.ts";
+import { jsonEqual } from "../../operator/conditions.ts";
+import { credentialStatusOf } from "../../operator/credentials.ts";
+import { resolveCredentials, oneShotKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
 import type { OneShotKind, OneShotRun } from "../../operator/one-shot-reconciler.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { resolveBackup } from "../remote-database.ts";
@@ -86,7 +88,7 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
     const restoreKey = obj.spec.idempotencyKey ?? `${ns}/${obj.metadata.name}`;
     const targetName = obj.spec.target.databaseRef?.name;
     const targetDb = targetName === undefined ? undefined : ctx.cache("Database").get(ns, targetName);
-    const targetId = obj.status?.targetDatabaseId ?? obj.spec.target.databaseId ?? remoteIdOf(targetDb);
+    const targetId = obj.status?.targetDatabaseId ?? obj.spec.target.databaseId ?? boundIdOf(targetDb);
     if (targetId === undefined) {
       throw new WaitingError("DatabaseNotReady", targetDb === undefined ? `target database "${targetName}" not found` : `target database "${targetName}" has no remote id yet`);
     }
@@ -97,7 +99,9 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
       throw new TerminalError("InvalidSpec", "a restore by databaseId (target or source) needs spec.credentials.secretRef (a token of the database's workspace in this namespace)");
     }
     const spec = obj.spec.credentials !== undefined ? { credentials: obj.spec.credentials } : ((targetDb?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } });
-    const { api, mirror } = await ctx.pool.resolve(credentialsRefOf({ metadata: { namespace: ns }, spec }, ctx.defaultCredentials));
+    const { api, mirror, use } = await resolveCredentials(ctx, ns, spec);
+    // Which token acts is recorded before it does anything (written only when it changes).
+    if (!jsonEqual(obj.status?.credentials, credentialStatusOf(use))) await run.writeStatus({ credentials: credentialStatusOf(use) });
 
     if (obj.status?.requestedAt === undefined) {
       if (ledgerHas(ledger, ns, targetName, targetId, restoreKey)) {
@@ -108,7 +112,7 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
       }
       if (run.obj.status?.backupId === undefined) {
         const sourceName = obj.spec.source.databaseRef?.name;
-        const sourceId = obj.spec.source.databaseId ?? remoteIdOf(sourceName === undefined ? undefined : ctx.cache("Database").get(ns, sourceName));
+        const sourceId = obj.spec.source.databaseId ?? boundIdOf(sourceName === undefined ? undefined : ctx.cache("Database").get(ns, sourceName));
         if (sourceId === undefined) throw new WaitingError("DatabaseNotReady", `source database "${sourceName}" not found or has no remote id yet`);
         const backupId = await resolveBackup(api, sourceId, obj.spec.source.backupId);
         // `latest` resolves once: recorded before anything else happens.

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
-import { Credentials, LocalObjectReference, ObjectMeta, exactlyOne, idPattern } from "../common.ts";
+import { Credentials, CredentialStatus, LocalObjectReference, ObjectMeta, exactlyOne, idPattern } from "../common.ts";
 import type { KindDefinition } from "../crd.ts";
 import { age } from "../printer-columns.ts";
 
@@ -99,6 +99,7 @@ export const DatabaseRestoreStatus = z
       .optional()
       .describe("The target's source as the service reported it just before the request (type:databaseId:backupId): a restore whose answer was lost shows as its change."),
     completedAt: z.iso.datetime().optional().describe("When the restore reached a final phase."),
+    credentials: CredentialStatus.optional(),
     observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
     conditions: Conditions.optional(),
   })

@@ -1,6 +1,6 @@
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
-import { remoteIdOf } from "../../operator/identity.ts";
-import { credentialsRefOf, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
+import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
+import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
 import type { ManagedKind } from "../../operator/managed-reconciler.ts";
 import { DatabaseType } from "./schema.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
@@ -22,7 +22,7 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
       let projectId = obj.spec.projectId;
       if (projectId === undefined && obj.spec.projectRef !== undefined) {
         const project = ctx.cache("Project").get(ns, obj.spec.projectRef.name);
-        projectId = remoteIdOf(project) ?? obj.status?.projectId;
+        projectId = boundIdOf(project) ?? obj.status?.projectId;
         if (projectId === undefined) {
           throw new WaitingError(
             "ProjectNotReady",
@@ -31,15 +31,16 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
         }
       }
       if (projectId === undefined) throw new TerminalError("InvalidSpec", "set exactly one of projectRef.name or projectId");
-      const api = await ctx.pool.resolve(credentialsRefOf(obj, ctx.defaultCredentials));
+      const api = await resolveCredentials(ctx, ns, obj.spec);
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
-      return createDatabaseExternal({
+      const external = createDatabaseExternal({
         api: api.api,
         mirror: api.mirror,
         instanceId: ctx.instanceId,
         projectId,
-        databaseIdOf: (namespace, name) => remoteIdOf(ctx.cache("Database").get(namespace, name)),
+        databaseIdOf: (namespace, name) => boundIdOf(ctx.cache("Database").get(namespace, name)),
       });
+      return { ...external, credentials: api.use };
     },
   };
 }

@@ -1,5 +1,6 @@
 import type { CreateDatabaseBody } from "../../contract/index.ts";
 import type { MdsApi } from "../../operator/api.ts";
+import { TerminalError } from "../../operator/errors.ts";
 import { connectionNameOf, idempotencyKeyOf, logicalIdOf, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
@@ -30,6 +31,8 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
   const { api, mirror, instanceId, projectId } = deps;
   const logicalIdFor = (obj: DatabaseObject) => logicalIdOf(instanceId, obj.metadata.namespace ?? "default", obj.metadata.name);
   const nameFor = (obj: DatabaseObject) => obj.spec.displayName ?? obj.metadata.name;
+  // An adopted database keeps its name unless spec.displayName asks for another: adoption renames nothing by itself.
+  const wantedNameOf = (obj: DatabaseObject) => (obj.spec.externalId !== undefined && obj.spec.displayName === undefined ? undefined : nameFor(obj));
 
   async function bodyFor(obj: DatabaseObject): Promise<CreateDatabaseBody> {
     const source = await sourceOf(api, obj, deps.databaseIdOf);
@@ -51,17 +54,25 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
   return {
     async observe(obj): Promise<Observation> {
       const id = remoteIdOf(obj);
-      if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, upToDate: true, fastPoll: true };
+      if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, drift: [], fastPoll: true };
       const known = mirror.peekDatabase(id);
       const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
-      if (db === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, upToDate: true, fastPoll: false };
+      if (db === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, drift: [], fastPoll: false };
+      if (obj.spec.externalId !== undefined && db.project.id !== projectId) {
+        // Checked before anything is written or minted: the id may be a typo, or another team's database.
+        throw new TerminalError(
+          "AdoptionRefused",
+          `cannot adopt database "${db.id}": it belongs to project "${db.project.id}", not to this Database's project "${projectId}"; fix spec.externalId or the project reference`,
+        );
+      }
+      const wantedName = wantedNameOf(obj);
       const secret = secretTargetOf(obj, db, obj.status?.connection?.id);
       return {
         exists: true,
         status: { id: db.id, ...statusOf(db), ...(secret === undefined ? {} : { endpoints: secret.endpoints }) },
         ready: readinessWithSecret(db, secret),
         // isDefault is chosen at creation only: the public API cannot change it afterwards (its PATCH takes no isDefault).
-        upToDate: db.name === nameFor(obj),
+        drift: wantedName === undefined || db.name === wantedName ? [] : [{ field: "displayName", desired: wantedName, actual: db.name }],
         fastPoll: db.status === "provisioning" || db.status === "recovering",
         pollAfterMs: db.status === "provisioning" ? pollDelayOf(db) : undefined,
         secret,
@@ -85,9 +96,10 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
 
     async update(obj) {
       const id = remoteIdOf(obj);
-      if (id === undefined) return;
+      const name = wantedNameOf(obj);
+      if (id === undefined || name === undefined) return;
       // The name is all the public API's PATCH and ours have in common that the spec can change.
-      mirror.putDatabase(await api.updateDatabase(id, { name: nameFor(obj) }));
+      mirror.putDatabase(await api.updateDatabase(id, { name }));
     },
 
     async delete(obj) {

@@ -17,6 +17,8 @@ import {
   idPattern,
   immutableFields,
   secretNameUnchanged,
+  managedStatusFields,
+  ManagementPolicy,
 } from "../common.ts";
 import type { KindDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
@@ -100,6 +102,7 @@ export const DatabaseSpec = z
     credentials: Credentials.optional(),
     deletionPolicy: DeletionPolicy,
     deletionProtection: DeletionProtection,
+    managementPolicy: ManagementPolicy,
     externalId: z
       .string()
       .regex(idPattern("db"))
@@ -171,6 +174,7 @@ export const DatabaseStatus = z
       .max(restoreLedgerLimit)
       .optional()
       .describe(`Restores applied to this database, newest last, at most ${restoreLedgerLimit}.`),
+    ...managedStatusFields,
     observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
     conditions: Conditions.optional(),
   })

@@ -44,7 +44,7 @@ beforeEach(() => {
   };
   const kind = projectKind({
     pool,
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token" },
+    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
     instanceId: "unit",
   });
   run = (name) => reconcileManaged(deps, kind, `default/${name}`);

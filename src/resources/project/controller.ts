@@ -1,5 +1,5 @@
 import { remoteIdOf } from "../../operator/identity.ts";
-import { credentialsRefOf, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
+import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
 import type { ManagedKind } from "../../operator/managed-reconciler.ts";
 import { ProjectType } from "./schema.ts";
 import { createProjectExternal, type ProjectObject } from "./external.ts";
@@ -14,9 +14,9 @@ export function projectKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
     parse: (raw) => parseOrTerminal(Project, "Project", raw) as ProjectObject,
     secretDatabaseIds: (obj) => [obj.status?.defaultDatabase?.id].filter((id): id is string => id !== undefined),
     async connect(obj) {
-      const api = await ctx.pool.resolve(credentialsRefOf(obj, ctx.defaultCredentials));
+      const api = await resolveCredentials(ctx, obj.metadata.namespace ?? "default", obj.spec);
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
-      return createProjectExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId });
+      return { ...createProjectExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId }), credentials: api.use };
     },
   };
 }

@@ -48,9 +48,9 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
   return {
     async observe(obj): Promise<Observation> {
       const id = remoteIdOf(obj);
-      if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, upToDate: true, fastPoll: true };
+      if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, drift: [], fastPoll: true };
       const project = await mirror.getProject(id);
-      if (project === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, upToDate: true, fastPoll: false };
+      if (project === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, drift: [], fastPoll: false };
       const status: Record<string, unknown> = {
         id: project.id,
         url: project.url,
@@ -58,7 +58,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
         ...(project.defaultRegion === null ? {} : { defaultRegion: project.defaultRegion }),
       };
       if (obj.spec.connectionSecret === undefined) {
-        return { exists: true, status, ready: { ok: true }, upToDate: true, fastPoll: false };
+        return { exists: true, status, ready: { ok: true }, drift: [], fastPoll: false };
       }
       const db = await defaultDatabaseOf(project.id);
       if (db === undefined) {
@@ -66,7 +66,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
           exists: true,
           status,
           ready: { ok: false, reason: "RemoteNotFound", message: `Project "${project.id}" has no default database` },
-          upToDate: true,
+          drift: [],
           fastPoll: false,
         };
       }
@@ -76,7 +76,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
         exists: true,
         status,
         ready: readinessWithSecret(db, secret),
-        upToDate: true,
+        drift: [],
         fastPoll: db.status === "provisioning" || db.status === "recovering",
         secret,
       };

@@ -15,6 +15,8 @@ import {
   idPattern,
   immutableFields,
   secretNameUnchanged,
+  managedStatusFields,
+  ManagementPolicy,
 } from "../common.ts";
 import type { KindDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
@@ -45,6 +47,7 @@ export const ProjectSpec = z
     credentials: Credentials.optional(),
     deletionPolicy: DeletionPolicy,
     deletionProtection: DeletionProtection,
+    managementPolicy: ManagementPolicy,
     externalId: z
       .string()
       .regex(idPattern("proj"))
@@ -89,6 +92,7 @@ export const ProjectStatus = z
     binding: Binding.optional(),
     rotation: RotationStatus.optional(),
     connection: PublishedConnection.optional(),
+    ...managedStatusFields,
     observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
     conditions: Conditions.optional(),
   })

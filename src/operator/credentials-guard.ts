@@ -1,0 +1,90 @@
+import type { Logger } from "pino";
+import type { KubeClient } from "../kube/client.ts";
+import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
+
+// A team's credentials Secret must outlive the resources that act with it: deleting a namespace deletes the Secret
+// and the resources at once, and a resource with deletionPolicy Delete needs the token to delete its remote object.
+// So while resources depend on a Secret (their status.credentials names it) it carries a finalizer; the Secret stays
+// Terminating, still readable, until the last dependent is gone, then the operator removes the finalizer. The
+// operator's own Secret is not guarded: its namespace is the operator's, and it has no rights to patch it.
+
+export const credentialsFinalizer = "mds.dev/credentials-in-use";
+/** Set with the finalizer, so a restarted operator finds the Secrets it guards with one list. */
+export const credentialsLabel = "mds.dev/credentials-in-use";
+
+export interface CredentialsGuard {
+  /** Adds the finalizer to a Secret just read (unless it has it, or is being deleted: nothing may be added then). */
+  protect(secret: Secret): Promise<void>;
+  /** Removes the finalizer from `namespace/name` if no resource depends on it. */
+  release(namespace: string, name: string): Promise<void>;
+  /** release() for every guarded Secret: at start, and on the settled interval (a resource that changed credentials). */
+  sweep(): Promise<void>;
+}
+
+/** "<namespace>/<name>" of the Secret a resource's status says it acts with, if any. */
+export function credentialsSecretOf(obj: KubeObject): string | undefined {
+  return (obj["status"] as { credentials?: { secret?: string } } | undefined)?.credentials?.secret;
+}
+
+export function createCredentialsGuard(options: {
+  kube: KubeClient;
+  /** Every cached object that needs the operator to be deleted (it carries the loop's finalizer). */
+  dependents: () => KubeObject[];
+  /** The watched namespaces (undefined: all). */
+  namespaces: (string | undefined)[];
+  logger: Logger;
+}): CredentialsGuard {
+  const { kube, logger } = options;
+
+  /**
+   * Whether a resource still needs `namespace/name` to be deleted: one names it in status, or one of that namespace
+   * has not said yet which Secret it uses (never reconciled since the upgrade, or between its first token read and
+   * its first status write). Erring this way only keeps a finalizer a little longer. Resources without the loop's
+   * finalizer (a restore, an ObserveOnly resource) need nothing from the operator to go away, so they never count.
+   */
+  function inUse(namespace: string, name: string, objects: KubeObject[]): boolean {
+    const key = `${namespace}/${name}`;
+    return objects.some((o) => {
+      const secret = credentialsSecretOf(o);
+      return secret === key || (secret === undefined && o.metadata.namespace === namespace);
+    });
+  }
+
+  async function unguard(secret: Secret): Promise<void> {
+    const fins = secret.metadata.finalizers ?? [];
+    if (!fins.includes(credentialsFinalizer)) return;
+    await kube.patch(SecretType, secret.metadata.namespace, secret.metadata.name, {
+      metadata: {
+        resourceVersion: secret.metadata.resourceVersion,
+        finalizers: fins.filter((f) => f !== credentialsFinalizer),
+        ...(secret.metadata.deletionTimestamp === undefined ? { labels: { [credentialsLabel]: null } } : {}),
+      },
+    });
+    logger.info({ namespace: secret.metadata.namespace, secret: secret.metadata.name }, "Released credentials Secret: no resource depends on it");
+  }
+
+  return {
+    async protect(secret) {
+      const fins = secret.metadata.finalizers ?? [];
+      if (fins.includes(credentialsFinalizer) || secret.metadata.deletionTimestamp !== undefined) return;
+      await kube.patch(SecretType, secret.metadata.namespace, secret.metadata.name, {
+        metadata: { resourceVersion: secret.metadata.resourceVersion, finalizers: [...fins, credentialsFinalizer], labels: { [credentialsLabel]: "true" } },
+      });
+    },
+    async release(namespace, name) {
+      if (inUse(namespace, name, options.dependents())) return;
+      const secret = await kube.get<Secret>(SecretType, namespace, name);
+      if (secret !== undefined) await unguard(secret);
+    },
+    async sweep() {
+      const objects = options.dependents();
+      for (const namespace of options.namespaces) {
+        const guarded = await kube.list<Secret>(SecretType, { ...(namespace === undefined ? {} : { namespace }), labelSelector: credentialsLabel });
+        for (const secret of guarded.items) {
+          if (inUse(secret.metadata.namespace ?? "", secret.metadata.name, objects)) continue;
+          await unguard(secret).catch((err: unknown) => logger.warn({ err, namespace: secret.metadata.namespace, secret: secret.metadata.name }, "Could not release credentials Secret"));
+        }
+      }
+    },
+  };
+}
