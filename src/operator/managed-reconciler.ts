@@ -231,8 +231,13 @@ class LoopRun<T extends ManagedObject> {
   private pollIntervalMs(): number {
     const value = this.obj.metadata.annotations?.[pollIntervalAnnotation];
     if (value === undefined) return this.deps.pollIntervals.slowMs;
-    const ms = parseDuration(value);
-    if (ms === undefined || ms < pollIntervalBounds.minMs || ms > pollIntervalBounds.maxMs) {
+    let ms = Number.NaN;
+    try {
+      ms = parseDuration(value);
+    } catch {
+      // reported below, with the annotation's name
+    }
+    if (!(ms >= pollIntervalBounds.minMs && ms <= pollIntervalBounds.maxMs)) {
       throw new TerminalError("InvalidSpec", `annotation ${pollIntervalAnnotation} "${value.slice(0, 64)}" is not a duration between 5s and 24h (e.g. 30s, 10m, 1h)`);
     }
     return ms;
