@@ -1,0 +1,83 @@
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
+import { createFakeKube } from "../../test/support/fake-kube.ts";
+import { chooseCredentials, createCredentialPool, type OperatorCredentials } from "./credentials.ts";
+import { createCredentialsGuard, credentialsFinalizer, credentialsLabel } from "./credentials-guard.ts";
+import { WaitingError } from "./errors.ts";
+
+// Which token a resource acts with (spec, its namespace's mds-credentials, the operator's where allowed), and the
+// finalizer that keeps a team's credentials Secret while resources need it.
+
+const operator: OperatorCredentials = { secretNamespace: "mds-system", secretName: "mds-credentials", key: "token" };
+const secret = (namespace: string, name: string, token = "t0ken-0123456789"): Secret => ({ apiVersion: "v1", kind: "Secret", metadata: { name, namespace }, stringData: { token } });
+
+function setup() {
+  const kube = createFakeKube();
+  const pool = createCredentialPool({
+    kube,
+    apiUrl: "http://api.invalid",
+    createApiClient: () => ({}) as never,
+    logger: pino({ level: "silent" }),
+    pollIntervals: { fastMs: 1000, slowMs: 60_000 },
+    onRemoteChange: () => {},
+  });
+  return { kube, pool };
+}
+
+describe("chooseCredentials", () => {
+  it("takes spec.credentials, else the namespace's own mds-credentials, else the operator's only where allowed", async () => {
+    const { kube, pool } = setup();
+    kube.put(SecretType, secret("team-a", "mds-credentials"));
+    expect(await chooseCredentials(pool, operator, "team-a", { name: "ci-token" })).toEqual({ ref: { namespace: "team-a", name: "ci-token", key: "token" }, source: "spec" });
+    expect(await chooseCredentials(pool, operator, "team-a", undefined)).toEqual({ ref: { namespace: "team-a", name: "mds-credentials", key: "token" }, source: "namespace" });
+    expect((await chooseCredentials(pool, operator, "mds-system", undefined)).source).toBe("operator");
+    // Another namespace never borrows the operator's token by default...
+    const refused = await chooseCredentials(pool, operator, "team-b", undefined).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(WaitingError);
+    expect((refused as WaitingError).reason).toBe("CredentialsMissing");
+    expect((refused as Error).message).toContain('create Secret "team-b/mds-credentials"');
+    // ...only where the operator's setting lists it, or "*".
+    expect((await chooseCredentials(pool, { ...operator, fallbackNamespaces: ["team-b"] }, "team-b", undefined)).source).toBe("operator");
+    expect((await chooseCredentials(pool, { ...operator, fallbackNamespaces: "*" }, "team-z", undefined)).ref).toEqual({ namespace: "mds-system", name: "mds-credentials", key: "token" });
+  });
+});
+
+describe("credentials guard", () => {
+  it("adds the finalizer once, keeps it while a resource depends on the Secret, and releases it after", async () => {
+    const { kube } = setup();
+    kube.put(SecretType, secret("team-a", "mds-credentials"));
+    kube.put(SecretType, secret("team-a", "old-token"));
+    const dependents: KubeObject[] = [];
+    const guard = createCredentialsGuard({ kube, dependents: () => dependents, namespaces: [undefined], logger: pino({ level: "silent" }) });
+    const guarded = createCredentialPool({ kube, apiUrl: "x", createApiClient: () => ({ replaysIdempotencyKeys: () => true }) as never, logger: pino({ level: "silent" }), pollIntervals: { fastMs: 1000, slowMs: 60_000 }, onRemoteChange: () => {}, protect: (s) => guard.protect(s) });
+    for (const name of ["mds-credentials", "old-token"]) {
+      const ref = { namespace: "team-a", name, key: "token" };
+      await guarded.resolve(ref).catch(() => undefined);
+      await guarded.guard(ref);
+      await guarded.guard(ref);
+    }
+    const read = (name: string) => kube.read<Secret>(SecretType, "team-a", name)!;
+    expect(read("mds-credentials").metadata.finalizers).toEqual([credentialsFinalizer]);
+    expect(read("mds-credentials").metadata.labels?.[credentialsLabel]).toBe("true");
+    expect(kube.writes.filter((w) => w.verb === "patch" && w.name === "mds-credentials")).toHaveLength(1);
+
+    // A resource names the namespace's Secret; one of the namespace has not said yet: nothing is released.
+    dependents.push({ metadata: { name: "db", namespace: "team-a" }, status: { credentials: { secret: "team-a/mds-credentials" } } } as KubeObject);
+    dependents.push({ metadata: { name: "new", namespace: "team-a" } } as KubeObject);
+    await guard.sweep();
+    expect(read("old-token").metadata.finalizers).toEqual([credentialsFinalizer]);
+    // Once every resource has said which Secret it uses, the unused one is released; the used one stays.
+    dependents.pop();
+    await guard.sweep();
+    expect(read("old-token").metadata.finalizers ?? []).toEqual([]);
+    expect(read("old-token").metadata.labels?.[credentialsLabel]).toBeUndefined();
+    expect(read("mds-credentials").metadata.finalizers).toEqual([credentialsFinalizer]);
+    // The last dependent gone: released, and a Secret being deleted then goes.
+    await kube.delete(SecretType, "team-a", "mds-credentials");
+    expect(read("mds-credentials").metadata.deletionTimestamp).toBeDefined();
+    dependents.pop();
+    await guard.release("team-a", "mds-credentials");
+    expect(kube.read(SecretType, "team-a", "mds-credentials")).toBeUndefined();
+  });
+});
