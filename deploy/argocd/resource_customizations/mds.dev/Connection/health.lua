@@ -1,6 +1,6 @@
 -- Argo CD health of an mds.dev Project, Database or Connection (the files are identical; test/deploy checks it).
 -- Degraded:    Stalled is True for the current generation (checked first: the operator gave up until the user
---              changes something; the message is the Stalled condition's), or a terminal problem that needs a
+--              changes something; the message is its reason and message), or a terminal problem that needs a
 --              person: the service reports the database failed, the remote object is gone, the spec is invalid,
 --              the service refuses the token or the request conflicts.
 -- Healthy:     Ready is True for the current generation (the operator has seen the latest spec).

@@ -1,6 +1,6 @@
 -- Argo CD health of an mds.dev DatabaseRestore (a one-shot restore; its final phases never change).
--- Degraded first when Stalled is True for the current generation (the operator needs a change by the user; the
---              message is the Stalled condition's).
+-- Degraded:    first, Stalled True for the current generation (the operator needs a change by the user; the
+--              message is its reason and message).
 -- Healthy:     phase Succeeded, or Skipped (this idempotencyKey was already applied to the target).
 -- Degraded:    phase Failed (including OutcomeUnknown: never repeated automatically), or an invalid spec.
 -- Progressing: Pending, Running, and before any status exists.
