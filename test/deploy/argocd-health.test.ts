@@ -24,7 +24,7 @@ interface ConditionInput {
   observedGeneration?: number;
 }
 
-function condition(type: "Ready" | "Synced", c: ConditionInput) {
+function condition(type: "Ready" | "Synced" | "Stalled", c: ConditionInput) {
   return { type, status: c.status, reason: c.reason, message: c.message ?? "", lastTransitionTime: T, observedGeneration: c.observedGeneration ?? 3 };
 }
 
@@ -129,6 +129,33 @@ describe("Database and Project health (Argo CD, Lua 5.1)", () => {
     for (const reason of named) expect(Object.keys(conditionReasons)).toContain(reason);
   });
 
+  it("is Degraded with the Stalled message when Stalled is True, before every other rule", () => {
+    const stalled = (reason: Reason, message: string, observedGeneration = 3) => condition("Stalled", { status: "True", reason, message, observedGeneration });
+    const refused = "spec.externalId db_abcdefgh1 is not visible to the credentials shop/mds-credentials";
+    // Stalled wins over a Ready=True, a pause and a deletion in progress.
+    const obj = database({ remoteStatus: "ready", conditions: [...conditions({ status: "True", reason: "Available", message: "ok" }, { status: "False", reason: "AdoptionRefused", message: refused }), stalled("AdoptionRefused", refused)] });
+    expect(health(obj)).toEqual({ status: "Degraded", message: `AdoptionRefused: ${refused}` });
+    const paused = database({ conditions: [...conditions({ status: "False", reason: "Creating" }, { status: "True", reason: "ReconcilePaused" }), stalled("InvalidSpec", "bad poll interval")] });
+    expect(health(paused)).toEqual({ status: "Degraded", message: "InvalidSpec: bad poll interval" });
+    const deleting = database({ conditions: [...conditions({ status: "False", reason: "Deleting" }), stalled("InvalidSpec", "m")] }, { deletionTimestamp: T });
+    expect(health(deleting).status).toBe("Degraded");
+    for (const kind of ["Project", "Connection"]) {
+      const p = project({ conditions: [...conditions({ status: "False", reason: "Creating" }), stalled("ReferenceNotAllowed", "not allowed")] });
+      expect(health({ ...p, kind }, kind)).toEqual({ status: "Degraded", message: "ReferenceNotAllowed: not allowed" });
+    }
+    // A Stalled of an older generation does not count: the operator has not looked at the new spec yet.
+    const stale = database({ conditions: [...conditions({ status: "True", reason: "Available", message: "ok" }), stalled("InvalidSpec", "m", 2)] });
+    expect(health(stale).status).toBe("Healthy");
+  });
+
+  it("is Healthy when Stalled is False (recovered) and Ready is True", () => {
+    const obj = database({
+      remoteStatus: "ready",
+      conditions: [...conditions({ status: "True", reason: "Available", message: "database ready" }), condition("Stalled", { status: "False", reason: "ReconcileSuccess" })],
+    });
+    expect(health(obj)).toEqual({ status: "Healthy", message: "database ready" });
+  });
+
   it("is Suspended while paused", () => {
     const obj = database({ conditions: conditions({ status: "False", reason: "Provisioning" }, { status: "True", reason: "ReconcilePaused", message: "paused by annotation" }) });
     expect(health(obj)).toEqual({ status: "Suspended", message: "paused by annotation" });
@@ -177,6 +204,13 @@ describe("DatabaseRestore health (Argo CD, Lua 5.1)", () => {
   it("is Degraded on an invalid spec before any phase", () => {
     const obj = restore({ conditions: [condition("Synced", { status: "False", reason: "InvalidSpec", message: "target and source are both missing", observedGeneration: 1 })] });
     expect(health(obj)).toEqual({ status: "Degraded", message: "InvalidSpec: target and source are both missing" });
+  });
+
+  it("is Degraded with the Stalled message when Stalled is True, Healthy when it is False and the phase Succeeded", () => {
+    const stalled = restore({ phase: "Pending", conditions: [condition("Stalled", { status: "True", reason: "InvalidSpec", message: "databaseId needs spec.credentials", observedGeneration: 1 })] });
+    expect(health(stalled)).toEqual({ status: "Degraded", message: "InvalidSpec: databaseId needs spec.credentials" });
+    const recovered = restore({ phase: "Succeeded", completedAt: T, conditions: [condition("Stalled", { status: "False", reason: "ReconcileSuccess", observedGeneration: 1 })] });
+    expect(health(recovered)).toEqual({ status: "Healthy", message: "Restore succeeded" });
   });
 
   it("covers every phase of the schema", () => {

@@ -216,10 +216,10 @@ describe("deletion protection", () => {
   interface Policy { spec: { failurePolicy: string; matchConstraints: { resourceRules: Record<string, string[]>[] }; validations: { expression: string; reason?: string; message?: string; messageExpression?: string }[] } }
   interface Binding { spec: { policyName: string; validationActions: string[]; matchResources?: unknown } }
 
-  it.each(Object.keys(installs) as Install[])("%s: a ValidatingAdmissionPolicy denies DELETE of Projects and Databases whose old object has spec.deletionProtection true", (install) => {
+  it.each(Object.keys(installs) as Install[])("%s: a ValidatingAdmissionPolicy denies DELETE of Projects, Databases and Connections whose old object has spec.deletionProtection true", (install) => {
     const policy = find(install, "ValidatingAdmissionPolicy", "mds-deletion-protection") as unknown as Policy;
     expect(policy.spec.failurePolicy).toBe("Fail");
-    expect(policy.spec.matchConstraints.resourceRules).toEqual([{ apiGroups: ["mds.dev"], apiVersions: ["*"], operations: ["DELETE"], resources: ["projects", "databases"], scope: "Namespaced" }]);
+    expect(policy.spec.matchConstraints.resourceRules).toEqual([{ apiGroups: ["mds.dev"], apiVersions: ["*"], operations: ["DELETE"], resources: ["projects", "databases", "connections"], scope: "Namespaced" }]);
     expect(policy.spec.validations).toHaveLength(1);
     const [validation] = policy.spec.validations;
     expect(validation?.expression).toContain("oldObject.spec.deletionProtection");

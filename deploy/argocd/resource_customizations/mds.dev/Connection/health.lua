@@ -1,7 +1,9 @@
 -- Argo CD health of an mds.dev Project, Database or Connection (the files are identical; test/deploy checks it).
+-- Degraded:    Stalled is True for the current generation (checked first: the operator gave up until the user
+--              changes something; the message is its reason and message), or a terminal problem that needs a
+--              person: the service reports the database failed, the remote object is gone, the spec is invalid,
+--              the service refuses the token or the request conflicts.
 -- Healthy:     Ready is True for the current generation (the operator has seen the latest spec).
--- Degraded:    a terminal problem that needs a person: the service reports the database failed, the remote
---              object is gone, the spec is invalid, the service refuses the token or the request conflicts.
 -- Suspended:   reconciliation is paused with the mds.dev/paused annotation.
 -- Progressing: everything else, including provisioning, restoring, waiting for a project, and no status yet.
 local hs = { status = "Progressing", message = "Waiting for the operator to report status" }
@@ -49,12 +51,26 @@ local function isCurrent(condition)
   return generation == nil or observed == generation
 end
 
+local status = obj.status
+
+-- Stalled (kstatus) before every other rule, deletion included: True means the operator will not get further
+-- without a change by the user (spec, credentials Secret, reconcile request). A Stalled of an older generation
+-- does not count: the operator has not looked at the new spec yet.
+local stalled = nil
+if status ~= nil then
+  stalled = findCondition(status.conditions, "Stalled")
+end
+if stalled ~= nil and stalled.status == "True" and isCurrent(stalled) then
+  hs.status = "Degraded"
+  hs.message = tostring(stalled.reason) .. ": " .. messageOf(stalled, "see the resource's conditions")
+  return hs
+end
+
 if obj.metadata ~= nil and obj.metadata.deletionTimestamp ~= nil then
   hs.message = "Being deleted"
   return hs
 end
 
-local status = obj.status
 if status == nil then
   return hs
 end

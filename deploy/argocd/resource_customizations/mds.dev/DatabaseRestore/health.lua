@@ -1,4 +1,6 @@
 -- Argo CD health of an mds.dev DatabaseRestore (a one-shot restore; its final phases never change).
+-- Degraded:    first, Stalled True for the current generation (the operator needs a change by the user; the
+--              message is its reason and message).
 -- Healthy:     phase Succeeded, or Skipped (this idempotencyKey was already applied to the target).
 -- Degraded:    phase Failed (including OutcomeUnknown: never repeated automatically), or an invalid spec.
 -- Progressing: Pending, Running, and before any status exists.
@@ -19,6 +21,24 @@ end
 local status = obj.status
 if status == nil then
   return hs
+end
+
+-- Stalled (kstatus) before every other rule; one of an older generation does not count.
+local stalled = findCondition(status.conditions, "Stalled")
+if stalled ~= nil and stalled.status == "True" then
+  local observed = stalled.observedGeneration
+  if observed == nil then
+    observed = status.observedGeneration
+  end
+  local generation = nil
+  if obj.metadata ~= nil then
+    generation = obj.metadata.generation
+  end
+  if generation == nil or observed == generation then
+    hs.status = "Degraded"
+    hs.message = tostring(stalled.reason) .. ": " .. ((stalled.message ~= nil and stalled.message ~= "") and stalled.message or "see the resource's conditions")
+    return hs
+  end
 end
 
 local function describe(fallback)
