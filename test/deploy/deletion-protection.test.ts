@@ -86,6 +86,15 @@ describe("spec.deletionProtection with deploy/'s ValidatingAdmissionPolicy", () 
     expect(await ok(["-n", "shop", "get", "mds", "-o", "name"])).toBe("");
   });
 
+  it("protects Connections too", async () => {
+    const connection = { apiVersion: "mds.dev/v1alpha1", kind: "Connection", metadata: { name: "reporting", namespace: "shop" }, spec: { databaseRef: { name: "orders" }, deletionProtection: true } };
+    await apply(connection);
+    const refused = await k(["-n", "shop", "delete", "connection", "reporting"]);
+    expect({ code: refused.code, stderr: refused.stderr }).toEqual({ code: 1, stderr: refusal("connections", "reporting") });
+    await ok(["-n", "shop", "patch", "connections.mds.dev", "reporting", "--type=merge", "-p", '{"spec":{"deletionProtection":false}}']);
+    expect((await k(["-n", "shop", "delete", "connection", "reporting"])).code).toBe(0);
+  });
+
   it("re-applies unchanged (no server default the manifests leave out flips `kubectl apply` to configured)", async () => {
     const r = await k(["apply", "-f", "-"], installed);
     expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });

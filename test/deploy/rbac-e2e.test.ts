@@ -142,6 +142,9 @@ async function setup(mode: Mode): Promise<void> {
   await eventually(() => admin(["get", "mdsdb,mdsproject,mdsrestore", "-A"]), { stopWhen: refused, what: "CRDs served" });
   if (!(await exists(["namespace", ns]))) await admin(["create", "namespace", ns]);
   await apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: mode.namespace }, stringData: { token: service.token } });
+  // The operator's own token serves only its namespace: a team namespace holds its own (which the operator guards
+  // with a finalizer while resources need it).
+  if (ns !== mode.namespace) await apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: ns }, stringData: { token: service.token } });
 
   // The operator authenticates as its ServiceAccount with a bound token (as a projected token in a pod would), so
   // devkube's RBAC authorizer judges every request against the Roles and bindings just applied.
@@ -195,6 +198,21 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
     await apply(project(), database("orders", "Delete"), database("archive", "Retain"));
     const orders = await waitReady("orders");
     await waitReady("archive");
+    const teamSecret = ns !== mode.namespace;
+    if (teamSecret) {
+      // The platform's own namespace may use the operator's token (the default fallback), read through its Role.
+      await apply({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "platform", namespace: mode.namespace }, spec: { region: "us-east-1" } });
+      await eventually(
+        async () => {
+          const st = (await getJson(["-n", mode.namespace, "get", "mdsproject", "platform"])).status as { credentials?: { source: string }; conditions?: { type: string; status: string }[] } | undefined;
+          if (st?.conditions?.find((c) => c.type === "Ready")?.status !== "True" || st.credentials?.source !== "operator") throw new Error(`platform: ${JSON.stringify(st)}`);
+        },
+        { stopWhen: refused, what: "platform Project Ready with the operator's token" },
+      );
+      await admin(["-n", mode.namespace, "delete", "mdsproject", "platform", "--wait=true", "--timeout=60s"]);
+    }
+    const credentialsFinalizers = async () => ((await getJson(["-n", ns, "get", "secret", "mds-credentials"]))["metadata"] as { finalizers?: string[] }).finalizers ?? [];
+    expect(await credentialsFinalizers()).toEqual(teamSecret ? ["mds.dev/credentials-in-use"] : []);
 
     // A deleted Secret is re-created; an edited one is replaced.
     await admin(["-n", ns, "delete", "secret", orders.secretName]);
@@ -272,6 +290,14 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
         if (await exists(["-n", ns, "mdsproject", "shop"])) throw new Error("project still there");
       },
       { stopWhen: refused, what: "Project deleted", timeoutMs: 60_000 },
+    );
+
+    // The last resource gone, the team's credentials Secret is released.
+    await eventually(
+      async () => {
+        if ((await credentialsFinalizers()).length > 0) throw new Error("credentials Secret still guarded");
+      },
+      { stopWhen: refused, what: "credentials Secret released" },
     );
 
     expect(proxy.denied).toEqual([]);
