@@ -81,6 +81,11 @@ export interface ExternalClient<T extends ManagedObject> {
   connections?: ConnectionOwner<T> | undefined;
   /** The token this client acts with (status.credentials). */
   credentials?: CredentialUse | undefined;
+  /**
+   * The grant this resource acted under was withdrawn (a Connection whose Database no longer allows its namespace):
+   * the loop revokes what it holds (`delete`), deletes its Secret, forgets the remote id, then reports this refusal.
+   */
+  withdrawn?: { reason: string; message: string } | undefined;
 }
 
 export interface ManagedKind<T extends ManagedObject> {
@@ -170,6 +175,7 @@ class LoopRun<T extends ManagedObject> {
     if (this.observeOnly) return this.observeOnlyRun(slowMs);
     await this.ensureFinalizer();
     const external = await this.connect();
+    if (external.withdrawn !== undefined) return this.withdraw(external, external.withdrawn);
     let observed = await external.observe(this.obj);
     if (!observed.exists) {
       const id = remoteIdOf(this.obj);
@@ -217,6 +223,22 @@ class LoopRun<T extends ManagedObject> {
     // The operator's own Secret is not the team's to delete; an ObserveOnly resource needs nothing to go away.
     if (use.source !== "operator" && !this.observeOnly) await this.deps.guardCredentials?.(use.ref);
     return external;
+  }
+
+  /** Revokes and removes what a withdrawn grant let this resource hold; a new grant starts it afresh (a new mint). */
+  private async withdraw(external: ExternalClient<T>, why: { reason: string; message: string }): Promise<Outcome> {
+    if (remoteIdOf(this.obj) !== undefined || this.obj.status?.secretName !== undefined) {
+      const result = await external.delete(this.obj);
+      if (!result.done) throw new ReconcileError(result.reason, result.message);
+      if (this.obj.status?.secretName !== undefined) await this.secrets.delete(this.obj.status.secretName, this.kind.secretDatabaseIds?.(this.obj) ?? []);
+      this.obj = await this.deps.kube.patch<T>(this.kind.type, this.obj.metadata.namespace, this.obj.metadata.name, {
+        metadata: { annotations: { [annotations.externalId]: null } },
+      });
+      const gone = { id: undefined, connection: undefined, secretName: undefined, binding: undefined, rotation: undefined, endpoints: undefined };
+      await this.writeStatus(gone, { type: "Ready", status: "False", reason: why.reason, message: why.message });
+      this.deps.events.record(this.obj, "Warning", why.reason, `Revoked the ${this.noun}'s credentials and deleted its Secret: ${why.message}`);
+    }
+    throw new TerminalError(why.reason, why.message);
   }
 
   /** spec.externalId that the resource's token cannot see: nothing is written or minted until the user fixes it. */

@@ -56,7 +56,7 @@ describe.each(counterparts)("Connection against %s", (api) => {
   });
 
   itNeedsDevkube(
-    "gives each app its own login, across namespaces only where the Database allows, and revokes it on delete",
+    "gives each app its own login, across namespaces only where the Database allows, and revokes it on delete or when the grant is withdrawn",
     "a second namespace the operator watches",
     async () => {
       await stack.kubectl(["create", "namespace", apps()]);
@@ -102,6 +102,20 @@ describe.each(counterparts)("Connection against %s", (api) => {
       expect(await connectionsOfDatabase()).not.toContain(id);
       expect(await stack.kube.get<Secret>(SecretType, stack.namespace, "reporting-db")).toBeUndefined();
       expect(await connects(billing)).toBe(true);
+
+      // The owner withdraws the grant: the login is revoked and its Secret deleted, at once, not at deletion.
+      const billingId = (await statusOf(apps(), "billing"))?.id;
+      await stack.kubectl(["patch", "mdsdb", "shared", "--type=merge", "-p", JSON.stringify({ spec: { connectionPolicy: { allowedNamespaces: [] } } })]);
+      await eventually(async () => expect((await condition(apps(), "billing", "Stalled"))?.reason).toBe("ReferenceNotAllowed"), { what: "billing withdrawn" });
+      expect(await connectsEventuallyRefused(billing)).toBe(true);
+      expect(await connectionsOfDatabase()).not.toContain(billingId);
+      await eventually(async () => expect(await urlOf(apps(), "billing-db")).toBeUndefined(), { what: "billing Secret deleted" });
+      // Granted again: a new login, which connects.
+      await stack.kubectl(["patch", "mdsdb", "shared", "--type=merge", "-p", JSON.stringify({ spec: { connectionPolicy: { allowedNamespaces: [apps()] } } })]);
+      await eventually(async () => expect((await condition(apps(), "billing", "Ready"))?.status).toBe("True"), { what: "billing Ready again", timeoutMs: 60_000 });
+      const again = (await urlOf(apps(), "billing-db"))!;
+      expect(new URL(again).username).not.toBe(new URL(billing).username);
+      expect(await connects(again)).toBe(true);
       expect(await stack.leaks()).toBe("");
     },
     120_000,

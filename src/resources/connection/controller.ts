@@ -36,6 +36,7 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
       const ns = obj.metadata.namespace ?? "default";
       const deleting = obj.metadata.deletionTimestamp !== undefined;
       let databaseId = obj.spec.databaseId;
+      let withdrawn: { reason: string; message: string } | undefined;
       // Its own token by id; the Database's (in the Database's namespace) by reference.
       let credentials = { namespace: ns, spec: obj.spec as DatabaseSpec };
       const ref = obj.spec.databaseRef;
@@ -49,12 +50,14 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
           databaseId = obj.status.databaseId;
         } else {
           if (!allows(db, ns)) {
-            // Refused before any call: nothing is minted. A change of the Database wakes this resource again. A
-            // deletion revokes what an earlier grant let it mint, with the Database's token.
-            if (!deleting) {
-              throw new TerminalError("ReferenceNotAllowed", `database "${dbNs}/${ref.name}" does not allow Connections from namespace "${ns}": add "${ns}" to its spec.connectionPolicy.allowedNamespaces`);
+            // Refused before any call: nothing is minted. A change of the Database wakes this resource again. What an
+            // earlier grant let it mint is revoked with the Database's token: on deletion, or now (withdrawn).
+            const message = `database "${dbNs}/${ref.name}" does not allow Connections from namespace "${ns}": add "${ns}" to its spec.connectionPolicy.allowedNamespaces`;
+            if (obj.status?.connection === undefined && remoteIdOf(obj) === undefined) {
+              if (!deleting) throw new TerminalError("ReferenceNotAllowed", message);
+              return nothingToDo;
             }
-            if (obj.status?.connection === undefined) return nothingToDo;
+            if (!deleting) withdrawn = { reason: "ReferenceNotAllowed", message };
           }
           databaseId = boundIdOf(db);
           credentials = { namespace: dbNs, spec: (db["spec"] ?? {}) as DatabaseSpec };
@@ -72,7 +75,7 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
       }
       const api = await resolveCredentials(ctx, credentials.namespace, credentials.spec);
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
-      return { ...createConnectionExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, databaseId }), credentials: api.use };
+      return { ...createConnectionExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, databaseId }), credentials: api.use, withdrawn };
     },
   };
 }

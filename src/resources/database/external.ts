@@ -58,8 +58,9 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       const known = mirror.peekDatabase(id);
       const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
       if (db === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, drift: [], fastPoll: false };
-      if (obj.spec.externalId !== undefined && db.project.id !== projectId) {
-        // Checked before anything is written or minted: the id may be a typo, or another team's database.
+      if (db.project.id !== projectId) {
+        // Checked before anything is written or minted: an externalId (or an id annotation written by hand) may be a
+        // typo, or another team's database in the same workspace.
         throw new TerminalError(
           "AdoptionRefused",
           `cannot adopt database "${db.id}": it belongs to project "${db.project.id}", not to this Database's project "${projectId}"; fix spec.externalId or the project reference`,
