@@ -3,7 +3,7 @@ import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { Region } from "../contract/index.ts";
-import { RegionConfig } from "../service/config.ts";
+import { describeIssues, RegionConfig } from "../service/config.ts";
 import { parseKey } from "../service/crypto.ts";
 import { createServiceLogger, startEmbeddedService, startService } from "../service/index.ts";
 
@@ -103,7 +103,7 @@ async function loadRegions(file: string | undefined, json: string | undefined): 
     throw new Error(`invalid regions: ${file ? `${file} is not valid ${/\.ya?ml$/i.test(file) ? "YAML" : "JSON"}` : "MDS_REGIONS is not valid JSON"}: ${(err as Error).message.split("\n")[0]}`, { cause: err });
   }
   const parsed = z.partialRecord(Region, RegionConfig).safeParse(raw);
-  if (!parsed.success) throw new Error(`invalid regions: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  if (!parsed.success) throw new Error(`invalid regions: ${describeIssues(parsed.error.issues, "")}`);
   return parsed.data;
 }
 

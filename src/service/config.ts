@@ -39,6 +39,20 @@ export const ServiceConfig = z.strictObject({
 export type ServiceConfig = z.infer<typeof ServiceConfig>;
 export type ServiceConfigInput = z.input<typeof ServiceConfig>;
 
+/**
+ * Config issues as one line, each by its path (`regions.us-east-1.servers.0.name: …`). Values are never echoed (URLs
+ * hold passwords); a key that is not a region says which ones are. `regionsAt`: the path of the regions record.
+ */
+export function describeIssues(issues: readonly z.core.$ZodIssue[], regionsAt = "regions"): string {
+  return issues
+    .map((i) => {
+      const where = i.path.map(String).join(".");
+      const what = i.code === "unrecognized_keys" && where === regionsAt ? `${i.message} (regions: ${regionIds.join(", ")})` : i.message;
+      return where ? `${where}: ${what}` : what;
+    })
+    .join("; ");
+}
+
 /** Regions in the contract's order, keeping only those with a server. */
 export function enabledRegions(config: ServiceConfig): Region[] {
   return regionIds.filter((r) => config.regions[r] !== undefined);

@@ -2,7 +2,7 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import { findPostgresBinaries } from "../postgres/index.ts";
 import { createApp } from "./app.ts";
-import { ServiceConfig, type ServiceConfigInput } from "./config.ts";
+import { describeIssues, ServiceConfig, type ServiceConfigInput } from "./config.ts";
 import type { ServiceDeps } from "./deps.ts";
 import { privateDirectory } from "./dump.ts";
 import { jobHandlers } from "./job-handlers.ts";
@@ -50,8 +50,8 @@ export type RunningService = { url: string; deps: ServiceDeps; stop(): Promise<v
 export async function startService(options: StartServiceOptions): Promise<RunningService> {
   const { host = "127.0.0.1", port = 0, logger = createServiceLogger("info"), bindir, ...rest } = options;
   const parsed = ServiceConfig.safeParse({ ...rest, baseUrl: rest.baseUrl ?? "http://placeholder.invalid" });
-  // Each issue by its path, values never echoed (URLs hold passwords): a bad regions file reads as one clear line.
-  if (!parsed.success) throw new Error(`invalid service configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  // A bad regions file reads as one clear line (never a stack, never a value: URLs hold passwords).
+  if (!parsed.success) throw new Error(`invalid service configuration: ${describeIssues(parsed.error.issues)}`);
   const config = parsed.data;
   const pool = createPool(config.controlUrl, 20);
   const { servers, pools } = openServers(config);
