@@ -2,7 +2,7 @@ import { z } from "zod";
 import { Region, regionIds } from "../contract/index.ts";
 import { RegionConfig, type ServerConfig } from "./region-config.ts";
 
-export { defaultServerName, isLoopbackHost, publicEndpoint, RegionConfig, ServerConfig, type RegionInput, type RegionSettings } from "./region-config.ts";
+export { defaultServerName, isLoopbackHost, publicEndpoint, RegionConfig, ServerConfig, ServerName, type RegionInput, type RegionSettings } from "./region-config.ts";
 
 export const ServiceConfig = z.strictObject({
   /** Control database (holds a password: never log it). */

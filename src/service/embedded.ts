@@ -6,7 +6,7 @@ import type { Logger } from "pino";
 import { regionIds } from "../contract/index.ts";
 import { startPostgres, type RunningPgBouncer, type RunningPostgres, type ServerTls } from "../postgres/index.ts";
 import { parseKey, randomSecret } from "./crypto.ts";
-import { defaultServerName, type RegionInput, type RegionSettings } from "./config.ts";
+import { defaultServerName, ServerName, type RegionInput, type RegionSettings } from "./config.ts";
 import { serverDir, shareCa, startServerPgBouncer, startServerPostgres, type EmbeddedServer, type EmbeddedServerStack, type ServerStackOptions } from "./embedded-servers.ts";
 import { startService, type RunningService, type StartServiceOptions } from "./start.ts";
 import { migrate } from "./store/migrate.ts";
@@ -176,7 +176,13 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
   await mkdir(dir, { recursive: true });
   await refuseIfServiceRuns(dir);
   const wanted = options.servers ?? [{ name: defaultServerName }];
+  // Checked before any directory is made of a name.
   if (wanted.length === 0) throw new Error("embedded service: servers must name at least one server");
+  for (const [i, { name }] of wanted.entries()) {
+    const checked = ServerName.safeParse(name);
+    if (!checked.success) throw new Error(`embedded service: servers.${i}.name ${JSON.stringify(name)}: ${checked.error.issues[0]!.message}`);
+    if (wanted.findIndex((s) => s.name === name) < i) throw new Error(`embedded service: server name ${JSON.stringify(name)} is used twice`);
+  }
   const stackOptions: ServerStackOptions = {
     postgresPort: options.postgresPort,
     postgresSettings: options.postgresSettings,

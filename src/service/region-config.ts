@@ -29,7 +29,7 @@ function parseAdminUrl(adminUrl: string): URL | undefined {
 }
 
 /** The name recorded in the control store for each database: renaming a server in the file orphans its databases. */
-const ServerName = z
+export const ServerName = z
   .string()
   .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, { error: "a server name is 1 to 63 lowercase letters, digits and dashes, starting and ending with a letter or digit" });
 

@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "./helpers.ts";
@@ -13,6 +14,9 @@ let dir: string;
 let service: TestService | undefined;
 let api: ReturnType<typeof client>;
 let projectId: string;
+/** What the service logged (info and up), one JSON line each. */
+const logged: string[] = [];
+const capture = { write: (line: string) => void logged.push(line) };
 
 const ports = () => new Map(service!.servers.map((s) => [s.port, s.name]));
 /** The server a connection string reaches, by the port of the PostgreSQL session it opens. */
@@ -58,7 +62,7 @@ async function roleExists(server: string, role: string): Promise<boolean> {
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), "mds-servers-"));
-  service = await startTestService({ dir, servers: [{ name: "one", maxDatabases: 4 }, { name: "two", maxDatabases: 4 }], service: { spareDatabases: 1 } });
+  service = await startTestService({ dir, logger: pino({ level: "info" }, capture), servers: [{ name: "one", maxDatabases: 4 }, { name: "two", maxDatabases: 4 }], service: { spareDatabases: 1 } });
   api = client(service, service.token);
   const project = await api("POST", "/v1/projects", { name: "servers", region: "us-east-1", createDatabase: false });
   expect(project.status).toBe(201);
@@ -79,6 +83,11 @@ describe("several servers in one region", () => {
     expect(await Promise.all(placed.map((d) => serverOf(d.pooled)))).toEqual(["one", "two", "one", "two"]);
     expect(new URL(placed[0]!.pooled).port).not.toBe(new URL(placed[1]!.pooled).port);
     expect(new URL(placed[0]!.pooled).port).toBe(new URL(placed[2]!.pooled).port);
+    // Each decision is logged by name and counts; no admin URL, so no superuser password.
+    const placements = logged.map((l) => JSON.parse(l) as Json).filter((l) => l.msg === "placed a new database");
+    expect(placements.map((l) => [l.database, l.server])).toEqual(placed.map((d, i) => [d.id, i % 2 ? "two" : "one"]));
+    expect(placements[1]).toMatchObject({ region: "us-east-1", databasesOnServer: 0, maxDatabases: 4 });
+    for (const { postgresUrl } of service!.servers) expect(logged.join("")).not.toContain(new URL(postgresUrl).password);
   });
 
   it("tenant logins, owner roles and databases exist only on their own server", async () => {
