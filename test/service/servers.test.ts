@@ -140,8 +140,16 @@ describe("several servers in one region", () => {
   });
 
   it("a region whose servers are all full answers 422 region_unavailable saying what to do, and reads as unavailable", async () => {
-    for (let i = 0; i < 2; i++) placed.push(await createDatabase());
-    expect(await Promise.all(placed.slice(6).map((d) => serverOf(d.direct)))).toEqual(["one", "two"]);
+    // Two places left (one on each server) and five concurrent creations: exactly two get one, never a server's fifth.
+    const racing = await Promise.all(Array.from({ length: 5 }, () => api("POST", "/v1/databases", { projectId })));
+    expect(racing.map((r) => r.status).sort()).toEqual([201, 201, 422, 422, 422]);
+    expect(new Set(racing.filter((r) => r.status === 422).map((r) => r.body.error.code))).toEqual(new Set(["region_unavailable"]));
+    for (const res of racing.filter((r) => r.status === 201)) {
+      await settled(res.body.data.id);
+      const endpoints = res.body.data.connections[0].endpoints;
+      placed.push({ id: res.body.data.id, direct: endpoints.direct.connectionString, pooled: endpoints.pooled.connectionString, role: res.body.data.connections[0].directConnection.user });
+    }
+    expect((await Promise.all(placed.slice(6).map((d) => serverOf(d.direct)))).sort()).toEqual(["one", "two"]);
     const full = await api("POST", "/v1/databases", { projectId });
     expect(full.status).toBe(422);
     expect(full.body.error.code).toBe("region_unavailable");
@@ -156,11 +164,14 @@ describe("several servers in one region", () => {
   });
 
   it("after a restart with server one draining: its databases keep working, new ones go elsewhere; a dropped server is refused", async () => {
+    // A row from before databases recorded their server: the next start gives it the region's first server.
+    await sql(service!.controlUrl, "UPDATE databases SET server = NULL WHERE id = $1", [placed[0]!.id]);
     await service!.stop();
     service = undefined;
     // Server "one" draining, "two" unbounded now.
     service = await startTestService({ dir, servers: [{ name: "one", draining: true }, { name: "two" }], service: { spareDatabases: 1 } });
     api = client(service, service.token);
+    expect(await sql(service.controlUrl, "SELECT server FROM databases WHERE id = $1", [placed[0]!.id])).toEqual([{ server: "one" }]);
     // (A restarted embedded server listens on a new port: the strings handed out before name the old one.)
     const minted = await api("POST", `/v1/databases/${placed[0]!.id}/connections`, { name: "while-draining" });
     expect(minted.status).toBe(201);
