@@ -106,10 +106,12 @@ export async function placeDatabase(deps: Pick<ServiceDeps, "servers" | "logger"
     counts,
   )?.server;
   if (!chosen) {
-    const state = servers.map((s) => `${s.name}: ${s.config.draining ? "draining" : `${counts.get(s.name) ?? 0}/${s.config.maxDatabases} databases`}`).join(", ");
+    // The details are the operator's (they count every workspace's databases): the log has them, the caller not.
+    const state = Object.fromEntries(servers.map((s) => [s.name, s.config.draining ? "draining" : `${counts.get(s.name) ?? 0}/${s.config.maxDatabases}`]));
+    deps.logger.warn({ region, servers: state }, "a region has no room for a new database: add a server or raise maxDatabases");
     throw new ServiceError(
       "region_unavailable",
-      `region "${region}" has no room for a new database: every server is full or draining (${state})`,
+      `region "${region}" has no room for a new database: every server of it is full or draining`,
       "create the database in another region, or ask the service's operator to add a server to this region or raise its maxDatabases",
     );
   }
