@@ -100,7 +100,9 @@ export async function placeDatabase(deps: Pick<ServiceDeps, "servers" | "logger"
   // resolveRegion checked the region: an unknown one here would only mean no candidate, answered below.
   const servers = deps.servers.get(region) ?? [];
   if (servers.some((s) => s.config.maxDatabases !== undefined)) await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [placementLock, region]);
-  const counts = await countsOf(client, region, servers[0]?.name ?? "");
+  // One unbounded server (every region before several servers existed) needs no count: creation stays as fast as it was.
+  const alone = servers.length === 1 && servers[0]!.config.maxDatabases === undefined;
+  const counts = alone ? new Map<string, number>() : await countsOf(client, region, servers[0]?.name ?? "");
   const chosen = chooseServer(
     servers.map((s) => ({ ...s.config, server: s })),
     counts,
@@ -116,7 +118,8 @@ export async function placeDatabase(deps: Pick<ServiceDeps, "servers" | "logger"
     );
   }
   // Names and counts only: a server's admin URL holds a password.
-  deps.logger.info({ region, server: chosen.name, database: databaseId, databasesOnServer: counts.get(chosen.name) ?? 0, maxDatabases: chosen.config.maxDatabases ?? null }, "placed a new database");
+  const load = alone ? {} : { databasesOnServer: counts.get(chosen.name) ?? 0, maxDatabases: chosen.config.maxDatabases ?? null };
+  deps.logger.info({ region, server: chosen.name, database: databaseId, ...load }, "placed a new database");
   return chosen;
 }
 
