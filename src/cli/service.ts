@@ -2,7 +2,8 @@ import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { RegionConfig } from "../service/config.ts";
+import { Region } from "../contract/index.ts";
+import { describeIssues, RegionConfig } from "../service/config.ts";
 import { parseKey } from "../service/crypto.ts";
 import { createServiceLogger, startEmbeddedService, startService } from "../service/index.ts";
 
@@ -14,6 +15,7 @@ Runs the Managed Database Service API.
                             writes DIR/service.json = { url, token } once listening
   --database-url URL        control database (env MDS_DATABASE_URL)
   --regions FILE            JSON or YAML: { "<region>": { adminUrl, host?, port?, sslmode?, caCert?, pooler?, accelerate? } }
+                            or several servers: { "<region>": { servers: [{ name, adminUrl, …, maxDatabases?, draining? }] } }
                             (env MDS_REGIONS_FILE, or MDS_REGIONS as inline JSON)
   --encryption-key-file F   32-byte key (hex or base64) for stored creation responses (env MDS_ENCRYPTION_KEY)
   --backup-dir DIR          where pg_dump archives go (env MDS_BACKUP_DIR)
@@ -91,11 +93,17 @@ function parseCli(argv: string[], env: NodeJS.ProcessEnv) {
   return result.data;
 }
 
-async function loadRegions(file: string | undefined, json: string | undefined): Promise<Record<string, RegionConfig>> {
+async function loadRegions(file: string | undefined, json: string | undefined): Promise<Partial<Record<Region, RegionConfig>>> {
   const text = file ? await readFile(file, "utf8") : json;
   if (!text) throw new Error("no regions: pass --regions FILE (or MDS_REGIONS), or use --embedded DIR");
-  const parsed = z.record(z.string(), RegionConfig).safeParse(file && /\.ya?ml$/i.test(file) ? parseYaml(text) : JSON.parse(text));
-  if (!parsed.success) throw new Error(`invalid regions: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  let raw: unknown;
+  try {
+    raw = file && /\.ya?ml$/i.test(file) ? parseYaml(text) : JSON.parse(text);
+  } catch (err) {
+    throw new Error(`invalid regions: ${file ? `${file} is not valid ${/\.ya?ml$/i.test(file) ? "YAML" : "JSON"}` : "MDS_REGIONS is not valid JSON"}: ${(err as Error).message.split("\n")[0]}`, { cause: err });
+  }
+  const parsed = z.partialRecord(Region, RegionConfig).safeParse(raw);
+  if (!parsed.success) throw new Error(`invalid regions: ${describeIssues(parsed.error.issues, "")}`);
   return parsed.data;
 }
 

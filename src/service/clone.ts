@@ -25,7 +25,7 @@ export async function cloneInto(deps: ServiceDeps, target: DatabaseRow, sourceId
   try {
     const { sha256 } = await dumpAsOwner(deps, {
       jobId: job.id,
-      region: source.region,
+      at: source,
       pgName: source.pg_name,
       ownerRole: source.owner_role,
       loginRoles: rows.map((r) => r.role_name),
@@ -33,7 +33,7 @@ export async function cloneInto(deps: ServiceDeps, target: DatabaseRow, sourceId
       archive: archiveKey(deps, archiveId),
       signal,
     });
-    await restoreAsOwner(deps, { jobId: job.id, region: target.region, pgName: target.pg_name, ownerRole: target.owner_role, backup: { id: archiveId, path: file, sha256 }, signal });
+    await restoreAsOwner(deps, { jobId: job.id, at: target, pgName: target.pg_name, ownerRole: target.owner_role, backup: { id: archiveId, path: file, sha256 }, signal });
   } finally {
     await rm(file, { force: true });
   }

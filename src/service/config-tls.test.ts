@@ -3,6 +3,8 @@ import { RegionConfig } from "./config.ts";
 
 describe("RegionConfig: sslmode against where clients connect", () => {
   const parse = (input: Record<string, unknown>) => RegionConfig.safeParse({ adminUrl: "postgresql://postgres:pw@127.0.0.1:5432/postgres", ...input });
+  // A region in the one-server shape becomes a region with one server.
+  const server = (input: Record<string, unknown>) => parse(input).data?.servers[0];
 
   it("refuses sslmode disable, allow and prefer when clients reach a host that is not loopback, with a clear message", () => {
     for (const sslmode of ["disable", "allow", "prefer"]) {
@@ -18,11 +20,11 @@ describe("RegionConfig: sslmode against where clients connect", () => {
   });
 
   it("defaults to require for a remote host and to disable on loopback; keeps an explicit mode", () => {
-    expect(parse({ host: "pg.example.com" }).data?.sslmode).toBe("require");
-    expect(parse({}).data?.sslmode).toBe("disable");
-    expect(parse({ host: "localhost" }).data?.sslmode).toBe("disable");
-    expect(parse({ host: "::1", sslmode: "prefer" }).data?.sslmode).toBe("prefer");
-    expect(parse({ host: "pg.example.com", sslmode: "verify-full", caCert: "-----BEGIN CERTIFICATE-----" }).data).toMatchObject({ sslmode: "verify-full", caCert: "-----BEGIN CERTIFICATE-----" });
-    expect(parse({ pooler: { host: "127.0.0.1", port: 6432 } }).data?.pooler).toEqual({ host: "127.0.0.1", port: 6432, pgbouncer: true });
+    expect(server({ host: "pg.example.com" })?.sslmode).toBe("require");
+    expect(server({})?.sslmode).toBe("disable");
+    expect(server({ host: "localhost" })?.sslmode).toBe("disable");
+    expect(server({ host: "::1", sslmode: "prefer" })?.sslmode).toBe("prefer");
+    expect(server({ host: "pg.example.com", sslmode: "verify-full", caCert: "-----BEGIN CERTIFICATE-----" })).toMatchObject({ sslmode: "verify-full", caCert: "-----BEGIN CERTIFICATE-----" });
+    expect(server({ pooler: { host: "127.0.0.1", port: 6432 } })?.pooler).toEqual({ host: "127.0.0.1", port: 6432, pgbouncer: true });
   });
 });

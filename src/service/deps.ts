@@ -2,18 +2,18 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import type { Region } from "../contract/index.ts";
 import type { ServiceConfig } from "./config.ts";
-import { ServiceError } from "./errors.ts";
 import { JobFatalError } from "./jobs.ts";
 import type { Metrics } from "./metrics.ts";
 import type { RateLimiter } from "./rate-limit.ts";
+import { serverOf, type RegionServer, type ServerRef } from "./servers.ts";
 
 /** Everything the HTTP app and the job handlers need; built by startService (or a test). */
 export type ServiceDeps = {
   config: ServiceConfig;
   /** The control database. */
   pool: pg.Pool;
-  /** Superuser pools of the region servers (regions on one server share a pool). */
-  regionPools: Map<Region, pg.Pool>;
+  /** The servers of each region, in the regions file's order, with superuser pools (regions on one server share a pool). */
+  servers: Map<Region, RegionServer[]>;
   /** Where pg_dump and pg_restore live. */
   bindir: string;
   logger: Logger;
@@ -26,15 +26,16 @@ export type ServiceDeps = {
   authLimiter: RateLimiter;
 };
 
-export function regionPool(deps: Pick<ServiceDeps, "regionPools">, region: string): pg.Pool {
-  const pool = deps.regionPools.get(region as Region);
-  if (!pool) throw new ServiceError("region_unavailable", `region "${region}" has no PostgreSQL server`, "use one of the regions this service runs");
-  return pool;
+/** The superuser pool of the server a database lives on. */
+export function serverPool(deps: Pick<ServiceDeps, "servers">, at: ServerRef): pg.Pool {
+  return serverOf(deps, at).pool;
 }
 
-/** The superuser URL of a region's server, for pg_dump and pg_restore in jobs. */
-export function adminUrlOf(deps: Pick<ServiceDeps, "config">, region: string): string {
-  const r = deps.config.regions[region as Region];
-  if (!r) throw new JobFatalError(`region ${region} has no server`);
-  return r.adminUrl;
+/** The superuser URL of a database's server, for pg_dump and pg_restore in jobs. */
+export function adminUrlOf(deps: Pick<ServiceDeps, "servers">, at: ServerRef): string {
+  try {
+    return serverOf(deps, at).config.adminUrl;
+  } catch (err) {
+    throw new JobFatalError((err as Error).message, { cause: err });
+  }
 }

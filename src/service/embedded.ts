@@ -3,10 +3,11 @@ import path from "node:path";
 import tls from "node:tls";
 import pg from "pg";
 import type { Logger } from "pino";
-import { regionIds, type Region } from "../contract/index.ts";
-import { startPgBouncer, startPostgres, type RunningPgBouncer, type RunningPostgres } from "../postgres/index.ts";
+import { regionIds } from "../contract/index.ts";
+import { startPostgres, type RunningPgBouncer, type RunningPostgres, type ServerTls } from "../postgres/index.ts";
 import { parseKey, randomSecret } from "./crypto.ts";
-import type { RegionSettings } from "./config.ts";
+import { defaultServerName, ServerName, type RegionInput, type RegionSettings } from "./config.ts";
+import { serverDir, shareCa, startServerPgBouncer, startServerPostgres, type EmbeddedServer, type EmbeddedServerStack, type ServerStackOptions } from "./embedded-servers.ts";
 import { startService, type RunningService, type StartServiceOptions } from "./start.ts";
 import { migrate } from "./store/migrate.ts";
 import { createPool } from "./store/pool.ts";
@@ -60,6 +61,12 @@ export type EmbeddedServiceOptions = {
   /** Settings every region gets (connection limits, sslmode, …; see RegionConfig). */
   regionSettings?: RegionSettings;
   /**
+   * The servers of every region (default: one, named `default`). The first is DIR/postgres; each further one runs
+   * under DIR/servers/<name>/ with its own data directory, certificate (same CA) and PgBouncer. New databases go to
+   * the one with the most room (`maxDatabases`), never to a `draining` one.
+   */
+  servers?: EmbeddedServer[];
+  /**
    * PgBouncer in front of the server for the `pooled` endpoint (default true; needs the `pgbouncer` package). false:
    * `pooled` is the server itself, as before.
    */
@@ -78,6 +85,8 @@ export type EmbeddedService = RunningService & {
   postgres: RunningPostgres;
   /** The pooled endpoint's PgBouncer (absent with `pooler: false`). */
   pgbouncer?: RunningPgBouncer;
+  /** Every server of the stack, the first being `postgres` and `pgbouncer` above. */
+  servers: EmbeddedServerStack[];
   /** PEM of the CA that signed the certificates of PostgreSQL and PgBouncer, and its file (also in service.json). */
   caCert: string;
   caFile: string;
@@ -166,17 +175,35 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
   const dir = path.resolve(options.dir);
   await mkdir(dir, { recursive: true });
   await refuseIfServiceRuns(dir);
-  const postgres = await startPostgres({
-    takeOver: true,
-    tls: true,
-    dir: path.join(dir, "postgres"),
-    ...(options.postgresPort !== undefined ? { port: options.postgresPort } : {}),
-    ...(options.logger ? { logger: options.logger.child({ component: "postgres" }) } : {}),
-    ...(options.postgresSettings ? { settings: options.postgresSettings } : {}),
-    ...(options.postgresTemplate ? { template: options.postgresTemplate } : {}),
-  });
-  let pgbouncer: RunningPgBouncer | undefined;
+  const wanted = options.servers ?? [{ name: defaultServerName }];
+  // Checked before any directory is made of a name.
+  if (wanted.length === 0) throw new Error("embedded service: servers must name at least one server");
+  for (const [i, { name }] of wanted.entries()) {
+    const checked = ServerName.safeParse(name);
+    if (!checked.success) throw new Error(`embedded service: servers.${i}.name ${JSON.stringify(name)}: ${checked.error.issues[0]!.message}`);
+    if (wanted.findIndex((s) => s.name === name) < i) throw new Error(`embedded service: server name ${JSON.stringify(name)} is used twice`);
+  }
+  const stackOptions: ServerStackOptions = {
+    postgresPort: options.postgresPort,
+    postgresSettings: options.postgresSettings,
+    postgresTemplate: options.postgresTemplate,
+    logger: options.logger,
+    pooler: (options.pooler ?? true) === false ? false : typeof options.pooler === "object" ? options.pooler : {},
+  };
+  const stacks: EmbeddedServerStack[] = [];
+  const stopStacks = async () => {
+    for (const st of [...stacks].reverse()) {
+      await st.pgbouncer?.stop();
+      await st.postgres.stop();
+    }
+  };
   try {
+    for (const [i, server] of wanted.entries()) {
+      const home = serverDir(dir, server, i);
+      if (i > 0) await shareCa(stacks[0]!.postgres, home);
+      stacks.push({ server, postgres: await startServerPostgres(home, server.name, stackOptions, i === 0) });
+    }
+    const postgres = stacks[0]!.postgres;
     const serverTls = postgres.tls!;
     if (options.trustCa ?? true) trustInProcess(serverTls.caCert);
     await ensureDatabase(postgres.url, controlDatabase);
@@ -184,29 +211,12 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
     const encryptionKey = await ensureKey(path.join(dir, "secret.key"));
     const serviceFile = path.join(dir, "service.json");
     const token = await ensureDefaultToken(controlUrl, serviceFile);
-    if (options.pooler ?? true) {
-      const pooler = typeof options.pooler === "object" ? options.pooler : {};
-      pgbouncer = await startPgBouncer({
-        dir: path.join(dir, "pgbouncer"),
-        server: { host: postgres.host, port: postgres.port, adminUrl: postgres.url },
-        tls: serverTls,
-        ...(pooler.port !== undefined ? { port: pooler.port } : {}),
-        ...(pooler.poolSize !== undefined ? { poolSize: pooler.poolSize } : {}),
-        ...(pooler.maxDbConnections !== undefined ? { maxDbConnections: pooler.maxDbConnections } : {}),
-        ...(options.logger ? { logger: options.logger.child({ component: "pgbouncer" }) } : {}),
-      });
+    for (const [i, st] of stacks.entries()) {
+      const bouncer = await startServerPgBouncer(serverDir(dir, st.server, i), st.server.name, st.postgres, stackOptions, i === 0);
+      if (bouncer) st.pgbouncer = bouncer;
     }
-    // Every region is this one server: TLS on, clients on this machine verify it through the CA file.
-    const regionDefaults: RegionSettings = {
-      sslmode: "require",
-      caCert: serverTls.caCert,
-      sslrootcert: serverTls.caFile,
-      ...(pgbouncer ? { pooler: { host: pgbouncer.host, port: pgbouncer.port, pgbouncer: !pgbouncer.preparedStatements } } : {}),
-    };
-    // The service's own sessions and its pg_dump/pg_restore stay on loopback: no TLS handshake for them (libpq's
-    // default `prefer` would now negotiate one for every job).
-    const adminUrl = `${postgres.url}?sslmode=disable`;
-    const regions = Object.fromEntries(regionIds.map((r) => [r, { ...regionDefaults, ...options.regionSettings, adminUrl }])) as Record<Region, RegionSettings & { adminUrl: string }>;
+    const pgbouncer = stacks[0]!.pgbouncer;
+    const regions = Object.fromEntries(regionIds.map((r) => [r, embeddedRegion(stacks, serverTls, options.regionSettings ?? {})]));
     const service = await startService({
       ...options.service,
       controlUrl,
@@ -231,18 +241,41 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
       controlUrl,
       postgres,
       ...(pgbouncer ? { pgbouncer } : {}),
+      servers: stacks,
       caCert: serverTls.caCert,
       caFile: serverTls.caFile,
       dir,
       async stop() {
         await service.stop();
-        await pgbouncer?.stop();
-        await postgres.stop();
+        await stopStacks();
       },
     };
   } catch (err) {
-    await pgbouncer?.stop();
-    await postgres.stop();
+    await stopStacks();
     throw err;
   }
+}
+
+/**
+ * Every region is this stack's servers: TLS on, clients on this machine verify them through the CA file, each
+ * server's pooled endpoint its own PgBouncer. `settings` (the one-server shape) splits into the region's own keys
+ * and those of each server.
+ */
+function embeddedRegion(stacks: EmbeddedServerStack[], serverTls: ServerTls, settings: RegionSettings): RegionInput {
+  const { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, ...serverSettings } = settings;
+  const regionLevel = { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs };
+  const servers = stacks.map(({ server, postgres, pgbouncer }) => ({
+    name: server.name,
+    ...(server.maxDatabases !== undefined ? { maxDatabases: server.maxDatabases } : {}),
+    ...(server.draining !== undefined ? { draining: server.draining } : {}),
+    sslmode: "require" as const,
+    caCert: serverTls.caCert,
+    sslrootcert: serverTls.caFile,
+    ...(pgbouncer ? { pooler: { host: pgbouncer.host, port: pgbouncer.port, pgbouncer: !pgbouncer.preparedStatements } } : {}),
+    ...serverSettings,
+    // The service's own sessions and its pg_dump/pg_restore stay on loopback: no TLS handshake for them (libpq's
+    // default `prefer` would now negotiate one for every job).
+    adminUrl: `${postgres.url}?sslmode=disable`,
+  }));
+  return { ...(Object.fromEntries(Object.entries(regionLevel).filter(([, v]) => v !== undefined)) as typeof regionLevel), servers };
 }

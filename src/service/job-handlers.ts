@@ -3,7 +3,7 @@ import { rm } from "node:fs/promises";
 import path from "node:path";
 import { tenantLimitsOf } from "./config.ts";
 import type { ServiceDeps } from "./deps.ts";
-import { regionPool } from "./deps.ts";
+import { serverPool } from "./deps.ts";
 import { cloneInto } from "./clone.ts";
 import { privateDirectory } from "./dump.ts";
 import { jobLoginName } from "./job-login.ts";
@@ -33,7 +33,7 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
       await ctx.outcome("skipped");
       return;
     }
-    const pool = regionPool(deps, db.region);
+    const pool = serverPool(deps, db);
     const { rows: logins } = await deps.pool.query<{ roleName: string; verifier: string }>(
       `SELECT role_name AS "roleName", verifier FROM connections WHERE database_id = $1 AND revoked_at IS NULL`,
       [db.id],
@@ -43,7 +43,7 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
     if ((fromBackup || db.source.type === "database") && ctx.attempt > 1) await dropDatabaseIfExists(pool, db.pg_name);
     await provisionDatabase(pool, { pgName: db.pg_name, ownerRole: db.owner_role, logins, limits: tenantLimitsOf(deps.config, db.region) });
     ctx.signal.throwIfAborted();
-    if (fromBackup) await restoreAsOwner(deps, { jobId: job.id, region: db.region, pgName: db.pg_name, ownerRole: db.owner_role, backup: fromBackup, signal: ctx.signal });
+    if (fromBackup) await restoreAsOwner(deps, { jobId: job.id, at: db, pgName: db.pg_name, ownerRole: db.owner_role, backup: fromBackup, signal: ctx.signal });
     if (db.source.type === "database") await cloneInto(deps, db, db.source.databaseId, job, ctx.signal);
     await inTransaction(deps.pool, async (client) => {
       // Serialised with connection mint/revoke, which lock the same row.
@@ -64,7 +64,7 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
 async function dropJobLogins(deps: ServiceDeps, job: Job): Promise<void> {
   const db = await getDatabaseById(deps.pool, job.target_id);
   if (!db) return;
-  const pool = regionPool(deps, db.region);
+  const pool = serverPool(deps, db);
   for (const purpose of ["dump", "restore"] as const) await revokeLoginRole(pool, jobLoginName(job.id, purpose)).catch(() => {});
 }
 
@@ -75,7 +75,7 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
     if (db.deleted_at) throw new JobFatalError("database was deleted");
     if (db.status === "failure" && db.source.type === "empty") {
       // A database that never got provisioned has nothing to dump.
-      const exists = await regionPool(deps, db.region).query("SELECT 1 FROM pg_database WHERE datname = $1", [db.pg_name]);
+      const exists = await serverPool(deps, db).query("SELECT 1 FROM pg_database WHERE datname = $1", [db.pg_name]);
       if (!exists.rowCount) throw new JobFatalError("database does not exist on its server");
     }
     const file = backupFile(deps, db.id, backupId);
@@ -84,7 +84,7 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
     const { rows: logins } = await deps.pool.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1", [db.id]);
     const result = await dumpAsOwner(deps, {
       jobId: job.id,
-      region: db.region,
+      at: db,
       pgName: db.pg_name,
       ownerRole: db.owner_role,
       loginRoles: logins.map((l) => l.role_name),
@@ -114,7 +114,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
   async run(job, ctx) {
     const db = await loadDatabase(deps, job);
     if (db.deleted_at) throw new JobFatalError("database was deleted");
-    const pool = regionPool(deps, db.region);
+    const pool = serverPool(deps, db);
     const scratch = scratchName(db.pg_name, job);
     const old = oldName(db.pg_name, job);
     // The marker moves with the scratch database's rename: if the target carries it, this job's swap already happened.
@@ -128,7 +128,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
       // The scratch database becomes the target by a rename, so it is made with the target's limits.
       await createDatabase(pool, scratch, db.owner_role, tenantLimitsOf(deps.config, db.region));
       const t1 = performance.now();
-      await restoreAsOwner(deps, { jobId: job.id, region: db.region, pgName: scratch, ownerRole: db.owner_role, backup, signal: ctx.signal });
+      await restoreAsOwner(deps, { jobId: job.id, at: db, pgName: scratch, ownerRole: db.owner_role, backup, signal: ctx.signal });
       // Past the time limit nothing is swapped in: the attempt ends here with the old data in place.
       ctx.signal.throwIfAborted();
       const t2 = performance.now();
@@ -144,7 +144,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
     await dropJobLogins(deps, job);
     const db = await getDatabaseById(deps.pool, job.target_id);
     if (db) {
-      const pool = regionPool(deps, db.region);
+      const pool = serverPool(deps, db);
       await dropDatabaseIfExists(pool, scratchName(db.pg_name, job)).catch(() => {});
       await allowConnections(pool, db.pg_name).catch(() => {});
     }
@@ -165,7 +165,7 @@ const drop: (deps: ServiceDeps) => JobHandler = (deps) => ({
   async run(job, ctx) {
     const db = await loadDatabase(deps, job);
     const { rows } = await deps.pool.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1", [db.id]);
-    await dropDatabase(regionPool(deps, db.region), { pgName: db.pg_name, ownerRole: db.owner_role, loginRoles: rows.map((r) => r.role_name) });
+    await dropDatabase(serverPool(deps, db), { pgName: db.pg_name, ownerRole: db.owner_role, loginRoles: rows.map((r) => r.role_name) });
     await rm(path.join(deps.config.backupDir, db.id), { recursive: true, force: true });
     await deps.pool.query("UPDATE backups SET deleted_at = coalesce(deleted_at, now()) WHERE database_id = $1", [db.id]);
     await ctx.outcome("dropped");

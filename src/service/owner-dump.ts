@@ -1,9 +1,10 @@
 import { ArchiveError } from "./backup-archive.ts";
 import { lockTimeoutOf } from "./config.ts";
-import { adminUrlOf, regionPool, type ServiceDeps } from "./deps.ts";
+import { adminUrlOf, serverPool, type ServiceDeps } from "./deps.ts";
 import { dumpDatabase, restoreDatabase, verifyArchive, type ArchiveKey } from "./dump.ts";
 import { jobLoginName, withOwnerLogin } from "./job-login.ts";
 import { JobFatalError } from "./jobs.ts";
+import type { ServerRef } from "./servers.ts";
 import { getBackup } from "./store.ts";
 
 // "Dump database X as its owner" and "restore an archive into database Y as its owner": what backups, restores,
@@ -26,25 +27,28 @@ export async function usableBackup(deps: ServiceDeps, backupId: string): Promise
 }
 
 /**
- * Dumps database `pgName` into `file` as a login holding only the database's own roles (its owner, and the login
+ * Dumps database `pgName` (on the server `at`) into `file` as a login holding only the database's own roles (its owner, and the login
  * roles that may own objects a client created after RESET ROLE). For backups and, later, clones.
  */
 export async function dumpAsOwner(
   deps: ServiceDeps,
-  input: { jobId: string; region: string; pgName: string; ownerRole: string; loginRoles: string[]; file: string; archive: ArchiveKey; signal: AbortSignal },
+  input: { jobId: string; at: ServerRef; pgName: string; ownerRole: string; loginRoles: string[]; file: string; archive: ArchiveKey; signal: AbortSignal },
 ): Promise<{ size: number; sha256: string }> {
-  const pool = regionPool(deps, input.region);
+  const pool = serverPool(deps, input.at);
   const { rows } = await pool.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1)", [input.loginRoles]);
   const memberOf = [input.ownerRole, ...rows.map((r) => r.rolname)];
-  return withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.region), name: jobLoginName(input.jobId, "dump"), memberOf }, (login) =>
-    dumpDatabase({ bindir: deps.bindir, login, database: input.pgName, file: input.file, archive: input.archive, lockTimeoutMs: lockTimeoutOf(deps.config, input.region), signal: input.signal }),
+  return withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.at), name: jobLoginName(input.jobId, "dump"), memberOf }, (login) =>
+    dumpDatabase({ bindir: deps.bindir, login, database: input.pgName, file: input.file, archive: input.archive, lockTimeoutMs: lockTimeoutOf(deps.config, input.at.region), signal: input.signal }),
   );
 }
 
-/** Restores a backup into the existing, empty database `pgName` as a login holding only its owner role. */
-export async function restoreAsOwner(deps: ServiceDeps, input: { jobId: string; region: string; pgName: string; ownerRole: string; backup: UsableBackup; signal: AbortSignal }): Promise<void> {
-  const pool = regionPool(deps, input.region);
-  await withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.region), name: jobLoginName(input.jobId, "restore"), memberOf: [input.ownerRole] }, (login) =>
+/**
+ * Restores a backup into the existing, empty database `pgName` (on the server `at`) as a login holding only its owner
+ * role. The archive may come from any server: it is a file of the service's, not of a server.
+ */
+export async function restoreAsOwner(deps: ServiceDeps, input: { jobId: string; at: ServerRef; pgName: string; ownerRole: string; backup: UsableBackup; signal: AbortSignal }): Promise<void> {
+  const pool = serverPool(deps, input.at);
+  await withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.at), name: jobLoginName(input.jobId, "restore"), memberOf: [input.ownerRole] }, (login) =>
     restoreDatabase({
       bindir: deps.bindir,
       login,

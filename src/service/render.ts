@@ -9,7 +9,7 @@ import {
   type Project,
   type Region,
 } from "../contract/index.ts";
-import { publicEndpoint, type ServiceConfig } from "./config.ts";
+import { publicEndpoint, serverConfigOf, type ServiceConfig } from "./config.ts";
 import type { BackupRow, ConnectionRow, DatabaseRow, ProjectRow } from "./rows.ts";
 
 // Rows → wire resources. Secrets (passwords) are inputs only at creation time; everything else masks them.
@@ -21,9 +21,10 @@ type HostPort = { host: string; port: number };
 /** `query`: everything after `?` in connection strings through that endpoint (sslmode first). */
 type Endpoints = { direct: HostPort; pooled: HostPort; accelerate?: HostPort; directQuery: string; pooledQuery: string; accelerateQuery: string };
 
-export function endpointsOf(config: ServiceConfig, region: string): Endpoints {
-  const r = config.regions[region as Region];
-  if (!r) throw new Error(`region ${region} has no server configured`);
+/** The endpoints of the server the database lives on (its own host, port and pooler, never another server's). */
+export function endpointsOf(config: ServiceConfig, db: Pick<DatabaseRow, "region" | "server">): Endpoints {
+  const r = serverConfigOf(config, db);
+  if (!r) throw new Error(`region ${db.region} has no server ${db.server ?? ""} configured`);
   const direct = publicEndpoint(r);
   const sslmode = `sslmode=${encodeURIComponent(r.sslmode)}`;
   // A path stays readable (libpq and pg both decode %XX; `/` needs no escaping in a query).
@@ -39,7 +40,7 @@ export function connectionString(host: string, port: number, user: string, passw
 }
 
 export function renderConnection(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow): Connection {
-  const e = endpointsOf(config, db.region);
+  const e = endpointsOf(config, db);
   return {
     id: c.id,
     type: "connection",
@@ -55,7 +56,7 @@ export function renderConnection(config: ServiceConfig, db: DatabaseRow, c: Conn
 
 export function renderCreatedConnection(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string): CreatedConnection {
   const base = renderConnection(config, db, c);
-  const e = endpointsOf(config, db.region);
+  const e = endpointsOf(config, db);
   const cs = (ep: HostPort, query: string) => ({ ...ep, connectionString: connectionString(ep.host, ep.port, c.role_name, password, db.pg_name, query) });
   return {
     ...base,
@@ -70,7 +71,7 @@ export function renderCreatedConnection(config: ServiceConfig, db: DatabaseRow, 
  * API allows, so the password is not repeated once more.
  */
 export function renderIssuedConnection(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string) {
-  const e = endpointsOf(config, db.region);
+  const e = endpointsOf(config, db);
   return {
     ...renderCreatedConnection(config, db, c, password),
     connectionString: connectionString(e.pooled.host, e.pooled.port, c.role_name, password, db.pg_name, e.pooledQuery),
@@ -82,7 +83,7 @@ export function renderIssuedConnection(config: ServiceConfig, db: DatabaseRow, c
 
 export function renderApiKey(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string): ApiKey {
   const { database: _database, ...rest } = renderConnection(config, db, c);
-  const e = endpointsOf(config, db.region);
+  const e = endpointsOf(config, db);
   return {
     ...rest,
     directConnection: { ...rest.directConnection, pass: password },
@@ -116,7 +117,7 @@ export function renderDatabase(config: ServiceConfig, db: DatabaseRow, connectio
 
 /** The full creation form: the new connection with its password, as connection, apiKey and top-level fields. */
 export function renderCreatedDatabase(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string) {
-  const e = endpointsOf(config, db.region);
+  const e = endpointsOf(config, db);
   const created = renderCreatedConnection(config, db, c, password);
   return {
     ...databaseFields(config, db),

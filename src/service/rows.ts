@@ -8,6 +8,8 @@ export type DatabaseRow = {
   workspace_id: string;
   name: string;
   region: string;
+  /** Name of the region's server it lives on (regions file); null only for rows from before servers were recorded. */
+  server: string | null;
   status: "provisioning" | "ready" | "recovering" | "failure";
   is_default: boolean;
   pg_name: string;

@@ -1,9 +1,8 @@
 import type pg from "pg";
 import type { Logger } from "pino";
-import type { Region } from "../contract/index.ts";
 import { findPostgresBinaries } from "../postgres/index.ts";
 import { createApp } from "./app.ts";
-import { lockTimeoutOf, ServiceConfig, type ServiceConfigInput } from "./config.ts";
+import { describeIssues, ServiceConfig, type ServiceConfigInput } from "./config.ts";
 import type { ServiceDeps } from "./deps.ts";
 import { privateDirectory } from "./dump.ts";
 import { jobHandlers } from "./job-handlers.ts";
@@ -12,6 +11,7 @@ import { createServiceLogger } from "./logger.ts";
 import { createMetrics } from "./metrics.ts";
 import { RateLimiter } from "./rate-limit.ts";
 import { startScheduler } from "./scheduler.ts";
+import { openServers, reconcileServers } from "./servers.ts";
 import { startSpareFiller } from "./spares.ts";
 import { applyTenantLimits } from "./tenant-limits.ts";
 import { migrate } from "./store/migrate.ts";
@@ -49,37 +49,30 @@ export type RunningService = { url: string; deps: ServiceDeps; stop(): Promise<v
 /** Runs the service: migrations, job workers, the daily-backup scheduler, and the HTTP server. */
 export async function startService(options: StartServiceOptions): Promise<RunningService> {
   const { host = "127.0.0.1", port = 0, logger = createServiceLogger("info"), bindir, ...rest } = options;
-  const config = ServiceConfig.parse({ ...rest, baseUrl: rest.baseUrl ?? "http://placeholder.invalid" });
+  const parsed = ServiceConfig.safeParse({ ...rest, baseUrl: rest.baseUrl ?? "http://placeholder.invalid" });
+  // A bad regions file reads as one clear line (never a stack, never a value: URLs hold passwords).
+  if (!parsed.success) throw new Error(`invalid service configuration: ${describeIssues(parsed.error.issues)}`);
+  const config = parsed.data;
   const pool = createPool(config.controlUrl, 20);
-  const regionPools = new Map<Region, pg.Pool>();
-  const byUrl = new Map<string, pg.Pool>();
+  const { servers, pools } = openServers(config);
   const cleanup = async () => {
     await pool.end().catch(() => {});
-    for (const p of byUrl.values()) await p.end().catch(() => {});
+    for (const p of pools) await p.end().catch(() => {});
   };
   try {
     await migrate(pool);
-    for (const [region, r] of Object.entries(config.regions) as [Region, { adminUrl: string }][]) {
-      let p = byUrl.get(r.adminUrl);
-      if (!p) {
-        // A tenant can hold locks on its own database and roles: the service's superuser statements never wait forever.
-        // (Regions on one server share a pool, so the first region's setting wins.)
-        p = createPool(r.adminUrl, 8, { lockTimeoutMs: lockTimeoutOf(config, region) });
-        byUrl.set(r.adminUrl, p);
-      }
-      regionPools.set(region, p);
-    }
-    await hardenServers(pool, [...byUrl.values()], logger);
-    await applyTenantLimits({ config, control: pool, regionPools, logger });
+    await reconcileServers(pool, config, logger);
+    await hardenServers(pool, pools, logger);
+    await applyTenantLimits({ config, control: pool, servers, logger });
     await privateDirectory(config.backupDir);
     const lockPool = createPool(config.controlUrl, config.jobConcurrency + 1);
-    byUrl.set(`lock:${config.controlUrl}`, lockPool);
+    pools.push(lockPool);
     const metrics = createMetrics();
     const wake = { fn: () => {} };
     const deps: ServiceDeps = {
       config,
       pool,
-      regionPools,
+      servers,
       bindir: bindir ?? (await findPostgresBinaries()).bindir,
       logger,
       wakeJobs: () => wake.fn(),
@@ -106,7 +99,9 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
     const boundPort = typeof address === "object" && address ? address.port : port;
     const url = (rest.baseUrl ?? `http://${host.includes(":") ? `[${host}]` : host}:${boundPort}`).replace(/\/+$/, "");
     config.baseUrl = url;
-    const spares = startSpareFiller({ pools: [...new Set(regionPools.values())], target: config.spareDatabases, logger });
+    // Spares live on each server, where its own provision jobs rename them; a draining server gets no new databases.
+    const accepting = [...servers.values()].flat().filter((s) => !s.config.draining);
+    const spares = startSpareFiller({ pools: [...new Set(accepting.map((s) => s.pool))], target: config.spareDatabases, logger });
     wake.fn = () => {
       runner.wake();
       spares.wake();
@@ -115,7 +110,9 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
     const gauge = setInterval(() => metrics.jobsRunning.set(runner.busy), 1000);
     gauge.unref();
     const scheduler = startScheduler(deps);
-    logger.info({ url, regions: [...regionPools.keys()] }, "service listening");
+    // Server names only: an admin URL holds a password.
+    const layout = Object.fromEntries([...servers].map(([region, list]) => [region, list.map((s) => (s.config.draining ? `${s.name} (draining)` : s.name))]));
+    logger.info({ url, regions: [...servers.keys()], servers: layout }, "service listening");
     let stopping: Promise<void> | undefined;
     return {
       url,

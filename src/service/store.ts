@@ -7,7 +7,7 @@ import type { BackupRow, ConnectionRow, DatabaseRow, ProjectRow } from "./rows.t
 type Db = Pick<pg.Pool, "query">;
 
 const projectColumns = `p.id, p.workspace_id, w.name AS workspace_name, p.name, p.default_region, p.logical_id, p.created_at, ${cursorTs("p.created_at")} AS cursor_ts`;
-const databaseColumns = `d.id, d.project_id, p.name AS project_name, d.workspace_id, d.name, d.region, d.status, d.is_default, d.pg_name,
+const databaseColumns = `d.id, d.project_id, p.name AS project_name, d.workspace_id, d.name, d.region, d.server, d.status, d.is_default, d.pg_name,
   d.owner_role, d.source, d.logical_id, d.default_connection_id, d.created_at, ${cursorTs("d.created_at")} AS cursor_ts`;
 
 /** `lock`: "update" to change or delete the project, "share" to add databases to it (creates do not wait for each other). */

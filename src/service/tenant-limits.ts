@@ -3,29 +3,35 @@ import type pg from "pg";
 import { tenantLimitsOf, type ServiceConfig } from "./config.ts";
 import type { Region } from "../contract/index.ts";
 import { databaseLimitStatement, loginLimitStatements } from "./provisioner.ts";
+import type { RegionServer } from "./servers.ts";
 
 // New databases and logins get their region's limits when they are made (provisioner.ts). This brings the ones made
 // before (older versions of the service, or other settings) to the region's current limits at start, touching only
-// those that differ, so a restart over 10,000 databases costs two catalog queries per region.
+// those that differ, so a restart over 10,000 databases costs two catalog queries per region server. Each server is
+// asked only about the databases and logins that live on it (after reconcileServers recorded every database's server).
 
-export async function applyTenantLimits(input: { config: ServiceConfig; control: pg.Pool; regionPools: Map<Region, pg.Pool>; logger: Logger }): Promise<void> {
-  for (const [region, pool] of input.regionPools) {
-    const limits = tenantLimitsOf(input.config, region);
-    const { rows: databases } = await input.control.query<{ pg_name: string }>("SELECT pg_name FROM databases WHERE region = $1 AND deleted_at IS NULL", [region]);
-    const { rows: logins } = await input.control.query<{ role_name: string }>(
-      "SELECT c.role_name FROM connections c JOIN databases d ON d.id = c.database_id WHERE d.region = $1 AND d.deleted_at IS NULL AND c.revoked_at IS NULL",
-      [region],
-    );
-    const { rows: staleDatabases } = await pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname = ANY($1) AND datconnlimit <> $2", [
-      databases.map((d) => d.pg_name),
-      limits.databaseConnectionLimit,
-    ]);
-    const { rows: staleLogins } = await pool.query<{ rolname: string }>(
-      "SELECT rolname FROM pg_roles WHERE rolname = ANY($1) AND rolcanlogin AND (rolconnlimit <> $2 OR NOT coalesce(rolconfig, '{}') @> ARRAY[$3])",
-      [logins.map((l) => l.role_name), limits.loginConnectionLimit, `idle_in_transaction_session_timeout=${limits.idleInTransactionTimeoutMs}`],
-    );
-    for (const { datname } of staleDatabases) await pool.query(databaseLimitStatement(datname, limits));
-    for (const { rolname } of staleLogins) for (const statement of loginLimitStatements(rolname, limits)) await pool.query(statement);
-    if (staleDatabases.length + staleLogins.length > 0) input.logger.info({ region, databases: staleDatabases.length, logins: staleLogins.length }, "applied the region's tenant limits");
+export async function applyTenantLimits(input: { config: ServiceConfig; control: pg.Pool; servers: Map<Region, RegionServer[]>; logger: Logger }): Promise<void> {
+  for (const [region, servers] of input.servers) {
+    for (const { name: server, pool } of servers) await applyOnServer(input, region, server, pool);
   }
+}
+
+async function applyOnServer(input: { config: ServiceConfig; control: pg.Pool; logger: Logger }, region: Region, server: string, pool: pg.Pool): Promise<void> {
+  const limits = tenantLimitsOf(input.config, region);
+  const { rows: databases } = await input.control.query<{ pg_name: string }>("SELECT pg_name FROM databases WHERE region = $1 AND server = $2 AND deleted_at IS NULL", [region, server]);
+  const { rows: logins } = await input.control.query<{ role_name: string }>(
+    "SELECT c.role_name FROM connections c JOIN databases d ON d.id = c.database_id WHERE d.region = $1 AND d.server = $2 AND d.deleted_at IS NULL AND c.revoked_at IS NULL",
+    [region, server],
+  );
+  const { rows: staleDatabases } = await pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname = ANY($1) AND datconnlimit <> $2", [
+    databases.map((d) => d.pg_name),
+    limits.databaseConnectionLimit,
+  ]);
+  const { rows: staleLogins } = await pool.query<{ rolname: string }>(
+    "SELECT rolname FROM pg_roles WHERE rolname = ANY($1) AND rolcanlogin AND (rolconnlimit <> $2 OR NOT coalesce(rolconfig, '{}') @> ARRAY[$3])",
+    [logins.map((l) => l.role_name), limits.loginConnectionLimit, `idle_in_transaction_session_timeout=${limits.idleInTransactionTimeoutMs}`],
+  );
+  for (const { datname } of staleDatabases) await pool.query(databaseLimitStatement(datname, limits));
+  for (const { rolname } of staleLogins) for (const statement of loginLimitStatements(rolname, limits)) await pool.query(statement);
+  if (staleDatabases.length + staleLogins.length > 0) input.logger.info({ region, server, databases: staleDatabases.length, logins: staleLogins.length }, "applied the region's tenant limits");
 }

@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -126,5 +126,28 @@ describe("mds service --embedded and mds token", () => {
     const noConfig = run(["service", "--port", "0"]);
     expect(noConfig.code).toBe(1);
     expect(noConfig.stderr).toMatch(/no control database/);
+  });
+
+  it("a bad regions file is one clear line naming each mistake: no stack, no password", () => {
+    const file = path.join(dir, "regions.yaml");
+    const keyFile = path.join(dir, "test.key");
+    writeFileSync(keyFile, "00".repeat(32));
+    const admin = "postgresql://postgres:Pa55-w0rd@127.0.0.1:5432/postgres";
+    const service = (yaml: string) => {
+      writeFileSync(file, yaml);
+      return run(["service", "--regions", file, "--database-url", admin, "--encryption-key-file", keyFile, "--backup-dir", path.join(dir, "b")]);
+    };
+    const bad = service(`us-east-1:\n  servers:\n    - { name: pg_a, adminUrl: "${admin}", maxDatabases: 0 }\n    - { name: pg-b, adminUrl: "${admin}", draining: yes-please }\n`);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.trim()).toBe(
+      "mds: invalid regions: us-east-1.servers.0.name: a server name is 1 to 63 lowercase letters, digits and dashes, starting and ending with a letter or digit; " +
+        "us-east-1.servers.0.maxDatabases: maxDatabases must be at least 1 (to stop new databases on a server, set draining: true); " +
+        "us-east-1.servers.1.draining: Invalid input: expected boolean, received string",
+    );
+    const typo = service(`us-east1:\n  adminUrl: "${admin}"\n`);
+    expect(typo.stderr.trim()).toMatch(/^mds: invalid regions: Unrecognized key: "us-east1" \(regions: us-east-1, /);
+    const notYaml = service("us-east-1: [\n");
+    expect(notYaml.stderr.trim()).toMatch(/^mds: invalid regions: \S+regions\.yaml is not valid YAML: /);
+    for (const r of [bad, typo, notYaml]) expect(r.stderr).not.toMatch(/Pa55-w0rd|\n\s+at /);
   });
 });

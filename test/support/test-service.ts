@@ -14,8 +14,10 @@ export type TestService = {
   createToken(workspace: string, scopes?: string[]): Promise<string>;
   /** The control database (superuser URL): tests read job history from it (see README, "Job history"). */
   controlUrl: string;
-  /** The PostgreSQL server's superuser URL. */
+  /** The PostgreSQL server's superuser URL (the first server's, with `servers`). */
   postgresUrl: string;
+  /** Every server of every region, in order: its name, superuser URL and port (see `servers` in the options). */
+  servers: { name: string; postgresUrl: string; port: number }[];
   dir: string;
   stop(): Promise<void>;
 };
@@ -26,6 +28,8 @@ export type TestServiceOptions = {
   logger?: Logger;
   service?: EmbeddedServiceOptions["service"];
   regionSettings?: EmbeddedServiceOptions["regionSettings"];
+  /** Several PostgreSQL servers in every region (each with its own data directory, TLS and PgBouncer). */
+  servers?: EmbeddedServiceOptions["servers"];
 };
 
 /**
@@ -48,6 +52,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     token: service.token,
     controlUrl: service.controlUrl,
     postgresUrl: service.postgres.url,
+    servers: service.servers.map((s) => ({ name: s.server.name, postgresUrl: s.postgres.url, port: s.postgres.port })),
     dir,
     async createToken(workspace, scopes) {
       return (await createServiceToken(pool, { workspace, ...(scopes ? { scopes } : {}), name: "test" })).token;
@@ -68,6 +73,7 @@ export async function testServiceOptions(options: Omit<TestServiceOptions, "dir"
     postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
     postgresTemplate: await templateCluster(),
     ...(options.regionSettings ? { regionSettings: options.regionSettings } : {}),
+    ...(options.servers ? { servers: options.servers } : {}),
     service: { rateLimit: { perSecond: 1000, burst: 1000 }, authRateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
   };
 }

@@ -2,7 +2,7 @@ import type pg from "pg";
 import { newId } from "../../contract/index.ts";
 import { tenantLimitsOf } from "../config.ts";
 import { randomPassword, scramVerifier } from "../crypto.ts";
-import { regionPool, type ServiceDeps } from "../deps.ts";
+import { serverPool, type ServiceDeps } from "../deps.ts";
 import { conflict, notFound } from "../errors.ts";
 import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
 import { decodeCursor, paginate } from "../pagination.ts";
@@ -68,7 +68,7 @@ export function mintConnection(
     const db = await getDatabase(client, request.workspaceId, input.databaseId, true);
     if (!db) throw notFound("database", input.databaseId);
     const { connection, password, verifier } = await insertConnection(client, db.id, input.name);
-    const pool = regionPool(deps, db.region);
+    const pool = serverPool(deps, db);
     await ensureOwnerRole(pool, db.owner_role);
     await ensureLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier }, tenantLimitsOf(deps.config, db.region));
     return respond({ db, connection, password });
@@ -104,7 +104,7 @@ export function rotateConnection(deps: ServiceDeps, request: CreationRequest, id
     const verifier = await scramVerifier(password);
     await client.query("UPDATE connections SET verifier = $2 WHERE id = $1", [id, verifier]);
     // Unlike the public API's best-effort revocation, the old password stops at once and its sessions end.
-    const pool = regionPool(deps, db.region);
+    const pool = serverPool(deps, db);
     await ensureOwnerRole(pool, db.owner_role);
     await rotateLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier }, tenantLimitsOf(deps.config, db.region));
     return respond({ db, connection, password });
@@ -124,6 +124,6 @@ export async function revokeConnection(deps: ServiceDeps, workspaceId: string, i
       );
     }
     // Ends the role's open sessions too, not only its future logins.
-    await revokeLoginRole(regionPool(deps, db.region), connection.role_name);
+    await revokeLoginRole(serverPool(deps, db), connection.role_name);
   });
 }

@@ -7,6 +7,7 @@ import { conflict } from "../errors.ts";
 import { enqueueJob } from "../jobs.ts";
 import type { ConnectionRow, DatabaseRow, ProjectRow } from "../rows.ts";
 import { getDatabase } from "../store.ts";
+import { placeDatabase } from "../servers.ts";
 import { resolveRegion } from "./regions.ts";
 import { checkBackupSource, checkCloneSource } from "./sources.ts";
 
@@ -43,13 +44,15 @@ export async function createDatabaseRows(
   if (source.type === "database") await checkCloneSource(client, project.workspace_id, source);
   if (input.isDefault) await client.query("UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL", [project.id]);
   const id = newId("database");
+  // Last of the checks: a placement may make the region's creations wait for each other until this one commits.
+  const server = await placeDatabase(deps, client, region, id);
   const pgName = `mds_${idBody(id)}`;
   const name = input.name ?? generatedName("database");
   const connectionId = newId("connection");
   await client.query(
-    `INSERT INTO databases (id, project_id, workspace_id, name, region, status, is_default, pg_name, owner_role, source, logical_id, default_connection_id)
-     VALUES ($1, $2, $3, $4, $5, 'provisioning', $6, $7, $8, $9, $10, $11)`,
-    [id, project.id, project.workspace_id, name, region, input.isDefault, pgName, `${pgName}_owner`, JSON.stringify(source), input.logicalId ?? null, connectionId],
+    `INSERT INTO databases (id, project_id, workspace_id, name, region, server, status, is_default, pg_name, owner_role, source, logical_id, default_connection_id)
+     VALUES ($1, $2, $3, $4, $5, $6, 'provisioning', $7, $8, $9, $10, $11, $12)`,
+    [id, project.id, project.workspace_id, name, region, server.name, input.isDefault, pgName, `${pgName}_owner`, JSON.stringify(source), input.logicalId ?? null, connectionId],
   );
   const password = randomPassword();
   const verifier = await scramVerifier(password);

@@ -1,4 +1,4 @@
-import { regionPool, type ServiceDeps } from "../deps.ts";
+import { serverPool, type ServiceDeps } from "../deps.ts";
 import { notFound } from "../errors.ts";
 import { getDatabase } from "../store.ts";
 
@@ -15,7 +15,7 @@ export async function measureUsage(deps: ServiceDeps, workspaceId: string, id: s
   const now = new Date();
   const start = period.startDate ?? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
   const end = period.endDate ?? now.toISOString();
-  const { rows } = await regionPool(deps, db.region).query<{ bytes: string; transactions: string; sessions: string }>(
+  const { rows } = await serverPool(deps, db).query<{ bytes: string; transactions: string; sessions: string }>(
     `SELECT pg_database_size(d.oid) AS bytes,
             coalesce(s.xact_commit + s.xact_rollback, 0) AS transactions,
             (SELECT count(*) FROM pg_stat_activity a WHERE a.datid = d.oid AND a.backend_type = 'client backend') AS sessions
