@@ -139,6 +139,26 @@ describe.each([
   });
 });
 
+describe("a rotation mint whose answer was lost, then a crash after the Secret", () => {
+  it.each([false, true])("revokes the lost mint when it finishes the rotation (public API: %s)", async (publicApi) => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setup(publicApi);
+    t.apply({ rotation: { gracePeriod: "10s" } });
+    await t.advance(1_000, 6);
+    t.apply({ rotation: { gracePeriod: "10s" } }, { [rotateAnnotation]: "x" });
+    // The first mint lands but its answer is lost; the retry mints again, publishes, and dies before revoking the first.
+    t.api.loseNextResponse("createConnection", Object.assign(new Error("socket hang up"), { code: "network_error" }));
+    await t.advance(1_000, 1);
+    t.crashAt("database:after-rotate-secret");
+    await t.advance(1_000, 1);
+    await t.advance(1_000, 3);
+    await t.advance(11_000, 2);
+    const current = t.status().connection!.id;
+    expect(t.secretConnection()).toBe(current);
+    expect(t.alive()).toEqual([current]);
+  });
+});
+
 describe("rotation after a crash that left status naming an older connection", () => {
   it("mints and publishes anew after a crash at the mint, never mistaking the stale status for a finished rotation", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });

@@ -108,6 +108,12 @@ export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): 
   const replaced = r.pending?.replaces ?? recorded;
   if (r.pending !== undefined) connectionId = ctx.published = (await ctx.liveConnectionId()) ?? ctx.published;
   if (r.pending !== undefined && replaced !== undefined && ctx.published !== replaced) {
+    // A mint of this rotation whose answer was lost (a server that does not replay made a second one) carries the
+    // published connection's name: nobody holds its password. The crash may have come before it was revoked.
+    const mintName = nameOf(ctx.published);
+    for (const c of target.connections) {
+      if (mintName !== "" && c.name === mintName && c.id !== ctx.published && c.id !== replaced) await ctx.revoke(c.id, "a rotation minted it and its answer was lost");
+    }
     r = finish(replaced, r.pending.trigger ?? r.trigger);
     ctx.record("SecretRotated", `Published new credentials (connection "${ctx.published}"); connection "${replaced}" keeps working until ${r.retiring?.revokeAt}`);
   }
