@@ -67,6 +67,8 @@ export interface Creation {
   /** Present only when the creation response carried them: the loop writes the Secret before anything else. */
   credentials?: ConnectionCredentials | undefined;
   secret?: SecretTarget | undefined;
+  /** Connections of this resource's name nobody holds (a mint whose answer was lost): revoked once the Secret is written. */
+  leaked?: string[] | undefined;
 }
 
 export type Deletion = { done: true } | { done: false; reason: string; message: string };
@@ -326,6 +328,8 @@ class LoopRun<T extends ManagedObject> {
     if (owner !== undefined && creation.credentials !== undefined && creation.secret !== undefined) {
       secretStatus = publishedStatus(creation.secret, await this.secrets.publishCreated(creation.secret, creation.credentials));
       await this.crashPoint("after-secret");
+      // Only now: revoked before the write, a crash between the two would leave the Secret naming a revoked login.
+      for (const id of creation.leaked ?? []) await owner.revoke(id);
     }
     this.obj = await this.deps.kube.patch<T>(this.kind.type, this.obj.metadata.namespace, this.obj.metadata.name, {
       metadata: { annotations: { [annotations.externalId]: creation.id } },

@@ -55,10 +55,11 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
       if ((await mirror.getDatabase(databaseId)) === undefined) throw new WaitingError("DatabaseNotReady", `database "${databaseId}" not found at the service`);
       const name = nameFor(obj);
       const { credentials, leaked } = await mintNamed({ api, mirror, databaseId, name, idempotencyKey: idempotencyKeyOf("connection", databaseId, name), keep: [] });
-      for (const id of leaked) await revoke(id);
       const db = await mirror.getDatabase(databaseId);
       const secret = db === undefined ? undefined : secretTargetOf(obj, db, credentials.connectionId);
-      return { id: credentials.connectionId, adopted: false, status: { databaseId }, ...(secret === undefined ? {} : { credentials, secret }) };
+      if (secret === undefined) for (const id of leaked) await revoke(id);
+      // With a Secret to write, the loop revokes them after writing it (one of them may be what the Secret names now).
+      return { id: credentials.connectionId, adopted: false, status: { databaseId }, ...(secret === undefined ? {} : { credentials, secret, leaked }) };
     },
 
     async update() {},
