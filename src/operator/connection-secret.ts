@@ -19,6 +19,11 @@ export const annotations = {
   externalId: "mds.dev/external-id",
   /** `<Kind>/<name>` of the resource that publishes this Secret (in its namespace): routes Secret events to it. */
   owner: "mds.dev/owner",
+  /**
+   * Connection ids nobody holds the password of, to revoke once this Secret no longer names them: written with the
+   * recovered credentials (one write, so a crash cannot lose the list), cleared when they are revoked.
+   */
+  revoke: "mds.dev/revoke",
 } as const;
 
 /** What a resource's spec says about its connection Secret (the CRD schema: src/resources/common.ts). */

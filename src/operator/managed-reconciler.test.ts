@@ -140,6 +140,23 @@ describe("the managed loop (Database)", () => {
     expect(events.map((e) => e.reason)).toContain("ConnectionRevoked");
   });
 
+  it("after a crash before revoking what a recovery replaced, when status named no connection yet, still revokes it", async () => {
+    applyDatabase("orders");
+    crash = "database:after-create";
+    await run("orders");
+    const original = [...api.databases.values()][0]!.defaultConnectionId;
+    api.expireReplays();
+    crash = "database:before-revoke";
+    for (let i = 0; i < 3 && crash !== undefined; i++) await run("orders");
+    expect(crash).toBeUndefined();
+    expect(api.passwords.has(original)).toBe(true);
+    await converge("orders", 2);
+    const current = statusOf("orders").connection!.id;
+    expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(current));
+    expect(api.passwords.has(original)).toBe(false);
+    expect(secret("orders")!.metadata.annotations?.["mds.dev/revoke"]).toBeUndefined();
+  });
+
   it("within the replay window, recovers the original credentials without minting", async () => {
     applyDatabase("orders");
     crash = "database:after-create";

@@ -3,6 +3,7 @@ import type { KubeClient } from "../kube/client.ts";
 import { isKubeNotFound } from "../kube/errors.ts";
 import { SecretType, type KubeObject, type OwnerReference, type Secret } from "../kube/types.ts";
 import {
+  annotations,
   buildSecret,
   credentialsFromSecret,
   labels,
@@ -108,7 +109,7 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
     }
   }
 
-  async function write(existing: Secret | undefined, target: SecretTarget, credentials: ConnectionCredentials): Promise<void> {
+  async function write(existing: Secret | undefined, target: SecretTarget, credentials: ConnectionCredentials, toRevoke: string[] = []): Promise<void> {
     const desired = buildSecret({
       namespace: ns ?? "default",
       name: target.name,
@@ -119,6 +120,7 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       owner: ownerReferenceOf(obj),
       ownerName: `${obj.kind}/${obj.metadata.name}`,
     });
+    if (toRevoke.length > 0) desired.metadata.annotations = { ...desired.metadata.annotations, [annotations.revoke]: toRevoke.join(",") };
     if (existing === undefined) {
       await deps.kube.create(SecretType, desired);
       return;
@@ -162,6 +164,19 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
     const live = await deps.kube.get<Secret>(SecretType, ns, target.name);
     if (live?.metadata.labels?.[labels.connectionId] !== published) return;
     await revoke(owner, recorded);
+  }
+
+  /** Revokes what the Secret's revoke annotation lists (never what it names now, nor the retiring one), then clears it. */
+  async function revokeNoted(owner: ConnectionOwner<T>, seen: Secret | undefined, current: string) {
+    if (seen?.metadata.annotations?.[annotations.revoke] === undefined) return;
+    const secret = await deps.kube.get<Secret>(SecretType, ns, seen.metadata.name);
+    const noted = secret?.metadata.annotations?.[annotations.revoke];
+    if (secret === undefined || noted === undefined) return;
+    const retiring = obj.status?.rotation?.retiring?.id;
+    // A failed revocation keeps the list for the next reconcile.
+    for (const id of noted.split(",")) if (id !== "" && id !== current && id !== retiring) await owner.revoke(id);
+    deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connections whose credentials were lost: ${noted}`);
+    await deps.kube.patch(SecretType, ns, secret.metadata.name, { metadata: { resourceVersion: secret.metadata.resourceVersion, annotations: { [annotations.revoke]: null } } });
   }
 
   /** Credentials that exist nowhere else (a creation or rotation answer): the Secret goes first, retried in process. */
@@ -225,6 +240,7 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       }
       if (creds !== undefined) {
         await write(existing, target, creds);
+        await revokeNoted(owner, existing, creds.connectionId);
         await revokeReplaced(owner, target, creds.connectionId);
         return creds.connectionId;
       }
@@ -232,7 +248,8 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       const retiring = obj.status?.rotation?.retiring?.id;
       const recovered = await owner.recover(obj, target, previous, retiring === undefined ? [] : [retiring]);
       await point("after-recover");
-      await write(existing, target, recovered.credentials);
+      const toRevoke = recovered.revoke.filter((id) => id !== recovered.credentials.connectionId);
+      await write(existing, target, recovered.credentials, toRevoke);
       await point("before-revoke");
       deps.log.info({ connectionId: recovered.credentials.connectionId }, "Rebuilt connection Secret");
       deps.events.record(
@@ -241,9 +258,7 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         "SecretRebuilt",
         `Connection Secret "${target.name}" was ${existing === undefined ? "missing" : "edited or out of date"}; rebuilt it with working credentials`,
       );
-      for (const id of recovered.revoke) {
-        if (id !== recovered.credentials.connectionId) await revoke(owner, id);
-      }
+      await revokeNoted(owner, await deps.kube.get<Secret>(SecretType, ns, target.name), recovered.credentials.connectionId);
       return recovered.credentials.connectionId;
     },
 
