@@ -127,10 +127,12 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
     }
     if (secretUpToDate(existing, desired)) return;
     if ((existing.type ?? "Opaque") !== desired.type) {
-      // A Secret's type is immutable (servicebinding.io form switched on or off): replace it whole, ours only.
-      await deps.kube.delete(SecretType, ns, target.name, existing.metadata.uid === undefined ? {} : { uid: existing.metadata.uid });
-      desired.metadata.labels = { ...existing.metadata.labels, ...desired.metadata.labels };
-      desired.metadata.annotations = { ...existing.metadata.annotations, ...desired.metadata.annotations };
+      // A Secret's type is immutable (servicebinding.io form switched on or off): replace it whole, ours only. From
+      // the live copy: a cached one may lack an annotation written since (a restore's ledger).
+      const live = (await deps.kube.get<Secret>(SecretType, ns, target.name)) ?? existing;
+      await deps.kube.delete(SecretType, ns, target.name, live.metadata.uid === undefined ? {} : { uid: live.metadata.uid });
+      desired.metadata.labels = { ...live.metadata.labels, ...desired.metadata.labels };
+      desired.metadata.annotations = { ...live.metadata.annotations, ...desired.metadata.annotations };
       await deps.kube.create(SecretType, desired);
       return;
     }
