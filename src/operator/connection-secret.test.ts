@@ -77,4 +77,22 @@ describe("connection Secret", () => {
     expect(credentialsFromSecret(s, { direct: creds.direct })?.sslrootcert).toBe("/srv/mds/ca.crt");
     expect(secretData(creds, undefined)).not.toHaveProperty("PGSSLROOTCERT");
   });
+
+  it("with spec.tls carries the CA as ca.crt and verifies the server with it at the mount path; without it again, TLS stays required", () => {
+    const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    const spec = { tls: { caCert: pem, mountPath: "/var/run/db/ca.crt" } };
+    const data = secretData({ ...creds, sslrootcert: "/srv/mds/ca.crt" }, spec);
+    expect(data["ca.crt"]).toBe(pem);
+    expect([data["PGSSLMODE"], data["PGSSLROOTCERT"]]).toEqual(["verify-full", "/var/run/db/ca.crt"]);
+    for (const key of ["DATABASE_URL", "DIRECT_URL"]) {
+      const u = new URL(data[key]!);
+      expect([u.searchParams.get("sslmode"), u.searchParams.get("sslrootcert")]).toEqual(["verify-full", "/var/run/db/ca.crt"]);
+    }
+    const s = buildSecret({ namespace: "n", name: "s", credentials: creds, spec, projectId: undefined, databaseId: "db_1", owner: undefined });
+    const back = credentialsFromSecret(s, { direct: creds.direct, pooled: creds.pooled })!;
+    // Read back and written again with the same spec: the same data (no rewrite loop).
+    expect(secretData(back, spec)).toEqual(secretData(creds, spec));
+    expect(secretData(back, undefined)["PGSSLMODE"]).toBe("require");
+    expect(secretData(back, undefined)).not.toHaveProperty("ca.crt");
+  });
 });

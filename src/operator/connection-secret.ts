@@ -35,6 +35,8 @@ export interface ConnectionSecretSpec {
   /** Scheduled rotation with overlap: durations such as 720h, 1h30m, 45s. */
   rotation?: { every?: string | undefined; gracePeriod?: string | undefined } | undefined;
   template?: Record<string, string> | undefined;
+  /** The server's CA from the spec: the Secret carries it (ca.crt) and its URLs verify the server with it. */
+  tls?: { caCert: string; mountPath?: string | undefined; sslmode?: "verify-full" | "verify-ca" | undefined } | undefined;
   labels?: Record<string, string> | undefined;
   annotations?: Record<string, string> | undefined;
 }
@@ -89,7 +91,18 @@ export function connectionUrl(c: ConnectionCredentials, endpoint: Endpoint): str
   return `postgresql://${enc(c.user)}:${enc(c.password)}@${endpoint.host}:${endpoint.port}/${enc(c.database)}?sslmode=${enc(c.sslmode)}${root}`;
 }
 
-export function secretData(c: ConnectionCredentials, spec: ConnectionSecretSpec | undefined): Record<string, string> {
+/** The credentials as the Secret's URLs should carry them: with spec.tls, verifying the server with its CA. */
+function withTls(c: ConnectionCredentials, spec: ConnectionSecretSpec | undefined): ConnectionCredentials {
+  if (spec?.tls === undefined) return c;
+  return { ...c, sslmode: spec.tls.sslmode ?? "verify-full", sslrootcert: spec.tls.mountPath ?? defaultCaMountPath };
+}
+
+export const defaultCaMountPath = "/etc/mds/ca.crt";
+/** The Secret key of the CA (spec.connectionSecret.tls.caCert). */
+export const caKey = "ca.crt";
+
+export function secretData(service: ConnectionCredentials, spec: ConnectionSecretSpec | undefined): Record<string, string> {
+  const c = withTls(service, spec);
   const directUrl = connectionUrl(c, c.direct);
   const pooledUrl = connectionUrl(c, c.pooled ?? c.direct);
   const endpoint = spec?.endpoint ?? "pooled";
@@ -114,6 +127,7 @@ export function secretData(c: ConnectionCredentials, spec: ConnectionSecretSpec 
     Object.assign(data, { type: "postgresql", provider: "mds", host: c.direct.host, port: String(c.direct.port), database: c.database, username: c.user, password: c.password, sslmode: c.sslmode });
   }
   if (c.accelerateUrl !== undefined) data["ACCELERATE_URL"] = c.accelerateUrl;
+  if (spec?.tls !== undefined) data[caKey] = spec.tls.caCert;
   Object.assign(data, {
     DATABASE_URL: chosen,
     DIRECT_URL: directUrl,
@@ -172,8 +186,11 @@ export function credentialsFromSecret(secret: Secret, endpoints: { direct: Endpo
     user,
     password,
     database,
-    sslmode: data["PGSSLMODE"] ?? "prefer",
-    ...(data["PGSSLROOTCERT"] === undefined ? {} : { sslrootcert: data["PGSSLROOTCERT"] }),
+    // Written with spec.tls, PGSSLMODE/PGSSLROOTCERT are the spec's (the service's own sslrootcert, a path on its
+    // machine, is not kept): without it again, TLS stays required.
+    ...(data[caKey] !== undefined
+      ? { sslmode: "require" }
+      : { sslmode: data["PGSSLMODE"] ?? "prefer", ...(data["PGSSLROOTCERT"] === undefined ? {} : { sslrootcert: data["PGSSLROOTCERT"] }) }),
     direct: endpoints.direct,
     pooled: endpoints.pooled,
     ...(accelerateUrl === undefined ? {} : { accelerateUrl }),

@@ -123,6 +123,29 @@ export const ConnectionSecret = z
           "changes, so pods that roll on it pick it up), the old one keeps working for gracePeriod, then it is revoked. " +
           "A new value of the annotation mds.dev/rotate asks for one rotation now.",
       ),
+    tls: z
+      .object({
+        caCert: z
+          .string()
+          .max(65536)
+          .regex(/^\s*-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*$/, { message: "a PEM certificate (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----)" })
+          .describe("The CA that signed the server's certificate, PEM (public, fine in Git). Written to the Secret as ca.crt."),
+        mountPath: z
+          .string()
+          .max(1024)
+          .regex(/^\/[-._/a-zA-Z0-9]+$/, { message: "an absolute file path of letters, digits, '.', '_', '-' and '/'" })
+          .default("/etc/mds/ca.crt")
+          .describe("Where the app mounts the Secret's ca.crt (default /etc/mds/ca.crt): the URLs' sslrootcert and PGSSLROOTCERT."),
+        sslmode: z
+          .enum(["verify-full", "verify-ca"])
+          .default("verify-full")
+          .describe("verify-full (default): the server's certificate must be signed by caCert and name the host; verify-ca: signed only."),
+      })
+      .optional()
+      .describe(
+        "Verify the server: the Secret carries the CA as ca.crt, and its URLs and PGSSLMODE/PGSSLROOTCERT ask for " +
+          "sslmode verify-full with sslrootcert at mountPath. Mount the Secret's ca.crt there (a volume with items).",
+      ),
     labels: stringMap("labels").optional().describe("Extra labels on the Secret (the operator's own labels win)."),
     annotations: stringMap("annotations")
       .optional()
