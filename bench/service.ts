@@ -273,7 +273,7 @@ async function poolerBench(projectId: string) {
   }
   const p = (side: "direct" | "pooled", q: number) => percentile(samples[side], q);
   rows.push([`connect (TLS, CA verified) + SELECT 1, direct to PostgreSQL (${login.where(login.direct)}), n=${n}`, `p50 ${ms(p("direct", 50))}, p99 ${ms(p("direct", 99))}`, ""]);
-  rows.push([`the same through PgBouncer 1.18, transaction mode (${login.where(login.pooled)}), n=${n}, interleaved`, `p50 ${ms(p("pooled", 50))}, p99 ${ms(p("pooled", 99))}`, ""]);
+  rows.push([`the same through PgBouncer ${service.pgbouncer!.version}, transaction mode (${login.where(login.pooled)}), n=${n}, interleaved`, `p50 ${ms(p("pooled", 50))}, p99 ${ms(p("pooled", 99))}`, ""]);
   rows.push(["pooled / direct, connect + query", `p50 ${(p("pooled", 50) / p("direct", 50)).toFixed(2)}×, p99 ${(p("pooled", 99) / p("direct", 99)).toFixed(2)}×`, ""]);
 
   // 1,000 clients (PgBouncer's max_client_conn) connected at once and held open; then each runs one query that
