@@ -1,16 +1,35 @@
-// npm run bench:service: create latency and throughput, list latency over 10,000 databases, and restore time of a
-// 100 MB database against a plain `pg_dump | pg_restore`. Prints a table and records it in BENCHMARKS.md.
-// `--quick` shrinks every size (for a smoke run); `--no-write` leaves BENCHMARKS.md alone.
+// npm run bench:service: create latency and throughput, list latency over 10,000 databases, restore time of a
+// 100 MB database against a plain `pg_dump | pg_restore` and against `pg_restore -j2` of the same stored archive,
+// the data plane (connect-and-query through PgBouncer against direct, 1,000 pooled clients at once) and creates with
+// TLS on against a stack without it. Prints a table and records it in BENCHMARKS.md.
+// `--quick` shrinks every size (for a smoke run); `--no-write` leaves BENCHMARKS.md alone; `--only a,b` runs only
+// those parts of creates, list, restore, pooler, tls (then nothing is recorded).
+// Never prints a password or a connection string: endpoints appear as host, port and sslmode.
 import { spawn } from "node:child_process";
+import { createReadStream, createWriteStream } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { pipeline } from "node:stream/promises";
 import pg from "pg";
 import pino from "pino";
+import { startPostgres } from "../src/postgres/index.ts";
+import { openArchive } from "../src/service/backup-archive.ts";
+import { randomBytes } from "node:crypto";
 import { startEmbeddedService } from "../src/service/embedded.ts";
+import { startService } from "../src/service/start.ts";
+import { createServiceToken } from "../src/service/tokens.ts";
 
 const quick = process.argv.includes("--quick");
-const write = !process.argv.includes("--no-write");
+const onlyArg = process.argv.find((a, i) => process.argv[i - 1] === "--only");
+const only = onlyArg ? new Set(onlyArg.split(",")) : undefined;
+const runs = (part: "creates" | "list" | "restore" | "pooler" | "tls") => {
+  const yes = only?.has(part) ?? true;
+  // Progress on stderr: a full run takes minutes on a loaded machine.
+  if (yes) console.error(`${new Date().toISOString().slice(11, 19)} ${part}`);
+  return yes;
+};
+const write = !process.argv.includes("--no-write") && only === undefined;
 const sizes = quick ? { serial: 10, parallel: 20, list: 1000, listRequests: 50, restoreMb: 10 } : { serial: 60, parallel: 120, list: 10_000, listRequests: 300, restoreMb: 100 };
 
 const percentile = (xs: number[], p: number) => {
@@ -29,9 +48,29 @@ async function sql(url: string, text: string, params: unknown[] = []) {
   }
 }
 
+function run(command: string, args: string[], env: Record<string, string>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { env, stdio: ["ignore", "inherit", "inherit"] });
+    child.once("error", reject);
+    child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`${path.basename(command)} exit ${code}`))));
+  });
+}
+
 const dir = await mkdtemp(path.join(os.tmpdir(), "mds-bench-"));
 // Durability stays on (fsync): these are the numbers a real deployment sees.
-const service = await startEmbeddedService({ dir, port: 0, logger: pino({ level: "silent" }), service: { rateLimit: { perSecond: 100_000, burst: 100_000 }, jobPollIntervalMs: 50 } });
+// Silent, but for the restore job's own timing of its steps (its debug record "restore swapped"), switched on only
+// around the restores so the per-request debug lines cost the other measurements nothing.
+const restoreSteps: { prepareMs: number; pgRestoreMs: number; swapMs: number }[] = [];
+const logger = pino(
+  { level: "silent" },
+  {
+    write(line: string) {
+      const record = JSON.parse(line) as { msg?: string; prepareMs: number; pgRestoreMs: number; swapMs: number };
+      if (record.msg === "restore swapped") restoreSteps.push({ prepareMs: record.prepareMs, pgRestoreMs: record.pgRestoreMs, swapMs: record.swapMs });
+    },
+  },
+);
+const service = await startEmbeddedService({ dir, port: 0, logger, service: { rateLimit: { perSecond: 100_000, burst: 100_000 }, jobPollIntervalMs: 50 } });
 const auth = { authorization: `Bearer ${service.token}`, "content-type": "application/json" };
 async function call(method: string, p: string, body?: unknown) {
   const res = await fetch(`${service.url}${p}`, { method, headers: auth, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
@@ -75,7 +114,7 @@ try {
     );
     return { post, ready, perSecond: total / ((performance.now() - started) / 1000) };
   }
-  for (const [total, concurrency] of [[sizes.serial, 1], [sizes.parallel, 4]] as const) {
+  for (const [total, concurrency] of runs("creates") ? ([[sizes.serial, 1], [sizes.parallel, 4]] as const) : []) {
     const r = await creates(total, concurrency);
     rows.push([`create database, concurrency ${concurrency} (n=${total}): POST → 201`, `p50 ${ms(percentile(r.post, 50))}, p99 ${ms(percentile(r.post, 99))}`, ""]);
     rows.push([`create database, concurrency ${concurrency}: POST → ready`, `p50 ${ms(percentile(r.ready, 50))}, p99 ${ms(percentile(r.ready, 99))}`, concurrency === 1 ? "aim p50 ≤ 120 ms, p99 ≤ 400 ms" : ""]);
@@ -83,6 +122,7 @@ try {
   }
 
   // List: 10,000 databases in the control database (rows only: 10,000 real PostgreSQL databases would need ~70 GB).
+  if (runs("list")) {
   const workspaceId = ((await sql(service.controlUrl, "SELECT workspace_id FROM projects WHERE id = $1", [project.id])) as { workspace_id: string }[])[0]!.workspace_id;
   await sql(
     service.controlUrl,
@@ -115,8 +155,14 @@ try {
   } while (cursor);
   rows.push([`full walk of ${walked.toLocaleString("en")} databases, 100 per page`, ms(performance.now() - walk0), ""]);
   await sql(service.controlUrl, "DELETE FROM connections WHERE id LIKE 'con_cbench%'; DELETE FROM databases WHERE id LIKE 'db_cbench%'");
+  }
 
-  // Restore of a ~100 MB database against a plain pg_dump | pg_restore of the same data.
+  if (runs("pooler")) await poolerBench(project.id);
+  if (runs("tls")) await tlsBench(project.id);
+
+  // Restore of a ~100 MB database against a plain pg_dump | pg_restore of the same data, and against a plain
+  // `pg_restore -j2` of the very archive the service restores from.
+  if (runs("restore")) {
   const target = (await call("POST", `/v1/projects/${project.id}/databases`, { name: "big" })).data;
   await untilReady(target.id);
   const url = target.connectionString!;
@@ -129,6 +175,7 @@ try {
     if (list.data.find((b) => b.id === backup.id)?.status === "completed") break;
     await new Promise((r) => setTimeout(r, 50));
   }
+  logger.level = "debug";
   const r0 = performance.now();
   await call("POST", `/v1/databases/${target.id}/restore`, { source: { type: "backup", databaseId: target.id, backupId: backup.id } });
   await untilReady(target.id);
@@ -151,10 +198,189 @@ try {
   rows.push([`restore of a ${mb.toFixed(0)} MB database: POST restore → ready`, ms(restoreMs), ""]);
   rows.push([`plain pg_dump -Fc piped into pg_restore, same data`, ms(plainMs), ""]);
   rows.push(["restore / plain dump+restore", `${(restoreMs / plainMs).toFixed(2)}×`, "aim ≤ 1.2×"]);
+
+  // The baseline of the same archive: decrypted to a file first (untimed: pg_restore -j needs a seekable file), then
+  // `pg_restore -j2` into a fresh database, as the superuser. Alternated with the service's restore, three of each.
+  const stored = ((await sql(service.controlUrl, "SELECT path FROM backups WHERE id = $1", [backup.id])) as { path: string }[])[0]!.path;
+  const plainFile = path.join(dir, "plain.dump");
+  await pipeline(openArchive(createReadStream(stored), service.deps.config.encryptionKey, backup.id, { allowPlain: true }), createWriteStream(plainFile, { mode: 0o600 }));
+  const serviceRestores: number[] = [restoreMs];
+  const plainRestores: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    if (i > 0) {
+      const t0 = performance.now();
+      await call("POST", `/v1/databases/${target.id}/restore`, { source: { type: "backup", databaseId: target.id, backupId: backup.id } });
+      await untilReady(target.id);
+      serviceRestores.push(performance.now() - t0);
+    }
+    // After ready the job drops the old copy, and DROP DATABASE waits for a checkpoint of all that was written:
+    // let it finish before the baseline runs, as the baseline's own DROP finishes before the next restore.
+    while (((await sql(service.postgres.url, "SELECT 1 FROM pg_database WHERE datname LIKE $1", [`${pgName}\\_o%`])) as unknown[]).length > 0) await new Promise((r) => setTimeout(r, 20));
+    await sql(service.postgres.url, "CREATE DATABASE bench_j2");
+    const t0 = performance.now();
+    await run(path.join(service.postgres.bindir, "pg_restore"), ["--no-owner", "--no-acl", "--exit-on-error", "-j2", "-d", "bench_j2", plainFile], env);
+    plainRestores.push(performance.now() - t0);
+    await sql(service.postgres.url, "DROP DATABASE bench_j2");
+  }
+  await rm(plainFile);
+  logger.level = "silent";
+  const median = (xs: number[]) => percentile(xs, 50);
+  const step = (k: "prepareMs" | "pgRestoreMs" | "swapMs") => median(restoreSteps.map((r) => r[k]));
+  rows.push([`the service's restore job by step, median of ${restoreSteps.length} (its own timing)`, `scratch database and checks ${ms(step("prepareMs"))}, decrypt + pg_restore (one job, from a pipe) ${ms(step("pgRestoreMs"))}, swap ${ms(step("swapMs"))}`, ""]);
+  rows.push([`restore of the ${mb.toFixed(0)} MB database, POST → ready, median of ${serviceRestores.length}`, ms(median(serviceRestores)), ""]);
+  rows.push([`plain \`pg_restore -j2\` of the same stored archive (decrypted beforehand) into a fresh database, median of ${plainRestores.length}`, ms(median(plainRestores)), ""]);
+  rows.push(["restore / plain pg_restore -j2 of the same archive", `${(median(serviceRestores) / median(plainRestores)).toFixed(2)}×`, "aim ≤ 1.1×"]);
+  }
 } finally {
   await statusPool.end();
   await service.stop();
   await rm(dir, { recursive: true, force: true });
+}
+
+type Endpoint = { host: string; port: number; connectionString: string };
+/** A login of a fresh database through both endpoints. Only host, port and sslmode of these are ever printed. */
+async function freshLogin(projectId: string, name: string) {
+  const db = (await call("POST", `/v1/projects/${projectId}/databases`, { name })).data;
+  await untilReady(db.id);
+  const minted = (await call("POST", `/v1/databases/${db.id}/connections`, { name: "bench" })) as unknown as { data: { endpoints: { direct: Endpoint; pooled: Endpoint } } };
+  const { direct, pooled } = minted.data.endpoints;
+  const u = new URL(direct.connectionString);
+  const where = (e: Endpoint) => `${e.host}:${e.port}, sslmode=${new URL(e.connectionString).searchParams.get("sslmode")}`;
+  return { db, user: decodeURIComponent(u.username), password: decodeURIComponent(u.password), database: u.pathname.slice(1), direct, pooled, where };
+}
+
+// The data plane: what a client pays to connect and run one query through PgBouncer against PostgreSQL itself (both
+// TLS, verified against the stack's CA as pg does with `ssl: { ca }`), and 1,000 clients at once through the pooler.
+async function poolerBench(projectId: string) {
+  const login = await freshLogin(projectId, "pooled");
+  const connect = (e: Endpoint) => {
+    const c = new pg.Client({ host: e.host, port: e.port, user: login.user, password: login.password, database: login.database, ssl: { ca: service.caCert } });
+    c.on("error", () => {});
+    return c;
+  };
+  const samples = { direct: [] as number[], pooled: [] as number[] };
+  const n = quick ? 30 : 300;
+  for (let i = 0; i < n; i++) {
+    // Alternating which goes first, so load from elsewhere hits both alike.
+    for (const side of i % 2 === 0 ? (["direct", "pooled"] as const) : (["pooled", "direct"] as const)) {
+      const c = connect(login[side]);
+      const t0 = performance.now();
+      await c.connect();
+      await c.query("SELECT 1");
+      samples[side].push(performance.now() - t0);
+      await c.end();
+    }
+  }
+  const p = (side: "direct" | "pooled", q: number) => percentile(samples[side], q);
+  rows.push([`connect (TLS, CA verified) + SELECT 1, direct to PostgreSQL (${login.where(login.direct)}), n=${n}`, `p50 ${ms(p("direct", 50))}, p99 ${ms(p("direct", 99))}`, ""]);
+  rows.push([`the same through PgBouncer ${service.pgbouncer!.version}, transaction mode (${login.where(login.pooled)}), n=${n}, interleaved`, `p50 ${ms(p("pooled", 50))}, p99 ${ms(p("pooled", 99))}`, ""]);
+  rows.push(["pooled / direct, connect + query", `p50 ${(p("pooled", 50) / p("direct", 50)).toFixed(2)}×, p99 ${(p("pooled", 99) / p("direct", 99)).toFixed(2)}×`, ""]);
+
+  // 1,000 clients (PgBouncer's max_client_conn) connected at once and held open; then each runs one query that
+  // takes 20 ms while we sample the server sessions of that database.
+  const clients = quick ? 200 : 1000;
+  const t0 = performance.now();
+  const held = await Promise.all(
+    Array.from({ length: clients }, async () => {
+      const c = connect(login.pooled);
+      await c.connect();
+      return c;
+    }),
+  );
+  const connectAll = performance.now() - t0;
+  const admin = new pg.Pool({ connectionString: `${service.postgres.url}?sslmode=disable`, max: 1 });
+  // The login's server sessions, and those of mds_pooler: PgBouncer 1.18 runs its auth_query in the client's database.
+  const sessionsSql = "SELECT count(*) FILTER (WHERE usename = $2)::int AS login, count(*) FILTER (WHERE usename <> $2)::int AS other FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'";
+  const peak = { login: 0, other: 0 };
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const { rows: r } = await admin.query<{ login: number; other: number }>(sessionsSql, [login.database, login.user]);
+      peak.login = Math.max(peak.login, r[0]!.login);
+      peak.other = Math.max(peak.other, r[0]!.other);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  })();
+  const latencies: number[] = [];
+  const q0 = performance.now();
+  await Promise.all(
+    held.map(async (c) => {
+      const t = performance.now();
+      await c.query("SELECT pg_sleep(0.02)");
+      latencies.push(performance.now() - t);
+    }),
+  );
+  const queriesMs = performance.now() - q0;
+  sampling = false;
+  await sampler;
+  const after = (await admin.query<{ login: number; other: number }>(sessionsSql, [login.database, login.user])).rows[0]!;
+  await Promise.all(held.map((c) => c.end()));
+  await admin.end();
+  const pool = service.pgbouncer!;
+  rows.push([`${clients.toLocaleString("en")} clients connected through PgBouncer at once (TLS each), all held open`, `${clients} connected in ${ms(connectAll)}`, ""]);
+  rows.push([`then each runs SELECT pg_sleep(0.02) at once: time until all answered; per query p50 / p99`, `${ms(queriesMs)}; p50 ${ms(percentile(latencies, 50))}, p99 ${ms(percentile(latencies, 99))}`, `≥ ${((clients * 20) / pool.poolSize).toFixed(0)} ms (${clients} × 20 ms over ${pool.poolSize} server connections)`]);
+  rows.push([`server sessions of the login in that database (pg_stat_activity) while they ran, peak sampled every 5 ms / after`, `${peak.login} / ${after.login}`, `≤ pool size ${pool.poolSize} (default_pool_size; max_db_connections ${pool.maxDbConnections})`]);
+  rows.push([`other sessions in that database meanwhile (PgBouncer's auth_query login mds_pooler), peak / after`, `${peak.other} / ${after.other}`, ""]);
+}
+
+// Creates with TLS on (this stack: PostgreSQL ssl=on, PgBouncer with TLS) against a second stack without TLS (no
+// certificate, no PgBouncer, sslmode=disable), alternated create by create in one run. The embedded stack has no
+// switch for TLS (its regions hand out sslmode=require and PgBouncer requires TLS), so the plain one is assembled
+// here from the same parts: startPostgres without tls and startService with sslmode=disable regions.
+async function tlsBench(projectId: string) {
+  const plainDir = await mkdtemp(path.join(os.tmpdir(), "mds-bench-plain-"));
+  const postgres = await startPostgres({ dir: path.join(plainDir, "postgres") });
+  try {
+    await sql(postgres.url, "CREATE DATABASE mds_control");
+    const controlUrl = postgres.url.replace(/\/postgres$/, "/mds_control");
+    const regions = Object.fromEntries(["us-east-1", "us-west-1", "eu-west-3", "eu-central-1", "ap-northeast-1", "ap-southeast-1"].map((r) => [r, { adminUrl: postgres.url, sslmode: "disable" as const }]));
+    const plain = await startService({ controlUrl, regions, encryptionKey: randomBytes(32), backupDir: path.join(plainDir, "backups"), bindir: postgres.bindir, logger: pino({ level: "silent" }), rateLimit: { perSecond: 100_000, burst: 100_000 }, jobPollIntervalMs: 50 });
+    const plainStatus = new pg.Pool({ connectionString: controlUrl, max: 2 });
+    try {
+      const { token } = await createServiceToken(plainStatus, { workspace: "default", name: "bench" });
+      const plainHeaders = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+      const plainProject = ((await (await fetch(`${plain.url}/v1/projects`, { method: "POST", headers: plainHeaders, body: JSON.stringify({ name: "bench", createDatabase: false }) })).json()) as { data: { id: string } }).data.id;
+      const sides = {
+        tls: { ready: [] as number[], create: async () => (await call("POST", `/v1/projects/${projectId}/databases`, {})).data.id, until: untilReady },
+        plain: {
+          ready: [] as number[],
+          create: async () => ((await (await fetch(`${plain.url}/v1/projects/${plainProject}/databases`, { method: "POST", headers: plainHeaders, body: "{}" })).json()) as { data: { id: string } }).data.id,
+          until: async (id: string) => {
+            for (;;) {
+              const { rows: r } = await plainStatus.query<{ status: string }>("SELECT status FROM databases WHERE id = $1", [id]);
+              if (r[0]?.status === "ready") return;
+              if (r[0]?.status === "failure") throw new Error(`database ${id} failed`);
+              await new Promise((resolve) => setTimeout(resolve, 5));
+            }
+          },
+        },
+      };
+      const n = quick ? 10 : 60;
+      // Both stacks start with their spares; a pause lets the first one refill after the runs before.
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      for (let i = 0; i < n; i++) {
+        for (const name of i % 2 === 0 ? (["tls", "plain"] as const) : (["plain", "tls"] as const)) {
+          const side = sides[name];
+          const t0 = performance.now();
+          await side.until(await side.create());
+          side.ready.push(performance.now() - t0);
+        }
+      }
+      // Which of the TLS stack's own sessions to PostgreSQL use TLS: the create path's are all the service's.
+      const sessions = (await sql(`${service.postgres.url}?sslmode=disable`, "SELECT count(*)::int AS n, count(*) FILTER (WHERE s.ssl)::int AS tls FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.backend_type = 'client backend' AND a.usename = 'postgres' AND a.pid <> pg_backend_pid()")) as { n: number; tls: number }[];
+      const q = (name: "tls" | "plain", x: number) => percentile(sides[name].ready, x);
+      rows.push([`create, POST → ready, TLS on (PostgreSQL ssl=on + PgBouncer), n=${n}, alternated with the next row`, `p50 ${ms(q("tls", 50))}, p99 ${ms(q("tls", 99))}`, ""]);
+      rows.push([`create, POST → ready, a stack without TLS (no certificate, no PgBouncer, sslmode=disable), n=${n}`, `p50 ${ms(q("plain", 50))}, p99 ${ms(q("plain", 99))}`, ""]);
+      rows.push(["TLS on / off, create POST → ready", `p50 ${(q("tls", 50) / q("plain", 50)).toFixed(2)}×, p99 ${(q("tls", 99) / q("plain", 99)).toFixed(2)}×`, ""]);
+      rows.push(["the TLS stack's service sessions to PostgreSQL using TLS, after the creates", `${sessions[0]!.tls} of ${sessions[0]!.n}`, "the create path makes no handshake"]);
+    } finally {
+      await plainStatus.end();
+      await plain.stop();
+    }
+  } finally {
+    await postgres.stop();
+    await rm(plainDir, { recursive: true, force: true });
+  }
 }
 
 const cpu = os.cpus()[0]?.model ?? "unknown CPU";

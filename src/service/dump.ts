@@ -48,11 +48,15 @@ function start(program: string, args: string[], env: Record<string, string>, sig
  * Writes `chunks` into a child's stdin with backpressure. If the child stops reading (pg_restore --list needs only
  * the table of contents), the rest is still consumed, so an archive is always authenticated to its end.
  */
-async function feed(chunks: AsyncIterable<Buffer>, stdin: Writable): Promise<void> {
+export async function feed(chunks: AsyncIterable<Buffer>, stdin: Writable): Promise<void> {
   let open = true;
   stdin.on("error", () => (open = false));
   for await (const chunk of chunks) {
-    if (open && !stdin.write(chunk)) await new Promise<void>((resolve) => (stdin.once("drain", resolve), stdin.once("close", resolve)));
+    // A child that exited has its stdin destroyed by Node without an 'error': a write then returns false and
+    // neither 'drain' nor 'close' (already past) ever comes. Waiting for them hung backups forever once
+    // pg_restore --list had read the table of contents and exited while we were still writing.
+    if (stdin.destroyed) open = false;
+    if (open && !stdin.write(chunk) && !stdin.destroyed) await new Promise<void>((resolve) => (stdin.once("drain", resolve), stdin.once("close", resolve)));
   }
   stdin.end();
 }

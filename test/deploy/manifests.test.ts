@@ -102,8 +102,13 @@ describe.each(Object.keys(installs) as Install[])("%s install", (install) => {
         expect({ at, ...c.securityContext }).toMatchObject({ at, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" } });
         expect({ at, add: c.securityContext?.capabilities?.add }).toEqual({ at, add: undefined });
         expect({ at, requests: Object.keys(c.resources?.requests ?? {}).sort(), limits: Object.keys(c.resources?.limits ?? {}).sort() }).toEqual({ at, requests: ["cpu", "memory"], limits: ["cpu", "memory"] });
+      }
+      // Init containers run to completion before the pod starts: Kubernetes refuses probes on them.
+      for (const c of pod.containers) {
+        const at = `${where} container ${c.name}`;
         expect({ at, liveness: c.livenessProbe !== undefined, readiness: c.readinessProbe !== undefined }).toEqual({ at, liveness: true, readiness: true });
       }
+      for (const c of pod.initContainers ?? []) expect({ at: `${where} init container ${c.name}`, probes: [c.livenessProbe, c.readinessProbe].filter(Boolean) }).toEqual({ at: `${where} init container ${c.name}`, probes: [] });
     }
   });
 
