@@ -44,9 +44,10 @@ export function createCredentialsGuard(options: {
    */
   function inUse(namespace: string, name: string, objects: KubeObject[]): boolean {
     const key = `${namespace}/${name}`;
+    // Only resources of the Secret's own namespace hold it (a Connection elsewhere acting with it does not).
     return objects.some((o) => {
       const secret = credentialsSecretOf(o);
-      return secret === key || (secret === undefined && o.metadata.namespace === namespace);
+      return o.metadata.namespace === namespace && (secret === key || secret === undefined);
     });
   }
 

@@ -10,11 +10,16 @@ export class ReconcileError extends Error {
   }
 }
 
-/** What retrying cannot fix: reported, then left alone until the spec (generation) changes. */
+/**
+ * What retrying cannot fix: reported (Stalled), then left alone until the spec (generation) changes, or, with
+ * `recheckMs`, looked at again that much later (the fix may be outside the spec: a credentials Secret, a remote object).
+ */
 export class TerminalError extends ReconcileError {
-  constructor(reason: string, message: string, options?: { cause?: unknown }) {
+  readonly recheckMs: number | undefined;
+  constructor(reason: string, message: string, options?: { cause?: unknown; recheckMs?: number }) {
     super(reason, message, options);
     this.name = "TerminalError";
+    this.recheckMs = options?.recheckMs;
   }
 }
 
@@ -35,7 +40,7 @@ export interface ErrorClass {
   terminal: boolean;
   /** Kubernetes 409: requeue at once, silently (no condition, no event). */
   conflict: boolean;
-  /** A wait the service asked for (Retry-After), if any. */
+  /** A wait the service asked for (Retry-After), if any; for a terminal error, when to look again (if ever). */
   retryAfterMs?: number;
   /**
    * Waiting on something the user creates (a credentials Secret, a project or database that is not ready):
@@ -57,7 +62,7 @@ function apiCodeOf(err: unknown): { code: string; status?: number; retryAfterMs?
 
 export function classifyError(err: unknown): ErrorClass {
   if (err instanceof KubeConflictError) return { reason: "ReconcileError", terminal: false, conflict: true };
-  if (err instanceof TerminalError) return { reason: err.reason, terminal: true, conflict: false };
+  if (err instanceof TerminalError) return { reason: err.reason, terminal: true, conflict: false, ...(err.recheckMs === undefined ? {} : { retryAfterMs: err.recheckMs }) };
   if (err instanceof WaitingError) return { reason: err.reason, terminal: false, conflict: false, maxDelayMs: 30_000 };
   if (err instanceof ReconcileError) return { reason: err.reason, terminal: false, conflict: false };
   const api = apiCodeOf(err);

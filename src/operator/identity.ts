@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { CreatedConnection } from "./api.ts";
 import type { KubeObject } from "../kube/types.ts";
 import { annotations, parseConnectionString, type ConnectionCredentials } from "./connection-secret.ts";
-import { ReconcileError } from "./errors.ts";
+import { ReconcileError, TerminalError } from "./errors.ts";
 
 /**
  * The caller-chosen key every create carries: stable across operator restarts and cluster rebuilds (instanceId is
@@ -71,12 +71,32 @@ export function remoteIdOf(obj: KubeObject | undefined): string | undefined {
 }
 
 /**
+ * The id only the mds.dev/external-id annotation names (no spec.externalId, no status.id): written by the loop right
+ * after a create, but an annotation is anyone's to write. The kinds prove it theirs by logicalId before acting on it.
+ */
+export function annotatedOnlyIdOf(obj: KubeObject): string | undefined {
+  const spec = obj["spec"] as { externalId?: string } | undefined;
+  const status = obj["status"] as { id?: string } | undefined;
+  return spec?.externalId === undefined && status?.id === undefined ? obj.metadata.annotations?.[annotations.externalId] : undefined;
+}
+
+/** The refusal of an id annotation that names an object this resource did not create. */
+export function notCreatedHere(kind: string, id: string): TerminalError {
+  return new TerminalError(
+    "AdoptionRefused",
+    `the annotation ${annotations.externalId} names ${kind} "${id}", which this resource did not create; remove the annotation, or adopt it with spec.externalId`,
+  );
+}
+
+/**
  * The remote id other resources may act on through this one (a Connection minting, a restore, a project's
- * databases): like remoteIdOf, but a `spec.externalId` counts only once the loop accepted the adoption (status.id
- * equals it). Otherwise any namespace could name another team's id and borrow a grant or token to act on it.
+ * databases): status.id, which the loop writes once it accepted the object (for a `spec.externalId`, when they are
+ * equal). Neither an unaccepted externalId nor the id annotation alone counts: otherwise any namespace could name
+ * another team's id and borrow a grant or token to act on it.
  */
 export function boundIdOf(obj: KubeObject | undefined): string | undefined {
   const externalId = (obj?.["spec"] as { externalId?: string } | undefined)?.externalId;
-  if (externalId === undefined) return remoteIdOf(obj);
-  return (obj?.["status"] as { id?: string } | undefined)?.id === externalId ? externalId : undefined;
+  const id = (obj?.["status"] as { id?: string } | undefined)?.id;
+  // status.id only: the id annotation alone is not proven (annotatedOnlyIdOf).
+  return externalId === undefined || id === externalId ? id : undefined;
 }

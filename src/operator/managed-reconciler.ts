@@ -222,8 +222,10 @@ class LoopRun<T extends ManagedObject> {
     const use = external.credentials;
     if (use === undefined) return external;
     this.credentials = credentialStatusOf(use);
-    // The operator's own Secret is not the team's to delete; an ObserveOnly resource needs nothing to go away.
-    if (use.source !== "operator" && !this.observeOnly) await this.deps.guardCredentials?.(use.ref);
+    // The operator's own Secret is not the team's to delete; an ObserveOnly resource needs nothing to go away; a
+    // Secret of another namespace (a Connection acting with its Database's) is never held by this one: another
+    // team could otherwise keep it from being deleted.
+    if (use.source !== "operator" && !this.observeOnly && use.ref.namespace === this.obj.metadata.namespace) await this.deps.guardCredentials?.(use.ref);
     return external;
   }
 
@@ -248,6 +250,8 @@ class LoopRun<T extends ManagedObject> {
     return new TerminalError(
       "AdoptionRefused",
       `cannot adopt ${this.noun} "${id}": not found with credentials "${this.credentials?.secret ?? "?"}" (it does not exist, or belongs to a workspace this token cannot see); fix spec.externalId or the credentials`,
+      // A new token in the credentials Secret is no spec change: look again at the settled interval.
+      { recheckMs: this.deps.pollIntervals.slowMs },
     );
   }
 

@@ -41,6 +41,7 @@ export function applyOutcome(queue: WorkQueue, key: string, outcome: Outcome): v
       }
       if (c.terminal) {
         queue.forget(key);
+        if (c.retryAfterMs !== undefined) queue.addAfter(key, c.retryAfterMs);
         return;
       }
       queue.addRateLimited(key, { minMs: c.retryAfterMs, maxMs: c.maxDelayMs });

@@ -87,6 +87,13 @@ describe.each(counterparts)("adoption against %s", (counterpart) => {
       await stack.kubectl(["delete", "databases.mds.dev/wrong-project", "--wait=true", "--timeout=30s"]);
       expect((await api("GET", `/v1/databases/${legacy.id}`)).data.id).toBe(legacy.id);
 
+      // An id annotation written by hand is no adoption: refused, and deleting the resource deletes nothing remote.
+      await stack.kubectl(["apply", "-f", "-"], manifests(database("forged", { projectId: fleet.id, deletionPolicy: "Delete" }, { "mds.dev/external-id": legacy.id })));
+      const forged = await cond("forged", "Stalled", { status: "True", reason: "AdoptionRefused" });
+      expect(forged.message).toContain("did not create");
+      await stack.kubectl(["delete", "databases.mds.dev/forged", "--wait=true", "--timeout=30s"]);
+      expect((await api("GET", `/v1/databases/${legacy.id}`)).data.name).toBe("legacy");
+
       // Full: adopted, with a Secret, and without the rename the spec no longer asks for.
       await patch("legacy", { spec: { managementPolicy: "Full", displayName: null } });
       await stack.kubectl(["wait", "--for=condition=Ready", "databases.mds.dev/legacy", "--timeout=60s"]);

@@ -8,6 +8,7 @@ import { createCredentialPool } from "../../operator/credentials.ts";
 import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconciler.ts";
 import { ConnectionType, DatabaseType } from "../types.ts";
 import { connectionKind } from "./controller.ts";
+import { isNameOf } from "./external.ts";
 
 // The Connection kind's refusals happen before any API call: nothing is minted for a namespace the Database does
 // not allow, nor by id with the operator's own token.
@@ -68,5 +69,18 @@ describe("Connection", () => {
     await run("apps", "app");
     expect(synced("apps")).toMatchObject({ reason: "InvalidSpec" });
     expect(calls()).toBe(before);
+  });
+});
+
+describe("the connections a Connection revokes", () => {
+  it("are those of its own name and its rotations' names only, never an id it was told", () => {
+    const base = "k8s-unit-connection-apps.app";
+    expect(isNameOf(base, base)).toBe(true);
+    expect(isNameOf(`${base}-rmhx2k1`, base)).toBe(true);
+    const long = `k8s-unit-connection-${"n".repeat(40)}.app`.slice(0, 64);
+    expect(isNameOf(`${long.slice(0, 64 - 8)}-rmhx2k1`, long)).toBe(true);
+    expect(isNameOf("default", base)).toBe(false);
+    expect(isNameOf(`${base}x`, base)).toBe(false);
+    expect(isNameOf("k8s-unit-database-team-a.orders", base)).toBe(false);
   });
 });

@@ -11,7 +11,7 @@ import { Connection } from "./schema.ts";
 // (spec.connectionPolicy.allowedNamespaces). With a databaseRef it acts with the Database's own credentials: the
 // Database's owner grants the namespace, and the token stays theirs.
 
-type DatabaseSpec = { credentials?: { secretRef: { name: string; key?: string } }; connectionPolicy?: { allowedNamespaces?: string[] } };
+type DatabaseSpec = { credentials?: { secretRef: { name: string; key?: string } }; connectionPolicy?: { allowedNamespaces?: string[] }; managementPolicy?: string };
 
 export function allows(db: KubeObject, namespace: string): boolean {
   if (db.metadata.namespace === namespace) return true;
@@ -37,6 +37,7 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
       const deleting = obj.metadata.deletionTimestamp !== undefined;
       let databaseId = obj.spec.databaseId;
       let withdrawn: { reason: string; message: string } | undefined;
+      let gone = false;
       // Its own token by id; the Database's (in the Database's namespace) by reference.
       let credentials = { namespace: ns, spec: obj.spec as DatabaseSpec };
       const ref = obj.spec.databaseRef;
@@ -48,6 +49,14 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
           if (!deleting) throw new WaitingError("DatabaseNotReady", `database "${dbNs}/${ref.name}" not found`);
           if (obj.status?.databaseId === undefined) return nothingToDo;
           databaseId = obj.status.databaseId;
+          // Revoked with the token it was minted with: the Database's namespace's, as status recorded it.
+          const recorded = obj.status.credentials;
+          const [recordedNs, recordedName] = (recorded?.secret ?? "").split("/");
+          credentials =
+            recorded?.source !== "operator" && recordedNs === dbNs && recordedName
+              ? { namespace: dbNs, spec: { credentials: { secretRef: { name: recordedName, key: recorded!.key } } } }
+              : { namespace: dbNs, spec: {} };
+          gone = true;
         } else {
           if (!allows(db, ns)) {
             // Refused before any call: nothing is minted. A change of the Database wakes this resource again. What an
@@ -58,6 +67,10 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
               return nothingToDo;
             }
             if (!deleting) withdrawn = { reason: "ReferenceNotAllowed", message };
+          }
+          // ObserveOnly promises nothing is minted for the database, through any resource.
+          if (!deleting && (db["spec"] as DatabaseSpec | undefined)?.managementPolicy === "ObserveOnly" && obj.status?.connection === undefined) {
+            throw new TerminalError("ReferenceNotAllowed", `database "${dbNs}/${ref.name}" is ObserveOnly: nothing is minted for it; set its managementPolicy to Full first`);
           }
           databaseId = boundIdOf(db);
           credentials = { namespace: dbNs, spec: (db["spec"] ?? {}) as DatabaseSpec };
@@ -73,7 +86,12 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
       if (ref === undefined && obj.spec.credentials === undefined) {
         throw new TerminalError("InvalidSpec", "a Connection by databaseId needs spec.credentials.secretRef (a token of the database's workspace in this namespace)");
       }
-      const api = await resolveCredentials(ctx, credentials.namespace, credentials.spec);
+      const api = await resolveCredentials(ctx, credentials.namespace, credentials.spec).catch((err: unknown) => {
+        // The Database and its namespace's token are gone (its namespace deleted): nothing left to revoke with.
+        if (gone && err instanceof WaitingError && err.reason === "CredentialsMissing") return undefined;
+        throw err;
+      });
+      if (api === undefined) return nothingToDo;
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
       return { ...createConnectionExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, databaseId }), credentials: api.use, withdrawn };
     },

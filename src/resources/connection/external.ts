@@ -20,6 +20,13 @@ export interface ConnectionExternalDeps {
   databaseId: string;
 }
 
+/** Whether `name` is `base` or one of its rotations' names (`<base cut to fit>-r<time>`, recover-credentials.ts). */
+export function isNameOf(name: string, base: string): boolean {
+  if (name === base) return true;
+  const m = /^(.*)(-r[0-9a-z]+)$/.exec(name);
+  return m !== null && m[1] === base.slice(0, 64 - m[2]!.length);
+}
+
 export function createConnectionExternal(deps: ConnectionExternalDeps): ExternalClient<ConnectionObject> {
   const { api, mirror, instanceId, databaseId } = deps;
   const nameFor = (obj: ConnectionObject) => connectionNameOf(instanceId, "Connection", obj.metadata.namespace ?? "default", obj.metadata.name);
@@ -64,13 +71,15 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
 
     async update() {},
 
-    /** Revokes what this resource holds: the current connection, one retiring, and any minted under its name. */
+    /**
+     * Revokes what this resource holds: the connections of its own names (the first mint's and its rotations'). Ids
+     * from its status or annotations alone are never enough: they are the user's to write, and this may act with
+     * another namespace's token.
+     */
     async delete(obj) {
       const db = await mirror.getDatabase(databaseId);
       if (db === undefined) return { done: true };
-      const ours = new Set([obj.status?.connection?.id, obj.status?.rotation?.retiring?.id, remoteIdOf(obj)].filter((id): id is string => id !== undefined));
-      for (const c of db.connections) if (c.name === nameFor(obj)) ours.add(c.id);
-      for (const id of ours) if (db.connections.some((c) => c.id === id)) await revoke(id);
+      for (const c of db.connections) if (isNameOf(c.name, nameFor(obj))) await revoke(c.id);
       mirror.forgetDatabase(databaseId);
       return { done: true };
     },

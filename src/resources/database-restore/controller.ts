@@ -93,6 +93,10 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
       throw new WaitingError("DatabaseNotReady", targetDb === undefined ? `target database "${targetName}" not found` : `target database "${targetName}" has no remote id yet`);
     }
     const target = { ns, name: targetName, id: targetId };
+    if (obj.status?.requestedAt === undefined && (targetDb?.["spec"] as { managementPolicy?: string } | undefined)?.managementPolicy === "ObserveOnly") {
+      // ObserveOnly promises the operator never changes the database, through any resource.
+      throw new TerminalError("ReferenceNotAllowed", `target database "${targetName}" is ObserveOnly: the operator does not restore into it; set its managementPolicy to Full first`);
+    }
     // The token: the restore's own, else the one that manages the target Database resource. By id (target or
     // source) only with the restore's own: the operator's token is never lent to act on an arbitrary database.
     if ((obj.spec.target.databaseId !== undefined || obj.spec.source.databaseId !== undefined) && obj.spec.credentials === undefined) {

@@ -1,7 +1,7 @@
 import type { CreateDatabaseBody } from "../../contract/index.ts";
 import type { MdsApi } from "../../operator/api.ts";
 import { TerminalError } from "../../operator/errors.ts";
-import { connectionNameOf, idempotencyKeyOf, logicalIdOf, remoteIdOf } from "../../operator/identity.ts";
+import { annotatedOnlyIdOf, connectionNameOf, idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
@@ -55,6 +55,8 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     async observe(obj): Promise<Observation> {
       const id = remoteIdOf(obj);
       if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, drift: [], fastPoll: true };
+      const annotated = annotatedOnlyIdOf(obj);
+      if (annotated !== undefined && (await lookup(obj))?.id !== annotated) throw notCreatedHere("database", annotated);
       const known = mirror.peekDatabase(id);
       const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
       if (db === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, drift: [], fastPoll: false };
@@ -112,6 +114,9 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         if (found === undefined) return { done: true };
         return deleteDatabase(api, mirror, found.id);
       }
+      // Deleted only if it is ours: an id annotation alone must match our logicalId.
+      const annotated = annotatedOnlyIdOf(obj);
+      if (annotated !== undefined && (await lookup(obj))?.id !== annotated) return { done: true };
       return deleteDatabase(api, mirror, id);
     },
 

@@ -1,6 +1,6 @@
 import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
 import type { MdsApi } from "../../operator/api.ts";
-import { connectionNameOf, idempotencyKeyOf, logicalIdOf, remoteIdOf } from "../../operator/identity.ts";
+import { annotatedOnlyIdOf, connectionNameOf, idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
@@ -49,6 +49,8 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
     async observe(obj): Promise<Observation> {
       const id = remoteIdOf(obj);
       if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, drift: [], fastPoll: true };
+      const annotated = annotatedOnlyIdOf(obj);
+      if (annotated !== undefined && (await lookup(obj))?.id !== annotated) throw notCreatedHere("project", annotated);
       const project = await mirror.getProject(id);
       if (project === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, drift: [], fastPoll: false };
       const status: Record<string, unknown> = {
@@ -113,6 +115,9 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
       // Without a recorded id a create may still have landed; only the service's answer that there is none counts.
       const id = remoteIdOf(obj) ?? (obj.spec.externalId === undefined ? (await lookup(obj))?.id : undefined);
       if (id === undefined) return { done: true };
+      // Deleted only if it is ours: an id annotation alone must match our logicalId.
+      const annotated = annotatedOnlyIdOf(obj);
+      if (annotated !== undefined && (await lookup(obj))?.id !== annotated) return { done: true };
       return deleteProject(api, mirror, id);
     },
 
