@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import type { KubeClient } from "../kube/client.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
+import { namespaceCredentials } from "./credentials.ts";
 
 // A team's credentials Secret must outlive the resources that act with it: deleting a namespace deletes the Secret
 // and the resources at once, and a resource with deletionPolicy Delete needs the token to delete its remote object.
@@ -37,17 +38,21 @@ export function createCredentialsGuard(options: {
   const { kube, logger } = options;
 
   /**
-   * Whether a resource still needs `namespace/name` to be deleted: one names it in status, or one of that namespace
-   * has not said yet which Secret it uses (never reconciled since the upgrade, or between its first token read and
-   * its first status write). Erring this way only keeps a finalizer a little longer. Resources without the loop's
-   * finalizer (a restore, an ObserveOnly resource) need nothing from the operator to go away, so they never count.
+   * Whether a resource of the Secret's namespace still needs `namespace/name` to be deleted: one names it in status
+   * or in its spec (or, without spec.credentials, may use the namespace's mds-credentials), or one has not said yet
+   * which Secret it uses (never reconciled since the upgrade, or between its first token read and its first status
+   * write). Erring this way only keeps a finalizer a little longer. Resources without the loop's finalizer (a
+   * restore, an ObserveOnly resource) need nothing from the operator to go away, so they never count.
    */
   function inUse(namespace: string, name: string, objects: KubeObject[]): boolean {
     const key = `${namespace}/${name}`;
-    // Only resources of the Secret's own namespace hold it (a Connection elsewhere acting with it does not).
+    // A Connection elsewhere acting with it does not hold it. The spec counts: a resource that just moved to this
+    // Secret names it there before its status does (a sweep in between must not release it).
     return objects.some((o) => {
+      if (o.metadata.namespace !== namespace) return false;
       const secret = credentialsSecretOf(o);
-      return o.metadata.namespace === namespace && (secret === key || secret === undefined);
+      const specRef = (o["spec"] as { credentials?: { secretRef?: { name?: string } } } | undefined)?.credentials?.secretRef?.name;
+      return secret === key || secret === undefined || specRef === name || (specRef === undefined && name === namespaceCredentials.name);
     });
   }
 

@@ -236,7 +236,8 @@ export function createOperator(options: OperatorOptions): Operator {
       ready = true;
       // A resource that moved to other credentials, or went while no operator ran, left a guarded Secret behind.
       sweep();
-      sweepTimer = setInterval(sweep, options.pollIntervals.slowMs);
+      // At most a minute: a standby that becomes leader sweeps soon after (one list of the labelled Secrets).
+      sweepTimer = setInterval(sweep, Math.min(options.pollIntervals.slowMs, 60_000));
       sweepTimer.unref();
       logger.info({ namespaces: options.namespaces ?? "all" }, "Operator started");
     },

@@ -147,6 +147,8 @@ class LoopRun<T extends ManagedObject> {
   /** Written with every status write of this reconcile. */
   private credentials: ReturnType<typeof credentialStatusOf> | undefined;
   private requested: string | undefined;
+  /** The Synced condition of a reconcile that got through: True, unless an annotation was invalid. */
+  private synced: ConditionUpdate = synced;
 
   constructor(deps: LoopDeps, kind: ManagedKind<T>, obj: T, log: Logger, now: () => Date) {
     this.deps = deps;
@@ -185,7 +187,7 @@ class LoopRun<T extends ManagedObject> {
       if (id !== undefined) {
         // Recreating silently would hand the app an empty database under the old name.
         const message = `The remote object "${id}" no longer exists (as seen with credentials "${this.credentials?.secret}"); delete this resource (and its status) to create a new one`;
-        await this.writeStatus({}, { type: "Ready", status: "False", reason: "RemoteNotFound", message }, synced);
+        await this.writeStatus({}, { type: "Ready", status: "False", reason: "RemoteNotFound", message }, this.synced);
         return requeueAfter(slowMs);
       }
       return this.create(external);
@@ -201,7 +203,7 @@ class LoopRun<T extends ManagedObject> {
     await this.writeStatus(
       { ...observed.status, ...published?.fields },
       ready.ok ? { type: "Ready", status: "True", reason: "Available", message: "" } : { type: "Ready", status: "False", reason: ready.reason, message: ready.message },
-      synced,
+      this.synced,
     );
     const poll = this.nextPoll(observed, slowMs);
     // A retiring connection's revocation or the next scheduled rotation may come before the next poll.
@@ -255,7 +257,10 @@ class LoopRun<T extends ManagedObject> {
     );
   }
 
-  /** mds.dev/poll-interval, else the operator's settled interval. A bad value is the user's to fix (Stalled). */
+  /**
+   * mds.dev/poll-interval, else the operator's settled interval. A bad value must not stop the rest (a Secret
+   * rebuild, a rotation): the default applies and Synced=False InvalidSpec says what to fix (`this.synced`).
+   */
   private pollIntervalMs(): number {
     const value = this.obj.metadata.annotations?.[pollIntervalAnnotation];
     if (value === undefined) return this.deps.pollIntervals.slowMs;
@@ -265,10 +270,10 @@ class LoopRun<T extends ManagedObject> {
     } catch {
       // reported below, with the annotation's name
     }
-    if (!(ms >= pollIntervalBounds.minMs && ms <= pollIntervalBounds.maxMs)) {
-      throw new TerminalError("InvalidSpec", `annotation ${pollIntervalAnnotation} "${value.slice(0, 64)}" is not a duration between 5s and 24h (e.g. 30s, 10m, 1h)`);
-    }
-    return ms;
+    if (ms >= pollIntervalBounds.minMs && ms <= pollIntervalBounds.maxMs) return ms;
+    const message = `annotation ${pollIntervalAnnotation} "${value.slice(0, 64)}" is not a duration between 5s and 24h (e.g. 30s, 10m, 1h); polling at the default interval`;
+    this.synced = { type: "Synced", status: "False", reason: "InvalidSpec", message };
+    return this.deps.pollIntervals.slowMs;
   }
 
   /**
@@ -284,7 +289,7 @@ class LoopRun<T extends ManagedObject> {
     if (!observed.exists) {
       if (this.obj.spec.externalId !== undefined) throw this.notVisible(this.obj.spec.externalId);
       const message = `The remote object "${remoteIdOf(this.obj)}" no longer exists (as seen with credentials "${this.credentials?.secret}")`;
-      await this.writeStatus({ drift: undefined }, { type: "Ready", status: "False", reason: "RemoteNotFound", message }, synced);
+      await this.writeStatus({ drift: undefined }, { type: "Ready", status: "False", reason: "RemoteNotFound", message }, this.synced);
       return requeueAfter(slowMs);
     }
     const drift = observed.drift.length === 0 ? undefined : observed.drift;
@@ -298,7 +303,7 @@ class LoopRun<T extends ManagedObject> {
     await this.writeStatus(
       { ...observed.status, drift },
       ready.ok ? { type: "Ready", status: "True", reason: "Available", message: "" } : { type: "Ready", status: "False", reason: ready.reason, message: ready.message },
-      { type: "Synced", status: "True", reason: "ObserveOnly", message },
+      this.synced === synced ? { type: "Synced", status: "True", reason: "ObserveOnly", message } : this.synced,
     );
     return requeueAfter(this.nextPoll(observed, slowMs));
   }
@@ -344,7 +349,7 @@ class LoopRun<T extends ManagedObject> {
     await this.writeStatus(
       { ...creation.status, id: creation.id, ...secretStatus },
       { type: "Ready", status: "False", reason: "Creating", message: `Waiting for the remote ${this.noun} "${creation.id}"` },
-      synced,
+      this.synced,
     );
     // The watch event of these writes brings the key back with a fresh object; an immediate requeue would read
     // the cache before it has them and repeat the lookup.
@@ -380,7 +385,7 @@ class LoopRun<T extends ManagedObject> {
       });
       const result = await external.delete(this.obj);
       if (!result.done) {
-        await this.writeStatus({}, { type: "Ready", status: "False", reason: result.reason, message: result.message }, synced);
+        await this.writeStatus({}, { type: "Ready", status: "False", reason: result.reason, message: result.message }, this.synced);
         return requeueAfter(this.deps.pollIntervals.fastMs * 2);
       }
       await this.crashPoint("after-delete");

@@ -105,13 +105,15 @@ describe.each(counterparts)("adoption against %s", (counterpart) => {
       await patch("legacy", { spec: { displayName: "renamed" } });
       await waitFor("renamed", async () => expect((await api("GET", `/v1/databases/${legacy.id}`)).data.name).toBe("renamed"));
 
-      // A bad poll interval stalls the resource with what to fix; a good one clears it; a reconcile request is echoed.
+      // A bad poll interval says what to fix and stops nothing (the default applies); a good one clears it; a
+      // reconcile request is echoed.
       await stack.kubectl(["annotate", "databases.mds.dev/legacy", "mds.dev/poll-interval=soon"]);
-      const bad = await cond("legacy", "Stalled", { status: "True", reason: "InvalidSpec" });
+      const bad = await cond("legacy", "Synced", { status: "False", reason: "InvalidSpec" });
       expect(bad.message).toContain("mds.dev/poll-interval");
+      expect((await status("legacy"))?.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
       await stack.kubectl(["annotate", "databases.mds.dev/legacy", "mds.dev/poll-interval=30s", "--overwrite"]);
       await stack.kubectl(["annotate", "databases.mds.dev/legacy", "mds.dev/reconcile-requested-at=2026-11-24T12:00:00Z"]);
-      await cond("legacy", "Stalled", { status: "False" });
+      await cond("legacy", "Synced", { status: "True" });
       await waitFor("reconcile request handled", async () => expect((await status("legacy"))?.lastHandledReconcileAt).toBe("2026-11-24T12:00:00Z"));
       await stack.kubectl(["wait", "--for=condition=Ready", "databases.mds.dev/legacy", "--timeout=30s"]);
     },
