@@ -1,16 +1,17 @@
 import type { Logger } from "pino";
 import type { KubeClient } from "../kube/client.ts";
-import type { KubeObject, ResourceType, Secret } from "../kube/types.ts";
-import { jsonEqual, type Condition } from "./conditions.ts";
-import { credentialStatusOf, type CredentialUse, type SecretKeyRef } from "./credentials.ts";
-import { annotations, type ConnectionCredentials, type ConnectionSecretSpec } from "./connection-secret.ts";
+import type { KubeObject, Secret } from "../kube/types.ts";
+import { jsonEqual } from "./conditions.ts";
+import { credentialStatusOf, type SecretKeyRef } from "./credentials.ts";
+import { annotations, type ConnectionSecretSpec } from "./connection-secret.ts";
+import type { ExternalClient, ManagedKind, ManagedObject, Observation } from "./managed-kind.ts";
 import { ReconcileError, TerminalError, WaitingError, classifyError, messageOf } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import { done, failed, requeueAfter, type Outcome } from "./outcome.ts";
-import { connectionSecrets, publishedStatus, type ConnectionOwner, type SecretTarget } from "./secret-publisher.ts";
+import { connectionSecrets, publishedStatus, type SecretTarget } from "./secret-publisher.ts";
 import { reportError, splitKey, synced, writeStatus, type ConditionUpdate } from "./status.ts";
-import { parseDuration } from "./rotation.ts";
+import { pausedAnnotation, pollIntervalOf, reconcileRequestedAnnotation } from "./annotations.ts";
 
 // The one generic loop (DESIGN "The loop") for every kind with a remote object:
 //   get → deleting? (observe → delete per policy → release Secret → drop finalizer) → paused?
@@ -19,87 +20,6 @@ import { parseDuration } from "./rotation.ts";
 // A kind supplies only a ManagedKind (parse, connect) whose ExternalClient returns data and throws typed errors.
 // Only this loop logs, emits Events and writes status; the Secret is the connection-Secret component's.
 
-export const pausedAnnotation = "mds.dev/paused";
-/** Any new value asks for a reconcile now (the watch event enqueues it); status.lastHandledReconcileAt echoes it. */
-export const reconcileRequestedAnnotation = "mds.dev/reconcile-requested-at";
-/** This resource's settled poll interval (a duration), instead of the operator's --poll-slow. */
-export const pollIntervalAnnotation = "mds.dev/poll-interval";
-const pollIntervalBounds = { minMs: 5_000, maxMs: 24 * 3600_000 };
-
-export interface ManagedObject extends KubeObject {
-  apiVersion: string;
-  kind: string;
-  spec: {
-    deletionPolicy?: "Retain" | "Delete" | undefined;
-    managementPolicy?: "Full" | "ObserveOnly" | undefined;
-    externalId?: string | undefined;
-    connectionSecret?: ConnectionSecretSpec | undefined;
-  };
-  status?:
-    | { id?: string | undefined; secretName?: string | undefined; connection?: { id: string } | undefined; observedGeneration?: number | undefined; conditions?: Condition[] | undefined; [key: string]: unknown }
-    | undefined;
-}
-
-export interface Observation {
-  exists: boolean;
-  /** Kind-specific status fields the loop merges in (never conditions). */
-  status: Record<string, unknown>;
-  ready: { ok: true } | { ok: false; reason: string; message: string };
-  /** Where the remote object differs from the spec in what `update` can change (empty: up to date). */
-  drift: DriftItem[];
-  /** Poll fast (provisioning, recovering) instead of at the slow resync interval. */
-  fastPoll: boolean;
-  /** When polling fast: how soon (default the fast interval); young objects are polled sooner. */
-  pollAfterMs?: number | undefined;
-  secret?: SecretTarget | undefined;
-}
-
-export interface DriftItem {
-  field: string;
-  desired: string;
-  actual: string;
-}
-
-export interface Creation {
-  id: string;
-  adopted: boolean;
-  status: Record<string, unknown>;
-  /** Present only when the creation response carried them: the loop writes the Secret before anything else. */
-  credentials?: ConnectionCredentials | undefined;
-  secret?: SecretTarget | undefined;
-  /** Connections of this resource's name nobody holds (a mint whose answer was lost): revoked once the Secret is written. */
-  leaked?: string[] | undefined;
-}
-
-export type Deletion = { done: true } | { done: false; reason: string; message: string };
-
-/** The per-kind seam. Every call is idempotent; not found is data (`exists: false`, `done: true`), not an error. */
-export interface ExternalClient<T extends ManagedObject> {
-  observe(obj: T): Promise<Observation>;
-  create(obj: T): Promise<Creation>;
-  update(obj: T): Promise<void>;
-  delete(obj: T): Promise<Deletion>;
-  /** A kind that publishes credentials: how they are recovered and revoked. */
-  connections?: ConnectionOwner<T> | undefined;
-  /** The token this client acts with (status.credentials). */
-  credentials?: CredentialUse | undefined;
-  /**
-   * The grant this resource acted under was withdrawn (a Connection whose Database no longer allows its namespace):
-   * the loop revokes what it holds (`delete`), deletes its Secret, forgets the remote id, then reports this refusal.
-   */
-  withdrawn?: { reason: string; message: string } | undefined;
-}
-
-export interface ManagedKind<T extends ManagedObject> {
-  kind: string;
-  type: ResourceType;
-  /** Parses a raw object; throws TerminalError(InvalidSpec) with a message that says what to fix. */
-  parse(raw: KubeObject): T;
-  /** Builds the external client for this object: credentials, references. Throws ReconcileError. */
-  connect(obj: T): Promise<ExternalClient<T>>;
-  /** The database ids whose Secret this resource publishes (deletionPolicy Delete removes a released one too). */
-  secretDatabaseIds?(obj: T): string[];
-}
 
 export interface LoopDeps {
   kube: KubeClient;
@@ -257,23 +177,11 @@ class LoopRun<T extends ManagedObject> {
     );
   }
 
-  /**
-   * mds.dev/poll-interval, else the operator's settled interval. A bad value must not stop the rest (a Secret
-   * rebuild, a rotation): the default applies and Synced=False InvalidSpec says what to fix (`this.synced`).
-   */
+  /** mds.dev/poll-interval; a bad value must not stop the rest (a Secret rebuild, a rotation): Synced=False says so. */
   private pollIntervalMs(): number {
-    const value = this.obj.metadata.annotations?.[pollIntervalAnnotation];
-    if (value === undefined) return this.deps.pollIntervals.slowMs;
-    let ms = Number.NaN;
-    try {
-      ms = parseDuration(value);
-    } catch {
-      // reported below, with the annotation's name
-    }
-    if (ms >= pollIntervalBounds.minMs && ms <= pollIntervalBounds.maxMs) return ms;
-    const message = `annotation ${pollIntervalAnnotation} "${value.slice(0, 64)}" is not a duration between 5s and 24h (e.g. 30s, 10m, 1h); polling at the default interval`;
-    this.synced = { type: "Synced", status: "False", reason: "InvalidSpec", message };
-    return this.deps.pollIntervals.slowMs;
+    const { ms, problem } = pollIntervalOf(this.obj.metadata.annotations, this.deps.pollIntervals.slowMs);
+    if (problem !== undefined) this.synced = { type: "Synced", status: "False", reason: "InvalidSpec", message: problem };
+    return ms;
   }
 
   /**

@@ -1,7 +1,8 @@
 import type { CreatedConnection, MdsApi } from "../operator/api.ts";
 import { ReconcileError, WaitingError } from "../operator/errors.ts";
 import { credentialsFromCreated } from "../operator/identity.ts";
-import { secretNameOf, type Creation, type Observation } from "../operator/managed-reconciler.ts";
+import type { Creation, Observation } from "../operator/managed-kind.ts";
+import { secretNameOf } from "../operator/managed-reconciler.ts";
 import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "../operator/remote-mirror.ts";
 import type { SecretTarget } from "../operator/secret-publisher.ts";
 import type { ConnectionSecret } from "./common.ts";

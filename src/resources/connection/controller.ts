@@ -2,7 +2,7 @@ import type { KubeObject } from "../../kube/types.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
 import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
-import type { ExternalClient, ManagedKind } from "../../operator/managed-reconciler.ts";
+import type { ExternalClient, ManagedKind } from "../../operator/managed-kind.ts";
 import { ConnectionType } from "./schema.ts";
 import { createConnectionExternal, type ConnectionObject } from "./external.ts";
 import { Connection } from "./schema.ts";

@@ -1,7 +1,7 @@
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
 import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
-import type { ManagedKind } from "../../operator/managed-reconciler.ts";
+import type { ManagedKind } from "../../operator/managed-kind.ts";
 import { DatabaseType } from "./schema.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";

@@ -1,6 +1,6 @@
 import { remoteIdOf } from "../../operator/identity.ts";
 import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
-import type { ManagedKind } from "../../operator/managed-reconciler.ts";
+import type { ManagedKind } from "../../operator/managed-kind.ts";
 import { ProjectType } from "./schema.ts";
 import { createProjectExternal, type ProjectObject } from "./external.ts";
 import { Project } from "./schema.ts";

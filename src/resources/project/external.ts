@@ -1,7 +1,7 @@
 import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
 import type { MdsApi } from "../../operator/api.ts";
 import { annotatedOnlyIdOf, connectionNameOf, idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
-import type { Creation, ExternalClient, Observation } from "../../operator/managed-reconciler.ts";
+import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import { createOnce, findByLogicalId } from "../create-once.ts";
