@@ -54,7 +54,7 @@ const api = apiFromParent();
 const loopDelay = monitorEventLoopDelay({ resolution: 20 });
 loopDelay.enable();
 const config = parseOperatorConfig(
-  ["--kubeconfig", kubeconfigPath, "--api-url", "http://fake.invalid", "--instance-id", "bench", "--metrics-address", "127.0.0.1:0", "--log-level", "warn", "--poll-slow", process.env.MDS_BENCH_POLL_SLOW ?? "5m", ...(process.env.MDS_BENCH_LEADER_ELECT === "0" ? ["--no-leader-elect"] : [])],
+  ["--kubeconfig", kubeconfigPath, "--api-url", "http://fake.invalid", "--instance-id", "bench", "--credentials-fallback-namespaces", "*", "--metrics-address", "127.0.0.1:0", "--log-level", "warn", "--poll-slow", process.env.MDS_BENCH_POLL_SLOW ?? "5m", ...(process.env.MDS_BENCH_LEADER_ELECT === "0" ? ["--no-leader-elect"] : [])],
   {},
 );
 const runtime = await startOperatorRuntime(config, {
