@@ -23,7 +23,9 @@ let user: OsUser | undefined;
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
+    // cwd "/": run as the postgres user, a command started in a directory only we may enter (a fresh clone under a
+    // 0700 temporary directory) warns on stderr that it cannot change into it.
+    const child = spawn(command, args, { env, cwd: "/", stdio: ["ignore", "pipe", "pipe"], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
     let output = "";
     child.stdout.on("data", (d: Buffer) => (output += d.toString()));
     child.stderr.on("data", (d: Buffer) => (output += d.toString()));
