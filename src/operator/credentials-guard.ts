@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { KubeClient } from "../kube/client.ts";
+import { KubeConflictError } from "../kube/errors.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
 import { namespaceCredentials } from "./credentials.ts";
 
@@ -70,12 +71,22 @@ export function createCredentialsGuard(options: {
   }
 
   return {
-    async protect(secret) {
-      const fins = secret.metadata.finalizers ?? [];
-      if (fins.includes(credentialsFinalizer) || secret.metadata.deletionTimestamp !== undefined) return;
-      await kube.patch(SecretType, secret.metadata.namespace, secret.metadata.name, {
-        metadata: { resourceVersion: secret.metadata.resourceVersion, finalizers: [...fins, credentialsFinalizer], labels: { [credentialsLabel]: "true" } },
-      });
+    async protect(seen) {
+      const guard = (secret: Secret) => {
+        const fins = secret.metadata.finalizers ?? [];
+        if (fins.includes(credentialsFinalizer) || secret.metadata.deletionTimestamp !== undefined) return Promise.resolve();
+        return kube.patch(SecretType, secret.metadata.namespace, secret.metadata.name, {
+          metadata: { resourceVersion: secret.metadata.resourceVersion, finalizers: [...fins, credentialsFinalizer], labels: { [credentialsLabel]: "true" } },
+        });
+      };
+      try {
+        await guard(seen);
+      } catch (err) {
+        // The copy read with the token may be older than the Secret (edited since): once more from the live one.
+        if (!(err instanceof KubeConflictError)) throw err;
+        const live = await kube.get<Secret>(SecretType, seen.metadata.namespace, seen.metadata.name);
+        if (live !== undefined) await guard(live);
+      }
     },
     async release(namespace, name) {
       if (inUse(namespace, name, options.dependents())) return;

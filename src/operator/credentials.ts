@@ -61,16 +61,23 @@ export function createCredentialPool(options: {
   protect?: (secret: Secret) => Promise<void>;
 }): CredentialPool {
   const tokenTtlMs = options.tokenTtlMs ?? 30_000;
-  // `guarded`: the finalizer is on the Secret as read (or was added since), so guarding again costs nothing.
-  const tokens = new Map<string, { token: string; at: number; secret: Secret; guarded: boolean }>();
   const contexts = new Map<string, ApiContext>();
-  const seen = new Map<string, { exists: boolean; at: number }>();
+  // One read of a Secret serves its tokens, the check whether a namespace has its own, and the guard. Kept
+  // `tokenTtlMs` when found (a rotated token takes effect after it), 5 s when missing (one just created is seen soon).
+  // `guarded`: the finalizer is on the Secret as read (or was added since), so guarding again costs nothing.
+  const secrets = new Map<string, { secret: Secret | undefined; at: number; guarded: boolean }>();
+
+  async function readSecret(namespace: string, name: string) {
+    const cacheKey = `${namespace}/${name}`;
+    const cached = secrets.get(cacheKey);
+    if (cached !== undefined && Date.now() - cached.at < (cached.secret === undefined ? 5_000 : tokenTtlMs)) return cached;
+    const entry = { secret: await options.kube.get<Secret>(SecretType, namespace, name), at: Date.now(), guarded: false };
+    secrets.set(cacheKey, entry);
+    return entry;
+  }
 
   async function readToken(ref: SecretKeyRef): Promise<string> {
-    const cacheKey = `${ref.namespace}/${ref.name}#${ref.key}`;
-    const cached = tokens.get(cacheKey);
-    if (cached !== undefined && Date.now() - cached.at < tokenTtlMs) return cached.token;
-    const secret = await options.kube.get<Secret>(SecretType, ref.namespace, ref.name);
+    const { secret } = await readSecret(ref.namespace, ref.name);
     if (secret === undefined) {
       throw new WaitingError("CredentialsMissing", `credentials Secret "${ref.namespace}/${ref.name}" not found; create it with the API token under key "${ref.key}"`);
     }
@@ -79,26 +86,17 @@ export function createCredentialPool(options: {
     if (token === undefined || token.trim() === "") {
       throw new WaitingError("CredentialsMissing", `credentials Secret "${ref.namespace}/${ref.name}" has no key "${ref.key}"`);
     }
-    tokens.set(cacheKey, { token: token.trim(), at: Date.now(), secret, guarded: false });
     return token.trim();
   }
 
   return {
     async guard(ref) {
-      const cached = tokens.get(`${ref.namespace}/${ref.name}#${ref.key}`);
-      if (cached === undefined || cached.guarded || options.protect === undefined) return;
+      const cached = secrets.get(`${ref.namespace}/${ref.name}`);
+      if (cached?.secret === undefined || cached.guarded || options.protect === undefined) return;
       await options.protect(cached.secret);
       cached.guarded = true;
     },
-    async hasSecret(namespace, name) {
-      const cacheKey = `${namespace}/${name}`;
-      const cached = seen.get(cacheKey);
-      // A Secret just created is seen within 5 s; a found one as long as its token is trusted.
-      if (cached !== undefined && Date.now() - cached.at < (cached.exists ? tokenTtlMs : 5_000)) return cached.exists;
-      const exists = (await options.kube.get<Secret>(SecretType, namespace, name)) !== undefined;
-      seen.set(cacheKey, { exists, at: Date.now() });
-      return exists;
-    },
+    hasSecret: async (namespace, name) => (await readSecret(namespace, name)).secret !== undefined,
     async resolve(ref) {
       const token = await readToken(ref);
       const id = createHash("sha256").update(token).digest("hex").slice(0, 16);

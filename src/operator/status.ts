@@ -73,7 +73,8 @@ function unstall(conditions: Condition[] | undefined, generation: number | undef
 /**
  * A failed reconcile: one Warning Event, Synced=False with the classified reason and message, Ready=False too if
  * Ready was never set. A terminal error (one only the user can fix) also sets Stalled=True (kstatus) and records
- * observedGeneration: this spec has been looked at; any other error clears Stalled. A 409 is silent (the other writer's watch event requeues the key). Never throws: the requeue follows the error anyway.
+ * observedGeneration: this spec has been looked at; any other error clears Stalled. A 409 is silent (the other
+ * writer's watch event requeues the key). Never throws: the requeue follows the error anyway.
  */
 export async function reportError(
   deps: { kube: KubeClient; events: EventRecorder },
