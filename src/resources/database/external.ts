@@ -1,11 +1,11 @@
 import type { CreateDatabaseBody } from "../../contract/index.ts";
 import type { MdsApi } from "../../operator/api.ts";
 import { TerminalError } from "../../operator/errors.ts";
-import { annotatedOnlyIdOf, connectionNameOf, idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
+import { connectionNameOf, idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
-import { createOnce, findByLogicalId } from "../create-once.ts";
+import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
 import { createdWith, pollDelayOf, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
 import { deleteDatabase } from "./deletion.ts";
 import { sourceOf } from "./source.ts";
@@ -55,8 +55,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     async observe(obj): Promise<Observation> {
       const id = remoteIdOf(obj);
       if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, drift: [], fastPoll: true };
-      const annotated = annotatedOnlyIdOf(obj);
-      if (annotated !== undefined && (await lookup(obj))?.id !== annotated) throw notCreatedHere("database", annotated);
+      if (!(await boundToOwn(obj, () => lookup(obj)))) throw notCreatedHere("database", id);
       const known = mirror.peekDatabase(id);
       const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
       if (db === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, drift: [], fastPoll: false };
@@ -115,8 +114,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         return deleteDatabase(api, mirror, found.id);
       }
       // Deleted only if it is ours: an id annotation alone must match our logicalId.
-      const annotated = annotatedOnlyIdOf(obj);
-      if (annotated !== undefined && (await lookup(obj))?.id !== annotated) return { done: true };
+      if (!(await boundToOwn(obj, () => lookup(obj)))) return { done: true };
       return deleteDatabase(api, mirror, id);
     },
 

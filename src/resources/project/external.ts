@@ -1,10 +1,10 @@
 import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
 import type { MdsApi } from "../../operator/api.ts";
-import { annotatedOnlyIdOf, connectionNameOf, idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
+import { connectionNameOf, idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
-import { createOnce, findByLogicalId } from "../create-once.ts";
+import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
 import { createdWith, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
 import { deleteProject } from "./deletion.ts";
 import type { Project } from "./schema.ts";
@@ -49,8 +49,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
     async observe(obj): Promise<Observation> {
       const id = remoteIdOf(obj);
       if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, drift: [], fastPoll: true };
-      const annotated = annotatedOnlyIdOf(obj);
-      if (annotated !== undefined && (await lookup(obj))?.id !== annotated) throw notCreatedHere("project", annotated);
+      if (!(await boundToOwn(obj, () => lookup(obj)))) throw notCreatedHere("project", id);
       const project = await mirror.getProject(id);
       if (project === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, drift: [], fastPoll: false };
       const status: Record<string, unknown> = {
@@ -116,8 +115,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
       const id = remoteIdOf(obj) ?? (obj.spec.externalId === undefined ? (await lookup(obj))?.id : undefined);
       if (id === undefined) return { done: true };
       // Deleted only if it is ours: an id annotation alone must match our logicalId.
-      const annotated = annotatedOnlyIdOf(obj);
-      if (annotated !== undefined && (await lookup(obj))?.id !== annotated) return { done: true };
+      if (!(await boundToOwn(obj, () => lookup(obj)))) return { done: true };
       return deleteProject(api, mirror, id);
     },
 
