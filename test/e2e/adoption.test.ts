@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
-import { DatabaseType } from "../../src/resources/types.ts";
+import { ConnectionType, DatabaseRestoreType, DatabaseType } from "../../src/resources/types.ts";
 import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "./helpers.ts";
 
 // Importing existing databases: ObserveOnly first (status and drift, nothing written remotely, no Secret), then Full
@@ -76,6 +76,23 @@ describe.each(counterparts)("adoption against %s", (counterpart) => {
       const observed = (await api("GET", `/v1/databases/${legacy.id}`)).data;
       expect(observed.name).toBe("legacy");
       expect(observed.connections.map((c) => c.id).sort()).toEqual(loginsBefore);
+
+      // Nor through other resources: a Connection to it and a restore into it are refused, nothing minted or restored.
+      await stack.kubectl(
+        ["apply", "-f", "-"],
+        manifests(
+          { apiVersion: "mds.dev/v1alpha1", kind: "Connection", metadata: { name: "peek", namespace: stack.namespace }, spec: { databaseRef: { name: "legacy" } } },
+          { apiVersion: "mds.dev/v1alpha1", kind: "DatabaseRestore", metadata: { name: "overwrite", namespace: stack.namespace }, spec: { target: { databaseRef: { name: "legacy" } }, source: { databaseRef: { name: "legacy" }, latest: true } } },
+        ),
+      );
+      for (const [type, name] of [[ConnectionType, "peek"], [DatabaseRestoreType, "overwrite"]] as const) {
+        await waitFor(`${name} refused`, async () => {
+          const c = ((await stack.kube.get<KubeObject>(type, stack.namespace, name))?.["status"] as Status | undefined)?.conditions?.find((x) => x.type === "Stalled");
+          expect([c?.status, c?.reason]).toEqual(["True", "ReferenceNotAllowed"]);
+        });
+      }
+      expect((await api("GET", `/v1/databases/${legacy.id}`)).data.connections.map((c) => c.id).sort()).toEqual(loginsBefore);
+      await stack.kubectl(["delete", "connections.mds.dev/peek", "databaserestores.mds.dev/overwrite", "--wait=true", "--timeout=30s"]);
 
       // ObserveOnly of nothing, and adoption of a database of another project: Stalled, nothing written.
       const nothing = await cond("nothing-to-observe", "Stalled", { status: "True", reason: "InvalidSpec" });

@@ -116,6 +116,13 @@ describe.each(counterparts)("Connection against %s", (api) => {
       const again = (await urlOf(apps(), "billing-db"))!;
       expect(new URL(again).username).not.toBe(new URL(billing).username);
       expect(await connects(again)).toBe(true);
+
+      // The Database resource goes first (Retain: the database stays); deleting the Connection still revokes its login,
+      // with the token of the Database's namespace that status recorded.
+      expect((await statusOf(apps(), "billing") as { credentials?: { secret: string } } | undefined)?.credentials?.secret).toBe(`${stack.namespace}/mds-credentials`);
+      await stack.kubectl(["delete", "mdsdb", "shared", "--wait=true", "--timeout=60s"]);
+      await stack.kubectl(["delete", "mdsconn", "billing", "-n", apps(), "--wait=true", "--timeout=60s"]);
+      expect(await connectsEventuallyRefused(again)).toBe(true);
       expect(await stack.leaks()).toBe("");
     },
     120_000,
