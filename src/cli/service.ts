@@ -24,7 +24,7 @@ Runs the Managed Database Service API.
   --base-url URL            what clients reach, prefix of every resource url (env MDS_BASE_URL)
   --log-level LEVEL         trace|debug|info|warn|error|silent (env MDS_LOG_LEVEL, default info)
   --backup-retention-days N (env MDS_BACKUP_RETENTION_DAYS, default 7)
-  --spare-databases N       empty databases kept ready per server for fast creates (env MDS_SPARE_DATABASES, default 4)
+  --spare-databases N       empty databases kept ready per server for fast creates (env MDS_SPARE_DATABASES, default 64)
 `;
 
 const Port = z.coerce.number().int().min(0).max(65535);
@@ -43,7 +43,7 @@ const CliConfig = z.object({
   baseUrl: z.url().optional(),
   logLevel: LogLevel.default("info"),
   backupRetentionDays: z.coerce.number().int().min(1).optional(),
-  spareDatabases: z.coerce.number().int().min(0).max(64).optional(),
+  spareDatabases: z.coerce.number().int().min(0).max(1000).optional(),
 });
 
 function parseCli(argv: string[], env: NodeJS.ProcessEnv) {

@@ -196,7 +196,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   try {
     say(`PostgreSQL and service starting (state in ${path.join(dir, "service")})`);
     const serviceLog = path.join(dir, "service.log");
-    const service = await startEmbeddedService({ logger: fileLogger(serviceLog), ...options.service, dir: path.join(dir, "service") });
+    // A laptop's stack keeps 4 spare databases (30 MB), not the service's 64 sized for bursts of creates.
+    const service = await startEmbeddedService({ logger: fileLogger(serviceLog), ...options.service, service: { spareDatabases: 4, ...options.service?.service }, dir: path.join(dir, "service") });
     cleanups.push(() => service.stop());
     say(`service         ${service.url} (PostgreSQL on port ${service.postgres.port}, log ${serviceLog})`);
     const api = options.api ? await options.api(service.url) : undefined;

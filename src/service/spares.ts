@@ -4,16 +4,23 @@ import type { Logger } from "pino";
 import { ident, sparePrefix } from "./provisioner.ts";
 
 /**
- * Keeps `target` empty databases ready on each region server, so that provisioning renames one instead of waiting
- * for CREATE DATABASE (which copies template1 and dominates create latency). Spares belong to the superuser and
- * nobody else can connect to them; provisioning hands them to the new owner.
+ * Keeps `target` empty databases ready on each region server, so that provisioning renames one (~25 ms) instead of
+ * waiting for CREATE DATABASE (which copies template1: ~150 ms of one core here, mostly creating ~300 files). Spares
+ * belong to the superuser and nobody else can connect to them; provisioning hands them to the new owner.
+ *
+ * The filler yields: it makes a spare only once the API has been quiet (no job enqueued) for `quietMs`. A CREATE
+ * DATABASE beside a create's own work made that create 2–5× slower, and beside a create's own CREATE DATABASE (no spare
+ * left) up to 0.7 s (BENCHMARKS.md, "The create tail"). So a burst of creates runs on the spares alone, and the pool
+ * is refilled in the pause after it: size `target` for the largest burst you expect.
  */
-export function startSpareFiller(input: { pools: pg.Pool[]; target: number; logger: Logger; intervalMs?: number }): { wake(): void; stop(): Promise<void> } {
+export function startSpareFiller(input: { pools: pg.Pool[]; target: number; logger: Logger; intervalMs?: number; quietMs?: number }): { wake(): void; stop(): Promise<void> } {
+  const quietMs = input.quietMs ?? 250;
   let stopped = false;
+  let lastActivity = 0;
   let wakeUp: (() => void) | undefined;
-  const sleep = () =>
+  const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
-      const timer = setTimeout(done, input.intervalMs ?? 5000);
+      const timer = setTimeout(done, ms);
       function done() {
         clearTimeout(timer);
         wakeUp = undefined;
@@ -21,9 +28,15 @@ export function startSpareFiller(input: { pools: pg.Pool[]; target: number; logg
       }
       wakeUp = done;
     });
+  // Until the API has been quiet for quietMs (a wake during the wait restarts it), or the filler stops.
+  const untilQuiet = async () => {
+    for (let left = quietMs; left > 0 && !stopped; left = lastActivity + quietMs - Date.now()) await sleep(left);
+  };
   const fill = async (pool: pg.Pool) => {
     const { rows } = await pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_database WHERE datname LIKE $1", [`${sparePrefix}%`]);
     for (let have = Number(rows[0]!.n); have < input.target && !stopped; have++) {
+      await untilQuiet();
+      if (stopped) break;
       const name = `${sparePrefix}${randomBytes(8).toString("hex")}`;
       await pool.query(`CREATE DATABASE ${ident(name)}`);
       await pool.query(`REVOKE ALL ON DATABASE ${ident(name)} FROM PUBLIC`);
@@ -32,15 +45,21 @@ export function startSpareFiller(input: { pools: pg.Pool[]; target: number; logg
   const loop = (async () => {
     if (input.target <= 0) return;
     while (!stopped) {
+      // After a wake, count once the creates of the burst have taken their spares.
+      await untilQuiet();
       for (const pool of input.pools) {
         if (stopped) break;
         await fill(pool).catch((err: Error) => input.logger.warn({ err: { message: err.message } }, "cannot create spare databases"));
       }
-      if (!stopped) await sleep();
+      if (!stopped) await sleep(input.intervalMs ?? 5000);
     }
   })();
   return {
-    wake: () => wakeUp?.(),
+    // Work was enqueued: a create may be about to take a spare. Count again once the API is quiet.
+    wake: () => {
+      lastActivity = Date.now();
+      wakeUp?.();
+    },
     async stop() {
       stopped = true;
       wakeUp?.();
