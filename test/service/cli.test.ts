@@ -20,7 +20,7 @@ function run(args: string[]): { code: number; stdout: string; stderr: string } {
 
 async function startServiceProcess(): Promise<{ url: string; token: string; stop(): Promise<number | null>; kill9(): Promise<void>; output(): string }> {
   const before = existsSync(path.join(dir, "service.json")) ? await readFile(path.join(dir, "service.json"), "utf8") : "";
-  const proc = spawn(node, [mds, "service", "--embedded", dir, "--port", "0", "--log-level", "debug"], { stdio: ["ignore", "pipe", "pipe"] });
+  const proc = spawn(node, [mds, "service", "--embedded", dir, "--port", "0", "--log-level", "debug", "--spare-databases", "2"], { stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   proc.stdout.on("data", (d: Buffer) => (output += d.toString()));
   proc.stderr.on("data", (d: Buffer) => (output += d.toString()));
@@ -135,7 +135,7 @@ describe("mds service --embedded and mds token", () => {
     const admin = "postgresql://postgres:Pa55-w0rd@127.0.0.1:5432/postgres";
     const service = (yaml: string) => {
       writeFileSync(file, yaml);
-      return run(["service", "--regions", file, "--database-url", admin, "--encryption-key-file", keyFile, "--backup-dir", path.join(dir, "b")]);
+      return run(["service", "--regions", file, "--database-url", admin, "--encryption-key-file", keyFile, "--backup-dir", path.join(dir, "b"), "--spare-databases", "0"]);
     };
     const bad = service(`us-east-1:\n  servers:\n    - { name: pg_a, adminUrl: "${admin}", maxDatabases: 0 }\n    - { name: pg-b, adminUrl: "${admin}", draining: yes-please }\n`);
     expect(bad.code).toBe(1);

@@ -162,6 +162,7 @@ describe("not found, conflict, unprocessable", () => {
         encryptionKey: Buffer.alloc(32, 1),
         backupDir: `${service.dir}/backups`,
         logger: pino({ level: "silent" }),
+        spareDatabases: 0,
       });
       const r = client({ url: replica.url }, service.token);
       expectError(await r("POST", "/v1/projects", { region: "eu-west-3" }), 422, "region_unavailable");
@@ -268,6 +269,7 @@ describe("rate limiting", () => {
         backupDir: `${service.dir}/backups`,
         rateLimit: { perSecond: 0.01, burst: 3 },
         logger: pino({ level: "silent" }),
+        spareDatabases: 0,
       });
       const r = client({ url: replica.url }, service.token);
       for (let i = 0; i < 3; i++) expect((await r("GET", "/v1/databases?limit=1")).status).toBe(200);
