@@ -92,6 +92,16 @@ async function untilReady(id: string) {
   }
 }
 
+// Every part measures a service that has been up: its spare databases made. (A fresh one makes them first, and the
+// filler refills after each burst or job: its CREATE DATABASEs would otherwise run beside the next measurement.)
+async function untilSparesMade() {
+  const target = service.deps.config.spareDatabases;
+  const started = performance.now();
+  const made = async () => ((await sql(service.postgres.url, "SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'")) as { n: number }[])[0]!.n;
+  while ((await made()) < target) await new Promise((r) => setTimeout(r, 50));
+  console.error(`${target} spare databases made (waited ${ms(performance.now() - started)})`);
+}
+
 const rows: [string, string, string][] = [];
 try {
   const project = (await call("POST", "/v1/projects", { name: "bench", createDatabase: false })).data;
@@ -117,13 +127,8 @@ try {
     return { post, ready, perSecond: total / ((performance.now() - started) / 1000) };
   }
   // Creates are measured on a service that has been up: its spare databases made (a fresh one makes them first).
-  const measureCreates = runs("creates");
-  const spareTarget = service.deps.config.spareDatabases;
-  const spares = async () => (await sql(service.postgres.url, "SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'"))[0].n as number;
-  for (const [total, concurrency] of measureCreates ? ([[sizes.serial, 1], [sizes.parallel, 4]] as const) : []) {
-    const fillStarted = performance.now();
-    while ((await spares()) < spareTarget) await new Promise((r) => setTimeout(r, 50));
-    console.error(`${spareTarget} spare databases ready after ${ms(performance.now() - fillStarted)}`);
+  for (const [total, concurrency] of runs("creates") ? ([[sizes.serial, 1], [sizes.parallel, 4]] as const) : []) {
+    await untilSparesMade();
     const r = await creates(total, concurrency);
     rows.push([`create database, concurrency ${concurrency} (n=${total}): POST → 201`, `p50 ${ms(percentile(r.post, 50))}, p99 ${ms(percentile(r.post, 99))}`, ""]);
     rows.push([`create database, concurrency ${concurrency}: POST → ready`, `p50 ${ms(percentile(r.ready, 50))}, p99 ${ms(percentile(r.ready, 99))}`, concurrency === 1 ? "aim p50 ≤ 120 ms, p99 ≤ 400 ms" : ""]);
@@ -184,6 +189,7 @@ try {
     if (list.data.find((b) => b.id === backup.id)?.status === "completed") break;
     await new Promise((r) => setTimeout(r, 50));
   }
+  await untilSparesMade();
   logger.level = "debug";
   const r0 = performance.now();
   await call("POST", `/v1/databases/${target.id}/restore`, { source: { type: "backup", databaseId: target.id, backupId: backup.id } });
@@ -193,6 +199,7 @@ try {
   const admin = new URL(service.postgres.url);
   const env = { PGHOST: admin.hostname, PGPORT: admin.port, PGUSER: "postgres", PGPASSWORD: decodeURIComponent(admin.password) };
   const pgName = new URL(url).pathname.slice(1);
+  await untilSparesMade();
   await sql(service.postgres.url, "CREATE DATABASE bench_plain");
   const p0 = performance.now();
   await new Promise<void>((resolve, reject) => {
@@ -217,6 +224,7 @@ try {
   const plainRestores: number[] = [];
   for (let i = 0; i < 3; i++) {
     if (i > 0) {
+      await untilSparesMade();
       const t0 = performance.now();
       await call("POST", `/v1/databases/${target.id}/restore`, { source: { type: "backup", databaseId: target.id, backupId: backup.id } });
       await untilReady(target.id);
@@ -225,6 +233,7 @@ try {
     // After ready the job drops the old copy, and DROP DATABASE waits for a checkpoint of all that was written:
     // let it finish before the baseline runs, as the baseline's own DROP finishes before the next restore.
     while (((await sql(service.postgres.url, "SELECT 1 FROM pg_database WHERE datname LIKE $1", [`${pgName}\\_o%`])) as unknown[]).length > 0) await new Promise((r) => setTimeout(r, 20));
+    await untilSparesMade();
     await sql(service.postgres.url, "CREATE DATABASE bench_j2");
     const t0 = performance.now();
     await run(path.join(service.postgres.bindir, "pg_restore"), ["--no-owner", "--no-acl", "--exit-on-error", "-j2", "-d", "bench_j2", plainFile], env);

@@ -13,7 +13,7 @@ import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:cr
 // a fresh key, so nonces never repeat under one key. The context binds an archive to its backup: a file copied
 // over another backup's does not open.
 
-const magic = Buffer.from("MDSBAK01");
+export const archiveMagic = Buffer.from("MDSBAK01");
 const headerLength = 32;
 const tagLength = 16;
 export const recordPlaintextLength = 64 * 1024;
@@ -46,8 +46,8 @@ function recordHead(final: boolean, length: number): Buffer {
 
 /** Encrypts `plaintext` (any chunking) into the archive format, yielding bytes to write. */
 export async function* sealArchive(plaintext: AsyncIterable<Buffer>, serviceKey: Buffer, context: string): AsyncGenerator<Buffer> {
-  const header = Buffer.concat([magic, randomBytes(headerLength - magic.length)]);
-  const key = archiveKey(serviceKey, header.subarray(magic.length), context);
+  const header = Buffer.concat([archiveMagic, randomBytes(headerLength - archiveMagic.length)]);
+  const key = archiveKey(serviceKey, header.subarray(archiveMagic.length), context);
   let sequence = 0;
   const seal = (data: Buffer, final: boolean): Buffer => {
     const head = recordHead(final, data.length);
@@ -107,8 +107,8 @@ export async function* openArchive(source: AsyncIterable<Buffer>, serviceKey: Bu
     for (let chunk = await reader.read(recordPlaintextLength); chunk.length > 0; chunk = await reader.read(recordPlaintextLength)) yield chunk;
     return;
   }
-  if (header.length < headerLength || !header.subarray(0, magic.length).equals(magic)) throw new ArchiveError("unknown format");
-  const key = archiveKey(serviceKey, header.subarray(magic.length), context);
+  if (header.length < headerLength || !header.subarray(0, archiveMagic.length).equals(archiveMagic)) throw new ArchiveError("unknown format");
+  const key = archiveKey(serviceKey, header.subarray(archiveMagic.length), context);
   for (let sequence = 0; ; sequence++) {
     const head = await reader.read(5);
     if (head.length === 0) throw new ArchiveError("truncated (no final record)");

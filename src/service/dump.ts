@@ -4,7 +4,7 @@ import { createReadStream } from "node:fs";
 import { chmod, mkdir, open, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Readable, Writable } from "node:stream";
-import { ArchiveError, openArchive, sealArchive } from "./backup-archive.ts";
+import { ArchiveError, archiveMagic, openArchive, sealArchive } from "./backup-archive.ts";
 import type { DatabaseLogin } from "./job-login.ts";
 
 // pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
@@ -12,7 +12,7 @@ import type { DatabaseLogin } from "./job-login.ts";
 // Archives never touch the disk in plain text: pg_dump's output is sealed on its way to the file (backup-archive.ts),
 // and a restore feeds pg_restore authenticated plaintext through a pipe.
 
-function connectionEnv(login: DatabaseLogin, database: string): Record<string, string> {
+function connectionEnv(login: DatabaseLogin, database: string, options = ""): Record<string, string> {
   return {
     PGHOST: login.host,
     PGPORT: login.port,
@@ -23,7 +23,7 @@ function connectionEnv(login: DatabaseLogin, database: string): Record<string, s
     PGCONNECT_TIMEOUT: "10",
     // Ends a session whose client was killed (a job past its time limit) even while it waits on a lock. (lock_timeout
     // cannot be set here: archives begin with SET lock_timeout = 0; pg_dump has --lock-wait-timeout.)
-    PGOPTIONS: "-c client_connection_check_interval=1000",
+    PGOPTIONS: `-c client_connection_check_interval=1000${options}`,
   };
 }
 
@@ -56,9 +56,22 @@ export async function feed(chunks: AsyncIterable<Buffer>, stdin: Writable): Prom
     // neither 'drain' nor 'close' (already past) ever comes. Waiting for them hung backups forever once
     // pg_restore --list had read the table of contents and exited while we were still writing.
     if (stdin.destroyed) open = false;
-    if (open && !stdin.write(chunk) && !stdin.destroyed) await new Promise<void>((resolve) => (stdin.once("drain", resolve), stdin.once("close", resolve)));
+    if (open && !stdin.write(chunk) && !stdin.destroyed) await drainedOrClosed(stdin);
   }
   stdin.end();
+}
+
+/** Removes the listener that did not fire: one per wait would pile up on a long restore's stdin. */
+function drainedOrClosed(stream: Writable): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      stream.off("drain", done);
+      stream.off("close", done);
+      resolve();
+    };
+    stream.once("drain", done);
+    stream.once("close", done);
+  });
 }
 
 async function* hashing(source: AsyncIterable<Buffer>, hash: ReturnType<typeof createHash>): AsyncGenerator<Buffer> {
@@ -129,8 +142,21 @@ async function sha256File(file: string): Promise<string> {
   return hash.digest("hex");
 }
 
-/** Checks the archive against the checksum the control database recorded, before anything is touched. */
+/**
+ * Before anything is touched: a sealed archive must be readable and sealed; a plain one (taken before encryption) must
+ * match the checksum the control database recorded. A sealed archive is not read twice: each of its records
+ * authenticates before pg_restore sees a byte of it, the checksum is compared again at the end of the pipe, and a
+ * restore that fails there never replaces anything (it fills a scratch or a new database). That pre-read was ~10 % of
+ * a restore (BENCHMARKS.md).
+ */
 export async function verifyArchive(file: string, sha256: string): Promise<void> {
+  const handle = await open(file, "r");
+  try {
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(archiveMagic.length), 0, archiveMagic.length, 0);
+    if (bytesRead === archiveMagic.length && buffer.equals(archiveMagic)) return;
+  } finally {
+    await handle.close();
+  }
   const actual = await sha256File(file);
   if (actual !== sha256) throw new Error("backup archive is corrupt (checksum mismatch)");
 }
@@ -177,7 +203,10 @@ export async function restoreDatabase(input: {
     archive: input.archive,
     sha256: input.sha256,
     args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", "-d", input.database],
-    env: connectionEnv(input.login, input.database),
+    // pg_restore commits each object on its own: without this, every one waits for a WAL flush. Nothing restored is
+    // in use before a later synchronous commit on the same server (the job login's revocation in withOwnerLogin,
+    // then the swap), and that commit flushes all WAL before it: a crash before it loses only a restore not yet done.
+    env: connectionEnv(input.login, input.database, " -c synchronous_commit=off"),
     ...(input.signal ? { signal: input.signal } : {}),
   });
 }

@@ -8,12 +8,21 @@ import { ident, sparePrefix } from "./provisioner.ts";
  * waiting for CREATE DATABASE (which copies template1: ~150 ms of one core here, mostly creating ~300 files). Spares
  * belong to the superuser and nobody else can connect to them; provisioning hands them to the new owner.
  *
- * The filler yields: it makes a spare only once the API has been quiet (no job enqueued) for `quietMs`. A CREATE
+ * The filler yields: it makes a spare only once no job has been enqueued for `quietMs` and none runs. A CREATE
  * DATABASE beside a create's own work made that create 2–5× slower, and beside a create's own CREATE DATABASE (no spare
  * left) up to 0.7 s (BENCHMARKS.md, "The create tail"). So a burst of creates runs on the spares alone, and the pool
  * is refilled in the pause after it: size `target` for the largest burst you expect.
  */
-export function startSpareFiller(input: { pools: pg.Pool[]; target: number; logger: Logger; intervalMs?: number; quietMs?: number }): { wake(): void; stop(): Promise<void> } {
+export function startSpareFiller(input: {
+  pools: pg.Pool[];
+  target: number;
+  logger: Logger;
+  intervalMs?: number;
+  quietMs?: number;
+  maxYieldMs?: number;
+  /** True while jobs run here (a restore, a backup): they too should not share the server with a template copy. */
+  busy?: () => boolean;
+}): { wake(): void; stop(): Promise<void> } {
   const quietMs = input.quietMs ?? 250;
   let stopped = false;
   let lastActivity = 0;
@@ -28,9 +37,13 @@ export function startSpareFiller(input: { pools: pg.Pool[]; target: number; logg
       }
       wakeUp = done;
     });
-  // Until the API has been quiet for quietMs (a wake during the wait restarts it), or the filler stops.
+  // Until no job has been enqueued for quietMs (a wake during the wait restarts it) and none runs, or the filler
+  // stops; but never longer than maxYieldMs, so a server that is never idle (back-to-back backups of a large fleet,
+  // a steady stream of creates) still gets its spares, at the pace of the old filler.
   const untilQuiet = async () => {
-    for (let left = quietMs; left > 0 && !stopped; left = lastActivity + quietMs - Date.now()) await sleep(left);
+    const deadline = Date.now() + (input.maxYieldMs ?? 10_000);
+    const left = () => Math.min(deadline - Date.now(), Math.max(lastActivity + quietMs - Date.now(), input.busy?.() ? quietMs : 0));
+    for (let wait = quietMs; wait > 0 && !stopped; wait = left()) await sleep(wait);
   };
   const fill = async (pool: pg.Pool) => {
     const { rows } = await pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_database WHERE datname LIKE $1", [`${sparePrefix}%`]);

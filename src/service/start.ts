@@ -101,7 +101,7 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
     config.baseUrl = url;
     // Spares live on each server, where its own provision jobs rename them; a draining server gets no new databases.
     const accepting = [...servers.values()].flat().filter((s) => !s.config.draining);
-    const spares = startSpareFiller({ pools: [...new Set(accepting.map((s) => s.pool))], target: config.spareDatabases, logger });
+    const spares = startSpareFiller({ pools: [...new Set(accepting.map((s) => s.pool))], target: config.spareDatabases, logger, busy: () => runner.busy > 0 });
     wake.fn = () => {
       runner.wake();
       spares.wake();

@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type pg from "pg";
 import pino from "pino";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startPostgres, type RunningPostgres } from "../../src/postgres/index.ts";
@@ -22,25 +23,58 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-it("makes no spare while work keeps arriving, then fills the pool to its target once quiet", async () => {
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const spares = async (pool: pg.Pool) => (await pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'")).rows[0]!.n;
+const dropSpares = async (pool: pg.Pool) => {
+  const { rows } = await pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'mds_spare_%'");
+  for (const { datname } of rows) await pool.query(`DROP DATABASE "${datname}"`);
+};
+
+it("makes no spare while work keeps arriving or a job runs, then fills the pool to its target once quiet", async () => {
   const pool = createPool(postgres.url, 2);
-  const spares = async () => (await pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'")).rows[0]!.n;
-  const filler = startSpareFiller({ pools: [pool], target: 3, logger: pino({ level: "silent" }), intervalMs: 100, quietMs: 300 });
+  let jobRunning = false;
+  const filler = startSpareFiller({ pools: [pool], target: 3, logger: pino({ level: "silent" }), intervalMs: 100, quietMs: 300, busy: () => jobRunning });
   try {
     // A burst: a job enqueued every 50 ms for 1.5 s.
     for (let t = 0; t < 1500; t += 50) {
       filler.wake();
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
-    expect(await spares()).toBe(0);
-    await eventually(async () => expect(await spares()).toBe(3), { timeoutMs: 20_000, what: "three spare databases" });
+    expect(await spares(pool)).toBe(0);
+    // Then one long job (a restore) runs for 1.5 s.
+    jobRunning = true;
+    await sleep(1500);
+    expect(await spares(pool)).toBe(0);
+    jobRunning = false;
+    await eventually(async () => expect(await spares(pool)).toBe(3), { timeoutMs: 20_000, what: "three spare databases" });
     // Spares are the superuser's alone: PUBLIC may not connect to them.
     const { rows } = await pool.query<{ ok: boolean }>("SELECT bool_and(NOT has_database_privilege('public', datname, 'CONNECT')) AS ok FROM pg_database WHERE datname LIKE 'mds_spare_%'");
     expect(rows[0]!.ok).toBe(true);
-    await new Promise((r) => setTimeout(r, 500));
-    expect(await spares()).toBe(3);
+    await sleep(500);
+    expect(await spares(pool)).toBe(3);
   } finally {
     await filler.stop();
+    await dropSpares(pool);
+    await pool.end();
+  }
+});
+
+it("still fills a server that is never quiet, once it has yielded for maxYieldMs", async () => {
+  const pool = createPool(postgres.url, 2);
+  const filler = startSpareFiller({ pools: [pool], target: 2, logger: pino({ level: "silent" }), intervalMs: 100, quietMs: 300, maxYieldMs: 1000, busy: () => true });
+  try {
+    const started = Date.now();
+    let first = 0;
+    while ((await spares(pool)) < 2 && Date.now() - started < 20_000) {
+      filler.wake();
+      if (!first && (await spares(pool)) > 0) first = Date.now() - started;
+      await sleep(50);
+    }
+    expect(await spares(pool)).toBe(2);
+    expect(first).toBeGreaterThanOrEqual(900);
+  } finally {
+    await filler.stop();
+    await dropSpares(pool);
     await pool.end();
   }
 });
