@@ -72,7 +72,7 @@ const logger = pino(
 );
 // `--spares n`: the spare databases the service keeps per server (default: the service's own default).
 const sparesArg = process.argv.find((a, i) => process.argv[i - 1] === "--spares");
-const service = await startEmbeddedService({ dir, port: 0, logger, service: { rateLimit: { perSecond: 100_000, burst: 100_000 }, jobPollIntervalMs: 50, ...(sparesArg ? { spareDatabases: Number(sparesArg) } : {}) } });
+const service = await startEmbeddedService({ dir, port: 0, logger, service: { rateLimit: { perSecond: 100_000, burst: 100_000 }, ...(sparesArg ? { spareDatabases: Number(sparesArg) } : {}) } });
 const auth = { authorization: `Bearer ${service.token}`, "content-type": "application/json" };
 async function call(method: string, p: string, body?: unknown) {
   const res = await fetch(`${service.url}${p}`, { method, headers: auth, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
@@ -82,24 +82,29 @@ async function call(method: string, p: string, body?: unknown) {
 }
 // Readiness is read from the control database: four HTTP poll loops at 5 ms would themselves load the two cores.
 const statusPool = new pg.Pool({ connectionString: service.controlUrl, max: 4 });
-async function untilReady(id: string) {
+// Every `everyMs`: 5 ms for creates (tens of ms each); a restore takes seconds, and polling it every 5 ms would cost it
+// CPU the baseline it is compared with (a pg_restore awaited to its exit) does not pay.
+async function untilReady(id: string, everyMs = 5) {
   for (;;) {
     const { rows } = await statusPool.query<{ status: string }>("SELECT status FROM databases WHERE id = $1", [id]);
     const status = rows[0]?.status;
     if (status === "ready") return;
     if (status === "failure") throw new Error(`database ${id} failed`);
-    await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, everyMs));
   }
 }
 
-// Every part measures a service that has been up: its spare databases made. (A fresh one makes them first, and the
-// filler refills after each burst or job: its CREATE DATABASEs would otherwise run beside the next measurement.)
-async function untilSparesMade() {
+// Before each measurement: the spare databases made, as on a service that has been up (a fresh one makes them first,
+// and the filler refills after each burst or job: its CREATE DATABASEs would otherwise run beside the next one); then
+// a CHECKPOINT, so no side pays for the dirty buffers of the one before (a checkpoint forced by max_wal_size lands on
+// whichever side runs when it is due).
+async function settle(adminUrl = service.postgres.url) {
   const target = service.deps.config.spareDatabases;
   const started = performance.now();
-  const made = async () => ((await sql(service.postgres.url, "SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'")) as { n: number }[])[0]!.n;
+  const made = async () => ((await sql(adminUrl, "SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'")) as { n: number }[])[0]!.n;
   while ((await made()) < target) await new Promise((r) => setTimeout(r, 50));
   console.error(`${target} spare databases made (waited ${ms(performance.now() - started)})`);
+  await sql(adminUrl, "CHECKPOINT");
 }
 
 const rows: [string, string, string][] = [];
@@ -128,7 +133,7 @@ try {
   }
   // Creates are measured on a service that has been up: its spare databases made (a fresh one makes them first).
   for (const [total, concurrency] of runs("creates") ? ([[sizes.serial, 1], [sizes.parallel, 4]] as const) : []) {
-    await untilSparesMade();
+    await settle();
     const r = await creates(total, concurrency);
     rows.push([`create database, concurrency ${concurrency} (n=${total}): POST → 201`, `p50 ${ms(percentile(r.post, 50))}, p99 ${ms(percentile(r.post, 99))}`, ""]);
     rows.push([`create database, concurrency ${concurrency}: POST → ready`, `p50 ${ms(percentile(r.ready, 50))}, p99 ${ms(percentile(r.ready, 99))}`, concurrency === 1 ? "aim p50 ≤ 120 ms, p99 ≤ 400 ms" : ""]);
@@ -189,17 +194,17 @@ try {
     if (list.data.find((b) => b.id === backup.id)?.status === "completed") break;
     await new Promise((r) => setTimeout(r, 50));
   }
-  await untilSparesMade();
+  await settle();
   logger.level = "debug";
   const r0 = performance.now();
   await call("POST", `/v1/databases/${target.id}/restore`, { source: { type: "backup", databaseId: target.id, backupId: backup.id } });
-  await untilReady(target.id);
+  await untilReady(target.id, 25);
   const restoreMs = performance.now() - r0;
 
   const admin = new URL(service.postgres.url);
   const env = { PGHOST: admin.hostname, PGPORT: admin.port, PGUSER: "postgres", PGPASSWORD: decodeURIComponent(admin.password) };
   const pgName = new URL(url).pathname.slice(1);
-  await untilSparesMade();
+  await settle();
   await sql(service.postgres.url, "CREATE DATABASE bench_plain");
   const p0 = performance.now();
   await new Promise<void>((resolve, reject) => {
@@ -216,24 +221,24 @@ try {
   rows.push(["restore / plain dump+restore", `${(restoreMs / plainMs).toFixed(2)}×`, "aim ≤ 1.2×"]);
 
   // The baseline of the same archive: decrypted to a file first (untimed: pg_restore -j needs a seekable file), then
-  // `pg_restore -j2` into a fresh database, as the superuser. Alternated with the service's restore, three of each.
+  // `pg_restore -j2` into a fresh database, as the superuser. Alternated with the service's restore, five of each.
   const stored = ((await sql(service.controlUrl, "SELECT path FROM backups WHERE id = $1", [backup.id])) as { path: string }[])[0]!.path;
   const plainFile = path.join(dir, "plain.dump");
   await pipeline(openArchive(createReadStream(stored), service.deps.config.encryptionKey, backup.id, { allowPlain: true }), createWriteStream(plainFile, { mode: 0o600 }));
   const serviceRestores: number[] = [restoreMs];
   const plainRestores: number[] = [];
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < 5; i++) {
     if (i > 0) {
-      await untilSparesMade();
+      await settle();
       const t0 = performance.now();
       await call("POST", `/v1/databases/${target.id}/restore`, { source: { type: "backup", databaseId: target.id, backupId: backup.id } });
-      await untilReady(target.id);
+      await untilReady(target.id, 25);
       serviceRestores.push(performance.now() - t0);
     }
     // After ready the job drops the old copy, and DROP DATABASE waits for a checkpoint of all that was written:
     // let it finish before the baseline runs, as the baseline's own DROP finishes before the next restore.
     while (((await sql(service.postgres.url, "SELECT 1 FROM pg_database WHERE datname LIKE $1", [`${pgName}\\_o%`])) as unknown[]).length > 0) await new Promise((r) => setTimeout(r, 20));
-    await untilSparesMade();
+    await settle();
     await sql(service.postgres.url, "CREATE DATABASE bench_j2");
     const t0 = performance.now();
     await run(path.join(service.postgres.bindir, "pg_restore"), ["--no-owner", "--no-acl", "--exit-on-error", "-j2", "-d", "bench_j2", plainFile], env);
@@ -352,7 +357,7 @@ async function tlsBench(projectId: string) {
     await sql(postgres.url, "CREATE DATABASE mds_control");
     const controlUrl = postgres.url.replace(/\/postgres$/, "/mds_control");
     const regions = Object.fromEntries(["us-east-1", "us-west-1", "eu-west-3", "eu-central-1", "ap-northeast-1", "ap-southeast-1"].map((r) => [r, { adminUrl: postgres.url, sslmode: "disable" as const }]));
-    const plain = await startService({ controlUrl, regions, encryptionKey: randomBytes(32), backupDir: path.join(plainDir, "backups"), bindir: postgres.bindir, logger: pino({ level: "silent" }), rateLimit: { perSecond: 100_000, burst: 100_000 }, jobPollIntervalMs: 50 });
+    const plain = await startService({ controlUrl, regions, encryptionKey: randomBytes(32), backupDir: path.join(plainDir, "backups"), bindir: postgres.bindir, logger: pino({ level: "silent" }), rateLimit: { perSecond: 100_000, burst: 100_000 } });
     const plainStatus = new pg.Pool({ connectionString: controlUrl, max: 2 });
     try {
       const { token } = await createServiceToken(plainStatus, { workspace: "default", name: "bench" });
@@ -374,8 +379,9 @@ async function tlsBench(projectId: string) {
         },
       };
       const n = quick ? 10 : 60;
-      // Both stacks start with their spares; a pause lets the first one refill after the runs before.
-      await new Promise((resolve) => setTimeout(resolve, 3000));
+      // Both stacks start settled: their spares made (the same number), a checkpoint done.
+      await settle();
+      await settle(postgres.url);
       for (let i = 0; i < n; i++) {
         for (const name of i % 2 === 0 ? (["tls", "plain"] as const) : (["plain", "tls"] as const)) {
           const side = sides[name];
@@ -414,14 +420,16 @@ if (write && !quick) {
     "## Service",
     "",
     `Command: \`npm run bench:service\` (bench/service.ts). Date: ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC.`,
-    `Machine: ${machine}. Load average at the end: ${load1!.toFixed(1)} (1 min), ${load5!.toFixed(1)} (5 min): other engineers' builds and tests shared the two cores.`,
+    `Machine: ${machine}. Load average at the end: ${load1!.toFixed(1)} (1 min), ${load5!.toFixed(1)} (5 min).`,
     "",
-    "One embedded PostgreSQL with durability on (fsync), the service in the same process as the benchmark, HTTP over loopback.",
-    "\"POST → ready\" polls the database's status in the control database every 5 ms (up to 5 ms of it is polling). The list runs over 10,000 database rows in the",
-    "control database (a list reads only the control database; 10,000 real PostgreSQL databases would need about 70 GB).",
-    "Provisioning renames one of the spare empty databases the service keeps per server (4 by default) and creates one",
-    "itself only when none is left, so the concurrency-4 run measures sustained CREATE DATABASE throughput once the spares",
-    "are used up. With a load average above the core count, p99s mostly measure CPU scheduling delays: compare p50s.",
+    "One embedded PostgreSQL with durability on (fsync), the service in the same process as the benchmark (default job",
+    "settings), HTTP over loopback. \"POST → ready\" polls the database's status in the control database every 5 ms (a",
+    "restore: every 25 ms), so up to that much of it is polling. The list runs over 10,000 database rows in the control",
+    "database (a list reads only the control database; 10,000 real PostgreSQL databases would need about 70 GB).",
+    `Every measurement starts on a settled service: its spare databases made (${service.deps.config.spareDatabases} per server, the`,
+    "default; provisioning renames one and runs CREATE DATABASE itself only when none is left) and a CHECKPOINT done.",
+    "A burst larger than the spares (the concurrency-4 run: 120 creates) measures CREATE DATABASE throughput past them.",
+    "With a load average above the core count, p99s mostly measure CPU scheduling delays: compare p50s.",
     "",
     table,
     "",

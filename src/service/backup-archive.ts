@@ -68,26 +68,22 @@ export async function* sealArchive(plaintext: AsyncIterable<Buffer>, serviceKey:
   yield seal(pending, true);
 }
 
-/** Reads exact byte counts from a stream of chunks. */
+/** Reads exact byte counts from a stream of chunks, copying only what straddles two chunks. */
 class ByteReader {
-  private buffered: Buffer[] = [];
-  private size = 0;
+  private pending: Buffer = Buffer.alloc(0);
   private readonly iterator: AsyncIterator<Buffer>;
   constructor(source: AsyncIterable<Buffer>) {
     this.iterator = source[Symbol.asyncIterator]();
   }
   /** Exactly `n` bytes, or fewer only at the end of the stream. */
   async read(n: number): Promise<Buffer> {
-    while (this.size < n) {
+    while (this.pending.length < n) {
       const next = await this.iterator.next();
       if (next.done) break;
-      this.buffered.push(next.value);
-      this.size += next.value.length;
+      this.pending = this.pending.length ? Buffer.concat([this.pending, next.value]) : next.value;
     }
-    const all = Buffer.concat(this.buffered);
-    const out = all.subarray(0, n);
-    this.buffered = all.length > n ? [all.subarray(n)] : [];
-    this.size = all.length - out.length;
+    const out = this.pending.subarray(0, n);
+    this.pending = this.pending.subarray(out.length);
     return out;
   }
 }
