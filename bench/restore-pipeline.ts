@@ -44,13 +44,13 @@ try {
   const key = randomBytes(32);
   const sealedFile = path.join(dir, "sealed.dump");
   await pipeline(sealArchive(createReadStream(plainFile) as AsyncIterable<Buffer>, key, "bkp"), createWriteStream(sealedFile));
-  // As the service restores: a login holding only the owner role, objects made as the owner, asynchronous commits.
+  // As the service restores: a login holding only the owner role, objects made as the owner.
   await sql("postgres", "CREATE ROLE owner NOLOGIN; CREATE ROLE job LOGIN PASSWORD 'job' IN ROLE owner");
 
   const sides = {
     "`pg_restore -j2` of the plain file, as the superuser (the baseline)": () => run("pg_restore", ["--no-owner", "--no-acl", "--exit-on-error", "-j2", "-d", "target", plainFile], {}),
     "the sealed archive decrypted through a pipe into one `pg_restore`, as the job login (the service's way)": () =>
-      run("pg_restore", ["--no-owner", "--no-acl", "--role=owner", "--exit-on-error", "-d", "target"], { PGUSER: "job", PGPASSWORD: "job", PGOPTIONS: "-c synchronous_commit=off" }, (stdin) =>
+      run("pg_restore", ["--no-owner", "--no-acl", "--role=owner", "--exit-on-error", "-d", "target"], { PGUSER: "job", PGPASSWORD: "job" }, (stdin) =>
         feed(openArchive(createReadStream(sealedFile) as AsyncIterable<Buffer>, key, "bkp", { allowPlain: false }), stdin),
       ),
   };

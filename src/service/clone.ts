@@ -33,7 +33,7 @@ export async function cloneInto(deps: ServiceDeps, target: DatabaseRow, sourceId
       archive: archiveKey(deps, archiveId),
       signal,
     });
-    await restoreAsOwner(deps, { jobId: job.id, at: target, pgName: target.pg_name, ownerRole: target.owner_role, backup: { id: archiveId, path: file, sha256 }, signal });
+    await restoreAsOwner(deps, { jobId: job.id, at: target, pgName: target.pg_name, ownerRole: target.owner_role, backup: { id: archiveId, path: file, sha256, sealed: true }, signal });
   } finally {
     await rm(file, { force: true });
   }

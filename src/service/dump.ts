@@ -12,7 +12,7 @@ import type { DatabaseLogin } from "./job-login.ts";
 // Archives never touch the disk in plain text: pg_dump's output is sealed on its way to the file (backup-archive.ts),
 // and a restore feeds pg_restore authenticated plaintext through a pipe.
 
-function connectionEnv(login: DatabaseLogin, database: string, options = ""): Record<string, string> {
+function connectionEnv(login: DatabaseLogin, database: string): Record<string, string> {
   return {
     PGHOST: login.host,
     PGPORT: login.port,
@@ -23,7 +23,7 @@ function connectionEnv(login: DatabaseLogin, database: string, options = ""): Re
     PGCONNECT_TIMEOUT: "10",
     // Ends a session whose client was killed (a job past its time limit) even while it waits on a lock. (lock_timeout
     // cannot be set here: archives begin with SET lock_timeout = 0; pg_dump has --lock-wait-timeout.)
-    PGOPTIONS: `-c client_connection_check_interval=1000${options}`,
+    PGOPTIONS: "-c client_connection_check_interval=1000",
   };
 }
 
@@ -154,27 +154,31 @@ async function isSealed(file: string): Promise<boolean> {
 }
 
 /**
- * Before anything is touched: a sealed archive must be readable; a plain one must match the checksum the control
- * database recorded. A sealed archive is not read ahead (that was ~10 % of a restore, BENCHMARKS.md): each record
- * authenticates before pg_restore sees a byte of it, and the authenticated final flag and the backup id in the key
- * refuse a truncated or swapped file. A restore that fails on the way never replaces anything: it fills a scratch
- * database (a restore) or a database that is not ready yet (create from a backup, which then fails).
+ * Before anything is touched: a plain archive must match the checksum the control database recorded. Returns whether
+ * the archive is sealed, and that verdict holds for the restore (restoreDatabase's `plainSha256`): a file swapped for
+ * another kind later is refused, never re-judged. A sealed archive is not read ahead (that was ~10 % of a restore,
+ * BENCHMARKS.md): each record authenticates before pg_restore sees a byte of it, and the authenticated final flag and
+ * the backup id in the key refuse a truncated or swapped file. A restore that fails on the way never replaces
+ * anything: it fills a scratch database (a restore) or a database that is not ready yet and is dropped (create from a
+ * backup).
  */
-export async function verifyArchive(file: string, sha256: string): Promise<void> {
-  if (await isSealed(file)) return;
+export async function verifyArchive(file: string, sha256: string): Promise<{ sealed: boolean }> {
+  if (await isSealed(file)) return { sealed: true };
   const actual = await sha256File(file);
   if (actual !== sha256) throw new Error("backup archive is corrupt (checksum mismatch)");
+  return { sealed: false };
 }
 
-/** Streams the authenticated plaintext of `file` into a pg_restore run; both must succeed. */
-async function pipeToRestore(input: { bindir: string; file: string; archive: ArchiveKey; sha256?: string; args: string[]; env: Record<string, string>; signal?: AbortSignal }): Promise<void> {
-  // A plain archive is authenticated by its recorded checksum, over the very bytes that were fed; a sealed one by its
-  // records (hashing it too would cost the restore's two cores ~0.1 s per 40 MB for nothing).
-  const hash = input.sha256 && !(await isSealed(input.file)) ? createHash("sha256") : undefined;
+/**
+ * Streams the authenticated plaintext of `file` into a pg_restore run; both must succeed. With `plainSha256` the
+ * archive may be plain (pre-encryption) and is authenticated by that checksum over the very bytes fed; without it,
+ * it must be sealed.
+ */
+async function pipeToRestore(input: { bindir: string; file: string; archive: ArchiveKey; plainSha256?: string; args: string[]; env: Record<string, string>; signal?: AbortSignal }): Promise<void> {
+  const hash = input.plainSha256 ? createHash("sha256") : undefined;
   const restore = start(path.join(input.bindir, "pg_restore"), input.args, input.env, input.signal);
   restore.child.stdout!.resume();
   const bytes = createReadStream(input.file) as AsyncIterable<Buffer>;
-  // Judged sealed, the bytes read must be sealed too: a file swapped for a plain one meanwhile is refused, not fed.
   const plaintext = openArchive(hash ? hashing(bytes, hash) : bytes, input.archive.key, input.archive.context, { allowPlain: hash !== undefined });
   const feeding = feed(plaintext, restore.child.stdin!).catch((err: unknown) => {
     // Never let pg_restore see the end of input after a failed check: it must not finish a partial restore.
@@ -182,7 +186,7 @@ async function pipeToRestore(input: { bindir: string; file: string; archive: Arc
     throw err;
   });
   await Promise.all([feeding, restore.done]);
-  if (hash && hash.digest("hex") !== input.sha256) throw new ArchiveError("it changed while it was restored (checksum mismatch)");
+  if (hash && hash.digest("hex") !== input.plainSha256) throw new ArchiveError("it changed while it was restored (checksum mismatch)");
 }
 
 async function listArchive(input: { bindir: string; file: string; archive: ArchiveKey; signal?: AbortSignal }): Promise<void> {
@@ -200,7 +204,8 @@ export async function restoreDatabase(input: {
   login: DatabaseLogin;
   database: string;
   file: string;
-  sha256: string;
+  /** Only for a plain archive, as verifyArchive judged it: a sealed one is authenticated by its records. */
+  plainSha256?: string;
   archive: ArchiveKey;
   role: string;
   signal?: AbortSignal;
@@ -209,12 +214,11 @@ export async function restoreDatabase(input: {
     bindir: input.bindir,
     file: input.file,
     archive: input.archive,
-    sha256: input.sha256,
+    ...(input.plainSha256 ? { plainSha256: input.plainSha256 } : {}),
     args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", "-d", input.database],
-    // pg_restore commits each object on its own: without this, every one waits for a WAL flush. Nothing restored is
-    // in use before a later synchronous commit on the same server (the job login's revocation in withOwnerLogin,
-    // then the swap), and that commit flushes all WAL before it: a crash before it loses only a restore not yet done.
-    env: connectionEnv(input.login, input.database, " -c synchronous_commit=off"),
+    // Commits stay synchronous: with them asynchronous, a server crash and restart between pg_restore's exit and the
+    // next statement would lose its last commits unseen, and the swap (or "ready") would follow on what is left.
+    env: connectionEnv(input.login, input.database),
     ...(input.signal ? { signal: input.signal } : {}),
   });
 }

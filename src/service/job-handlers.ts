@@ -56,7 +56,11 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
   },
   async fail(job, err) {
     await dropJobLogins(deps, job);
-    await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'", [job.target_id, err.message.slice(0, 500)]);
+    const { rowCount } = await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'", [job.target_id, err.message.slice(0, 500)]);
+    // A restore or clone that failed on the way (an archive refused mid-stream) leaves a half-filled database: nobody
+    // may connect to it or back it up as if it were data. Its row stays, with the reason; deleting it is as usual.
+    const db = rowCount ? await getDatabaseById(deps.pool, job.target_id) : undefined;
+    if (db && db.source.type !== "empty") await dropDatabaseIfExists(serverPool(deps, db), db.pg_name).catch(() => {});
   },
 });
 

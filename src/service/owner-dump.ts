@@ -13,17 +13,18 @@ import { getBackup } from "./store.ts";
 /** Backups are sealed under the service's key, bound to their backup id (see backup-archive.ts). */
 export const archiveKey = (deps: ServiceDeps, backupId: string): ArchiveKey => ({ key: deps.config.encryptionKey, context: backupId });
 
-export type UsableBackup = { id: string; path: string; sha256: string };
+/** `sealed` as verifyArchive judged the file: the restore holds to it. */
+export type UsableBackup = { id: string; path: string; sha256: string; sealed: boolean };
 
 export async function usableBackup(deps: ServiceDeps, backupId: string): Promise<UsableBackup> {
   const backup = await getBackup(deps.pool, backupId);
   if (!backup || backup.status !== "completed" || !backup.path || !backup.sha256) throw new JobFatalError(`backup ${backupId} is not usable`);
   try {
-    await verifyArchive(backup.path, backup.sha256);
+    const { sealed } = await verifyArchive(backup.path, backup.sha256);
+    return { id: backupId, path: backup.path, sha256: backup.sha256, sealed };
   } catch (err) {
     throw new JobFatalError(`backup ${backupId} cannot be read: ${(err as Error).message}`, { cause: err });
   }
-  return { id: backupId, path: backup.path, sha256: backup.sha256 };
 }
 
 /**
@@ -54,7 +55,7 @@ export async function restoreAsOwner(deps: ServiceDeps, input: { jobId: string; 
       login,
       database: input.pgName,
       file: input.backup.path,
-      sha256: input.backup.sha256,
+      ...(input.backup.sealed ? {} : { plainSha256: input.backup.sha256 }),
       archive: archiveKey(deps, input.backup.id),
       role: input.ownerRole,
       signal: input.signal,

@@ -8,10 +8,11 @@ import { ident, sparePrefix } from "./provisioner.ts";
  * waiting for CREATE DATABASE (which copies template1: ~150 ms of one core here, mostly creating ~300 files). Spares
  * belong to the superuser and nobody else can connect to them; provisioning hands them to the new owner.
  *
- * The filler yields: it makes a spare only once no job has been enqueued for `quietMs` and none runs. A CREATE
- * DATABASE beside a create's own work made that create 2–5× slower, and beside a create's own CREATE DATABASE (no spare
- * left) up to 0.7 s (BENCHMARKS.md, "The create tail"). So a burst of creates runs on the spares alone, and the pool
- * is refilled in the pause after it: size `target` for the largest burst you expect.
+ * The filler yields: it makes a spare only once no job has been enqueued for `quietMs` and none of this replica's
+ * jobs runs (another replica's work does not hold it back). A CREATE DATABASE beside a create's own work made that
+ * create 2–5× slower, and beside a create's own CREATE DATABASE (no spare left) up to 0.7 s (BENCHMARKS.md, "The create
+ * tail"). So a burst of creates runs on the spares alone, and the pool is refilled in the pause after it: size
+ * `target` for the largest burst you expect.
  */
 export function startSpareFiller(input: {
   pools: pg.Pool[];
@@ -37,22 +38,24 @@ export function startSpareFiller(input: {
       }
       wakeUp = done;
     });
-  // Until no job has been enqueued for quietMs (a wake during the wait restarts it) and none runs, or the filler
-  // stops; but never longer than maxYieldMs, so a server that is never idle (back-to-back backups of a large fleet,
-  // a steady stream of creates) still gets its spares, at the pace of the old filler.
+  // Until no job has been enqueued for quietMs (a wake during the wait restarts it) and none of this replica's jobs
+  // runs, or the filler stops; but never longer than maxYieldMs, so a server that is never idle (back-to-back backups
+  // of a large fleet, a steady stream of creates) still gets a spare every maxYieldMs.
   const untilQuiet = async () => {
     const deadline = Date.now() + (input.maxYieldMs ?? 10_000);
     const left = () => Math.min(deadline - Date.now(), Math.max(lastActivity + quietMs - Date.now(), input.busy?.() ? quietMs : 0));
     for (let wait = quietMs; wait > 0 && !stopped; wait = left()) await sleep(wait);
   };
+  const count = async (pool: pg.Pool) => Number((await pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_database WHERE datname LIKE $1", [`${sparePrefix}%`])).rows[0]!.n);
   const fill = async (pool: pg.Pool) => {
-    const { rows } = await pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_database WHERE datname LIKE $1", [`${sparePrefix}%`]);
-    for (let have = Number(rows[0]!.n); have < input.target && !stopped; have++) {
-      await untilQuiet();
-      if (stopped) break;
+    // Counted again before each copy: another replica's filler may be filling the same server.
+    while (!stopped && (await count(pool)) < input.target) {
       const name = `${sparePrefix}${randomBytes(8).toString("hex")}`;
-      await pool.query(`CREATE DATABASE ${ident(name)}`);
+      // CONNECTION LIMIT 0 from the first moment (superusers are exempt; a claim sets the tenant's limit): a crash
+      // before the REVOKE, or a tenant quick enough, must not be able to sit in a spare and make its rename fail.
+      await pool.query(`CREATE DATABASE ${ident(name)} CONNECTION LIMIT 0`);
       await pool.query(`REVOKE ALL ON DATABASE ${ident(name)} FROM PUBLIC`);
+      await untilQuiet();
     }
   };
   const loop = (async () => {

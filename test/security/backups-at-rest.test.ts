@@ -168,6 +168,29 @@ describe("backups on disk", () => {
     expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM secrets WHERE v = 'later'")).toEqual([{ n: 1 }]);
   });
 
+  it("a database created from a changed archive fails and is dropped: no half-restored data stays reachable", async () => {
+    const backup = await completedBackup();
+    const sealed = await readFile(backup.path);
+    const rs = records(sealed);
+    const flipped = Buffer.from(sealed);
+    flipped[rs.at(-1)![0] + 40]! ^= 1; // the last record: everything before it has been restored when it is refused
+    await replaceArchive(backup, flipped);
+    const projectId = (await api("GET", `/v1/databases/${db.id}`)).body.data.project.id as string;
+    const created = await api("POST", "/v1/databases", { projectId, source: { type: "backup", databaseId: db.id, backupId: backup.id } });
+    expect(created.status).toBe(201);
+    const copy = created.body.data as Json;
+    const status = await eventually(async () => {
+      const s = (await api("GET", `/v1/databases/${copy.id}`)).body.data as Json;
+      if (s.status === "provisioning") throw new Error("still provisioning");
+      return s;
+    });
+    expect(status.status).toBe("failure");
+    const [row] = await sql<{ failure_reason: string; pg_name: string }>(service.controlUrl, "SELECT failure_reason, pg_name FROM databases WHERE id = $1", [copy.id]);
+    expect(row!.failure_reason).toMatch(/failed authentication/);
+    expect(await sql(service.postgresUrl, "SELECT count(*)::int AS n FROM pg_database WHERE datname = $1", [row!.pg_name])).toEqual([{ n: 0 }]);
+    await replaceArchive(backup, sealed);
+  });
+
   it("an old plain pg_dump archive (taken before encryption) still restores when its checksum matches", async () => {
     const backup = await completedBackup();
     const { bindir } = await findPostgresBinaries();

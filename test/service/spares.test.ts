@@ -47,8 +47,9 @@ it("makes no spare while work keeps arriving or a job runs, then fills the pool 
     expect(await spares(pool)).toBe(0);
     jobRunning = false;
     await eventually(async () => expect(await spares(pool)).toBe(3), { timeoutMs: 20_000, what: "three spare databases" });
-    // Spares are the superuser's alone: PUBLIC may not connect to them.
-    const { rows } = await pool.query<{ ok: boolean }>("SELECT bool_and(NOT has_database_privilege('public', datname, 'CONNECT')) AS ok FROM pg_database WHERE datname LIKE 'mds_spare_%'");
+    // Spares are the superuser's alone: PUBLIC may not connect to them, and from their creation on no one but a
+    // superuser can (CONNECTION LIMIT 0), so not even a crash before the REVOKE leaves one open.
+    const { rows } = await pool.query<{ ok: boolean }>("SELECT bool_and(NOT has_database_privilege('public', datname, 'CONNECT') AND datconnlimit = 0) AS ok FROM pg_database WHERE datname LIKE 'mds_spare_%'");
     expect(rows[0]!.ok).toBe(true);
     await sleep(500);
     expect(await spares(pool)).toBe(3);
@@ -74,6 +75,21 @@ it("still fills a server that is never quiet, once it has yielded for maxYieldMs
     expect(first).toBeGreaterThanOrEqual(900);
   } finally {
     await filler.stop();
+    await dropSpares(pool);
+    await pool.end();
+  }
+});
+
+it("two replicas filling one server stop at the target together (at most one over)", async () => {
+  const pool = createPool(postgres.url, 4);
+  const fillers = [0, 1].map(() => startSpareFiller({ pools: [pool], target: 3, logger: pino({ level: "silent" }), intervalMs: 100, quietMs: 50 }));
+  try {
+    await eventually(async () => expect(await spares(pool)).toBeGreaterThanOrEqual(3), { timeoutMs: 20_000, what: "three spare databases" });
+    await sleep(1000);
+    // Each counts before each copy: two copies may start from one count (one over the target), never a pool each.
+    expect(await spares(pool)).toBeLessThanOrEqual(4);
+  } finally {
+    for (const filler of fillers) await filler.stop();
     await dropSpares(pool);
     await pool.end();
   }
