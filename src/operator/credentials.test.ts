@@ -82,4 +82,39 @@ describe("credentials guard", () => {
     await guard.release("team-a", "mds-credentials");
     expect(kube.read(SecretType, "team-a", "mds-credentials")).toBeUndefined();
   });
+
+  it("is held only by resources of the Secret's own namespace: another namespace naming it (status or spec) does not keep it", async () => {
+    const { kube } = setup();
+    const guardedSecret = (namespace: string, name: string): Secret => ({
+      ...secret(namespace, name),
+      metadata: { name, namespace, finalizers: [credentialsFinalizer], labels: { [credentialsLabel]: "true" } },
+    });
+    kube.put(SecretType, guardedSecret("team-a", "mds-credentials"));
+    kube.put(SecretType, guardedSecret("team-a", "ci-token"));
+    const dependents: KubeObject[] = [];
+    const guard = createCredentialsGuard({ kube, dependents: () => dependents, namespaces: [undefined], logger: pino({ level: "silent" }) });
+    const read = (name: string) => kube.read<Secret>(SecretType, "team-a", name)!;
+
+    // Team B's resources act with team A's Secrets (a Connection with its Database's token): status names them by
+    // "<namespace>/<name>", a spec names a Secret of the same name (its own namespace's), one has not said yet.
+    dependents.push({ metadata: { name: "conn", namespace: "team-b" }, status: { credentials: { secret: "team-a/mds-credentials" } } } as KubeObject);
+    dependents.push({ metadata: { name: "db", namespace: "team-b" }, spec: { credentials: { secretRef: { name: "ci-token" } } }, status: { credentials: { secret: "team-a/ci-token" } } } as KubeObject);
+    dependents.push({ metadata: { name: "new", namespace: "team-b" } } as KubeObject);
+    await guard.release("team-a", "mds-credentials");
+    expect(read("mds-credentials").metadata.finalizers ?? []).toEqual([]);
+    expect(read("mds-credentials").metadata.labels?.[credentialsLabel]).toBeUndefined();
+    await guard.sweep();
+    expect(read("ci-token").metadata.finalizers ?? []).toEqual([]);
+    expect(read("ci-token").metadata.labels?.[credentialsLabel]).toBeUndefined();
+
+    // A resource of team A's namespace that acts with one of them does keep it, through release and sweep.
+    kube.put(SecretType, guardedSecret("team-a", "mds-credentials"));
+    kube.put(SecretType, guardedSecret("team-a", "ci-token"));
+    dependents.push({ metadata: { name: "db", namespace: "team-a" }, spec: { credentials: { secretRef: { name: "ci-token" } } }, status: { credentials: { secret: "team-a/ci-token" } } } as KubeObject);
+    await guard.release("team-a", "ci-token");
+    await guard.sweep();
+    expect(read("ci-token").metadata.finalizers).toEqual([credentialsFinalizer]);
+    // ...and only it: the namespace's default Secret, which no resource of team A uses, is released.
+    expect(read("mds-credentials").metadata.finalizers ?? []).toEqual([]);
+  });
 });

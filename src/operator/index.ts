@@ -236,8 +236,7 @@ export function createOperator(options: OperatorOptions): Operator {
       ready = true;
       // A resource that moved to other credentials, or went while no operator ran, left a guarded Secret behind.
       sweep();
-      // At most a minute: a standby that becomes leader sweeps soon after (one list of the labelled Secrets).
-      sweepTimer = setInterval(sweep, Math.min(options.pollIntervals.slowMs, 60_000));
+      sweepTimer = setInterval(sweep, sweepIntervalMs(options.pollIntervals.slowMs));
       sweepTimer.unref();
       logger.info({ namespaces: options.namespaces ?? "all" }, "Operator started");
     },
@@ -251,6 +250,14 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     isReady: () => ready && informers.every((i) => i.hasSynced()),
   };
+}
+
+/**
+ * How often the credentials guard is swept after the sweep at start: the settled interval, but at most a minute, so a
+ * standby that becomes leader (its sweeps were skipped) releases soon after (one list of the labelled Secrets).
+ */
+export function sweepIntervalMs(slowMs: number): number {
+  return Math.min(slowMs, 60_000);
 }
 
 function keyOf(obj: KubeObject): string {

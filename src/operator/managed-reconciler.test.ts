@@ -10,7 +10,8 @@ import { idempotencyKeyOf, logicalIdOf } from "./identity.ts";
 import { classifyError } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
-import type { Outcome } from "./outcome.ts";
+import { applyOutcome, type Outcome } from "./outcome.ts";
+import { createWorkQueue } from "./work-queue.ts";
 import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
 
 // The generic loop with the Database kind, against a fake kube seam and a fake service: state is asserted, not
@@ -211,6 +212,39 @@ describe("the managed loop (Database)", () => {
     expect(condition("bad", "Synced")).toMatchObject({ status: "False", reason: "InvalidSpec" });
     expect(condition("bad", "Synced")?.message).toContain("region");
     expect(api.calls["createDatabase"] ?? 0).toBe(0);
+  });
+
+  it("looks at a refused adoption again after the settled interval (a fixed token is no spec change); other terminal errors wait for the spec", async () => {
+    applyDatabase("legacy", { projectRef: { name: "shop" }, externalId: "db_c000000000000000000000999" });
+    const refused = await run("legacy");
+    expect(refused.type).toBe("error");
+    const refusedError = (refused as { error: unknown }).error;
+    expect(classifyError(refusedError)).toEqual({ reason: "AdoptionRefused", terminal: true, conflict: false, retryAfterMs: poll.slowMs });
+    expect(condition("legacy", "Synced")).toMatchObject({ status: "False", reason: "AdoptionRefused" });
+    expect(api.calls["createDatabase"] ?? 0).toBe(0);
+    applyDatabase("bad", { projectRef: { name: "shop" }, region: "mars-north-1" });
+    const invalid = await run("bad");
+    const invalidError = (invalid as { error: unknown }).error;
+    expect(classifyError(invalidError)).toMatchObject({ reason: "InvalidSpec", terminal: true });
+    expect(classifyError(invalidError).retryAfterMs).toBeUndefined();
+
+    // The work queue runs the refused key once more after slowMs (not sooner, no backoff); the invalid spec never.
+    vi.useFakeTimers();
+    const queue = createWorkQueue();
+    const runs: string[] = [];
+    queue.start(async (key) => {
+      runs.push(key);
+    }, 1);
+    applyOutcome(queue, "default/legacy", refused);
+    applyOutcome(queue, "default/bad", invalid);
+    expect(queue.failures("default/legacy")).toBe(0);
+    await vi.advanceTimersByTimeAsync(poll.slowMs - 1);
+    expect(runs).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(runs).toEqual(["default/legacy"]);
+    await vi.advanceTimersByTimeAsync(10 * poll.slowMs);
+    expect(runs).toEqual(["default/legacy"]);
+    await queue.stop();
   });
 
   it("waits for a missing project and a missing credentials Secret with a reason that says so", async () => {
