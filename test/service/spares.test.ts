@@ -25,19 +25,29 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const spares = async (pool: pg.Pool) => (await pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'")).rows[0]!.n;
-const dropSpares = async (pool: pg.Pool) => {
-  const { rows } = await pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'mds_spare_%'");
-  for (const { datname } of rows) await pool.query(`DROP DATABASE "${datname}"`);
-};
+type FillerOptions = Omit<Parameters<typeof startSpareFiller>[0], "pools" | "logger">;
+type Filler = ReturnType<typeof startSpareFiller>;
+
+/** Runs `fn` with one filler per replica (`options`) on one server, then stops them and drops their spares. */
+async function withFillers(options: FillerOptions[], fn: (pool: pg.Pool, fillers: Filler[]) => Promise<void>): Promise<void> {
+  const pool = createPool(postgres.url, 4);
+  const fillers = options.map((o) => startSpareFiller({ pools: [pool], logger: pino({ level: "silent" }), ...o }));
+  try {
+    await fn(pool, fillers);
+  } finally {
+    for (const filler of fillers) await filler.stop();
+    const { rows } = await pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'mds_spare_%'");
+    for (const { datname } of rows) await pool.query(`DROP DATABASE "${datname}"`);
+    await pool.end();
+  }
+}
 
 it("makes no spare while work keeps arriving or a job runs, then fills the pool to its target once quiet", async () => {
-  const pool = createPool(postgres.url, 2);
   let jobRunning = false;
-  const filler = startSpareFiller({ pools: [pool], target: 3, logger: pino({ level: "silent" }), intervalMs: 100, quietMs: 300, busy: () => jobRunning });
-  try {
+  await withFillers([{ target: 3, intervalMs: 100, quietMs: 300, busy: () => jobRunning }], async (pool, [filler]) => {
     // A burst: a job enqueued every 50 ms for 1.5 s.
     for (let t = 0; t < 1500; t += 50) {
-      filler.wake();
+      filler!.wake();
       await sleep(50);
     }
     expect(await spares(pool)).toBe(0);
@@ -53,44 +63,29 @@ it("makes no spare while work keeps arriving or a job runs, then fills the pool 
     expect(rows[0]!.ok).toBe(true);
     await sleep(500);
     expect(await spares(pool)).toBe(3);
-  } finally {
-    await filler.stop();
-    await dropSpares(pool);
-    await pool.end();
-  }
+  });
 });
 
 it("still fills a server that is never quiet, once it has yielded for maxYieldMs", async () => {
-  const pool = createPool(postgres.url, 2);
-  const filler = startSpareFiller({ pools: [pool], target: 2, logger: pino({ level: "silent" }), intervalMs: 100, quietMs: 300, maxYieldMs: 1000, busy: () => true });
-  try {
+  await withFillers([{ target: 2, intervalMs: 100, quietMs: 300, maxYieldMs: 1000, busy: () => true }], async (pool, [filler]) => {
     const started = Date.now();
     let first = 0;
     while ((await spares(pool)) < 2 && Date.now() - started < 20_000) {
-      filler.wake();
+      filler!.wake();
       if (!first && (await spares(pool)) > 0) first = Date.now() - started;
       await sleep(50);
     }
     expect(await spares(pool)).toBe(2);
     expect(first).toBeGreaterThanOrEqual(900);
-  } finally {
-    await filler.stop();
-    await dropSpares(pool);
-    await pool.end();
-  }
+  });
 });
 
 it("two replicas filling one server stop at the target together (at most one over)", async () => {
-  const pool = createPool(postgres.url, 4);
-  const fillers = [0, 1].map(() => startSpareFiller({ pools: [pool], target: 3, logger: pino({ level: "silent" }), intervalMs: 100, quietMs: 50 }));
-  try {
+  const replica = { target: 3, intervalMs: 100, quietMs: 50 };
+  await withFillers([replica, replica], async (pool) => {
     await eventually(async () => expect(await spares(pool)).toBeGreaterThanOrEqual(3), { timeoutMs: 20_000, what: "three spare databases" });
     await sleep(1000);
     // Each counts before each copy: two copies may start from one count (one over the target), never a pool each.
     expect(await spares(pool)).toBeLessThanOrEqual(4);
-  } finally {
-    for (const filler of fillers) await filler.stop();
-    await dropSpares(pool);
-    await pool.end();
-  }
+  });
 });
