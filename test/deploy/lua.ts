@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 
 export const luaInstallHint =
   "lua5.1 is not installed: the Argo CD health checks are tested with a real Lua 5.1 interpreter. " +
-  "Install it with `apt-get install -y lua5.1` (Debian/Ubuntu; .ci/run does this when it is missing).";
+  "Install it with `npm run setup` (Debian/Ubuntu) or `apt-get install -y lua5.1`.";
 
 /** Throws with the install hint when `lua5.1` cannot be run. */
 export function requireLua(): void {

