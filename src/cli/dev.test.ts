@@ -68,6 +68,14 @@ describe("mds dev", () => {
     expect(await query(await secretUrl("orders-db"))).toMatch(/\w+/);
   });
 
+  it("enforces deletionProtection as an install does: deploy/base's admission policy refuses the delete", async () => {
+    await kubectl(["patch", "mdsdb", "orders", "--type=merge", "-p", '{"spec":{"deletionProtection":true}}']);
+    const refused = await runKubectl(stack!.env.KUBECONFIG, ["delete", "mdsdb", "orders", "--wait=false"], { cacheDir: join(dir, "kubectl-cache") });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("ValidatingAdmissionPolicy 'mds-deletion-protection' with binding 'mds-deletion-protection' denied request: spec.deletionProtection is true");
+    await kubectl(["patch", "mdsdb", "orders", "--type=merge", "-p", '{"spec":{"deletionProtection":false}}']);
+  });
+
   it("refuses a second mds dev on the same directory", async () => {
     await expect(startDevStack({ dir })).rejects.toThrow(`mds dev already runs with this state directory (pid ${process.pid})`);
   });

@@ -1,9 +1,20 @@
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, openSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { ApiextensionsV1Api, ApiException, CoreV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from "@kubernetes/client-node";
+import {
+  AdmissionregistrationV1Api,
+  ApiextensionsV1Api,
+  ApiException,
+  CoreV1Api,
+  KubeConfig,
+  loadAllYaml,
+  loadYaml,
+  type V1CustomResourceDefinition,
+  type V1ValidatingAdmissionPolicy,
+  type V1ValidatingAdmissionPolicyBinding,
+} from "@kubernetes/client-node";
 import pino, { type Logger } from "pino";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
@@ -159,6 +170,40 @@ export async function applyCrds(kc: KubeConfig): Promise<string[]> {
   return names;
 }
 
+/** deploy/base's deletion-protection policy: the same file a cluster install applies, so the local stack enforces it too. */
+export const deletionProtectionPolicyFile = path.join(repoRoot, "deploy/base/deletion-protection.yaml");
+
+/**
+ * Installs (or updates) the ValidatingAdmissionPolicy and its binding from deploy/base, which devkube evaluates as a
+ * real API server does: without it `kubectl delete` of a Database with `deletionProtection: true` would simply delete
+ * it locally, while an install refuses it.
+ */
+export async function applyDeletionProtectionPolicy(kc: KubeConfig): Promise<string> {
+  const api = kc.makeApiClient(AdmissionregistrationV1Api);
+  const [policy, binding] = loadAllYaml(readFileSync(deletionProtectionPolicyFile, "utf8")) as [V1ValidatingAdmissionPolicy, V1ValidatingAdmissionPolicyBinding];
+  const name = policy.metadata?.name ?? "";
+  await createOrReplace(`ValidatingAdmissionPolicy ${name}`, async () => {
+    const current = await api.readValidatingAdmissionPolicy({ name });
+    await api.replaceValidatingAdmissionPolicy({ name, body: { ...policy, metadata: { ...policy.metadata, resourceVersion: current.metadata?.resourceVersion ?? "" } } });
+  }, () => api.createValidatingAdmissionPolicy({ body: policy }));
+  const bindingName = binding.metadata?.name ?? "";
+  await createOrReplace(`ValidatingAdmissionPolicyBinding ${bindingName}`, async () => {
+    const current = await api.readValidatingAdmissionPolicyBinding({ name: bindingName });
+    await api.replaceValidatingAdmissionPolicyBinding({ name: bindingName, body: { ...binding, metadata: { ...binding.metadata, resourceVersion: current.metadata?.resourceVersion ?? "" } } });
+  }, () => api.createValidatingAdmissionPolicyBinding({ body: binding }));
+  return name;
+}
+
+/** Replace when it exists (a restarted stack), create on 404. */
+async function createOrReplace(what: string, replace: () => Promise<unknown>, create: () => Promise<unknown>): Promise<void> {
+  try {
+    await replace();
+  } catch (err) {
+    if (status(err) !== 404) throw new Error(`cannot install ${what}: ${errorText(err)}`);
+    await create();
+  }
+}
+
 export async function applyCredentials(kc: KubeConfig, token: string): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
   try {
@@ -222,6 +267,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     kc.loadFromString(devkube.kubeconfig);
     const crds = await applyCrds(kc);
     say(`devkube         ${devkube.url} (CRDs installed: ${crds.join(", ")})`);
+    const policy = await applyDeletionProtectionPolicy(kc);
+    say(`admission       ValidatingAdmissionPolicy ${policy} (deletionProtection enforced, as deploy/base installs it)`);
     await applyCredentials(kc, service.token);
     say(`credentials     Secret ${credentialsSecret.namespace}/${credentialsSecret.name}`);
 
