@@ -9,6 +9,7 @@ import type { CreateApiClient, MdsApi } from "./api.ts";
 import { annotations, managedSecretSelector } from "./connection-secret.ts";
 import { createCredentialPool, type OperatorCredentials } from "./credentials.ts";
 import { createCredentialsGuard, credentialsSecretOf } from "./credentials-guard.ts";
+import { createDeletionProtectionAudit } from "./deletion-protection-audit.ts";
 import { createEventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import type { KindContext, KindRegistration, ObjectCache } from "./kind.ts";
@@ -167,7 +168,15 @@ export function createOperator(options: OperatorOptions): Operator {
   }
   let sweepTimer: NodeJS.Timeout | undefined;
   const sweep = () => {
-    if (options.canWrite()) guard.sweep().catch((err: unknown) => logger.warn({ err }, "Could not sweep credentials Secrets"));
+    if (!options.canWrite()) return;
+    guard.sweep().catch((err: unknown) => logger.warn({ err }, "Could not sweep credentials Secrets"));
+    auditDeletionProtection();
+  };
+  // Watching chosen namespaces is the single-namespace install, which grants no cluster-scoped read: skip it there.
+  let audited = false;
+  const auditDeletionProtection = () => {
+    audited = true;
+    if (options.namespaces === undefined) void deletionProtection.run();
   };
 
   const pool = createCredentialPool({
@@ -201,6 +210,8 @@ export function createOperator(options: OperatorOptions): Operator {
     crashPoint,
   };
 
+  const deletionProtection = createDeletionProtectionAudit({ kube, events: context.events, logger, objects: () => [...caches.values()].flatMap((c) => c.list()) });
+
   function worker(kind: string, queue: WorkQueue, reconcile: (key: string) => Promise<Outcome>) {
     return async (key: string) => {
       if (!options.canWrite()) {
@@ -208,6 +219,8 @@ export function createOperator(options: OperatorOptions): Operator {
         queue.addAfter(key, notLeaderRequeueMs);
         return;
       }
+      // The first reconcile as leader: a standby that takes over checks at once, not at the next sweep.
+      if (!audited) auditDeletionProtection();
       const started = process.hrtime.bigint();
       let outcome: Outcome;
       try {

@@ -190,6 +190,16 @@ describe("RBAC", () => {
     expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "mds-operator", namespace: "mds-system" }]);
   });
 
+  it("lets the operator read only whether the deletion-protection policy and a Deny binding of it exist", () => {
+    expect(rulesOf(find("default", "ClusterRole", "mds-operator-admission-read"))).toEqual([
+      { apiGroups: ["admissionregistration.k8s.io"], resources: ["validatingadmissionpolicies"], resourceNames: ["mds-deletion-protection"], verbs: ["get"] },
+      { apiGroups: ["admissionregistration.k8s.io"], resources: ["validatingadmissionpolicybindings"], verbs: ["list"] },
+    ]);
+    const binding = find("default", "ClusterRoleBinding", "mds-operator-admission-read") as unknown as { roleRef: unknown; subjects: unknown[] };
+    expect(binding.roleRef).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "mds-operator-admission-read" });
+    expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "mds-operator", namespace: "mds-system" }]);
+  });
+
   it("limits leader election to one Lease and the credentials to one Secret in the operator's namespace", () => {
     expect(rulesOf(find("default", "Role", "mds-operator-leader-election"))).toEqual([
       { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
