@@ -2,7 +2,7 @@
 // Debian's `prometheus` package (never skipped: a missing one fails with how to install it), the metric names a PromQL
 // expression reads, and the names the operator's registry exports.
 import { spawn } from "node:child_process";
-import { readFile } from "node:fs/promises";
+import { access, constants, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
@@ -17,7 +17,7 @@ export const componentDir = join(repoRoot, "deploy", "components", "monitoring")
 export async function prometheusBinary(name: "promtool" | "prometheus"): Promise<string> {
   for (const dir of (process.env["PATH"] ?? "").split(":").concat(["/usr/bin", "/usr/local/bin"])) {
     const path = join(dir, name);
-    if (await readFile(path).then(() => true, () => false)) return path;
+    if (await access(path, constants.X_OK).then(() => true, () => false)) return path;
   }
   throw new Error(`${name} is not installed: \`npm run setup\` installs it (Debian package prometheus), or apt-get install prometheus`);
 }
@@ -116,8 +116,10 @@ export async function exportedMetricNames(): Promise<Set<string>> {
   const names = new Set<string>();
   for (const m of await registry.getMetricsAsJSON()) {
     names.add(m.name);
-    if (m.type === "histogram") for (const suffix of ["_bucket", "_sum", "_count"]) names.add(`${m.name}${suffix}`);
-    if (m.type === "summary") for (const suffix of ["_sum", "_count"]) names.add(`${m.name}${suffix}`);
+    // prom-client's types call it an enum; at run time it is the exposition's type name.
+    const type = String(m.type);
+    if (type === "histogram") for (const suffix of ["_bucket", "_sum", "_count"]) names.add(`${m.name}${suffix}`);
+    if (type === "summary") for (const suffix of ["_sum", "_count"]) names.add(`${m.name}${suffix}`);
   }
   return names;
 }
