@@ -2,11 +2,12 @@
 // (`promtool check rules`), fires and stays quiet where it should (`promtool test rules`, the real promtool of
 // Debian's prometheus package), has a severity, a summary, a description and a runbook in docs/metrics.md, and every
 // query of the rules and the Grafana dashboard names only metrics the operator exports.
-import { copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parse, stringify } from "yaml";
+import { parse, parseAllDocuments, stringify } from "yaml";
+import { kubectl } from "./kubectl.ts";
 import {
   exportedMetricNames,
   metricNamesIn,
@@ -52,6 +53,27 @@ describe("the monitoring component", () => {
     expect(matching.map((o) => o.metadata.name)).toEqual(["mds-operator-metrics"]);
     expect(monitor.spec.endpoints.map((e) => [e.port, e.path])).toEqual([["http-metrics", "/metrics"]]);
     expect(service.spec.ports.map((p) => p.name)).toContain("http-metrics");
+  });
+
+  it("adds exactly a ServiceMonitor, a PrometheusRule and the dashboard ConfigMap to the default install", async () => {
+    const base = await kubectl(["kustomize", "deploy"]);
+    const names = (objs: MonitoringObject[]) => objs.map((o) => `${o.kind}/${o.metadata.name}`).sort();
+    const added = names(objects).filter((n) => !names(parseAllDocuments(base.stdout).map((d) => d.toJS() as MonitoringObject)).includes(n));
+    expect(added).toEqual(["ConfigMap/mds-operator-dashboard", "PrometheusRule/mds-operator", "ServiceMonitor/mds-operator"]);
+  });
+
+  it("renders as docs/metrics.md shows it added to one's own overlay", async () => {
+    const doc = await readFile(join(repoRoot, "docs", "metrics.md"), "utf8");
+    const example = /^```yaml\n# my-mds\/kustomization.yaml\n([\s\S]*?)^```/m.exec(doc)?.[1];
+    expect(example).toContain("components/monitoring");
+    const overlay = join(dir, "overlay");
+    await mkdir(join(overlay, "my-mds"), { recursive: true });
+    await symlink(repoRoot, join(overlay, "mds"));
+    await writeFile(join(overlay, "my-mds", "kustomization.yaml"), example ?? "");
+    const result = await kubectl(["kustomize", join(overlay, "my-mds")]);
+    expect(result.stderr).toBe("");
+    const kinds = parseAllDocuments(result.stdout).map((d) => (d.toJS() as MonitoringObject).kind);
+    expect(kinds).toEqual(expect.arrayContaining(["ServiceMonitor", "PrometheusRule", "Deployment"]));
   });
 
   it("ships the dashboard as a ConfigMap for Grafana's sidecar, byte for byte dashboard.json", async () => {
