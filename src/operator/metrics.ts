@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { QueueStats } from "./work-queue.ts";
 
 // The operator's Prometheus metrics. One registry per process (built in src/cli), passed down; every part of the
 // operator records into the same named metrics through operatorMetrics(registry). Calls to the service API are
@@ -22,7 +23,63 @@ export interface OperatorMetrics {
   kubeWrites: Counter<"verb" | "resource">;
   /** 1 while this process holds the leader Lease (or runs without leader election). */
   leader: Gauge;
+  /** controller-runtime's own metric names, so the dashboards and alerts made for every other controller show mds. */
+  controllerRuntime: ControllerRuntimeMetrics;
+  /** client-go's workqueue metrics under the names controller-runtime registers them. */
+  workqueue: WorkqueueMetrics;
+  /** What a running operator reports at scrape time (resources' conditions, rotation, its queues); see StateSource. */
+  state: { add(source: StateSource): () => void };
 }
+
+// controller-runtime's pkg/internal/controller/metrics: one series per controller (the kind in lower case, as
+// controller-runtime names a controller built For a kind), results success | error | requeue | requeue_after.
+export interface ControllerRuntimeMetrics {
+  reconcileTotal: Counter<"controller" | "result">;
+  reconcileErrors: Counter<"controller">;
+  terminalReconcileErrors: Counter<"controller">;
+  reconcileTime: Histogram<"controller">;
+  maxConcurrentReconciles: Gauge<"controller">;
+}
+
+// controller-runtime's pkg/metrics/workqueue.go: `name` and `controller` both carry the controller's name.
+export interface WorkqueueMetrics {
+  adds: Counter<"name" | "controller">;
+  retries: Counter<"name" | "controller">;
+  queueDuration: Histogram<"name" | "controller">;
+  workDuration: Histogram<"name" | "controller">;
+}
+
+/** The resources of one kind, summarized at scrape time from the informer cache (resource-state.ts). */
+export interface ResourceSummary {
+  kind: string;
+  /** How many resources have each (condition type, status, reason); Ready "Unknown" with reason "" when unset. */
+  conditions: { type: string; status: string; reason: string; count: number }[];
+  /** The longest a resource of this kind has been without Ready=True (since the transition, or its creation). */
+  longestNotReadySeconds: number;
+  /** Resources whose status.rotation.nextRotationTime has passed without a rotation. */
+  rotationOverdue: number;
+  /** Resources whose retiring connection is still there after status.rotation.retiring.revokeAt. */
+  retiringPastRevoke: number;
+}
+
+export interface QueueSummary {
+  controller: string;
+  stats: QueueStats;
+}
+
+/** A running operator, read on each scrape (nothing is computed between scrapes). */
+export interface StateSource {
+  resources(now: number): ResourceSummary[];
+  queues(): QueueSummary[];
+}
+
+/** controller-runtime's reconcile_time_seconds buckets. */
+const reconcileTimeBuckets = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9,
+  10, 15, 20, 25, 30, 40, 50, 60,
+];
+/** client-go's workqueue latency buckets: 10 ns to 1000 s, ×10 each (ExponentialBuckets(10e-9, 10, 12)). */
+const workqueueBuckets = Array.from({ length: 12 }, (_, i) => Number((1e-8 * 10 ** i).toPrecision(1)));
 
 const cache = new WeakMap<Registry, OperatorMetrics>();
 
@@ -30,6 +87,7 @@ export function operatorMetrics(registry: Registry): OperatorMetrics {
   const cached = cache.get(registry);
   if (cached) return cached;
   const registers = [registry];
+  const sources = new Set<StateSource>();
   const metrics: OperatorMetrics = {
     reconcileDuration: new Histogram({
       name: "mds_operator_reconcile_duration_seconds",
@@ -62,7 +120,109 @@ export function operatorMetrics(registry: Registry): OperatorMetrics {
       help: "1 while this process is the leader (or runs without leader election), else 0.",
       registers,
     }),
+    controllerRuntime: {
+      reconcileTotal: new Counter({ name: "controller_runtime_reconcile_total", help: "Total number of reconciliations per controller", labelNames: ["controller", "result"], registers }),
+      reconcileErrors: new Counter({ name: "controller_runtime_reconcile_errors_total", help: "Total number of reconciliation errors per controller", labelNames: ["controller"], registers }),
+      terminalReconcileErrors: new Counter({
+        name: "controller_runtime_terminal_reconcile_errors_total",
+        help: "Total number of terminal reconciliation errors per controller",
+        labelNames: ["controller"],
+        registers,
+      }),
+      reconcileTime: new Histogram({
+        name: "controller_runtime_reconcile_time_seconds",
+        help: "Length of time per reconciliation per controller",
+        labelNames: ["controller"],
+        buckets: reconcileTimeBuckets,
+        registers,
+      }),
+      maxConcurrentReconciles: new Gauge({ name: "controller_runtime_max_concurrent_reconciles", help: "Maximum number of concurrent reconciles per controller", labelNames: ["controller"], registers }),
+    },
+    workqueue: {
+      adds: new Counter({ name: "workqueue_adds_total", help: "Total number of adds handled by workqueue", labelNames: ["name", "controller"], registers }),
+      retries: new Counter({ name: "workqueue_retries_total", help: "Total number of retries handled by workqueue", labelNames: ["name", "controller"], registers }),
+      queueDuration: new Histogram({
+        name: "workqueue_queue_duration_seconds",
+        help: "How long in seconds an item stays in workqueue before being requested",
+        labelNames: ["name", "controller"],
+        buckets: workqueueBuckets,
+        registers,
+      }),
+      workDuration: new Histogram({
+        name: "workqueue_work_duration_seconds",
+        help: "How long in seconds processing an item from workqueue takes.",
+        labelNames: ["name", "controller"],
+        buckets: workqueueBuckets,
+        registers,
+      }),
+    },
+    state: { add: (source) => addSource(sources, source) },
   };
+  registerStateGauges(registers, sources);
   cache.set(registry, metrics);
   return metrics;
+}
+
+function addSource(sources: Set<StateSource>, source: StateSource): () => void {
+  sources.add(source);
+  return () => sources.delete(source);
+}
+
+/**
+ * The gauges computed on each scrape from the running operators' state: no bookkeeping between scrapes, and a
+ * resource that is gone is simply not counted. One snapshot serves every gauge of the same scrape.
+ */
+function registerStateGauges(registers: Registry[], sources: Set<StateSource>): void {
+  let snapshot: { at: number; resources: ResourceSummary[]; queues: QueueSummary[] } | undefined;
+  const read = () => {
+    const now = Date.now();
+    // The gauges of one scrape are collected within a few milliseconds; a later scrape reads afresh.
+    if (snapshot === undefined || now - snapshot.at > 250) {
+      const all = [...sources];
+      snapshot = { at: now, resources: all.flatMap((s) => s.resources(now)), queues: all.flatMap((s) => s.queues()) };
+    }
+    return snapshot;
+  };
+  const gauge = <L extends string>(name: string, help: string, labelNames: L[], fill: (g: Gauge<L>, s: ReturnType<typeof read>) => void) =>
+    new Gauge<L>({
+      name,
+      help,
+      labelNames,
+      registers,
+      collect() {
+        this.reset();
+        fill(this, read());
+      },
+    });
+
+  gauge("mds_operator_resource_conditions", "Resources by kind and condition (type, status, reason); Ready Unknown with no reason: not yet reconciled.", ["kind", "type", "status", "reason"], (g, s) => {
+    for (const r of s.resources) for (const c of r.conditions) g.inc({ kind: r.kind, type: c.type, status: c.status, reason: c.reason }, c.count);
+  });
+  gauge("mds_operator_longest_not_ready_seconds", "The longest any resource of the kind has been without Ready=True (0 when all are ready).", ["kind"], (g, s) => {
+    for (const r of s.resources) g.set({ kind: r.kind }, Math.max(r.longestNotReadySeconds, 0));
+  });
+  gauge("mds_operator_rotation_overdue", "Resources whose scheduled credentials rotation (status.rotation.nextRotationTime) has passed without one.", ["kind"], (g, s) => {
+    for (const r of s.resources) g.set({ kind: r.kind }, r.rotationOverdue);
+  });
+  gauge("mds_operator_retiring_past_revoke", "Resources whose replaced connection still exists after its grace period (status.rotation.retiring.revokeAt).", ["kind"], (g, s) => {
+    for (const r of s.resources) g.set({ kind: r.kind }, r.retiringPastRevoke);
+  });
+  // controller-runtime and client-go names (see ControllerRuntimeMetrics, WorkqueueMetrics).
+  gauge("controller_runtime_active_workers", "Number of currently used workers per controller", ["controller"], (g, s) => {
+    for (const q of s.queues) g.set({ controller: q.controller }, q.stats.active);
+  });
+  gauge("workqueue_depth", "Current depth of workqueue by workqueue and priority", ["name", "controller", "priority"], (g, s) => {
+    for (const q of s.queues) g.set({ name: q.controller, controller: q.controller, priority: "" }, q.stats.ready);
+  });
+  gauge(
+    "workqueue_unfinished_work_seconds",
+    "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+    ["name", "controller"],
+    (g, s) => {
+      for (const q of s.queues) g.set({ name: q.controller, controller: q.controller }, q.stats.unfinishedSeconds);
+    },
+  );
+  gauge("workqueue_longest_running_processor_seconds", "How many seconds has the longest running processor for workqueue been running.", ["name", "controller"], (g, s) => {
+    for (const q of s.queues) g.set({ name: q.controller, controller: q.controller }, q.stats.longestRunningSeconds);
+  });
 }

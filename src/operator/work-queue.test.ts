@@ -99,4 +99,41 @@ describe("work queue", () => {
     expect(q.addRateLimited("b", { maxMs: 30_000 })).toBe(30_000);
     void q.stop();
   });
+
+  it("reports as client-go's workqueue does: deduplicated adds not counted, delayed adds as retries, time waiting and working", async () => {
+    const events: string[] = [];
+    const waits: number[] = [];
+    const q = createWorkQueue(undefined, {
+      added: () => events.push("add"),
+      retried: () => events.push("retry"),
+      started: (s) => waits.push(s),
+      finished: () => events.push("done"),
+    });
+    q.add("a");
+    q.add("a"); // deduplicated
+    q.add("b");
+    q.addAfter("c", 60_000); // a retry, not yet an add
+    q.addAfter("d", 60_000, { retry: false }); // parked
+    expect(events).toEqual(["add", "add", "retry"]);
+    expect(q.stats()).toMatchObject({ ready: 2, delayed: 2, active: 0 });
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    await new Promise((r) => setTimeout(r, 20));
+    q.start(async (key) => {
+      if (key === "a") await gate;
+    }, 1);
+    await new Promise((r) => setTimeout(r, 30));
+    q.add("a"); // while in flight: an add, waiting to run again (client-go counts it in depth)
+    const busy = q.stats();
+    expect(busy).toMatchObject({ ready: 2, active: 1 });
+    expect(busy.longestRunningSeconds).toBeGreaterThanOrEqual(0.02);
+    expect(busy.unfinishedSeconds).toBeGreaterThanOrEqual(busy.longestRunningSeconds);
+    release();
+    await new Promise((r) => setTimeout(r, 20));
+    await q.stop();
+    expect(events.filter((e) => e === "add")).toHaveLength(3);
+    expect(events.filter((e) => e === "done")).toHaveLength(3); // a, b, a again
+    expect(waits[0]).toBeGreaterThanOrEqual(0.015); // "a" waited ~20 ms for a worker
+    expect(q.stats()).toMatchObject({ ready: 0, active: 0, unfinishedSeconds: 0, longestRunningSeconds: 0 });
+  });
 });

@@ -19,9 +19,35 @@ export function backoffDelay(failures: number, options: BackoffOptions = default
   return Math.round(d / 2 + random() * (d / 2));
 }
 
+/**
+ * What the queue reports, in client-go's workqueue terms (so the operator can publish workqueue_* metrics with their
+ * semantics): an add that queued a key (a deduplicated one is not counted), a delayed add (a "retry"), and each key's
+ * wait from add to a worker and its time in the worker.
+ */
+export interface QueueObserver {
+  added(): void;
+  retried(): void;
+  started(waitedSeconds: number): void;
+  finished(workedSeconds: number): void;
+}
+
+/** The queue at one instant, read at scrape time. */
+export interface QueueStats {
+  /** Keys ready to run: queued, plus keys added again while in flight (client-go's depth; delayed keys are not). */
+  ready: number;
+  /** Keys whose delay has not expired yet. */
+  delayed: number;
+  /** Keys in a worker now. */
+  active: number;
+  /** Seconds the keys now in workers have run, summed, and the longest of them. */
+  unfinishedSeconds: number;
+  longestRunningSeconds: number;
+}
+
 export interface WorkQueue {
   add(key: string, urgent?: boolean): void;
-  addAfter(key: string, ms: number): void;
+  /** Adds the key after `ms`; `retry: false` for a key only parked (not counted in workqueue_retries_total). */
+  addAfter(key: string, ms: number, options?: { retry?: boolean }): void;
   /** Schedules the key after its next backoff step, bounded by `minMs`/`maxMs`; returns the delay. */
   addRateLimited(key: string, bounds?: { minMs?: number | undefined; maxMs?: number | undefined }): number;
   /** Resets the key's backoff (after a success). */
@@ -29,12 +55,13 @@ export interface WorkQueue {
   failures(key: string): number;
   /** Queued plus delayed keys (for the queue-depth metric). */
   depth(): number;
+  stats(now?: number): QueueStats;
   start(handler: (key: string) => Promise<void>, concurrency: number): void;
   /** Stops taking work and waits for the keys in flight. */
   stop(): Promise<void>;
 }
 
-export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQueue {
+export function createWorkQueue(backoff: BackoffOptions = defaultBackoff, observer?: QueueObserver): WorkQueue {
   const queue: string[] = [];
   const due: string[] = [];
   const queued = new Set<string>();
@@ -52,6 +79,9 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
   let stopped = false;
   const workers: Promise<void>[] = [];
   let wake: (() => void)[] = [];
+  // For the observer: when each waiting key was added, when each key in a worker started (performance.now(), ms).
+  const addedAt = new Map<string, number>();
+  const startedAt = new Map<string, number>();
 
   function notify() {
     const w = wake;
@@ -62,6 +92,7 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
   function add(key: string, urgent = false) {
     if (stopped) return;
     if (processing.has(key)) {
+      if (!dirty.has(key)) noteAdded(key);
       dirty.add(key);
       return;
     }
@@ -70,14 +101,23 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
       const i = queue.indexOf(key);
       if (i < 0) return;
       queue.splice(i, 1);
+    } else {
+      noteAdded(key);
     }
     queued.add(key);
     (urgent ? due : queue).push(key);
     notify();
   }
 
-  function addAfter(key: string, ms: number) {
+  function noteAdded(key: string) {
+    if (observer === undefined) return;
+    observer.added();
+    if (!addedAt.has(key)) addedAt.set(key, performance.now());
+  }
+
+  function addAfter(key: string, ms: number, options: { retry?: boolean } = {}) {
     if (stopped) return;
+    if (options.retry !== false) observer?.retried();
     if (ms <= 0) return add(key);
     const at = Date.now() + ms;
     const existing = deadlines.get(key);
@@ -119,13 +159,28 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
       }
       queued.delete(key);
       processing.add(key);
+      const start = performance.now();
+      if (observer !== undefined) {
+        observer.started((start - (addedAt.get(key) ?? start)) / 1000);
+        addedAt.delete(key);
+        startedAt.set(key, start);
+      }
       try {
         await handler?.(key);
       } catch {
         // The handler owns error handling; a throw here must not kill the worker.
       } finally {
         processing.delete(key);
-        if (dirty.delete(key)) add(key);
+        if (observer !== undefined) {
+          startedAt.delete(key);
+          observer.finished((performance.now() - start) / 1000);
+        }
+        if (dirty.delete(key) && !stopped) {
+          // Counted as an add when it came in (add() would count it again); it now waits in the queue proper.
+          queued.add(key);
+          queue.push(key);
+          notify();
+        }
       }
     }
   }
@@ -147,6 +202,15 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff): WorkQ
     },
     failures: (key) => failureCounts.get(key) ?? 0,
     depth: () => queue.length + due.length + deadlines.size,
+    stats(now = performance.now()) {
+      let unfinished = 0;
+      let longest = 0;
+      for (const t of startedAt.values()) {
+        unfinished += now - t;
+        longest = Math.max(longest, now - t);
+      }
+      return { ready: queue.length + due.length + dirty.size, delayed: deadlines.size, active: processing.size, unfinishedSeconds: unfinished / 1000, longestRunningSeconds: longest / 1000 };
+    },
     start(h, concurrency) {
       handler = h;
       for (let i = 0; i < Math.max(1, concurrency); i++) workers.push(worker());
