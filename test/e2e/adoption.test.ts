@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
 import { ConnectionType, DatabaseRestoreType, DatabaseType } from "../../src/resources/types.ts";
-import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "./helpers.ts";
+import { counterparts, eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
 // Importing existing databases: ObserveOnly first (status and drift, nothing written remotely, no Secret), then Full
 // (adopted, a Secret, still no rename unless displayName asks). Adoption of another project's database is refused.
@@ -45,9 +45,8 @@ describe.each(counterparts)("adoption against %s", (counterpart) => {
   });
   const patch = (name: string, body: object) => stack.kubectl(["patch", "databases.mds.dev", name, "--type=merge", "-p", JSON.stringify(body)]);
 
-  itNeedsDevkube(
+  it(
     "observes first (drift, no write, no Secret), adopts on Full without renaming, refuses another project's database",
-    "nothing (runs anywhere; kept on devkube for its speed)",
     async () => {
       const fleet = (await api("POST", "/v1/projects", { name: `fleet-${counterpart}`, region: "us-east-1", createDatabase: false })).data;
       const other = (await api("POST", "/v1/projects", { name: `other-${counterpart}`, region: "us-east-1", createDatabase: false })).data;

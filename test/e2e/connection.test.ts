@@ -1,10 +1,10 @@
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
 import { decodeData } from "../../src/operator/connection-secret.ts";
 import type { Operator } from "../../src/operator/index.ts";
 import { ConnectionType, DatabaseType } from "../../src/resources/types.ts";
-import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "./helpers.ts";
+import { counterparts, eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
 // The Connection kind with the real kubectl: one revocable login per app, in the Database's namespace or in one the
 // Database allows; refused before anything is minted otherwise; revoked when the resource is deleted.
@@ -12,10 +12,11 @@ import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type S
 describe.each(counterparts)("Connection against %s", (api) => {
   let stack: Stack;
   let operator: Operator;
-  const apps = () => `${stack.namespace}-apps`;
+  // The apps' namespace comes from the stack: created before the operator starts, watched by it, cleaned up after.
+  const apps = () => stack.namespaceOf("apps");
 
   beforeAll(async () => {
-    stack = await startStack({ api });
+    stack = await startStack({ api, namespaces: ["apps"] });
     operator = await stack.startOperator();
   });
   afterAll(async () => {
@@ -55,11 +56,9 @@ describe.each(counterparts)("Connection against %s", (api) => {
     spec: { databaseRef: { name: "shared", ...(databaseNamespace === undefined ? {} : { namespace: databaseNamespace }) }, connectionSecret: { name: `${name}-db`, endpoint: "direct" } },
   });
 
-  itNeedsDevkube(
+  it(
     "gives each app its own login, across namespaces only where the Database allows, and revokes it on delete or when the grant is withdrawn",
-    "a second namespace the operator watches",
     async () => {
-      await stack.kubectl(["create", "namespace", apps()]);
       await stack.kubectl(
         ["apply", "-f", "-"],
         manifests(

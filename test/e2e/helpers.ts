@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
-import { stringify } from "yaml";
+import { parseAllDocuments, stringify } from "yaml";
 import { pino, type Logger } from "pino";
 import { it } from "vitest";
 import { Registry } from "prom-client";
@@ -67,6 +67,10 @@ export interface Stack {
   kube: KubeClient;
   /** Every namespaced object of the test lives here: "default" on devkube, `mds-e2e-<random>` on a real cluster. */
   namespace: string;
+  /** Every namespace of the test: `namespace` first, then those asked for with `StackOptions.namespaces`. */
+  namespaces: string[];
+  /** The name of a namespace asked for with `StackOptions.namespaces` by its role (e.g. "apps"). */
+  namespaceOf(role: string): string;
   /** Everything every operator of this stack logged, for the planted-secret scan. */
   logs: string[];
   /**
@@ -75,7 +79,10 @@ export interface Stack {
    * Secret's labels and annotations. One line per finding (naming the secret, never its value); "" when clean.
    */
   leaks(): Promise<string>;
-  /** kubectl against the stack's cluster, in `namespace`. */
+  /**
+   * kubectl against the stack's cluster, in `namespace` unless the command names its own (`-n`, `-A`) or every object
+   * of its input does (`metadata.namespace`): see `namespaceFlagNeeded`.
+   */
   kubectl(args: string[], input?: string): Promise<string>;
   startOperator(overrides?: Partial<RuntimeOperatorOptions>): Promise<Operator>;
   stop(): Promise<void>;
@@ -90,6 +97,13 @@ export interface StackOptions {
    */
   api?: Counterpart;
   faults?: EmulatorFaults;
+  /**
+   * More namespaces the test needs besides `namespace`, by role (e.g. `["apps"]`): created (labelled
+   * `app.kubernetes.io/created-by=mds-e2e`) before any operator starts, watched by every operator of the stack, and on
+   * a real cluster removed at the end like the main one. Names come from `stack.namespaceOf(role)`: the role itself on
+   * devkube, `<namespace>-<role>` on a real cluster, so test files running in parallel on one cluster never share one.
+   */
+  namespaces?: string[];
 }
 
 export type Counterpart = "service" | "emulator";
@@ -97,7 +111,34 @@ export type Counterpart = "service" | "emulator";
 export const counterparts: Counterpart[] = ["service", "emulator"];
 
 const crdsDir = path.resolve(import.meta.dirname, "../../crds");
-const mdsKinds = "mdsdb,mdsproject,mdsrestore";
+const mdsKinds = "mdsdb,mdsproject,mdsrestore,mdsconn";
+const createdBy = { "app.kubernetes.io/created-by": "mds-e2e" };
+
+/**
+ * Whether `stack.kubectl` adds `--namespace=<stack.namespace>` on a real cluster. Not when the command names its
+ * namespace (`-n`, `--namespace`, `-A`, `--all-namespaces`), nor when its input names one in every object: kubectl
+ * refuses an object whose namespace differs from the flag's, so forcing it would break every manifest for the
+ * test's other namespaces.
+ */
+export function namespaceFlagNeeded(args: string[], input?: string): boolean {
+  const namesItsOwn = args.some((a) => a === "-A" || /^--all-namespaces(=true)?$/.test(a) || a === "-n" || /^-n./.test(a) || a === "--namespace" || a.startsWith("--namespace="));
+  if (namesItsOwn) return false;
+  if (input === undefined) return true;
+  const objects: unknown[] = [];
+  try {
+    for (const doc of parseAllDocuments(input)) {
+      if (doc.errors.length > 0) return true;
+      const obj = doc.toJS() as { items?: unknown } | null;
+      if (obj === null || obj === undefined) continue;
+      // A List (`kubectl get -o json` fed back) carries its objects in items.
+      objects.push(...(Array.isArray(obj.items) ? obj.items : [obj]));
+    }
+  } catch {
+    return true;
+  }
+  const namespaceOf = (o: unknown) => (o as { metadata?: { namespace?: unknown } } | null)?.metadata?.namespace;
+  return objects.length === 0 || objects.some((o) => typeof namespaceOf(o) !== "string" || namespaceOf(o) === "");
+}
 
 function loadRealCluster(real: RealCluster): KubeConfig {
   try {
@@ -110,6 +151,13 @@ function loadRealCluster(real: RealCluster): KubeConfig {
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const real = "realCluster" in options ? options.realCluster : realCluster;
+  const roles = options.namespaces ?? [];
+  for (const role of roles) {
+    // A DNS label short enough to follow `mds-e2e-<8 hex>-`, and no namespace asked for twice.
+    if (!/^[a-z0-9]([-a-z0-9]{0,37}[a-z0-9])?$/.test(role) || roles.indexOf(role) !== roles.lastIndexOf(role)) {
+      throw new Error(`startStack: namespace role "${role}" must be a distinct DNS label of at most 39 characters`);
+    }
+  }
   // Loaded first: a wrong path or context fails here, before anything is started.
   const realKubeConfig = real === undefined ? undefined : loadRealCluster(real);
   const dir = await mkdtemp(path.join(tmpdir(), "mds-e2e-"));
@@ -123,6 +171,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const kubeconfigPath = devkube?.kubeconfigPath ?? real!.kubeconfigPath;
   const contextArgs = real?.context === undefined ? [] : [`--context=${real.context}`];
   const namespace = real === undefined ? "default" : `mds-e2e-${randomBytes(4).toString("hex")}`;
+  const extraNamespaces = new Map(roles.map((role) => [role, real === undefined ? role : `${namespace}-${role}`]));
+  const namespaces = [namespace, ...extraNamespaces.values()];
   const kube = createKubeClient(kubeConfig);
   const logs: string[] = [];
   const operators: Operator[] = [];
@@ -134,28 +184,39 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")} failed: ${r.stderr.trim()}`);
     return r.stdout;
   }
-  const kubectl = (args: string[], input?: string) => kubectlIn(real === undefined ? undefined : namespace, args, input);
+  const kubectl = (args: string[], input?: string) => kubectlIn(real !== undefined && namespaceFlagNeeded(args, input) ? namespace : undefined, args, input);
 
-  async function removeNamespace(): Promise<void> {
-    // The operators are gone, so nothing would remove the finalizers; the remote side (the local service) goes
-    // away with this stack, so dropping them loses nothing.
-    const names = (await kubectl(["get", mdsKinds, "-o", "name"])).split("\n").filter((n) => n !== "");
-    for (const name of names) {
-      await kubectl(["patch", name, "--type=merge", "-p", JSON.stringify({ metadata: { finalizers: null } })]).catch(() => {});
+  async function removeNamespace(ns: string): Promise<void> {
+    // The operators are gone, so nothing would remove the finalizers (the mds resources' and the credentials
+    // Secrets' mds.dev/credentials-in-use) and the namespace would stay Terminating; the remote side (the local
+    // service) goes away with this stack, so dropping them loses nothing. A namespace the test deleted itself is
+    // simply not found.
+    const dropFinalizers = JSON.stringify({ metadata: { finalizers: null } });
+    const names = (await kubectlIn(ns, ["get", mdsKinds, "-o", "name"])).split("\n").filter((n) => n !== "");
+    for (const name of names) await kubectlIn(ns, ["patch", name, "--type=merge", "-p", dropFinalizers]).catch(() => {});
+    const secrets = JSON.parse(await kubectlIn(ns, ["get", "secrets", "-o", "json"])) as { items: Secret[] };
+    for (const s of secrets.items.filter((x) => (x.metadata.finalizers ?? []).length > 0)) {
+      await kubectlIn(ns, ["patch", "secret", s.metadata.name, "--type=merge", "-p", dropFinalizers]).catch(() => {});
     }
-    await kubectlIn(undefined, ["delete", "namespace", namespace, "--wait=false"]);
+    await kubectlIn(undefined, ["delete", "namespace", ns, "--wait=false", "--ignore-not-found"]);
+  }
+  async function removeNamespaces(created: string[]): Promise<void> {
+    const failures = (await Promise.allSettled(created.map(removeNamespace))).filter((r) => r.status === "rejected");
+    if (failures.length > 0) throw new AggregateError(failures.map((f) => f.reason), `cannot remove the test namespaces ${created.join(", ")}`);
   }
 
-  let namespaceCreated = false;
+  const created: string[] = [];
   try {
     if (real === undefined) {
       await kubectl(["apply", "-f", crdsDir]);
     } else {
       // Server-side, under our own field manager: a no-op when the cluster already has these CRDs; never deleted.
       await kubectl(["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crdsDir]);
-      const ns = { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace, labels: { "app.kubernetes.io/created-by": "mds-e2e" } } };
-      await kubectlIn(undefined, ["create", "-f", "-"], JSON.stringify(ns));
-      namespaceCreated = true;
+    }
+    // On devkube "default" exists already; on a real cluster every namespace of the test is its own.
+    for (const ns of real === undefined ? namespaces.slice(1) : namespaces) {
+      await kubectlIn(undefined, ["create", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: createdBy } }));
+      created.push(ns);
     }
     // kubectl caches discovery: make it see the new CRDs before the first apply of a custom resource.
     await eventually(() => kubectl(["get", mdsKinds]), { what: "CRDs served" });
@@ -167,7 +228,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     );
   } catch (err) {
     // A half-started stack leaves nothing behind: no namespace on the cluster, no servers in the test process.
-    if (namespaceCreated && !real?.keepNamespaces) await removeNamespace().catch(() => {});
+    if (real !== undefined && !real.keepNamespaces) await removeNamespaces(created).catch(() => {});
     await Promise.all([devkube?.stop(), service.stop(), emulator?.stop()]).catch(() => {});
     await rm(dir, { recursive: true, force: true });
     throw err;
@@ -180,12 +241,18 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     kubeConfig,
     kube,
     namespace,
+    namespaces,
+    namespaceOf(role) {
+      const name = extraNamespaces.get(role);
+      if (name === undefined) throw new Error(`no namespace for role "${role}": ask for it with startStack({ namespaces: [${JSON.stringify(role)}] })`);
+      return name;
+    },
     logs,
     kubectl,
     async leaks() {
       const planted: PlantedSecret[] = [
         { name: "service token", value: service.token },
-        ...connectionSecretValues((await kube.list<Secret>(SecretType, { namespace })).items),
+        ...(await Promise.all(namespaces.map(async (ns) => connectionSecretValues((await kube.list<Secret>(SecretType, { namespace: ns })).items)))).flat(),
       ];
       const kc = new ClientNodeKubeConfig();
       kc.loadFromFile(kubeconfigPath);
@@ -205,8 +272,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         kubeConfig,
         apiUrl: emulator?.url ?? service.url,
         defaultCredentials: { secretNamespace: namespace, secretName: "mds-credentials", key: "token" },
-        // On a shared cluster other test files run their own operators and services: each watches only its namespace.
-        namespaces: real === undefined ? undefined : [namespace],
+        // On a shared cluster other test files run their own operators and services: each watches only its namespaces.
+        namespaces: real === undefined ? undefined : namespaces,
         instanceId: "e2e",
         concurrency: 4,
         pollIntervals: { fastMs: 200, slowMs: 30_000 },
@@ -222,7 +289,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     async stop() {
       await Promise.all(operators.map((o) => o.stop().catch(() => {})));
       try {
-        if (real !== undefined && !real.keepNamespaces) await removeNamespace();
+        if (real !== undefined && !real.keepNamespaces) await removeNamespaces(namespaces);
       } finally {
         await Promise.all([devkube?.stop(), service.stop(), emulator?.stop()]);
         await rm(dir, { recursive: true, force: true });

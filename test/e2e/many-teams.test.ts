@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
 import { credentialsFinalizer } from "../../src/operator/credentials-guard.ts";
 import { ConnectionType, DatabaseRestoreType, DatabaseType, ProjectType } from "../../src/resources/types.ts";
 import type { ResourceType } from "../../src/kube/types.ts";
 import { formatFindings, scanText } from "../support/secret-scan.ts";
-import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "./helpers.ts";
+import { counterparts, eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
 // One operator, two teams: each namespace holds its own workspace's token as `mds-credentials`, the operator's own
 // token serves only its namespace. Neither team can read, adopt, mint for, restore or delete the other's objects,
@@ -17,13 +17,14 @@ type Status = { id?: string; credentials?: { secret: string; source: string }; c
 describe.each(counterparts)("many teams against %s", (api) => {
   let stack: Stack;
   const tokens = { a: "", b: "" };
-  const ns = (team: "a" | "b" | "c") => `team-${team}-${api}`;
+  // The teams' namespaces come from the stack (created, watched, cleaned up): on a real cluster their names are
+  // unique to this run, so files running in parallel there never meet.
+  const ns = (team: "a" | "b" | "c") => stack.namespaceOf(`team-${team}`);
 
   beforeAll(async () => {
-    stack = await startStack({ api });
+    stack = await startStack({ api, namespaces: ["team-a", "team-b", "team-c"] });
     tokens.a = await stack.service.createToken(`team-a-${api}`);
     tokens.b = await stack.service.createToken(`team-b-${api}`);
-    for (const team of ["a", "b", "c"] as const) await stack.kubectl(["create", "namespace", ns(team)]);
     for (const team of ["a", "b"] as const) {
       const secret = { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: ns(team) }, stringData: { token: tokens[team] } };
       await stack.kubectl(["create", "-f", "-"], JSON.stringify(secret));
@@ -54,9 +55,8 @@ describe.each(counterparts)("many teams against %s", (api) => {
   const project = (namespace: string, name: string, spec: object = {}) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name, namespace }, spec: { region: "us-east-1", ...spec } });
   const database = (namespace: string, name: string, spec: object) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace }, spec });
 
-  itNeedsDevkube(
+  it(
     "keeps two teams apart: by name and by id, nothing of one is read, adopted, minted for, restored or deleted by the other",
-    "namespace deletion with finalizers",
     async () => {
       // Team A: a project and a database, with its namespace's own token.
       await apply(project(ns("a"), "app"), database(ns("a"), "orders", { projectRef: { name: "app" }, deletionPolicy: "Delete", connectionSecret: { name: "orders-db" } }));

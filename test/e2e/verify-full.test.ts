@@ -5,11 +5,11 @@ import path from "node:path";
 import { promisify } from "node:util";
 import pg from "pg";
 import { generate } from "selfsigned";
-import { afterAll, beforeAll, describe, expect } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
 import { decodeData } from "../../src/operator/connection-secret.ts";
 import { DatabaseType } from "../../src/resources/types.ts";
-import { eventually, itNeedsDevkube, manifests, startStack, type Stack } from "./helpers.ts";
+import { eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
 // An app verifies the server: the Database's spec gives the server's CA, the operator's Secret carries it (ca.crt)
 // and URLs with sslmode=verify-full and sslrootcert at the path the app mounts it; the real psql and the pg driver
@@ -43,9 +43,9 @@ describe("verify-full through the operator's Secret", () => {
     }
   };
 
-  itNeedsDevkube(
+  // On a real cluster too: the "app" is this test process, so the mount is a path of this machine either way.
+  it(
     "connects with verify-full through the pooler and directly, with psql and pg, and refuses a server another CA signed",
-    "a CA file at a path of this machine (the app's mount)",
     async () => {
       const { caCert } = JSON.parse(await readFile(path.join(stack.service.dir, "service.json"), "utf8")) as { caCert: string };
       const mountPath = path.join(dir, "ca.crt");
