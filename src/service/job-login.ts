@@ -55,7 +55,7 @@ export async function withOwnerLogin<T>(input: OwnerLoginInput, fn: (login: Data
   const guard = guardSingleSession(input.pool, input.name);
   try {
     const result = await fn({ host: url.hostname, port: url.port || "5432", user: input.name, password, sslmode: url.searchParams.get("sslmode") ?? "prefer" });
-    // A guard that failed (the server went away) did not keep the login shut: nothing it let through counts.
+    // A guard that failed (its server went away) may not have shut the login: the attempt fails rather than stand.
     await guard.stop();
     return result;
   } finally {
