@@ -16,7 +16,8 @@ import type { ServerTls } from "./tls.ts";
 // Authentication: clients authenticate to PgBouncer with SCRAM-SHA-256 against the verifier PostgreSQL holds, which
 // PgBouncer fetches at every login (`auth_query`) through `pg_catalog.mds_pooler_lookup(name)`: a SECURITY DEFINER
 // function that answers only a session of the dedicated role `mds_pooler` and only for ordinary login roles (never a
-// superuser, a replication or BYPASSRLS role, the pooler itself or a job login, never an expired one). PgBouncer then
+// superuser, a replication or BYPASSRLS role, the pooler itself or a job login, never an expired one, never a login
+// without CONNECT on the database it runs in, which is the one the client asked for). PgBouncer then
 // logs in to PostgreSQL as the client with the SCRAM keys of that exchange, so PostgreSQL checks every server login
 // itself: a revoked (NOLOGIN, dropped) or rotated login cannot open a server connection, whatever PgBouncer knows.
 // No tenant secret and no superuser password is written to a file; the only secret on disk is the password of
@@ -46,6 +47,7 @@ SET search_path = pg_catalog, pg_temp AS $fn$
     AND a.rolname <> '${poolerRole}' AND a.rolname NOT LIKE 'mds\\_job\\_%'
     AND (a.rolvaliduntil IS NULL OR a.rolvaliduntil > now())
     AND a.rolpassword LIKE 'SCRAM-SHA-256$%'
+    AND pg_catalog.has_database_privilege(a.oid, pg_catalog.current_database(), 'CONNECT')
 $fn$`;
 
 const run = promisify(execFile);

@@ -77,16 +77,19 @@ describe("public API: clone a database (source: database)", () => {
     const { project, db: source } = await readyProject("clone-retry");
     await sql(source.connectionString, "CREATE TABLE items (id int PRIMARY KEY); INSERT INTO items VALUES (1), (2)");
     const admin = (database: string) => withDatabase(service.postgresUrl, database);
-    const pgNameOf = (id: string) => `mds_${id.slice(id.indexOf("_") + 1)}`;
+    // PostgreSQL names are random (pg-names.ts): the control database records them.
+    const pgNameOf = async (id: string): Promise<string> => (await controlQuery("SELECT pg_name FROM databases WHERE id = $1", [id])).rows[0].pg_name;
+    const sourcePg = await pgNameOf(source.id);
     // pg_dump cannot reach the source: every clone attempt fails after creating the new database.
-    await sql(admin("postgres"), `ALTER DATABASE ${pgNameOf(source.id)} ALLOW_CONNECTIONS false`);
+    await sql(admin("postgres"), `ALTER DATABASE ${sourcePg} ALLOW_CONNECTIONS false`);
     try {
       const clone = dataOf(DatabaseWithCredentials).parse((await raw("POST", "/v1/databases", { projectId: project.id, source: { type: "database", databaseId: source.id } })).body).data;
       const jobOf = `SELECT j.id FROM jobs j WHERE j.target_id = $1 AND j.kind = 'provision'`;
+      const clonePg = await pgNameOf(clone.id);
       await eventually(async () => expect((await controlQuery(`SELECT error FROM jobs WHERE target_id = $1 AND kind = 'provision'`, [clone.id])).rows[0].error).toBeTruthy());
       // What a crashed or failed attempt can leave: objects in the half-made database, one of them in the source's way.
       const injectedAt = await eventually(async () => {
-        await sql(admin(pgNameOf(clone.id)), "CREATE TABLE IF NOT EXISTS junk (v int); CREATE TABLE IF NOT EXISTS items (other text)");
+        await sql(admin(clonePg), "CREATE TABLE IF NOT EXISTS junk (v int); CREATE TABLE IF NOT EXISTS items (other text)");
         return (await controlQuery("SELECT now() AS t", [])).rows[0].t as Date;
       });
       // An attempt that started after the leftovers were made has run (and failed again on the source).
@@ -94,13 +97,13 @@ describe("public API: clone a database (source: database)", () => {
         const { rows } = await controlQuery(`SELECT count(*)::int AS n FROM job_runs WHERE job_id = (${jobOf}) AND started_at > $2 AND finished_at IS NOT NULL`, [clone.id, injectedAt]);
         expect(rows[0].n).toBeGreaterThan(0);
       });
-      await sql(admin("postgres"), `ALTER DATABASE ${pgNameOf(source.id)} ALLOW_CONNECTIONS true`);
+      await sql(admin("postgres"), `ALTER DATABASE ${sourcePg} ALLOW_CONNECTIONS true`);
       await readyDatabase(clone.id);
       const url = clone.connections[0]!.endpoints.direct!.connectionString;
       expect(await sql(url, "SELECT id FROM items ORDER BY id")).toEqual([{ id: 1 }, { id: 2 }]);
       expect(await sql(url, "SELECT to_regclass('junk') AS junk")).toEqual([{ junk: null }]);
     } finally {
-      await sql(admin("postgres"), `ALTER DATABASE ${pgNameOf(source.id)} ALLOW_CONNECTIONS true`);
+      await sql(admin("postgres"), `ALTER DATABASE ${sourcePg} ALLOW_CONNECTIONS true`);
     }
   });
 

@@ -6,11 +6,11 @@ import { serverPool, type ServiceDeps } from "../deps.ts";
 import { conflict, notFound } from "../errors.ts";
 import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
 import { decodeCursor, paginate } from "../pagination.ts";
+import { newPgName } from "../pg-names.ts";
 import { ensureLoginRole, ensureOwnerRole, revokeLoginRole, rotateLoginRole } from "../provisioner.ts";
 import type { ConnectionRow, DatabaseRow } from "../rows.ts";
 import { databasesByIds, getConnection, getDatabase, listConnections } from "../store.ts";
 import { inTransaction } from "../store/pool.ts";
-import { idBody } from "./new-database.ts";
 
 // A connection is a login role of one database (provisioner.ts): minting, rotating and revoking change the row and
 // the role together, in the transaction that holds the database's row lock.
@@ -48,7 +48,7 @@ async function insertConnection(client: pg.PoolClient, databaseId: string, name:
   const { rows } = await client.query<ConnectionRow>(
     `INSERT INTO connections (id, database_id, name, role_name, verifier) VALUES ($1, $2, $3, $4, $5)
      RETURNING id, database_id, name, role_name, created_at`,
-    [id, databaseId, name, `mds_${idBody(id)}`, verifier],
+    [id, databaseId, name, newPgName(), verifier],
   );
   return { connection: rows[0]!, password, verifier };
 }

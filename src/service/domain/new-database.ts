@@ -6,6 +6,7 @@ import type { ServiceDeps } from "../deps.ts";
 import { conflict } from "../errors.ts";
 import { enqueueJob } from "../jobs.ts";
 import type { ConnectionRow, DatabaseRow, ProjectRow } from "../rows.ts";
+import { newPgName, ownerRoleOf } from "../pg-names.ts";
 import { getDatabase } from "../store.ts";
 import { placeDatabase } from "../servers.ts";
 import { resolveRegion } from "./regions.ts";
@@ -16,9 +17,6 @@ import { checkBackupSource, checkCloneSource } from "./sources.ts";
 
 /** A new database's row and first connection; the password exists only here and in the creation's response. */
 export type NewDatabase = { row: DatabaseRow; connection: ConnectionRow; password: string };
-
-/** The part of a generated id after its prefix: PostgreSQL names are made of it, never of anything a client sent. */
-export const idBody = (id: string) => id.slice(id.indexOf("_") + 1);
 
 export function generatedName(prefix: string): string {
   return `${prefix}-${randomBytes(4).toString("hex")}`;
@@ -46,20 +44,21 @@ export async function createDatabaseRows(
   const id = newId("database");
   // Last of the checks: a placement may make the region's creations wait for each other until this one commits.
   const server = await placeDatabase(deps, client, region, id);
-  const pgName = `mds_${idBody(id)}`;
+  // Random, never of the id: every tenant can read the catalog (pg-names.ts).
+  const pgName = newPgName();
   const name = input.name ?? generatedName("database");
   const connectionId = newId("connection");
   await client.query(
     `INSERT INTO databases (id, project_id, workspace_id, name, region, server, status, is_default, pg_name, owner_role, source, logical_id, default_connection_id)
      VALUES ($1, $2, $3, $4, $5, $6, 'provisioning', $7, $8, $9, $10, $11, $12)`,
-    [id, project.id, project.workspace_id, name, region, server.name, input.isDefault, pgName, `${pgName}_owner`, JSON.stringify(source), input.logicalId ?? null, connectionId],
+    [id, project.id, project.workspace_id, name, region, server.name, input.isDefault, pgName, ownerRoleOf(pgName), JSON.stringify(source), input.logicalId ?? null, connectionId],
   );
   const password = randomPassword();
   const verifier = await scramVerifier(password);
   const { rows: conns } = await client.query<ConnectionRow>(
     `INSERT INTO connections (id, database_id, name, role_name, verifier) VALUES ($1, $2, $3, $4, $5)
      RETURNING id, database_id, name, role_name, created_at`,
-    [connectionId, id, "default", `mds_${idBody(connectionId)}`, verifier],
+    [connectionId, id, "default", newPgName(), verifier],
   );
   await enqueueJob(client, { kind: "provision", targetId: id });
   const row = await getDatabase(client, project.workspace_id, id);
