@@ -1,7 +1,7 @@
 import { errorCode, isApiNotFound, type CreatedConnection, type MdsApi } from "./api.ts";
 import type { ConnectionCredentials } from "./connection-secret.ts";
 import { ReconcileError } from "./errors.ts";
-import { credentialsFromCreated, idempotencyKeyOf } from "./identity.ts";
+import { credentialsFromCreated, idempotencyKeyOf, isNameOf } from "./identity.ts";
 import type { ConnectionOwner, SecretTarget } from "./secret-publisher.ts";
 import type { RemoteMirror } from "./remote-mirror.ts";
 
@@ -106,17 +106,38 @@ export interface RecoveryPlan {
 }
 
 /**
- * A kind's ConnectionOwner: recovery through replayOrMint with the kind's plan, revocation that treats a connection
- * already gone as revoked. The kind writes only its plan.
+ * Whether the connection is one this resource minted on its own database: one of its names (first mint, rotations),
+ * or the connection the server made with a database this resource created (`ownsOriginal`: not an adopted one, whose
+ * original connection someone else may hold). Decided from the service's own list of the database's connections,
+ * never from an annotation, a label or a status: those are anyone's to write who can write the namespace.
+ */
+export function isOwnConnection(
+  connection: { id: string; name: string } | undefined,
+  ownName: string,
+  original: { ownsOriginal: boolean; originalConnectionId: string | undefined },
+): boolean {
+  if (connection === undefined) return false;
+  return isNameOf(connection.name, ownName) || (original.ownsOriginal && connection.id === original.originalConnectionId);
+}
+
+/**
+ * A kind's ConnectionOwner: recovery through replayOrMint with the kind's plan, revocation only of the resource's
+ * own connections (one already gone is done). The kind writes only its plan.
  */
 export function connectionOwner<T>(args: {
   api: MdsApi;
   mirror: RemoteMirror;
   connectionName: (obj: T) => string;
+  /** Whether the original connection of the target database is this resource's (it created the database). */
+  ownsOriginal: (obj: T) => boolean;
   plan: (obj: T, target: SecretTarget) => Promise<RecoveryPlan>;
 }): ConnectionOwner<T> {
   const { api, mirror } = args;
   return {
+    owns(obj, target, id) {
+      const connection = target.connections.find((c) => c.id === id);
+      return isOwnConnection(connection, args.connectionName(obj), { ownsOriginal: args.ownsOriginal(obj), originalConnectionId: target.originalConnectionId });
+    },
     async recover(obj, target, previousConnectionId, keep) {
       const plan = await args.plan(obj, target);
       return replayOrMint({ api, mirror, target, previousConnectionId, connectionName: args.connectionName(obj), keep, ...plan });
@@ -126,12 +147,25 @@ export function connectionOwner<T>(args: {
       const name = args.connectionName(obj).slice(0, 64 - suffix.length) + suffix; // names are at most 64 characters
       return mintNamed({ api, mirror, databaseId: target.databaseId, name, idempotencyKey: idempotencyKeyOf("rotate", target.databaseId, name), keep: [] });
     },
-    async revoke(id) {
+    async revoke(obj, databaseId, id) {
+      // Read fresh, not from the mirror: the one check between an id anyone could have written and a DELETE made
+      // with the database owner's token. Its cost is one GET per revocation, which is rare.
+      let db: Awaited<ReturnType<MdsApi["getDatabase"]>>;
+      try {
+        db = await api.getDatabase(databaseId);
+      } catch (err) {
+        if (isApiNotFound(err)) return "absent"; // the database, and so its connections, are gone
+        throw err;
+      }
+      const connection = db.connections.find((c) => c.id === id);
+      if (connection === undefined) return "absent"; // gone, or another database's: either way, nothing to call
+      if (!isOwnConnection(connection, args.connectionName(obj), { ownsOriginal: args.ownsOriginal(obj), originalConnectionId: originalConnectionOf(db) })) return "refused";
       try {
         await api.deleteConnection(id);
       } catch (err) {
         if (!isApiNotFound(err)) throw err;
       }
+      return "revoked";
     },
   };
 }

@@ -130,7 +130,7 @@ describe.each(counterparts)("the operator acts only on what it minted, against %
         timeoutMs: 30_000,
       });
       expect.soft(await alive(), "the Secret's revoke annotation").toEqual(unharmed);
-      expect.soft((await warnings()).some((e) => e.reason === "RevokeRefused" && e.message.includes(victims.billingLogin))).toBe(true);
+      expect.soft((await warnings()).some((e) => e.reason === "RevokeRefused" && e.message.includes(victims.ordersLogin))).toBe(true);
 
       // 3. A Secret of B's own making, in place of the operator's, naming a victim as the connection it holds: not a
       //    record. The Connection gets a new login of its own; the victim is not taken for "the previous one".
