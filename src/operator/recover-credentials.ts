@@ -39,6 +39,8 @@ export async function replayOrMint(args: {
   originalConnectionId: string | null | undefined;
   /** Connections that must not be revoked as lost (one being retired after a rotation). */
   keep?: string[] | undefined;
+  /** Revokes a lost connection if it is the resource's own (ConnectionOwner.revoke): used when the mint's answer is unusable. */
+  revokeLost: (id: string) => Promise<unknown>;
 }): Promise<{ credentials: ConnectionCredentials; revoke: string[] }> {
   const { api, target, previousConnectionId } = args;
   if (args.replay !== undefined) {
@@ -54,15 +56,24 @@ export async function replayOrMint(args: {
       if (code !== "conflict" && code !== "unprocessable" && code !== "invalid_request" && !(err instanceof ReconcileError)) throw err;
     }
   }
-  const { credentials, leaked } = await mintNamed({
-    api,
-    mirror: args.mirror,
-    databaseId: target.databaseId,
-    name: args.connectionName,
-    idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none"),
-    keep: args.keep ?? [],
-    alsoLost: [previousConnectionId ?? args.originalConnectionId ?? undefined].filter((id): id is string => id !== undefined),
-  });
+  const lost = previousConnectionId ?? args.originalConnectionId ?? undefined;
+  let minted: Awaited<ReturnType<typeof mintNamed>>;
+  try {
+    minted = await mintNamed({
+      api,
+      mirror: args.mirror,
+      databaseId: target.databaseId,
+      name: args.connectionName,
+      idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none"),
+      keep: args.keep ?? [],
+    });
+  } catch (err) {
+    // An answer without a connection string: the lost connection stays lost, revoked like the minted one (through
+    // the ownership check: `previous` came from a Secret or a status, anyone's to write).
+    if (err instanceof ReconcileError && lost !== undefined) await args.revokeLost(lost).catch(() => undefined);
+    throw err;
+  }
+  const { credentials, leaked } = minted;
   return { credentials, revoke: [...new Set([previousConnectionId ?? args.originalConnectionId ?? undefined, ...leaked].filter((id): id is string => id !== undefined && id !== credentials.connectionId))] };
 }
 
@@ -79,8 +90,6 @@ export async function mintNamed(args: {
   name: string;
   idempotencyKey: string;
   keep: string[];
-  /** Revoked too when the minted answer is unusable. */
-  alsoLost?: string[];
 }): Promise<{ credentials: ConnectionCredentials; leaked: string[] }> {
   const { api } = args;
   const minted = await api.createConnection(args.databaseId, { name: args.name }, { idempotencyKey: args.idempotencyKey });
@@ -92,7 +101,8 @@ export async function mintNamed(args: {
   try {
     return { credentials: credentialsFromCreated(minted), leaked };
   } catch (err) {
-    for (const id of new Set([...(args.alsoLost ?? []), ...leaked, minted.id])) await api.deleteConnection(id).catch(() => undefined);
+    // Only connections of the name just minted under, read from the service: the caller's own.
+    for (const id of new Set([...leaked, minted.id])) await api.deleteConnection(id).catch(() => undefined);
     throw err;
   }
 }
@@ -133,14 +143,15 @@ export function connectionOwner<T>(args: {
   plan: (obj: T, target: SecretTarget) => Promise<RecoveryPlan>;
 }): ConnectionOwner<T> {
   const { api, mirror } = args;
-  return {
+  const owner: ConnectionOwner<T> = {
     owns(obj, target, id) {
       const connection = target.connections.find((c) => c.id === id);
       return isOwnConnection(connection, args.connectionName(obj), { ownsOriginal: args.ownsOriginal(obj), originalConnectionId: target.originalConnectionId });
     },
     async recover(obj, target, previousConnectionId, keep) {
       const plan = await args.plan(obj, target);
-      return replayOrMint({ api, mirror, target, previousConnectionId, connectionName: args.connectionName(obj), keep, ...plan });
+      const revokeLost = (id: string) => owner.revoke(obj, target.databaseId, id);
+      return replayOrMint({ api, mirror, target, previousConnectionId, connectionName: args.connectionName(obj), keep, revokeLost, ...plan });
     },
     async mint(obj, target, suffix) {
       // A name per rotation: the connections of that name other than the minted one were lost (never the current one).
@@ -168,4 +179,5 @@ export function connectionOwner<T>(args: {
       return "revoked";
     },
   };
+  return owner;
 }

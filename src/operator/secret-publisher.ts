@@ -293,13 +293,13 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         await revokeReplaced(owner, target, creds.connectionId);
         return creds.connectionId;
       }
-      // The connection whose password is lost: the one the Secret or status names, if it is this resource's own;
-      // any other id there is not a record of ours (written by someone else) and is neither revoked nor kept.
+      // The connection whose password is lost: the one the Secret or status names. Another login of the database
+      // named there is not a record of ours (someone else wrote it): skipped. One the database no longer lists (gone,
+      // or never its) is kept as "previous" as before (it keys the mint); revocations check it at the service anyway.
       const named = [existing?.metadata.labels?.[labels.connectionId], obj.status?.connection?.id].filter((id): id is string => id !== undefined);
-      for (const id of new Set(named)) {
-        if (!owner.owns(obj, target, id) && target.connections.some((c) => c.id === id)) refused(id.slice(0, 80), target.databaseId, `Secret "${target.name}" or status.connection`);
-      }
-      const previous = named.find((id) => owner.owns(obj, target, id));
+      const foreign = (id: string) => target.connections.some((c) => c.id === id) && !owner.owns(obj, target, id);
+      for (const id of new Set(named.filter(foreign))) refused(id.slice(0, 80), target.databaseId, `Secret "${target.name}" or status.connection`);
+      const previous = named.find((id) => !foreign(id));
       const retiring = obj.status?.rotation?.retiring?.id;
       const recovered = await owner.recover(obj, target, previous, retiring === undefined ? [] : [retiring]);
       await point("after-recover");
