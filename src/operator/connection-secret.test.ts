@@ -24,6 +24,16 @@ describe("connection Secret", () => {
     expect(secretData(creds, { endpoint: "direct" })["DATABASE_URL"]).toBe(data["DIRECT_URL"]);
   });
 
+  it("never takes mds.dev/ keys from the spec's labels and annotations: those are the operator's records", () => {
+    const spec = { labels: { team: "a", "mds.dev/connection-id": "con_victim" }, annotations: { note: "x", "mds.dev/revoke": "con_victim", "mds.dev/restores": "[\"k\"]" } };
+    const s = buildSecret({ namespace: "n", name: "s", credentials: creds, spec, projectId: undefined, databaseId: "db_1", owner: undefined });
+    expect(s.metadata.labels?.["team"]).toBe("a");
+    expect(s.metadata.labels?.["mds.dev/connection-id"]).toBe("con_1");
+    expect(s.metadata.annotations?.["note"]).toBe("x");
+    expect(s.metadata.annotations?.["mds.dev/revoke"]).toBeUndefined();
+    expect(s.metadata.annotations?.["mds.dev/restores"]).toBeUndefined();
+  });
+
   it("reads back only credentials it wrote itself (credentials hash)", () => {
     const s = buildSecret({ namespace: "n", name: "s", credentials: creds, spec: undefined, projectId: "proj_1", databaseId: "db_1", owner: undefined });
     expect(s.metadata.labels).toMatchObject({ "mds.dev/database-id": "db_1", "mds.dev/connection-id": "con_1", "app.kubernetes.io/managed-by": "mds-operator" });

@@ -209,6 +209,11 @@ export interface SecretInput {
   ownerName?: string | undefined;
 }
 
+/** The spec's extra labels or annotations without mds.dev/ keys: those are the operator's records, never the user's. */
+function userKeysOnly(map: Record<string, string> | undefined): Record<string, string> {
+  return Object.fromEntries(Object.entries(map ?? {}).filter(([k]) => !k.startsWith("mds.dev/")));
+}
+
 export function buildSecret(input: SecretInput): Secret {
   const data = secretData(input.credentials, input.spec);
   const c = input.credentials;
@@ -220,14 +225,14 @@ export function buildSecret(input: SecretInput): Secret {
       name: input.name,
       namespace: input.namespace,
       labels: {
-        ...(input.spec?.labels ?? {}),
+        ...userKeysOnly(input.spec?.labels),
         [labels.managedBy]: managedByValue,
         [labels.databaseId]: input.databaseId,
         [labels.connectionId]: c.connectionId,
         ...(input.projectId === undefined ? {} : { [labels.projectId]: input.projectId }),
       },
       annotations: {
-        ...(input.spec?.annotations ?? {}),
+        ...userKeysOnly(input.spec?.annotations),
         ...(input.ownerName === undefined ? {} : { [annotations.owner]: input.ownerName }),
         [annotations.dataHash]: hashData(data),
         [annotations.credentialsHash]: credentialsHash(c.connectionId, c.user, c.password, c.accelerateUrl),

@@ -31,6 +31,17 @@ export function connectionNameOf(instanceId: string, kind: string, namespace: st
 }
 
 /**
+ * Whether `name` is `base` or one of its rotations' names (`<base cut to fit>-r<time>`, recover-credentials.ts): the
+ * names a resource mints under, so the only connections (besides the original one of a database it created) it may
+ * ever revoke.
+ */
+export function isNameOf(name: string, base: string): boolean {
+  if (name === base) return true;
+  const m = /^(.*)(-r[0-9a-z]+)$/.exec(name);
+  return m !== null && m[1] === base.slice(0, 64 - m[2]!.length);
+}
+
+/**
  * Credentials out of a creation response's connection (the only place they ever appear). The public API may leave
  * out the direct endpoint or its connection string: then the operator cannot build a Secret and says so.
  */

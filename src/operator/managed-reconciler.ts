@@ -246,7 +246,7 @@ class LoopRun<T extends ManagedObject> {
       secretStatus = publishedStatus(creation.secret, await this.secrets.publishCreated(creation.secret, creation.credentials));
       await this.crashPoint("after-secret");
       // Only now: revoked before the write, a crash between the two would leave the Secret naming a revoked login.
-      for (const id of creation.leaked ?? []) await owner.revoke(id);
+      for (const id of creation.leaked ?? []) await owner.revoke(this.obj, creation.secret.databaseId, id);
     }
     this.obj = await this.deps.kube.patch<T>(this.kind.type, this.obj.metadata.namespace, this.obj.metadata.name, {
       metadata: { annotations: { [annotations.externalId]: creation.id } },

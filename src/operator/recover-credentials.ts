@@ -1,7 +1,7 @@
 import { errorCode, isApiNotFound, type CreatedConnection, type MdsApi } from "./api.ts";
 import type { ConnectionCredentials } from "./connection-secret.ts";
 import { ReconcileError } from "./errors.ts";
-import { credentialsFromCreated, idempotencyKeyOf } from "./identity.ts";
+import { credentialsFromCreated, idempotencyKeyOf, isNameOf } from "./identity.ts";
 import type { ConnectionOwner, SecretTarget } from "./secret-publisher.ts";
 import type { RemoteMirror } from "./remote-mirror.ts";
 
@@ -39,6 +39,8 @@ export async function replayOrMint(args: {
   originalConnectionId: string | null | undefined;
   /** Connections that must not be revoked as lost (one being retired after a rotation). */
   keep?: string[] | undefined;
+  /** Revokes a lost connection if it is the resource's own (ConnectionOwner.revoke): used when the mint's answer is unusable. */
+  revokeLost: (id: string) => Promise<unknown>;
 }): Promise<{ credentials: ConnectionCredentials; revoke: string[] }> {
   const { api, target, previousConnectionId } = args;
   if (args.replay !== undefined) {
@@ -54,15 +56,24 @@ export async function replayOrMint(args: {
       if (code !== "conflict" && code !== "unprocessable" && code !== "invalid_request" && !(err instanceof ReconcileError)) throw err;
     }
   }
-  const { credentials, leaked } = await mintNamed({
-    api,
-    mirror: args.mirror,
-    databaseId: target.databaseId,
-    name: args.connectionName,
-    idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none"),
-    keep: args.keep ?? [],
-    alsoLost: [previousConnectionId ?? args.originalConnectionId ?? undefined].filter((id): id is string => id !== undefined),
-  });
+  const lost = previousConnectionId ?? args.originalConnectionId ?? undefined;
+  let minted: Awaited<ReturnType<typeof mintNamed>>;
+  try {
+    minted = await mintNamed({
+      api,
+      mirror: args.mirror,
+      databaseId: target.databaseId,
+      name: args.connectionName,
+      idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none"),
+      keep: args.keep ?? [],
+    });
+  } catch (err) {
+    // An answer without a connection string: the lost connection stays lost, revoked like the minted one (through
+    // the ownership check: `previous` came from a Secret or a status, anyone's to write).
+    if (err instanceof ReconcileError && lost !== undefined) await args.revokeLost(lost).catch(() => undefined);
+    throw err;
+  }
+  const { credentials, leaked } = minted;
   return { credentials, revoke: [...new Set([previousConnectionId ?? args.originalConnectionId ?? undefined, ...leaked].filter((id): id is string => id !== undefined && id !== credentials.connectionId))] };
 }
 
@@ -79,8 +90,6 @@ export async function mintNamed(args: {
   name: string;
   idempotencyKey: string;
   keep: string[];
-  /** Revoked too when the minted answer is unusable. */
-  alsoLost?: string[];
 }): Promise<{ credentials: ConnectionCredentials; leaked: string[] }> {
   const { api } = args;
   const minted = await api.createConnection(args.databaseId, { name: args.name }, { idempotencyKey: args.idempotencyKey });
@@ -92,7 +101,8 @@ export async function mintNamed(args: {
   try {
     return { credentials: credentialsFromCreated(minted), leaked };
   } catch (err) {
-    for (const id of new Set([...(args.alsoLost ?? []), ...leaked, minted.id])) await api.deleteConnection(id).catch(() => undefined);
+    // Only connections of the name just minted under, read from the service: the caller's own.
+    for (const id of new Set([...leaked, minted.id])) await api.deleteConnection(id).catch(() => undefined);
     throw err;
   }
 }
@@ -106,32 +116,68 @@ export interface RecoveryPlan {
 }
 
 /**
- * A kind's ConnectionOwner: recovery through replayOrMint with the kind's plan, revocation that treats a connection
- * already gone as revoked. The kind writes only its plan.
+ * Whether the connection is one this resource minted on its own database: one of its names (first mint, rotations),
+ * or the connection the server made with a database this resource created (`ownsOriginal`: not an adopted one, whose
+ * original connection someone else may hold). Decided from the service's own list of the database's connections,
+ * never from an annotation, a label or a status: those are anyone's to write who can write the namespace.
+ */
+export function isOwnConnection(
+  connection: { id: string; name: string } | undefined,
+  ownName: string,
+  original: { ownsOriginal: boolean; originalConnectionId: string | undefined },
+): boolean {
+  if (connection === undefined) return false;
+  return isNameOf(connection.name, ownName) || (original.ownsOriginal && connection.id === original.originalConnectionId);
+}
+
+/**
+ * A kind's ConnectionOwner: recovery through replayOrMint with the kind's plan, revocation only of the resource's
+ * own connections (one already gone is done). The kind writes only its plan.
  */
 export function connectionOwner<T>(args: {
   api: MdsApi;
   mirror: RemoteMirror;
   connectionName: (obj: T) => string;
+  /** Whether the original connection of the target database is this resource's (it created the database). */
+  ownsOriginal: (obj: T) => boolean;
   plan: (obj: T, target: SecretTarget) => Promise<RecoveryPlan>;
 }): ConnectionOwner<T> {
   const { api, mirror } = args;
-  return {
+  const owner: ConnectionOwner<T> = {
+    owns(obj, target, id) {
+      const connection = target.connections.find((c) => c.id === id);
+      return isOwnConnection(connection, args.connectionName(obj), { ownsOriginal: args.ownsOriginal(obj), originalConnectionId: target.originalConnectionId });
+    },
     async recover(obj, target, previousConnectionId, keep) {
       const plan = await args.plan(obj, target);
-      return replayOrMint({ api, mirror, target, previousConnectionId, connectionName: args.connectionName(obj), keep, ...plan });
+      const revokeLost = (id: string) => owner.revoke(obj, target.databaseId, id);
+      return replayOrMint({ api, mirror, target, previousConnectionId, connectionName: args.connectionName(obj), keep, revokeLost, ...plan });
     },
     async mint(obj, target, suffix) {
       // A name per rotation: the connections of that name other than the minted one were lost (never the current one).
       const name = args.connectionName(obj).slice(0, 64 - suffix.length) + suffix; // names are at most 64 characters
       return mintNamed({ api, mirror, databaseId: target.databaseId, name, idempotencyKey: idempotencyKeyOf("rotate", target.databaseId, name), keep: [] });
     },
-    async revoke(id) {
+    async revoke(obj, databaseId, id) {
+      // Read fresh, not from the mirror: the one check between an id anyone could have written and a DELETE made
+      // with the database owner's token. Its cost is one GET per revocation, which is rare.
+      let db: Awaited<ReturnType<MdsApi["getDatabase"]>>;
+      try {
+        db = await api.getDatabase(databaseId);
+      } catch (err) {
+        if (isApiNotFound(err)) return "absent"; // the database, and so its connections, are gone
+        throw err;
+      }
+      const connection = db.connections.find((c) => c.id === id);
+      if (connection === undefined) return "absent"; // gone, or another database's: either way, nothing to call
+      if (!isOwnConnection(connection, args.connectionName(obj), { ownsOriginal: args.ownsOriginal(obj), originalConnectionId: originalConnectionOf(db) })) return "refused";
       try {
         await api.deleteConnection(id);
       } catch (err) {
         if (!isApiNotFound(err)) throw err;
       }
+      return "revoked";
     },
   };
+  return owner;
 }

@@ -95,6 +95,29 @@ describe.each([
     expect(t.events).toEqual(expect.arrayContaining(["SecretRotated", "ConnectionRevoked"]));
   });
 
+  it("a status written by someone else neither mints under another name nor revokes another login", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setup(publicApi);
+    t.apply({ rotation: { gracePeriod: "1s" } });
+    await t.advance(1_000, 6);
+    const dbId = (t.kube.read<KubeObject>(DatabaseType, "default", "orders")!["status"] as { id: string }).id;
+    // Another resource's login on the same database: what "orders" would mint under with the suffix "-billing".
+    const victimName = connectionNameOf("unit", "Database", "default", "orders-billing");
+    const victim = (await t.api.createConnection(dbId, { name: victimName })).id;
+    const current = t.kube.read<KubeObject>(DatabaseType, "default", "orders")!;
+    const forged: RotationStatus = {
+      pending: { suffix: "-billing", since: new Date().toISOString(), replaces: t.status().connection!.id },
+      retiring: { id: victim, name: victimName, revokeAt: "2020-01-01T00:00:00Z" },
+    };
+    t.kube.put(DatabaseType, { ...current, status: { ...(current["status"] as object), rotation: forged } });
+    await t.advance(2_000, 4);
+    expect(t.api.passwords.has(victim)).toBe(true);
+    const names = (await t.api.getDatabase(dbId)).connections.map((c) => c.name);
+    expect(names.filter((n) => n === victimName)).toHaveLength(1);
+    expect(t.events).toContain("RevokeRefused");
+    expect(t.status().rotation?.retiring).toBeUndefined();
+  });
+
   it("on a schedule, spread by at most 10 %, and never with more than one retiring connection", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     const t = await setup(publicApi);

@@ -15,6 +15,8 @@ import type { ConnectionOwner, Publisher, SecretTarget } from "./secret-publishe
 
 /** A new value of this annotation asks for one rotation now. */
 export const rotateAnnotation = "mds.dev/rotate";
+/** The suffix a rotation mints under: `-r` and the time in base 36 (at most 12 characters: any date to come). */
+const rotationSuffix = /^-r[0-9a-z]{1,10}$/;
 /** Without spec.connectionSecret.rotation.gracePeriod, an on-demand rotation keeps the old credentials this long. */
 export const defaultGracePeriodMs = 10 * 60_000;
 
@@ -91,6 +93,9 @@ export interface RotationContext<T extends Publisher> {
 export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): Promise<{ connectionId: string; rotation: RotationStatus | undefined; wakeInMs: number | undefined }> {
   const { obj, policy, now, target } = ctx;
   let r: RotationStatus = { ...(obj.status?.rotation ?? {}) };
+  // The suffix names what the rotation mints: only the form the operator writes, so a status written by someone else
+  // cannot make it mint (and then revoke as "lost") under another resource's connection name.
+  if (r.pending !== undefined && !rotationSuffix.test(r.pending.suffix)) r.pending = undefined;
   const recorded = obj.status?.connection?.id;
   const trigger = obj.metadata.annotations?.[rotateAnnotation];
   let connectionId = ctx.published;

@@ -36,12 +36,26 @@ export interface SecretTarget {
    * as the service reports them now: a Secret follows its own connection's hosts and ports when they move.
    */
   connections: { id: string; name: string; endpoints?: SecretEndpoints | undefined }[];
+  /** The connection the server made together with the database (recover-credentials.ts, originalConnectionOf). */
+  originalConnectionId?: string | undefined;
   /** The endpoints of the connection a new Secret is built from. */
   endpoints: SecretEndpoints;
 }
 
+/**
+ * What a revocation did: `revoked`; `absent` (not a connection of the database: gone already, or never its own);
+ * `refused` (a connection of the database this resource did not mint: nothing was called).
+ */
+export type RevokeResult = "revoked" | "absent" | "refused";
+
 /** A kind's credential calls: what the publisher needs to recover lost credentials and revoke what was lost. */
 export interface ConnectionOwner<T> {
+  /**
+   * Whether `id` is one of this resource's own connections on the target database (its names, or the original
+   * connection of a database it created), by the service's list in `target`. What a Secret, an annotation or a
+   * status names is trusted only when this holds.
+   */
+  owns(obj: T, target: SecretTarget, id: string): boolean;
   /**
    * Credentials for a Secret that is missing, edited or names a revoked connection; `revoke`: connections lost.
    * `keep`: connections that live on whatever happens (one being retired after a rotation).
@@ -49,8 +63,11 @@ export interface ConnectionOwner<T> {
   recover(obj: T, target: SecretTarget, previousConnectionId: string | undefined, keep: string[]): Promise<{ credentials: ConnectionCredentials; revoke: string[] }>;
   /** A new connection for a rotation, named with `suffix`; `leaked`: earlier mints of that name nobody holds. */
   mint(obj: T, target: SecretTarget, suffix: string): Promise<{ credentials: ConnectionCredentials; leaked: string[] }>;
-  /** Revokes a connection; one that is already gone is done. */
-  revoke(id: string): Promise<void>;
+  /**
+   * Revokes a connection of `databaseId` only if it is this resource's own, checked against the service's list
+   * read just before (whatever asked for it: an annotation, a label and a status are anyone's to write).
+   */
+  revoke(obj: T, databaseId: string, id: string): Promise<RevokeResult>;
 }
 
 /** The resource that publishes the Secret, as far as the publisher needs it. */
@@ -143,10 +160,23 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
     await deps.kube.replace(SecretType, desired);
   }
 
-  async function revoke(owner: ConnectionOwner<T>, id: string, why = "whose credentials were lost") {
+  /** Says why a connection was not revoked: no remote call was made for it. */
+  function refused(id: string, databaseId: string, source: string) {
+    deps.log.warn({ connectionId: id, databaseId, source }, "Refused to revoke a connection this resource did not mint");
+    deps.events.record(
+      obj,
+      "Warning",
+      "RevokeRefused",
+      `Did not revoke connection "${id}" (named by ${source}): it is not a connection this ${obj.kind} minted on database "${databaseId}"`,
+    );
+  }
+
+  /** Revokes one of this resource's own connections; a failure is logged, not thrown. */
+  async function revoke(owner: ConnectionOwner<T>, target: SecretTarget, id: string, why = "whose credentials were lost", source = "the operator's records") {
     try {
-      await owner.revoke(id);
-      deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}" ${why}`);
+      const result = await owner.revoke(obj, target.databaseId, id);
+      if (result === "refused") refused(id, target.databaseId, source);
+      else if (result === "revoked") deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}" ${why}`);
     } catch (err) {
       deps.log.warn({ err, connectionId: id }, "Could not revoke a lost connection");
     }
@@ -165,19 +195,29 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
     if (recorded === undefined || recorded === published || !target.connections.some((c) => c.id === recorded)) return;
     const live = await deps.kube.get<Secret>(SecretType, ns, target.name);
     if (live?.metadata.labels?.[labels.connectionId] !== published) return;
-    await revoke(owner, recorded);
+    await revoke(owner, target, recorded, undefined, "status.connection");
   }
 
-  /** Revokes what the Secret's revoke annotation lists (never what it names now, nor the retiring one), then clears it. */
-  async function revokeNoted(owner: ConnectionOwner<T>, seen: Secret | undefined, current: string) {
+  /**
+   * Revokes what the Secret's revoke annotation lists (never what it names now, nor the retiring one), then clears
+   * it. Anyone who can write the Secret can write the list: only this resource's own connections are revoked.
+   */
+  async function revokeNoted(owner: ConnectionOwner<T>, target: SecretTarget, seen: Secret | undefined, current: string) {
     if (seen?.metadata.annotations?.[annotations.revoke] === undefined) return;
     const secret = await deps.kube.get<Secret>(SecretType, ns, seen.metadata.name);
     const noted = secret?.metadata.annotations?.[annotations.revoke];
     if (secret === undefined || noted === undefined) return;
     const retiring = obj.status?.rotation?.retiring?.id;
-    // A failed revocation keeps the list for the next reconcile.
-    for (const id of noted.split(",")) if (id !== "" && id !== current && id !== retiring) await owner.revoke(id);
-    deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connections whose credentials were lost: ${noted}`);
+    // At most as many as a recovery writes, and ids only: a longer list was not written by the operator.
+    const ids = [...new Set(noted.split(",").filter((id) => id !== "" && id !== current && id !== retiring))].slice(0, 16);
+    const revoked: string[] = [];
+    // A failed revocation throws: the list stays for the next reconcile.
+    for (const id of ids) {
+      const result = await owner.revoke(obj, target.databaseId, id);
+      if (result === "refused") refused(id.slice(0, 80), target.databaseId, `the annotation ${annotations.revoke} on Secret "${secret.metadata.name}"`);
+      if (result === "revoked") revoked.push(id);
+    }
+    if (revoked.length > 0) deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connections whose credentials were lost: ${revoked.join(",")}`);
     await deps.kube.patch(SecretType, ns, secret.metadata.name, { metadata: { resourceVersion: secret.metadata.resourceVersion, annotations: { [annotations.revoke]: null } } });
   }
 
@@ -207,11 +247,16 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         policy: rotationPolicyOf(spec),
         now: Date.now(),
         publish: (credentials) => publishOnly(target, credentials).then(() => undefined),
-        liveConnectionId: async () => (await deps.kube.get<Secret>(SecretType, ns, target.name))?.metadata.labels?.[labels.connectionId],
-        revoke: (id, why) => revoke(owner, id, why),
+        // Only one of this resource's own: the label is anyone's to write who can write the Secret.
+        liveConnectionId: async () => {
+          const id = (await deps.kube.get<Secret>(SecretType, ns, target.name))?.metadata.labels?.[labels.connectionId];
+          return id !== undefined && owner.owns(obj, target, id) ? id : undefined;
+        },
+        revoke: (id, why) => revoke(owner, target, id, why, "a rotation's record"),
         retire: async (id) => {
-          await owner.revoke(id);
-          deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}": its grace period after a rotation ended`);
+          const result = await owner.revoke(obj, target.databaseId, id);
+          if (result === "refused") refused(id, target.databaseId, "status.rotation.retiring");
+          if (result === "revoked") deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}": its grace period after a rotation ended`);
         },
         saveStatus,
         crashPoint: point,
@@ -224,11 +269,13 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
     async ensureCurrent(owner: ConnectionOwner<T>, target: SecretTarget): Promise<string> {
       const fromCache = deps.secrets.get(ns, target.name);
       // Kept credentials with the endpoints the service reports now for their connection: a moved host or port is
-      // rewritten into the Secret without minting anything.
+      // rewritten into the Secret without minting anything. Only a connection of this resource's own counts: a
+      // Secret is anyone's to write who can write the namespace, credentials hash included (it proves no secret).
       const usable = (s: Secret | undefined) => {
         if (s === undefined || s.metadata.labels?.[labels.managedBy] !== managedByValue || s.metadata.labels?.[labels.databaseId] !== target.databaseId) return undefined;
-        const connection = target.connections.find((c) => c.id === s.metadata.labels?.[labels.connectionId]);
-        return connection === undefined ? undefined : credentialsFromSecret(s, connection.endpoints ?? target.endpoints);
+        const id = s.metadata.labels?.[labels.connectionId];
+        const connection = target.connections.find((c) => c.id === id);
+        return connection === undefined || !owner.owns(obj, target, connection.id) ? undefined : credentialsFromSecret(s, connection.endpoints ?? target.endpoints);
       };
       let creds = usable(fromCache);
       let existing = fromCache;
@@ -242,11 +289,17 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       }
       if (creds !== undefined) {
         await write(existing, target, creds);
-        await revokeNoted(owner, existing, creds.connectionId);
+        await revokeNoted(owner, target, existing, creds.connectionId);
         await revokeReplaced(owner, target, creds.connectionId);
         return creds.connectionId;
       }
-      const previous = existing?.metadata.labels?.[labels.connectionId] ?? obj.status?.connection?.id;
+      // The connection whose password is lost: the one the Secret or status names. Another login of the database
+      // named there is not a record of ours (someone else wrote it): skipped. One the database no longer lists (gone,
+      // or never its) is kept as "previous" as before (it keys the mint); revocations check it at the service anyway.
+      const named = [existing?.metadata.labels?.[labels.connectionId], obj.status?.connection?.id].filter((id): id is string => id !== undefined);
+      const foreign = (id: string) => target.connections.some((c) => c.id === id) && !owner.owns(obj, target, id);
+      for (const id of new Set(named.filter(foreign))) refused(id.slice(0, 80), target.databaseId, `Secret "${target.name}" or status.connection`);
+      const previous = named.find((id) => !foreign(id));
       const retiring = obj.status?.rotation?.retiring?.id;
       const recovered = await owner.recover(obj, target, previous, retiring === undefined ? [] : [retiring]);
       await point("after-recover");
@@ -260,7 +313,7 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         "SecretRebuilt",
         `Connection Secret "${target.name}" was ${existing === undefined ? "missing" : "edited or out of date"}; rebuilt it with working credentials`,
       );
-      await revokeNoted(owner, await deps.kube.get<Secret>(SecretType, ns, target.name), recovered.credentials.connectionId);
+      await revokeNoted(owner, target, await deps.kube.get<Secret>(SecretType, ns, target.name), recovered.credentials.connectionId);
       return recovered.credentials.connectionId;
     },
 

@@ -68,6 +68,16 @@ const stringMap = (what: string) =>
     .refine((m) => Object.keys(m).length <= 64, { message: `at most 64 ${what}` })
     .meta({ maxProperties: 64 });
 
+// The Secret's mds.dev/ labels and annotations are the operator's records (the ids it holds, what to revoke, the
+// restore ledger): a spec must not set them, or anyone who can write the resource could steer what the operator does
+// with another namespace's token. The apiserver refuses them (CEL); the operator's parse refuses them too.
+export const operatorKeyPrefix = "mds.dev/";
+export const operatorKeysMessage = `mds.dev/ keys are the operator's: remove them from connectionSecret.labels and connectionSecret.annotations`;
+const secretMetadataMap = (what: string) =>
+  stringMap(what)
+    .refine((m) => Object.keys(m).every((k) => !k.startsWith(operatorKeyPrefix)), { message: operatorKeysMessage })
+    .meta({ maxProperties: 64, "x-kubernetes-validations": [{ rule: `self.all(k, !k.startsWith('${operatorKeyPrefix}'))`, message: operatorKeysMessage }] });
+
 // A Kubernetes-style duration: 720h, 1h30m, 45s, 500ms (what the operator's parseDuration reads).
 const duration = z
   .string()
@@ -146,10 +156,10 @@ export const ConnectionSecret = z
         "Verify the server: the Secret carries the CA as ca.crt, and its URLs and PGSSLMODE/PGSSLROOTCERT ask for " +
           "sslmode verify-full with sslrootcert at mountPath. Mount the Secret's ca.crt there (a volume with items).",
       ),
-    labels: stringMap("labels").optional().describe("Extra labels on the Secret (the operator's own labels win)."),
-    annotations: stringMap("annotations")
+    labels: secretMetadataMap("labels").optional().describe("Extra labels on the Secret; keys under mds.dev/ are the operator's and refused."),
+    annotations: secretMetadataMap("annotations")
       .optional()
-      .describe("Extra annotations on the Secret, e.g. for tools that copy Secrets across namespaces."),
+      .describe("Extra annotations on the Secret, e.g. for tools that copy Secrets across namespaces; keys under mds.dev/ are the operator's and refused."),
   })
   .describe(
     "The connection Secret: DATABASE_URL, DIRECT_URL, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE, " +

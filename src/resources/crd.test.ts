@@ -94,6 +94,15 @@ describe("CEL rules", () => {
     expect(violations(db, { ...base, displayName: "renamed" }, base)).toEqual([]);
   });
 
+  it("refuses mds.dev/ keys in connectionSecret.labels and .annotations: they are the operator's records", () => {
+    const message = "mds.dev/ keys are the operator's: remove them from connectionSecret.labels and connectionSecret.annotations";
+    const secret = (extra: object) => ({ ...base, connectionSecret: extra });
+    expect(violations(db, secret({ annotations: { "mds.dev/revoke": "con_x" } }), undefined)).toEqual([message]);
+    expect(violations(db, secret({ labels: { "mds.dev/connection-id": "con_x" } }), undefined)).toEqual([message]);
+    expect(violations(specSchema("Connection"), { databaseRef: { name: "orders" }, connectionSecret: { annotations: { "mds.dev/restores": "[]" } } }, undefined)).toEqual([message]);
+    expect(violations(db, secret({ labels: { team: "a" }, annotations: { "example.com/mds.dev": "x", "reflector/mds.dev/x": "y" } }), undefined)).toEqual([]);
+  });
+
   it("refuses a Database naming two projects, or none", () => {
     expect(violations(db, { ...base, projectId: "proj_c123456789012345678901234" }, undefined)).toEqual([
       "exactly one of projectRef.name or projectId must be set",

@@ -1,6 +1,7 @@
 import type { CreatedConnection, MdsApi } from "../operator/api.ts";
 import { ReconcileError, WaitingError } from "../operator/errors.ts";
 import { credentialsFromCreated } from "../operator/identity.ts";
+import { originalConnectionOf } from "../operator/recover-credentials.ts";
 import type { Creation, Observation } from "../operator/managed-kind.ts";
 import { secretNameOf } from "../operator/managed-reconciler.ts";
 import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "../operator/remote-mirror.ts";
@@ -60,6 +61,7 @@ export function secretTargetOf(obj: { metadata: { name: string }; spec: { connec
     databaseId: db.id,
     projectId: db.project.id,
     connections: db.connections.map((c) => ({ id: c.id, name: c.name, endpoints: endpointsOf(c) })),
+    originalConnectionId: originalConnectionOf(db),
     endpoints,
   };
 }

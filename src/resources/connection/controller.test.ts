@@ -8,7 +8,7 @@ import { createCredentialPool } from "../../operator/credentials.ts";
 import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconciler.ts";
 import { ConnectionType, DatabaseType } from "../types.ts";
 import { connectionKind } from "./controller.ts";
-import { isNameOf } from "./external.ts";
+import { isNameOf } from "../../operator/identity.ts";
 
 // The Connection kind's refusals happen before any API call: nothing is minted for a namespace the Database does
 // not allow, nor by id with the operator's own token.

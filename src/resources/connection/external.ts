@@ -1,6 +1,6 @@
 import type { MdsApi } from "../../operator/api.ts";
 import { WaitingError } from "../../operator/errors.ts";
-import { connectionNameOf, idempotencyKeyOf, remoteIdOf } from "../../operator/identity.ts";
+import { connectionNameOf, idempotencyKeyOf, isNameOf, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
 import { connectionOwner, mintNamed } from "../../operator/recover-credentials.ts";
 import type { RemoteMirror } from "../../operator/remote-mirror.ts";
@@ -20,13 +20,6 @@ export interface ConnectionExternalDeps {
   databaseId: string;
 }
 
-/** Whether `name` is `base` or one of its rotations' names (`<base cut to fit>-r<time>`, recover-credentials.ts). */
-export function isNameOf(name: string, base: string): boolean {
-  if (name === base) return true;
-  const m = /^(.*)(-r[0-9a-z]+)$/.exec(name);
-  return m !== null && m[1] === base.slice(0, 64 - m[2]!.length);
-}
-
 export function createConnectionExternal(deps: ConnectionExternalDeps): ExternalClient<ConnectionObject> {
   const { api, mirror, instanceId, databaseId } = deps;
   const nameFor = (obj: ConnectionObject) => connectionNameOf(instanceId, "Connection", obj.metadata.namespace ?? "default", obj.metadata.name);
@@ -34,10 +27,12 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
     api,
     mirror,
     connectionName: nameFor,
+    // It never creates a database: the original connection is the Database's (or someone else's), never its own.
+    ownsOriginal: () => false,
     // A connection's creation answer is not replayed: lost credentials are replaced by a new mint.
     plan: async () => ({ replay: undefined, originalConnectionId: undefined }),
   });
-  const revoke = (id: string) => connections.revoke(id);
+  const revoke = (obj: ConnectionObject, id: string) => connections.revoke(obj, databaseId, id);
 
   return {
     async observe(obj): Promise<Observation> {
@@ -64,7 +59,7 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
       const { credentials, leaked } = await mintNamed({ api, mirror, databaseId, name, idempotencyKey: idempotencyKeyOf("connection", databaseId, name), keep: [] });
       const db = await mirror.getDatabase(databaseId);
       const secret = db === undefined ? undefined : secretTargetOf(obj, db, credentials.connectionId);
-      if (secret === undefined) for (const id of leaked) await revoke(id);
+      if (secret === undefined) for (const id of leaked) await revoke(obj, id);
       // With a Secret to write, the loop revokes them after writing it (one of them may be what the Secret names now).
       return { id: credentials.connectionId, adopted: false, status: { databaseId }, ...(secret === undefined ? {} : { credentials, secret, leaked }) };
     },
@@ -79,7 +74,7 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
     async delete(obj) {
       const db = await mirror.getDatabase(databaseId);
       if (db === undefined) return { done: true };
-      for (const c of db.connections) if (isNameOf(c.name, nameFor(obj))) await revoke(c.id);
+      for (const c of db.connections) if (isNameOf(c.name, nameFor(obj))) await revoke(obj, c.id);
       mirror.forgetDatabase(databaseId);
       return { done: true };
     },

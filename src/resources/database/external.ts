@@ -122,6 +122,8 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       api,
       mirror,
       connectionName: (obj) => connectionNameOf(instanceId, "Database", obj.metadata.namespace ?? "default", obj.metadata.name),
+      // The database's original connection is ours when we created it; an adopted (externalId) one's is not.
+      ownsOriginal: (obj) => obj.spec.externalId === undefined,
       async plan(obj, target) {
         const ours = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
         return {

@@ -123,6 +123,8 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
       api,
       mirror,
       connectionName: (obj) => connectionNameOf(instanceId, "Project", obj.metadata.namespace ?? "default", obj.metadata.name),
+      // The database's original connection is ours when we created it; an adopted (externalId) one's is not.
+      ownsOriginal: (obj) => obj.spec.externalId === undefined,
       async plan(obj, target) {
         const ours = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
         return {
