@@ -73,11 +73,10 @@ describe.each(counterparts)("adoption is exclusive against %s", (counterpart) =>
     async () => {
       const ns = stack.namespace;
       const project = (await api<{ id: string }>("POST", "/v1/projects", { name: `adopt-${counterpart}`, region: "us-east-1", createDatabase: false })).data;
-      const orders = (await api<RemoteDatabase>("POST", "/v1/databases", { projectId: project.id, name: "orders", region: "us-east-1" })).data;
-      await eventually(async () => expect((await remoteDb(orders.id)).data.status).toBe("ready"), { what: "orders ready" });
-
-      await apply(resource("Database", ns, "first", { projectId: project.id, externalId: orders.id, deletionProtection: true, connectionSecret: { name: "first-db" } }));
+      // The first Database creates it (status.id recorded at once); the others name it by id.
+      await apply(resource("Database", ns, "first", { projectId: project.id, displayName: "orders", deletionProtection: true, connectionSecret: { name: "first-db" } }));
       await waitCond(DatabaseType, ns, "first", "Ready", { status: "True" });
+      const orders = { id: (await status(DatabaseType, ns, "first"))!.id! };
       const loginsBefore = await connectionsOf(orders.id);
 
       // The attack: same externalId, deletionPolicy Delete, and a rename, from this namespace and from another one.
