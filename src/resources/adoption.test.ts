@@ -54,6 +54,18 @@ describe("who manages a remote id", () => {
     expect(managerOtherThan(cacheOf(a, b), b)).toBe("a/a");
   });
 
+  it("an older claimant that is Stalled without having recorded the id holds nobody back (its token may not even see it)", () => {
+    const stalled = { conditions: [{ type: "Stalled", status: "True", reason: "AdoptionRefused", message: "not found with credentials team-b/…" }] };
+    const intruder = db("team-b", "squatter", "2026-01-01T00:00:00Z", { status: stalled });
+    expect(managerOtherThan(cacheOf(intruder, younger), younger)).toBeUndefined();
+    // Once the younger one recorded the id, the intruder comes second even when it is no longer stalled.
+    const recorded = db("b", "younger", "2026-01-01T00:00:05Z", { status: { id } });
+    expect(managerOtherThan(cacheOf(older, recorded), older)).toBe("b/younger");
+    // A recorded manager keeps the object while it is stalled for another reason.
+    const stuck = db("a", "manager", "2026-01-01T00:00:09Z", { status: { id, ...stalled } });
+    expect(managerOtherThan(cacheOf(stuck, older), older)).toBe("a/manager");
+  });
+
   it("an ObserveOnly resource neither claims nor is refused; a resource being deleted claims until it is gone", () => {
     const observer = db("a", "observer", "2026-01-01T00:00:00Z", { spec: { managementPolicy: "ObserveOnly" } });
     expect(managerOtherThan(cacheOf(observer, younger), younger)).toBeUndefined();

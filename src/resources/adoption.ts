@@ -10,6 +10,9 @@ import type { KindRegistration, ObjectCache } from "../operator/kind.ts";
 //   1. a resource whose status.id records the id (it was accepted: it created the object or adopted it first);
 //   2. then the oldest metadata.creationTimestamp;
 //   3. then namespace/name, alphabetically.
+// A claimant that has not recorded the id and is Stalled holds nobody back: it acts on nothing, and it may be
+// stalled because its token cannot even see the object (AdoptionRefused); otherwise any namespace could block
+// another team's adoption by naming the id first.
 // Rule 1 makes the choice stable: once a claimant has recorded the id, a later or restarted reconcile of another
 // never takes it over; the informer cache's lag can at worst let two record it at the same moment, and then
 // rules 2 and 3 still pick one, the same one everywhere.
@@ -27,9 +30,12 @@ export function claimOf(obj: KubeObject): string | undefined {
   return remoteIdOf(obj);
 }
 
+const recordedIn = (o: KubeObject, id: string) => (o["status"] as { id?: string } | undefined)?.id === id;
+const stalled = (o: KubeObject) => (o["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions?.some((c) => c.type === "Stalled" && c.status === "True") === true;
+
 /** Negative when `a` comes before `b` for remote id `id` (the rules above). */
 export function compareClaims(a: KubeObject, b: KubeObject, id: string): number {
-  const recorded = (o: KubeObject) => ((o["status"] as { id?: string } | undefined)?.id === id ? 0 : 1);
+  const recorded = (o: KubeObject) => (recordedIn(o, id) ? 0 : 1);
   const created = (o: KubeObject) => Date.parse(o.metadata.creationTimestamp ?? "") || Number.MAX_SAFE_INTEGER;
   const name = key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0;
   return recorded(a) - recorded(b) || created(a) - created(b) || name;
@@ -45,7 +51,7 @@ export function managerOtherThan(objects: ObjectCache, obj: KubeObject): string 
   if (id === undefined) return undefined;
   let first: KubeObject = obj;
   for (const other of objects.list()) {
-    if (key(other) === key(obj) || claimOf(other) !== id) continue;
+    if (key(other) === key(obj) || claimOf(other) !== id || (!recordedIn(other, id) && stalled(other))) continue;
     if (compareClaims(other, first, id) < 0) first = other;
   }
   return first === obj ? undefined : key(first);

@@ -119,6 +119,36 @@ describe.each(counterparts)("adoption is exclusive against %s", (counterpart) =>
   );
 
   itNeedsDevkube(
+    "a namespace whose token cannot see a database cannot block its adoption by naming its id first, and learns no name",
+    "nothing (kept on devkube for its speed)",
+    async () => {
+      const ns = stack.namespace;
+      const squatterNs = `adopt-squatter-${counterpart}`;
+      await stack.kubectl(["create", "namespace", squatterNs]);
+      const token = await stack.service.createToken(`squatter-${counterpart}`);
+      await stack.kubectl(["create", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: squatterNs }, stringData: { token } }));
+      const project = (await api<{ id: string }>("POST", "/v1/projects", { name: `claimed-${counterpart}`, region: "us-east-1", createDatabase: false })).data;
+      const target = (await api<RemoteDatabase>("POST", "/v1/databases", { projectId: project.id, name: "target", region: "us-east-1" })).data;
+      await eventually(async () => expect((await remoteDb(target.id)).data.status).toBe("ready"), { what: "target ready" });
+
+      await apply(resource("Database", squatterNs, "squatter", { projectId: project.id, externalId: target.id, deletionPolicy: "Delete" }));
+      await waitCond(DatabaseType, squatterNs, "squatter", "Stalled", { status: "True", reason: "AdoptionRefused" });
+      await apply(resource("Database", ns, "rightful", { projectId: project.id, externalId: target.id, connectionSecret: { name: "rightful-db" } }));
+      await waitCond(DatabaseType, ns, "rightful", "Ready", { status: "True" });
+      expect((await status(DatabaseType, ns, "rightful"))?.id).toBe(target.id);
+      // Its next look (a reconcile request) still refuses it for what its token sees, without naming the manager.
+      await stack.kubectl(["annotate", "databases.mds.dev/squatter", "-n", squatterNs, "mds.dev/reconcile-requested-at=again"]);
+      await eventually(async () => expect((await stack.kube.get<KubeObject>(DatabaseType, squatterNs, "squatter"))?.metadata.annotations?.["mds.dev/reconcile-requested-at"]).toBe("again"));
+      await new Promise((r) => setTimeout(r, 1_000));
+      const refused = await waitCond(DatabaseType, squatterNs, "squatter", "Stalled", { status: "True", reason: "AdoptionRefused" });
+      expect(refused.message).not.toContain("rightful");
+      await stack.kubectl(["delete", "databases.mds.dev/squatter", "-n", squatterNs, "--wait=true", "--timeout=30s"]);
+      expect((await remoteDb(target.id)).status).toBe(200);
+    },
+    120_000,
+  );
+
+  itNeedsDevkube(
     "a second Project adopting a managed project is Stalled naming the first, and its deletion drops nothing",
     "nothing (kept on devkube for its speed)",
     async () => {
