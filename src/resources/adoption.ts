@@ -33,6 +33,9 @@ export function claimOf(obj: KubeObject): string | undefined {
 const recordedIn = (o: KubeObject, id: string) => (o["status"] as { id?: string } | undefined)?.id === id;
 const stalled = (o: KubeObject) => (o["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions?.some((c) => c.type === "Stalled" && c.status === "True") === true;
 
+/** The objects of the cache that may claim `id`: the operator's index, or a scan where there is none. */
+const candidatesOf = (objects: ObjectCache, id: string) => objects.withRemoteId?.(id) ?? objects.list();
+
 /** Negative when `a` comes before `b` for remote id `id` (the rules above). */
 export function compareClaims(a: KubeObject, b: KubeObject, id: string): number {
   const recorded = (o: KubeObject) => (recordedIn(o, id) ? 0 : 1);
@@ -50,8 +53,8 @@ export function managerOtherThan(objects: ObjectCache, obj: KubeObject): string 
   const id = claimOf(obj);
   if (id === undefined) return undefined;
   let first: KubeObject = obj;
-  for (const other of objects.list()) {
-    if (key(other) === key(obj) || claimOf(other) !== id || (!recordedIn(other, id) && stalled(other))) continue;
+  for (const other of candidatesOf(objects, id)) {
+    if (claimOf(other) !== id || key(other) === key(obj) || (!recordedIn(other, id) && stalled(other))) continue;
     if (compareClaims(other, first, id) < 0) first = other;
   }
   return first === obj ? undefined : key(first);
@@ -64,7 +67,7 @@ export function wakeOtherClaimants(kind: string): NonNullable<KindRegistration["
     keys(changed, own) {
       const id = claimOf(changed) ?? remoteIdOf(changed);
       if (id === undefined) return [];
-      return own.list().filter((o) => key(o) !== key(changed) && claimOf(o) === id).map(key);
+      return candidatesOf(own, id).filter((o) => claimOf(o) === id && key(o) !== key(changed)).map(key);
     },
   };
 }
