@@ -78,8 +78,7 @@ export function wakeOtherClaimants(kind: string): NonNullable<KindRegistration["
  * deleted protects nothing any more (and would otherwise wait for the project in turn).
  */
 export function protectingDatabaseOf(databases: ObjectCache, databaseId: string): string | undefined {
-  const protecting = databases
-    .list()
+  const protecting = candidatesOf(databases, databaseId)
     .filter((db) => db.metadata.deletionTimestamp === undefined && boundIdOf(db) === databaseId && (db["spec"] as { deletionProtection?: boolean } | undefined)?.deletionProtection === true)
     .map(key)
     .sort();
