@@ -31,6 +31,8 @@ export const loopReasons = {
   ObserveOnly: "managementPolicy is ObserveOnly: the operator mirrors the remote object and reports drift, and changes nothing.",
   AdoptionRefused:
     "spec.externalId names an object the resource's credentials cannot see, or (a Database) one of another project; nothing was changed or minted. Fix spec.externalId, spec.credentials or spec.projectRef.",
+  AdoptionConflict:
+    "Another resource of the same kind already manages this remote object (the message names it); this one updates, mints and deletes nothing remote, and deleting it deletes nothing remote. Delete it, or let the other one go (delete it with deletionPolicy Retain, or make it ObserveOnly).",
   InvalidSpec: "The spec cannot be acted on (for example an unknown region or a reference to itself); fix the spec.",
   CredentialsMissing:
     "No credentials Secret for the resource (spec.credentials.secretRef, the namespace's mds-credentials, or the operator's where allowed), or it lacks the key.",

@@ -18,6 +18,7 @@ import { summarizeResources } from "./resource-state.ts";
 import { applyOutcome, notLeaderRequeueMs, type Outcome } from "./outcome.ts";
 import { createWorkQueue, type QueueObserver, type WorkQueue } from "./work-queue.ts";
 import { ReconcileError, classifyError } from "./errors.ts";
+import { splitKey } from "./status.ts";
 
 export interface OperatorOptions {
   kubeConfig: KubeConfig;
@@ -98,6 +99,18 @@ export function createOperator(options: OperatorOptions): Operator {
     set.add(entry);
   }
 
+  /** The cached objects of `kind` the index lists under remote id `id` (an entry may be stale: callers re-check). */
+  function indexed(kind: string, id: string, cache: ObjectCache): KubeObject[] {
+    const found: KubeObject[] = [];
+    for (const entry of byRemoteId.get(id) ?? []) {
+      if (!entry.startsWith(`${kind}|`)) continue;
+      const [ns, name] = splitKey(entry.slice(kind.length + 1));
+      const obj = cache.get(ns, name);
+      if (obj !== undefined) found.push(obj);
+    }
+    return found;
+  }
+
   function makeInformers(type: ResourceType, onEvent: (event: "add" | "update" | "delete", obj: KubeObject) => void, labelSelector?: string): ObjectCache {
     const parts = namespaces.map((namespace) =>
       createInformer<KubeObject>({ kubeConfig: options.kubeConfig, client: kube, type, namespace, labelSelector, onEvent, logger }),
@@ -129,7 +142,7 @@ export function createOperator(options: OperatorOptions): Operator {
       }
       for (const d of dependants) for (const key of d.keys(obj, caches.get(d.kind)!)) enqueue(d.kind, key);
     });
-    caches.set(reg.kind, cache);
+    caches.set(reg.kind, { ...cache, withRemoteId: (id) => indexed(reg.kind, id, cache) });
   }
   // Only the operator's own Secrets are cached (label selector): unrelated Secrets cost no memory.
   const secrets = makeInformers(

@@ -18,6 +18,11 @@ import type { StatusObject } from "./status.ts";
 export interface ObjectCache {
   get(namespace: string | undefined, name: string): KubeObject | undefined;
   list(namespace?: string): KubeObject[];
+  /**
+   * The objects that name remote id `id` (spec.externalId, status.id or the id annotation), from the operator's
+   * index: no scan of every object. A cache without the index (a test's) leaves it out.
+   */
+  withRemoteId?(id: string): KubeObject[];
 }
 
 /** What a kind's code may use: shared clients, the caches of every registered kind, the operator's settings. */

@@ -80,4 +80,9 @@ export interface ManagedKind<T extends ManagedObject> {
   connect(obj: T): Promise<ExternalClient<T>>;
   /** The database ids whose Secret this resource publishes (deletionPolicy Delete removes a released one too). */
   secretDatabaseIds?(obj: T): string[];
+  /**
+   * Another resource ("namespace/name") that manages this one's remote object (src/resources/adoption.ts): then
+   * this one acts on nothing remote, and its deletionPolicy Delete deletes nothing.
+   */
+  managerOtherThan?(obj: T): string | undefined;
 }

@@ -112,6 +112,9 @@ class LoopRun<T extends ManagedObject> {
       }
       return this.create(external);
     }
+    // Read-only so far: a second claimant is refused before it updates, mints or publishes anything.
+    const manager = this.kind.managerOtherThan?.(this.obj);
+    if (manager !== undefined) throw this.adoptionConflict(manager);
     if (observed.drift.length > 0) {
       await external.update(this.obj);
       await this.crashPoint("after-update");
@@ -174,6 +177,14 @@ class LoopRun<T extends ManagedObject> {
       `cannot adopt ${this.noun} "${id}": not found with credentials "${this.credentials?.secret ?? "?"}" (it does not exist, or belongs to a workspace this token cannot see); fix spec.externalId or the credentials`,
       // A new token in the credentials Secret is no spec change: look again at the settled interval.
       { recheckMs: this.deps.pollIntervals.slowMs },
+    );
+  }
+
+  /** Another resource manages the remote object: nothing is acted on until it lets go (its change wakes this one). */
+  private adoptionConflict(manager: string): TerminalError {
+    return new TerminalError(
+      "AdoptionConflict",
+      `${this.kind.kind} "${manager}" already manages the remote ${this.noun} "${remoteIdOf(this.obj)}"; this resource acts on nothing remote and deleting it deletes nothing remote. Delete this resource, or hand the ${this.noun} over: delete "${manager}" with deletionPolicy Retain or set its managementPolicy to ObserveOnly`,
     );
   }
 
@@ -311,11 +322,13 @@ class LoopRun<T extends ManagedObject> {
     return done();
   }
 
-  /** Why deletionPolicy Delete must not delete the remote object: it was only observed, or never adopted. */
+  /** Why deletionPolicy Delete must not delete the remote object: it was only observed, never adopted, or is another's. */
   private sparedFromDeletion(): string | undefined {
     if (this.observeOnly) return "managementPolicy is ObserveOnly";
     const externalId = this.obj.spec.externalId;
     if (externalId !== undefined && this.obj.status?.id !== externalId) return `the adoption of "${externalId}" was never accepted`;
+    const manager = this.kind.managerOtherThan?.(this.obj);
+    if (manager !== undefined) return `${this.kind.kind} "${manager}" manages it`;
     return undefined;
   }
 

@@ -25,6 +25,7 @@ export const conditionReasons = {
   RemoteNotFound: loopReasons.RemoteNotFound,
   SecretOutOfDate: loopReasons.SecretOutOfDate,
   WaitingForDatabases: "Deletion of a Project with deletionPolicy Delete waits until its databases are gone.",
+  DeletionBlocked: "Deletion of a Project with deletionPolicy Delete waits: a Database with deletionProtection manages one of its databases (its default database would go with it); the message names it.",
   WaitingForProject: "The database is its project's default database, which the public API deletes only with its project; delete the Project.",
   // Synced
   ReconcileSuccess: loopReasons.ReconcileSuccess,
@@ -41,6 +42,7 @@ export const conditionReasons = {
   RemoteIncomplete: loopReasons.RemoteIncomplete,
   RemoteUnreadable: loopReasons.RemoteUnreadable,
   AdoptionRefused: loopReasons.AdoptionRefused,
+  AdoptionConflict: loopReasons.AdoptionConflict,
   ObserveOnly: loopReasons.ObserveOnly,
   ReferenceNotAllowed: "A Connection refers to a Database in another namespace that does not allow it (spec.connectionPolicy.allowedNamespaces); nothing was minted.",
   OutcomeUnknown: "A restore was requested but its outcome cannot be known; it is never repeated automatically.",

@@ -5,9 +5,11 @@ import type { ManagedKind } from "../../operator/managed-kind.ts";
 import { DatabaseType } from "./schema.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
+import { managerOtherThan, wakeOtherClaimants } from "../adoption.ts";
 
 // The Database kind: parsed by its schema, connected through its credentials and its project's remote id, woken when
 // its project changes (it waits for the project's id).
+// Adoption is exclusive (../adoption.ts): one Database resource manages a remote database; the others are refused.
 
 export type DatabaseContext = Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">;
 
@@ -17,6 +19,7 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
     type: DatabaseType,
     parse: (raw) => parseOrTerminal(Database, "Database", raw) as DatabaseObject,
     secretDatabaseIds: (obj) => [remoteIdOf(obj)].filter((id): id is string => id !== undefined),
+    managerOtherThan: (obj) => managerOtherThan(ctx.cache("Database"), obj),
     async connect(obj) {
       const ns = obj.metadata.namespace ?? "default";
       let projectId = obj.spec.projectId;
@@ -58,6 +61,7 @@ export const databaseRegistration = managedKind(
             .filter((db) => db.metadata.namespace === project.metadata.namespace && (db["spec"] as { projectRef?: { name: string } } | undefined)?.projectRef?.name === project.metadata.name)
             .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
       },
+      wakeOtherClaimants("Database"),
     ],
   },
   databaseKind,

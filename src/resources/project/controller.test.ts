@@ -8,7 +8,7 @@ import { logicalIdOf } from "../../operator/identity.ts";
 import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconciler.ts";
 import type { Outcome } from "../../operator/outcome.ts";
 import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
-import { ProjectType } from "../types.ts";
+import { DatabaseType, ProjectType } from "../types.ts";
 import { projectKind } from "./controller.ts";
 
 // The Project kind through the generic loop: its default database's Secret, crash recovery by replay, and
@@ -46,6 +46,7 @@ beforeEach(() => {
     pool,
     defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
     instanceId: "unit",
+    cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   });
   run = (name) => reconcileManaged(deps, kind, `default/${name}`);
 });

@@ -7,12 +7,22 @@ import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../ope
  * A project goes after its other databases (each Database resource deletes its own). Its default database: our
  * service deletes it alone once the others are gone, then the project; the public API refuses that (403) and
  * deletes it with the project. "Still has databases" (our 409, the public API's 400) is a wait, not an error.
+ * A database a protected Database resource manages blocks it all: the project's default database would go with it.
  */
-export async function deleteProject(api: MdsApi, mirror: RemoteMirror, id: string): Promise<Deletion> {
+export async function deleteProject(api: MdsApi, mirror: RemoteMirror, id: string, protectedBy: (databaseId: string) => string | undefined): Promise<Deletion> {
   const listed: { data: RemoteDatabase[]; skipped?: number | undefined } = await api.listDatabases({ projectId: id, limit: 100 }).catch((err: unknown) => {
     if (isApiNotFound(err)) return { data: [] as RemoteDatabase[] };
     throw err;
   });
+  for (const d of listed.data) {
+    const guard = protectedBy(d.id);
+    if (guard === undefined) continue;
+    return {
+      done: false,
+      reason: "DeletionBlocked",
+      message: `Project "${id}" is not deleted: Database "${guard}" has deletionProtection and manages its ${d.isDefault ? "default " : ""}database "${d.id}", which would go with it. Set that Database's spec.deletionProtection to false, or this Project's deletionPolicy to Retain`,
+    };
+  }
   const others = listed.data.filter((d) => !d.isDefault);
   if (others.length > 0 || (listed.skipped ?? 0) > 0) {
     const count = others.length + (listed.skipped ?? 0);

@@ -15,6 +15,8 @@ export interface ProjectExternalDeps {
   api: MdsApi;
   mirror: RemoteMirror;
   instanceId: string;
+  /** The protected Database resource ("namespace/name") that manages this remote database, if any. */
+  protectedBy: (databaseId: string) => string | undefined;
 }
 
 export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient<ProjectObject> {
@@ -116,7 +118,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
       if (id === undefined) return { done: true };
       // Deleted only if it is ours: an id annotation alone must match our logicalId.
       if (!(await boundToOwn(obj, () => lookup(obj)))) return { done: true };
-      return deleteProject(api, mirror, id);
+      return deleteProject(api, mirror, id, deps.protectedBy);
     },
 
     connections: connectionOwner<ProjectObject>({
