@@ -64,7 +64,9 @@ export async function replayOrMint(args: {
       mirror: args.mirror,
       databaseId: target.databaseId,
       name: args.connectionName,
-      idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none"),
+      // The name is in the key: two resources that manage the same database in turn (an adoption handed over) mint
+      // different requests, and the service refuses one key reused with another body (422).
+      idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none", args.connectionName),
       keep: args.keep ?? [],
     });
   } catch (err) {

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type ResourceType, type Secret } from "../../src/kube/types.ts";
 import { DatabaseType, ProjectType } from "../../src/resources/types.ts";
-import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "../e2e/helpers.ts";
+import { counterparts, eventually, manifests, startStack, type Stack } from "../e2e/helpers.ts";
 
 // Issue 22, attack 5 (adoption): one remote object, one managing resource per operator.
 // - A second Database (same namespace, or another namespace with the same token) that adopts the externalId a
@@ -17,12 +17,15 @@ type RemoteDatabase = { id: string; name: string; status: string; connections: {
 
 describe.each(counterparts)("adoption is exclusive against %s", (counterpart) => {
   let stack: Stack;
-  const otherNs = `adopt-other-${counterpart}`;
+  let otherNs = "";
+  let squatterNs = "";
 
   beforeAll(async () => {
-    stack = await startStack({ api: counterpart });
+    // Namespaces from the harness: their own names on devkube, unique ones on a real cluster (MDS_E2E_KUBECONFIG).
+    stack = await startStack({ api: counterpart, namespaces: [`adopt-other-${counterpart}`, `adopt-squatter-${counterpart}`] });
+    otherNs = stack.namespaceOf(`adopt-other-${counterpart}`);
+    squatterNs = stack.namespaceOf(`adopt-squatter-${counterpart}`);
     // Another namespace holding the same token: cross-namespace adoption is allowed, so exclusivity must hold there too.
-    await stack.kubectl(["create", "namespace", otherNs]);
     await stack.kubectl(
       ["create", "-f", "-"],
       JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: otherNs }, stringData: { token: stack.service.token } }),
@@ -67,9 +70,8 @@ describe.each(counterparts)("adoption is exclusive against %s", (counterpart) =>
   const remoteDb = (id: string) => api<RemoteDatabase>("GET", `/v1/databases/${id}`);
   const connectionsOf = async (id: string) => (await remoteDb(id)).data.connections.map((c) => c.id).sort();
 
-  itNeedsDevkube(
+  it(
     "a second Database adopting a managed database is Stalled naming the first, acts on nothing remote, and its deletion drops nothing; the first one's release hands the database over",
-    "nothing (kept on devkube for its speed)",
     async () => {
       const ns = stack.namespace;
       const project = (await api<{ id: string }>("POST", "/v1/projects", { name: `adopt-${counterpart}`, region: "us-east-1", createDatabase: false })).data;
@@ -118,13 +120,33 @@ describe.each(counterparts)("adoption is exclusive against %s", (counterpart) =>
     180_000,
   );
 
-  itNeedsDevkube(
-    "a namespace whose token cannot see a database cannot block its adoption by naming its id first, and learns no name",
-    "nothing (kept on devkube for its speed)",
+  it(
+    "a database adopted by one Database and handed over to another (the first deleted with Retain) gets the second its own login and Secret",
     async () => {
       const ns = stack.namespace;
-      const squatterNs = `adopt-squatter-${counterpart}`;
-      await stack.kubectl(["create", "namespace", squatterNs]);
+      const project = (await api<{ id: string }>("POST", "/v1/projects", { name: `handover-${counterpart}`, region: "us-east-1", createDatabase: false })).data;
+      const target = (await api<RemoteDatabase>("POST", "/v1/databases", { projectId: project.id, name: "handed", region: "us-east-1" })).data;
+      await eventually(async () => expect((await remoteDb(target.id)).data.status).toBe("ready"), { what: "handed ready" });
+      // Both adopt by externalId, so both mint from the same database with no previous connection: before the mint's
+      // idempotency key carried the connection's name, the second mint reused the first one's key with another body
+      // (422 from our service) and the standby stayed SecretOutOfDate.
+      await apply(resource("Database", ns, "adopter", { projectId: project.id, externalId: target.id, connectionSecret: { name: "adopter-db" } }));
+      await waitCond(DatabaseType, ns, "adopter", "Ready", { status: "True" });
+      await apply(resource("Database", ns, "successor", { projectId: project.id, externalId: target.id, connectionSecret: { name: "successor-db" } }));
+      await waitCond(DatabaseType, ns, "successor", "Stalled", { status: "True", reason: "AdoptionConflict" });
+      await stack.kubectl(["delete", "databases.mds.dev/adopter", "--wait=true", "--timeout=30s"]);
+      await waitCond(DatabaseType, ns, "successor", "Ready", { status: "True" });
+      const secret = await stack.kube.get<Secret>(SecretType, ns, "successor-db");
+      expect(secret?.data?.["DATABASE_URL"]).toBeDefined();
+      expect(await stack.leaks()).toBe("");
+    },
+    120_000,
+  );
+
+  it(
+    "a namespace whose token cannot see a database cannot block its adoption by naming its id first, and learns no name",
+    async () => {
+      const ns = stack.namespace;
       const token = await stack.service.createToken(`squatter-${counterpart}`);
       await stack.kubectl(["create", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: squatterNs }, stringData: { token } }));
       const project = (await api<{ id: string }>("POST", "/v1/projects", { name: `claimed-${counterpart}`, region: "us-east-1", createDatabase: false })).data;
@@ -148,9 +170,8 @@ describe.each(counterparts)("adoption is exclusive against %s", (counterpart) =>
     120_000,
   );
 
-  itNeedsDevkube(
+  it(
     "a second Project adopting a managed project is Stalled naming the first, and its deletion drops nothing",
-    "nothing (kept on devkube for its speed)",
     async () => {
       const ns = stack.namespace;
       const shared = (await api<{ id: string }>("POST", "/v1/projects", { name: `shared-${counterpart}`, region: "us-east-1", createDatabase: false })).data;
@@ -166,9 +187,8 @@ describe.each(counterparts)("adoption is exclusive against %s", (counterpart) =>
     120_000,
   );
 
-  itNeedsDevkube(
+  it(
     "deleting a Project is blocked while a protected Database manages its default database",
-    "nothing (kept on devkube for its speed)",
     async () => {
       const ns = stack.namespace;
       await apply(resource("Project", ns, "shop", { region: "us-east-1", deletionPolicy: "Delete", connectionSecret: { name: "shop-db" } }));
