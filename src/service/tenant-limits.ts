@@ -23,7 +23,7 @@ async function applyOnServer(input: { config: ServiceConfig; control: pg.Pool; l
     "SELECT c.role_name FROM connections c JOIN databases d ON d.id = c.database_id WHERE d.region = $1 AND d.server = $2 AND d.deleted_at IS NULL AND c.revoked_at IS NULL",
     [region, server],
   );
-  const { rows: staleDatabases } = await pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname = ANY($1) AND datconnlimit <> $2", [
+  const { rows: staleDatabases } = await pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname = ANY($1) AND (datconnlimit <> $2 OR datistemplate)", [
     databases.map((d) => d.pg_name),
     limits.databaseConnectionLimit,
   ]);
@@ -31,7 +31,11 @@ async function applyOnServer(input: { config: ServiceConfig; control: pg.Pool; l
     "SELECT rolname FROM pg_roles WHERE rolname = ANY($1) AND rolcanlogin AND (rolconnlimit <> $2 OR NOT coalesce(rolconfig, '{}') @> ARRAY[$3])",
     [logins.map((l) => l.role_name), limits.loginConnectionLimit, `idle_in_transaction_session_timeout=${limits.idleInTransactionTimeoutMs}`],
   );
-  for (const { datname } of staleDatabases) await pool.query(databaseLimitStatement(datname, limits));
-  for (const { rolname } of staleLogins) for (const statement of loginLimitStatements(rolname, limits)) await pool.query(statement);
+  // One database or login that cannot be set (a lock its tenant holds past the lock timeout) is logged and skipped:
+  // the tenant guard tries again within seconds, and no tenant can stop the service from starting.
+  const attempt = (statement: string, what: Record<string, string>) =>
+    pool.query(statement).catch((err: Error) => input.logger.warn({ region, server, ...what, err: { message: err.message } }, "cannot apply a tenant limit"));
+  for (const { datname } of staleDatabases) await attempt(databaseLimitStatement(datname, limits), { database: datname });
+  for (const { rolname } of staleLogins) for (const statement of loginLimitStatements(rolname, limits)) await attempt(statement, { login: rolname });
   if (staleDatabases.length + staleLogins.length > 0) input.logger.info({ region, server, databases: staleDatabases.length, logins: staleLogins.length }, "applied the region's tenant limits");
 }
