@@ -25,7 +25,7 @@ export const ServiceConfig = z.strictObject({
    * How often the tenant guard (tenant-guard.ts) looks at each region server: it puts back the database limits a
    * tenant changed and ends sessions past the connection limits or idle in a transaction too long.
    */
-  tenantGuardIntervalMs: z.number().int().min(100).default(2000),
+  tenantGuardIntervalMs: z.number().int().min(100).max(3_600_000).default(2000),
   /** How often to look for databases due for their daily backup and for expired backups. */
   backupScheduleIntervalMs: z.number().int().min(100).default(10 * 60_000),
   /**
