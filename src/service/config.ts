@@ -20,7 +20,7 @@ export const ServiceConfig = z.strictObject({
   /** Bytes of all kept backups (daily ones included) of one workspace past which a manual backup is 409. */
   backupBytesPerWorkspace: z.number().int().min(1).default(50 * 1024 ** 3),
   /** Live connections (login roles) one workspace may have, all databases together; past it minting one is 409. */
-  connectionsPerWorkspace: z.number().int().min(1).default(500),
+  connectionsPerWorkspace: z.number().int().min(1).default(100),
   /**
    * How often the tenant guard (tenant-guard.ts) looks at each region server: it puts back the database limits a
    * tenant changed and ends sessions past the connection limits or idle in a transaction too long.
