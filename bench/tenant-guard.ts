@@ -2,18 +2,19 @@
 // open on the server (five databases, twenty sessions each): the time of one guard pass, and the create latency
 // (POST → ready, concurrency 1) in blocks that alternate, in one run on one server, between no guard, the guard at
 // its default interval and the guard at 100 ms (twenty times as often). Prints a table; records nothing.
-// `--blocks n` (default 4 rounds), `--creates n` (per block, default 20).
+// On a loaded machine compare the median of per-round ratios: the load drifts between rounds.
+// `--rounds n` (default 6; each runs the three modes, in an order that turns), `--creates n` (per block, default 15).
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import pino from "pino";
 import { startEmbeddedService } from "../src/service/embedded.ts";
-import { startTenantGuard, type TenantGuard } from "../src/service/tenant-guard.ts";
+import { serverStateSql, startTenantGuard, type TenantGuard } from "../src/service/tenant-guard.ts";
 
 const arg = (name: string, fallback: number) => Number(process.argv.find((_, i) => process.argv[i - 1] === name) ?? fallback);
-const rounds = arg("--blocks", 4);
-const perBlock = arg("--creates", 20);
+const rounds = arg("--rounds", 6);
+const perBlock = arg("--creates", 15);
 const percentile = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
@@ -65,17 +66,27 @@ try {
   // One guard pass, alone.
   const probe = startTenantGuard({ config: { ...service.deps.config, tenantGuardIntervalMs: 3_600_000 }, control: service.deps.pool, servers: service.deps.servers, logger });
   const passes: number[] = [];
+  const cpu = process.cpuUsage();
   for (let i = 0; i < 200; i++) {
     const t0 = performance.now();
     await probe.tick();
     passes.push(performance.now() - t0);
   }
+  const cpuPerPass = (({ user, system }) => (user + system) / 1000 / 200)(process.cpuUsage(cpu));
   await probe.stop();
+  const plan = await service.deps.servers.get("us-east-1")![0]!.pool.query<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, TIMING OFF) ${serverStateSql}`, [[40]]);
+  const serverMs = /Execution Time: ([\d.]+)/.exec(plan.rows.map((r) => r["QUERY PLAN"]).join("\n"))?.[1];
 
   const modes = { "no guard": undefined, "guard every 2000 ms": 2000, "guard every 100 ms": 100 } as const;
   const ready: Record<string, number[]> = Object.fromEntries(Object.keys(modes).map((k) => [k, []]));
+  // Per round, each mode's p50 over that mode's p50 without the guard in the same round: the machine's load drifts.
+  const ratios: Record<string, number[]> = Object.fromEntries(Object.keys(modes).map((k) => [k, []]));
+  const entries = Object.entries(modes);
   for (let round = 0; round < rounds; round++) {
-    for (const [mode, intervalMs] of Object.entries(modes)) {
+    const block: Record<string, number[]> = {};
+    // The order turns every round, so no mode always runs first after the pause.
+    for (const [mode, intervalMs] of entries.map((_, i) => entries[(i + round) % entries.length]!)) {
+      block[mode] = [];
       await settle();
       let guard: TenantGuard | undefined;
       if (intervalMs !== undefined) guard = startTenantGuard({ config: { ...service.deps.config, tenantGuardIntervalMs: intervalMs }, control: service.deps.pool, servers: service.deps.servers, logger });
@@ -84,18 +95,20 @@ try {
         const db = await call("POST", `/v1/projects/${project.id}/databases`, {});
         await untilReady(db.id);
         ready[mode]!.push(performance.now() - t0);
+        block[mode].push(performance.now() - t0);
       }
       await guard?.stop();
-      console.error(`round ${round + 1}/${rounds}: ${mode} done`);
+      console.error(`round ${round + 1}/${rounds}: ${mode} p50 ${ms(percentile(block[mode], 50))}`);
     }
+    for (const mode of Object.keys(modes)) ratios[mode]!.push(percentile(block[mode]!, 50) / percentile(block["no guard"]!, 50));
   }
 
   const base = percentile(ready["no guard"]!, 50);
   const table: [string, string][] = [
-    ["guard pass over 100 tenant sessions (n=200)", `p50 ${ms(percentile(passes, 50))}, p99 ${ms(percentile(passes, 99))}`],
+    ["guard pass over 100 tenant sessions (n=200)", `p50 ${ms(percentile(passes, 50))}, p99 ${ms(percentile(passes, 99))}; service CPU ${ms(cpuPerPass)} per pass; the server statement ${serverMs} ms`],
     ...Object.entries(ready).map(([mode, xs]): [string, string] => [
       `create POST → ready, ${mode} (n=${xs.length})`,
-      `p50 ${ms(percentile(xs, 50))} (${(percentile(xs, 50) / base).toFixed(3)}×), p99 ${ms(percentile(xs, 99))}`,
+      `p50 ${ms(percentile(xs, 50))} (${(percentile(xs, 50) / base).toFixed(3)}×; median of per-round ratios ${percentile(ratios[mode]!, 50).toFixed(3)}×), p99 ${ms(percentile(xs, 99))}`,
     ]),
   ];
   for (const [what, value] of table) console.log(`| ${what} | ${value} |`);

@@ -53,7 +53,7 @@ export function sessionsToEnd(sessions: ServerSession[], owners: Map<string, Log
 
 // One statement: every non-superuser client session (oldest first), and every database of a non-superuser owner
 // whose limit is none of the configured ones or that is marked a template (spares and ours belong to the superuser).
-const serverStateSql = `
+export const serverStateSql = `
 SELECT
   coalesce((
     SELECT json_agg(json_build_object(

@@ -31,8 +31,8 @@ async function applyOnServer(input: { config: ServiceConfig; control: pg.Pool; l
     "SELECT rolname FROM pg_roles WHERE rolname = ANY($1) AND rolcanlogin AND (rolconnlimit <> $2 OR NOT coalesce(rolconfig, '{}') @> ARRAY[$3])",
     [logins.map((l) => l.role_name), limits.loginConnectionLimit, `idle_in_transaction_session_timeout=${limits.idleInTransactionTimeoutMs}`],
   );
-  // One database or login that cannot be set (a lock its tenant holds past the lock timeout) is logged and skipped:
-  // the tenant guard tries again within seconds, and no tenant can stop the service from starting.
+  // One database or login that cannot be set (a lock its tenant holds past the lock timeout) is logged and skipped, so
+  // no tenant can stop the service from starting; the tenant guard (tenant-guard.ts) enforces the limits meanwhile.
   const attempt = (statement: string, what: Record<string, string>) =>
     pool.query(statement).catch((err: Error) => input.logger.warn({ region, server, ...what, err: { message: err.message } }, "cannot apply a tenant limit"));
   for (const { datname } of staleDatabases) await attempt(databaseLimitStatement(datname, limits), { database: datname });
