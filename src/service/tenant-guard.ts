@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import type { Region } from "../contract/index.ts";
 import { tenantLimitsOf, type ServiceConfig, type TenantLimits } from "./config.ts";
 import { databaseLimitStatement } from "./provisioner.ts";
+import { alterBriefly } from "./tenant-limits.ts";
 import type { RegionServer } from "./servers.ts";
 
 // A tenant login acts as its database's owner, so it can undo what the service set on its database and session:
@@ -71,6 +72,9 @@ SELECT
 
 type ChangedDatabase = { name: string; limit: number; template: boolean };
 
+/** Limits the guard may fail to put back (a lock held) in one tick of one server before it leaves the rest for the next. */
+const maxRefusedPerTick = 3;
+
 /** How long a login the control database does not know (the pooler's, a job's) is not asked about again. */
 const unknownTtlMs = 30_000;
 
@@ -115,24 +119,35 @@ export function startTenantGuard(input: { config: ServiceConfig; control: pg.Poo
   async function guardServer(pool: pg.Pool, server: { name: string; limits: number[] }): Promise<void> {
     const { rows } = await pool.query<{ sessions: ServerSession[]; changed: ChangedDatabase[] }>(serverStateSql, [[...new Set(server.limits)]]);
     const { sessions, changed } = rows[0]!;
-    if (changed.length > 0) {
-      const { rows: ours } = await input.control.query<{ pg_name: string; region: string }>("SELECT pg_name, region FROM databases WHERE pg_name = ANY($1) AND deleted_at IS NULL", [
-        changed.map((d) => d.name),
-      ]);
-      for (const { pg_name, region } of ours) {
-        const d = changed.find((c) => c.name === pg_name)!;
-        const limit = limitsOf(region).databaseConnectionLimit;
-        if (d.limit === limit && !d.template) continue;
-        await pool.query(databaseLimitStatement(pg_name, { databaseConnectionLimit: limit }));
+    // Sessions first: putting a limit back can wait on a lock the tenant holds; ending sessions never does.
+    const ended = sessionsToEnd(sessions, await ownersOf([...new Set(sessions.map((s) => s.login))]), limitsOf);
+    if (ended.length > 0) {
+      await pool.query("SELECT pg_catalog.pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [ended.map((e) => e.pid)]);
+      const reasons: Record<string, number> = {};
+      for (const e of ended) reasons[e.reason] = (reasons[e.reason] ?? 0) + 1;
+      logger.info({ server: server.name, ended: ended.length, reasons }, "ended tenant sessions past their limits");
+    }
+    if (changed.length === 0) return;
+    const { rows: ours } = await input.control.query<{ pg_name: string; region: string }>("SELECT pg_name, region FROM databases WHERE pg_name = ANY($1) AND deleted_at IS NULL", [
+      changed.map((d) => d.name),
+    ]);
+    let refused = 0;
+    for (const { pg_name, region } of ours) {
+      // Each refusal waited 200 ms: a few per tick, the rest next time, so many locked databases cannot stall the guard.
+      if (refused >= maxRefusedPerTick) break;
+      const d = changed.find((c) => c.name === pg_name)!;
+      const limit = limitsOf(region).databaseConnectionLimit;
+      if (d.limit === limit && !d.template) continue;
+      try {
+        // A tenant transaction that changed the database's row holds it: give up quickly and try again next tick
+        // (its sessions are bounded above meanwhile), rather than stall the guard of every tenant.
+        await alterBriefly(pool, databaseLimitStatement(pg_name, { databaseConnectionLimit: limit }));
         logger.warn({ server: server.name, database: pg_name, connectionLimit: d.limit, template: d.template }, "put back a tenant database's connection limit its owner had changed");
+      } catch (err) {
+        refused++;
+        logger.warn({ server: server.name, database: pg_name, err: { message: (err as Error).message } }, "cannot put back a tenant database's connection limit yet");
       }
     }
-    const ended = sessionsToEnd(sessions, await ownersOf([...new Set(sessions.map((s) => s.login))]), limitsOf);
-    if (ended.length === 0) return;
-    await pool.query("SELECT pg_catalog.pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [ended.map((e) => e.pid)]);
-    const reasons: Record<string, number> = {};
-    for (const e of ended) reasons[e.reason] = (reasons[e.reason] ?? 0) + 1;
-    logger.info({ server: server.name, ended: ended.length, reasons }, "ended tenant sessions past their limits");
   }
 
   async function tick(): Promise<void> {

@@ -111,6 +111,27 @@ describe("limits a tenant cannot undo", () => {
     expect(await endedWithin(c, 6000)).toBeLessThan(1000 + 4000);
   });
 
+  it("keeps guarding every tenant while one keeps its database's catalog row locked", async () => {
+    const locker = await tenant(service, "locker");
+    const bystander = await tenant(service, "bystander");
+    await sql(locker.url, `ALTER DATABASE "${locker.datname}" CONNECTION LIMIT -1`);
+    // An open transaction that changed the database's row: whoever else updates that row (the guard putting the
+    // limit back) waits for it. Busy, not idle, so no idle timeout ends it.
+    const holder = await connect(locker.url);
+    await holder.query("BEGIN");
+    await holder.query(`ALTER DATABASE "${locker.datname}" CONNECTION LIMIT 7`);
+    const sleeping = holder.query("SELECT pg_sleep(60)").catch(() => {});
+    await new Promise((r) => setTimeout(r, 2500));
+    // The guard still ends another tenant's idle transaction in time.
+    const idle = await connect(bystander.url);
+    await idle.query("SET idle_in_transaction_session_timeout = 0");
+    await idle.query("BEGIN");
+    await idle.query("SELECT 1");
+    expect(await endedWithin(idle, 8000)).toBeLessThan(1000 + 4000);
+    await sql(service.postgresUrl, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", [locker.login]);
+    await sleeping;
+  });
+
   it("still deletes a database its owner marked as a template", async () => {
     const a = await tenant(service, "templater");
     await sql(a.url, `ALTER DATABASE "${a.datname}" IS_TEMPLATE true`);
