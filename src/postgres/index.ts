@@ -5,3 +5,4 @@ export { PostgresError, PostgresNotFoundError } from "./errors.ts";
 export { postgresOsUser, type OsUser } from "./os-user.ts";
 export { ensureServerTls, type ServerTls } from "./tls.ts";
 export { findPgBouncer, keepsPreparedStatements, startPgBouncer, grantPoolerConnect, endPooledSessions, preparePoolerAuth, poolerRole, type PgBouncerBinary, type RunningPgBouncer, type StartPgBouncerOptions } from "./pgbouncer.ts";
+export { pinnedSessionOptions } from "./session-options.ts";

@@ -8,6 +8,7 @@ import pg from "pg";
 import type { Logger } from "pino";
 import { PostgresError, PostgresNotFoundError } from "./errors.ts";
 import { postgresOsUser } from "./os-user.ts";
+import { pinnedSessionOptions } from "./session-options.ts";
 import { findFreePort } from "./start-postgres.ts";
 import type { ServerTls } from "./tls.ts";
 
@@ -114,7 +115,7 @@ function withDatabase(url: string, database: string): string {
  * attribute), the lookup function in every database that accepts connections (template1 included), and CONNECT on
  * every database owned by a non-superuser (tenant databases; spares, postgres and the control database stay closed).
  */
-export async function preparePoolerAuth(adminUrl: string, password: string): Promise<void> {
+export async function preparePoolerAuth(adminUrl: string, password: string, logger?: Logger): Promise<void> {
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   let databases: string[];
@@ -133,14 +134,19 @@ export async function preparePoolerAuth(adminUrl: string, password: string): Pro
     await admin.end();
   }
   for (const database of databases) {
-    const client = new pg.Client({ connectionString: withDatabase(adminUrl, database) });
-    await client.connect();
+    // Most of these databases are tenants': their settings must not reach this session (session-options.ts), and a
+    // database that still refuses it costs only that tenant's pooled logins (its lookup stays as it was), never the start.
+    const client = new pg.Client({ connectionString: withDatabase(adminUrl, database), options: pinnedSessionOptions(10_000), connectionTimeoutMillis: 10_000 });
+    client.on("error", () => {});
     try {
+      await client.connect();
       await client.query(lookupSql);
       // The default EXECUTE for PUBLIC stays (a changed ACL in pg_catalog would be dumped): the function itself
       // answers nobody but a session of mds_pooler.
+    } catch (err) {
+      logger?.warn({ database, err: { message: (err as Error).message } }, "cannot set up the pooler's lookup in a database; its pooled logins may fail");
     } finally {
-      await client.end();
+      await client.end().catch(() => {});
     }
   }
 }
@@ -282,7 +288,7 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
   await stopOrphan(pidFile, configFile, options.logger);
 
   const password = randomBytes(24).toString("base64url");
-  await preparePoolerAuth(options.server.adminUrl, password);
+  await preparePoolerAuth(options.server.adminUrl, password, options.logger);
   // The admin console's user exists only in PgBouncer: its SCRAM verifier is in the auth file, its password only in
   // this process's memory (for KILL/RESUME when a login's sessions end).
   const adminPassword = randomBytes(24).toString("base64url");

@@ -15,6 +15,17 @@ export const ServiceConfig = z.strictObject({
   /** Directory for pg_dump archives. */
   backupDir: z.string().min(1),
   backupRetentionDays: z.number().int().min(1).default(7),
+  /** Manual backups (`POST …/backups`) one workspace may keep at once; past it a new one is 409 until old ones expire. */
+  backupsPerWorkspace: z.number().int().min(1).default(100),
+  /** Bytes of all kept backups (daily ones included) of one workspace past which a manual backup is 409. */
+  backupBytesPerWorkspace: z.number().int().min(1).default(50 * 1024 ** 3),
+  /** Live connections (login roles) one workspace may have, all databases together; past it minting one is 409. */
+  connectionsPerWorkspace: z.number().int().min(1).default(100),
+  /**
+   * How often the tenant guard (tenant-guard.ts) looks at each region server: it puts back the database limits a
+   * tenant changed and ends sessions past the connection limits or idle in a transaction too long.
+   */
+  tenantGuardIntervalMs: z.number().int().min(100).max(3_600_000).default(2000),
   /** How often to look for databases due for their daily backup and for expired backups. */
   backupScheduleIntervalMs: z.number().int().min(100).default(10 * 60_000),
   /**
@@ -61,13 +72,18 @@ export function enabledRegions(config: ServiceConfig): Region[] {
   return regionIds.filter((r) => config.regions[r] !== undefined);
 }
 
-export type TenantLimits = Pick<RegionConfig, "loginConnectionLimit" | "databaseConnectionLimit" | "idleInTransactionTimeoutMs">;
+export type TenantLimits = Pick<RegionConfig, "loginConnectionLimit" | "databaseConnectionLimit" | "idleInTransactionTimeoutMs" | "workspaceConnectionLimit">;
 
 /** The bounds every tenant login and database of `region` gets (every server of the region alike). */
 export function tenantLimitsOf(config: ServiceConfig, region: string): TenantLimits {
   const r = config.regions[region as Region];
   if (!r) throw new Error(`region ${region} has no server`);
-  return { loginConnectionLimit: r.loginConnectionLimit, databaseConnectionLimit: r.databaseConnectionLimit, idleInTransactionTimeoutMs: r.idleInTransactionTimeoutMs };
+  return {
+    loginConnectionLimit: r.loginConnectionLimit,
+    databaseConnectionLimit: r.databaseConnectionLimit,
+    idleInTransactionTimeoutMs: r.idleInTransactionTimeoutMs,
+    workspaceConnectionLimit: r.workspaceConnectionLimit,
+  };
 }
 
 export function lockTimeoutOf(config: ServiceConfig, region: string): number {

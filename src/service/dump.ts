@@ -5,6 +5,7 @@ import { chmod, mkdir, open, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { ArchiveError, archiveMagic, openArchive, sealArchive } from "./backup-archive.ts";
+import { pinnedSessionOptions } from "../postgres/session-options.ts";
 import type { DatabaseLogin } from "./job-login.ts";
 
 // pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
@@ -22,8 +23,9 @@ function connectionEnv(login: DatabaseLogin, database: string): Record<string, s
     PGSSLMODE: login.sslmode,
     PGCONNECT_TIMEOUT: "10",
     // Ends a session whose client was killed (a job past its time limit) even while it waits on a lock. (lock_timeout
-    // cannot be set here: archives begin with SET lock_timeout = 0; pg_dump has --lock-wait-timeout.)
-    PGOPTIONS: "-c client_connection_check_interval=1000",
+    // cannot be bounded here: archives begin with SET lock_timeout = 0; pg_dump has --lock-wait-timeout.) The rest
+    // pins what the tenant's `ALTER DATABASE … SET` must not change for the job (read-only, timeouts, role…).
+    PGOPTIONS: `-c client_connection_check_interval=1000 ${pinnedSessionOptions(0)}`,
   };
 }
 

@@ -262,8 +262,8 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
  * and those of each server.
  */
 function embeddedRegion(stacks: EmbeddedServerStack[], serverTls: ServerTls, settings: RegionSettings): RegionInput {
-  const { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, ...serverSettings } = settings;
-  const regionLevel = { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs };
+  const { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, workspaceConnectionLimit, ...serverSettings } = settings;
+  const regionLevel = { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, workspaceConnectionLimit };
   const servers = stacks.map(({ server, postgres, pgbouncer }) => ({
     name: server.name,
     ...(server.maxDatabases !== undefined ? { maxDatabases: server.maxDatabases } : {}),

@@ -23,8 +23,12 @@ export const loginLimitStatements = (roleName: string, limits: TenantLimits): st
   `ALTER ROLE ${ident(roleName)} SET idle_in_transaction_session_timeout = ${int(limits.idleInTransactionTimeoutMs)}`,
 ];
 
-/** Superusers (the service) are exempt, so jobs and the service's own sessions still reach a full database. */
-export const databaseLimitStatement = (pgName: string, limits: TenantLimits): string => `ALTER DATABASE ${ident(pgName)} CONNECTION LIMIT ${int(limits.databaseConnectionLimit)}`;
+/**
+ * Superusers (the service) are exempt, so jobs and the service's own sessions still reach a full database. Not a
+ * template either: the owner can mark it one, and a template cannot be dropped (the tenant guard puts both back).
+ */
+export const databaseLimitStatement = (pgName: string, limits: Pick<TenantLimits, "databaseConnectionLimit">): string =>
+  `ALTER DATABASE ${ident(pgName)} WITH CONNECTION LIMIT ${int(limits.databaseConnectionLimit)} IS_TEMPLATE false`;
 
 async function roleExists(pool: pg.Pool, role: string): Promise<boolean> {
   const { rowCount } = await pool.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [role]);
@@ -189,6 +193,8 @@ export async function revokeLoginRole(pool: pg.Pool, roleName: string): Promise<
 }
 
 export async function dropDatabase(pool: pg.Pool, input: { pgName: string; ownerRole: string; loginRoles: string[] }): Promise<void> {
+  // Its owner may have marked it a template, which DROP refuses.
+  if (await databaseExists(pool, input.pgName)) await pool.query(`ALTER DATABASE ${ident(input.pgName)} IS_TEMPLATE false`);
   await pool.query(`DROP DATABASE IF EXISTS ${ident(input.pgName)} WITH (FORCE)`);
   for (const role of input.loginRoles) {
     if (!(await roleExists(pool, role))) continue;

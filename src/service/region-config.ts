@@ -77,6 +77,8 @@ const regionFields = {
   databaseConnectionLimit: z.number().int().min(1).max(10_000).default(40),
   /** A tenant session idle inside an open transaction longer than this is ended (0: never). Tenants may lower it. */
   idleInTransactionTimeoutMs: z.number().int().min(0).max(2_147_483_647).default(60_000),
+  /** Sessions all logins of all databases of one workspace may hold together on one server (the tenant guard ends the newest past it). */
+  workspaceConnectionLimit: z.number().int().min(1).max(100_000).default(100),
 };
 
 type ServerFields = { adminUrl: string; host?: string | undefined; sslmode?: string | undefined; pooler?: { host: string } | undefined };
@@ -115,8 +117,8 @@ const SingleServerRegion = z
   .strictObject({ ...regionFields, ...serverFields })
   .superRefine(checkSslmode)
   .transform((r) => {
-    const { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, ...server } = r;
-    return { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, servers: [defaultSslmode({ name: defaultServerName, ...server })] };
+    const { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, workspaceConnectionLimit, ...server } = r;
+    return { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, workspaceConnectionLimit, servers: [defaultSslmode({ name: defaultServerName, ...server })] };
   });
 
 const hostPortOf = (adminUrl: string) => {

@@ -13,6 +13,7 @@ import { RateLimiter } from "./rate-limit.ts";
 import { startScheduler } from "./scheduler.ts";
 import { openServers, reconcileServers } from "./servers.ts";
 import { startSpareFiller } from "./spares.ts";
+import { startTenantGuard } from "./tenant-guard.ts";
 import { applyTenantLimits } from "./tenant-limits.ts";
 import { migrate } from "./store/migrate.ts";
 import { createPool } from "./store/pool.ts";
@@ -110,6 +111,7 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
     const gauge = setInterval(() => metrics.jobsRunning.set(runner.busy), 1000);
     gauge.unref();
     const scheduler = startScheduler(deps);
+    const guard = startTenantGuard({ config, control: pool, servers, logger });
     // Server names only: an admin URL holds a password.
     const layout = Object.fromEntries([...servers].map(([region, list]) => [region, list.map((s) => (s.config.draining ? `${s.name} (draining)` : s.name))]));
     logger.info({ url, regions: [...servers.keys()], servers: layout }, "service listening");
@@ -122,6 +124,7 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
           clearInterval(gauge);
           await app.close();
           await scheduler.stop();
+          await guard.stop();
           await runner.stop();
           await spares.stop();
           await cleanup();

@@ -53,6 +53,28 @@ async function insertConnection(client: pg.PoolClient, databaseId: string, name:
   return { connection: rows[0]!, password, verifier };
 }
 
+// Any fixed number (with the workspace's hash): serialises one workspace's quota checks until their transactions end.
+const quotaLock = 7_221_022;
+
+/**
+ * Each connection is a login role, and so sessions on the server: one workspace may not mint them without end. The
+ * first connection of a new database counts but is never refused (that would be a cap on databases). Under a
+ * transaction lock per workspace, so two concurrent mints cannot both take the last place.
+ */
+async function checkConnectionQuota(client: pg.PoolClient, limit: number, workspaceId: string): Promise<void> {
+  await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [quotaLock, workspaceId]);
+  const { rows } = await client.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM connections c JOIN databases d ON d.id = c.database_id WHERE d.workspace_id = $1 AND d.deleted_at IS NULL AND c.revoked_at IS NULL",
+    [workspaceId],
+  );
+  if (rows[0]!.n >= limit) {
+    throw conflict(
+      `cannot mint a connection: this workspace has ${rows[0]!.n} live connections, its limit is ${limit}`,
+      "revoke a connection you no longer use (DELETE /v1/connections/{id}), or ask the service's operator to raise connectionsPerWorkspace",
+    );
+  }
+}
+
 /**
  * Mints a connection (row and login role) for a database of the caller's workspace, in one transaction with its
  * Idempotency-Key record. The database row lock serialises this with provisioning, which creates the roles of all
@@ -67,6 +89,7 @@ export function mintConnection(
   return createOnce(deps, request, async (client) => {
     const db = await getDatabase(client, request.workspaceId, input.databaseId, true);
     if (!db) throw notFound("database", input.databaseId);
+    await checkConnectionQuota(client, deps.config.connectionsPerWorkspace, request.workspaceId);
     const { connection, password, verifier } = await insertConnection(client, db.id, input.name);
     const pool = serverPool(deps, db);
     await ensureOwnerRole(pool, db.owner_role);
