@@ -106,8 +106,15 @@ export type UpdateDatabaseBody = z.input<typeof UpdateDatabaseBody>;
 export const CreateBranchBody = z.strictObject({ gitName: GitName, isDefault: z.boolean().optional() });
 export type CreateBranchBody = z.input<typeof CreateBranchBody>;
 
-/** PATCH /v1/branches/{id}: only isDefault is mutable (SDK); anything else is 422. */
-export const UpdateBranchBody = z.strictObject({ isDefault: z.boolean().nullable().optional() });
+/**
+ * PATCH /v1/branches/{id}: only isDefault is mutable (SDK); `gitName` and `role` are taken only to refuse a change of
+ * them (their current values are a no-op, so a client may send a branch back as it read it); anything else is 422.
+ */
+export const UpdateBranchBody = z.strictObject({
+  isDefault: z.boolean().nullable().optional(),
+  gitName: z.string().optional(),
+  role: z.string().optional(),
+});
 export type UpdateBranchBody = z.input<typeof UpdateBranchBody>;
 
 export const RestoreBody = z.strictObject({

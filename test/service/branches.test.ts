@@ -103,6 +103,10 @@ describe("branches: the public API's rules", () => {
     expectError(await api("PATCH", `/v1/branches/${preview.id}`, { colour: "red" }), 422, "unprocessable", /unknown field "colour"/);
     expect((await api("PATCH", `/v1/branches/${release.id}`, { isDefault: false })).body.data.isDefault).toBe(false);
     expect((await api("PATCH", `/v1/branches/${release.id}`, {})).status).toBe(200);
+    // A branch sent back as read changes nothing.
+    const echoed = await api("PATCH", `/v1/branches/${preview.id}`, { gitName: "feature/search", role: "preview", isDefault: true });
+    expect(echoed.status).toBe(200);
+    expectError(await api("PATCH", `/v1/branches/${preview.id}`, { isDefault: "yes" }), 422, "unprocessable", /isDefault/);
 
     // List: oldest first, exact and substring filters (not both), keyset pages.
     const all = await api("GET", `/v1/projects/${project.id}/branches`);

@@ -80,14 +80,28 @@ export async function readBranch(deps: ServiceDeps, workspaceId: string, id: str
   return branch;
 }
 
-/** PATCH: `isDefault: true` makes it the project's default (the flag only, not the role); the default cannot be demoted. */
-export async function updateBranch(deps: ServiceDeps, workspaceId: string, id: string, input: { isDefault?: boolean | null | undefined }): Promise<BranchRow> {
+/**
+ * PATCH: `isDefault: true` makes it the project's default (the flag only, not the role); the default cannot be
+ * demoted; `gitName` and `role` cannot change (their current values change nothing).
+ */
+export async function updateBranch(
+  deps: ServiceDeps,
+  workspaceId: string,
+  id: string,
+  input: { isDefault?: boolean | null | undefined; gitName?: string | undefined; role?: string | undefined },
+): Promise<BranchRow> {
   await inTransaction(deps.pool, async (client) => {
     const found = await getBranch(client, workspaceId, id);
     if (!found) throw notFound("branch", id);
     await lockBranches(client, found.project_id);
     const branch = await getBranch(client, workspaceId, id, "update");
     if (!branch) throw notFound("branch", id);
+    if (input.gitName !== undefined && input.gitName !== branch.git_name) {
+      throw unprocessable(`a branch's gitName cannot be changed (branch "${id}" is ${echo(branch.git_name, 255)})`, "create a branch with the new gitName and move the databases to it");
+    }
+    if (input.role !== undefined && input.role !== branch.role) {
+      throw unprocessable(`a branch's role cannot be changed (branch "${id}" is ${branch.role})`, "a project's first branch is its production branch, every later one a preview; only isDefault can be changed");
+    }
     if (input.isDefault === false && branch.is_default) {
       throw unprocessable(`branch "${id}" is the project's default and cannot be demoted`, "make another branch the default instead (PATCH it with isDefault: true)");
     }

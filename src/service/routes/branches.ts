@@ -2,7 +2,6 @@ import type { FastifyInstance } from "fastify";
 import { BranchId, branchIdPattern, CreateBranchBody, ListBranchesQuery, ProjectId, projectIdPattern, UpdateBranchBody } from "../../contract/index.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { branchPage, createBranch, deleteBranch, readBranch, updateBranch } from "../domain/branches.ts";
-import { unprocessable } from "../errors.ts";
 import { creationRequest, jsonBody, parseWith, pathId, principalOf, sendCreation } from "../http.ts";
 import { renderBranch } from "../render.ts";
 
@@ -38,10 +37,7 @@ export function branchRoutes(app: FastifyInstance, deps: ServiceDeps): void {
 
   app.patch("/v1/branches/:branchId", async (req) => {
     const id = branchIdOf(req.params);
-    const raw = jsonBody(req);
-    if ("gitName" in raw) throw unprocessable("a branch's gitName cannot be changed", "create a branch with the new gitName and move the databases to it");
-    if ("role" in raw) throw unprocessable("a branch's role cannot be changed", "a project's first branch is its production branch, every later one a preview; only isDefault can be changed");
-    const body = parseWith(UpdateBranchBody, raw, "request body", "unprocessable");
+    const body = parseWith(UpdateBranchBody, jsonBody(req), "request body", "unprocessable");
     return { data: renderBranch(deps.config, await updateBranch(deps, principalOf(req).workspaceId, id, body)) };
   });
 
