@@ -172,11 +172,14 @@ describe("branches: the public API's rules", () => {
 });
 
 describe("branches: databases on them", () => {
-  it("puts a database on a branch by id, by git name (created when missing) or on the default branch; none when the project has none", async () => {
+  it("puts a database on a branch by id, by git name (created when missing) or on the default branch; none before the project has one", async () => {
     const project = await newProject();
-    const before = await newDatabase({ projectId: project.id, name: "unassigned" });
+    const before = await newDatabase({ projectId: project.id, name: "before-branches" });
     expect(before.branchId).toBeNull();
+    expect((await api("GET", `/v1/databases?projectId=${project.id}&branchId=unassigned`)).body.data.map((d: Json) => d.id)).toEqual([before.id]);
+    // The project's first branch takes the databases it already has.
     const main = await newBranch(project.id, "main");
+    expect((await api("GET", `/v1/databases/${before.id}`)).body.data.branchId).toBe(main.id);
     const onDefault = await newDatabase({ projectId: project.id, name: "default-branch" });
     expect(onDefault.branchId).toBe(main.id);
     const viaProject = dataOf(CreatedDatabase).parse((await api("POST", `/v1/projects/${project.id}/databases`, { name: "via-project" })).body).data;
@@ -197,10 +200,10 @@ describe("branches: databases on them", () => {
     // Filters: by id, by git name, "unassigned"; not both.
     const ids = async (query: string) => pageOf(Database).parse((await api("GET", `/v1/databases?${query}`)).body).data.map((d) => d.name);
     expect(await ids(`branchId=${pr.branchId}`)).toEqual(["pr-42", "pr-42-b"]);
-    expect(await ids(`projectId=${project.id}&branchGitName=main`)).toEqual(["default-branch", "via-project", "by-id"]);
-    expect(await ids(`projectId=${project.id}&branchId=unassigned`)).toEqual(["unassigned"]);
+    expect(await ids(`projectId=${project.id}&branchGitName=main`)).toEqual(["before-branches", "default-branch", "via-project", "by-id"]);
+    expect(await ids(`projectId=${project.id}&branchId=unassigned`)).toEqual([]);
     expect(await ids(`branchId=${missingBranch}`)).toEqual([]);
-    expect((await api("GET", `/v1/projects/${project.id}/databases?branchId=${main.id}`)).body.data).toHaveLength(3);
+    expect((await api("GET", `/v1/projects/${project.id}/databases?branchId=${main.id}`)).body.data).toHaveLength(4);
     expectError(await api("GET", `/v1/databases?branchId=${main.id}&branchGitName=main`), 400, "invalid_request", /cannot be combined/);
     expectError(await api("GET", "/v1/databases?branchGitName=a..b"), 400, "invalid_request", /branchGitName/);
   });
@@ -258,10 +261,16 @@ describe("branches: databases on them", () => {
 
   it("decides concurrent first branches and concurrent creates by one new git name exactly once", async () => {
     const project = await newProject();
+    // Databases created while the first branch is made: every one ends up on it, none is left on no branch.
+    const during = [1, 2, 3, 4].map((n) => api("POST", "/v1/databases", { projectId: project.id, name: `during-${n}` }));
     const firsts = await Promise.all(["a", "b", "c"].map((gitName) => api("POST", `/v1/projects/${project.id}/branches`, { gitName })));
     expect(firsts.map((r) => r.status)).toEqual([201, 201, 201]);
     expect(firsts.map((r) => r.body.data.role).sort()).toEqual(["preview", "preview", "production"]);
     expect(firsts.filter((r) => r.body.data.isDefault)).toHaveLength(1);
+    const production = firsts.find((r) => r.body.data.role === "production")!.body.data.id;
+    expect((await Promise.all(during)).map((r) => r.status)).toEqual([201, 201, 201, 201]);
+    const placed = pageOf(Database).parse((await api("GET", `/v1/databases?projectId=${project.id}`)).body).data;
+    expect(placed.map((d) => d.branchId)).toEqual([production, production, production, production]);
     const dbs = await Promise.all([1, 2, 3].map((n) => api("POST", "/v1/databases", { projectId: project.id, name: `racer-${n}`, branchGitName: "pr-race" })));
     expect(dbs.map((r) => r.status)).toEqual([201, 201, 201]);
     expect(new Set(dbs.map((r) => r.body.data.branchId)).size).toBe(1);

@@ -10,19 +10,25 @@ import { inTransaction } from "../store/pool.ts";
 
 // Branches, as the public API has them (PUBLIC-API.md "Branches"): the first branch of a project is its production
 // and default branch, every later one a preview; only the default flag moves; a branch is soft-deleted, and only
-// when it is neither the default nor production and no live database is on it.
+// when it is neither the default nor production and no live database is on it. A project has no branch until one is
+// made; its first branch takes the databases it already has, so from then on every database is on a branch.
 //
 // Locks, always in this order so nothing deadlocks: the project (KEY SHARE to add to it), then the project's branch
-// lock (an advisory lock: "is this the first branch", "does this git name exist" and the default flag are decided
-// under it), then a branch row (KEY SHARE to put a database on it, UPDATE to delete it: a delete waits for a
-// database being put on the branch, then counts it), then database rows.
+// lock (an advisory lock, exclusive to decide "is this the first branch", "does this git name exist" and the default
+// flag; shared by database creates that pick a branch, so a first branch sees every database made before it), then a
+// branch row (KEY SHARE to put a database on it, UPDATE to delete it: a delete waits for a database being put on the
+// branch, then counts it), then database rows.
 
-/** Serialises the decisions about a project's set of branches (first one, git names, the default flag). */
-async function lockBranches(client: pg.PoolClient, projectId: string): Promise<void> {
-  await client.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`branches of ${projectId}`]);
+/** The project's branch lock: "exclusive" to change its set of branches, "shared" to pick one of them. */
+async function lockBranches(client: pg.PoolClient, projectId: string, mode: "exclusive" | "shared" = "exclusive"): Promise<void> {
+  const fn = mode === "exclusive" ? "pg_advisory_xact_lock" : "pg_advisory_xact_lock_shared";
+  await client.query(`SELECT ${fn}(hashtextextended($1, 0))`, [`branches of ${projectId}`]);
 }
 
-/** Inserts a branch under the branch lock: the project's first is production and default whatever was asked. */
+/**
+ * Inserts a branch under the exclusive branch lock: the project's first is production and default whatever was
+ * asked, and takes the project's live databases (until then on no branch: logicalIds stay unique, the branch is new).
+ */
 async function insertBranch(client: pg.PoolClient, project: ProjectRow, gitName: string, wantDefault: boolean): Promise<BranchRow> {
   const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM branches WHERE project_id = $1 AND deleted_at IS NULL", [project.id]);
   const first = Number(rows[0]!.n) === 0;
@@ -37,6 +43,7 @@ async function insertBranch(client: pg.PoolClient, project: ProjectRow, gitName:
     isDefault,
     first ? "production" : "preview",
   ]);
+  if (first) await client.query("UPDATE databases SET branch_id = $2 WHERE project_id = $1 AND branch_id IS NULL AND deleted_at IS NULL", [project.id, id]);
   return (await getBranch(client, project.workspace_id, id, "share"))!;
 }
 
@@ -134,10 +141,17 @@ export async function deleteBranch(deps: ServiceDeps, workspaceId: string, id: s
 /**
  * The branch a database goes on, in the caller's transaction (after the project's lock, before any database row's):
  * `branchId` (of the same project), `branchGitName` (created as the public API does when the project has none of
- * that name), or neither: the project's default branch, or none when the project has no branch. The branch row is
- * held (KEY SHARE) until the caller commits, so it cannot be deleted under the database.
+ * that name), or neither: the project's default branch, or none when the project has no branch yet. The branch row
+ * is held (KEY SHARE) until the caller commits, so it cannot be deleted under the database, and the branch lock
+ * (shared) too, so a first branch made meanwhile waits and then takes this database.
  */
 export async function branchForDatabase(client: pg.PoolClient, project: ProjectRow, input: { branchId?: string | undefined; branchGitName?: string | undefined }): Promise<string | null> {
+  if (input.branchGitName !== undefined) {
+    await lockBranches(client, project.id, "exclusive");
+    const existing = await findBranch(client, project.id, { gitName: input.branchGitName }, "share");
+    return (existing ?? (await insertBranch(client, project, input.branchGitName, false))).id;
+  }
+  await lockBranches(client, project.id, "shared");
   if (input.branchId !== undefined) {
     const branch = await getBranch(client, project.workspace_id, input.branchId, "share");
     if (!branch) throw notFound("branch", input.branchId);
@@ -145,11 +159,6 @@ export async function branchForDatabase(client: pg.PoolClient, project: ProjectR
       throw unprocessable(`branch "${branch.id}" belongs to project "${branch.project_id}", not to the database's project "${project.id}"`, "pass a branch of the database's project (or branchGitName to use or create one there)");
     }
     return branch.id;
-  }
-  if (input.branchGitName !== undefined) {
-    await lockBranches(client, project.id);
-    const existing = await findBranch(client, project.id, { gitName: input.branchGitName }, "share");
-    return (existing ?? (await insertBranch(client, project, input.branchGitName, false))).id;
   }
   return (await findBranch(client, project.id, "default", "share"))?.id ?? null;
 }
