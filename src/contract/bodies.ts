@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { BackupId, DatabaseId, ProjectId, WorkspaceId } from "./ids.ts";
+import { BackupId, BranchId, DatabaseId, ProjectId, WorkspaceId } from "./ids.ts";
 import { Region } from "./regions.ts";
 
 // Request bodies (CONTRACT §5). Strict: an unknown field is a 400 naming it, so a typo never passes silently.
@@ -42,22 +42,80 @@ export const CreateProjectDatabaseBody = z.strictObject({
 });
 export type CreateProjectDatabaseBody = z.input<typeof CreateProjectDatabaseBody>;
 
-// The public API's branch fields (PUBLIC-API.md): this service has no branches, and attaching a database to a branch
-// that does not exist must not pass silently, so they are refused with a message that says why.
-const noBranches = z.never({ error: "branches are not supported by this service; omit this field" }).optional();
-const branchFields = { branchId: noBranches, branchGitName: noBranches };
+/**
+ * A branch's git name, by the rules of `git check-ref-format --branch` (so every name git allows for a branch, and
+ * nothing it refuses), bounded to 255 characters.
+ */
+export const GitName = z
+  .string({ error: "must be a string" })
+  .min(1, { error: "must not be empty" })
+  .max(255, { error: "must be at most 255 characters" })
+  .superRefine((name, ctx) => {
+    const bad = (why: string) => ctx.addIssue({ code: "custom", message: `is not a valid git branch name: ${why}` });
+    // eslint-disable-next-line no-control-regex
+    if (/[\u0000-\u0020\u007f~^:?*[\\]/.test(name)) return bad("it must not contain spaces, control characters or any of ~ ^ : ? * [ \\");
+    if (name.includes("..")) return bad('it must not contain ".."');
+    if (name.includes("@{") || name === "@") return bad('it must not contain "@{" or be "@"');
+    if (name.startsWith("-")) return bad('it must not start with "-"');
+    if (name.startsWith("/") || name.endsWith("/") || name.includes("//")) return bad('it must not start or end with "/" or contain "//"');
+    if (name.endsWith(".")) return bad('it must not end with "."');
+    if (name.split("/").some((part) => part.startsWith(".") || part.endsWith(".lock"))) return bad('no part between "/" may start with "." or end with ".lock"');
+  });
 
-export const CreateDatabaseBody = CreateProjectDatabaseBody.extend({ projectId: ProjectId, ...branchFields });
+// The public API's branch fields on a database (SDK: "Every database belongs to a Branch, so null is rejected";
+// branchId and branchGitName are mutually exclusive; `logicalId` is unique within a branch, so it cannot be combined
+// with branchGitName on a create, nor with either on an update: move the database first, then set its logicalId).
+const branchFields = {
+  branchId: BranchId.optional(),
+  branchGitName: GitName.optional(),
+};
+type BranchFields = { branchId?: string | undefined; branchGitName?: string | undefined; logicalId?: string | undefined };
+function branchRules(update: boolean) {
+  return (body: BranchFields, ctx: z.RefinementCtx) => {
+    if (body.branchId !== undefined && body.branchGitName !== undefined) {
+      ctx.addIssue({ code: "custom", path: ["branchGitName"], message: "cannot be combined with branchId: pass one of them" });
+    }
+    const moves = update ? body.branchId !== undefined || body.branchGitName !== undefined : body.branchGitName !== undefined;
+    if (body.logicalId !== undefined && moves) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["logicalId"],
+        message: update
+          ? "cannot be combined with branchId or branchGitName in one request: move the database first, then set its logicalId"
+          : "cannot be combined with branchGitName: pass branchId instead",
+      });
+    }
+  };
+}
+
+export const CreateDatabaseBody = CreateProjectDatabaseBody.extend({ projectId: ProjectId, ...branchFields }).superRefine(branchRules(false));
 export type CreateDatabaseBody = z.input<typeof CreateDatabaseBody>;
 
-export const UpdateDatabaseBody = z.strictObject({
-  name: Name.optional(),
-  isDefault: z.literal(true).optional(),
-  /** Unique per project, as at creation (409 naming the holder). */
-  logicalId: LogicalId.optional(),
-  ...branchFields,
-});
+export const UpdateDatabaseBody = z
+  .strictObject({
+    name: Name.optional(),
+    isDefault: z.literal(true).optional(),
+    /** Unique within the database's branch, as at creation (409 naming the holder). */
+    logicalId: LogicalId.optional(),
+    ...branchFields,
+  })
+  .superRefine(branchRules(true));
 export type UpdateDatabaseBody = z.input<typeof UpdateDatabaseBody>;
+
+/** POST /v1/projects/{id}/branches. A bad gitName is 422 (SDK), other bad fields 400 (CONTRACT §1). */
+export const CreateBranchBody = z.strictObject({ gitName: GitName, isDefault: z.boolean().optional() });
+export type CreateBranchBody = z.input<typeof CreateBranchBody>;
+
+/**
+ * PATCH /v1/branches/{id}: only isDefault is mutable (SDK); `gitName` and `role` are taken only to refuse a change of
+ * them (their current values are a no-op, so a client may send a branch back as it read it); anything else is 422.
+ */
+export const UpdateBranchBody = z.strictObject({
+  isDefault: z.boolean().nullable().optional(),
+  gitName: z.string().optional(),
+  role: z.string().optional(),
+});
+export type UpdateBranchBody = z.input<typeof UpdateBranchBody>;
 
 export const RestoreBody = z.strictObject({
   source: z.strictObject({ type: z.literal("backup"), databaseId: DatabaseId, backupId: BackupId }),
@@ -82,7 +140,15 @@ export const Limit = z
   .pipe(z.number().int().min(1, { error: "must be an integer from 1 to 100" }).max(100, { error: "must be an integer from 1 to 100" }));
 
 export const ListQuery = z.strictObject({ cursor: z.string().min(1).optional(), limit: Limit.optional() });
-export const ListDatabasesQuery = ListQuery.extend({ projectId: ProjectId.optional(), logicalId: LogicalId.optional() });
+/** `branchId`: a branch's id, or "unassigned" for databases on no branch (SDK); `branchGitName`: a branch's git name. */
+export const ListDatabasesQuery = ListQuery.extend({
+  projectId: ProjectId.optional(),
+  logicalId: LogicalId.optional(),
+  branchId: z.union([z.literal("unassigned"), BranchId]).optional(),
+  branchGitName: GitName.optional(),
+});
+/** GET /v1/projects/{id}/branches: `gitName` and `gitNameContains` are mutually exclusive (422, SDK). */
+export const ListBranchesQuery = ListQuery.extend({ gitName: z.string().min(1).max(255).optional(), gitNameContains: z.string().min(1).max(255).optional() });
 export const ListProjectsQuery = ListQuery.extend({ logicalId: LogicalId.optional() });
 export const ListBackupsQuery = z.strictObject({ limit: Limit.optional() });
 export const ListConnectionsQuery = ListQuery.extend({ databaseId: DatabaseId.optional() });
@@ -91,5 +157,5 @@ export const UsageQuery = z
   .refine((q) => !q.startDate || !q.endDate || Date.parse(q.startDate) <= Date.parse(q.endDate), { error: "must not be before startDate", path: ["endDate"] });
 
 /** What a client passes to list calls (numbers, not strings). */
-export type ListDatabasesParams = { cursor?: string; limit?: number; projectId?: string; logicalId?: string };
+export type ListDatabasesParams = { cursor?: string; limit?: number; projectId?: string; logicalId?: string; branchId?: string; branchGitName?: string };
 export type ListProjectsParams = { cursor?: string; limit?: number; logicalId?: string };

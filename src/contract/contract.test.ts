@@ -44,14 +44,19 @@ describe("request bodies", () => {
     expect(RestoreBody.safeParse({ source: { type: "database", databaseId: newId("database") } }).success).toBe(false);
   });
 
-  it("accepts the public API's clone source on creation and refuses its branch fields (PUBLIC-API.md)", () => {
+  it("accepts the public API's clone source and branch fields, with its rules on combining them (PUBLIC-API.md)", () => {
     const projectId = newId("project");
+    const branchId = newId("branch");
+    expect(branchId).toMatch(/^br_c[a-z0-9]{24}$/);
     expect(CreateDatabaseBody.safeParse({ projectId, source: { type: "database", databaseId: newId("database") } }).success).toBe(true);
-    for (const branch of [{ branchId: "b" }, { branchGitName: "main" }, { branchId: null }]) {
-      expect(CreateDatabaseBody.safeParse({ projectId, ...branch }).success).toBe(false);
-      expect(UpdateDatabaseBody.safeParse(branch).success).toBe(false);
+    for (const ok of [{ branchId }, { branchGitName: "feature/x" }, { branchId, logicalId: "app/db" }]) expect(CreateDatabaseBody.safeParse({ projectId, ...ok }).success).toBe(true);
+    for (const ok of [{ branchId }, { branchGitName: "main" }, { logicalId: "app/orders" }]) expect(UpdateDatabaseBody.safeParse(ok).success).toBe(true);
+    // Every database is on a branch (null refused); one way to name it; logicalId is scoped by the branch.
+    for (const bad of [{ branchId: null }, { branchGitName: null }, { branchId, branchGitName: "main" }, { branchGitName: "a b" }, { branchGitName: "main", logicalId: "x" }]) {
+      expect(CreateDatabaseBody.safeParse({ projectId, ...bad }).success).toBe(false);
+      expect(UpdateDatabaseBody.safeParse(bad).success).toBe(false);
     }
-    expect(UpdateDatabaseBody.safeParse({ logicalId: "app/orders" }).success).toBe(true);
+    expect(UpdateDatabaseBody.safeParse({ branchId, logicalId: "x" }).success).toBe(false);
   });
 
   it("parses limit strictly: 1..100 integers only", () => {

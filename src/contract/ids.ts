@@ -8,12 +8,15 @@ export const databaseIdPattern = /^(db_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 export const connectionIdPattern = /^(con_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 export const backupIdPattern = /^(bkp_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 export const workspaceIdPattern = /^(wksp_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
+// The public API's branch ids (`br_…`, SDK: "/v1/databases?branchId=<br_xxx>").
+export const branchIdPattern = /^(br_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 
 export const ProjectId = z.string().regex(projectIdPattern, { error: `must match ${projectIdPattern.source}` });
 export const DatabaseId = z.string().regex(databaseIdPattern, { error: `must match ${databaseIdPattern.source}` });
 export const ConnectionId = z.string().regex(connectionIdPattern, { error: `must match ${connectionIdPattern.source}` });
 export const BackupId = z.string().regex(backupIdPattern, { error: `must match ${backupIdPattern.source}` });
 export const WorkspaceId = z.string().regex(workspaceIdPattern, { error: `must match ${workspaceIdPattern.source}` });
+export const BranchId = z.string().regex(branchIdPattern, { error: `must match ${branchIdPattern.source}` });
 
 export const idPrefixes = {
   project: "proj_",
@@ -21,6 +24,7 @@ export const idPrefixes = {
   connection: "con_",
   backup: "bkp_",
   workspace: "wksp_",
+  branch: "br_",
 } as const;
 export type IdKind = keyof typeof idPrefixes;
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { BackupId, ConnectionId, DatabaseId, ProjectId } from "./ids.ts";
+import { BackupId, BranchId, ConnectionId, DatabaseId, ProjectId } from "./ids.ts";
 
 // Response schemas. Objects are not strict: a client tolerates unknown extra fields (forward compatibility),
 // but every field the seed names is required with its type.
@@ -68,6 +68,8 @@ const databaseFields = {
   source: Source,
   /** The caller's idempotent identity given at creation; optional so other compatible services still parse. */
   logicalId: z.string().nullable().optional(),
+  /** The branch the database is on; null: none (a project without branches); optional so other services still parse. */
+  branchId: z.string().nullable().optional(),
 };
 
 /** A database as GET, list, PATCH and restore return it: no usable secret anywhere. */
@@ -109,6 +111,20 @@ export type Project = z.infer<typeof Project>;
 /** POST /v1/projects: the project with its database in creation form (`null` with `createDatabase: false`). */
 export const CreatedProject = Project.extend({ database: ProjectDatabase.nullable() });
 export type CreatedProject = z.infer<typeof CreatedProject>;
+
+/** A branch of a project (the public API's preview environments): GET, list, POST and PATCH return it. */
+export const Branch = z.object({
+  id: BranchId,
+  type: z.literal("branch"),
+  url: Url,
+  gitName: z.string(),
+  isDefault: z.boolean(),
+  role: z.enum(["production", "preview"]),
+  createdAt: CreatedAt,
+  updatedAt: CreatedAt,
+  project: Ref,
+});
+export type Branch = z.infer<typeof Branch>;
 
 export const BackupStatus = z.enum(["running", "completed", "failed"]);
 export const Backup = z.object({

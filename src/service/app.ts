@@ -6,6 +6,7 @@ import { echo, ServiceError } from "./errors.ts";
 import { authenticate } from "./http.ts";
 import { replayAnnouncement } from "./idempotency.ts";
 import { backupRoutes } from "./routes/backups.ts";
+import { branchRoutes } from "./routes/branches.ts";
 import { connectionRoutes } from "./routes/connections.ts";
 import { databaseRoutes } from "./routes/databases.ts";
 import { healthRoutes } from "./routes/health.ts";
@@ -111,6 +112,7 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
   databaseRoutes(app, deps);
   connectionRoutes(app, deps);
   backupRoutes(app, deps);
+  branchRoutes(app, deps);
   regionRoutes(app, deps);
   usageRoutes(app, deps);
   return app;

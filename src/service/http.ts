@@ -14,11 +14,12 @@ function describeIssue(issue: z.core.$ZodIssue): string {
   return `${where}: ${issue.message}`;
 }
 
-export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
+/** `code`: 400 `invalid_request` as CONTRACT §1 says, or 422 `unprocessable` where the public API answers so. */
+export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: string, code: "invalid_request" | "unprocessable" = "invalid_request"): z.output<S> {
   const result = schema.safeParse(value);
   if (!result.success) {
     const issues = result.error.issues.slice(0, 5).map(describeIssue).join("; ");
-    throw invalidRequest(`invalid ${what}: ${issues}`, "see the API contract for the fields this endpoint accepts");
+    throw new ServiceError(code, `invalid ${what}: ${issues}`, "see the API contract for the fields this endpoint accepts");
   }
   return result.data;
 }

@@ -3,6 +3,7 @@ import {
   regionNames,
   type ApiKey,
   type Backup,
+  type Branch,
   type Connection,
   type CreatedConnection,
   type Database,
@@ -10,7 +11,7 @@ import {
   type Region,
 } from "../contract/index.ts";
 import { publicEndpoint, serverConfigOf, type ServiceConfig } from "./config.ts";
-import type { BackupRow, ConnectionRow, DatabaseRow, ProjectRow } from "./rows.ts";
+import type { BackupRow, BranchRow, ConnectionRow, DatabaseRow, ProjectRow } from "./rows.ts";
 
 // Rows → wire resources. Secrets (passwords) are inputs only at creation time; everything else masks them.
 
@@ -104,6 +105,7 @@ function databaseFields(config: ServiceConfig, db: DatabaseRow) {
     region: { id: db.region, name: regionNames[db.region as Region] ?? db.region },
     source: db.source,
     logicalId: db.logical_id,
+    branchId: db.branch_id,
   };
 }
 
@@ -145,6 +147,20 @@ export function renderProject(config: ServiceConfig, p: ProjectRow): Project {
     defaultRegion: p.default_region,
     workspace: { id: p.workspace_id, url: url(config.baseUrl, "workspaces", p.workspace_id), name: p.workspace_name },
     logicalId: p.logical_id,
+  };
+}
+
+export function renderBranch(config: ServiceConfig, b: BranchRow): Branch {
+  return {
+    id: b.id,
+    type: "branch",
+    url: url(config.baseUrl, "branches", b.id),
+    gitName: b.git_name,
+    isDefault: b.is_default,
+    role: b.role,
+    createdAt: b.created_at.toISOString(),
+    updatedAt: b.updated_at.toISOString(),
+    project: { id: b.project_id, url: url(config.baseUrl, "projects", b.project_id), name: b.project_name },
   };
 }
 

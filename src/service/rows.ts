@@ -16,8 +16,21 @@ export type DatabaseRow = {
   owner_role: string;
   source: { type: "empty" } | { type: "backup"; databaseId: string; backupId: string } | { type: "database"; databaseId: string };
   logical_id: string | null;
+  /** The branch it is on; null: none (its project had no branch when it was made). */
+  branch_id: string | null;
   default_connection_id: string;
   created_at: Date;
 };
 export type ConnectionRow = { id: string; database_id: string; name: string; role_name: string; created_at: Date };
 export type BackupRow = { id: string; database_id: string; status: "running" | "completed" | "failed"; size: string | null; sha256: string | null; path: string | null; created_at: Date };
+export type BranchRow = {
+  id: string;
+  project_id: string;
+  project_name: string;
+  workspace_id: string;
+  git_name: string;
+  is_default: boolean;
+  role: "production" | "preview";
+  created_at: Date;
+  updated_at: Date;
+};

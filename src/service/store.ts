@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { cursorTs, type Cursor } from "./pagination.ts";
-import type { BackupRow, ConnectionRow, DatabaseRow, ProjectRow } from "./rows.ts";
+import type { BackupRow, BranchRow, ConnectionRow, DatabaseRow, ProjectRow } from "./rows.ts";
 
 // Queries of the control database. Every lookup is scoped by workspace: another workspace's object is simply absent.
 
@@ -8,7 +8,7 @@ type Db = Pick<pg.Pool, "query">;
 
 const projectColumns = `p.id, p.workspace_id, w.name AS workspace_name, p.name, p.default_region, p.logical_id, p.created_at, ${cursorTs("p.created_at")} AS cursor_ts`;
 const databaseColumns = `d.id, d.project_id, p.name AS project_name, d.workspace_id, d.name, d.region, d.server, d.status, d.is_default, d.pg_name,
-  d.owner_role, d.source, d.logical_id, d.default_connection_id, d.created_at, ${cursorTs("d.created_at")} AS cursor_ts`;
+  d.owner_role, d.source, d.logical_id, d.branch_id, d.default_connection_id, d.created_at, ${cursorTs("d.created_at")} AS cursor_ts`;
 
 /** `lock`: "update" to change or delete the project, "share" to add databases to it (creates do not wait for each other). */
 export async function getProject(db: Db, workspaceId: string, id: string, lock: false | "update" | "share" = false): Promise<ProjectRow | undefined> {
@@ -50,15 +50,63 @@ export async function getDatabaseById(db: Db, id: string): Promise<(DatabaseRow 
   return rows[0];
 }
 
-export async function listDatabases(db: Db, q: { workspaceId: string; projectId?: string | undefined; logicalId?: string | undefined; cursor?: Cursor | undefined; limit: number }) {
+/**
+ * `branchId`: a branch's id, or "unassigned" for databases on no branch; `branchGitName`: databases on the
+ * workspace's live branches of that git name (one per project).
+ */
+export async function listDatabases(
+  db: Db,
+  q: { workspaceId: string; projectId?: string | undefined; logicalId?: string | undefined; branchId?: string | undefined; branchGitName?: string | undefined; cursor?: Cursor | undefined; limit: number },
+) {
   const { rows } = await db.query<DatabaseRow & { cursor_ts: string }>(
     `SELECT ${databaseColumns} FROM databases d JOIN projects p ON p.id = d.project_id
      WHERE d.workspace_id = $1 AND d.deleted_at IS NULL
        AND ($2::text IS NULL OR d.project_id = $2)
        AND ($3::text IS NULL OR d.logical_id = $3)
        AND ($4::timestamptz IS NULL OR (d.created_at, d.id) > ($4::timestamptz, $5::text))
+       AND ($7::text IS NULL OR ($7 = 'unassigned' AND d.branch_id IS NULL) OR d.branch_id = $7)
+       AND ($8::text IS NULL OR d.branch_id IN (SELECT b.id FROM branches b WHERE b.workspace_id = $1 AND b.git_name = $8 AND b.deleted_at IS NULL))
      ORDER BY d.created_at, d.id LIMIT $6`,
-    [q.workspaceId, q.projectId ?? null, q.logicalId ?? null, q.cursor?.ts ?? null, q.cursor?.id ?? null, q.limit + 1],
+    [q.workspaceId, q.projectId ?? null, q.logicalId ?? null, q.cursor?.ts ?? null, q.cursor?.id ?? null, q.limit + 1, q.branchId ?? null, q.branchGitName ?? null],
+  );
+  return rows;
+}
+
+const branchColumns = `b.id, b.project_id, p.name AS project_name, b.workspace_id, b.git_name, b.is_default, b.role, b.created_at, b.updated_at,
+  ${cursorTs("b.created_at")} AS cursor_ts`;
+const branchFrom = "branches b JOIN projects p ON p.id = b.project_id AND p.deleted_at IS NULL";
+/** "share" (FOR KEY SHARE): a database is being put on it, so a concurrent delete waits; "update": to delete it. */
+type BranchLock = false | "share" | "update";
+const branchLockClause = (lock: BranchLock) => (lock === "update" ? "FOR UPDATE OF b" : lock === "share" ? "FOR KEY SHARE OF b" : "");
+
+export async function getBranch(db: Db, workspaceId: string, id: string, lock: BranchLock = false): Promise<BranchRow | undefined> {
+  const { rows } = await db.query<BranchRow>(
+    `SELECT ${branchColumns} FROM ${branchFrom} WHERE b.id = $1 AND b.workspace_id = $2 AND b.deleted_at IS NULL ${branchLockClause(lock)}`,
+    [id, workspaceId],
+  );
+  return rows[0];
+}
+
+/** The project's live branch of that git name, or its default branch. */
+export async function findBranch(db: Db, projectId: string, by: { gitName: string } | "default", lock: BranchLock = false): Promise<BranchRow | undefined> {
+  const { rows } = await db.query<BranchRow>(
+    by === "default"
+      ? `SELECT ${branchColumns} FROM ${branchFrom} WHERE b.project_id = $1 AND b.deleted_at IS NULL AND b.is_default ${branchLockClause(lock)}`
+      : `SELECT ${branchColumns} FROM ${branchFrom} WHERE b.project_id = $1 AND b.deleted_at IS NULL AND b.git_name = $2 ${branchLockClause(lock)}`,
+    by === "default" ? [projectId] : [projectId, by.gitName],
+  );
+  return rows[0];
+}
+
+export async function listBranches(db: Db, q: { projectId: string; gitName?: string | undefined; gitNameContains?: string | undefined; cursor?: Cursor | undefined; limit: number }) {
+  const { rows } = await db.query<BranchRow & { cursor_ts: string }>(
+    `SELECT ${branchColumns} FROM ${branchFrom}
+     WHERE b.project_id = $1 AND b.deleted_at IS NULL
+       AND ($2::text IS NULL OR b.git_name = $2)
+       AND ($3::text IS NULL OR strpos(b.git_name, $3) > 0)
+       AND ($4::timestamptz IS NULL OR (b.created_at, b.id) > ($4::timestamptz, $5::text))
+     ORDER BY b.created_at, b.id LIMIT $6`,
+    [q.projectId, q.gitName ?? null, q.gitNameContains ?? null, q.cursor?.ts ?? null, q.cursor?.id ?? null, q.limit + 1],
   );
   return rows;
 }

@@ -20,6 +20,9 @@ interface Workspace {
   connectionId: string;
   backupId: string;
   connectionString: string;
+  /** A preview branch of the project (its production branch `main` exists too). */
+  branchId: string;
+  branchGitName: string;
 }
 
 interface Reply {
@@ -84,9 +87,15 @@ async function setUpWorkspace(label: "A" | "B", token: string): Promise<Workspac
     if (status === "failed") throw new Error(`backup ${label} failed`);
     return status === "completed" ? true : undefined;
   });
+  // Branches after the databases, which so stay on no branch: the branch calls below are what is attacked.
+  dataOf(await call(token, "POST", `/v1/projects/${project.id}/branches`, { gitName: "main" }), `create branch main ${label}`);
+  const branchGitName = `iso-${label}-pr`;
+  const branch = dataOf<{ id: string }>(await call(token, "POST", `/v1/projects/${project.id}/branches`, { gitName: branchGitName }), `create branch ${label}`);
   return {
     label,
     token,
+    branchId: branch.id,
+    branchGitName,
     projectId: project.id,
     projectLogicalId,
     databaseId: db.id,
@@ -111,6 +120,8 @@ async function snapshot(w: Workspace): Promise<unknown> {
     await get(`/v1/projects/${w.projectId}/databases`),
     await get(`/v1/databases/${w.databaseId}/connections`),
     await get(`/v1/databases/${w.databaseId}/backups`),
+    await get(`/v1/branches/${w.branchId}`),
+    await get(`/v1/projects/${w.projectId}/branches`),
   ];
 }
 
@@ -171,6 +182,21 @@ const operations: Operation[] = [
   { name: "list projects by logicalId", method: "GET", path: (_a, v) => `/v1/projects?logicalId=${encodeURIComponent(v.projectLogicalId)}`, expect: "no-foreign-items" },
   { name: "list all databases", method: "GET", path: () => `/v1/databases`, expect: "no-foreign-items" },
   { name: "list all projects", method: "GET", path: () => `/v1/projects`, expect: "no-foreign-items" },
+  { name: "get branch", method: "GET", path: (_a, v, id) => `/v1/branches/${id(v.branchId)}`, expect: "404" },
+  { name: "promote branch", method: "PATCH", path: (_a, v, id) => `/v1/branches/${id(v.branchId)}`, body: () => ({ isDefault: true }), expect: "404" },
+  { name: "delete branch", method: "DELETE", path: (_a, v, id) => `/v1/branches/${id(v.branchId)}`, expect: "404" },
+  { name: "list project branches", method: "GET", path: (_a, v, id) => `/v1/projects/${id(v.projectId)}/branches`, expect: "404" },
+  { name: "create branch in project", method: "POST", path: (_a, v, id) => `/v1/projects/${id(v.projectId)}/branches`, body: () => ({ gitName: "intruder" }), expect: "404" },
+  {
+    name: "create own database on victim's branch",
+    method: "POST",
+    path: () => `/v1/databases`,
+    body: (a, v, id) => ({ projectId: a.projectId, name: "intruder", branchId: id(v.branchId) }),
+    expect: "404",
+  },
+  { name: "move own database to victim's branch", method: "PATCH", path: (a) => `/v1/databases/${a.databaseId}`, body: (_a, v, id) => ({ branchId: id(v.branchId) }), expect: "404" },
+  { name: "list databases by branchId", method: "GET", path: (_a, v, id) => `/v1/databases?branchId=${id(v.branchId)}`, expect: "empty-list" },
+  { name: "list databases by branchGitName", method: "GET", path: (_a, v) => `/v1/databases?branchGitName=${encodeURIComponent(v.branchGitName)}`, expect: "empty-list" },
 ];
 
 // Ids are accepted with or without their prefix (the seed's patterns); both forms must stay foreign.
@@ -191,13 +217,15 @@ function phantomOf(victim: Workspace): Workspace {
     databaseId: fresh(victim.databaseId),
     connectionId: fresh(victim.connectionId),
     backupId: fresh(victim.backupId),
+    branchId: fresh(victim.branchId),
+    branchGitName: `${victim.branchGitName}-phantom`,
     projectLogicalId: `${victim.projectLogicalId}:phantom`,
     databaseLogicalId: `${victim.databaseLogicalId}:phantom`,
   };
 }
 
 function idsOf(w: Workspace): string[] {
-  return [w.projectId, w.databaseId, w.connectionId, w.backupId];
+  return [w.projectId, w.databaseId, w.connectionId, w.backupId, w.branchId];
 }
 
 /** The reply with every id of `w` (prefixed or not) replaced by a placeholder, for comparison. */

@@ -137,6 +137,38 @@ describe("@prisma/management-api-sdk against mds service", () => {
     expect(usage.data!.metrics.storage.used).toBeGreaterThan(0);
   });
 
+  it("drives the public API's branches: create, list, get, promote, databases on them, soft delete", async () => {
+    const project = (await sdk.POST("/v1/projects", { body: { name: "sdk-branches", region: "us-east-1", createDatabase: false } })).data!.data;
+    const main = await sdk.POST("/v1/projects/{projectId}/branches", { params: { path: { projectId: project.id } }, body: { gitName: "main" } });
+    expect(main.response.status).toBe(201);
+    expect(main.data!.data).toMatchObject({ type: "branch", gitName: "main", isDefault: true, role: "production", project: { id: project.id } });
+    const mainId = main.data!.data.id;
+
+    // A database by git name creates its branch; listing by branchId and branchGitName finds it.
+    const db = await sdk.POST("/v1/databases", { body: { projectId: project.id, name: "pr-db", branchGitName: "pr-9" } });
+    expect(db.response.status).toBe(201);
+    const prId = db.data!.data.branchId!;
+    const pr = await sdk.GET("/v1/branches/{branchId}", { params: { path: { branchId: prId } } });
+    expect(pr.data!.data).toMatchObject({ gitName: "pr-9", role: "preview", isDefault: false });
+    const listed = await sdk.GET("/v1/projects/{projectId}/branches", { params: { path: { projectId: project.id }, query: { gitNameContains: "pr-" } } });
+    expect(listed.data!.data.map((b) => b.id)).toEqual([prId]);
+    expect((await sdk.GET("/v1/databases", { params: { query: { branchId: prId } } })).data!.data.map((d) => d.id)).toEqual([db.data!.data.id]);
+    expect((await sdk.GET("/v1/databases", { params: { query: { projectId: project.id, branchGitName: "pr-9" } } })).data!.data).toHaveLength(1);
+
+    // Promote, move the database back to main, then the preview branch can go.
+    const promoted = await sdk.PATCH("/v1/branches/{branchId}", { params: { path: { branchId: prId } }, body: { isDefault: true } });
+    expect(promoted.data!.data.isDefault).toBe(true);
+    await sdk.PATCH("/v1/branches/{branchId}", { params: { path: { branchId: mainId } }, body: { isDefault: true } });
+    const refused = await sdk.DELETE("/v1/branches/{branchId}", { params: { path: { branchId: prId } } });
+    expect(refused.response.status).toBe(409);
+    const moved = await sdk.PATCH("/v1/databases/{databaseId}", { params: { path: { databaseId: db.data!.data.id } }, body: { branchId: mainId } });
+    expect(moved.data!.data.branchId).toBe(mainId);
+    expect((await sdk.DELETE("/v1/branches/{branchId}", { params: { path: { branchId: prId } } })).response.status).toBe(204);
+    expect((await sdk.GET("/v1/branches/{branchId}", { params: { path: { branchId: prId } } })).response.status).toBe(404);
+    const production = await sdk.DELETE("/v1/branches/{branchId}", { params: { path: { branchId: mainId } } });
+    expect(production.response.status).toBe(422);
+  });
+
   it("gets the error bodies the SDK types describe", async () => {
     const missing = await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: "db_c000000000000000000000000" } } });
     expect(missing.response.status).toBe(404);

@@ -1,3 +1,4 @@
+import type pg from "pg";
 import type { SourceBody } from "../../contract/index.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { conflict, notFound } from "../errors.ts";
@@ -7,6 +8,7 @@ import { decodeCursor, paginate } from "../pagination.ts";
 import type { ConnectionRow, DatabaseRow } from "../rows.ts";
 import { connectionsOf, getDatabase, getProject, listDatabases } from "../store.ts";
 import { inTransaction } from "../store/pool.ts";
+import { branchForDatabase, checkBranchFilter } from "./branches.ts";
 import { logicalIdConflict } from "./logical-id.ts";
 import { createDatabaseRows, type NewDatabase } from "./new-database.ts";
 
@@ -21,27 +23,51 @@ export async function createProjectDatabase(
   deps: ServiceDeps,
   request: CreationRequest,
   projectId: string,
-  input: { name?: string | undefined; region?: string | undefined; isDefault?: boolean | undefined; source?: SourceBody | undefined; logicalId?: string | undefined },
+  input: NewDatabaseInput,
   respond: (created: NewDatabase) => StoredResponse,
 ): Promise<Creation> {
+  let branchId: string | null = null;
   try {
     return await createOnce(deps, request, async (client) => {
       // Creates wait for each other only when they move the default flag (exactly one default per project).
       const project = await getProject(client, request.workspaceId, projectId, input.isDefault ? "update" : "share");
       if (!project) throw notFound("project", projectId);
-      return respond(await createDatabaseRows(deps, client, { project, name: input.name, region: input.region, isDefault: input.isDefault ?? false, source: input.source, logicalId: input.logicalId }));
+      branchId = await branchForDatabase(client, project, input);
+      return respond(await createDatabaseRows(deps, client, { project, name: input.name, region: input.region, isDefault: input.isDefault ?? false, source: input.source, logicalId: input.logicalId, branchId }));
     });
   } catch (err) {
-    return logicalIdConflict(deps, err, { table: "databases", scopeColumn: "project_id", scope: projectId, logicalId: input.logicalId });
+    return logicalIdConflict(deps, err, { table: "databases", scopeColumn: "project_id", scope: projectId, logicalId: input.logicalId, branchId });
   }
 }
 
-type DatabaseQuery = { cursor?: string | undefined; limit?: number | undefined; projectId?: string | undefined; logicalId?: string | undefined };
+type NewDatabaseInput = {
+  name?: string | undefined;
+  region?: string | undefined;
+  isDefault?: boolean | undefined;
+  source?: SourceBody | undefined;
+  logicalId?: string | undefined;
+  /** Only on POST /v1/databases (as in the public API); neither: the project's default branch, if it has one. */
+  branchId?: string | undefined;
+  branchGitName?: string | undefined;
+};
 
-/** A page of the workspace's live databases (CONTRACT §7 order and cursor); an unknown or foreign `projectId` filters everything out. */
+type DatabaseQuery = {
+  cursor?: string | undefined;
+  limit?: number | undefined;
+  projectId?: string | undefined;
+  logicalId?: string | undefined;
+  branchId?: string | undefined;
+  branchGitName?: string | undefined;
+};
+
+/**
+ * A page of the workspace's live databases (CONTRACT §7 order and cursor); an unknown or foreign `projectId`,
+ * `branchId` or `branchGitName` filters everything out.
+ */
 export async function databasePage(deps: ServiceDeps, workspaceId: string, q: DatabaseQuery) {
+  checkBranchFilter(q);
   const limit = q.limit ?? 100;
-  const rows = await listDatabases(deps.pool, { workspaceId, projectId: q.projectId, logicalId: q.logicalId, cursor: decodeCursor(q.cursor), limit });
+  const rows = await listDatabases(deps.pool, { workspaceId, projectId: q.projectId, logicalId: q.logicalId, branchId: q.branchId, branchGitName: q.branchGitName, cursor: decodeCursor(q.cursor), limit });
   const { items, pagination } = paginate(rows, limit);
   const connections = await connectionsOf(deps.pool, items.map((d) => d.id));
   return { items: items.map((db): DatabaseView => ({ db, connections: connections.get(db.id) ?? [] })), pagination };
@@ -62,27 +88,47 @@ export async function readDatabase(deps: ServiceDeps, workspaceId: string, id: s
   return { db, connections: connections.get(id) ?? [] };
 }
 
-/** PATCH: name, logicalId (unique per project, 409 naming the holder) and `isDefault: true` (moves the flag). */
+/**
+ * PATCH: name, logicalId (unique within the database's branch, 409 naming the holder), the branch (`branchId` or
+ * `branchGitName`, created when missing; 409 when the database's logicalId is taken on the target branch) and
+ * `isDefault: true` (moves the flag).
+ */
 export async function updateDatabase(
   deps: ServiceDeps,
   workspaceId: string,
   id: string,
-  input: { name?: string | undefined; logicalId?: string | undefined; isDefault?: true | undefined },
+  input: { name?: string | undefined; logicalId?: string | undefined; isDefault?: true | undefined; branchId?: string | undefined; branchGitName?: string | undefined },
 ): Promise<DatabaseView> {
+  // For the 409 of a race lost at the unique index: the logicalId and branch the failed write was about.
   let projectId: string | undefined;
+  let branchId: string | null = null;
+  let logicalId = input.logicalId;
   try {
     await inTransaction(deps.pool, async (client) => {
       const found = await getDatabase(client, workspaceId, id);
       if (!found) throw notFound("database", id);
       projectId = found.project_id;
-      // Project before database, the order creates take: moving the default flag never deadlocks with them.
-      if (input.isDefault === true) await client.query("SELECT 1 FROM projects WHERE id = $1 FOR UPDATE", [found.project_id]);
+      branchId = found.branch_id;
+      // Project, then branches, then the database: the order creates take, so none of them deadlocks with another.
+      const project = await getProject(client, workspaceId, found.project_id, input.isDefault === true ? "update" : "share");
+      if (!project) throw notFound("database", id);
+      const moves = input.branchId !== undefined || input.branchGitName !== undefined;
+      const target = moves ? await branchForDatabase(client, project, input) : undefined;
       const db = await getDatabase(client, workspaceId, id, true);
       if (!db) throw notFound("database", id);
+      branchId = db.branch_id;
       if (input.name !== undefined) await client.query("UPDATE databases SET name = $2 WHERE id = $1", [id, input.name]);
+      if (target !== undefined && target !== db.branch_id) {
+        if (db.logical_id !== null) {
+          const holder = await logicalIdHolder(client, db.project_id, target, db.logical_id);
+          if (holder) throw conflict(`cannot move database: its logicalId "${db.logical_id}" is already used on branch "${target}" by database "${holder}"`, `existing database id: ${holder}`);
+        }
+        [branchId, logicalId] = [target, db.logical_id ?? undefined];
+        await client.query("UPDATE databases SET branch_id = $2 WHERE id = $1", [id, target]);
+      }
       if (input.logicalId !== undefined && input.logicalId !== db.logical_id) {
-        const { rows } = await client.query<{ id: string }>("SELECT id FROM databases WHERE project_id = $1 AND logical_id = $2 AND deleted_at IS NULL", [db.project_id, input.logicalId]);
-        if (rows[0]) throw conflict(`cannot update database: logicalId "${input.logicalId}" already used by database "${rows[0].id}"`, `existing database id: ${rows[0].id}`);
+        const holder = await logicalIdHolder(client, db.project_id, db.branch_id, input.logicalId);
+        if (holder) throw conflict(`cannot update database: logicalId "${input.logicalId}" already used by database "${holder}"`, `existing database id: ${holder}`);
         await client.query("UPDATE databases SET logical_id = $2 WHERE id = $1", [id, input.logicalId]);
       }
       if (input.isDefault === true && !db.is_default) {
@@ -91,9 +137,18 @@ export async function updateDatabase(
       }
     });
   } catch (err) {
-    return logicalIdConflict(deps, err, { table: "databases", scopeColumn: "project_id", scope: projectId ?? "", logicalId: input.logicalId }, "update");
+    return logicalIdConflict(deps, err, { table: "databases", scopeColumn: "project_id", scope: projectId ?? "", logicalId, branchId }, "update");
   }
   return readDatabase(deps, workspaceId, id);
+}
+
+/** The live database of the project's branch (or of its databases on no branch) holding that logicalId. */
+async function logicalIdHolder(client: pg.PoolClient, projectId: string, branchId: string | null, logicalId: string): Promise<string | undefined> {
+  const { rows } = await client.query<{ id: string }>(
+    "SELECT id FROM databases WHERE project_id = $1 AND branch_id IS NOT DISTINCT FROM $2 AND logical_id = $3 AND deleted_at IS NULL",
+    [projectId, branchId, logicalId],
+  );
+  return rows[0]?.id;
 }
 
 /**

@@ -26,14 +26,15 @@ export function generatedName(prefix: string): string {
 export async function createDatabaseRows(
   deps: ServiceDeps,
   client: pg.PoolClient,
-  input: { project: ProjectRow; name?: string | undefined; region?: string | undefined; isDefault: boolean; source?: SourceBody | undefined; logicalId?: string | undefined },
+  input: { project: ProjectRow; name?: string | undefined; region?: string | undefined; isDefault: boolean; source?: SourceBody | undefined; logicalId?: string | undefined; branchId?: string | null | undefined },
 ): Promise<NewDatabase> {
   const { project } = input;
   const region = resolveRegion(deps, input.region, project.default_region);
   if (input.logicalId !== undefined) {
     const { rows } = await client.query<{ id: string }>(
-      "SELECT id FROM databases WHERE project_id = $1 AND logical_id = $2 AND deleted_at IS NULL",
-      [project.id, input.logicalId],
+      // Unique within the database's branch (databases on no branch share their project's scope).
+      "SELECT id FROM databases WHERE project_id = $1 AND branch_id IS NOT DISTINCT FROM $3 AND logical_id = $2 AND deleted_at IS NULL",
+      [project.id, input.logicalId, input.branchId ?? null],
     );
     if (rows[0]) throw conflict(`cannot create database: logicalId "${input.logicalId}" already used by database "${rows[0].id}"`, `existing database id: ${rows[0].id}`);
   }
@@ -49,9 +50,9 @@ export async function createDatabaseRows(
   const name = input.name ?? generatedName("database");
   const connectionId = newId("connection");
   await client.query(
-    `INSERT INTO databases (id, project_id, workspace_id, name, region, server, status, is_default, pg_name, owner_role, source, logical_id, default_connection_id)
-     VALUES ($1, $2, $3, $4, $5, $6, 'provisioning', $7, $8, $9, $10, $11, $12)`,
-    [id, project.id, project.workspace_id, name, region, server.name, input.isDefault, pgName, ownerRoleOf(pgName), JSON.stringify(source), input.logicalId ?? null, connectionId],
+    `INSERT INTO databases (id, project_id, workspace_id, name, region, server, status, is_default, pg_name, owner_role, source, logical_id, default_connection_id, branch_id)
+     VALUES ($1, $2, $3, $4, $5, $6, 'provisioning', $7, $8, $9, $10, $11, $12, $13)`,
+    [id, project.id, project.workspace_id, name, region, server.name, input.isDefault, pgName, ownerRoleOf(pgName), JSON.stringify(source), input.logicalId ?? null, connectionId, input.branchId ?? null],
   );
   const password = randomPassword();
   const verifier = await scramVerifier(password);

@@ -62,7 +62,7 @@ export async function readProject(deps: ServiceDeps, workspaceId: string, id: st
   return project;
 }
 
-/** Only an empty project can go: its databases hold data, and each is deleted on its own (409 otherwise). */
+/** Only an empty project can go: its databases hold data, and each is deleted on its own (409 otherwise); its branches go with it. */
 export async function deleteProject(deps: ServiceDeps, workspaceId: string, id: string): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const project = await getProject(client, workspaceId, id, "update");
@@ -70,5 +70,7 @@ export async function deleteProject(deps: ServiceDeps, workspaceId: string, id: 
     const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM databases WHERE project_id = $1 AND deleted_at IS NULL", [id]);
     if (Number(rows[0]!.n) > 0) throw conflict(`cannot delete project "${id}": it still has ${rows[0]!.n} database(s)`, "delete its databases first");
     await client.query("UPDATE projects SET deleted_at = now() WHERE id = $1", [id]);
+    // Its branches go with it (soft-deleted too: no database is on them any more).
+    await client.query("UPDATE branches SET deleted_at = now(), updated_at = now() WHERE project_id = $1 AND deleted_at IS NULL", [id]);
   });
 }

@@ -11,7 +11,11 @@
 //   refused (the public API validates declared fields only). So `logicalId` on `POST /v1/projects/{id}/databases`
 //   (SDK ~11731: not a field) is dropped, and `isDefault` on `PATCH /v1/databases/{id}` (SDK ~8254: name, branchId,
 //   branchGitName, logicalId) is ignored. `POST /v1/databases` takes `logicalId` (SDK ~7793; docs "Create database").
-//   Branch fields are dropped: the emulator has one branch per project.
+//   Branch fields (`branchId`, `branchGitName`) go through on `POST /v1/databases` and `PATCH /v1/databases/{id}`
+//   (SDK ~7835, ~8259), not on `POST /v1/projects/{id}/databases` (SDK ~11731: not fields there), and
+//   `POST /v1/projects/{id}/branches` takes `gitName` and `isDefault` (SDK ~5037).
+// - Branches (SDK ~387-446, ~4926-5370): our service implements them with the public API's rules and status codes
+//   (PUBLIC-API.md "Branches"), so the emulator forwards them and only reshapes as everywhere (no hint, no replay).
 //
 // Responses:
 // - Our `X-Idempotency-Replay` announcement is never sent (the public API does not replay; TEAM.md's shared decision).
@@ -25,7 +29,7 @@
 //   the deprecated top-level `connectionString` and `host`/`pass`/`user: null`; `POST /v1/connections` answers 201
 //   (docs "Create connection").
 // - Legal nulls (SDK ~7683-7745): `defaultConnectionId: null`, every connection's deprecated `directConnection: null`,
-//   `branchId: null`, `logicalId: null` when unset; in creation forms the deprecated top-level `connectionString` and
+//   `branchId: null` (a database on no branch), `logicalId: null` when unset; in creation forms the deprecated top-level `connectionString` and
 //   `directConnection` are null (SDK ~9767), credentials only in `endpoints.*.connectionString`.
 // - Backups (SDK ~8671): no `size` (optional), `pagination.limit: null`; `backupType` may be `incremental`.
 // - Unknown routes, e.g. our `POST /v1/databases/{id}/backups` (absent from the SDK: backups are taken by the
@@ -42,12 +46,13 @@ export function pick(body: unknown, fields: readonly string[]): Json {
   return Object.fromEntries(fields.filter((f) => f in body).map((f) => [f, body[f]]));
 }
 
-/** The body fields each public operation declares, minus branch fields (no branches here). */
+/** The body fields each public operation declares. */
 export const requestFields = {
   createProject: ["name", "region", "createDatabase", "logicalId", "workspaceId"],
-  createDatabase: ["projectId", "name", "region", "isDefault", "source", "logicalId"],
+  createDatabase: ["projectId", "name", "region", "isDefault", "source", "logicalId", "branchId", "branchGitName"],
   createProjectDatabase: ["name", "region", "isDefault", "source"],
-  updateDatabase: ["name", "logicalId"],
+  updateDatabase: ["name", "logicalId", "branchId", "branchGitName"],
+  createBranch: ["gitName", "isDefault"],
   createConnection: ["name"],
   createConnectionFor: ["databaseId", "name"],
   restore: ["source"],
@@ -85,7 +90,7 @@ export function publicDatabase(d: unknown, overrides: DatabaseOverrides): unknow
   const out: Json = {
     ...d,
     defaultConnectionId: null,
-    branchId: null,
+    branchId: d["branchId"] ?? null,
     logicalId: d["logicalId"] ?? null,
     ...(overrides.get(String(d["id"])) ?? {}),
   };

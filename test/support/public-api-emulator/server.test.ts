@@ -78,6 +78,36 @@ describe("public-API emulator", () => {
     expect((await raw(`/v1/databases/${project.database!.id}/backups`, { method: "POST" })).status).toBe(404);
   });
 
+  it("passes branches and the branch fields through where the public API takes them, with its codes", async () => {
+    const project = (await sdk.POST("/v1/projects", { body: { name: "branches", region: "us-east-1", createDatabase: false } })).data!.data;
+    // Unknown body fields are ignored on create (picked), and an Idempotency-Key does not replay.
+    const create = () => raw(`/v1/projects/${project.id}/branches`, { method: "POST", headers: { "idempotency-key": "b" }, body: JSON.stringify({ gitName: "main", colour: "red" }) });
+    const main = await create();
+    expect(main.status).toBe(201);
+    const mainId = ((await main.json()) as { data: { id: string } }).data.id;
+    const again = await create();
+    expect(again.status).toBe(409);
+    expect(((await again.json()) as { error: object }).error).not.toHaveProperty("hint");
+
+    const db = await sdk.POST("/v1/databases", { body: { projectId: project.id, name: "pr", branchGitName: "pr-1" } });
+    expect(db.response.status).toBe(201);
+    const prId = db.data!.data.branchId!;
+    expect((await sdk.GET("/v1/branches/{branchId}", { params: { path: { branchId: prId } } })).data!.data).toMatchObject({ gitName: "pr-1", role: "preview" });
+    expect((await sdk.GET("/v1/databases", { params: { query: { branchId: prId } } })).data!.data.map((d) => d.id)).toEqual([db.data!.data.id]);
+    // The console's clone (on no branch) is among the unassigned ones, not on a branch.
+    expect((await sdk.GET("/v1/databases", { params: { query: { branchId: "unassigned" } } })).data!.data.some((d) => d.name === "console clone")).toBe(true);
+    // Not fields of POST /v1/projects/{id}/databases: dropped, so the database goes on the default branch.
+    const viaProject = await raw(`/v1/projects/${project.id}/databases`, { method: "POST", body: JSON.stringify({ name: "via-project", branchId: prId }) });
+    expect(((await viaProject.json()) as { data: { branchId: string } }).data.branchId).toBe(mainId);
+    const moved = await sdk.PATCH("/v1/databases/{databaseId}", { params: { path: { databaseId: db.data!.data.id } }, body: { branchId: mainId } });
+    expect(moved.data!.data.branchId).toBe(mainId);
+    expect((await sdk.PATCH("/v1/branches/{branchId}", { params: { path: { branchId: prId } }, body: { isDefault: false } })).response.status).toBe(200);
+    expect((await raw(`/v1/branches/${prId}`, { method: "PATCH", body: JSON.stringify({ gitName: "x" }) })).status).toBe(422);
+    expect((await sdk.DELETE("/v1/branches/{branchId}", { params: { path: { branchId: mainId } } })).response.status).toBe(422);
+    expect((await sdk.DELETE("/v1/branches/{branchId}", { params: { path: { branchId: prId } } })).response.status).toBe(204);
+    expect((await sdk.GET("/v1/projects/{projectId}/branches", { params: { path: { projectId: project.id } } })).data!.data.map((b) => b.gitName)).toEqual(["main"]);
+  });
+
   it("loses a response after the server acted", async () => {
     const lossy = await startPublicApiEmulator({ upstream: service.url, faults: { loseResponse: 1, seed: 3 } });
     try {

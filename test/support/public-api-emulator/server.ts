@@ -44,6 +44,11 @@ const routes = {
   createConnection: route("POST", "/v1/databases/:id/connections"),
   listBackups: route("GET", "/v1/databases/:id/backups"),
   takeBackup: route("POST", "/v1/databases/:id/backups"),
+  createBranch: route("POST", "/v1/projects/:id/branches"),
+  listBranches: route("GET", "/v1/projects/:id/branches"),
+  branch: route("GET", "/v1/branches/:id"),
+  updateBranch: route("PATCH", "/v1/branches/:id"),
+  deleteBranch: route("DELETE", "/v1/branches/:id"),
 } as const;
 type RouteName = keyof typeof routes;
 
@@ -107,6 +112,14 @@ export async function startPublicApiEmulator(options: { upstream: string; faults
         if (res.status >= 300) return res;
         return { status: res.status, body: mapData(res.body, (d) => (name === "createProject" ? publicProject(d, foreignOverrides) : publicDatabase(d, foreignOverrides))) };
       }
+      case "createBranch":
+        return forward(pick(raw, requestFields.createBranch));
+      case "listBranches":
+      case "branch":
+      case "updateBranch":
+      case "deleteBranch":
+        // Already the public shape and codes (PUBLIC-API.md "Branches"); PATCH refuses unknown fields there too.
+        return forward(raw);
       case "createConnection": {
         const res = await forward(pick(raw, requestFields.createConnection));
         // The public API answers a created connection with 200 (SDK ~8543).
@@ -143,7 +156,9 @@ export async function startPublicApiEmulator(options: { upstream: string; faults
         const res = await forward();
         if (res.status !== 200) return res;
         const body = mapData(res.body, (d) => publicDatabase(d, foreignOverrides)) as { data: unknown[] };
-        if (name === "listDatabases" && !query.includes("cursor=") && !query.includes("logicalId=") && !query.includes("projectId=")) body.data = [foreignDatabase, ...body.data];
+        // The console's clone is on no branch: it shows in an unfiltered first page, or one of databases on no branch.
+        const unfiltered = !/[?&](cursor|logicalId|projectId|branchGitName)=/.test(query) && (!/[?&]branchId=/.test(query) || /[?&]branchId=unassigned(&|$)/.test(query));
+        if (name === "listDatabases" && unfiltered) body.data = [foreignDatabase, ...body.data];
         return { status: 200, body };
       }
       case "listBackups": {
