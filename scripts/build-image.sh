@@ -76,6 +76,9 @@ rootfs=$out/$target/rootfs
 step "assembling $rootfs"
 rm -rf "$rootfs" && mkdir -p "$(dirname "$rootfs")"
 cp -a "$base" "$rootfs"
+# No setuid or setgid file (Debian's su, newgrp, unix_chkpwd): nothing in the image can gain privileges, even where
+# a cluster forgets allowPrivilegeEscalation: false.
+find "$rootfs" -xdev -type f -perm /6000 -exec chmod ug-s {} +
 install -o 0 -g 0 -m 0755 "$node_bin" "$rootfs/usr/local/bin/node"
 cp -a "$app" "$rootfs/app"
 chown -R 0:0 "$rootfs/app"

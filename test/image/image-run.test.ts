@@ -71,13 +71,15 @@ describe("the image built by scripts/build-image.sh", () => {
     for (const e of envs) expect(config.Env).toContain(e);
   });
 
-  it("runs as uid 65532 on a read-only root filesystem, and uid 65532 owns nothing in it", async () => {
+  it("runs as uid 65532 on a read-only root filesystem; uid 65532 owns nothing in it and no file is setuid or setgid", async () => {
     const result = await podman([...runAs, "--entrypoint", "sh", image, "-c", "id -u; id -g; touch /app/x 2>&1; touch /x 2>&1; find / -xdev -user 65532 -print -quit 2>/dev/null"]);
     expect(result.output.split("\n").slice(0, 4)).toEqual(["65532", "65532", "touch: cannot touch '/app/x': Read-only file system", "touch: cannot touch '/x': Read-only file system"]);
     expect(result.output.split("\n")[4] ?? "").toBe("");
     // Owned by root and not writable by group or others: a writable mount would not make the image's files writable.
     const perms = await podman([...runAs, "--entrypoint", "find", image, "/app", "/usr/local/bin/node", "!", "-type", "l", "(", "!", "-user", "0", "-o", "-perm", "/022", ")", "-print"]);
     expect(perms).toEqual({ code: 0, output: "" });
+    const setuid = await podman([...runAs, "--entrypoint", "sh", image, "-c", "find / -xdev -type f -perm /6000 -print 2>/dev/null; true"]);
+    expect(setuid).toEqual({ code: 0, output: "" });
   });
 
   it("answers --help and --version, and says devkube is not in it", async () => {
