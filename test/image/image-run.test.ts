@@ -9,6 +9,7 @@
 //     the host, --network host) with its kubeconfig mounted read-only;
 //   - the SBOM written beside the tarball lists what the image holds.
 import { spawn } from "node:child_process";
+import { createReadStream } from "node:fs";
 import { createHash } from "node:crypto";
 import { chown, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -69,6 +70,15 @@ describe("the image built by scripts/build-image.sh", () => {
     const envs = operator.filter((i) => i.keyword === "ENV").flatMap((i) => i.args.split(/\s+/));
     expect(envs.length).toBeGreaterThanOrEqual(4);
     for (const e of envs) expect(config.Env).toContain(e);
+  });
+
+  it("is one layer: the tarball written beside it, whose sha256 is the layer's ID", async () => {
+    const layers = await podman(["image", "inspect", image, "--format", "{{json .RootFS.Layers}}"]);
+    const sha = (await readFile(join(out, `mds-${version}.tar.sha256`), "utf8")).split(" ")[0];
+    expect(JSON.parse(layers.output)).toEqual([`sha256:${sha}`]);
+    const tarball = createHash("sha256");
+    for await (const chunk of createReadStream(join(out, `mds-${version}.tar`))) tarball.update(chunk as Buffer);
+    expect(tarball.digest("hex")).toBe(sha);
   });
 
   it("runs as uid 65532 on a read-only root filesystem; uid 65532 owns nothing in it and no file is setuid or setgid", async () => {
