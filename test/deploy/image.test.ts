@@ -1,6 +1,8 @@
 // The container image, without a Docker engine: the Dockerfile is checked statically, and the file set it
-// produces (compiled dist/, production dependencies only, package.json, the image's entry point) is assembled in
-// a temporary directory and run, so `mds operator` is proven to start from exactly what the image holds.
+// produces (compiled dist/ less devkube, production dependencies only, package.json, the image's entry point) is
+// assembled in a temporary directory by emulating its COPY steps (image-files.ts) and run, so `mds operator` is proven
+// to start from exactly what the image holds. The image itself, built and run in podman: test/image/image-run.test.ts
+// (`npm run test:image`).
 import { spawn } from "node:child_process";
 import { mkdtemp, readFile, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
