@@ -9,7 +9,8 @@
 # the build stage type-checks everything (`tsc` fails the build on a type error), the image carries neither
 # TypeScript nor the sources' dev tooling, and start-up skips type stripping of every module.
 # test/deploy/image.test.ts checks this file and runs the same production file set (dist/ + production
-# dependencies only) outside Docker.
+# dependencies only) outside Docker. Without a registry, scripts/build-image.sh (`npm run image`) builds the same
+# /app on a Debian base made by mmdebstrap and imports it into podman; docs/image.md tells both ways.
 
 ARG NODE_IMAGE=node:24-bookworm-slim
 
@@ -22,8 +23,13 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# devkube and the commands that start it (`mds dev`, `mds devkube`) are development and test tools: they are compiled
+# (type-checked) with the rest, then removed, so the image carries none of their code; `mds devkube` in the image
+# says so. deploy/image/dev-only.txt lists them for this file and for scripts/build-image.sh alike.
+COPY deploy/image/dev-only.txt ./
 RUN node node_modules/typescript/bin/tsc -p tsconfig.build.json \
- && cd src && find . -type f ! -name '*.ts' -exec cp --parents {} ../dist/ \;
+ && cd src && find . -type f ! -name '*.ts' -exec cp --parents {} ../dist/ \; \
+ && cd ../dist && xargs rm -r < ../dev-only.txt
 
 # 2. Production dependencies only.
 FROM ${NODE_IMAGE} AS prod-deps

@@ -3,7 +3,7 @@ import globals from "globals";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/", "dist/", ".mds/", "coverage/", ".tmp/"] },
+  { ignores: ["node_modules/", "dist/", ".mds/", "coverage/", ".tmp/", ".image/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,10 +1,12 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 // Tests start real PostgreSQL servers, the service, devkube and kubectl: give them room,
 // and keep parallelism at the machine's two cores.
 export default defineConfig({
   test: {
     include: ["src/**/*.test.ts", "test/**/*.test.ts"],
+    // test/image/ builds and runs the container image (minutes): `npm run test:image`, see vitest.image.config.ts.
+    exclude: [...configDefaults.exclude, "test/image/**"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: "forks",

@@ -1,61 +1,17 @@
 // The container image, without a Docker engine: the Dockerfile is checked statically, and the file set it
-// produces (compiled dist/, production dependencies only, package.json, the image's entry point) is assembled in
-// a temporary directory and run, so `mds operator` is proven to start from exactly what the image holds.
+// produces (compiled dist/ less devkube, production dependencies only, package.json, the image's entry point) is
+// assembled in a temporary directory by emulating its COPY steps (image-files.ts) and run, so `mds operator` is proven
+// to start from exactly what the image holds. The image itself, built and run in podman: test/image/image-run.test.ts
+// (`npm run test:image`).
 import { spawn } from "node:child_process";
-import { cp, mkdtemp, readFile, readdir, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevkube } from "../../src/devkube/index.ts";
 import { eventually } from "../support/eventually.ts";
+import { assembleDockerfileApp, chain as chainOf, listFiles, readDockerfile, repoRoot, stage as stageOf, type Dockerfile } from "./image-files.ts";
 import { kubectl } from "./kubectl.ts";
-
-const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
-
-interface Instruction {
-  keyword: string;
-  args: string;
-}
-interface Stage {
-  from: string;
-  name: string | undefined;
-  instructions: Instruction[];
-}
-
-// A small Dockerfile reader: joins continuation lines, drops comments, splits into stages.
-function parseDockerfile(text: string): { args: Map<string, string>; stages: Stage[] } {
-  const lines = text.replace(/\\\n/g, " ").split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
-  const args = new Map<string, string>();
-  const stages: Stage[] = [];
-  for (const line of lines) {
-    const [keyword = "", ...rest] = line.split(/\s+/);
-    const instruction = { keyword: keyword.toUpperCase(), args: rest.join(" ") };
-    if (instruction.keyword === "FROM") {
-      const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(instruction.args);
-      stages.push({ from: m?.[1] ?? "", name: m?.[2], instructions: [] });
-    } else if (stages.length === 0 && instruction.keyword === "ARG") {
-      const [name = "", value = ""] = instruction.args.split("=");
-      args.set(name, value);
-    } else {
-      stages.at(-1)?.instructions.push(instruction);
-    }
-  }
-  return { args, stages };
-}
-
-// Every file under root, as a path relative to it.
-async function listFiles(root: string): Promise<string[]> {
-  const files: string[] = [];
-  const walk = async (d: string): Promise<void> => {
-    for (const e of await readdir(d, { withFileTypes: true })) {
-      if (e.isDirectory()) await walk(join(d, e.name));
-      else files.push(relative(root, join(d, e.name)));
-    }
-  };
-  await walk(root);
-  return files;
-}
 
 function run(command: string, args: string[], cwd: string): Promise<{ code: number; output: string }> {
   return start(command, args, cwd).done;
@@ -76,20 +32,12 @@ function start(command: string, args: string[], cwd: string, env: Record<string,
 }
 
 describe("Dockerfile", () => {
-  let dockerfile: ReturnType<typeof parseDockerfile>;
-  const stage = (name: string) => {
-    const s = dockerfile.stages.find((x) => x.name === name);
-    if (s === undefined) throw new Error(`no stage ${name}`);
-    return s;
-  };
-  // The instructions a stage runs, including those of the stages it is built FROM.
-  const chain = (s: Stage): Instruction[] => {
-    const parent = dockerfile.stages.find((x) => x.name === s.from);
-    return [...(parent ? chain(parent) : []), ...s.instructions];
-  };
+  let dockerfile: Dockerfile;
+  const stage = (name: string) => stageOf(dockerfile, name);
+  const chain = (s: Parameters<typeof chainOf>[1]) => chainOf(dockerfile, s);
 
   beforeAll(async () => {
-    dockerfile = parseDockerfile(await readFile(join(repoRoot, "Dockerfile"), "utf8"));
+    dockerfile = await readDockerfile();
   });
 
   it("is multi-stage on a Node 24 base", () => {
@@ -139,16 +87,7 @@ describe("the image's file set", () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "mds-image-"));
-    // What the build stage does: tsc, then the non-TypeScript assets (SQL migrations) beside the output.
-    const tsc = await run(process.execPath, [join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", join(dir, "dist")], repoRoot);
-    if (tsc.code !== 0) throw new Error(`tsc -p tsconfig.build.json failed, so the image build would fail:\n${tsc.output}`);
-    await cp(join(repoRoot, "src"), join(dir, "dist"), { recursive: true, filter: (src) => !src.endsWith(".ts") });
-    // What the prod-deps stage does: the packages package-lock.json does not mark as dev-only.
-    const lock = JSON.parse(await readFile(join(repoRoot, "package-lock.json"), "utf8")) as { packages: Record<string, { dev?: boolean; devOptional?: boolean }> };
-    const production = Object.entries(lock.packages).filter(([path, p]) => path.startsWith("node_modules/") && path.split("node_modules/").length === 2 && !p.dev && !p.devOptional);
-    await Promise.all(production.map(([path]) => cp(join(repoRoot, path), join(dir, path), { recursive: true, verbatimSymlinks: true })));
-    await cp(join(repoRoot, "package.json"), join(dir, "package.json"));
-    await cp(join(repoRoot, "deploy/image/mds.js"), join(dir, "bin/mds.js"));
+    await assembleDockerfileApp(await readDockerfile(), dir);
   }, 180_000);
 
   afterAll(async () => {
@@ -168,6 +107,33 @@ describe("the image's file set", () => {
     const files = await listFiles(join(dir, "dist"));
     expect(files.length).toBeGreaterThan(50);
     expect(files.filter((f) => /testing|fake|chaos|fault-proxy|emulator/i.test(f))).toEqual([]);
+  });
+
+  it("leaves devkube out: no dist/devkube, no CLI module that starts it, and `mds dev`/`mds devkube` say why", async () => {
+    const files = await listFiles(join(dir, "dist"));
+    expect(files.filter((f) => f.startsWith("devkube/"))).toEqual([]);
+    const devOnly = (await readFile(join(repoRoot, "deploy/image/dev-only.txt"), "utf8")).split("\n").filter((l) => l !== "");
+    expect(files.filter((f) => devOnly.includes(f))).toEqual([]);
+    // devkube is about a third of the compiled code: what the image no longer carries.
+    expect(devOnly).toContain("devkube");
+    for (const command of ["dev", "devkube"]) {
+      const result = await run(process.execPath, ["bin/mds.js", command], dir);
+      expect(result).toMatchObject({ code: 2 });
+      expect(result.output).toContain(`mds: "${command}" is a development and test tool and is not in this image`);
+    }
+    const help = await run(process.execPath, ["bin/mds.js", "--help"], dir);
+    expect(help.output).not.toMatch(/^\s+(dev|devkube)\s/m);
+  });
+
+  it("loads every command the image keeps (their imports never reach devkube) and prints the version", async () => {
+    for (const command of ["service", "token", "crds"]) {
+      const result = await run(process.execPath, ["bin/mds.js", command, "--help"], dir);
+      expect({ command, output: result.output }).not.toMatchObject({ output: expect.stringMatching(/Cannot find (module|package)|ERR_MODULE_NOT_FOUND/) });
+      expect({ command, code: result.code }).toEqual({ command, code: 0 });
+    }
+    const version = await run(process.execPath, ["bin/mds.js", "--version"], dir);
+    const pkg = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as { version: string };
+    expect(version).toEqual({ code: 0, output: `${pkg.version}\n` });
   });
 
   it("runs `mds --help` on Node 24 from dist/ with production dependencies only", async () => {

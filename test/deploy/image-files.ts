@@ -1,0 +1,159 @@
+// The image's /app as the Dockerfile makes it, without a Docker engine: the runtime stage's COPY steps are read from
+// the Dockerfile and each is emulated (the build stage's tsc and its removal of deploy/image/dev-only.txt, the
+// prod-deps stage's `npm ci --omit=dev` from package-lock.json, the context files). A COPY this file cannot emulate
+// fails loudly, so the emulation cannot drift from the Dockerfile unnoticed. image.test.ts runs the result;
+// image-run.test.ts compares it with the /app of the image scripts/build-image.sh built.
+import { spawn } from "node:child_process";
+import { cp, mkdir, readFile, readdir, rm, symlink, writeFile } from "node:fs/promises";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+
+export interface Instruction {
+  keyword: string;
+  args: string;
+}
+export interface Stage {
+  from: string;
+  name: string | undefined;
+  instructions: Instruction[];
+}
+export interface Dockerfile {
+  args: Map<string, string>;
+  stages: Stage[];
+}
+
+// A small Dockerfile reader: joins continuation lines, drops comments, splits into stages.
+export function parseDockerfile(text: string): Dockerfile {
+  const lines = text.replace(/\\\n/g, " ").split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
+  const args = new Map<string, string>();
+  const stages: Stage[] = [];
+  for (const line of lines) {
+    const [keyword = "", ...rest] = line.split(/\s+/);
+    const instruction = { keyword: keyword.toUpperCase(), args: rest.join(" ") };
+    if (instruction.keyword === "FROM") {
+      const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(instruction.args);
+      stages.push({ from: m?.[1] ?? "", name: m?.[2], instructions: [] });
+    } else if (stages.length === 0 && instruction.keyword === "ARG") {
+      const [name = "", value = ""] = instruction.args.split("=");
+      args.set(name, value);
+    } else {
+      stages.at(-1)?.instructions.push(instruction);
+    }
+  }
+  return { args, stages };
+}
+
+export async function readDockerfile(): Promise<Dockerfile> {
+  return parseDockerfile(await readFile(join(repoRoot, "Dockerfile"), "utf8"));
+}
+
+export function stage(dockerfile: Dockerfile, name: string): Stage {
+  const s = dockerfile.stages.find((x) => x.name === name);
+  if (s === undefined) throw new Error(`the Dockerfile has no stage ${name}`);
+  return s;
+}
+
+/** The instructions a stage runs, including those of the stages it is built FROM. */
+export function chain(dockerfile: Dockerfile, s: Stage): Instruction[] {
+  const parent = dockerfile.stages.find((x) => x.name === s.from);
+  return [...(parent ? chain(dockerfile, parent) : []), ...s.instructions];
+}
+
+/** Every file (and symlink) under root, as a path relative to it, sorted. */
+export async function listFiles(root: string): Promise<string[]> {
+  const files: string[] = [];
+  const walk = async (d: string): Promise<void> => {
+    for (const e of await readdir(d, { withFileTypes: true })) {
+      if (e.isDirectory()) await walk(join(d, e.name));
+      else files.push(relative(root, join(d, e.name)));
+    }
+  };
+  await walk(root);
+  return files.sort();
+}
+
+export function run(command: string, args: string[], cwd: string, env: Record<string, string> = {}): Promise<{ code: number; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, env: { PATH: "/usr/bin:/bin", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const chunks: Buffer[] = [];
+    child.stdout.on("data", (b: Buffer) => chunks.push(b));
+    child.stderr.on("data", (b: Buffer) => chunks.push(b));
+    child.on("error", reject);
+    child.on("close", (code, signal) => resolve({ code: code ?? (signal ? 128 : 1), output: Buffer.concat(chunks).toString("utf8") }));
+  });
+}
+
+interface LockEntry {
+  version?: string;
+  dev?: boolean;
+  devOptional?: boolean;
+  bin?: Record<string, string>;
+}
+interface Lockfile {
+  name: string;
+  version: string;
+  lockfileVersion: number;
+  packages: Record<string, LockEntry>;
+}
+
+/** package-lock.json's entries that `npm ci --omit=dev` installs. */
+export async function productionLockEntries(): Promise<[string, LockEntry][]> {
+  const lock = JSON.parse(await readFile(join(repoRoot, "package-lock.json"), "utf8")) as Lockfile;
+  return Object.entries(lock.packages).filter(([path, p]) => path.startsWith("node_modules/") && !p.dev && !p.devOptional);
+}
+
+// build stage: tsc, the non-TypeScript assets (SQL migrations) beside the output, then whatever dev-only.txt names
+// removed if the stage says so.
+async function emulateBuild(dockerfile: Dockerfile, dist: string): Promise<void> {
+  const tsc = await run(process.execPath, [join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", dist], repoRoot);
+  if (tsc.code !== 0) throw new Error(`tsc -p tsconfig.build.json failed, so the image build would fail:\n${tsc.output}`);
+  await cp(join(repoRoot, "src"), dist, { recursive: true, filter: (src) => !src.endsWith(".ts") });
+  const build = stage(dockerfile, "build").instructions;
+  const removes = build.some((i) => i.keyword === "COPY" && i.args === "deploy/image/dev-only.txt ./") &&
+    build.some((i) => i.keyword === "RUN" && i.args.includes("cd ../dist && xargs rm -r < ../dev-only.txt"));
+  if (removes) {
+    const list = (await readFile(join(repoRoot, "deploy/image/dev-only.txt"), "utf8")).split("\n").filter((l) => l.trim() !== "");
+    for (const path of list) await rm(join(dist, path), { recursive: true });
+  }
+}
+
+// prod-deps stage: the production packages of package-lock.json as `npm ci --omit=dev` lays them out (copied from the
+// repository's full install, whose layout is the lockfile's), their bin links, and npm's hidden lockfile.
+async function emulateProdDeps(dockerfile: Dockerfile, nodeModules: string): Promise<void> {
+  const install = stage(dockerfile, "prod-deps").instructions.filter((i) => i.keyword === "RUN").map((i) => i.args).join(" ");
+  if (!/npm ci --omit=dev\b/.test(install)) throw new Error(`the prod-deps stage no longer runs npm ci --omit=dev: ${install}`);
+  const app = dirname(nodeModules);
+  const production = await productionLockEntries();
+  const topLevel = production.filter(([path]) => path.split("node_modules/").length === 2);
+  await Promise.all(topLevel.map(([path]) => cp(join(repoRoot, path), join(app, path), { recursive: true, verbatimSymlinks: true })));
+  for (const [path, p] of production) {
+    for (const [name, target] of Object.entries(p.bin ?? {})) {
+      const binDir = join(app, path.slice(0, path.lastIndexOf("node_modules/") + "node_modules".length), ".bin");
+      await mkdir(binDir, { recursive: true });
+      // A nested package's .bin came along with its parent's copy: lay it anew as npm would.
+      await rm(join(binDir, name), { force: true });
+      await symlink(relative(binDir, join(app, path, target)), join(binDir, name));
+    }
+  }
+  const lock = JSON.parse(await readFile(join(repoRoot, "package-lock.json"), "utf8")) as Lockfile;
+  await writeFile(join(nodeModules, ".package-lock.json"), JSON.stringify({ name: lock.name, version: lock.version, lockfileVersion: lock.lockfileVersion, requires: true, packages: Object.fromEntries(production) }, null, 2));
+}
+
+/** Assembles into `app` what the Dockerfile's runtime stage puts in /app. */
+export async function assembleDockerfileApp(dockerfile: Dockerfile, app: string): Promise<void> {
+  const workdir = stage(dockerfile, "runtime").instructions.find((i) => i.keyword === "WORKDIR")?.args;
+  if (workdir !== "/app") throw new Error(`the runtime stage's WORKDIR is ${workdir}, not /app`);
+  for (const copy of stage(dockerfile, "runtime").instructions.filter((i) => i.keyword === "COPY")) {
+    const from = /--from=(\S+)/.exec(copy.args)?.[1];
+    const [source = "", dest = ""] = copy.args.replace(/--from=\S+\s*/, "").split(/\s+/);
+    const target = join(app, dest);
+    if (from === "build" && source === "/app/dist") await emulateBuild(dockerfile, target);
+    else if (from === "prod-deps" && source === "/app/node_modules") await emulateProdDeps(dockerfile, target);
+    else if (from === undefined) {
+      await mkdir(dest.endsWith("/") ? target : dirname(target), { recursive: true });
+      await cp(join(repoRoot, source), dest.endsWith("/") ? join(target, source.split("/").at(-1) ?? source) : target);
+    } else throw new Error(`test/deploy/image-files.ts cannot emulate "COPY ${copy.args}": teach it what that step copies`);
+  }
+}
