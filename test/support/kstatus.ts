@@ -21,8 +21,8 @@ export interface KStatusResult {
 }
 
 interface Obj {
-  metadata?: { generation?: number; deletionTimestamp?: string } | undefined;
-  status?: { observedGeneration?: number; conditions?: { type: string; status: string; reason?: string; message?: string }[] } | undefined;
+  metadata?: { generation?: number | undefined; deletionTimestamp?: string | undefined } | undefined;
+  status?: { observedGeneration?: number | undefined; conditions?: { type: string; status: string; reason?: string | undefined; message?: string | undefined }[] | undefined } | undefined;
 }
 
 export function kstatusOf(obj: Obj): KStatusResult {
