@@ -88,7 +88,7 @@ export const Conditions = z
   .meta({ "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"] })
   .describe(
     "Ready, Synced, Reconciling and (after an error only the user can fix) Stalled conditions, each with observedGeneration. " +
-      "Reconciling and Stalled follow kstatus (Flux's health checks): True while working toward the spec, True when only the user can help.",
+      "Reconciling is True while the operator works toward the spec, Stalled while only the user can help (kstatus, as Flux's health checks read them).",
   );
 
 /**
