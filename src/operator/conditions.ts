@@ -1,8 +1,9 @@
 // Conditions as metav1.Condition, so `kubectl wait --for=condition=Ready`, Argo CD and Flux understand them. Ready
-// says whether the object is usable; Synced whether the last reconcile succeeded (crossplane's model); Stalled
-// (kstatus) whether it failed in a way only the user can fix (a terminal error). The CRD schema of a condition is in
-// src/resources/conditions.ts; these are the loop's own types.
-export type ConditionType = "Ready" | "Synced" | "Stalled";
+// says whether the object is usable; Synced whether the last reconcile succeeded (crossplane's model); Reconciling
+// and Stalled are kstatus's abnormal-true pair (progress.ts derives both): working toward the spec, or stopped until
+// the user changes something. The CRD schema of a condition is in src/resources/conditions.ts; these are the loop's
+// own types.
+export type ConditionType = "Ready" | "Synced" | "Reconciling" | "Stalled";
 
 export interface Condition {
   type: ConditionType;
@@ -24,6 +25,11 @@ export const loopReasons = {
   Deleting: "The resource is being deleted; the remote object is deleted or retained per deletionPolicy.",
   RemoteNotFound: "The remote object recorded in status.id no longer exists; the operator does not recreate it silently.",
   SecretOutOfDate: "The connection Secret is missing or was edited; the operator is rebuilding it with working credentials.",
+  // Reconciling
+  AwaitingOperator:
+    "No operator has reconciled the resource yet (the CRD's default status). If it stays, check that the operator runs, leads and watches this namespace.",
+  Progressing: "The operator has started on the resource; Ready and Synced say what it is doing.",
+  Rotating: "The operator is rotating the connection Secret's credentials (status.rotation.pending); the current ones keep working.",
   // Synced
   ReconcileSuccess: "The last reconcile completed without error.",
   ReconcileError: "The last reconcile failed; the message names the cause and the operator retries with backoff.",
@@ -44,6 +50,23 @@ export const loopReasons = {
   RemoteUnreadable: "The service's answer about this object does not have a shape the operator can read; the message names the fields.",
 } as const;
 export type LoopReason = keyof typeof loopReasons;
+
+/**
+ * The reasons after which the operator gets no further without a person (a spec edit, a new token, a look at the
+ * service): a Ready or Synced False with one of them sets Stalled=True, so kstatus reads Failed and Argo CD Degraded
+ * (its health script names the same list; test/deploy/argocd-health.test.ts checks that).
+ */
+export const stallingReasons = [
+  "InvalidSpec",
+  "AdoptionRefused",
+  "AdoptionConflict",
+  "ReferenceNotAllowed",
+  "CredentialsInvalid",
+  "Conflict",
+  "RemoteFailure",
+  "RemoteNotFound",
+  "OutcomeUnknown",
+] as const;
 
 export interface ConditionInput {
   type: ConditionType;

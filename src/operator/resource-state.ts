@@ -5,7 +5,7 @@ import type { ResourceSummary } from "./metrics.ts";
 // condition, the longest wait for Ready, and credentials rotation that is late. Labels stay bounded: a kind, a
 // condition type and status, and a reason (CamelCase words the loops write; anything else counts as "Other").
 
-const conditionTypes = new Set(["Ready", "Synced", "Stalled"]);
+const conditionTypes = new Set(["Ready", "Synced", "Reconciling", "Stalled"]);
 const reasonPattern = /^[A-Z][A-Za-z0-9]{0,63}$/;
 
 interface StatusView {

@@ -4,9 +4,11 @@ import type { KubeObject, ResourceType } from "../kube/types.ts";
 import { jsonEqual, setCondition, type Condition, type ConditionType } from "./conditions.ts";
 import { classifyError, messageOf } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
+import { withProgress } from "./progress.ts";
 
 // Status writing shared by both loops (managed and one-shot): only when something changed (no timestamp churn, no
-// watch storms), always with the resourceVersion it was computed from, conditions with observedGeneration.
+// watch storms), always with the resourceVersion it was computed from, conditions with observedGeneration, and
+// kstatus's Reconciling and Stalled derived from the rest on every write (progress.ts).
 
 export interface StatusObject extends KubeObject {
   status?: { conditions?: Condition[] | undefined; observedGeneration?: number | undefined; [key: string]: unknown } | undefined;
@@ -33,13 +35,12 @@ export async function writeStatus<T extends StatusObject>(
   const generation = obj.metadata.generation;
   let conditions = obj.status?.conditions;
   for (const c of conds) conditions = setCondition(conditions, { ...c, observedGeneration: generation }, now);
-  // A reconcile that got as far as Synced is no longer stalled.
-  if (conds.some((c) => c.type === "Synced")) conditions = unstall(conditions, generation, now);
+  const merged: Record<string, unknown> = { ...(obj.status ?? {}), ...fields };
+  conditions = withProgress(conditions, { generation, deleting: obj.metadata.deletionTimestamp !== undefined, rotating: rotationPending(merged) }, now);
   const next: Record<string, unknown> = {
-    ...(obj.status ?? {}),
-    ...fields,
+    ...merged,
     ...(generation === undefined ? {} : { observedGeneration: generation }),
-    ...(conditions === undefined ? {} : { conditions }),
+    conditions,
   };
   for (const k of Object.keys(next)) if (next[k] === undefined) delete next[k];
   if (jsonEqual(next, obj.status ?? {})) return obj;
@@ -64,16 +65,13 @@ export function mergePatchOf(from: Record<string, unknown>, to: Record<string, u
   return patch;
 }
 
-/** Stalled=False once it was True; absent when it never was (no condition churn on healthy objects). */
-function unstall(conditions: Condition[] | undefined, generation: number | undefined, now: Date): Condition[] | undefined {
-  if (conditions?.find((x) => x.type === "Stalled")?.status !== "True") return conditions;
-  return setCondition(conditions, { type: "Stalled", status: "False", reason: "ReconcileSuccess", message: "", observedGeneration: generation }, now);
-}
+const rotationPending = (status: Record<string, unknown> | undefined) => (status?.["rotation"] as { pending?: unknown } | undefined)?.pending !== undefined;
 
 /**
  * A failed reconcile: one Warning Event, Synced=False with the classified reason and message, Ready=False too if
  * Ready was never set. A terminal error (one only the user can fix) also sets Stalled=True (kstatus) and records
- * observedGeneration: this spec has been looked at; any other error clears Stalled. A 409 is silent (the other
+ * observedGeneration: this spec has been looked at; any other error clears Stalled unless its reason is one of
+ * `stallingReasons` (progress.ts derives Reconciling and Stalled). A 409 is silent (the other
  * writer's watch event requeues the key). Never throws: the requeue follows the error anyway.
  */
 export async function reportError(
@@ -97,9 +95,11 @@ export async function reportError(
   if (conditions.find((x) => x.type === "Ready") === undefined) {
     conditions = setCondition(conditions, { type: "Ready", status: "False", reason: c.reason, message, observedGeneration: generation }, now);
   }
-  conditions = c.terminal
-    ? setCondition(conditions, { type: "Stalled", status: "True", reason: c.reason, message, observedGeneration: generation }, now)
-    : (unstall(conditions, generation, now) ?? conditions);
+  conditions = withProgress(
+    conditions,
+    { generation, deleting: obj.metadata.deletionTimestamp !== undefined, rotating: rotationPending(obj.status), terminal: c.terminal ? { reason: c.reason, message } : undefined },
+    now,
+  );
   if (jsonEqual(conditions, obj.status?.conditions)) return;
   try {
     await deps.kube.patchStatus(type, obj.metadata.namespace, obj.metadata.name, {

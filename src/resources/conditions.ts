@@ -3,9 +3,11 @@ import { loopReasons, type LoopReason } from "../operator/conditions.ts";
 
 // Conditions follow metav1.Condition so `kubectl wait --for=condition=Ready`, Argo CD and Flux understand them.
 // Ready says whether the remote object is usable and its Secret is current; Synced whether the last reconcile
-// succeeded (crossplane's model); Stalled (kstatus) is True while an error holds that only a change by the user can
-// fix: a spec edit, a credentials Secret, a reconcile request (Argo CD shows it Degraded).
-export const ConditionType = z.enum(["Ready", "Synced", "Stalled"]);
+// succeeded (crossplane's model); Reconciling and Stalled are kstatus's (Flux, kpt, Config Sync): Reconciling is True
+// while the operator works toward the spec (creating, provisioning, waiting for a project or credentials, rotating,
+// restoring, deleting), Stalled while an error holds that only a change by the user can fix: a spec edit, a
+// credentials Secret, a reconcile request (Argo CD shows it Degraded). src/operator/progress.ts derives both.
+export const ConditionType = z.enum(["Ready", "Synced", "Reconciling", "Stalled"]);
 export type ConditionType = z.infer<typeof ConditionType>;
 
 export const ConditionStatus = z.enum(["True", "False", "Unknown"]);
@@ -27,6 +29,10 @@ export const conditionReasons = {
   WaitingForDatabases: "Deletion of a Project with deletionPolicy Delete waits until its databases are gone.",
   DeletionBlocked: "Deletion of a Project with deletionPolicy Delete waits: a Database with deletionProtection manages one of its databases (its default database would go with it); the message names it.",
   WaitingForProject: "The database is its project's default database, which the public API deletes only with its project; delete the Project.",
+  // Reconciling (besides the Ready and Synced reasons of what is in progress; False: Available, ReconcilePaused or the Stalled reason)
+  AwaitingOperator: loopReasons.AwaitingOperator,
+  Progressing: loopReasons.Progressing,
+  Rotating: loopReasons.Rotating,
   // Synced
   ReconcileSuccess: loopReasons.ReconcileSuccess,
   ReconcileError: loopReasons.ReconcileError,
@@ -54,7 +60,9 @@ export type ConditionReason = z.infer<typeof ConditionReason>;
 // metav1.Condition, with the same limits so the CRD's validation matches what Kubernetes users expect.
 export const Condition = z
   .object({
-    type: ConditionType.describe("Condition type: Ready (usable), Synced (last reconcile succeeded) or Stalled (needs the user)."),
+    type: ConditionType.describe(
+      "Condition type: Ready (usable), Synced (last reconcile succeeded), Reconciling (working toward the spec) or Stalled (needs the user).",
+    ),
     status: ConditionStatus.describe("True, False or Unknown."),
     observedGeneration: z
       .number()
@@ -80,4 +88,24 @@ export const Conditions = z
   .array(Condition)
   .max(8)
   .meta({ "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"] })
-  .describe("Ready, Synced and (after an error only the user can fix) Stalled conditions, each with observedGeneration.");
+  .describe(
+    "Ready, Synced, Reconciling and (after an error only the user can fix) Stalled conditions, each with observedGeneration. " +
+      "Reconciling is True while the operator works toward the spec, Stalled while only the user can help (kstatus, as Flux's health checks read them).",
+  );
+
+/**
+ * The status the apiserver serves before any operator has written one (the CRDs' `status.default`): Reconciling=True,
+ * so kstatus reads InProgress, not Current, while no operator runs or before it has looked (Gateway API does the same).
+ * The epoch time marks it as a placeholder; the operator's first status write replaces it.
+ */
+export const awaitingOperatorStatus = {
+  conditions: [
+    {
+      type: "Reconciling",
+      status: "True",
+      reason: "AwaitingOperator",
+      message: "No operator has reconciled this resource yet",
+      lastTransitionTime: "1970-01-01T00:00:00Z",
+    },
+  ],
+};

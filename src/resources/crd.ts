@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { stringify } from "yaml";
+import { awaitingOperatorStatus } from "./conditions.ts";
 import { group, version } from "./group.ts";
 import { resourceKinds } from "./index.ts";
 
@@ -134,7 +135,8 @@ export function crdOf(def: KindDefinition): JsonSchema {
                 kind: { type: "string", description: "Kind is a string value representing the REST resource." },
                 metadata: { type: "object" },
                 spec: openApiSchemaOf(def.spec),
-                status: openApiSchemaOf(def.status),
+                // Served until the operator writes a status, so kstatus reads InProgress, never Current, before it has looked.
+                status: { ...openApiSchemaOf(def.status), default: awaitingOperatorStatus },
               },
               required: ["spec"],
             },

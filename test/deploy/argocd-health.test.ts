@@ -11,6 +11,9 @@ import { apiVersion } from "../../src/resources/group.ts";
 import { kinds } from "../../src/resources/crd.ts";
 import { argocdCmPath, customizationsDir, readHealthScripts, renderArgocdCm } from "./argocd-cm.ts";
 import { requireLua, runHealthScript } from "./lua.ts";
+import { setCondition, stallingReasons, type Condition } from "../../src/operator/conditions.ts";
+import { withProgress } from "../../src/operator/progress.ts";
+import { argoAgrees, kstatusOf } from "../support/kstatus.ts";
 import { parse } from "yaml";
 
 const scriptOf = (kind: string) => join(customizationsDir, "mds.dev", kind, "health.lua");
@@ -24,7 +27,7 @@ interface ConditionInput {
   observedGeneration?: number;
 }
 
-function condition(type: "Ready" | "Synced" | "Stalled", c: ConditionInput) {
+function condition(type: "Ready" | "Synced" | "Reconciling" | "Stalled", c: ConditionInput) {
   return { type, status: c.status, reason: c.reason, message: c.message ?? "", lastTransitionTime: T, observedGeneration: c.observedGeneration ?? 3 };
 }
 
@@ -46,8 +49,8 @@ const conditions = (ready: ConditionInput, synced: ConditionInput = { status: "T
   condition("Synced", synced),
 ];
 
-// Reasons after which nothing changes without a person; everything else is worth waiting for.
-const degradedReasons: Reason[] = ["RemoteFailure", "RemoteNotFound", "InvalidSpec", "CredentialsInvalid", "Conflict", "ReferenceNotAllowed"];
+// Reasons after which nothing changes without a person (the operator sets Stalled for them); everything else is worth waiting for.
+const degradedReasons: Reason[] = [...stallingReasons];
 
 beforeAll(() => {
   requireLua();
@@ -172,6 +175,15 @@ describe("Database and Project health (Argo CD, Lua 5.1)", () => {
     expect(health(obj)).toEqual({ status: "Healthy", message });
   });
 
+  it("is Progressing while Reconciling is True, even with Ready True (a rotation)", () => {
+    const rotating = database({
+      remoteStatus: "ready",
+      observedGeneration: 3,
+      conditions: [...conditions({ status: "True", reason: "Available" }), condition("Reconciling", { status: "True", reason: "Rotating", message: "rotating" })],
+    });
+    expect(health(rotating)).toEqual({ status: "Progressing", message: "rotating" });
+  });
+
   it("uses one script for Project and Database, so they cannot drift", async () => {
     expect(await readFile(scriptOf("Project"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
     expect(await readFile(scriptOf("Connection"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
@@ -216,6 +228,69 @@ describe("DatabaseRestore health (Argo CD, Lua 5.1)", () => {
   it("covers every phase of the schema", () => {
     const expected: Record<RestorePhase, string> = { Pending: "Progressing", Running: "Progressing", Succeeded: "Healthy", Failed: "Degraded", Skipped: "Healthy" };
     for (const phase of RestorePhase.options) expect({ phase, status: health(restore({ phase })).status }).toEqual({ phase, status: expected[phase] });
+  });
+});
+
+// The statuses the operator writes (Ready and Synced as a reconcile sets them, Reconciling and Stalled derived by
+// src/operator/progress.ts exactly as every status write does), for every reason in either condition, while deleting,
+// rotating and paused: kstatus (test/support/kstatus.ts) and the Argo CD health scripts must say the same.
+describe("Argo CD health agrees with kstatus on the operator's statuses", () => {
+  const now = new Date(T);
+  const written = (ready: ConditionInput, synced: ConditionInput, flags: { deleting?: boolean; rotating?: boolean; terminal?: boolean }) => {
+    let list: Condition[] = [];
+    for (const [type, c] of [["Ready", ready], ["Synced", synced]] as const) list = setCondition(list, { type, status: c.status, reason: c.reason, message: c.message ?? "m", observedGeneration: 3 }, now);
+    const terminal = flags.terminal ? { reason: synced.reason, message: "m" } : undefined;
+    return withProgress(list, { generation: 3, deleting: flags.deleting ?? false, rotating: flags.rotating ?? false, terminal }, now);
+  };
+  const reasons = Object.keys(conditionReasons) as Reason[];
+  const cases: { name: string; ready: ConditionInput; synced: ConditionInput; flags: { deleting?: boolean; rotating?: boolean; terminal?: boolean } }[] = [];
+  for (const reason of reasons) {
+    for (const flags of [{}, { deleting: true }, { rotating: true }, { terminal: true }]) {
+      cases.push({ name: `Ready=False ${reason}`, ready: { status: "False", reason }, synced: { status: "True", reason: "ReconcileSuccess" }, flags });
+      cases.push({ name: `Synced=False ${reason}, never ready`, ready: { status: "False", reason: "Creating" }, synced: { status: "False", reason }, flags });
+      cases.push({ name: `Synced=False ${reason}, ready`, ready: { status: "True", reason: "Available" }, synced: { status: "False", reason }, flags });
+      cases.push({ name: `Synced=True ${reason}, ready`, ready: { status: "True", reason: "Available" }, synced: { status: "True", reason }, flags });
+    }
+  }
+
+  it(`Database, Project and Connection: ${cases.length} statuses`, () => {
+    const disagreements: string[] = [];
+    for (const c of cases) {
+      const status = { remoteStatus: "ready", observedGeneration: 3, conditions: written(c.ready, c.synced, c.flags) };
+      const obj = database(status, c.flags.deleting ? { deletionTimestamp: T } : {});
+      const k = kstatusOf(obj).status;
+      const argo = runHealthScript(scriptOf("Database"), obj).status;
+      if (!argoAgrees(k, argo)) disagreements.push(`${c.name} ${JSON.stringify(c.flags)}: kstatus ${k}, Argo CD ${argo}`);
+    }
+    expect(disagreements).toEqual([]);
+  });
+
+  it("DatabaseRestore: every phase as the restore controller writes it", () => {
+    const byPhase: Record<RestorePhase, ConditionInput> = {
+      Pending: { status: "False", reason: "DatabaseNotReady" },
+      Running: { status: "False", reason: "Restoring" },
+      Succeeded: { status: "True", reason: "Available" },
+      Skipped: { status: "True", reason: "Available" },
+      Failed: { status: "False", reason: "RemoteFailure" },
+    };
+    const expected: Record<RestorePhase, string> = { Pending: "InProgress", Running: "InProgress", Succeeded: "Current", Skipped: "Current", Failed: "Failed" };
+    for (const phase of RestorePhase.options) {
+      const obj = restore({ phase, observedGeneration: 1, conditions: written(byPhase[phase], { status: "True", reason: "ReconcileSuccess" }, {}).map((c) => ({ ...c, observedGeneration: 1 })) });
+      const k = kstatusOf(obj).status;
+      const argo = runHealthScript(scriptOf("DatabaseRestore"), obj).status;
+      expect({ phase, kstatus: k, agree: argoAgrees(k, argo) }).toEqual({ phase, kstatus: expected[phase], agree: true });
+    }
+    const outcomeUnknown = restore({ phase: "Failed", reason: "OutcomeUnknown", observedGeneration: 1, conditions: written({ status: "False", reason: "OutcomeUnknown" }, { status: "True", reason: "ReconcileSuccess" }, {}) });
+    expect(kstatusOf(outcomeUnknown).status).toBe("Failed");
+    expect(runHealthScript(scriptOf("DatabaseRestore"), outcomeUnknown).status).toBe("Degraded");
+  });
+
+  it("before any operator has looked (the CRDs' default status): InProgress and Progressing", async () => {
+    const { awaitingOperatorStatus } = await import("../../src/resources/conditions.ts");
+    for (const obj of [database(awaitingOperatorStatus), restore(awaitingOperatorStatus)]) {
+      expect(kstatusOf(obj).status).toBe("InProgress");
+      expect(runHealthScript(scriptOf(obj.kind), obj).status).toBe("Progressing");
+    }
   });
 });
 

@@ -3,19 +3,25 @@
 --              changes something; the message is its reason and message), or a terminal problem that needs a
 --              person: the service reports the database failed, the remote object is gone, the spec is invalid,
 --              the service refuses the token or the request conflicts.
+-- Progressing: Reconciling is True (kstatus: the operator is working toward the spec, e.g. rotating credentials
+--              while Ready stays True), so Argo CD and Flux (kstatus) say the same.
 -- Healthy:     Ready is True for the current generation (the operator has seen the latest spec).
 -- Suspended:   reconciliation is paused with the mds.dev/paused annotation.
 -- Progressing: everything else, including provisioning, restoring, waiting for a project, and no status yet.
 local hs = { status = "Progressing", message = "Waiting for the operator to report status" }
 
--- Reasons for which retrying cannot help: a person has to fix the spec, the token or the remote side.
+-- Reasons for which retrying cannot help: a person has to fix the spec, the token or the remote side. The same list
+-- as the operator's stallingReasons (src/operator/conditions.ts), for statuses written before it set Stalled.
 local terminal = {
-  RemoteFailure = true,
-  RemoteNotFound = true,
   InvalidSpec = true,
+  AdoptionRefused = true,
+  AdoptionConflict = true,
+  ReferenceNotAllowed = true,
   CredentialsInvalid = true,
   Conflict = true,
-  ReferenceNotAllowed = true,
+  RemoteFailure = true,
+  RemoteNotFound = true,
+  OutcomeUnknown = true,
 }
 
 local function findCondition(conditions, conditionType)
@@ -77,6 +83,13 @@ end
 
 local ready = findCondition(status.conditions, "Ready")
 local synced = findCondition(status.conditions, "Synced")
+
+-- Reconciling (kstatus) True: working toward the spec. Before Ready: a rotation keeps Ready True but is not done.
+local reconciling = findCondition(status.conditions, "Reconciling")
+if reconciling ~= nil and reconciling.status == "True" then
+  hs.message = messageOf(reconciling, "Reconciling: " .. tostring(reconciling.reason))
+  return hs
+end
 
 -- Database: its own remote status. Project: its default database's.
 local remoteStatus = status.remoteStatus
