@@ -12,7 +12,7 @@ import { createCredentialsGuard, credentialsSecretOf } from "./credentials-guard
 import { createEventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import type { KindContext, KindRegistration, ObjectCache } from "./kind.ts";
-import { operatorMetrics } from "./metrics.ts";
+import { operatorMetrics, reportApiContexts } from "./metrics.ts";
 import { applyOutcome, notLeaderRequeueMs, type Outcome } from "./outcome.ts";
 import { createWorkQueue, type WorkQueue } from "./work-queue.ts";
 import { ReconcileError, classifyError } from "./errors.ts";
@@ -177,6 +177,7 @@ export function createOperator(options: OperatorOptions): Operator {
     createApiClient,
     logger,
     pollIntervals: options.pollIntervals,
+    onContexts: reportApiContexts(metrics),
     onRemoteChange: (_kind, id) => {
       for (const entry of byRemoteId.get(id) ?? []) {
         const [kind, key] = entry.split("|") as [string, string];

@@ -22,6 +22,10 @@ export interface OperatorMetrics {
   kubeWrites: Counter<"verb" | "resource">;
   /** 1 while this process holds the leader Lease (or runs without leader election). */
   leader: Gauge;
+  /** Live API contexts (one client and one polling mirror per distinct token): bounded, see credentials.ts. */
+  apiContexts: Gauge;
+  /** API contexts dropped, by why: refused (401), idle, rotated (its Secret holds another token), capacity. */
+  apiContextEvictions: Counter<"reason">;
 }
 
 const cache = new WeakMap<Registry, OperatorMetrics>();
@@ -62,7 +66,26 @@ export function operatorMetrics(registry: Registry): OperatorMetrics {
       help: "1 while this process is the leader (or runs without leader election), else 0.",
       registers,
     }),
+    apiContexts: new Gauge({
+      name: "mds_operator_api_contexts",
+      help: "Live API contexts: one API client and one polling mirror per distinct token in use (bounded; idle and refused ones are dropped).",
+      registers,
+    }),
+    apiContextEvictions: new Counter({
+      name: "mds_operator_api_context_evictions_total",
+      help: "API contexts dropped, by reason: refused (the service answered 401), idle, rotated (its Secret now holds another token), capacity.",
+      labelNames: ["reason"],
+      registers,
+    }),
   };
   cache.set(registry, metrics);
   return metrics;
+}
+
+/** The credential pool's report (credentials.ts, onContexts): live contexts and each eviction with its reason. */
+export function reportApiContexts(metrics: OperatorMetrics): (live: number, evicted?: string) => void {
+  return (live, evicted) => {
+    metrics.apiContexts.set(live);
+    if (evicted !== undefined) metrics.apiContextEvictions.inc({ reason: evicted });
+  };
 }
