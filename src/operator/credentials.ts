@@ -143,9 +143,11 @@ export function createCredentialPool(options: {
       }
       const denied = refused.get(id);
       if (denied !== undefined && now() < denied.retryAt) {
+        // The message stays the same until the next refusal (no countdown): a status that changed on every reconcile
+        // would be written, and watched, on every one.
         throw new WaitingError(
           "CredentialsInvalid",
-          `the API refused the token in Secret "${ref.namespace}/${ref.name}" (key "${ref.key}"); put a valid token there (it is tried again in ${Math.ceil((denied.retryAt - now()) / 1000)} s)`,
+          `the API refused the token in Secret "${ref.namespace}/${ref.name}" (key "${ref.key}"); put a valid token there (a new one is used within 30 s; this one is tried again after ${Math.round(Math.min(backoff.maxMs, backoff.initialMs * 2 ** (denied.times - 1)) / 1000)} s)`,
         );
       }
       sweepIdle();
@@ -209,6 +211,8 @@ export function createCredentialPool(options: {
   /** A 401 from any call (a reconcile's or the mirror's polling) drops the context and backs the token off. */
   function watchRefusals(api: MdsApi, id: string): MdsApi {
     const onRefused = () => {
+      // Calls in flight together are refused together: one refusal, one step of backoff.
+      if (!contexts.has(id)) return;
       const times = (refused.get(id)?.times ?? 0) + 1;
       refused.delete(id);
       refused.set(id, { times, retryAt: now() + Math.min(backoff.maxMs, backoff.initialMs * 2 ** (times - 1)) });
