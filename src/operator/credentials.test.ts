@@ -5,6 +5,7 @@ import { createFakeKube } from "../../test/support/fake-kube.ts";
 import { chooseCredentials, createCredentialPool, type OperatorCredentials } from "./credentials.ts";
 import { createCredentialsGuard, credentialsFinalizer, credentialsLabel } from "./credentials-guard.ts";
 import { WaitingError } from "./errors.ts";
+import { createMetricsRegistry, operatorMetrics, reportApiContexts } from "./metrics.ts";
 
 // Which token a resource acts with (spec, its namespace's mds-credentials, the operator's where allowed), and the
 // finalizer that keeps a team's credentials Secret while resources need it.
@@ -116,5 +117,128 @@ describe("credentials guard", () => {
     expect(read("ci-token").metadata.finalizers).toEqual([credentialsFinalizer]);
     // ...and only it: the namespace's default Secret, which no resource of team A uses, is released.
     expect(read("mds-credentials").metadata.finalizers ?? []).toEqual([]);
+  });
+});
+
+describe("API contexts: a team's bad tokens cost that team, not the operator (issue 22, attack 2)", () => {
+  const refusal = Object.assign(new Error("unauthorized: invalid, expired or revoked token"), { code: "unauthorized", status: 401 });
+  const page = { data: [], pagination: { hasMore: false, nextCursor: null } };
+  function world(options: { maxContexts?: number } = {}) {
+    const kube = createFakeKube();
+    const calls = { clients: 0, garbage: 0, valid: 0 };
+    let now = 1_000_000;
+    const registry = createMetricsRegistry();
+    const pool = createCredentialPool({
+      kube,
+      apiUrl: "http://api.invalid",
+      // The service refuses any token that starts with "garbage" (401), and answers the others.
+      createApiClient: ({ token }) => {
+        calls.clients++;
+        const list = async () => {
+          if (token.startsWith("garbage")) {
+            calls.garbage++;
+            throw refusal;
+          }
+          calls.valid++;
+          return page;
+        };
+        return { listDatabases: list, listProjects: list, replaysIdempotencyKeys: () => true } as never;
+      },
+      logger: pino({ level: "silent" }),
+      pollIntervals: { fastMs: 1000, slowMs: 60_000 },
+      onRemoteChange: () => {},
+      tokenTtlMs: 0,
+      now: () => now,
+      onContexts: reportApiContexts(operatorMetrics(registry)),
+      ...options,
+    });
+    const put = (namespace: string, name: string, token: string) => kube.put(SecretType, secret(namespace, name, token));
+    const use = async (namespace: string, name = "mds-credentials") => {
+      const ctx = await pool.resolve({ namespace, name, key: "token" });
+      await ctx.mirror.ready();
+      return ctx;
+    };
+    const metric = async (name: string) => (await registry.getSingleMetric(name)!.get()).values;
+    return { kube, pool, calls, put, use, metric, advance: (ms: number) => (now += ms) };
+  }
+
+  it("team B rotating garbage tokens in its mds-credentials never piles up contexts or pollers", async () => {
+    const { pool, put, use, calls, advance, metric } = world();
+    put("team-a", "mds-credentials", "valid-team-a");
+    await use("team-a");
+    for (let i = 0; i < 50; i++) {
+      put("team-b", "mds-credentials", `garbage-${i}`);
+      await expect(use("team-b")).rejects.toMatchObject({ code: "unauthorized" });
+      await use("team-a");
+      expect(pool.contexts().length).toBeLessThanOrEqual(2);
+      advance(1_000);
+    }
+    // Only team A's context lives on; each garbage token was tried once.
+    expect(pool.contexts()).toHaveLength(1);
+    expect(calls.garbage).toBe(50);
+    expect((await metric("mds_operator_api_contexts"))[0]!.value).toBe(1);
+    expect((await metric("mds_operator_api_context_evictions_total")).find((v) => v.labels["reason"] === "refused")?.value).toBe(50);
+    pool.stop();
+  });
+
+  it("a refused token is not retried in a hot loop: it waits, doubling per refusal, and a fixed token works at once", async () => {
+    const { pool, put, use, calls, advance } = world();
+    put("team-b", "mds-credentials", "garbage-looping");
+    await expect(use("team-b")).rejects.toMatchObject({ code: "unauthorized" });
+    // Team B bumps reconcile-requested-at in a loop: each reconcile is refused by the operator, no API call.
+    for (let i = 0; i < 100; i++) {
+      const err = await use("team-b").catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(WaitingError);
+      expect((err as WaitingError).reason).toBe("CredentialsInvalid");
+      expect((err as Error).message).toMatch(/the API refused the token in Secret "team-b\/mds-credentials"/);
+      expect((err as Error).message).not.toContain("garbage-looping");
+    }
+    expect(calls.garbage).toBe(1);
+    expect(pool.contexts()).toHaveLength(0);
+    // After the backoff (5 s) one more try, refused again: the next wait is 10 s.
+    advance(5_001);
+    await expect(use("team-b")).rejects.toMatchObject({ code: "unauthorized" });
+    expect(calls.garbage).toBe(2);
+    advance(5_001);
+    await expect(use("team-b")).rejects.toBeInstanceOf(WaitingError);
+    advance(5_000);
+    await expect(use("team-b")).rejects.toMatchObject({ code: "unauthorized" });
+    expect(calls.garbage).toBe(3);
+    // The team puts a valid token in: used at once.
+    put("team-b", "mds-credentials", "valid-team-b");
+    await use("team-b");
+    expect(pool.contexts()).toHaveLength(1);
+    pool.stop();
+  });
+
+  it("drops a context when it goes idle, when its Secret holds another token, and the least recently used past the bound", async () => {
+    const { pool, put, use, advance, metric } = world({ maxContexts: 3 });
+    put("team-a", "mds-credentials", "valid-a-1");
+    const first = await use("team-a");
+    // Rotated: the Secret holds another token, so the old token's context (and its poller) goes.
+    put("team-a", "mds-credentials", "valid-a-2");
+    const second = await use("team-a");
+    expect(second.id).not.toBe(first.id);
+    expect(pool.contexts().map((c) => c.id)).toEqual([second.id]);
+    // A token shared by two Secrets stays while one of them still holds it.
+    put("team-c", "mds-credentials", "valid-a-2");
+    await use("team-c");
+    put("team-c", "mds-credentials", "valid-c");
+    await use("team-c");
+    expect(pool.contexts().map((c) => c.id)).toContain(second.id);
+    // Bounded: 3 live at most, the least recently used goes.
+    for (const ns of ["team-d", "team-e", "team-f"]) {
+      put(ns, "mds-credentials", `valid-${ns}`);
+      await use(ns);
+    }
+    expect(pool.contexts()).toHaveLength(3);
+    // Idle: nobody resolved them for four settled intervals.
+    advance(240_001);
+    put("team-g", "mds-credentials", "valid-g");
+    await use("team-g");
+    expect(pool.contexts()).toHaveLength(1);
+    const reasons = Object.fromEntries((await metric("mds_operator_api_context_evictions_total")).map((v) => [v.labels["reason"], v.value]));
+    expect(reasons).toEqual({ rotated: 1, capacity: 2, idle: 3 });
+    pool.stop();
   });
 });

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import type { KubeClient } from "../kube/client.ts";
 import { SecretType, type Secret } from "../kube/types.ts";
-import type { CreateApiClient, MdsApi } from "./api.ts";
+import { errorCode, type CreateApiClient, type MdsApi } from "./api.ts";
 import { WaitingError } from "./errors.ts";
 import { createRemoteMirror, type RemoteMirror } from "./remote-mirror.ts";
 
@@ -12,7 +12,12 @@ export interface SecretKeyRef {
   key: string;
 }
 
-/** One API client (so one rate budget) and one remote mirror per distinct token. */
+/**
+ * One API client (so one rate budget) and one remote mirror per distinct token. Contexts are not kept forever (issue
+ * 22: a team rotating garbage tokens piled up pollers): a context goes when the service refuses its token (401), when
+ * no resource has resolved it for `idleMs`, when the last Secret that held its token now holds another, and, past
+ * `maxContexts`, the least recently used goes first.
+ */
 export interface ApiContext {
   id: string;
   api: MdsApi;
@@ -48,6 +53,12 @@ export interface CredentialPool {
   stop(): void;
 }
 
+/** Why a context was dropped (the label of mds_operator_api_context_evictions_total). */
+export type EvictionReason = "refused" | "idle" | "rotated" | "capacity";
+
+/** After a 401 the token is not tried again for this long, doubling per refusal in a row up to `maxMs`. */
+export const refusedBackoff = { initialMs: 5_000, maxMs: 300_000 } as const;
+
 export function createCredentialPool(options: {
   kube: KubeClient;
   apiUrl: string;
@@ -59,9 +70,27 @@ export function createCredentialPool(options: {
   tokenTtlMs?: number;
   /** Adds the credentials finalizer (absent: Secrets are not guarded, as in unit tests). */
   protect?: (secret: Secret) => Promise<void>;
+  /** At most this many live contexts (each an API client and a polling mirror); default 500. */
+  maxContexts?: number;
+  /** A context no resource has resolved for this long is dropped; default four settled intervals (every resource resyncs at least once per settled interval, so a context in use never looks idle). */
+  idleMs?: number;
+  /** Backoff of a refused token (default `refusedBackoff`). */
+  backoff?: { initialMs: number; maxMs: number };
+  /** Reports the number of live contexts and each eviction (metrics.ts: mds_operator_api_contexts). */
+  onContexts?: (live: number, evicted?: EvictionReason) => void;
+  now?: () => number;
 }): CredentialPool {
   const tokenTtlMs = options.tokenTtlMs ?? 30_000;
-  const contexts = new Map<string, ApiContext>();
+  const maxContexts = options.maxContexts ?? 500;
+  const idleMs = options.idleMs ?? options.pollIntervals.slowMs * 4;
+  const backoff = options.backoff ?? refusedBackoff;
+  const now = options.now ?? (() => Date.now());
+  // In least-recently-resolved order (re-inserted on every resolve), so the first entry is the one to drop.
+  const contexts = new Map<string, ApiContext & { usedAt: number; refs: Set<string> }>();
+  /** Which token (context id) each Secret key last held: a Secret that now holds another token no longer uses the old one. */
+  const tokenOfRef = new Map<string, string>();
+  /** Tokens the service refused (401): not tried again before `retryAt`. Bounded like the contexts. */
+  const refused = new Map<string, { times: number; retryAt: number }>();
   // One read of a Secret serves its tokens, the check whether a namespace has its own, and the guard. Kept
   // `tokenTtlMs` when found (a rotated token takes effect after it), 5 s when missing (one just created is seen soon).
   // `guarded`: the finalizer is on the Secret as read (or was added since), so guarding again costs nothing.
@@ -89,6 +118,10 @@ export function createCredentialPool(options: {
     return token.trim();
   }
 
+  // Idle contexts also go while nothing resolves (a team that stopped leaves no poller behind).
+  const idleTimer = setInterval(sweepIdle, Math.min(idleMs, 60_000));
+  idleTimer.unref();
+
   return {
     async guard(ref) {
       const cached = secrets.get(`${ref.namespace}/${ref.name}`);
@@ -100,27 +133,114 @@ export function createCredentialPool(options: {
     async resolve(ref) {
       const token = await readToken(ref);
       const id = createHash("sha256").update(token).digest("hex").slice(0, 16);
+      const refKey = `${ref.namespace}/${ref.name}/${ref.key}`;
+      const previous = tokenOfRef.get(refKey);
+      if (previous !== id) {
+        tokenOfRef.set(refKey, id);
+        const old = previous === undefined ? undefined : contexts.get(previous);
+        old?.refs.delete(refKey);
+        if (old !== undefined && old.refs.size === 0) evict(old.id, "rotated");
+      }
+      const denied = refused.get(id);
+      if (denied !== undefined && now() < denied.retryAt) {
+        // The message stays the same until the next refusal (no countdown): a status that changed on every reconcile
+        // would be written, and watched, on every one.
+        throw new WaitingError(
+          "CredentialsInvalid",
+          `the API refused the token in Secret "${ref.namespace}/${ref.name}" (key "${ref.key}"); put a valid token there (a new one is used within 30 s; this one is tried again after ${Math.round(Math.min(backoff.maxMs, backoff.initialMs * 2 ** (denied.times - 1)) / 1000)} s)`,
+        );
+      }
+      sweepIdle();
       let ctx = contexts.get(id);
       if (ctx === undefined) {
-        const api = options.createApiClient({ baseUrl: options.apiUrl, token });
-        const mirror = createRemoteMirror({
-          api,
-          logger: options.logger.child({ credential: id }),
-          maxAgeMs: options.pollIntervals.slowMs * 2 + 5_000,
-          fastMs: options.pollIntervals.fastMs,
-          onChange: options.onRemoteChange,
-        });
-        mirror.start(options.pollIntervals.slowMs);
-        ctx = { id, api, mirror };
+        ctx = open(id, token);
+        contexts.set(id, ctx);
+        while (contexts.size > maxContexts) evict(contexts.keys().next().value!, "capacity");
+        report();
+      } else {
+        contexts.delete(id);
         contexts.set(id, ctx);
       }
+      ctx.usedAt = now();
+      ctx.refs.add(refKey);
       return ctx;
     },
     contexts: () => [...contexts.values()],
     stop() {
+      clearInterval(idleTimer);
       for (const c of contexts.values()) c.mirror.stop();
     },
   };
+
+  function open(id: string, token: string) {
+    const api = watchRefusals(options.createApiClient({ baseUrl: options.apiUrl, token }), id);
+    const mirror = createRemoteMirror({
+      api,
+      logger: options.logger.child({ credential: id }),
+      maxAgeMs: options.pollIntervals.slowMs * 2 + 5_000,
+      fastMs: options.pollIntervals.fastMs,
+      onChange: options.onRemoteChange,
+    });
+    mirror.start(options.pollIntervals.slowMs);
+    return { id, api, mirror, usedAt: now(), refs: new Set<string>() };
+  }
+
+  function evict(id: string, reason: EvictionReason) {
+    const ctx = contexts.get(id);
+    if (ctx === undefined) return;
+    ctx.mirror.stop();
+    contexts.delete(id);
+    for (const refKey of ctx.refs) if (tokenOfRef.get(refKey) === id) tokenOfRef.delete(refKey);
+    options.logger.info({ credential: id, reason }, "Dropped the API context of a credential");
+    report(reason);
+  }
+
+  function report(evicted?: EvictionReason) {
+    options.onContexts?.(contexts.size, evicted);
+  }
+
+  function sweepIdle() {
+    const cutoff = now() - idleMs;
+    // Least recently resolved first: stop at the first one still in use.
+    for (const ctx of contexts.values()) {
+      if (ctx.usedAt > cutoff) break;
+      evict(ctx.id, "idle");
+    }
+  }
+
+  /** A 401 from any call (a reconcile's or the mirror's polling) drops the context and backs the token off. */
+  function watchRefusals(api: MdsApi, id: string): MdsApi {
+    const onRefused = () => {
+      // Calls in flight together are refused together: one refusal, one step of backoff.
+      if (!contexts.has(id)) return;
+      const times = (refused.get(id)?.times ?? 0) + 1;
+      refused.delete(id);
+      refused.set(id, { times, retryAt: now() + Math.min(backoff.maxMs, backoff.initialMs * 2 ** (times - 1)) });
+      if (refused.size > maxContexts) refused.delete(refused.keys().next().value!);
+      evict(id, "refused");
+    };
+    return new Proxy(api, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          const result = (value as (...a: unknown[]) => unknown).apply(target, args);
+          if (!(result instanceof Promise)) return result;
+          return result.then(
+            (ok: unknown) => {
+              // Accepted again (the backoff ran out and the token works now): the next refusal starts from the shortest wait.
+              refused.delete(id);
+              return ok;
+            },
+            (err: unknown) => {
+              if (errorCode(err) === "unauthorized") onRefused();
+              throw err;
+            },
+          );
+        };
+      },
+    });
+  }
 }
 
 /**

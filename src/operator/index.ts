@@ -13,7 +13,7 @@ import { createDeletionProtectionAudit } from "./deletion-protection-audit.ts";
 import { createEventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import type { KindContext, KindRegistration, ObjectCache } from "./kind.ts";
-import { operatorMetrics, type OperatorMetrics, type StateSource } from "./metrics.ts";
+import { operatorMetrics, reportApiContexts, type OperatorMetrics, type StateSource } from "./metrics.ts";
 import { summarizeResources } from "./resource-state.ts";
 import { applyOutcome, notLeaderRequeueMs, type Outcome } from "./outcome.ts";
 import { createWorkQueue, type QueueObserver, type WorkQueue } from "./work-queue.ts";
@@ -200,6 +200,7 @@ export function createOperator(options: OperatorOptions): Operator {
     createApiClient,
     logger,
     pollIntervals: options.pollIntervals,
+    onContexts: reportApiContexts(metrics),
     onRemoteChange: (_kind, id) => {
       for (const entry of byRemoteId.get(id) ?? []) {
         const [kind, key] = entry.split("|") as [string, string];

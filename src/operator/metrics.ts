@@ -29,6 +29,10 @@ export interface OperatorMetrics {
   workqueue: WorkqueueMetrics;
   /** What a running operator reports at scrape time (resources' conditions, rotation, its queues); see StateSource. */
   state: { add(source: StateSource): () => void };
+  /** Live API contexts (one client and one polling mirror per distinct token): bounded, see credentials.ts. */
+  apiContexts: Gauge;
+  /** API contexts dropped, by why: refused (401), idle, rotated (its Secret holds another token), capacity. */
+  apiContextEvictions: Counter<"reason">;
 }
 
 // controller-runtime's pkg/internal/controller/metrics: one series per controller (the kind in lower case, as
@@ -157,6 +161,17 @@ export function operatorMetrics(registry: Registry): OperatorMetrics {
       }),
     },
     state: { add: (source) => addSource(sources, source) },
+    apiContexts: new Gauge({
+      name: "mds_operator_api_contexts",
+      help: "Live API contexts: one API client and one polling mirror per distinct token in use (bounded; idle and refused ones are dropped).",
+      registers,
+    }),
+    apiContextEvictions: new Counter({
+      name: "mds_operator_api_context_evictions_total",
+      help: "API contexts dropped, by reason: refused (the service answered 401), idle, rotated (its Secret now holds another token), capacity.",
+      labelNames: ["reason"],
+      registers,
+    }),
   };
   registerStateGauges(registers, sources);
   cache.set(registry, metrics);
@@ -225,4 +240,12 @@ function registerStateGauges(registers: Registry[], sources: Set<StateSource>): 
   gauge("workqueue_longest_running_processor_seconds", "How many seconds has the longest running processor for workqueue been running.", ["name", "controller"], (g, s) => {
     for (const q of s.queues) g.set({ name: q.controller, controller: q.controller }, q.stats.longestRunningSeconds);
   });
+}
+
+/** The credential pool's report (credentials.ts, onContexts): live contexts and each eviction with its reason. */
+export function reportApiContexts(metrics: OperatorMetrics): (live: number, evicted?: string) => void {
+  return (live, evicted) => {
+    metrics.apiContexts.set(live);
+    if (evicted !== undefined) metrics.apiContextEvictions.inc({ reason: evicted });
+  };
 }

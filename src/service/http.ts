@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 import { DatabaseId, databaseIdPattern } from "../contract/index.ts";
@@ -53,26 +54,37 @@ export const databaseIdOf = (value: unknown, what = "database id") => pathId(Dat
 
 const rateLimited = (message: string, wait: number) => new ServiceError("rate_limited", message, `retry after ${wait} s`, { headers: { "retry-after": String(wait) } });
 
-/** Counts an authentication attempt of the client's address (every /oauth/token request, every failed bearer token). */
-export function takeAuthAttempt(deps: ServiceDeps, req: FastifyRequest): void {
-  const wait = deps.authLimiter.take(req.ip);
-  if (wait > 0) throw rateLimited("too many authentication attempts from this address", wait);
+/**
+ * The budget key of an authentication attempt: the client's address and the first characters of the credential it
+ * presents (hashed: the limiter holds no token material). Every team behind one address (the operator's pod, a NAT)
+ * has its own budget, so a team's bad token never spends another's; one token, or guesses at one token, share a
+ * budget. 16 characters: "mds_at_" and 9 random ones at least (54 bits), so no team can aim at another's budget.
+ */
+export function attemptKey(address: string, credential: string): string {
+  return `${address} ${createHash("sha256").update(credential.slice(0, 16)).digest("base64url").slice(0, 22)}`;
+}
+
+/** Counts an authentication attempt of the client's address with this credential (every /oauth/token request, every failed bearer token). */
+export function takeAuthAttempt(deps: ServiceDeps, req: FastifyRequest, credential: string): void {
+  const wait = deps.authLimiter.take(attemptKey(req.ip, credential));
+  if (wait > 0) throw rateLimited("too many failed authentications with this token from this address", wait);
 }
 
 export async function authenticate(deps: ServiceDeps, req: FastifyRequest): Promise<Principal> {
-  // An address that spent its attempts is refused before its next guess is even looked up.
-  const blocked = deps.authLimiter.exhausted(req.ip);
-  if (blocked > 0) throw rateLimited("too many failed authentications from this address", blocked);
-  const failed = (error: ServiceError) => {
-    takeAuthAttempt(deps, req);
+  const failed = (credential: string, error: ServiceError) => {
+    takeAuthAttempt(deps, req, credential);
     return error;
   };
   const header = req.headers.authorization;
-  if (!header) throw failed(new ServiceError("unauthorized", "missing bearer token", "send Authorization: Bearer <token>"));
+  if (!header) throw failed("", new ServiceError("unauthorized", "missing bearer token", "send Authorization: Bearer <token>"));
   const match = /^Bearer ([\x21-\x7e]{1,512})$/i.exec(header);
-  if (!match) throw failed(new ServiceError("unauthorized", "malformed Authorization header", "send Authorization: Bearer <token>"));
-  const principal = await findPrincipal(deps.pool, match[1]!);
-  if (!principal) throw failed(new ServiceError("unauthorized", "invalid, expired or revoked token", "create a new token with `mds token create`"));
+  if (!match) throw failed("", new ServiceError("unauthorized", "malformed Authorization header", "send Authorization: Bearer <token>"));
+  const token = match[1]!;
+  // A token whose budget is spent here is refused before it is even looked up: a looping bad token costs nothing.
+  const blocked = deps.authLimiter.exhausted(attemptKey(req.ip, token));
+  if (blocked > 0) throw rateLimited("too many failed authentications with this token from this address", blocked);
+  const principal = await findPrincipal(deps.pool, token);
+  if (!principal) throw failed(token, new ServiceError("unauthorized", "invalid, expired or revoked token", "create a new token with `mds token create`"));
   const missing = requiredScopes.filter((s) => !principal.scopes.includes(s));
   if (missing.length) throw new ServiceError("forbidden", `token lacks the scope${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`, `every /v1 route needs ${requiredScopes.join(" and ")}`);
   const wait = deps.rateLimiter.take(principal.workspaceId);

@@ -62,6 +62,10 @@ export async function revokeToken(db: Db, id: string): Promise<boolean> {
  * it was issued through). Refresh tokens never authenticate API calls.
  */
 export async function findPrincipal(db: Db, token: string): Promise<Principal | undefined> {
+  if (!tokenShape.test(token)) return undefined;
+  const hash = hashToken(token);
+  const refused = refusedTokens(db);
+  if (refused.has(hash.toString("base64url"))) return undefined;
   const { rows } = await db.query<{ id: string; workspace_id: string; workspace_name: string; scopes: string[] }>(
     `SELECT t.id, t.workspace_id, w.name AS workspace_name, t.scopes FROM tokens t
        JOIN workspaces w ON w.id = t.workspace_id
@@ -69,8 +73,35 @@ export async function findPrincipal(db: Db, token: string): Promise<Principal | 
      WHERE t.hash = $1 AND t.kind IN ('service', 'access') AND t.revoked_at IS NULL
        AND (t.expires_at IS NULL OR t.expires_at > now())
        AND (t.parent_id IS NULL OR p.revoked_at IS NULL)`,
-    [hashToken(token)],
+    [hash],
   );
   const row = rows[0];
+  if (!row) remember(refused, hash.toString("base64url"));
   return row ? { tokenId: row.id, workspaceId: row.workspace_id, workspaceName: row.workspace_name, scopes: row.scopes } : undefined;
+}
+
+/**
+ * What every token the service issues looks like: "mds_" (service) or "mds_at_" (access) and 32 random bytes in
+ * base64url (createServiceToken, domain/oauth.ts). Anything else is refused without a query.
+ */
+const tokenShape = /^mds_(?:at_)?[A-Za-z0-9_-]{43}$/;
+
+/**
+ * Hashes of tokens found invalid, per control database: a token that is unknown, revoked or expired never becomes
+ * valid again (tokens are random, revocation and expiry are final), so a bad token looping through the operator is
+ * looked up once, not on every request. Bounded; the oldest entries go first.
+ */
+const refusedByDb = new WeakMap<Db, Set<string>>();
+const maxRefused = 10_000;
+
+function refusedTokens(db: Db): Set<string> {
+  let set = refusedByDb.get(db);
+  if (set === undefined) refusedByDb.set(db, (set = new Set()));
+  return set;
+}
+
+function remember(set: Set<string>, hash: string): void {
+  set.add(hash);
+  // A Set iterates in insertion order: drop the oldest.
+  if (set.size > maxRefused) set.delete(set.values().next().value!);
 }

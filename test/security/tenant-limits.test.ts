@@ -44,20 +44,23 @@ describe("rate limits that hold", () => {
 });
 
 describe("per client address", () => {
-  it("limits failed authentications and /oauth/token, then refuses the address until it cools down; other addresses go on", async () => {
+  it("limits failed authentications and /oauth/token per address and token prefix; a valid token and other addresses go on", async () => {
     const own = await startTestService({ service: { authRateLimit: { perSecond: 0.01, burst: 10 } } });
     try {
+      // Guesses at one token (they share its first 16 characters) share one budget, then are refused unread.
       const guesses: number[] = [];
-      for (let i = 0; i < 12; i++) guesses.push((await client(own, `mds_guess_${i}`)("GET", "/v1/projects")).status);
+      for (let i = 0; i < 12; i++) guesses.push((await client(own, `mds_guessing_one_${String(i).padStart(26, "0")}`)("GET", "/v1/projects")).status);
       expect(guesses.slice(0, 10).every((s) => s === 401)).toBe(true);
       expect(guesses.slice(10)).toEqual([429, 429]);
-      const oauth = await fetch(`${own.url}/oauth/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "grant_type=client_credentials&client_id=x&client_secret=y" });
+      const secret = "mds_guessing_one_secret_xxxxxxxxxxxxxxxxxxxxxxxxxx";
+      const oauth = await fetch(`${own.url}/oauth/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `grant_type=client_credentials&client_id=x&client_secret=${secret}` });
       expect(oauth.status).toBe(429);
       expect(Number(oauth.headers.get("retry-after"))).toBeGreaterThan(0);
-      // While an address is refused, even a valid token from it is (a guesser must not learn which guess was right).
-      expect((await client(own, own.token)("GET", "/v1/projects")).status).toBe(429);
-      // Another client address is not affected.
-      expect(await statusFrom("127.0.0.2", `${own.url}/v1/projects`, own.token)).toBe(200);
+      // A valid token from the same address is not refused because other tokens failed (issue 22: in a cluster every
+      // team shares the operator's address). Guessing a 32-byte token is hopeless; what the budget stops is a loop.
+      expect((await client(own, own.token)("GET", "/v1/projects")).status).toBe(200);
+      // Another client address has its own budget for the same token.
+      expect(await statusFrom("127.0.0.2", `${own.url}/v1/projects`, `mds_guessing_one_${"1".repeat(26)}`)).toBe(401);
     } finally {
       await own.stop();
     }

@@ -5,7 +5,7 @@ import { echo, invalidRequest } from "../errors.ts";
 import { takeAuthAttempt } from "../http.ts";
 
 // POST /oauth/token (CONTRACT §9): client_credentials (client_id = a service token's id, client_secret = the token)
-// and refresh_token with rotation (domain/oauth.ts). Every request counts against the address's authentication budget.
+// and refresh_token with rotation (domain/oauth.ts). Every request counts against the budget of its address and secret.
 
 function formOf(req: FastifyRequest): URLSearchParams {
   const type = req.headers["content-type"] ?? "";
@@ -39,13 +39,14 @@ const renderTokens = (t: IssuedTokens) => ({ access_token: t.accessToken, token_
 
 export function oauthRoutes(app: FastifyInstance, deps: ServiceDeps): void {
   app.post("/oauth/token", async (req, reply) => {
-    takeAuthAttempt(deps, req);
     const form = formOf(req);
     let clientId = form.get("client_id");
     let clientSecret = form.get("client_secret");
     const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? "");
     if (basic) ({ clientId, clientSecret } = basicCredentials(basic[1]!));
     const grant = form.get("grant_type");
+    // Counted per address and secret (http.ts, attemptKey): a neighbour's bad secret never spends this one's budget.
+    takeAuthAttempt(deps, req, (grant === "refresh_token" ? form.get("refresh_token") : clientSecret) ?? "");
     reply.header("cache-control", "no-store");
     if (grant === "client_credentials") {
       if (!clientId || !clientSecret) throw invalidRequest("client_credentials needs client_id and client_secret", "client_id is the service token's id, client_secret the token");
