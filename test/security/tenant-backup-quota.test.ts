@@ -9,10 +9,10 @@ import { client, eventually, sql, type Json } from "../service/helpers.ts";
 
 const limit = 20 * 1024 ** 2;
 
-describe("the backup byte quota under concurrent requests", () => {
+describe("the backup byte quota, and the databases that bound daily backups", () => {
   let service: TestService;
   beforeAll(async () => {
-    service = await startTestService({ service: { backupsPerWorkspace: 100, backupBytesPerWorkspace: limit } });
+    service = await startTestService({ service: { backupsPerWorkspace: 100, backupBytesPerWorkspace: limit, databasesPerWorkspace: 2 } });
   });
   afterAll(async () => {
     await service?.stop();
@@ -87,5 +87,26 @@ describe("the backup byte quota under concurrent requests", () => {
     }, { timeoutMs: 30_000 });
     const [job] = await sql<{ error: string }>(service.controlUrl, "SELECT error FROM jobs WHERE kind = 'backup' AND payload->>'backupId' = $1", [second.body.data.id]);
     expect(job!.error).toMatch(new RegExp(`its limit is ${limit} bytes.*grew after the backup was requested`));
+  });
+
+  // Daily backups are never refused; each live database has one a day. The databases of a workspace are capped, so
+  // that what its daily backups can take is bounded too (and so are its first connections, which are never refused).
+  it("refuses a database past the workspace's cap with 409 naming it, project or not, and makes room on delete", async () => {
+    const api = client(service, await service.createToken("database-hoarder"));
+    const project = (await api("POST", "/v1/projects", { name: "one" })).body.data;
+    expect((await api("POST", `/v1/projects/${project.id}/databases`, { name: "two" })).status).toBe(201);
+    for (const refused of [await api("POST", `/v1/projects/${project.id}/databases`, { name: "three" }), await api("POST", "/v1/databases", { projectId: project.id }), await api("POST", "/v1/projects", { name: "another" })]) {
+      expect(refused.status).toBe(409);
+      expect(refused.body.error.code).toBe("conflict");
+      expect(refused.body.error.message).toMatch(/this workspace has 2 live databases, its limit is 2/);
+      expect(refused.body.error.hint).toMatch(/databasesPerWorkspace/);
+    }
+    // The refused project was not made either.
+    expect(((await api("GET", "/v1/projects")).body.data as Json[]).map((p) => p.name)).toEqual(["one"]);
+    const second = ((await api("GET", `/v1/projects/${project.id}/databases`)).body.data as Json[]).find((d) => d.name === "two");
+    expect((await api("DELETE", `/v1/databases/${second.id}`)).status).toBe(204);
+    expect((await api("POST", `/v1/projects/${project.id}/databases`, { name: "three" })).status).toBe(201);
+    // Another workspace is not held back.
+    expect((await client(service, await service.createToken("database-bystander"))("POST", "/v1/projects", { name: "b" })).status).toBe(201);
   });
 });
