@@ -31,6 +31,8 @@ import type { ServerTls } from "./tls.ts";
 // it). CONNECT is all it gets there.
 
 export const poolerRole = "mds_pooler";
+/** Connections the lookup login may hold, all databases together (see StartPgBouncerOptions.authConnections). */
+const defaultAuthConnections = 100;
 const lookupFunction = "pg_catalog.mds_pooler_lookup";
 const authQuery = `SELECT usename, passwd FROM ${lookupFunction}($1)`;
 /** PgBouncer's admin console user: not a PostgreSQL role. */
@@ -115,13 +117,13 @@ function withDatabase(url: string, database: string): string {
  * attribute), the lookup function in every database that accepts connections (template1 included), and CONNECT on
  * every database owned by a non-superuser (tenant databases; spares, postgres and the control database stay closed).
  */
-export async function preparePoolerAuth(adminUrl: string, password: string, logger?: Logger): Promise<void> {
+export async function preparePoolerAuth(adminUrl: string, password: string, logger?: Logger, connectionLimit = defaultAuthConnections): Promise<void> {
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   let databases: string[];
   try {
     const exists = (await admin.query("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", [poolerRole])).rowCount;
-    const attributes = `LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT CONNECTION LIMIT 100 PASSWORD '${scramVerifier(password)}'`;
+    const attributes = `LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT CONNECTION LIMIT ${connectionLimit} PASSWORD '${scramVerifier(password)}'`;
     await admin.query(`${exists ? "ALTER" : "CREATE"} ROLE ${poolerRole} ${attributes}`);
     databases = (await admin.query<{ datname: string }>("SELECT datname FROM pg_catalog.pg_database WHERE datallowconn ORDER BY datname")).rows.map((r) => r.datname);
     const tenants = await admin.query<{ datname: string }>(
@@ -212,6 +214,12 @@ export type StartPgBouncerOptions = {
   maxDbConnections?: number;
   /** Client connections in all (`max_client_conn`). */
   maxClientConnections?: number;
+  /**
+   * Connections of the lookup login (`mds_pooler`), all databases together: its `CONNECTION LIMIT` in PostgreSQL and
+   * its `max_user_connections` in PgBouncer, which then closes the longest idle of them (in whatever database) to make
+   * room for a lookup in another. Default 100.
+   */
+  authConnections?: number;
   logger?: Logger;
   binary?: PgBouncerBinary;
 };
@@ -288,7 +296,8 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
   await stopOrphan(pidFile, configFile, options.logger);
 
   const password = randomBytes(24).toString("base64url");
-  await preparePoolerAuth(options.server.adminUrl, password, options.logger);
+  const authConnections = options.authConnections ?? defaultAuthConnections;
+  await preparePoolerAuth(options.server.adminUrl, password, options.logger, authConnections);
   // The admin console's user exists only in PgBouncer: its SCRAM verifier is in the auth file, its password only in
   // this process's memory (for KILL/RESUME when a login's sessions end).
   const adminPassword = randomBytes(24).toString("base64url");
@@ -334,7 +343,12 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
       log_disconnections: 0,
       application_name_add_host: 0,
     };
-    const ini = `[databases]\n* = host=${options.server.host} port=${options.server.port}\n\n[pgbouncer]\n${Object.entries(settings)
+    // PgBouncer runs the lookup in the database each client names, and keeps that connection idle for
+    // server_idle_timeout: without a cap of its own, failed logins naming as many databases as PostgreSQL lets the
+    // lookup login hold would pin all of them, and every other tenant's pooled login would fail meanwhile. At the cap,
+    // PgBouncer evicts the lookup login's longest idle connection instead of asking PostgreSQL for one more.
+    const users = `${poolerRole} = max_user_connections=${authConnections}`;
+    const ini = `[databases]\n* = host=${options.server.host} port=${options.server.port}\n\n[users]\n${users}\n\n[pgbouncer]\n${Object.entries(settings)
       .map(([k, v]) => `${k} = ${v}`)
       .join("\n")}\n`;
     await writeFile(configFile, ini, { mode: 0o600 });

@@ -19,6 +19,11 @@ export const ServiceConfig = z.strictObject({
   backupsPerWorkspace: z.number().int().min(1).default(100),
   /** Bytes of all kept backups (daily ones included) of one workspace past which a manual backup is 409. */
   backupBytesPerWorkspace: z.number().int().min(1).default(50 * 1024 ** 3),
+  /**
+   * Live databases one workspace may have, all projects together; past it creating one (or a project with its default
+   * database) is 409. Bounds what its daily backups (never refused) can take, and its first connections.
+   */
+  databasesPerWorkspace: z.number().int().min(1).default(1000),
   /** Live connections (login roles) one workspace may have, all databases together; past it minting one is 409. */
   connectionsPerWorkspace: z.number().int().min(1).default(100),
   /**

@@ -5,6 +5,7 @@ import { tenantLimitsOf } from "./config.ts";
 import type { ServiceDeps } from "./deps.ts";
 import { serverPool } from "./deps.ts";
 import { cloneInto } from "./clone.ts";
+import { reserveBeforeDump } from "./domain/backups.ts";
 import { privateDirectory } from "./dump.ts";
 import { jobLoginName } from "./job-login.ts";
 import { JobFatalError, type Job, type JobHandler, type JobKind } from "./jobs.ts";
@@ -82,6 +83,8 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
       const exists = await serverPool(deps, db).query("SELECT 1 FROM pg_database WHERE datname = $1", [db.pg_name]);
       if (!exists.rowCount) throw new JobFatalError("database does not exist on its server");
     }
+    // The database may have grown since the request: past the workspace's byte quota, a manual backup fails here.
+    await reserveBeforeDump(deps, db, backupId);
     const file = backupFile(deps, db.id, backupId);
     await privateDirectory(deps.config.backupDir);
     await privateDirectory(path.dirname(file));

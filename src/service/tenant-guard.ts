@@ -2,7 +2,7 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import type { Region } from "../contract/index.ts";
 import { tenantLimitsOf, type ServiceConfig, type TenantLimits } from "./config.ts";
-import { databaseLimitStatement } from "./provisioner.ts";
+import { databaseLimitStatement, ident } from "./provisioner.ts";
 import { alterBriefly } from "./tenant-limits.ts";
 import type { RegionServer } from "./servers.ts";
 
@@ -13,16 +13,22 @@ import type { RegionServer } from "./servers.ts";
 // the guard looks, every `tenantGuardIntervalMs`, at what each region server has, and puts it back:
 //   - a tenant database whose CONNECTION LIMIT or IS_TEMPLATE differs from ours gets ours again;
 //   - tenant sessions past their login's, their database's or their workspace's connection limit are ended, newest
-//     first (the oldest keep running), and so are those idle in a transaction longer than the region's timeout.
+//     first (the oldest keep running), and so are those idle in a transaction longer than the region's timeout;
+//   - any session of a revoked login or of a deleted database is ended and the login shut (NOLOGIN): revocation and
+//     deletion do that themselves, this is for when they could not reach the server (counted toward no limit, such a
+//     session would be free).
 // Cost per server and tick: one query on the server (pg_stat_activity and pg_database, as one statement) and, only
 // when it shows a login or a database the guard has not seen lately, one indexed lookup in the control database.
 // Every replica runs it; two guards ending the same session or setting the same limit is harmless.
 
 /** A tenant session as the server shows it, oldest first. `idleMs`: how long it is idle in a transaction (else null). */
 export type ServerSession = { pid: number; login: string; database: string; idleMs: number | null };
-/** What the control database says of a login: its database, workspace and region (for the limits). */
-export type LoginOwner = { database: string; workspace: string; region: string };
-export type SessionVerdict = { pid: number; reason: "idle in transaction" | "login limit" | "database limit" | "workspace limit" };
+/**
+ * What the control database says of a login: its database, workspace and region (for the limits), and whether it is
+ * revoked (itself, or its database deleted).
+ */
+export type LoginOwner = { database: string; workspace: string; region: string; revoked: boolean };
+export type SessionVerdict = { pid: number; reason: "revoked" | "idle in transaction" | "login limit" | "database limit" | "workspace limit" };
 
 /**
  * Which sessions to end. `sessions` oldest first; sessions of logins not in `owners` (the pooler's lookup, job
@@ -39,7 +45,8 @@ export function sessionsToEnd(sessions: ServerSession[], owners: Map<string, Log
     const limits = limitsOf(owner.region);
     const keys = { login: `l:${s.login}`, database: `d:${owner.database}`, workspace: `w:${owner.workspace}` };
     let reason: SessionVerdict["reason"] | undefined;
-    if (s.idleMs !== null && limits.idleInTransactionTimeoutMs > 0 && s.idleMs > limits.idleInTransactionTimeoutMs) reason = "idle in transaction";
+    if (owner.revoked) reason = "revoked";
+    else if (s.idleMs !== null && limits.idleInTransactionTimeoutMs > 0 && s.idleMs > limits.idleInTransactionTimeoutMs) reason = "idle in transaction";
     else if (!within(keys.login, limits.loginConnectionLimit)) reason = "login limit";
     else if (!within(keys.database, limits.databaseConnectionLimit)) reason = "database limit";
     else if (!within(keys.workspace, limits.workspaceConnectionLimit)) reason = "workspace limit";
@@ -75,8 +82,31 @@ type ChangedDatabase = { name: string; limit: number; template: boolean };
 /** Limits the guard may fail to put back (a lock held) in one tick of one server before it leaves the rest for the next. */
 const maxRefusedPerTick = 3;
 
-/** How long a login the control database does not know (the pooler's, a job's) is not asked about again. */
-const unknownTtlMs = 30_000;
+/**
+ * Tries `putBack` on each database, in name order starting after `after` and wrapping around, until it is refused
+ * `maxRefusedPerTick` times (each refusal waited 200 ms: a few per tick, the rest next time, so many locked databases
+ * cannot stall the guard). Returns where it stopped (the last refused database), or undefined when it tried them all:
+ * the next tick starts after it, so a few databases whose rows their tenants keep locked cannot come first every tick
+ * and starve every other database's put-back.
+ */
+export async function putBackInTurn(names: string[], after: string | undefined, putBack: (name: string) => Promise<boolean>): Promise<string | undefined> {
+  const sorted = [...names].sort();
+  const next = sorted.findIndex((n) => after !== undefined && n > after);
+  const start = next < 0 ? 0 : next;
+  let refused = 0;
+  for (let i = 0; i < sorted.length; i++) {
+    const name = sorted[(start + i) % sorted.length]!;
+    if (await putBack(name)) continue;
+    if (++refused >= maxRefusedPerTick) return name;
+  }
+  return undefined;
+}
+
+/**
+ * How long what the control database said of a login is believed: a login it does not know (the pooler's, a job's)
+ * is not asked about again, a known one not checked again for revocation, for that long.
+ */
+const ownerTtlMs = 30_000;
 
 export type TenantGuard = { stop(): Promise<void>; /** One pass over every server now (tests, and the first pass at start). */ tick(): Promise<void> };
 
@@ -92,22 +122,26 @@ export function startTenantGuard(input: { config: ServiceConfig; control: pg.Poo
       byPool.set(s.pool, entry);
     }
   }
-  const owners = new Map<string, LoginOwner>();
+  const owners = new Map<string, LoginOwner & { until: number }>();
   const unknown = new Map<string, number>();
   const failing = new Set<pg.Pool>();
+  /** Per server: the database where the last tick's put-back stopped; the next starts after it. */
+  const cursors = new Map<pg.Pool, string | undefined>();
 
   async function ownersOf(logins: string[]): Promise<Map<string, LoginOwner>> {
     const now = Date.now();
-    const missing = logins.filter((l) => !owners.has(l) && (unknown.get(l) ?? 0) < now);
+    const missing = logins.filter((l) => (owners.get(l)?.until ?? 0) < now && (unknown.get(l) ?? 0) < now);
     if (missing.length > 0) {
       const { rows } = await input.control.query<{ login: string } & LoginOwner>(
-        `SELECT c.role_name AS login, d.pg_name AS database, d.workspace_id AS workspace, d.region
+        `SELECT c.role_name AS login, d.pg_name AS database, d.workspace_id AS workspace, d.region,
+                (c.revoked_at IS NOT NULL OR d.deleted_at IS NOT NULL) AS revoked
          FROM connections c JOIN databases d ON d.id = c.database_id
-         WHERE c.role_name = ANY($1) AND c.revoked_at IS NULL AND d.deleted_at IS NULL`,
+         WHERE c.role_name = ANY($1)`,
         [missing],
       );
-      for (const { login, ...owner } of rows) owners.set(login, owner);
-      for (const l of missing) if (!owners.has(l)) unknown.set(l, now + unknownTtlMs);
+      for (const l of missing) owners.delete(l);
+      for (const { login, ...owner } of rows) owners.set(login, { ...owner, until: now + ownerTtlMs });
+      for (const l of missing) if (!owners.has(l)) unknown.set(l, now + ownerTtlMs);
     }
     // Forget what no session uses any more, so the maps stay the size of the server's sessions.
     const seen = new Set(logins);
@@ -120,7 +154,12 @@ export function startTenantGuard(input: { config: ServiceConfig; control: pg.Poo
     const { rows } = await pool.query<{ sessions: ServerSession[]; changed: ChangedDatabase[] }>(serverStateSql, [[...new Set(server.limits)]]);
     const { sessions, changed } = rows[0]!;
     // Sessions first: putting a limit back can wait on a lock the tenant holds; ending sessions never does.
-    const ended = sessionsToEnd(sessions, await ownersOf([...new Set(sessions.map((s) => s.login))]), limitsOf);
+    const known = await ownersOf([...new Set(sessions.map((s) => s.login))]);
+    const ended = sessionsToEnd(sessions, known, limitsOf);
+    // A revoked login first loses LOGIN (else it would be back before the next tick); a lock its tenant holds on the
+    // role only delays that to a later tick.
+    const revoked = new Set(ended.filter((e) => e.reason === "revoked").map((e) => sessions.find((s) => s.pid === e.pid)!.login));
+    for (const login of revoked) await alterBriefly(pool, `ALTER ROLE ${ident(login)} NOLOGIN`).catch(() => {});
     if (ended.length > 0) {
       await pool.query("SELECT pg_catalog.pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [ended.map((e) => e.pid)]);
       const reasons: Record<string, number> = {};
@@ -131,23 +170,23 @@ export function startTenantGuard(input: { config: ServiceConfig; control: pg.Poo
     const { rows: ours } = await input.control.query<{ pg_name: string; region: string }>("SELECT pg_name, region FROM databases WHERE pg_name = ANY($1) AND deleted_at IS NULL", [
       changed.map((d) => d.name),
     ]);
-    let refused = 0;
-    for (const { pg_name, region } of ours) {
-      // Each refusal waited 200 ms: a few per tick, the rest next time, so many locked databases cannot stall the guard.
-      if (refused >= maxRefusedPerTick) break;
-      const d = changed.find((c) => c.name === pg_name)!;
-      const limit = limitsOf(region).databaseConnectionLimit;
-      if (d.limit === limit && !d.template) continue;
+    const regionOf = new Map(ours.map((d) => [d.pg_name, d.region]));
+    const putBack = async (name: string): Promise<boolean> => {
+      const d = changed.find((c) => c.name === name)!;
+      const limit = limitsOf(regionOf.get(name)!).databaseConnectionLimit;
+      if (d.limit === limit && !d.template) return true;
       try {
         // A tenant transaction that changed the database's row holds it: give up quickly and try again next tick
         // (its sessions are bounded above meanwhile), rather than stall the guard of every tenant.
-        await alterBriefly(pool, databaseLimitStatement(pg_name, { databaseConnectionLimit: limit }));
-        logger.warn({ server: server.name, database: pg_name, connectionLimit: d.limit, template: d.template }, "put back a tenant database's connection limit its owner had changed");
+        await alterBriefly(pool, databaseLimitStatement(name, { databaseConnectionLimit: limit }));
+        logger.warn({ server: server.name, database: name, connectionLimit: d.limit, template: d.template }, "put back a tenant database's connection limit its owner had changed");
+        return true;
       } catch (err) {
-        refused++;
-        logger.warn({ server: server.name, database: pg_name, err: { message: (err as Error).message } }, "cannot put back a tenant database's connection limit yet");
+        logger.warn({ server: server.name, database: name, err: { message: (err as Error).message } }, "cannot put back a tenant database's connection limit yet");
+        return false;
       }
-    }
+    };
+    cursors.set(pool, await putBackInTurn([...regionOf.keys()], cursors.get(pool), putBack));
   }
 
   async function tick(): Promise<void> {

@@ -1,12 +1,13 @@
 import type pg from "pg";
 import { newId } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
+import { serverPool, type ServiceDeps } from "../deps.ts";
 import type { ServiceConfig } from "../config.ts";
-import { conflict, notFound } from "../errors.ts";
+import { conflict, notFound, ServiceError } from "../errors.ts";
 import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
-import { enqueueJob } from "../jobs.ts";
-import type { BackupRow } from "../rows.ts";
+import { enqueueJob, JobFatalError } from "../jobs.ts";
+import type { BackupRow, DatabaseRow } from "../rows.ts";
 import { getDatabase, listBackups } from "../store.ts";
+import { inTransaction } from "../store/pool.ts";
 
 // A backup is a row and a `backup` job (job-handlers.ts) that pg_dumps the database into a sealed archive. Manual
 // ones come from the API, daily ones from the maintenance pass (scheduler.ts).
@@ -20,32 +21,73 @@ export async function backupPage(deps: ServiceDeps, workspaceId: string, databas
   return { items: rows.slice(0, limit), hasMore: rows.length > limit, limit };
 }
 
-// Any fixed number (with the workspace's hash): serialises one workspace's backup requests until their transactions end.
+// Any fixed number (with the workspace's hash): serialises one workspace's backup requests (and their jobs' checks
+// before pg_dump) until their transactions end.
 const quotaLock = 7_221_023;
+
+type QuotaConfig = Pick<ServiceConfig, "backupsPerWorkspace" | "backupBytesPerWorkspace" | "backupRetentionDays">;
 
 /**
  * One workspace must not fill the backup disk. Manual backups count against `backupsPerWorkspace` (running and
  * completed ones, until they expire); the bytes of every kept backup (daily ones too) against
- * `backupBytesPerWorkspace`. Daily backups are never refused: they are the service's promise. Nothing is deleted to
- * make room: a refused request is a 409 that names the limit. Bytes are known once a backup completes, so the one
- * that crosses the limit is taken; the next is refused.
+ * `backupBytesPerWorkspace`: a completed one its archive's size, a running one its reservation (its database's size,
+ * `pg_database_size`, a bound above its archive's). A manual backup is taken only if its own reservation fits too,
+ * so a hundred concurrent requests cannot all pass while nothing has completed yet. Daily backups are never refused
+ * (they are the service's promise) but their bytes count: a workspace near its limit has its manual backups refused
+ * first. Nothing is deleted to make room: a refused request is a 409 that names the limit.
  */
-async function checkBackupQuota(client: pg.PoolClient, config: Pick<ServiceConfig, "backupsPerWorkspace" | "backupBytesPerWorkspace" | "backupRetentionDays">, workspaceId: string): Promise<void> {
+async function checkBackupQuota(client: pg.PoolClient, config: QuotaConfig, workspaceId: string, input: { estimate: number; except?: string }): Promise<void> {
   await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [quotaLock, workspaceId]);
   const { rows } = await client.query<{ manual: number; bytes: string }>(
-    `SELECT count(*) FILTER (WHERE b.trigger = 'manual')::int AS manual, coalesce(sum(b.size), 0)::text AS bytes
+    `SELECT count(*) FILTER (WHERE b.trigger = 'manual')::int AS manual, coalesce(sum(coalesce(b.size, b.reserved_bytes, 0)), 0)::text AS bytes
      FROM backups b JOIN databases d ON d.id = b.database_id
-     WHERE d.workspace_id = $1 AND b.deleted_at IS NULL AND b.status <> 'failed'`,
-    [workspaceId],
+     WHERE d.workspace_id = $1 AND b.deleted_at IS NULL AND b.status <> 'failed' AND b.id IS DISTINCT FROM $2`,
+    [workspaceId, input.except ?? null],
   );
   const { manual, bytes } = rows[0]!;
   const hint = `backups expire ${config.backupRetentionDays} days after they were taken; or ask the service's operator to raise`;
-  if (manual >= config.backupsPerWorkspace) {
+  if (input.except === undefined && manual >= config.backupsPerWorkspace) {
     throw conflict(`cannot take a backup: this workspace keeps ${manual} manual backups, its limit is ${config.backupsPerWorkspace}`, `${hint} backupsPerWorkspace`);
   }
-  if (Number(bytes) >= config.backupBytesPerWorkspace) {
-    throw conflict(`cannot take a backup: this workspace's backups hold ${bytes} bytes, its limit is ${config.backupBytesPerWorkspace} bytes`, `${hint} backupBytesPerWorkspace`);
+  if (Number(bytes) + input.estimate > config.backupBytesPerWorkspace) {
+    throw conflict(
+      `cannot take a backup: this workspace's backups hold or reserve ${bytes} bytes and this one needs up to ${input.estimate} (its database's size), its limit is ${config.backupBytesPerWorkspace} bytes`,
+      `${hint} backupBytesPerWorkspace`,
+    );
   }
+}
+
+/**
+ * What a backup of `db` reserves: the database's size on its server, a bound above its archive's (pg_dump writes the
+ * rows compressed, and no index). A server out of reach: its last archive's size (the job checks again before pg_dump).
+ */
+export async function backupEstimate(deps: ServiceDeps, db: DatabaseRow): Promise<number> {
+  try {
+    const { rows } = await serverPool(deps, db).query<{ size: string }>("SELECT coalesce((SELECT pg_catalog.pg_database_size(oid) FROM pg_catalog.pg_database WHERE datname = $1), 0)::text AS size", [db.pg_name]);
+    return Number(rows[0]!.size);
+  } catch {
+    const { rows } = await deps.pool.query<{ size: string }>("SELECT coalesce((SELECT size FROM backups WHERE database_id = $1 AND status = 'completed' ORDER BY created_at DESC LIMIT 1), 0)::text AS size", [db.id]);
+    return Number(rows[0]!.size);
+  }
+}
+
+/**
+ * In the backup job, before pg_dump: the database may have grown since the request. Its reservation becomes its size
+ * now; a manual backup that no longer fits fails (with the limit named), a daily one is never refused.
+ */
+export async function reserveBeforeDump(deps: ServiceDeps, db: DatabaseRow, backupId: string): Promise<void> {
+  const estimate = await backupEstimate(deps, db);
+  await inTransaction(deps.pool, async (client) => {
+    const { rows } = await client.query<{ trigger: string }>("SELECT trigger FROM backups WHERE id = $1", [backupId]);
+    if (rows[0]?.trigger === "manual") {
+      try {
+        await checkBackupQuota(client, deps.config, db.workspace_id, { estimate, except: backupId });
+      } catch (err) {
+        throw new JobFatalError(err instanceof ServiceError ? `${err.message} (the database grew after the backup was requested)` : (err as Error).message, { cause: err });
+      }
+    }
+    await client.query("UPDATE backups SET reserved_bytes = $2 WHERE id = $1", [backupId, estimate]);
+  });
 }
 
 /** POST …/backups, in one transaction with its Idempotency-Key record. `respond` renders it: that rendering is what a replay returns. */
@@ -53,17 +95,23 @@ export function takeBackup(deps: ServiceDeps, request: CreationRequest, database
   return createOnce(deps, request, async (client) => {
     const db = await getDatabase(client, request.workspaceId, databaseId, true);
     if (!db) throw notFound("database", databaseId);
-    await checkBackupQuota(client, deps.config, request.workspaceId);
-    return respond(await insertBackup(client, databaseId, "manual"));
+    const estimate = await backupEstimate(deps, db);
+    await checkBackupQuota(client, deps.config, request.workspaceId, { estimate });
+    return respond(await insertBackup(client, databaseId, "manual", estimate));
   });
 }
 
-/** The backup's row and its job; runs in the caller's transaction. */
-export async function insertBackup(client: Pick<pg.Pool, "query">, databaseId: string, trigger: "manual" | "daily"): Promise<BackupRow> {
+/**
+ * The backup's row and its job; runs in the caller's transaction. `reserved`: what it counts against the byte quota
+ * until it completes; none given (daily backups), its database's last archive's size.
+ */
+export async function insertBackup(client: Pick<pg.Pool, "query">, databaseId: string, trigger: "manual" | "daily", reserved?: number): Promise<BackupRow> {
   const id = newId("backup");
   const { rows } = await client.query<BackupRow>(
-    "INSERT INTO backups (id, database_id, status, trigger) VALUES ($1, $2, 'running', $3) RETURNING id, database_id, status, size, sha256, path, created_at",
-    [id, databaseId, trigger],
+    `INSERT INTO backups (id, database_id, status, trigger, reserved_bytes)
+     VALUES ($1, $2, 'running', $3, coalesce($4, (SELECT size FROM backups WHERE database_id = $2 AND status = 'completed' ORDER BY created_at DESC LIMIT 1), 0))
+     RETURNING id, database_id, status, size, sha256, path, created_at`,
+    [id, databaseId, trigger, reserved ?? null],
   );
   await enqueueJob(client, { kind: "backup", targetId: databaseId, payload: { backupId: id } });
   return rows[0]!;

@@ -1,10 +1,11 @@
 import type pg from "pg";
 import type { SourceBody } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
+import { serverPool, type ServiceDeps } from "../deps.ts";
 import { conflict, notFound } from "../errors.ts";
 import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
 import { enqueueJob } from "../jobs.ts";
 import { decodeCursor, paginate } from "../pagination.ts";
+import { revokeLoginRole } from "../provisioner.ts";
 import type { ConnectionRow, DatabaseRow } from "../rows.ts";
 import { connectionsOf, getDatabase, getProject, listDatabases } from "../store.ts";
 import { inTransaction } from "../store/pool.ts";
@@ -152,8 +153,11 @@ async function logicalIdHolder(client: pg.PoolClient, projectId: string, branchI
 }
 
 /**
- * Hides the database and revokes its connections at once; a `drop` job removes the PostgreSQL database, its roles and
- * its backups. A project's default database goes only when it is the project's last.
+ * Hides the database and revokes its connections at once: its logins can no longer log in and none of their sessions
+ * remain when this returns (as a connection's revocation). A `drop` job removes the PostgreSQL database, its roles and
+ * its backups later, maybe much later (it waits behind the database's other jobs); until then a revoked login left
+ * LOGIN would hold sessions that no limit counts and no quota charges. A project's default database goes only when
+ * it is the project's last.
  */
 export async function deleteDatabase(deps: ServiceDeps, workspaceId: string, id: string): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
@@ -164,8 +168,20 @@ export async function deleteDatabase(deps: ServiceDeps, workspaceId: string, id:
       if (Number(rows[0]!.n) > 0) throw conflict(`cannot delete database "${id}": it is the project's default database and the project has other databases`, "make another database the default first (PATCH isDefault: true)");
     }
     await client.query("UPDATE databases SET deleted_at = now(), is_default = false WHERE id = $1", [id]);
-    await client.query("UPDATE connections SET revoked_at = coalesce(revoked_at, now()) WHERE database_id = $1", [id]);
+    const { rows: logins } = await client.query<{ role_name: string }>(
+      "UPDATE connections SET revoked_at = coalesce(revoked_at, now()) WHERE database_id = $1 AND revoked_at IS NULL RETURNING role_name",
+      [id],
+    );
     await enqueueJob(client, { kind: "drop", targetId: id });
+    // Under the database's row lock, like a revocation: a provision job running now revokes them again when it ends.
+    const pool = serverPool(deps, db);
+    for (const { role_name } of logins) {
+      // A server out of reach must not make the database undeletable: the tenant guard ends any session of a revoked
+      // login it finds (and shuts the login), and the drop job drops them.
+      await revokeLoginRole(pool, role_name).catch((err: Error) =>
+        deps.logger.warn({ database: id, err: { message: err.message } }, "cannot revoke a deleted database's login yet; the tenant guard and the drop job will"),
+      );
+    }
   });
   deps.wakeJobs();
 }

@@ -22,6 +22,25 @@ export function generatedName(prefix: string): string {
   return `${prefix}-${randomBytes(4).toString("hex")}`;
 }
 
+// Any fixed number (with the workspace's hash): serialises one workspace's database creations from the count to commit.
+const quotaLock = 7_221_024;
+
+/**
+ * A workspace's databases are capped (`databasesPerWorkspace`): each has a daily backup that is never refused and a
+ * first connection that is never refused, so without a cap neither would be bounded. Under a transaction lock per
+ * workspace, taken last of the checks (creations of one workspace wait for each other only from here to commit).
+ */
+async function checkDatabaseQuota(client: pg.PoolClient, limit: number, workspaceId: string): Promise<void> {
+  await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [quotaLock, workspaceId]);
+  const { rows } = await client.query<{ n: number }>("SELECT count(*)::int AS n FROM databases WHERE workspace_id = $1 AND deleted_at IS NULL", [workspaceId]);
+  if (rows[0]!.n >= limit) {
+    throw conflict(
+      `cannot create a database: this workspace has ${rows[0]!.n} live databases, its limit is ${limit}`,
+      "delete a database you no longer use (DELETE /v1/databases/{id}), or ask the service's operator to raise databasesPerWorkspace",
+    );
+  }
+}
+
 /** Creates the rows of a new database and its first connection, and enqueues its provisioning; runs in the caller's transaction. */
 export async function createDatabaseRows(
   deps: ServiceDeps,
@@ -49,13 +68,14 @@ export async function createDatabaseRows(
   const pgName = newPgName();
   const name = input.name ?? generatedName("database");
   const connectionId = newId("connection");
+  const password = randomPassword();
+  const verifier = await scramVerifier(password);
+  await checkDatabaseQuota(client, deps.config.databasesPerWorkspace, project.workspace_id);
   await client.query(
     `INSERT INTO databases (id, project_id, workspace_id, name, region, server, status, is_default, pg_name, owner_role, source, logical_id, default_connection_id, branch_id)
      VALUES ($1, $2, $3, $4, $5, $6, 'provisioning', $7, $8, $9, $10, $11, $12, $13)`,
     [id, project.id, project.workspace_id, name, region, server.name, input.isDefault, pgName, ownerRoleOf(pgName), JSON.stringify(source), input.logicalId ?? null, connectionId, input.branchId ?? null],
   );
-  const password = randomPassword();
-  const verifier = await scramVerifier(password);
   const { rows: conns } = await client.query<ConnectionRow>(
     `INSERT INTO connections (id, database_id, name, role_name, verifier) VALUES ($1, $2, $3, $4, $5)
      RETURNING id, database_id, name, role_name, created_at`,
