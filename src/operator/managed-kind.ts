@@ -84,5 +84,5 @@ export interface ManagedKind<T extends ManagedObject> {
    * Another resource ("namespace/name") that manages this one's remote object (src/resources/adoption.ts): then
    * this one acts on nothing remote, and its deletionPolicy Delete deletes nothing.
    */
-  managerOtherThan?(obj: T): string | undefined;
+  managerOtherThan?(obj: T): Promise<string | undefined>;
 }

@@ -113,7 +113,7 @@ class LoopRun<T extends ManagedObject> {
       return this.create(external);
     }
     // Read-only so far: a second claimant is refused before it updates, mints or publishes anything.
-    const manager = this.kind.managerOtherThan?.(this.obj);
+    const manager = await this.kind.managerOtherThan?.(this.obj);
     if (manager !== undefined) throw this.adoptionConflict(manager);
     if (observed.drift.length > 0) {
       await external.update(this.obj);
@@ -288,7 +288,7 @@ class LoopRun<T extends ManagedObject> {
     if (!fins.includes(this.finalizer)) return done();
     const policy = this.obj.spec.deletionPolicy ?? "Retain";
     const secretName = this.obj.status?.secretName ?? (this.obj.spec.connectionSecret !== undefined ? secretNameOf(this.obj) : undefined);
-    const spared = policy === "Delete" ? this.sparedFromDeletion() : undefined;
+    const spared = policy === "Delete" ? await this.sparedFromDeletion() : undefined;
     if (spared !== undefined) {
       this.deps.events.record(this.obj, "Normal", "Retained", `Kept the remote ${this.noun} despite deletionPolicy Delete: ${spared}`);
     }
@@ -323,11 +323,11 @@ class LoopRun<T extends ManagedObject> {
   }
 
   /** Why deletionPolicy Delete must not delete the remote object: it was only observed, never adopted, or is another's. */
-  private sparedFromDeletion(): string | undefined {
+  private async sparedFromDeletion(): Promise<string | undefined> {
     if (this.observeOnly) return "managementPolicy is ObserveOnly";
     const externalId = this.obj.spec.externalId;
     if (externalId !== undefined && this.obj.status?.id !== externalId) return `the adoption of "${externalId}" was never accepted`;
-    const manager = this.kind.managerOtherThan?.(this.obj);
+    const manager = await this.kind.managerOtherThan?.(this.obj);
     if (manager !== undefined) return `${this.kind.kind} "${manager}" manages it`;
     return undefined;
   }

@@ -33,6 +33,7 @@ export interface RemoteMirror {
   getProject(id: string): Promise<Project | undefined>;
   /** What the mirror holds, without any call. */
   peekDatabase(id: string): MirroredDatabase | undefined;
+  peekProject(id: string): Project | undefined;
   /** Databases of a project as last listed or read. */
   databasesOf(projectId: string): MirroredDatabase[];
   /**
@@ -282,6 +283,9 @@ export function createRemoteMirror(options: {
     },
     peekDatabase(id) {
       return databases.get(id)?.value;
+    },
+    peekProject(id) {
+      return projects.get(id)?.value;
     },
     databasesOf(projectId) {
       return [...databases.values()].map((e) => e.value).filter((db) => db.project.id === projectId);

@@ -7,7 +7,7 @@ import { encodeData } from "../operator/connection-secret.ts";
 import { createCredentialPool } from "../operator/credentials.ts";
 import { reconcileManaged } from "../operator/managed-reconciler.ts";
 import type { ObjectCache } from "../operator/kind.ts";
-import { managerOtherThan, protectingDatabaseOf, wakeOtherClaimants } from "./adoption.ts";
+import { managerOtherThan, protectingDatabaseOf, wakeOtherClaimants, type SeenByClaimant } from "./adoption.ts";
 import { databaseKind } from "./database/controller.ts";
 import { DatabaseType, ProjectType } from "./types.ts";
 
@@ -25,64 +25,77 @@ function db(ns: string, name: string, created: string, more: { spec?: object; st
     ...(more.status === undefined ? {} : { status: more.status }),
   } as KubeObject;
 }
+/** Every claimant's own credentials see the object (a token of the same workspace). */
+const seenByAll: SeenByClaimant = () => Promise.resolve(true);
 const cacheOf = (...objs: KubeObject[]): ObjectCache => ({ get: (ns, name) => objs.find((o) => o.metadata.namespace === ns && o.metadata.name === name), list: () => objs });
 
 describe("who manages a remote id", () => {
   const older = db("a", "older", "2026-01-01T00:00:00Z");
   const younger = db("b", "younger", "2026-01-01T00:00:05Z");
 
-  it("the resource that recorded the id, however young", () => {
+  it("the resource that recorded the id, however young", async () => {
     const recorded = db("z", "recorded", "2026-01-03T00:00:00Z", { status: { id } });
     const all = cacheOf(older, younger, recorded);
-    expect(managerOtherThan(all, recorded)).toBeUndefined();
-    expect(managerOtherThan(all, older)).toBe("z/recorded");
-    expect(managerOtherThan(all, younger)).toBe("z/recorded");
+    expect(await managerOtherThan(all, recorded, seenByAll)).toBeUndefined();
+    expect(await managerOtherThan(all, older, seenByAll)).toBe("z/recorded");
+    expect(await managerOtherThan(all, younger, seenByAll)).toBe("z/recorded");
   });
 
-  it("else the oldest, then namespace/name; every claimant agrees, whichever runs first", () => {
-    expect(managerOtherThan(cacheOf(older, younger), older)).toBeUndefined();
-    expect(managerOtherThan(cacheOf(older, younger), younger)).toBe("a/older");
+  it("else the oldest, then namespace/name; every claimant agrees, whichever runs first", async () => {
+    expect(await managerOtherThan(cacheOf(older, younger), older, seenByAll)).toBeUndefined();
+    expect(await managerOtherThan(cacheOf(older, younger), younger, seenByAll)).toBe("a/older");
     const twin = db("a", "alpha", "2026-01-01T00:00:00Z");
-    expect(managerOtherThan(cacheOf(older, twin), older)).toBe("a/alpha");
-    expect(managerOtherThan(cacheOf(older, twin), twin)).toBeUndefined();
+    expect(await managerOtherThan(cacheOf(older, twin), older, seenByAll)).toBe("a/alpha");
+    expect(await managerOtherThan(cacheOf(older, twin), twin, seenByAll)).toBeUndefined();
   });
 
-  it("with both recorded (an older operator let both adopt): the oldest, so the pair converges to one", () => {
+  it("with both recorded (an older operator let both adopt): the oldest, so the pair converges to one", async () => {
     const a = db("a", "a", "2026-01-01T00:00:00Z", { status: { id } });
     const b = db("b", "b", "2026-01-01T00:00:01Z", { status: { id } });
-    expect(managerOtherThan(cacheOf(a, b), a)).toBeUndefined();
-    expect(managerOtherThan(cacheOf(a, b), b)).toBe("a/a");
+    expect(await managerOtherThan(cacheOf(a, b), a, seenByAll)).toBeUndefined();
+    expect(await managerOtherThan(cacheOf(a, b), b, seenByAll)).toBe("a/a");
   });
 
-  it("an older claimant that is Stalled without having recorded the id holds nobody back (its token may not even see it)", () => {
+  it("an older claimant that is Stalled without having recorded the id holds nobody back (its token may not even see it)", async () => {
     const stalled = { conditions: [{ type: "Stalled", status: "True", reason: "AdoptionRefused", message: "not found with credentials team-b/…" }] };
     const intruder = db("team-b", "squatter", "2026-01-01T00:00:00Z", { status: stalled });
-    expect(managerOtherThan(cacheOf(intruder, younger), younger)).toBeUndefined();
+    expect(await managerOtherThan(cacheOf(intruder, younger), younger, seenByAll)).toBeUndefined();
     // Once the younger one recorded the id, the intruder comes second even when it is no longer stalled.
     const recorded = db("b", "younger", "2026-01-01T00:00:05Z", { status: { id } });
-    expect(managerOtherThan(cacheOf(older, recorded), older)).toBe("b/younger");
+    expect(await managerOtherThan(cacheOf(older, recorded), older, seenByAll)).toBe("b/younger");
     // A recorded manager keeps the object while it is stalled for another reason.
     const stuck = db("a", "manager", "2026-01-01T00:00:09Z", { status: { id, ...stalled } });
-    expect(managerOtherThan(cacheOf(stuck, older), older)).toBe("a/manager");
+    expect(await managerOtherThan(cacheOf(stuck, older), older, seenByAll)).toBe("a/manager");
   });
 
-  it("an ObserveOnly resource neither claims nor is refused; a resource being deleted claims until it is gone", () => {
+  it("an ObserveOnly resource neither claims nor is refused; a resource being deleted claims until it is gone", async () => {
     const observer = db("a", "observer", "2026-01-01T00:00:00Z", { spec: { managementPolicy: "ObserveOnly" } });
-    expect(managerOtherThan(cacheOf(observer, younger), younger)).toBeUndefined();
-    expect(managerOtherThan(cacheOf(observer, younger), observer)).toBeUndefined();
+    expect(await managerOtherThan(cacheOf(observer, younger), younger, seenByAll)).toBeUndefined();
+    expect(await managerOtherThan(cacheOf(observer, younger), observer, seenByAll)).toBeUndefined();
     const leaving = db("a", "leaving", "2026-01-01T00:00:00Z", { status: { id }, deleting: true });
-    expect(managerOtherThan(cacheOf(leaving, younger), younger)).toBe("a/leaving");
+    expect(await managerOtherThan(cacheOf(leaving, younger), younger, seenByAll)).toBe("a/leaving");
   });
 
-  it("claims of other ids and resources without one do not count; the object given wins over its cached copy", () => {
+  it("claims of other ids and resources without one do not count; the object given wins over its cached copy", async () => {
     const other = db("a", "other", "2026-01-01T00:00:00Z", { spec: { externalId: "db_zzzzzzzz99" } });
     const fresh = db("b", "fresh", "2026-01-01T00:00:00Z", { spec: { externalId: undefined } });
-    expect(managerOtherThan(cacheOf(other, younger), younger)).toBeUndefined();
-    expect(managerOtherThan(cacheOf(older), fresh)).toBeUndefined();
+    expect(await managerOtherThan(cacheOf(other, younger), younger, seenByAll)).toBeUndefined();
+    expect(await managerOtherThan(cacheOf(older), fresh, seenByAll)).toBeUndefined();
     // The cache still has the pre-adoption copy; the loop's object has just recorded the id.
     const stale = db("b", "younger", "2026-01-01T00:00:05Z");
     const current = db("b", "younger", "2026-01-01T00:00:05Z", { status: { id } });
-    expect(managerOtherThan(cacheOf(older, stale), current)).toBeUndefined();
+    expect(await managerOtherThan(cacheOf(older, stale), current, seenByAll)).toBeUndefined();
+  });
+
+  it("a claimant whose own credentials cannot see the object holds nobody back, however old and whatever its status says", async () => {
+    // Team B wrote team A's id in the status (and spec) of an older Database of its own; its token sees another workspace.
+    const forged = db("team-b", "forger", "2026-01-01T00:00:00Z", { spec: { deletionProtection: true }, status: { id } });
+    const seenOutsideTeamB: SeenByClaimant = (claimant) => Promise.resolve(claimant.metadata.namespace !== "team-b");
+    expect(await managerOtherThan(cacheOf(forged, younger), younger, seenOutsideTeamB)).toBeUndefined();
+    expect(await managerOtherThan(cacheOf(forged, older, younger), younger, seenOutsideTeamB)).toBe("a/older");
+    expect(await protectingDatabaseOf(cacheOf(forged), id, seenOutsideTeamB)).toBeUndefined();
+    const guard = db("a", "guard", "2026-01-01T00:00:09Z", { spec: { deletionProtection: true }, status: { id } });
+    expect(await protectingDatabaseOf(cacheOf(forged, guard), id, seenOutsideTeamB)).toBe("a/guard");
   });
 
   it("a change of one claimant wakes the others of its id, including when it stops claiming", () => {
@@ -93,14 +106,14 @@ describe("who manages a remote id", () => {
     expect(wake.keys(observing, cacheOf(observing, younger))).toEqual(["b/younger"]);
   });
 
-  it("a project's deletion waits for a protected Database that manages one of its databases, not one being deleted", () => {
+  it("a project's deletion waits for a protected Database that manages one of its databases, not one being deleted", async () => {
     const guard = db("a", "guard", "2026-01-01T00:00:00Z", { spec: { deletionProtection: true }, status: { id } });
     const unprotected = db("a", "plain", "2026-01-01T00:00:00Z", { status: { id } });
     const pending = db("a", "pending", "2026-01-01T00:00:00Z", { spec: { deletionProtection: true } });
     const going = db("a", "going", "2026-01-01T00:00:00Z", { spec: { deletionProtection: true }, status: { id }, deleting: true });
-    expect(protectingDatabaseOf(cacheOf(unprotected, pending, going, guard), id)).toBe("a/guard");
+    expect(await protectingDatabaseOf(cacheOf(unprotected, pending, going, guard), id, seenByAll)).toBe("a/guard");
     // An adoption never accepted (no status.id) protects nothing: it names an id, it does not hold it.
-    expect(protectingDatabaseOf(cacheOf(unprotected, pending, going), id)).toBeUndefined();
+    expect(await protectingDatabaseOf(cacheOf(unprotected, pending, going), id, seenByAll)).toBeUndefined();
   });
 });
 

@@ -1,6 +1,7 @@
 import type { KubeObject } from "../kube/types.ts";
+import { ReconcileError } from "../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../operator/identity.ts";
-import type { KindRegistration, ObjectCache } from "../operator/kind.ts";
+import { resolveCredentials, type KindContext, type KindRegistration, type ObjectCache } from "../operator/kind.ts";
 
 // Adoption is exclusive: one remote object, one managing resource (per operator, as its informer caches see it).
 // Of the resources of a kind that claim the same remote id, one manages it; the others are refused before they
@@ -13,6 +14,13 @@ import type { KindRegistration, ObjectCache } from "../operator/kind.ts";
 // A claimant that has not recorded the id and is Stalled holds nobody back: it acts on nothing, and it may be
 // stalled because its token cannot even see the object (AdoptionRefused); otherwise any namespace could block
 // another team's adoption by naming the id first.
+// Nor does a claimant whose own credentials cannot see the object: spec.externalId, status.id and the annotation
+// are all anyone's to write who may write that resource (status too, with RBAC on the status subresource), so a
+// claim counts only when the credentials its spec resolves to (spec.credentials, else its namespace's Secret, else
+// the operator's where allowed: credentials.ts) see the remote object. Otherwise team B, having learnt an id of
+// team A's, could write it in the status of an older Database of its own and stall A's (or block A's Project's
+// deletion: protectingDatabaseOf). Namespaces whose tokens see one workspace can act on its objects anyway: among
+// them exclusivity guards against mistakes, and status is the operator's (docs/many-teams.md, RBAC).
 // Rule 1 makes the choice stable: once a claimant has recorded the id, a later or restarted reconcile of another
 // never takes it over; the informer cache's lag can at worst let two record it at the same moment, and then
 // rules 2 and 3 still pick one, the same one everywhere.
@@ -33,6 +41,28 @@ export function claimOf(obj: KubeObject): string | undefined {
 const recordedIn = (o: KubeObject, id: string) => (o["status"] as { id?: string } | undefined)?.id === id;
 const stalled = (o: KubeObject) => (o["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions?.some((c) => c.type === "Stalled" && c.status === "True") === true;
 
+/**
+ * Whether `claimant`'s own credentials, resolved from its spec and namespace (never its status), see remote object
+ * `id`: answered from what that token's mirror holds, with no call, so a claimant's slow or refused token never
+ * delays another's reconcile. A claimant that cannot see the object could not act on it, so holds nobody back.
+ */
+export type SeenByClaimant = (claimant: KubeObject, id: string) => Promise<boolean>;
+
+/** SeenByClaimant through the operator's credential pool: the claimant's token as its own reconcile would pick it. */
+export function seenWithOwnCredentials(ctx: Pick<KindContext, "pool" | "defaultCredentials">, kind: "database" | "project"): SeenByClaimant {
+  return async (claimant, id) => {
+    const spec = (claimant["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string | undefined } } | undefined };
+    try {
+      const own = await resolveCredentials(ctx, claimant.metadata.namespace ?? "default", spec);
+      return (kind === "database" ? own.mirror.peekDatabase(id) : own.mirror.peekProject(id)) !== undefined;
+    } catch (err) {
+      // No token for it: it acts on nothing. Anything else (the apiserver) is retried rather than guessed.
+      if (err instanceof ReconcileError && err.reason === "CredentialsMissing") return false;
+      throw err;
+    }
+  };
+}
+
 /** The objects of the cache that may claim `id`: the operator's index, or a scan where there is none. */
 const candidatesOf = (objects: ObjectCache, id: string) => objects.withRemoteId?.(id) ?? objects.list();
 
@@ -49,13 +79,14 @@ export function compareClaims(a: KubeObject, b: KubeObject, id: string): number 
  * when `obj` may act on it (it claims nothing, or it comes first). `objects` is the kind's informer cache; `obj`
  * itself is taken as given (it may be fresher than the cache).
  */
-export function managerOtherThan(objects: ObjectCache, obj: KubeObject): string | undefined {
+export async function managerOtherThan(objects: ObjectCache, obj: KubeObject, seen: SeenByClaimant): Promise<string | undefined> {
   const id = claimOf(obj);
   if (id === undefined) return undefined;
   let first: KubeObject = obj;
   for (const other of candidatesOf(objects, id)) {
     if (claimOf(other) !== id || key(other) === key(obj) || (!recordedIn(other, id) && stalled(other))) continue;
-    if (compareClaims(other, first, id) < 0) first = other;
+    // Only a claim that would come first is worth the credentials check.
+    if (compareClaims(other, first, id) < 0 && (await seen(other, id))) first = other;
   }
   return first === obj ? undefined : key(first);
 }
@@ -75,12 +106,13 @@ export function wakeOtherClaimants(kind: string): NonNullable<KindRegistration["
 /**
  * The Database resource ("namespace/name") with deletionProtection that manages remote database `databaseId`, if
  * any: a project's deletion would take that database with it (its default database), so it waits. A Database being
- * deleted protects nothing any more (and would otherwise wait for the project in turn).
+ * deleted protects nothing any more (and would otherwise wait for the project in turn), nor does one whose own
+ * credentials cannot see the database: its status.id may be anyone's writing.
  */
-export function protectingDatabaseOf(databases: ObjectCache, databaseId: string): string | undefined {
+export async function protectingDatabaseOf(databases: ObjectCache, databaseId: string, seen: SeenByClaimant): Promise<string | undefined> {
   const protecting = candidatesOf(databases, databaseId)
     .filter((db) => db.metadata.deletionTimestamp === undefined && boundIdOf(db) === databaseId && (db["spec"] as { deletionProtection?: boolean } | undefined)?.deletionProtection === true)
-    .map(key)
-    .sort();
-  return protecting[0];
+    .sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+  for (const db of protecting) if (await seen(db, databaseId)) return key(db);
+  return undefined;
 }

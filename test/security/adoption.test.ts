@@ -30,6 +30,9 @@ describe.each(counterparts)("adoption is exclusive against %s", (counterpart) =>
       ["create", "-f", "-"],
       JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: otherNs }, stringData: { token: stack.service.token } }),
     );
+    // A namespace with a token of another workspace: it sees none of the objects the tests adopt.
+    const token = await stack.service.createToken(`squatter-${counterpart}`);
+    await stack.kubectl(["create", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: squatterNs }, stringData: { token } }));
     await stack.startOperator();
   }, 120_000);
   afterAll(async () => {
@@ -147,8 +150,6 @@ describe.each(counterparts)("adoption is exclusive against %s", (counterpart) =>
     "a namespace whose token cannot see a database cannot block its adoption by naming its id first, and learns no name",
     async () => {
       const ns = stack.namespace;
-      const token = await stack.service.createToken(`squatter-${counterpart}`);
-      await stack.kubectl(["create", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: squatterNs }, stringData: { token } }));
       const project = (await api<{ id: string }>("POST", "/v1/projects", { name: `claimed-${counterpart}`, region: "us-east-1", createDatabase: false })).data;
       const target = (await api<RemoteDatabase>("POST", "/v1/databases", { projectId: project.id, name: "target", region: "us-east-1" })).data;
       await eventually(async () => expect((await remoteDb(target.id)).data.status).toBe("ready"), { what: "target ready" });
@@ -222,6 +223,59 @@ describe.each(counterparts)("adoption is exclusive against %s", (counterpart) =>
       await eventually(async () => expect(await stack.kube.get(ProjectType, ns, "shop")).toBeUndefined(), { what: "shop deleted", timeoutMs: 30_000 });
       expect((await api("GET", `/v1/projects/${projectId!}`)).status).toBe(404);
       await stack.kubectl(["delete", "databases.mds.dev/shop-main", "--wait=true", "--timeout=30s"]);
+    },
+    120_000,
+  );
+  // Review of issue 22, finding 2: status is anyone's to write who may write the status subresource. Team B learns a
+  // database id of team A (a granted Connection's status.databaseId, a Secret's label) and writes it in the status
+  // of a Database of its own, with a token that cannot see that database. Its claim must count for nothing.
+  const forged = async (name: string, spec: object, id: string) => {
+    await apply({ ...resource("Database", squatterNs, name, spec), metadata: { name, namespace: squatterNs, annotations: { "mds.dev/paused": "true" } } });
+    await stack.kubectl(["patch", "databases.mds.dev", name, "-n", squatterNs, "--subresource=status", "--type=merge", "-p", JSON.stringify({ status: { id } })]);
+    await eventually(async () => expect((await status(DatabaseType, squatterNs, name))?.id).toBe(id), { what: `${name}'s forged status.id` });
+  };
+
+  it(
+    "an older Database of another workspace's namespace with the id written in its status does not take over a database's adoption",
+    async () => {
+      const ns = stack.namespace;
+      const project = (await api<{ id: string }>("POST", "/v1/projects", { name: `forged-${counterpart}`, region: "us-east-1", createDatabase: false })).data;
+      const target = (await api<RemoteDatabase>("POST", "/v1/databases", { projectId: project.id, name: "coveted", region: "us-east-1" })).data;
+      await eventually(async () => expect((await remoteDb(target.id)).data.status).toBe("ready"), { what: "coveted ready" });
+      // Older than the rightful claimant, "recorded" by hand, paused so that nothing the operator writes undoes it.
+      await forged("usurper", { projectId: project.id, externalId: target.id, deletionPolicy: "Delete" }, target.id);
+      await new Promise((r) => setTimeout(r, 1_100)); // creationTimestamp has a resolution of one second
+      await apply(resource("Database", ns, "owner", { projectId: project.id, externalId: target.id, connectionSecret: { name: "owner-db" } }));
+      const verdict = await settled(DatabaseType, ns, "owner");
+      expect([verdict?.status, verdict?.reason, verdict?.message]).not.toContain("AdoptionConflict");
+      await waitCond(DatabaseType, ns, "owner", "Ready", { status: "True" });
+      expect((await status(DatabaseType, ns, "owner"))?.id).toBe(target.id);
+      await stack.kubectl(["delete", "databases.mds.dev/usurper", "-n", squatterNs, "--wait=true", "--timeout=30s"]);
+      await stack.kubectl(["delete", "databases.mds.dev/owner", "--wait=true", "--timeout=30s"]);
+    },
+    120_000,
+  );
+
+  it(
+    "a protected Database of another workspace's namespace with a project's default database id written in its status does not block that project's deletion",
+    async () => {
+      const ns = stack.namespace;
+      await apply(resource("Project", ns, "till", { region: "us-east-1", deletionPolicy: "Delete", connectionSecret: { name: "till-db" } }));
+      await waitCond(ProjectType, ns, "till", "Ready", { status: "True" });
+      const { id: projectId, defaultDatabase } = (await status(ProjectType, ns, "till"))!;
+      await forged("blocker", { projectId: projectId!, deletionProtection: true }, defaultDatabase!.id);
+
+      await stack.kubectl(["delete", "projects.mds.dev/till", "--wait=false"]);
+      await eventually(
+        async () => {
+          const ready = await cond(ProjectType, ns, "till", "Ready");
+          expect(ready?.reason, JSON.stringify(ready)).not.toBe("DeletionBlocked");
+          expect(await stack.kube.get(ProjectType, ns, "till")).toBeUndefined();
+        },
+        { what: "till deleted", timeoutMs: 30_000 },
+      );
+      expect((await api("GET", `/v1/projects/${projectId!}`)).status).toBe(404);
+      await stack.kubectl(["delete", "databases.mds.dev/blocker", "-n", squatterNs, "--wait=true", "--timeout=30s"]);
     },
     120_000,
   );

@@ -1,7 +1,9 @@
-import { afterAll, beforeAll, describe, expect } from "vitest";
+import { createHash } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
 import { annotations, credentialsHash, decodeData, encodeData, labels, managedByValue } from "../../src/operator/connection-secret.ts";
-import { ConnectionType, DatabaseType } from "../../src/resources/types.ts";
+import { ConnectionType, DatabaseRestoreType, DatabaseType } from "../../src/resources/types.ts";
+import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.ts";
 import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "../e2e/helpers.ts";
 
 // Issue 22, attack 1: team B holds a Connection that team A's Database `orders` grants it. Everything B can write
@@ -9,6 +11,10 @@ import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type S
 // the operator revoke, with A's token, a login that is not B's Connection's own: neither a login of A's other
 // database `billing` nor the Database `orders`' own login. B learns such ids from pg_roles; here the test reads them
 // from A's status.
+// Review of issue 22, findings 8 and 9: a DatabaseRestore's status (its target, source and backup) and a deleting
+// Connection's status.credentials are B's to write too; they must not choose what the operator acts on, nor which
+// Secret's value it sends as a token. The operator talks to the service through a counting proxy, which tells
+// (by a hash of the Authorization header) which tokens it sent.
 
 type Status = {
   id?: string;
@@ -19,6 +25,7 @@ type Status = {
 
 describe.each(counterparts)("the operator acts only on what it minted, against %s", (api) => {
   let stack: Stack;
+  let proxy: FaultProxy;
   let tokenA = "";
   const ns = (team: "a" | "b") => `trust-${team}-${api}`;
 
@@ -28,10 +35,12 @@ describe.each(counterparts)("the operator acts only on what it minted, against %
     for (const team of ["a", "b"] as const) await stack.kubectl(["create", "namespace", ns(team)]);
     const secret = { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: ns("a") }, stringData: { token: tokenA } };
     await stack.kubectl(["create", "-f", "-"], JSON.stringify(secret));
-    await stack.startOperator();
+    proxy = await startFaultProxy({ target: stack.emulator?.url ?? stack.service.url });
+    await stack.startOperator({ apiUrl: proxy.url });
   }, 120_000);
   afterAll(async () => {
     await stack?.stop();
+    await proxy?.stop();
   });
 
   const statusOf = async (type: typeof ConnectionType, namespace: string, name: string) => (await stack.kube.get<KubeObject>(type, namespace, name))?.["status"] as Status | undefined;
@@ -203,5 +212,103 @@ describe.each(counterparts)("the operator acts only on what it minted, against %
       expect(await connectionsOf(billing.id!)).toContain(billing.connection!.id);
     },
     240_000,
+  );
+  /** Calls with the operator's token (the one the operator's namespace falls back to), as a test's own client. */
+  const asOperator = async <T>(method: string, path: string, body?: object): Promise<{ status: number; data: T }> => {
+    const res = await fetch(`${stack.service.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${stack.service.token}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: res.status, data: ((await res.json()) as { data: T }).data };
+  };
+  type RemoteDb = { id: string; status: string; source: { type: string; databaseId?: string; backupId?: string } | null };
+  const readyDatabase = async (projectId: string, name: string) => {
+    const db = (await asOperator<RemoteDb>("POST", "/v1/databases", { projectId, name, region: "us-east-1" })).data;
+    await eventually(async () => expect((await asOperator<RemoteDb>("GET", `/v1/databases/${db.id}`)).data.status).toBe("ready"), { what: `${name} ready` });
+    return db.id;
+  };
+  const restore = (name: string, spec: object) => ({ apiVersion: "mds.dev/v1alpha1", kind: "DatabaseRestore", metadata: { name, namespace: stack.namespace }, spec });
+  const restoreStatus = async (name: string) =>
+    (await stack.kube.get<KubeObject>(DatabaseRestoreType, stack.namespace, name))?.["status"] as { phase?: string; conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined;
+  const forgeStatus = (resource: string, name: string, namespace: string, status: object) =>
+    stack.kubectl(["patch", resource, name, "-n", namespace, "--subresource=status", "--type=merge", "-p", JSON.stringify({ status })]);
+
+  it(
+    "a DatabaseRestore restores only what its spec names: a target, source or backup written in its status is not acted on",
+    async () => {
+      // The victim: a database of the operator's token's workspace that no resource names, with a completed backup.
+      const project = (await asOperator<{ id: string }>("POST", "/v1/projects", { name: `restore-trust-${api}`, region: "us-east-1", createDatabase: false })).data;
+      const victim = await readyDatabase(project.id, "victim");
+      const backup = (await asOperator<{ id: string }>("POST", `/v1/databases/${victim}/backups`)).data;
+      await eventually(async () => expect((await asOperator<{ status: string }[]>("GET", `/v1/databases/${victim}/backups`)).data[0]?.status).toBe("completed"), { what: "victim's backup" });
+      // A Database of the operator's namespace, the legitimate target of the second restore.
+      await stack.kubectl(["apply", "-f", "-"], manifests({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "mine", namespace: stack.namespace }, spec: { projectId: project.id, connectionSecret: { name: "mine-db" } } }));
+      const mine = await eventually(
+        async () => {
+          const s = (await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, "mine"))?.["status"] as Status | undefined;
+          expect(s?.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
+          return s!.id!;
+        },
+        { what: "mine Ready", timeoutMs: 60_000 },
+      );
+
+      // 1. Into the victim: the target named in status, the target resource absent. 2. Into "mine", from the victim's
+      //    backup named in status, the source resource absent. 3. A restore of mine's own (latest) backup, which it
+      //    does not have yet, written as "requested" for the victim: a started restore is followed, not re-resolved.
+      //    Each waits for what its spec names, then B writes.
+      const names = ["into-victim", "from-victim", "resumed"];
+      await stack.kubectl(
+        ["apply", "-f", "-"],
+        manifests(
+          restore("into-victim", { target: { databaseRef: { name: "ghost" } }, source: { databaseRef: { name: "ghost" }, latest: true } }),
+          restore("from-victim", { target: { databaseRef: { name: "mine" } }, source: { databaseRef: { name: "ghost" }, latest: true } }),
+          restore("resumed", { target: { databaseRef: { name: "mine" } }, source: { databaseRef: { name: "mine" }, latest: true } }),
+        ),
+      );
+      for (const name of names) {
+        await eventually(async () => expect((await restoreStatus(name))?.conditions?.find((c) => c.type === "Ready")?.reason).toBe("DatabaseNotReady"), { what: `${name} waiting` });
+      }
+      const recorded = { sourceDatabaseId: victim, backupId: backup.id, idempotencyKey: "forged" };
+      await forgeStatus("databaserestores.mds.dev", "into-victim", stack.namespace, { ...recorded, targetDatabaseId: victim });
+      await forgeStatus("databaserestores.mds.dev", "from-victim", stack.namespace, { ...recorded, targetDatabaseId: mine });
+      await forgeStatus("databaserestores.mds.dev", "resumed", stack.namespace, { ...recorded, targetDatabaseId: victim, phase: "Running", requestedAt: new Date().toISOString().replace(/\.\d+Z$/, "Z") });
+      // A restore starts within a reconcile or two (fast poll: 200 ms); give it ample time, then look.
+      await new Promise((r) => setTimeout(r, 4_000));
+      expect.soft((await asOperator<RemoteDb>("GET", `/v1/databases/${victim}`)).data.source?.type, "the victim was restored into").not.toBe("backup");
+      expect.soft((await asOperator<RemoteDb>("GET", `/v1/databases/${mine}`)).data.source?.type, "the victim's backup was restored into mine").not.toBe("backup");
+      for (const name of ["into-victim", "from-victim"]) {
+        const s = await restoreStatus(name);
+        expect.soft([name, s?.phase ?? "Pending"]).toEqual([name, "Pending"]);
+      }
+      const stalled = (await restoreStatus("resumed"))?.conditions?.find((c) => c.type === "Stalled");
+      expect.soft([stalled?.status, stalled?.reason]).toEqual(["True", "OutcomeUnknown"]);
+      await stack.kubectl(["delete", ...names.map((n) => `databaserestores.mds.dev/${n}`), "databases.mds.dev/mine", "--wait=true", "--timeout=30s"]);
+    },
+    120_000,
+  );
+
+  itNeedsDevkube(
+    "a deleting Connection whose Database is gone never sends, as a token, the value of a Secret its status names",
+    "two namespaces the operator watches",
+    async () => {
+      // Team A's application Secret, which team B names (it knows or guesses its name and key).
+      const appPassword = `team-a-app-password-${api}`;
+      await stack.kubectl(["create", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "app", namespace: ns("a") }, stringData: { password: appPassword } }));
+      await stack.kubectl(["apply", "-f", "-"], manifests({ ...connection("thief"), spec: { databaseRef: { name: "no-such-database", namespace: ns("a") } } }));
+      await eventually(async () => expect((await stack.kube.get<KubeObject>(ConnectionType, ns("b"), "thief"))?.metadata.finalizers).toContain("mds.dev/finalizer"), {
+        what: "thief's finalizer",
+      });
+      await forgeStatus("connections.mds.dev", "thief", ns("b"), { databaseId: "db_c000000000000000000000000", credentials: { secret: `${ns("a")}/app`, key: "password", source: "spec" } });
+      await eventually(async () => expect(((await stack.kube.get<KubeObject>(ConnectionType, ns("b"), "thief"))?.["status"] as { credentials?: { secret: string } }).credentials?.secret).toBe(`${ns("a")}/app`), {
+        what: "the forged status",
+      });
+      await stack.kubectl(["delete", "connections.mds.dev/thief", "-n", ns("b"), "--wait=false"]);
+      const sent = createHash("sha256").update(`Bearer ${appPassword}`).digest("hex").slice(0, 12);
+      await eventually(async () => expect(await stack.kube.get(ConnectionType, ns("b"), "thief")).toBeUndefined(), { what: "thief deleted", timeoutMs: 15_000 }).catch(() => {});
+      expect(Object.keys(proxy.stats().peakPerSecondByCredential), "team A's application password was sent as a token").not.toContain(sent);
+      expect(await stack.kube.get(ConnectionType, ns("b"), "thief"), "the deletion finished").toBeUndefined();
+    },
+    60_000,
   );
 });

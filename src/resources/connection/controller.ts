@@ -49,13 +49,11 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
           if (!deleting) throw new WaitingError("DatabaseNotReady", `database "${dbNs}/${ref.name}" not found`);
           if (obj.status?.databaseId === undefined) return nothingToDo;
           databaseId = obj.status.databaseId;
-          // Revoked with the token it was minted with: the Database's namespace's, as status recorded it.
-          const recorded = obj.status.credentials;
-          const [recordedNs, recordedName] = (recorded?.secret ?? "").split("/");
-          credentials =
-            recorded?.source !== "operator" && recordedNs === dbNs && recordedName
-              ? { namespace: dbNs, spec: { credentials: { secretRef: { name: recordedName, key: recorded!.key } } } }
-              : { namespace: dbNs, spec: {} };
+          // Revoked with the token the Database's namespace resolves to without the Database: its own mds-credentials,
+          // or the operator's where that namespace may fall back to it. Never a Secret that status names: status is
+          // anyone's to write who may write it, and any Secret's value would be sent as a token. A Database's
+          // spec.credentials went with it; its Connections are deleted first to revoke with that token.
+          credentials = { namespace: dbNs, spec: {} };
           gone = true;
         } else {
           if (!allows(db, ns)) {

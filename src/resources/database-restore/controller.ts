@@ -88,7 +88,10 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
     const restoreKey = obj.spec.idempotencyKey ?? `${ns}/${obj.metadata.name}`;
     const targetName = obj.spec.target.databaseRef?.name;
     const targetDb = targetName === undefined ? undefined : ctx.cache("Database").get(ns, targetName);
-    const targetId = obj.status?.targetDatabaseId ?? obj.spec.target.databaseId ?? boundIdOf(targetDb);
+    // Everything is resolved from the spec. Status is the record of a started restore, but anyone who may write the
+    // status subresource writes it too: it is used only where it agrees with what the spec resolves to, else the
+    // spec's "by id needs spec.credentials" rule could be sidestepped by naming the ids in status.
+    const targetId = obj.spec.target.databaseId ?? boundIdOf(targetDb);
     if (targetId === undefined) {
       throw new WaitingError("DatabaseNotReady", targetDb === undefined ? `target database "${targetName}" not found` : `target database "${targetName}" has no remote id yet`);
     }
@@ -102,6 +105,26 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
     if ((obj.spec.target.databaseId !== undefined || obj.spec.source.databaseId !== undefined) && obj.spec.credentials === undefined) {
       throw new TerminalError("InvalidSpec", "a restore by databaseId (target or source) needs spec.credentials.secretRef (a token of the database's workspace in this namespace)");
     }
+    const sourceName = obj.spec.source.databaseRef?.name;
+    const sourceIdOfSpec = () => {
+      const id = obj.spec.source.databaseId ?? boundIdOf(sourceName === undefined ? undefined : ctx.cache("Database").get(ns, sourceName));
+      if (id === undefined) throw new WaitingError("DatabaseNotReady", `source database "${sourceName}" not found or has no remote id yet`);
+      return id;
+    };
+    /** Whether the status' resolved restore is the one the spec asks for (a `latest` backup is resolved once, so any). */
+    const recordedAgrees = (sourceId: string) => {
+      const s = obj.status ?? {};
+      const backupOk = s.backupId !== undefined && (obj.spec.source.backupId === undefined || s.backupId === obj.spec.source.backupId);
+      return s.targetDatabaseId === targetId && s.sourceDatabaseId === sourceId && backupOk;
+    };
+    if (obj.status?.requestedAt !== undefined && !recordedAgrees(sourceIdOfSpec())) {
+      // Requested (perhaps sent) for other ids than the spec resolves to now: neither repeated nor followed.
+      const s = obj.status;
+      throw new TerminalError(
+        "OutcomeUnknown",
+        `status records a restore of backup "${s.backupId ?? "?"}" of database "${s.sourceDatabaseId ?? "?"}" into "${s.targetDatabaseId ?? "?"}", but the spec resolves to target "${targetId}" and source "${sourceIdOfSpec()}"; nothing is done. Create a new DatabaseRestore`,
+      );
+    }
     const spec = obj.spec.credentials !== undefined ? { credentials: obj.spec.credentials } : ((targetDb?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } });
     const { api, mirror, use } = await resolveCredentials(ctx, ns, spec);
     // Which token acts is recorded before it does anything (written only when it changes).
@@ -114,10 +137,8 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
         ctx.events.record(written, "Normal", "Skipped", `Restore "${restoreKey}" already applied to database "${targetId}"`);
         return done();
       }
-      if (run.obj.status?.backupId === undefined) {
-        const sourceName = obj.spec.source.databaseRef?.name;
-        const sourceId = obj.spec.source.databaseId ?? boundIdOf(sourceName === undefined ? undefined : ctx.cache("Database").get(ns, sourceName));
-        if (sourceId === undefined) throw new WaitingError("DatabaseNotReady", `source database "${sourceName}" not found or has no remote id yet`);
+      const sourceId = sourceIdOfSpec();
+      if (!recordedAgrees(sourceId)) {
         const backupId = await resolveBackup(api, sourceId, obj.spec.source.backupId);
         // `latest` resolves once: recorded before anything else happens.
         const message = `Restoring backup "${backupId}" into database "${targetId}"`;

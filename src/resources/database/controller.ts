@@ -5,7 +5,7 @@ import type { ManagedKind } from "../../operator/managed-kind.ts";
 import { DatabaseType } from "./schema.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
-import { managerOtherThan, wakeOtherClaimants } from "../adoption.ts";
+import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
 
 // The Database kind: parsed by its schema, connected through its credentials and its project's remote id, woken when
 // its project changes (it waits for the project's id).
@@ -19,7 +19,7 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
     type: DatabaseType,
     parse: (raw) => parseOrTerminal(Database, "Database", raw) as DatabaseObject,
     secretDatabaseIds: (obj) => [remoteIdOf(obj)].filter((id): id is string => id !== undefined),
-    managerOtherThan: (obj) => managerOtherThan(ctx.cache("Database"), obj),
+    managerOtherThan: (obj) => managerOtherThan(ctx.cache("Database"), obj, seenWithOwnCredentials(ctx, "database")),
     async connect(obj) {
       const ns = obj.metadata.namespace ?? "default";
       let projectId = obj.spec.projectId;

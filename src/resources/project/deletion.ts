@@ -9,13 +9,13 @@ import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../ope
  * deletes it with the project. "Still has databases" (our 409, the public API's 400) is a wait, not an error.
  * A database a protected Database resource manages blocks it all: the project's default database would go with it.
  */
-export async function deleteProject(api: MdsApi, mirror: RemoteMirror, id: string, protectedBy: (databaseId: string) => string | undefined): Promise<Deletion> {
+export async function deleteProject(api: MdsApi, mirror: RemoteMirror, id: string, protectedBy: (databaseId: string) => Promise<string | undefined>): Promise<Deletion> {
   const listed: { data: RemoteDatabase[]; skipped?: number | undefined } = await api.listDatabases({ projectId: id, limit: 100 }).catch((err: unknown) => {
     if (isApiNotFound(err)) return { data: [] as RemoteDatabase[] };
     throw err;
   });
   for (const d of listed.data) {
-    const guard = protectedBy(d.id);
+    const guard = await protectedBy(d.id);
     if (guard === undefined) continue;
     return {
       done: false,

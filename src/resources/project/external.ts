@@ -16,7 +16,7 @@ export interface ProjectExternalDeps {
   mirror: RemoteMirror;
   instanceId: string;
   /** The protected Database resource ("namespace/name") that manages this remote database, if any. */
-  protectedBy: (databaseId: string) => string | undefined;
+  protectedBy: (databaseId: string) => Promise<string | undefined>;
 }
 
 export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient<ProjectObject> {
