@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import { Writable } from "node:stream";
 import { parseKubeConfig } from "../kube/kubeconfig.ts";
 import { parseOperatorConfig, parseDuration } from "./operator-config.ts";
-import { createLogger, crashPointFromEnv, startOperatorRuntime } from "./operator.ts";
+import { createLogger, crashPointFromEnv, queueOrderFromEnv, startOperatorRuntime } from "./operator.ts";
 import type { RuntimeOperatorOptions } from "./operator.ts";
 import type { LeaseClient, LeaseRecord } from "../operator/leader-election.ts";
 
@@ -268,5 +268,14 @@ describe("MDS_CRASH_POINT", () => {
 
   it("refuses a name that is not a crash point, instead of never firing", () => {
     expect(() => crashPointFromEnv("database:after-creat", () => undefined)).toThrow(/unknown crash point "database:after-creat"/);
+  });
+});
+
+describe("MDS_QUEUE_ORDER", () => {
+  it("is namespaces in turn unless a benchmark asks for fifo, and refuses anything else", () => {
+    expect(queueOrderFromEnv(undefined)).toBe("namespaces");
+    expect(queueOrderFromEnv("")).toBe("namespaces");
+    expect(queueOrderFromEnv("fifo")).toBe("fifo");
+    expect(() => queueOrderFromEnv("FIFO")).toThrow(/MDS_QUEUE_ORDER: "FIFO" is neither/);
   });
 });

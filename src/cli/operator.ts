@@ -214,6 +214,17 @@ export function crashPointFromEnv(value: string | undefined, kill: () => void): 
   };
 }
 
+/**
+ * Benchmark-only: MDS_QUEUE_ORDER=fifo serves the work queues in arrival order, as before namespaces were served in
+ * turn, so bench/fairness.ts can compare both orders in one run. Unset or "namespaces": the default. Anything else is
+ * an error, so a typo does not silently measure the default.
+ */
+export function queueOrderFromEnv(value: string | undefined): "namespaces" | "fifo" {
+  if (value === undefined || value === "" || value === "namespaces") return "namespaces";
+  if (value === "fifo") return "fifo";
+  throw new Error(`MDS_QUEUE_ORDER: "${value}" is neither "namespaces" nor "fifo"`);
+}
+
 export { limitHeapGrowth };
 
 export async function runOperator(argv: string[]): Promise<number> {
@@ -249,11 +260,19 @@ export async function runOperator(argv: string[]): Promise<number> {
     logger.error({ err: err instanceof Error ? err.message : String(err) }, "Invalid MDS_CRASH_POINT");
     return 2;
   }
+  let queueOrder: "namespaces" | "fifo";
+  try {
+    queueOrder = queueOrderFromEnv(process.env.MDS_QUEUE_ORDER);
+  } catch (err) {
+    logger.error({ err: err instanceof Error ? err.message : String(err) }, "Invalid MDS_QUEUE_ORDER");
+    return 2;
+  }
+  if (queueOrder === "fifo") logger.warn("MDS_QUEUE_ORDER=fifo: work queues in arrival order, not namespaces in turn (for benchmarks only)");
   const identity = config.identity ?? `${hostname()}_${randomUUID().slice(0, 8)}`;
   const runtime = await startOperatorRuntime(config, {
     kubeConfig,
     logger,
-    createOperator: (options) => createOperatorWithKinds(crashPoint ? { ...options, crashPoint } : options),
+    createOperator: (options) => createOperatorWithKinds({ ...options, queueOrder, ...(crashPoint ? { crashPoint } : {}) }),
     identity,
   });
 

@@ -74,6 +74,8 @@ export interface StartOperatorOptions {
   env?: Record<string, string>;
   /** Its own process group: a terminal's Ctrl-C then reaches only the parent, which stops the parts in order. */
   detached?: boolean;
+  /** The `mds` entry script to run (default bin/mds.js, the sources; benchmarks give the image's, over dist/). */
+  entry?: string;
 }
 
 export interface Supervisor {
@@ -281,7 +283,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const startOperator = (o: StartOperatorOptions): OperatorProcess => {
       const fd = openSync(o.logFile, "a");
       const args = [
-        path.join(repoRoot, "bin/mds.js"),
+        o.entry ?? path.join(repoRoot, "bin/mds.js"),
         "operator",
         "--kubeconfig", operatorKubeconfigPath,
         "--api-url", operatorApiUrl,

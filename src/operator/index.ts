@@ -47,6 +47,11 @@ export interface OperatorOptions {
   createApiClient?: CreateApiClient;
   /** Test seam: the Kubernetes client (default: built from kubeConfig). */
   kube?: KubeClient;
+  /**
+   * Benchmark-only: "fifo" serves every kind's queue in arrival order instead of namespaces in turn (work-queue.ts),
+   * so bench/fairness.ts can measure what fairness buys in one run (MDS_QUEUE_ORDER).
+   */
+  queueOrder?: "namespaces" | "fifo";
 }
 
 export interface Operator {
@@ -77,7 +82,7 @@ export function createOperator(options: OperatorOptions): Operator {
   const apiHooks: ClientHooks = prometheusHooks(options.metrics);
 
   const kinds = new Map(options.kinds.map((k) => [k.kind, k]));
-  const queues = new Map<string, WorkQueue>(options.kinds.map((k) => [k.kind, createWorkQueue(undefined, queueObserver(metrics, controllerName(k.kind)))]));
+  const queues = new Map<string, WorkQueue>(options.kinds.map((k) => [k.kind, createWorkQueue(undefined, queueObserver(metrics, controllerName(k.kind)), { order: options.queueOrder ?? "namespaces" })]));
   const enqueue = (kind: string, key: string) => queues.get(kind)?.add(key);
   const informers: Informer<KubeObject>[] = [];
   const caches = new Map<string, ObjectCache>();

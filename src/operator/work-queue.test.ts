@@ -92,6 +92,72 @@ describe("work queue", () => {
     expect(order).toHaveLength(6);
   });
 
+  describe("fairness between namespaces (a key's namespace is the part before the first '/')", () => {
+    /** Runs the queue on one worker until it is empty and returns the keys in the order they ran. */
+    async function drain(q: ReturnType<typeof createWorkQueue>): Promise<string[]> {
+      const order: string[] = [];
+      q.start(async (key) => {
+        order.push(key);
+      }, 1);
+      for (let i = 0; i < 200 && q.depth() > 0; i++) await new Promise((r) => setTimeout(r, 5));
+      await q.stop();
+      return order;
+    }
+
+    it("serves team B's one new key within 2 × namespaces dequeues while team A has 1,000 queued", async () => {
+      const q = createWorkQueue();
+      for (let i = 0; i < 1000; i++) q.add(`team-a/db-${i}`);
+      q.add("team-b/orders");
+      const order = await drain(q);
+      expect(order).toHaveLength(1001);
+      expect(order.indexOf("team-b/orders")).toBeLessThan(2 * 2);
+      // Within a namespace, keys keep their order.
+      expect(order.filter((k) => k.startsWith("team-a/")).slice(0, 3)).toEqual(["team-a/db-0", "team-a/db-1", "team-a/db-2"]);
+    });
+
+    it("serves team B's new key ahead of team A's 1,000 polls whose delay expired", async () => {
+      const q = createWorkQueue();
+      for (let i = 0; i < 1000; i++) q.addAfter(`team-a/db-${i}`, 1);
+      await new Promise((r) => setTimeout(r, 10));
+      q.add("team-b/orders");
+      const order = await drain(q);
+      expect(order).toHaveLength(1001);
+      expect(order.indexOf("team-b/orders")).toBeLessThan(2 * 2);
+    });
+
+    it("takes namespaces in turn, one key each, with many namespaces", async () => {
+      const q = createWorkQueue();
+      for (let i = 0; i < 100; i++) q.add(`a/${i}`);
+      for (let i = 0; i < 3; i++) q.add(`b/${i}`);
+      q.add("c/0");
+      const order = await drain(q);
+      expect(order.slice(0, 7)).toEqual(["a/0", "b/0", "c/0", "a/1", "b/1", "a/2", "b/2"]);
+      expect(order).toHaveLength(104);
+    });
+
+    it("serves every key in arrival order with order: fifo (the old order, kept for the benchmark's comparison)", async () => {
+      const q = createWorkQueue(undefined, undefined, { order: "fifo" });
+      for (let i = 0; i < 10; i++) q.add(`team-a/db-${i}`);
+      q.add("team-b/orders");
+      const order = await drain(q);
+      expect(order.indexOf("team-b/orders")).toBe(10);
+    });
+
+    it("keeps dedup, one worker per key and the counts right across namespaces", async () => {
+      const q = createWorkQueue();
+      q.add("a/x");
+      q.add("a/x");
+      q.add("b/y");
+      q.addAfter("c/z", 60_000);
+      expect(q.depth()).toBe(3);
+      expect(q.stats()).toMatchObject({ ready: 2, delayed: 1 });
+      q.add("a/x", true); // urgent: moves ahead in its namespace, still once
+      expect(q.stats()).toMatchObject({ ready: 2, delayed: 1 });
+      const order = await drain(q);
+      expect(order.sort()).toEqual(["a/x", "b/y"]);
+    });
+  });
+
   it("bounds a retry by the service's Retry-After and by the cap for waiting reasons", () => {
     const q = createWorkQueue({ baseMs: 1000, maxMs: 300_000, random: () => 1 });
     expect(q.addRateLimited("a", { minMs: 7_000 })).toBe(7_000);

@@ -1,8 +1,13 @@
 // A keyed work queue in the controller-runtime mould: a key is queued at most once (N events → 1 reconcile),
 // never processed by two workers at once (a key added while in flight runs again afterwards), delayed adds keep
-// the earliest deadline, and failures back off per key. Keys whose delay has expired (polls of objects in
-// progress, retries) go ahead of newly added ones, so a burst of applies does not starve the objects already
-// being created (the priority queue of controller-runtime, in two lanes).
+// the earliest deadline, and failures back off per key.
+//
+// Fair between namespaces (teams): each namespace (a key's part before the first "/") has its own lanes, and the
+// namespaces with ready keys are served in turn, one key each (round-robin). A team applying 1,000 Databases at once
+// then holds back another team's one Database by at most one key per busy namespace, not by its whole burst.
+// Within a namespace, keys whose delay has expired (polls of objects in progress, retries) go ahead of newly added
+// ones, so a burst of applies does not starve the objects already being created (controller-runtime's priority
+// queue, in two lanes).
 
 export interface BackoffOptions {
   baseMs: number;
@@ -61,9 +66,32 @@ export interface WorkQueue {
   stop(): Promise<void>;
 }
 
-export function createWorkQueue(backoff: BackoffOptions = defaultBackoff, observer?: QueueObserver): WorkQueue {
-  const queue: string[] = [];
-  const due: string[] = [];
+export interface WorkQueueOptions {
+  /**
+   * "namespaces" (default): namespaces in turn. "fifo": every key in one line, in order of arrival (expired delays
+   * first), as before namespaces were served in turn; kept so bench/fairness.ts can measure both in one run.
+   */
+  order?: "namespaces" | "fifo";
+}
+
+/** A namespace's ready keys: expired delays ("due") go ahead of new adds. */
+interface Lanes {
+  due: string[];
+  added: string[];
+}
+
+/** The part of a "namespace/name" key before the first "/" ("" for a key without one). */
+export function namespaceOfKey(key: string): string {
+  const i = key.indexOf("/");
+  return i < 0 ? "" : key.slice(0, i);
+}
+
+export function createWorkQueue(backoff: BackoffOptions = defaultBackoff, observer?: QueueObserver, options: WorkQueueOptions = {}): WorkQueue {
+  const laneKeyOf = options.order === "fifo" ? () => "" : namespaceOfKey;
+  // Only namespaces with ready keys have lanes, and they are in `turns`, in the order they are served next.
+  const lanes = new Map<string, Lanes>();
+  const turns: string[] = [];
+  let readyCount = 0;
   const queued = new Set<string>();
   const processing = new Set<string>();
   const dirty = new Set<string>();
@@ -97,16 +125,45 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff, observ
       return;
     }
     if (queued.has(key)) {
+      // Queued already: an urgent add moves it to its namespace's due lane, once.
       if (!urgent) return;
-      const i = queue.indexOf(key);
-      if (i < 0) return;
-      queue.splice(i, 1);
-    } else {
-      noteAdded(key);
+      const own = lanes.get(laneKeyOf(key));
+      const i = own?.added.indexOf(key) ?? -1;
+      if (own === undefined || i < 0) return;
+      own.added.splice(i, 1);
+      own.due.push(key);
+      return;
     }
+    noteAdded(key);
+    push(key, urgent ? "due" : "added");
+  }
+
+  /** Queues a key that is neither queued nor in a worker. */
+  function push(key: string, lane: keyof Lanes) {
+    const name = laneKeyOf(key);
+    let own = lanes.get(name);
+    if (own === undefined) {
+      own = { due: [], added: [] };
+      lanes.set(name, own);
+      turns.push(name);
+    }
+    own[lane].push(key);
     queued.add(key);
-    (urgent ? due : queue).push(key);
+    readyCount++;
     notify();
+  }
+
+  /** The next key: the next namespace in turn gives one, and goes to the back of the line if it has more. */
+  function next(): string | undefined {
+    const name = turns.shift();
+    if (name === undefined) return undefined;
+    const own = lanes.get(name) as Lanes;
+    const key = (own.due.shift() ?? own.added.shift()) as string;
+    if (own.due.length + own.added.length > 0) turns.push(name);
+    else lanes.delete(name);
+    queued.delete(key);
+    readyCount--;
+    return key;
   }
 
   function noteAdded(key: string) {
@@ -152,12 +209,11 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff, observ
 
   async function worker() {
     while (!stopped) {
-      const key = due.shift() ?? queue.shift();
+      const key = next();
       if (key === undefined) {
         await new Promise<void>((resolve) => wake.push(resolve));
         continue;
       }
-      queued.delete(key);
       processing.add(key);
       const start = performance.now();
       if (observer !== undefined) {
@@ -176,10 +232,8 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff, observ
           observer.finished((performance.now() - start) / 1000);
         }
         if (dirty.delete(key) && !stopped) {
-          // Counted as an add when it came in (add() would count it again); it now waits in the queue proper.
-          queued.add(key);
-          queue.push(key);
-          notify();
+          // Counted as an add when it came in (add() would count it again); it now waits in its namespace's lane.
+          push(key, "added");
         }
       }
     }
@@ -201,7 +255,7 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff, observ
       failureCounts.delete(key);
     },
     failures: (key) => failureCounts.get(key) ?? 0,
-    depth: () => queue.length + due.length + deadlines.size,
+    depth: () => readyCount + deadlines.size,
     stats(now = performance.now()) {
       let unfinished = 0;
       let longest = 0;
@@ -209,7 +263,7 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff, observ
         unfinished += now - t;
         longest = Math.max(longest, now - t);
       }
-      return { ready: queue.length + due.length + dirty.size, delayed: deadlines.size, active: processing.size, unfinishedSeconds: unfinished / 1000, longestRunningSeconds: longest / 1000 };
+      return { ready: readyCount + dirty.size, delayed: deadlines.size, active: processing.size, unfinishedSeconds: unfinished / 1000, longestRunningSeconds: longest / 1000 };
     },
     start(h, concurrency) {
       handler = h;

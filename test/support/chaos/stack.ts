@@ -27,6 +27,8 @@ export interface StartOperatorOptions {
   /** Extra flags, e.g. ["--poll-slow", "30s"]. */
   args?: string[];
   env?: Record<string, string>;
+  /** The `mds` entry script (default bin/mds.js; see src/cli/stack.ts). */
+  entry?: string;
 }
 
 export interface ChaosStack {
@@ -180,6 +182,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
           ...(o.args ?? []),
         ],
         env: { ...(o.crashPoint === undefined ? {} : { MDS_CRASH_POINT: o.crashPoint }), ...o.env },
+        ...(o.entry === undefined ? {} : { entry: o.entry }),
       });
     };
 
