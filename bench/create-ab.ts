@@ -66,9 +66,9 @@ async function call(side: Side, method: string, p: string, body?: unknown): Prom
     headers: { authorization: `Bearer ${side.token}`, "content-type": "application/json" },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
-  const json = (await res.json()) as { data: { id: string; status: string } };
   if (res.status >= 300) throw new Error(`${side.name}: ${method} ${p} answered ${res.status}`);
-  return json.data;
+  const text = await res.text();
+  return text === "" ? { id: "", status: "" } : (JSON.parse(text) as { data: { id: string; status: string } }).data;
 }
 
 async function createOnce(side: Side): Promise<void> {
