@@ -24,7 +24,7 @@ case $target in
 esac
 
 for tool in mmdebstrap podman dpkg-query; do
-  command -v "$tool" >/dev/null || { echo "build-image: $tool is missing: apt-get install -y mmdebstrap podman runc" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "build-image: $tool is missing: npm run setup -- --image (or apt-get install -y mmdebstrap podman runc)" >&2; exit 1; }
 done
 if [[ $(id -u) != 0 ]]; then echo "build-image: run as root (mmdebstrap --mode=root and the root-owned /app need it)" >&2; exit 1; fi
 

@@ -10,8 +10,18 @@
 # - prometheus: promtool and prometheus, which the monitoring tests run on the shipped alerts (the tests need only the
 #   binaries: installed without its Recommends, and where systemd runs, the service the package starts is stopped)
 # `--no-npm` skips `npm ci` (for a machine whose node_modules is already installed).
+# `--image` also installs what `npm run image` and `npm run test:image` need: mmdebstrap, podman and runc (podman's
+# default crun refuses some kernels' hybrid cgroups; docs/image.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+npm_ci=yes image=no
+for a in "$@"; do
+  case "$a" in
+    --no-npm) npm_ci=no ;;
+    --image) image=yes ;;
+    *) echo "setup: unknown option $a (known: --no-npm, --image)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 if ! command -v pg_config >/dev/null || [ ! -x "$(pg_config --bindir 2>/dev/null)/initdb" ]; then
@@ -22,6 +32,11 @@ command -v setfacl >/dev/null || missing+=(acl)
 command -v lua5.1 >/dev/null || missing+=(lua5.1)
 command -v unzip >/dev/null || missing+=(unzip)
 { command -v promtool >/dev/null && command -v prometheus >/dev/null; } || missing+=(prometheus)
+if [ "$image" = yes ]; then
+  command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+  command -v podman >/dev/null || missing+=(podman)
+  command -v runc >/dev/null || missing+=(runc)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null; then
@@ -48,6 +63,6 @@ else
   echo "setup: postgresql, pgbouncer, acl, lua5.1, unzip and prometheus are present"
 fi
 
-if [ "${1:-}" != "--no-npm" ]; then
+if [ "$npm_ci" = yes ]; then
   npm ci --no-audit --no-fund
 fi
