@@ -62,6 +62,15 @@ export const databaseRegistration = managedKind(
             .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
       },
       wakeOtherClaimants("Database"),
+      {
+        // A clone waits for its source (SourceNotReady): woken when the source Database changes.
+        kind: "Database",
+        keys: (source, databases) =>
+          databases
+            .list(source.metadata.namespace ?? "")
+            .filter((db) => db.metadata.namespace === source.metadata.namespace && (db["spec"] as { source?: { type?: string; databaseRef?: { name: string } } } | undefined)?.source?.databaseRef?.name === source.metadata.name)
+            .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
+      },
     ],
   },
   databaseKind,

@@ -1,4 +1,4 @@
-import type { CreateDatabaseBody } from "../../contract/index.ts";
+import type { CreateDatabaseBody, SourceBody } from "../../contract/index.ts";
 import type { MdsApi } from "../../operator/api.ts";
 import { TerminalError } from "../../operator/errors.ts";
 import { connectionNameOf, idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
@@ -36,6 +36,10 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
 
   async function bodyFor(obj: DatabaseObject): Promise<CreateDatabaseBody> {
     const source = await sourceOf(api, obj, deps.databaseIdOf);
+    return bodyWith(obj, source);
+  }
+
+  function bodyWith(obj: DatabaseObject, source: SourceBody | undefined): CreateDatabaseBody {
     return {
       projectId,
       name: nameFor(obj),
@@ -82,18 +86,27 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     },
 
     async create(obj): Promise<Creation> {
+      let sent: SourceBody | undefined;
       const result = await createOnce({
         mirror,
         logicalId: logicalIdFor(obj),
         known: () => mirror.findDatabaseByLogicalId(projectId, logicalIdFor(obj)),
         lookup: () => lookup(obj),
-        post: async () => api.createDatabase(await bodyFor(obj), { idempotencyKey: createKey(obj) }),
+        post: async () => {
+          sent = await sourceOf(api, obj, deps.databaseIdOf);
+          return api.createDatabase(bodyWith(obj, sent), { idempotencyKey: createKey(obj) });
+        },
       });
-      if ("adopted" in result) return adopted(obj, result.adopted);
+      if ("adopted" in result) {
+        // Ours, found by logicalId (a create whose answer was lost): its source is what the spec names.
+        const creation = adopted(obj, result.adopted);
+        const source = sourceStatusOf(cloneSourceOfSpec(obj, deps.databaseIdOf));
+        return { ...creation, status: { ...creation.status, ...source } };
+      }
       const created = result.created;
       const db: RemoteDatabase = { ...created, connections: created.connections.map(stripSecrets) };
       mirror.putDatabase(db);
-      return createdWith(obj, created.id, statusOf(db), created, db);
+      return createdWith(obj, created.id, { ...statusOf(db), ...sourceStatusOf(sent) }, created, db);
     },
 
     async update(obj) {
@@ -152,6 +165,19 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       secret: secretTargetOf(obj, db, undefined),
     };
   }
+}
+
+/** status.source: what the database was created from, as sent (nothing for an empty one). */
+function sourceStatusOf(source: SourceBody | undefined): { source?: SourceBody } {
+  return source === undefined || source.type === "empty" ? {} : { source };
+}
+
+/** A clone's source as the spec names it, without asking the service (for a create found again by logicalId). */
+function cloneSourceOfSpec(obj: DatabaseObject, databaseIdOf: DatabaseExternalDeps["databaseIdOf"]): SourceBody | undefined {
+  const s = obj.spec.source;
+  if (s?.type !== "database") return undefined;
+  const id = s.databaseId ?? (s.databaseRef === undefined ? undefined : databaseIdOf(obj.metadata.namespace ?? "default", s.databaseRef.name));
+  return id === undefined ? undefined : { type: "database", databaseId: id };
 }
 
 function statusOf(db: RemoteDatabase) {

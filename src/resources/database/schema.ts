@@ -26,15 +26,24 @@ import { age, condition } from "../printer-columns.ts";
 export const DatabaseSource = z
   .object({
     type: z
-      .enum(["empty", "backup"])
-      .describe("empty: a new, empty database. backup: a new database that starts with a backup's data."),
-    databaseRef: LocalObjectReference.optional().describe("type backup: the Database resource whose backup to use."),
+      .enum(["empty", "backup", "database"])
+      .describe(
+        "empty: a new, empty database. backup: a new database that starts with a backup's data. database: a clone, a new " +
+          "database that starts with a copy of another database's data as it is when the clone is provisioned (the " +
+          "source must be ready: until it is, the clone waits with Ready=False reason SourceNotReady and nothing is created).",
+      ),
+    databaseRef: LocalObjectReference.optional().describe(
+      "type backup: the Database resource whose backup to use. type database: the Database resource (same namespace) to clone.",
+    ),
     databaseId: z
       .string()
       .regex(idPattern("db"))
       .max(80)
       .optional()
-      .describe("type backup: the remote id (db_…) of the database whose backup to use."),
+      .describe(
+        "type backup: the remote id (db_…) of the database whose backup to use. type database: the remote id of the " +
+          "database to clone; needs spec.credentials (the operator's own token is never lent to read a database named by id).",
+      ),
     backupId: z.string().regex(idPattern("bkp")).max(80).optional().describe("type backup: the backup (bkp_…) to use."),
     latest: z.boolean().optional().describe("type backup: true to use the source database's latest completed backup."),
   })
@@ -52,9 +61,17 @@ export const DatabaseSource = z
         rule: "self.type == 'backup' ? has(self.backupId) != (has(self.latest) && self.latest) : true",
         message: "source of type backup needs exactly one of backupId or latest: true",
       },
+      {
+        rule: "self.type == 'database' ? has(self.databaseRef) != has(self.databaseId) : true",
+        message: "source of type database needs exactly one of databaseRef.name or databaseId",
+      },
+      {
+        rule: "self.type == 'database' ? !has(self.backupId) && !has(self.latest) : true",
+        message: "source of type database takes no backupId or latest (a clone copies the live database)",
+      },
     ],
   })
-  .describe("What the database starts with. Omitted means empty. Immutable.");
+  .describe("What the database starts with: empty, a backup, or a clone of another database. Omitted means empty. Immutable.");
 export type DatabaseSource = z.infer<typeof DatabaseSource>;
 
 export const DatabaseSpec = z
@@ -169,6 +186,14 @@ export const DatabaseStatus = z
     secretName: z.string().max(253).optional().describe("Name of the connection Secret."),
     binding: Binding.optional(),
     rotation: RotationStatus.optional(),
+    source: z
+      .object({
+        type: z.enum(["backup", "database"]).describe("backup: restored from a backup. database: a clone."),
+        databaseId: z.string().max(80).describe("The source database's remote id (db_…)."),
+        backupId: z.string().max(80).optional().describe("type backup: the backup (bkp_…) it started from."),
+      })
+      .optional()
+      .describe("What the database was created from, as sent to the service (absent: empty, or adopted)."),
     restoreLedger: z
       .array(RestoreLedgerEntry)
       .max(restoreLedgerLimit)
