@@ -138,6 +138,15 @@ describe("CEL rules", () => {
     expect(src({ type: "empty", backupId: "bkp_c123456789" })).toEqual([
       "source of type empty takes no databaseRef, databaseId, backupId or latest",
     ]);
+    // A clone: exactly one source database, and nothing of a backup.
+    expect(src({ type: "database", databaseRef: { name: "staging" } })).toEqual([]);
+    expect(src({ type: "database" })).toEqual(["source of type database needs exactly one of databaseRef.name or databaseId"]);
+    expect(src({ type: "database", databaseRef: { name: "a" }, databaseId: "db_c123456789" })).toEqual([
+      "source of type database needs exactly one of databaseRef.name or databaseId",
+    ]);
+    expect(src({ type: "database", databaseRef: { name: "a" }, latest: true })).toEqual([
+      "source of type database takes no backupId or latest (a clone copies the live database)",
+    ]);
   });
 
   it("DatabaseRestore: exactly one target, source and backup; the spec is immutable", () => {
