@@ -42,6 +42,7 @@ export const conditionReasons = {
   CredentialsInvalid: loopReasons.CredentialsInvalid,
   ProjectNotReady: "The Database's project is missing or not ready yet; the operator waits for it.",
   DatabaseNotReady: "A database this resource refers to is missing or not ready yet; the operator waits for it.",
+  SourceNotReady: "A clone's source database is missing, has no remote id yet or is not ready; nothing is created until it is, and the operator retries.",
   ApiUnavailable: loopReasons.ApiUnavailable,
   RateLimited: loopReasons.RateLimited,
   Conflict: loopReasons.Conflict,

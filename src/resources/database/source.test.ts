@@ -40,7 +40,7 @@ describe("sourceOf a clone", () => {
   it("refuses a clone by databaseId without spec.credentials (Stalled), and takes it with them", async () => {
     const { api, id } = await sourceDatabase(0);
     expect(await reasonOf(sourceOf(api, clone({ type: "database", databaseId: id }), () => undefined))).toBe("terminal InvalidSpec");
-    const own = { secretRef: { name: "team-token" } };
+    const own = { secretRef: { name: "team-token", key: "token" } };
     expect(await sourceOf(api, clone({ type: "database", databaseId: id }, own), () => undefined)).toEqual({ type: "database", databaseId: id });
   });
 });
