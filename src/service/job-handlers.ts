@@ -57,11 +57,13 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
   },
   async fail(job, err) {
     await dropJobLogins(deps, job);
-    const { rowCount } = await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'", [job.target_id, err.message.slice(0, 500)]);
     // A restore or clone that failed on the way (an archive refused mid-stream) leaves a half-filled database: nobody
-    // may connect to it or back it up as if it were data. Its row stays, with the reason; deleting it is as usual.
-    const db = rowCount ? await getDatabaseById(deps.pool, job.target_id) : undefined;
-    if (db && db.source.type !== "empty") await dropDatabaseIfExists(serverPool(deps, db), db.pg_name).catch(() => {});
+    // may connect to it or back it up as if it were data. Dropped before the status says `failure`, so a reader that
+    // sees the failure never finds it (the other order was a race a loaded test run hit). Its row stays, with the
+    // reason; deleting it is as usual.
+    const db = await getDatabaseById(deps.pool, job.target_id);
+    if (db?.status === "provisioning" && db.source.type !== "empty") await dropDatabaseIfExists(serverPool(deps, db), db.pg_name).catch(() => {});
+    await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'", [job.target_id, err.message.slice(0, 500)]);
   },
 });
 
