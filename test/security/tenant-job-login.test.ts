@@ -1,7 +1,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestService, type TestService } from "../support/test-service.ts";
-import { client, eventually, sql, type Json } from "../service/helpers.ts";
+import { client, completedBackup, settledDatabase, sql, type Json } from "../service/helpers.ts";
 
 // A restore runs the tenant's code (a CHECK constraint while COPY loads rows) in the session of the job's login.
 // That code does RESET ROLE (back to the job login) and ALTER ROLE session_user PASSWORD …, which PostgreSQL lets any
@@ -15,27 +15,6 @@ let api: ReturnType<typeof client>;
 let project: Json;
 const stolenPassword = "taken-over-by-the-tenant";
 
-async function settled(id: string): Promise<Json> {
-  return eventually(
-    async () => {
-      const d = (await api("GET", `/v1/databases/${id}`)).body.data;
-      if (d.status === "provisioning" || d.status === "recovering") throw new Error(d.status);
-      return d;
-    },
-    { timeoutMs: 60_000 },
-  );
-}
-
-async function completedBackup(dbId: string): Promise<Json> {
-  const created = await api("POST", `/v1/databases/${dbId}/backups`);
-  expect(created.status).toBe(201);
-  return eventually(async () => {
-    const found = (await api("GET", `/v1/databases/${dbId}/backups`)).body.data.find((b: Json) => b.id === created.body.data.id);
-    if (found.status !== "completed") throw new Error(found.status);
-    return found;
-  });
-}
-
 /** Sessions of roles that share the tenant's owner role, other than the tenant's own login: what the tenant can see. */
 const foreignMembersSql = `
   SELECT DISTINCT a.usename AS "user", a.datname AS database
@@ -48,7 +27,7 @@ beforeAll(async () => {
   service = await startTestService();
   api = client(service, service.token);
   project = (await api("POST", "/v1/projects", { name: "thief" })).body.data;
-  await settled(project.database.id);
+  await settledDatabase(api, project.database.id);
   const url = project.database.connections[0].endpoints.direct.connectionString as string;
   await sql(
     url,
@@ -80,7 +59,7 @@ describe("tenant code run by a job cannot hand the tenant the job's login", () =
   it("POST /v1/databases/{id}/restore: the tenant never logs in as the job login, and the restore succeeds", async () => {
     const db = project.database;
     const direct = new URL(db.connections[0].endpoints.direct.connectionString as string);
-    const backup = await completedBackup(db.id);
+    const backup = await completedBackup(api, db.id);
     const seen = new Set<string>();
     const takenOver = new Set<string>();
     const held: pg.Client[] = [];
@@ -116,7 +95,7 @@ describe("tenant code run by a job cannot hand the tenant the job's login", () =
       // The tenant did see the job's login (so the attack had its chance), and could not log in as it.
       expect(seen.size).toBeGreaterThan(0);
       expect([...takenOver]).toEqual([]);
-      expect((await settled(db.id)).status).toBe("ready");
+      expect((await settledDatabase(api, db.id)).status).toBe("ready");
       expect(await sql(db.connections[0].endpoints.direct.connectionString, "SELECT v FROM loot ORDER BY v")).toEqual([{ v: 1 }, { v: 2 }]);
       // Nothing of the job login is left: no role, and no session (a session taken over ends with the job at the latest).
       for (const user of seen) {

@@ -1,7 +1,7 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startTestService, type TestService } from "../support/test-service.ts";
-import { client, eventually, sql, type Json } from "../service/helpers.ts";
+import { client, completedBackup, eventually, settledDatabase, sql, type Json } from "../service/helpers.ts";
 
 // A tenant holds only its connection string and token. It plants a SECURITY INVOKER function that a restore calls
 // (through a CHECK constraint while COPY loads rows, and through an index expression while the index is built). The
@@ -16,27 +16,6 @@ let project: Json;
 // Written by the server relative to its data directory, seen through pg_stat_file.
 const proofFile = "mds-escalated.txt";
 
-async function settled(id: string): Promise<Json> {
-  return eventually(
-    async () => {
-      const d = (await api("GET", `/v1/databases/${id}`)).body.data;
-      if (d.status === "provisioning" || d.status === "recovering") throw new Error(d.status);
-      return d;
-    },
-    { timeoutMs: 60_000 },
-  );
-}
-
-async function completedBackup(dbId: string): Promise<Json> {
-  const created = await api("POST", `/v1/databases/${dbId}/backups`);
-  expect(created.status).toBe(201);
-  return eventually(async () => {
-    const found = (await api("GET", `/v1/databases/${dbId}/backups`)).body.data.find((b: Json) => b.id === created.body.data.id);
-    if (found.status !== "completed") throw new Error(found.status);
-    return found;
-  });
-}
-
 /** What the attack would have achieved: a superuser among the service's roles, or a file written by the server. */
 async function escalations(): Promise<unknown[]> {
   const supers = await sql(service.postgresUrl, "SELECT rolname FROM pg_roles WHERE rolsuper AND rolname LIKE 'mds\\_%'");
@@ -48,7 +27,7 @@ beforeAll(async () => {
   service = await startTestService();
   api = client(service, service.token);
   project = (await api("POST", "/v1/projects", { name: "attacker" })).body.data;
-  await settled(project.database.id);
+  await settledDatabase(api, project.database.id);
   const url = project.database.connectionString as string;
   const [me] = await sql<{ login: string; owner: string }>(url, "SELECT session_user AS login, current_user AS owner");
   await sql(
@@ -116,11 +95,11 @@ async function removeProof(): Promise<void> {
 describe("a tenant function called by a restore cannot reach the superuser", () => {
   it("POST /v1/databases/{id}/restore: nothing escalates and the restore succeeds", async () => {
     const db = project.database;
-    const backup = await completedBackup(db.id);
+    const backup = await completedBackup(api, db.id);
     await sql(db.connectionString, "INSERT INTO guarded VALUES (3)");
     const res = await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: backup.id } });
     expect(res.status).toBe(200);
-    const final = await settled(db.id);
+    const final = await settledDatabase(api, db.id);
     expect(await escalations()).toEqual([]);
     expect(final.status).toBe("ready");
     expect(await sql(db.connectionString, "SELECT v FROM guarded ORDER BY v")).toEqual([{ v: 1 }, { v: 2 }]);
@@ -128,10 +107,10 @@ describe("a tenant function called by a restore cannot reach the superuser", () 
 
   it("creating a database from the backup: nothing escalates and the copy has the data", async () => {
     const db = project.database;
-    const backup = await completedBackup(db.id);
+    const backup = await completedBackup(api, db.id);
     const res = await api("POST", `/v1/projects/${project.id}/databases`, { name: "copy", source: { type: "backup", databaseId: db.id, backupId: backup.id } });
     expect(res.status).toBe(201);
-    const final = await settled(res.body.data.id);
+    const final = await settledDatabase(api, res.body.data.id);
     expect(await escalations()).toEqual([]);
     expect(final.status).toBe("ready");
     expect(await sql(res.body.data.connectionString, "SELECT count(*)::int AS n FROM guarded")).toEqual([{ n: 2 }]);
@@ -139,14 +118,14 @@ describe("a tenant function called by a restore cannot reach the superuser", () 
 
   it("a restore marker the tenant plants on its database does not make the next restore skip its work", async () => {
     const db = project.database;
-    const backup = await completedBackup(db.id);
+    const backup = await completedBackup(api, db.id);
     await sql(db.connectionString, "INSERT INTO guarded VALUES (4)");
     // The tenant owns its database, so it may comment on it: it writes what a finished swap of the next job leaves.
     const [next] = await sql<{ id: string }>(service.controlUrl, "SELECT (max(id) + 1)::text AS id FROM jobs");
     await sql(db.connectionString, `DO $$ BEGIN EXECUTE format('COMMENT ON DATABASE %I IS %L', current_database(), 'mds:restore:${next!.id}'); END $$`);
     const res = await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: backup.id } });
     expect(res.status).toBe(200);
-    expect((await settled(db.id)).status).toBe("ready");
+    expect((await settledDatabase(api, db.id)).status).toBe("ready");
     expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM guarded WHERE v = 4")).toEqual([{ n: 0 }]);
   });
 

@@ -1,7 +1,9 @@
 import pg from "pg";
 import type { TestService } from "../support/test-service.ts";
 
-export { eventually } from "../support/eventually.ts";
+import { eventually } from "../support/eventually.ts";
+
+export { eventually };
 
 export type Response<T = unknown> = { status: number; headers: Headers; body: T };
 // Responses are loosely typed in tests: schemas check the shapes.
@@ -57,4 +59,29 @@ export function withDatabase(url: string, database: string): string {
   const u = new URL(url);
   u.pathname = `/${database}`;
   return u.toString();
+}
+
+type Api = ReturnType<typeof client>;
+
+/** The database once it is neither provisioning nor recovering (ready, or failure). */
+export async function settledDatabase(api: Api, id: string): Promise<Json> {
+  return eventually(
+    async () => {
+      const d = (await api("GET", `/v1/databases/${id}`)).body.data as Json;
+      if (d.status === "provisioning" || d.status === "recovering") throw new Error(d.status);
+      return d;
+    },
+    { timeoutMs: 60_000 },
+  );
+}
+
+/** Takes a manual backup of the database and waits until it is completed. */
+export async function completedBackup(api: Api, dbId: string): Promise<Json> {
+  const created = await api("POST", `/v1/databases/${dbId}/backups`);
+  if (created.status !== 201) throw new Error(`POST backups answered ${created.status}`);
+  return eventually(async () => {
+    const found = ((await api("GET", `/v1/databases/${dbId}/backups`)).body.data as Json[]).find((b: Json) => b.id === (created.body as Json).data.id);
+    if (found.status !== "completed") throw new Error(found.status);
+    return found;
+  });
 }
