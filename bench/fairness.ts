@@ -10,6 +10,7 @@
 // and concurrency, leader election on); the service keeps its production spare pool (64). Each team has its own
 // workspace token, as docs/many-teams.md prescribes (--shared-token: both use the operator's, so they also share
 // one rate budget at the operator and one workspace at the service). Exits 1 when the target is missed.
+import { now, percentile, waitFor } from "./timing.ts";
 import { mkdtemp, rm } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
@@ -42,24 +43,9 @@ const orders = (values.orders ?? "").split(",").filter((o) => o !== "");
 for (const o of orders) if (o !== "fifo" && o !== "namespaces") throw new Error(`--orders: "${o}" is neither fifo nor namespaces`);
 const targetMs = 2_000;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const now = () => performance.now();
 const load = () => loadavg().map((l) => l.toFixed(1)).join(" / ");
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
-}
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 
-async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>, intervalMs = 200): Promise<T> {
-  const deadline = now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined && v !== false) return v;
-    if (now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s`);
-    await sleep(intervalMs);
-  }
-}
 
 async function inParallel<T>(items: T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;

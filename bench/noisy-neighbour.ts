@@ -7,6 +7,7 @@
 // so every arm shares the machine's load. Target: p99 with B looping garbage ≤ 1.1 × p99 with B quiet; exits 1 when
 // missed. The control tells what the token has to do with it: a loop of Kubernetes writes costs the same whatever the
 // token (on a small shared machine the API server and the service compete for the same cores).
+import { now, percentile, sleep, waitFor } from "./timing.ts";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -39,22 +40,7 @@ const bumpMs = Number(values["bump-ms"]);
 const rotateMs = Number(values["rotate-ms"]);
 const target = 1.1;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const now = () => performance.now();
 const ms = (v: number) => `${Math.round(v)} ms`;
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
-}
-async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>, intervalMs = 50): Promise<T> {
-  const deadline = now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined && v !== false) return v;
-    if (now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s`);
-    await sleep(intervalMs);
-  }
-}
 /** A garbage token of the service's shape (so it is looked up, the costlier case), never a valid one. */
 const garbageToken = () => `mds_${randomBytes(32).toString("base64url")}`;
 /** A token Secret; `rotation` changes it on every write even when the token stays (the valid arm writes as much as the garbage one). */
@@ -157,7 +143,7 @@ try {
   async function createToReady(name: string): Promise<number> {
     const t0 = now();
     await stack.kube.apply(database(name));
-    await waitFor(`${name} Ready`, 120_000, async () => isReady(await stack.kube.get(mdsApiVersion, "Database", "team-a", name)));
+    await waitFor(`${name} Ready`, 120_000, async () => isReady(await stack.kube.get(mdsApiVersion, "Database", "team-a", name)), 50);
     const elapsed = now() - t0;
     await stack.kube.remove(mdsApiVersion, "Database", "team-a", name);
     await waitFor(`${name} deleted`, 120_000, async () => (await stack.kube.get(mdsApiVersion, "Database", "team-a", name)) === undefined, 100);

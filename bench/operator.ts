@@ -5,6 +5,7 @@
 // steady-state resync, operator RSS, and (optionally) convergence after an API outage.
 // API calls are counted by the fault proxy in front of the service; Kubernetes requests by
 // devkube's request log (the harness stays quiet while it counts).
+import { now, percentile, sleep, waitFor } from "./timing.ts";
 import { readFile, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -36,19 +37,12 @@ const outageSeconds = Number(values.outage);
 const churnMinutes = Number(values["churn-minutes"]);
 const churnSize = Number(values["churn-size"]);
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const now = () => performance.now();
 const results: Array<{ metric: string; value: string; target: string }> = [];
 const record = (metric: string, value: string, target: string) => {
   results.push({ metric, value, target });
   console.log(`  ${metric}: ${value}   (target ${target})`);
 };
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[index] ?? NaN;
-}
 const ms = (v: number) => `${Math.round(v)} ms`;
 
 async function rssMb(proc: OperatorProcess): Promise<number> {
@@ -57,15 +51,6 @@ async function rssMb(proc: OperatorProcess): Promise<number> {
   return Math.round((kb / 1024) * 10) / 10;
 }
 
-async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>, intervalMs = 200): Promise<T> {
-  const deadline = now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined && v !== false) return v;
-    if (now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s`);
-    await sleep(intervalMs);
-  }
-}
 
 function databaseObject(ns: string, name: string, extra: Partial<KubeObject["metadata"]> = {}): KubeObject {
   return {
