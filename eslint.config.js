@@ -9,7 +9,10 @@ export default tseslint.config(
   {
     rules: {
       "@typescript-eslint/no-explicit-any": "error",
-      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" }],
+      "@typescript-eslint/no-unused-vars": [
+        "error",
+        { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" },
+      ],
       "no-console": "off",
     },
   },
@@ -20,13 +23,24 @@ export default tseslint.config(
     files: ["src/**/*.ts"],
     ignores: ["src/**/*.test.ts"],
     rules: {
-      "no-restricted-imports": ["error", {
-        patterns: [{ regex: "^\\.{1,2}/(.*/)?(test|bench)/", message: "src/ is the product: it must not import test support or benchmarks (test/, bench/)." }],
-      }],
-      "no-restricted-syntax": ["error", {
-        selector: "ImportExpression[source.value=/^\\.{1,2}\\/(.*\\/)?(test|bench)\\//]",
-        message: "src/ is the product: it must not import test support or benchmarks (test/, bench/).",
-      }],
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            {
+              regex: "^\\.{1,2}/(.*/)?(test|bench)/",
+              message: "src/ is the product: it must not import test support or benchmarks (test/, bench/).",
+            },
+          ],
+        },
+      ],
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector: "ImportExpression[source.value=/^\\.{1,2}\\/(.*\\/)?(test|bench)\\//]",
+          message: "src/ is the product: it must not import test support or benchmarks (test/, bench/).",
+        },
+      ],
     },
   },
   {
@@ -36,7 +50,15 @@ export default tseslint.config(
     rules: {
       "no-restricted-imports": [
         "error",
-        { patterns: [{ group: ["**/resources/**", "**/resources"], message: "src/operator knows no kind: put kind-specific code in src/resources and plug it in through a KindRegistration." }] },
+        {
+          patterns: [
+            {
+              group: ["**/resources/**", "**/resources"],
+              message:
+                "src/operator knows no kind: put kind-specific code in src/resources and plug it in through a KindRegistration.",
+            },
+          ],
+        },
       ],
     },
   },
@@ -44,7 +66,17 @@ export default tseslint.config(
     // Service routes only parse and render: an operation lives in src/service/domain/, never in another route file.
     files: ["src/service/routes/**"],
     rules: {
-      "no-restricted-imports": ["error", { patterns: [{ group: ["./*", "../routes/*"], message: "routes do not import each other: put the shared operation in src/service/domain/" }] }],
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            {
+              group: ["./*", "../routes/*"],
+              message: "routes do not import each other: put the shared operation in src/service/domain/",
+            },
+          ],
+        },
+      ],
     },
   },
   {

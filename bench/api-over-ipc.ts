@@ -5,7 +5,11 @@ import type { MdsApi } from "../src/operator/api.ts";
 // service in its own process and the child's RSS holds only the operator. The child's side is in
 // operator-rss-child.mjs (plain JavaScript). Errors cross as { code, status, message }, what the operator reads.
 
-interface Call { id: number; method: keyof MdsApi; args: unknown[] }
+interface Call {
+  id: number;
+  method: keyof MdsApi;
+  args: unknown[];
+}
 
 export function serveApi(child: ChildProcess, api: MdsApi): void {
   child.on("message", (message: Call) => {
@@ -14,7 +18,14 @@ export function serveApi(child: ChildProcess, api: MdsApi): void {
       (value) => child.send({ id: message.id, value }),
       (err: unknown) => {
         const e = err as { code?: unknown; status?: unknown; message?: unknown };
-        child.send({ id: message.id, error: { code: String(e.code ?? "internal"), status: Number(e.status ?? 500), message: String(e.message ?? err) } });
+        child.send({
+          id: message.id,
+          error: {
+            code: String(e.code ?? "internal"),
+            status: Number(e.status ?? 500),
+            message: String(e.message ?? err),
+          },
+        });
       },
     );
   });

@@ -32,20 +32,27 @@ const { values } = parseArgs({
     "lose-responses": { type: "string", default: "0.05" },
   },
 });
-if (values.api !== "service" && values.api !== "emulator") throw new Error(`--api must be service or emulator, got "${values.api}"`);
+if (values.api !== "service" && values.api !== "emulator")
+  throw new Error(`--api must be service or emulator, got "${values.api}"`);
 const loseResponse = Number(values["lose-responses"]);
-if (!(loseResponse >= 0 && loseResponse < 1)) throw new Error(`--lose-responses must be in [0, 1), got "${values["lose-responses"]}"`);
+if (!(loseResponse >= 0 && loseResponse < 1))
+  throw new Error(`--lose-responses must be in [0, 1), got "${values["lose-responses"]}"`);
 
 const iterations = Number(values.iterations);
 const seed = Number(values.seed);
-if (!Number.isInteger(iterations) || iterations < 1) throw new Error(`--iterations must be a positive integer, got "${values.iterations}"`);
+if (!Number.isInteger(iterations) || iterations < 1)
+  throw new Error(`--iterations must be a positive integer, got "${values.iterations}"`);
 if (!Number.isInteger(seed)) throw new Error(`--seed must be an integer, got "${values.seed}"`);
 
 // --minutes: start no new iteration after that long (the report counts the iterations that ran).
 const deadline = values.minutes === undefined ? undefined : Date.now() + Number(values.minutes) * 60_000;
 const dir = await mkdtemp(path.join(tmpdir(), "mds-chaos-"));
 console.log(`chaos: ${iterations} iterations, seed ${seed}, against ${values.api}, state in ${dir}`);
-const stack = await startChaosStack({ dir, api: values.api, ...(values.api === "emulator" && !values["no-faults"] ? { emulatorFaults: { loseResponse, seed } } : {}) });
+const stack = await startChaosStack({
+  dir,
+  api: values.api,
+  ...(values.api === "emulator" && !values["no-faults"] ? { emulatorFaults: { loseResponse, seed } } : {}),
+});
 console.log(`crash points: ${crashPoints.join(", ")}`);
 console.log(tableHeader);
 let exitCode = 1;
@@ -61,18 +68,21 @@ try {
         log: (line) => console.log(line),
       })
     : await runChaos(stack, {
-    iterations,
-    seed,
-    crashesPerStep: values["crashes-per-step"] === "all" ? Infinity : Number(values["crashes-per-step"]),
-    stepTimeoutMs: Number(values["step-timeout"]) * 1000,
-    faults: !values["no-faults"],
-    replicas: values.replicas === "1" ? 1 : values.replicas === "2" ? 2 : "random",
-    ...(deadline === undefined ? {} : { deadline }),
-    log: (line) => console.log(line),
-  });
+        iterations,
+        seed,
+        crashesPerStep: values["crashes-per-step"] === "all" ? Infinity : Number(values["crashes-per-step"]),
+        stepTimeoutMs: Number(values["step-timeout"]) * 1000,
+        faults: !values["no-faults"],
+        replicas: values.replicas === "1" ? 1 : values.replicas === "2" ? 2 : "random",
+        ...(deadline === undefined ? {} : { deadline }),
+        log: (line) => console.log(line),
+      });
   console.log("");
   console.log(formatReport(report));
-  if (stack.emulator) console.log(`public-API emulator: ${stack.emulator.stats.requests} requests, ${stack.emulator.stats.lost} responses lost after acting, ${stack.emulator.stats.errors} 5xx`);
+  if (stack.emulator)
+    console.log(
+      `public-API emulator: ${stack.emulator.stats.requests} requests, ${stack.emulator.stats.lost} responses lost after acting, ${stack.emulator.stats.errors} 5xx`,
+    );
   exitCode = report.violations > 0 ? 1 : 0;
 } finally {
   await stack.stop();

@@ -13,14 +13,17 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 
-const arg = (name: string, fallback?: string) => process.argv.find((_, i) => process.argv[i - 1] === `--${name}`) ?? fallback;
+const arg = (name: string, fallback?: string) =>
+  process.argv.find((_, i) => process.argv[i - 1] === `--${name}`) ?? fallback;
 const before = arg("before");
 const after = arg("after", fileURLToPath(new URL("..", import.meta.url)))!;
 const rounds = Number(arg("rounds", "40"));
 const spares = arg("spares", "16")!;
 const maxRatio = Number(arg("max-ratio", "1.10"));
 if (before === undefined || !existsSync(path.join(before, "bin/mds.js"))) {
-  console.error("usage: node bench/create-ab.ts --before DIR [--after DIR] [--rounds N] [--spares N] [--max-ratio R] (DIR: a checkout with node_modules)");
+  console.error(
+    "usage: node bench/create-ab.ts --before DIR [--after DIR] [--rounds N] [--spares N] [--max-ratio R] (DIR: a checkout with node_modules)",
+  );
   process.exit(2);
 }
 
@@ -42,10 +45,25 @@ const percentile = (xs: number[], p: number) => {
 
 async function start(name: string, checkout: string): Promise<Side> {
   const dir = await mkdtemp(path.join(os.tmpdir(), `mds-ab-${name}-`));
-  const child = spawn(process.execPath, [path.join(checkout, "bin/mds.js"), "service", "--embedded", dir, "--port", "0", "--spare-databases", spares, "--log-level", "warn"], {
-    cwd: checkout,
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      path.join(checkout, "bin/mds.js"),
+      "service",
+      "--embedded",
+      dir,
+      "--port",
+      "0",
+      "--spare-databases",
+      spares,
+      "--log-level",
+      "warn",
+    ],
+    {
+      cwd: checkout,
+      stdio: ["ignore", "ignore", "inherit"],
+    },
+  );
   const file = path.join(dir, "service.json");
   for (let i = 0; !existsSync(file); i++) {
     if (i > 1200 || child.exitCode !== null) throw new Error(`${name}: the service did not start`);
@@ -56,7 +74,9 @@ async function start(name: string, checkout: string): Promise<Side> {
   // The embedded service's control database, as its superuser (the same server holds the regions' databases).
   const { controlUrl } = JSON.parse(await readFile(path.join(dir, "control.json"), "utf8")) as { controlUrl: string };
   const side: Side = { name, child, dir, url, token, adminUrl: controlUrl, projectId: "", ready: [] };
-  side.projectId = (await call(side, "POST", "/v1/projects", { name: `ab-${name}`, region: "us-east-1", createDatabase: false })).id;
+  side.projectId = (
+    await call(side, "POST", "/v1/projects", { name: `ab-${name}`, region: "us-east-1", createDatabase: false })
+  ).id;
   return side;
 }
 
@@ -88,7 +108,9 @@ async function settle(side: Side): Promise<void> {
   await c.connect();
   try {
     for (let i = 0; i < 600; i++) {
-      const { rows } = await c.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds\\_spare\\_%'");
+      const { rows } = await c.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds\\_spare\\_%'",
+      );
       if (rows[0]!.n >= Number(spares)) break;
       await new Promise((r) => setTimeout(r, 250));
     }
@@ -114,13 +136,23 @@ try {
   const ratio = percentile(a.ready, 50) / percentile(b.ready, 50);
   const rows = [
     ["side", "n", "p50 ms", "p90 ms", "p99 ms"],
-    ...sides.map((s) => [s.name, String(s.ready.length), percentile(s.ready, 50).toFixed(1), percentile(s.ready, 90).toFixed(1), percentile(s.ready, 99).toFixed(1)]),
+    ...sides.map((s) => [
+      s.name,
+      String(s.ready.length),
+      percentile(s.ready, 50).toFixed(1),
+      percentile(s.ready, 90).toFixed(1),
+      percentile(s.ready, 99).toFixed(1),
+    ]),
   ];
   for (const r of rows) console.log(r.map((c, i) => (i === 0 ? c.padEnd(8) : c.padStart(8))).join(" "));
-  console.log(`after/before p50: ${ratio.toFixed(2)}× (target ≤ ${maxRatio.toFixed(2)}×), p99: ${(percentile(a.ready, 99) / percentile(b.ready, 99)).toFixed(2)}×; load ${os.loadavg()[0]!.toFixed(1)}`);
+  console.log(
+    `after/before p50: ${ratio.toFixed(2)}× (target ≤ ${maxRatio.toFixed(2)}×), p99: ${(percentile(a.ready, 99) / percentile(b.ready, 99)).toFixed(2)}×; load ${os.loadavg()[0]!.toFixed(1)}`,
+  );
   process.exitCode = ratio <= maxRatio ? 0 : 1;
 } finally {
   for (const side of sides) side.child.kill("SIGTERM");
-  await Promise.all(sides.map((s) => new Promise((r) => (s.child.exitCode !== null ? r(undefined) : s.child.once("exit", r)))));
+  await Promise.all(
+    sides.map((s) => new Promise((r) => (s.child.exitCode !== null ? r(undefined) : s.child.once("exit", r)))),
+  );
   for (const side of sides) await rm(side.dir, { recursive: true, force: true });
 }

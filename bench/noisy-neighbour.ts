@@ -45,7 +45,12 @@ const ms = (v: number) => `${Math.round(v)} ms`;
 const garbageToken = () => `mds_${randomBytes(32).toString("base64url")}`;
 /** A token Secret; `rotation` changes it on every write even when the token stays (the valid arm writes as much as the garbage one). */
 const secret = (namespace: string, name: string, token: string, rotation = 0): KubeObject =>
-  ({ apiVersion: "v1", kind: "Secret", metadata: { name, namespace, annotations: { "bench.mds.dev/rotation": String(rotation) } }, stringData: { token } }) as KubeObject;
+  ({
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name, namespace, annotations: { "bench.mds.dev/rotation": String(rotation) } },
+    stringData: { token },
+  }) as KubeObject;
 async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -80,7 +85,16 @@ async function runTeamB(kubeconfig: string): Promise<never> {
       }
       const at = new Date().toISOString();
       for (let i = 0; i < noisyProjects; i++) {
-        await kube.apply({ apiVersion: mdsApiVersion, kind: "Project", metadata: { name: `${project}-${i}`, namespace: "team-b", annotations: { "mds.dev/reconcile-requested-at": at } }, spec: { displayName: `${project}-${i}`, credentials: { secretRef: { name: `${mode}-${i}` } } } } as KubeObject);
+        await kube.apply({
+          apiVersion: mdsApiVersion,
+          kind: "Project",
+          metadata: {
+            name: `${project}-${i}`,
+            namespace: "team-b",
+            annotations: { "mds.dev/reconcile-requested-at": at },
+          },
+          spec: { displayName: `${project}-${i}`, credentials: { secretRef: { name: `${mode}-${i}` } } },
+        } as KubeObject);
         bumps++;
       }
       await sleep(bumpMs);
@@ -102,11 +116,23 @@ async function runTeamB(kubeconfig: string): Promise<never> {
 if (values["team-b"] !== undefined) await runTeamB(values["team-b"]);
 
 async function teamB(stack: ChaosStack, validToken: string) {
-  const args = ["--noisy-projects", String(noisyProjects), "--bump-ms", String(bumpMs), "--rotate-ms", String(rotateMs)];
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--team-b", stack.devkube.kubeconfigPath, ...args], { stdio: ["pipe", "pipe", "inherit"] });
+  const args = [
+    "--noisy-projects",
+    String(noisyProjects),
+    "--bump-ms",
+    String(bumpMs),
+    "--rotate-ms",
+    String(rotateMs),
+  ];
+  const child = spawn(
+    process.execPath,
+    [fileURLToPath(import.meta.url), "--team-b", stack.devkube.kubeconfigPath, ...args],
+    { stdio: ["pipe", "pipe", "inherit"] },
+  );
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const totals = { bumps: 0, rotations: 0 };
-  const start = (mode: "garbage" | "valid") => void child.stdin.write(mode === "garbage" ? "on garbage\n" : `on valid ${validToken}\n`);
+  const start = (mode: "garbage" | "valid") =>
+    void child.stdin.write(mode === "garbage" ? "on garbage\n" : `on valid ${validToken}\n`);
   const stop = async () => {
     child.stdin.write("off\n");
     const answer = await lines.next();
@@ -122,9 +148,20 @@ async function teamB(stack: ChaosStack, validToken: string) {
 const dir = await mkdtemp(path.join(tmpdir(), "mds-bench-noisy-"));
 console.log(`bench:noisy-neighbour: state in ${dir}`);
 // The service's production limits for failed authentication (test stacks raise them): the lockout this measures.
-const stack = await startChaosStack({ dir, instanceId: "noisy", logLevel: "info", pollFast: "1s", pollSlow: "60s", service: { authRateLimit: { perSecond: 1, burst: 30 } } });
+const stack = await startChaosStack({
+  dir,
+  instanceId: "noisy",
+  logLevel: "info",
+  pollFast: "1s",
+  pollSlow: "60s",
+  service: { authRateLimit: { perSecond: 1, burst: 30 } },
+});
 const metricsPort = await freePort();
-stack.startOperator({ identity: "noisy", leaderElect: false, args: ["--concurrency", "4", "--metrics-address", `127.0.0.1:${metricsPort}`] });
+stack.startOperator({
+  identity: "noisy",
+  leaderElect: false,
+  args: ["--concurrency", "4", "--metrics-address", `127.0.0.1:${metricsPort}`],
+});
 const rows: Array<[string, string, string]> = [];
 let met = false;
 let b: Awaited<ReturnType<typeof teamB>> | undefined;
@@ -133,30 +170,62 @@ try {
   const tokenA = (await createServiceToken(pool, { workspace: "team-a", name: "team-a-operator" })).token;
   const tokenB = (await createServiceToken(pool, { workspace: "team-b", name: "team-b-operator" })).token;
   await pool.end();
-  for (const ns of ["team-a", "team-b"]) await stack.kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+  for (const ns of ["team-a", "team-b"])
+    await stack.kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
   b = await teamB(stack, tokenB);
   await stack.kube.apply(secret("team-a", "mds-credentials", tokenA));
-  await stack.kube.apply({ apiVersion: mdsApiVersion, kind: "Project", metadata: { name: "app", namespace: "team-a" }, spec: { displayName: "app", deletionPolicy: "Delete" } });
-  await waitFor("team A's Project Ready", 120_000, async () => isReady(await stack.kube.get(mdsApiVersion, "Project", "team-a", "app")), 200);
+  await stack.kube.apply({
+    apiVersion: mdsApiVersion,
+    kind: "Project",
+    metadata: { name: "app", namespace: "team-a" },
+    spec: { displayName: "app", deletionPolicy: "Delete" },
+  });
+  await waitFor(
+    "team A's Project Ready",
+    120_000,
+    async () => isReady(await stack.kube.get(mdsApiVersion, "Project", "team-a", "app")),
+    200,
+  );
 
-  const database = (name: string): KubeObject => ({ apiVersion: mdsApiVersion, kind: "Database", metadata: { name, namespace: "team-a" }, spec: { projectRef: { name: "app" }, deletionPolicy: "Delete", connectionSecret: { name: `${name}-conn` } } });
+  const database = (name: string): KubeObject => ({
+    apiVersion: mdsApiVersion,
+    kind: "Database",
+    metadata: { name, namespace: "team-a" },
+    spec: { projectRef: { name: "app" }, deletionPolicy: "Delete", connectionSecret: { name: `${name}-conn` } },
+  });
   async function createToReady(name: string): Promise<number> {
     const t0 = now();
     await stack.kube.apply(database(name));
-    await waitFor(`${name} Ready`, 120_000, async () => isReady(await stack.kube.get(mdsApiVersion, "Database", "team-a", name)), 50);
+    await waitFor(
+      `${name} Ready`,
+      120_000,
+      async () => isReady(await stack.kube.get(mdsApiVersion, "Database", "team-a", name)),
+      50,
+    );
     const elapsed = now() - t0;
     await stack.kube.remove(mdsApiVersion, "Database", "team-a", name);
-    await waitFor(`${name} deleted`, 120_000, async () => (await stack.kube.get(mdsApiVersion, "Database", "team-a", name)) === undefined, 100);
+    await waitFor(
+      `${name} deleted`,
+      120_000,
+      async () => (await stack.kube.get(mdsApiVersion, "Database", "team-a", name)) === undefined,
+      100,
+    );
     return elapsed;
   }
 
   // Warm-up, not counted: a first create, B's valid Projects created at the service, a first garbage context.
   await createToReady("warm-quiet");
   b.start("valid");
-  await waitFor("team B's valid Projects Ready", 180_000, async () => {
-    for (let i = 0; i < noisyProjects; i++) if (!isReady(await stack.kube.get(mdsApiVersion, "Project", "team-b", `steady-${i}`))) return false;
-    return true;
-  }, 500);
+  await waitFor(
+    "team B's valid Projects Ready",
+    180_000,
+    async () => {
+      for (let i = 0; i < noisyProjects; i++)
+        if (!isReady(await stack.kube.get(mdsApiVersion, "Project", "team-b", `steady-${i}`))) return false;
+      return true;
+    },
+    500,
+  );
   await b.stop();
   b.start("garbage");
   await sleep(2_000);
@@ -166,7 +235,11 @@ try {
   // Three arms, interleaved, in a rotating order: B quiet, B looping a garbage token, and (the control) B looping
   // the very same way with its valid token: what any team's loop costs, whatever its token.
   const arms = { quiet: [] as number[], garbage: [] as number[], valid: [] as number[] };
-  const orders = [["quiet", "garbage", "valid"], ["garbage", "valid", "quiet"], ["valid", "quiet", "garbage"]] as const;
+  const orders = [
+    ["quiet", "garbage", "valid"],
+    ["garbage", "valid", "quiet"],
+    ["valid", "quiet", "garbage"],
+  ] as const;
   stack.apiProxy.resetStats();
   for (let i = 0; i < samples; i++) {
     for (const arm of orders[i % 3]!) {
@@ -176,31 +249,74 @@ try {
       arms[arm].push(await createToReady(`${arm}-${i}`));
       if (arm !== "quiet") await b.stop();
     }
-    process.stdout.write(`\r  ${i + 1}/${samples} rounds: quiet ${ms(arms.quiet.at(-1)!)}, garbage ${ms(arms.garbage.at(-1)!)}, valid ${ms(arms.valid.at(-1)!)}   `);
+    process.stdout.write(
+      `\r  ${i + 1}/${samples} rounds: quiet ${ms(arms.quiet.at(-1)!)}, garbage ${ms(arms.garbage.at(-1)!)}, valid ${ms(arms.valid.at(-1)!)}   `,
+    );
   }
   process.stdout.write("\n");
   const quiet = arms.quiet;
   const noisy = arms.garbage;
   const stats = stack.apiProxy.stats();
   const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-  const metric = (re: RegExp) => metrics.split("\n").filter((l) => re.test(l)).map((l) => l.replace(/^mds_operator_/, "")).join(", ");
-  const stalled = (await stack.kube.list(mdsApiVersion, "Project", "team-b")).filter((p) => p.metadata.name.startsWith("noisy-")).map((p) => conditionOf(p, "Synced")?.reason ?? "?");
+  const metric = (re: RegExp) =>
+    metrics
+      .split("\n")
+      .filter((l) => re.test(l))
+      .map((l) => l.replace(/^mds_operator_/, ""))
+      .join(", ");
+  const stalled = (await stack.kube.list(mdsApiVersion, "Project", "team-b"))
+    .filter((p) => p.metadata.name.startsWith("noisy-"))
+    .map((p) => conditionOf(p, "Synced")?.reason ?? "?");
 
   const ratio = percentile(noisy, 99) / percentile(quiet, 99);
   met = ratio <= target;
-  rows.push(["team A create → Ready, B quiet: p50 / p99", `${ms(percentile(quiet, 50))} / ${ms(percentile(quiet, 99))}`, "-"]);
-  rows.push(["team A create → Ready, B looping a garbage token: p50 / p99", `${ms(percentile(noisy, 50))} / ${ms(percentile(noisy, 99))}`, "-"]);
+  rows.push([
+    "team A create → Ready, B quiet: p50 / p99",
+    `${ms(percentile(quiet, 50))} / ${ms(percentile(quiet, 99))}`,
+    "-",
+  ]);
+  rows.push([
+    "team A create → Ready, B looping a garbage token: p50 / p99",
+    `${ms(percentile(noisy, 50))} / ${ms(percentile(noisy, 99))}`,
+    "-",
+  ]);
   rows.push(["p99 ratio (looping / quiet)", ratio.toFixed(2), `≤ ${target}`]);
-  rows.push(["control: B looping the same way with its valid token: p50 / p99", `${ms(percentile(arms.valid, 50))} / ${ms(percentile(arms.valid, 99))}`, "-"]);
-  rows.push(["p50 / p99 ratio garbage loop / valid loop", `${(percentile(noisy, 50) / percentile(arms.valid, 50)).toFixed(2)} / ${(percentile(noisy, 99) / percentile(arms.valid, 99)).toFixed(2)}`, "≤ 1 (a bad token costs no more than a good one)"]);
-  rows.push(["team B's loop", `${b.counts().bumps} reconcile requests, ${b.counts().rotations} token rotations (${noisyProjects + 1} Secrets each)`, "-"]);
-  rows.push(["API answers by status while measured", Object.entries(stats.byStatus).map(([s, c]) => `${s} ×${c}`).join(", "), "no 429"]);
+  rows.push([
+    "control: B looping the same way with its valid token: p50 / p99",
+    `${ms(percentile(arms.valid, 50))} / ${ms(percentile(arms.valid, 99))}`,
+    "-",
+  ]);
+  rows.push([
+    "p50 / p99 ratio garbage loop / valid loop",
+    `${(percentile(noisy, 50) / percentile(arms.valid, 50)).toFixed(2)} / ${(percentile(noisy, 99) / percentile(arms.valid, 99)).toFixed(2)}`,
+    "≤ 1 (a bad token costs no more than a good one)",
+  ]);
+  rows.push([
+    "team B's loop",
+    `${b.counts().bumps} reconcile requests, ${b.counts().rotations} token rotations (${noisyProjects + 1} Secrets each)`,
+    "-",
+  ]);
+  rows.push([
+    "API answers by status while measured",
+    Object.entries(stats.byStatus)
+      .map(([s, c]) => `${s} ×${c}`)
+      .join(", "),
+    "no 429",
+  ]);
   rows.push(["operator API contexts at the end", metric(/^mds_operator_api_contexts /), "small"]);
   rows.push(["operator API context evictions", metric(/^mds_operator_api_context_evictions_total/), "-"]);
-  rows.push(["operator reconciles of Projects (B's), by result", metric(/^mds_operator_reconcile_duration_seconds_count\{kind="Project"/), "-"]);
+  rows.push([
+    "operator reconciles of Projects (B's), by result",
+    metric(/^mds_operator_reconcile_duration_seconds_count\{kind="Project"/),
+    "-",
+  ]);
   rows.push(["operator writes to Kubernetes", metric(/^mds_operator_kube_writes_total/), "-"]);
   rows.push(["team B's garbage Projects", [...new Set(stalled)].join(", "), "CredentialsInvalid"]);
-  rows.push([`samples (rounds)`, `${samples}; quiet ms: ${quiet.map(Math.round).join(", ")}; garbage ms: ${noisy.map(Math.round).join(", ")}; valid ms: ${arms.valid.map(Math.round).join(", ")}`, "-"]);
+  rows.push([
+    `samples (rounds)`,
+    `${samples}; quiet ms: ${quiet.map(Math.round).join(", ")}; garbage ms: ${noisy.map(Math.round).join(", ")}; valid ms: ${arms.valid.map(Math.round).join(", ")}`,
+    "-",
+  ]);
 } finally {
   await b?.stop();
   b?.end();

@@ -28,7 +28,10 @@ function apiFromParent() {
     if (call === undefined) return;
     pending.delete(reply.id);
     if (reply.error === undefined) call.resolve(reply.value);
-    else call.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code, status: reply.error.status }));
+    else
+      call.reject(
+        Object.assign(new Error(reply.error.message), { code: reply.error.code, status: reply.error.status }),
+      );
   });
   process.channel?.unref();
   const noSignal = (a) => (typeof a === "object" && a !== null && "signal" in a ? { ...a, signal: undefined } : a);
@@ -54,7 +57,23 @@ const api = apiFromParent();
 const loopDelay = monitorEventLoopDelay({ resolution: 20 });
 loopDelay.enable();
 const config = parseOperatorConfig(
-  ["--kubeconfig", kubeconfigPath, "--api-url", "http://fake.invalid", "--instance-id", "bench", "--credentials-fallback-namespaces", "*", "--metrics-address", "127.0.0.1:0", "--log-level", "warn", "--poll-slow", process.env.MDS_BENCH_POLL_SLOW ?? "5m", ...(process.env.MDS_BENCH_LEADER_ELECT === "0" ? ["--no-leader-elect"] : [])],
+  [
+    "--kubeconfig",
+    kubeconfigPath,
+    "--api-url",
+    "http://fake.invalid",
+    "--instance-id",
+    "bench",
+    "--credentials-fallback-namespaces",
+    "*",
+    "--metrics-address",
+    "127.0.0.1:0",
+    "--log-level",
+    "warn",
+    "--poll-slow",
+    process.env.MDS_BENCH_POLL_SLOW ?? "5m",
+    ...(process.env.MDS_BENCH_LEADER_ELECT === "0" ? ["--no-leader-elect"] : []),
+  ],
   {},
 );
 const runtime = await startOperatorRuntime(config, {

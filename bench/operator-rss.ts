@@ -51,7 +51,19 @@ await runParent();
 async function compile(outDir: string): Promise<string> {
   const { execFileSync } = await import("node:child_process");
   const started = performance.now();
-  execFileSync(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", path.join(repoRoot, "tsconfig.build.json"), "--outDir", outDir, "--sourceMap", "false"], { stdio: "inherit" });
+  execFileSync(
+    process.execPath,
+    [
+      path.join(repoRoot, "node_modules/typescript/bin/tsc"),
+      "-p",
+      path.join(repoRoot, "tsconfig.build.json"),
+      "--outDir",
+      outDir,
+      "--sourceMap",
+      "false",
+    ],
+    { stdio: "inherit" },
+  );
   // Compiled files import their dependencies from the repository's node_modules, and need its "type": "module".
   await symlink(path.join(repoRoot, "node_modules"), path.join(outDir, "node_modules"));
   await copyFile(path.join(repoRoot, "package.json"), path.join(outDir, "package.json"));
@@ -62,14 +74,24 @@ async function compile(outDir: string): Promise<string> {
 /** The glibc malloc settings the image runs with (the Dockerfile's `ENV MALLOC_…` line). */
 async function imageMallocEnv(): Promise<Record<string, string>> {
   const line = /^ENV (MALLOC_.+)$/m.exec(await readFile(path.join(repoRoot, "Dockerfile"), "utf8"))?.[1] ?? "";
-  return Object.fromEntries(line.split(/\s+/).filter((kv) => kv.includes("=")).map((kv) => kv.split("=") as [string, string]));
+  return Object.fromEntries(
+    line
+      .split(/\s+/)
+      .filter((kv) => kv.includes("="))
+      .map((kv) => kv.split("=") as [string, string]),
+  );
 }
 
 /**
  * One steady-state resync: every settled object is reconciled again and the remote mirror lists everything once.
  * Counted over one interval while this harness is quiet; Lease renewals (leader election) are reported apart.
  */
-async function countOneResync(seconds: number, n: number, calls: Record<string, number>, kubeRequests: { reset(): void; counts(): { byMethod: Record<string, number>; writesByPath: Record<string, number> } }): Promise<void> {
+async function countOneResync(
+  seconds: number,
+  n: number,
+  calls: Record<string, number>,
+  kubeRequests: { reset(): void; counts(): { byMethod: Record<string, number>; writesByPath: Record<string, number> } },
+): Promise<void> {
   const before = { ...calls };
   kubeRequests.reset();
   await sleep(seconds * 1000);
@@ -100,16 +122,26 @@ async function runParent(): Promise<void> {
   const { default: pino } = await import("pino");
   const { createRequestCounter } = await import("../test/support/chaos/stack.ts");
   const kubeRequests = createRequestCounter();
-  const devkube = await startDevkube({ dir: path.join(dir, "devkube"), logger: pino({ level: "debug" }, kubeRequests.stream) });
+  const devkube = await startDevkube({
+    dir: path.join(dir, "devkube"),
+    logger: pino({ level: "debug" }, kubeRequests.stream),
+  });
   const kube = createKubeObjects(devkube.kubeconfigPath);
   for (const file of (await readdir(path.join(repoRoot, "crds"))).filter((f) => f.endsWith(".yaml")).sort()) {
     await kube.apply(parse(await readFile(path.join(repoRoot, "crds", file), "utf8")));
   }
   for (let i = 0; i < 200; i++) {
-    if (await kube.list("mds.dev/v1alpha1", "Database", "default").then(() => true, () => false)) break;
+    if (
+      await kube.list("mds.dev/v1alpha1", "Database", "default").then(
+        () => true,
+        () => false,
+      )
+    )
+      break;
     await sleep(100);
   }
-  for (const name of [credentials.secretNamespace, "bench"]) await kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name } });
+  for (const name of [credentials.secretNamespace, "bench"])
+    await kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name } });
   await kube.apply({
     apiVersion: "v1",
     kind: "Secret",
@@ -118,7 +150,12 @@ async function runParent(): Promise<void> {
   });
   // Unrelated Secrets the operator must not cache (its Secret informer is label-selected).
   for (let i = 0; i < 50; i++) {
-    await kube.apply({ apiVersion: "v1", kind: "Secret", metadata: { name: `unrelated-${i}`, namespace: "bench" }, data: { x: Buffer.alloc(2048).toString("base64") } });
+    await kube.apply({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: `unrelated-${i}`, namespace: "bench" },
+      data: { x: Buffer.alloc(2048).toString("base64") },
+    });
   }
   await kube.apply({
     apiVersion: "mds.dev/v1alpha1",
@@ -142,7 +179,15 @@ async function runParent(): Promise<void> {
       distDir,
       devkube.kubeconfigPath,
     ],
-    { stdio: ["ignore", "pipe", "inherit", "ipc"], env: { ...process.env, ...(await imageMallocEnv()), MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1", MDS_BENCH_POLL_SLOW: `${values.resync}s` } },
+    {
+      stdio: ["ignore", "pipe", "inherit", "ipc"],
+      env: {
+        ...process.env,
+        ...(await imageMallocEnv()),
+        MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1",
+        MDS_BENCH_POLL_SLOW: `${values.resync}s`,
+      },
+    },
   );
   serveApi(child, api);
   let exited = false;
@@ -183,12 +228,18 @@ async function runParent(): Promise<void> {
             apiVersion: "mds.dev/v1alpha1",
             kind: "Database",
             metadata: { name, namespace: "bench", ...(k < live ? {} : { annotations: { "mds.dev/paused": "true" } }) },
-            spec: { projectRef: { name: "bench" }, deletionPolicy: "Delete", connectionSecret: { name: `${name}-conn` } },
+            spec: {
+              projectRef: { name: "bench" },
+              deletionPolicy: "Delete",
+              connectionSecret: { name: `${name}-conn` },
+            },
           });
         }
       }),
     );
-    console.log(`  applied ${n} Databases (${live} live, ${n - live} paused) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    console.log(
+      `  applied ${n} Databases (${live} live, ${n - live} paused) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    );
     for (;;) {
       // Paginated and every 10 s: listing 10,000 objects at once starves devkube, which shares this process.
       let settled = 0;
@@ -196,8 +247,11 @@ async function runParent(): Promise<void> {
       do {
         const page = await writer.list(DatabaseType, { namespace: "bench", limit: 500, continue: cont });
         for (const d of page.items) {
-          const conds = (d["status"] as { conditions?: Array<{ type: string; status: string; reason?: string }> } | undefined)?.conditions ?? [];
-          if (conds.some((c) => (c.type === "Ready" && c.status === "True") || c.reason === "ReconcilePaused")) settled++;
+          const conds =
+            (d["status"] as { conditions?: Array<{ type: string; status: string; reason?: string }> } | undefined)
+              ?.conditions ?? [];
+          if (conds.some((c) => (c.type === "Ready" && c.status === "True") || c.reason === "ReconcilePaused"))
+            settled++;
         }
         cont = page.metadata.continue || undefined;
       } while (cont !== undefined);
@@ -206,7 +260,9 @@ async function runParent(): Promise<void> {
       console.log(`  ${settled}/${n} Ready or paused after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
       await sleep(10_000);
     }
-    console.log(`  all ${n} Ready (or paused) after ${((performance.now() - t0) / 1000).toFixed(1)} s; settling ${settleMs / 1000} s`);
+    console.log(
+      `  all ${n} Ready (or paused) after ${((performance.now() - t0) / 1000).toFixed(1)} s; settling ${settleMs / 1000} s`,
+    );
     await sleep(settleMs);
     const status = await readFile(`/proc/${child.pid}/status`, "utf8");
     const rssBeforeGc = mb(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) * 1024);
@@ -214,7 +270,9 @@ async function runParent(): Promise<void> {
     const anon = mb(Number(/Anonymous:\s+(\d+)/.exec(smaps)?.[1] ?? NaN) * 1024);
     console.log(`  of which anonymous memory ${anon} MB`);
     const m = await sample();
-    console.log(`operator at ${n} Databases: RSS ${rssBeforeGc} MB (steady state), after a full GC ${JSON.stringify(m)}`);
+    console.log(
+      `operator at ${n} Databases: RSS ${rssBeforeGc} MB (steady state), after a full GC ${JSON.stringify(m)}`,
+    );
     await countOneResync(Number(values.resync), n, api.calls, kubeRequests);
     if (values["heap-snapshot"]) {
       child.kill("SIGUSR2");

@@ -30,7 +30,10 @@ const { values } = parseArgs({
   },
 });
 const samples = Number(values.samples);
-const sizes = (values.sizes ?? "").split(",").filter((s) => s !== "").map(Number);
+const sizes = (values.sizes ?? "")
+  .split(",")
+  .filter((s) => s !== "")
+  .map(Number);
 const rssObjects = Number(values["rss-objects"]);
 const resyncSeconds = Number(values.resync);
 const outageSeconds = Number(values.outage);
@@ -50,7 +53,6 @@ async function rssMb(proc: OperatorProcess): Promise<number> {
   const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
   return Math.round((kb / 1024) * 10) / 10;
 }
-
 
 function databaseObject(ns: string, name: string, extra: Partial<KubeObject["metadata"]> = {}): KubeObject {
   return {
@@ -94,25 +96,52 @@ async function serviceProvisioningMs(stack: ChaosStack, projectId: string, n: nu
       body: JSON.stringify({ name: `direct-${i}` }),
     });
     const id = ((await res.json()) as { data: { id: string } }).data.id;
-    await waitFor("direct database ready", 60_000, async () => {
-      const r = await fetch(`${stack.api.directUrl}/v1/databases/${id}`, { headers: { authorization: `Bearer ${stack.api.token}` } });
-      return ((await r.json()) as { data: { status: string } }).data.status === "ready";
-    }, 10);
+    await waitFor(
+      "direct database ready",
+      60_000,
+      async () => {
+        const r = await fetch(`${stack.api.directUrl}/v1/databases/${id}`, {
+          headers: { authorization: `Bearer ${stack.api.token}` },
+        });
+        return ((await r.json()) as { data: { status: string } }).data.status === "ready";
+      },
+      10,
+    );
     out.push(now() - t0);
-    await fetch(`${stack.api.directUrl}/v1/databases/${id}`, { method: "DELETE", headers: { authorization: `Bearer ${stack.api.token}` } });
+    await fetch(`${stack.api.directUrl}/v1/databases/${id}`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${stack.api.token}` },
+    });
   }
   return out;
 }
 
 const dir = await mkdtemp(path.join(tmpdir(), "mds-bench-operator-"));
 console.log(`bench:operator: state in ${dir}`);
-if (values.api !== "service" && values.api !== "emulator") throw new Error(`--api must be service or emulator, got "${values.api}"`);
-const stack = await startChaosStack({ dir, instanceId: "bench", logLevel: "info", pollFast: "1s", pollSlow: `${resyncSeconds}s`, api: values.api });
-const operator = stack.startOperator({ identity: "bench", leaderElect: false, args: ["--concurrency", values.concurrency ?? "4"] });
+if (values.api !== "service" && values.api !== "emulator")
+  throw new Error(`--api must be service or emulator, got "${values.api}"`);
+const stack = await startChaosStack({
+  dir,
+  instanceId: "bench",
+  logLevel: "info",
+  pollFast: "1s",
+  pollSlow: `${resyncSeconds}s`,
+  api: values.api,
+});
+const operator = stack.startOperator({
+  identity: "bench",
+  leaderElect: false,
+  args: ["--concurrency", values.concurrency ?? "4"],
+});
 try {
   const ns = "bench";
   await stack.kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
-  await stack.kube.apply({ apiVersion: mdsApiVersion, kind: "Project", metadata: { name: "bench", namespace: ns }, spec: { displayName: "bench", deletionPolicy: "Delete" } });
+  await stack.kube.apply({
+    apiVersion: mdsApiVersion,
+    kind: "Project",
+    metadata: { name: "bench", namespace: ns },
+    spec: { displayName: "bench", deletionPolicy: "Delete" },
+  });
   const project = await waitFor("project Ready", 120_000, async () => {
     const p = await stack.kube.get(mdsApiVersion, "Project", ns, "bench");
     return isReady(p) ? p : undefined;
@@ -122,25 +151,39 @@ try {
 
   // 1. Apply-to-Secret latency for one Database at a time, next to the service's own provisioning time.
   if (samples > 0) {
-  console.log(`\n1. apply-to-Secret latency, ${samples} samples`);
-  const toSecret: number[] = [];
-  const toReady: number[] = [];
-  for (let i = 0; i < samples; i++) {
-    const name = `lat-${i}`;
-    const t0 = now();
-    await stack.kube.apply(databaseObject(ns, name));
-    await waitFor("Secret", 60_000, async () => (await stack.kube.get("v1", "Secret", ns, `${name}-conn`)) !== undefined, 10);
-    toSecret.push(now() - t0);
-    await waitFor("Ready", 60_000, async () => isReady(await stack.kube.get(mdsApiVersion, "Database", ns, name)), 10);
-    toReady.push(now() - t0);
-  }
-  const provisioning = await serviceProvisioningMs(stack, projectId, Math.min(samples, 10));
-  record("apply → Secret p50", ms(percentile(toSecret, 50)), "≤ 250 ms beyond provisioning");
-  record("apply → Secret p99", ms(percentile(toSecret, 99)), "≤ 1 s beyond provisioning");
-  record("apply → Ready p50 / p99", `${ms(percentile(toReady, 50))} / ${ms(percentile(toReady, 99))}`, "-");
-  record("service alone: POST → ready p50 / p99", `${ms(percentile(provisioning, 50))} / ${ms(percentile(provisioning, 99))}`, "(reference)");
-  for (let i = 0; i < samples; i++) await stack.kube.remove(mdsApiVersion, "Database", ns, `lat-${i}`);
-  await waitFor("latency databases deleted", 120_000, async () => (await countReady(stack, ns)).total === 0, 500);
+    console.log(`\n1. apply-to-Secret latency, ${samples} samples`);
+    const toSecret: number[] = [];
+    const toReady: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      const name = `lat-${i}`;
+      const t0 = now();
+      await stack.kube.apply(databaseObject(ns, name));
+      await waitFor(
+        "Secret",
+        60_000,
+        async () => (await stack.kube.get("v1", "Secret", ns, `${name}-conn`)) !== undefined,
+        10,
+      );
+      toSecret.push(now() - t0);
+      await waitFor(
+        "Ready",
+        60_000,
+        async () => isReady(await stack.kube.get(mdsApiVersion, "Database", ns, name)),
+        10,
+      );
+      toReady.push(now() - t0);
+    }
+    const provisioning = await serviceProvisioningMs(stack, projectId, Math.min(samples, 10));
+    record("apply → Secret p50", ms(percentile(toSecret, 50)), "≤ 250 ms beyond provisioning");
+    record("apply → Secret p99", ms(percentile(toSecret, 99)), "≤ 1 s beyond provisioning");
+    record("apply → Ready p50 / p99", `${ms(percentile(toReady, 50))} / ${ms(percentile(toReady, 99))}`, "-");
+    record(
+      "service alone: POST → ready p50 / p99",
+      `${ms(percentile(provisioning, 50))} / ${ms(percentile(provisioning, 99))}`,
+      "(reference)",
+    );
+    for (let i = 0; i < samples; i++) await stack.kube.remove(mdsApiVersion, "Database", ns, `lat-${i}`);
+    await waitFor("latency databases deleted", 120_000, async () => (await countReady(stack, ns)).total === 0, 500);
   }
 
   // 2. Time for N Databases to become Ready (cumulative: each size adds to the previous one).
@@ -155,22 +198,35 @@ try {
     created = n;
     const applied = now() - t0;
     let seen = 0;
-    await waitFor(`${n} Ready`, 60 * 60_000, async () => {
-      const c = await countReady(stack, ns);
-      if (c.ready !== seen) {
-        seen = c.ready;
-        process.stdout.write(`\r  ${c.ready}/${n} Ready after ${Math.round((now() - t0) / 1000)} s   `);
-      }
-      return c.ready >= n;
-    }, 1000);
+    await waitFor(
+      `${n} Ready`,
+      60 * 60_000,
+      async () => {
+        const c = await countReady(stack, ns);
+        if (c.ready !== seen) {
+          seen = c.ready;
+          process.stdout.write(`\r  ${c.ready}/${n} Ready after ${Math.round((now() - t0) / 1000)} s   `);
+        }
+        return c.ready >= n;
+      },
+      1000,
+    );
     const seconds = (now() - t0) / 1000;
     process.stdout.write("\n");
-    record(`${n - lastN} new Databases Ready (${n} total)`, `${seconds.toFixed(1)} s (applies took ${(applied / 1000).toFixed(1)} s)`, n <= 100 ? "100 ≤ 10 s" : "1,000 ≤ 90 s");
+    record(
+      `${n - lastN} new Databases Ready (${n} total)`,
+      `${seconds.toFixed(1)} s (applies took ${(applied / 1000).toFixed(1)} s)`,
+      n <= 100 ? "100 ≤ 10 s" : "1,000 ≤ 90 s",
+    );
     lastN = n;
     const during = stack.apiProxy.stats();
     record(
       `API calls while ${n - (created - names.length)} became Ready`,
-      `${during.total}, ${(during.total / (n - (created - names.length))).toFixed(2)} per create (${Object.entries(during.byRoute).map(([r, c]) => `${r} ×${c}`).join(", ")}); peak ${Math.max(0, ...Object.values(during.peakPerSecondByCredential))}/s`,
+      `${during.total}, ${(during.total / (n - (created - names.length))).toFixed(2)} per create (${Object.entries(
+        during.byRoute,
+      )
+        .map(([r, c]) => `${r} ×${c}`)
+        .join(", ")}); peak ${Math.max(0, ...Object.values(during.peakPerSecondByCredential))}/s`,
       "-",
     );
 
@@ -182,8 +238,25 @@ try {
     await sleep((resyncSeconds + 5) * 1000);
     const api = stack.apiProxy.stats();
     const kube = stack.kubeRequests.counts();
-    record(`API calls in one resync at N = ${n}`, `${api.total} (${Object.entries(api.byRoute).map(([r, c]) => `${r} ×${c}`).join(", ")})`, `≤ ⌈N/100⌉ + 5 = ${Math.ceil(n / 100) + 5}`);
-    record(`Kubernetes writes in one resync at N = ${n}`, `${kube.writes}${kube.writes > 0 ? ` (${Object.entries(kube.writesByPath).map(([p, c]) => `${p} ×${c}`).slice(0, 5).join(", ")})` : ""}`, "0");
+    record(
+      `API calls in one resync at N = ${n}`,
+      `${api.total} (${Object.entries(api.byRoute)
+        .map(([r, c]) => `${r} ×${c}`)
+        .join(", ")})`,
+      `≤ ⌈N/100⌉ + 5 = ${Math.ceil(n / 100) + 5}`,
+    );
+    record(
+      `Kubernetes writes in one resync at N = ${n}`,
+      `${kube.writes}${
+        kube.writes > 0
+          ? ` (${Object.entries(kube.writesByPath)
+              .map(([p, c]) => `${p} ×${c}`)
+              .slice(0, 5)
+              .join(", ")})`
+          : ""
+      }`,
+      "0",
+    );
     record(`operator RSS at ${n} Databases`, `${await rssMb(operator)} MB`, n >= 1000 ? "-" : "-");
   }
 
@@ -198,13 +271,22 @@ try {
     stack.apiProxy.resetStats();
     await stack.apiProxy.endOutage();
     const t0 = now();
-    await waitFor("converged after outage", 30 * 60_000, async () => {
-      for (const v of victims) if ((await stack.kube.get("v1", "Secret", ns, v)) === undefined) return false;
-      return (await countReady(stack, ns)).ready >= created;
-    }, 1000);
+    await waitFor(
+      "converged after outage",
+      30 * 60_000,
+      async () => {
+        for (const v of victims) if ((await stack.kube.get("v1", "Secret", ns, v)) === undefined) return false;
+        return (await countReady(stack, ns)).ready >= created;
+      },
+      1000,
+    );
     const stats = stack.apiProxy.stats();
     record(`converged after a ${outageSeconds} s outage`, `${((now() - t0) / 1000).toFixed(1)} s`, "≤ 60 s");
-    record("peak API requests per second after recovery (one credential)", `${Math.max(0, ...Object.values(stats.peakPerSecondByCredential))}`, "≤ budget: 10/s sustained, burst 20 (≤ 30 in any second)");
+    record(
+      "peak API requests per second after recovery (one credential)",
+      `${Math.max(0, ...Object.values(stats.peakPerSecondByCredential))}`,
+      "≤ budget: 10/s sustained, burst 20 (≤ 30 in any second)",
+    );
   }
 
   // 6. Memory over churn: Databases created and deleted in a loop, the operator's RSS sampled every minute.
@@ -212,8 +294,15 @@ try {
     console.log(`\n6. churn for ${churnMinutes} min: ${churnSize} Databases created and deleted in a loop`);
     const churnNs = "churn";
     await stack.kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: churnNs } });
-    await stack.kube.apply({ apiVersion: mdsApiVersion, kind: "Project", metadata: { name: "bench", namespace: churnNs }, spec: { displayName: "churn", deletionPolicy: "Delete" } });
-    await waitFor("churn project Ready", 120_000, async () => isReady(await stack.kube.get(mdsApiVersion, "Project", churnNs, "bench")));
+    await stack.kube.apply({
+      apiVersion: mdsApiVersion,
+      kind: "Project",
+      metadata: { name: "bench", namespace: churnNs },
+      spec: { displayName: "churn", deletionPolicy: "Delete" },
+    });
+    await waitFor("churn project Ready", 120_000, async () =>
+      isReady(await stack.kube.get(mdsApiVersion, "Project", churnNs, "bench")),
+    );
     const samplesMb: Array<{ minute: number; rss: number; cycles: number }> = [];
     const t0 = now();
     let cycles = 0;
@@ -229,7 +318,9 @@ try {
       if (minute >= nextSample) {
         const rss = await rssMb(operator);
         samplesMb.push({ minute: Math.round(minute * 10) / 10, rss, cycles });
-        console.log(`  minute ${minute.toFixed(1)}: RSS ${rss} MB after ${cycles} cycles (${cycles * churnSize} Databases created and deleted)`);
+        console.log(
+          `  minute ${minute.toFixed(1)}: RSS ${rss} MB after ${cycles} cycles (${cycles * churnSize} Databases created and deleted)`,
+        );
         nextSample = Math.floor(minute) + 1;
       }
     }
@@ -249,9 +340,19 @@ try {
     console.log(`\n5. RSS with ${rssObjects} Database objects (${created} live, ${rssObjects - created} paused)`);
     const names = Array.from({ length: rssObjects - created }, (_, k) => `paused-${k}`);
     const t0 = now();
-    await inParallel(names, 16, async (name) => void (await stack.kube.apply(databaseObject(ns, name, { annotations: { "mds.dev/paused": "true" } }))));
+    await inParallel(
+      names,
+      16,
+      async (name) =>
+        void (await stack.kube.apply(databaseObject(ns, name, { annotations: { "mds.dev/paused": "true" } }))),
+    );
     console.log(`  applied in ${((now() - t0) / 1000).toFixed(1)} s`);
-    await waitFor("paused objects seen", 30 * 60_000, async () => (await countReady(stack, ns)).paused >= names.length, 2000);
+    await waitFor(
+      "paused objects seen",
+      30 * 60_000,
+      async () => (await countReady(stack, ns)).paused >= names.length,
+      2000,
+    );
     await sleep(10_000);
     record(`operator RSS at ${rssObjects} Databases (${created} live)`, `${await rssMb(operator)} MB`, "≤ 150 MB");
   }

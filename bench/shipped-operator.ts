@@ -29,7 +29,19 @@ export async function shippedOperator(appDir: string, dist?: string): Promise<Sh
     source = `${path.resolve(dist)} (given)`;
   } else {
     const started = performance.now();
-    execFileSync(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", path.join(repoRoot, "tsconfig.build.json"), "--outDir", distDir, "--sourceMap", "false"], { stdio: "inherit" });
+    execFileSync(
+      process.execPath,
+      [
+        path.join(repoRoot, "node_modules/typescript/bin/tsc"),
+        "-p",
+        path.join(repoRoot, "tsconfig.build.json"),
+        "--outDir",
+        distDir,
+        "--sourceMap",
+        "false",
+      ],
+      { stdio: "inherit" },
+    );
     // The Dockerfile's `find . -type f ! -name '*.ts' -exec cp --parents`: SQL migrations and the like.
     await cp(path.join(repoRoot, "src"), distDir, { recursive: true, filter: (p) => !p.endsWith(".ts") });
     source = `src/ compiled in ${((performance.now() - started) / 1000).toFixed(1)} s`;
@@ -37,11 +49,20 @@ export async function shippedOperator(appDir: string, dist?: string): Promise<Sh
   await symlink(path.join(repoRoot, "node_modules"), path.join(appDir, "node_modules"));
   await copyFile(path.join(repoRoot, "package.json"), path.join(appDir, "package.json"));
   await copyFile(path.join(repoRoot, "deploy/image/mds.js"), path.join(appDir, "bin/mds.js"));
-  return { entry: path.join(appDir, "bin/mds.js"), env: { NODE_ENV: "production", ...(await imageMallocEnv()) }, source };
+  return {
+    entry: path.join(appDir, "bin/mds.js"),
+    env: { NODE_ENV: "production", ...(await imageMallocEnv()) },
+    source,
+  };
 }
 
 /** The glibc malloc settings the image runs with (the Dockerfile's `ENV MALLOC_…` line). */
 async function imageMallocEnv(): Promise<Record<string, string>> {
   const line = /^ENV (MALLOC_.+)$/m.exec(await readFile(path.join(repoRoot, "Dockerfile"), "utf8"))?.[1] ?? "";
-  return Object.fromEntries(line.split(/\s+/).filter((kv) => kv.includes("=")).map((kv) => kv.split("=") as [string, string]));
+  return Object.fromEntries(
+    line
+      .split(/\s+/)
+      .filter((kv) => kv.includes("="))
+      .map((kv) => kv.split("=") as [string, string]),
+  );
 }

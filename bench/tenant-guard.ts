@@ -12,7 +12,8 @@ import pino from "pino";
 import { startEmbeddedService } from "../src/service/embedded.ts";
 import { serverStateSql, startTenantGuard, type TenantGuard } from "../src/service/tenant-guard.ts";
 
-const arg = (name: string, fallback: number) => Number(process.argv.find((_, i) => process.argv[i - 1] === name) ?? fallback);
+const arg = (name: string, fallback: number) =>
+  Number(process.argv.find((_, i) => process.argv[i - 1] === name) ?? fallback);
 const rounds = arg("--rounds", 6);
 const perBlock = arg("--creates", 15);
 const percentile = (xs: number[], p: number) => {
@@ -24,14 +25,33 @@ const ms = (x: number) => `${x.toFixed(1)} ms`;
 const dir = await mkdtemp(path.join(os.tmpdir(), "mds-bench-guard-"));
 const logger = pino({ level: "silent" });
 // The service's own guard never ticks here: the bench starts and stops one of its own around each block.
-const service = await startEmbeddedService({ dir, port: 0, logger, regionSettings: { workspaceConnectionLimit: 1000 }, service: { rateLimit: { perSecond: 100_000, burst: 100_000 }, tenantGuardIntervalMs: 3_600_000, spareDatabases: 2 * perBlock } });
+const service = await startEmbeddedService({
+  dir,
+  port: 0,
+  logger,
+  regionSettings: { workspaceConnectionLimit: 1000 },
+  service: {
+    rateLimit: { perSecond: 100_000, burst: 100_000 },
+    tenantGuardIntervalMs: 3_600_000,
+    spareDatabases: 2 * perBlock,
+  },
+});
 const sessions: pg.Client[] = [];
 const statusPool = new pg.Pool({ connectionString: service.controlUrl, max: 2 });
 try {
   const auth = { authorization: `Bearer ${service.token}`, "content-type": "application/json" };
   const call = async (method: string, p: string, body?: unknown) => {
-    const res = await fetch(`${service.url}${p}`, { method, headers: auth, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-    const json = (await res.json()) as { data: { id: string; database?: { id: string; connections: { endpoints: { direct: { connectionString: string } } }[] } } };
+    const res = await fetch(`${service.url}${p}`, {
+      method,
+      headers: auth,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const json = (await res.json()) as {
+      data: {
+        id: string;
+        database?: { id: string; connections: { endpoints: { direct: { connectionString: string } } }[] };
+      };
+    };
     if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status}`);
     return json.data;
   };
@@ -44,7 +64,12 @@ try {
     }
   };
   const settle = async () => {
-    const count = async () => ((await service.deps.servers.get("us-east-1")![0]!.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'")).rows[0]!.n);
+    const count = async () =>
+      (
+        await service.deps.servers
+          .get("us-east-1")![0]!
+          .pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'")
+      ).rows[0]!.n;
     while ((await count()) < 2 * perBlock) await new Promise((r) => setTimeout(r, 50));
     await service.deps.servers.get("us-east-1")![0]!.pool.query("CHECKPOINT");
   };
@@ -64,7 +89,12 @@ try {
   const project = await call("POST", "/v1/projects", { name: "bench", createDatabase: false });
 
   // One guard pass, alone.
-  const probe = startTenantGuard({ config: { ...service.deps.config, tenantGuardIntervalMs: 3_600_000 }, control: service.deps.pool, servers: service.deps.servers, logger });
+  const probe = startTenantGuard({
+    config: { ...service.deps.config, tenantGuardIntervalMs: 3_600_000 },
+    control: service.deps.pool,
+    servers: service.deps.servers,
+    logger,
+  });
   const passes: number[] = [];
   const cpu = process.cpuUsage();
   for (let i = 0; i < 200; i++) {
@@ -74,7 +104,9 @@ try {
   }
   const cpuPerPass = (({ user, system }) => (user + system) / 1000 / 200)(process.cpuUsage(cpu));
   await probe.stop();
-  const plan = await service.deps.servers.get("us-east-1")![0]!.pool.query<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, TIMING OFF) ${serverStateSql}`, [[40]]);
+  const plan = await service.deps.servers
+    .get("us-east-1")![0]!
+    .pool.query<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, TIMING OFF) ${serverStateSql}`, [[40]]);
   const serverMs = /Execution Time: ([\d.]+)/.exec(plan.rows.map((r) => r["QUERY PLAN"]).join("\n"))?.[1];
 
   const modes = { "no guard": undefined, "guard every 2000 ms": 2000, "guard every 100 ms": 100 } as const;
@@ -89,7 +121,13 @@ try {
       block[mode] = [];
       await settle();
       let guard: TenantGuard | undefined;
-      if (intervalMs !== undefined) guard = startTenantGuard({ config: { ...service.deps.config, tenantGuardIntervalMs: intervalMs }, control: service.deps.pool, servers: service.deps.servers, logger });
+      if (intervalMs !== undefined)
+        guard = startTenantGuard({
+          config: { ...service.deps.config, tenantGuardIntervalMs: intervalMs },
+          control: service.deps.pool,
+          servers: service.deps.servers,
+          logger,
+        });
       for (let i = 0; i < perBlock; i++) {
         const t0 = performance.now();
         const db = await call("POST", `/v1/projects/${project.id}/databases`, {});
@@ -100,12 +138,16 @@ try {
       await guard?.stop();
       console.error(`round ${round + 1}/${rounds}: ${mode} p50 ${ms(percentile(block[mode], 50))}`);
     }
-    for (const mode of Object.keys(modes)) ratios[mode]!.push(percentile(block[mode]!, 50) / percentile(block["no guard"]!, 50));
+    for (const mode of Object.keys(modes))
+      ratios[mode]!.push(percentile(block[mode]!, 50) / percentile(block["no guard"]!, 50));
   }
 
   const base = percentile(ready["no guard"]!, 50);
   const table: [string, string][] = [
-    ["guard pass over 100 tenant sessions (n=200)", `p50 ${ms(percentile(passes, 50))}, p99 ${ms(percentile(passes, 99))}; service CPU ${ms(cpuPerPass)} per pass; the server statement ${serverMs} ms`],
+    [
+      "guard pass over 100 tenant sessions (n=200)",
+      `p50 ${ms(percentile(passes, 50))}, p99 ${ms(percentile(passes, 99))}; service CPU ${ms(cpuPerPass)} per pass; the server statement ${serverMs} ms`,
+    ],
     ...Object.entries(ready).map(([mode, xs]): [string, string] => [
       `create POST → ready, ${mode} (n=${xs.length})`,
       `p50 ${ms(percentile(xs, 50))} (${(percentile(xs, 50) / base).toFixed(3)}×; median of per-round ratios ${percentile(ratios[mode]!, 50).toFixed(3)}×), p99 ${ms(percentile(xs, 99))}`,

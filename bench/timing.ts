@@ -11,7 +11,12 @@ export function percentile(values: number[], p: number): number {
 }
 
 /** Polls `probe` every `intervalMs` until it returns a value (not undefined or false); a throw counts as no value. */
-export async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>, intervalMs = 200): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  timeoutMs: number,
+  probe: () => Promise<T | undefined | false>,
+  intervalMs = 200,
+): Promise<T> {
   const deadline = now() + timeoutMs;
   for (;;) {
     const v = await probe().catch(() => undefined);

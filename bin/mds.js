@@ -4,6 +4,11 @@
 import { main } from "../src/cli/main.ts";
 
 main(process.argv.slice(2)).then(
-  (code) => { if (typeof code === "number") process.exitCode = code; },
-  (err) => { console.error(`mds: ${err instanceof Error ? err.message : String(err)}`); process.exitCode = 1; },
+  (code) => {
+    if (typeof code === "number") process.exitCode = code;
+  },
+  (err) => {
+    console.error(`mds: ${err instanceof Error ? err.message : String(err)}`);
+    process.exitCode = 1;
+  },
 );

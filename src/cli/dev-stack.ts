@@ -29,7 +29,14 @@ export interface DevStackOptions {
 
 export interface DevStack {
   dir: string;
-  env: { KUBECONFIG: string; MDS_API_URL: string; MDS_TOKEN: string; KUBECTL?: string; NODE_EXTRA_CA_CERTS: string; PGSSLROOTCERT: string };
+  env: {
+    KUBECONFIG: string;
+    MDS_API_URL: string;
+    MDS_TOKEN: string;
+    KUBECTL?: string;
+    NODE_EXTRA_CA_CERTS: string;
+    PGSSLROOTCERT: string;
+  };
   healthUrl: string;
   /** The operator child's current process id (also in operator.pid). */
   operatorPid(): number | undefined;
@@ -87,7 +94,12 @@ async function loadPorts(file: string): Promise<Ports> {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT" && !(err instanceof SyntaxError)) throw err;
   }
-  const ports = { postgres: await freePort(), service: await freePort(), devkube: await freePort(), health: await freePort() };
+  const ports = {
+    postgres: await freePort(),
+    service: await freePort(),
+    devkube: await freePort(),
+    health: await freePort(),
+  };
   await writeAtomic(file, JSON.stringify(ports, null, 2) + "\n", 0o644);
   return ports;
 }
@@ -105,7 +117,8 @@ async function claimDir(lockFile: string): Promise<void> {
   const previous = await readFile(lockFile, "utf8").catch(() => "");
   const pid = Number(previous.trim());
   // A pid file left by a killed mds dev may name a pid reused by an unrelated process: only a node process counts.
-  const cmdline = Number.isInteger(pid) && pid > 0 ? await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "") : "";
+  const cmdline =
+    Number.isInteger(pid) && pid > 0 ? await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "") : "";
   if (Number.isInteger(pid) && pid > 0 && isAlive(pid) && (pid === process.pid || cmdline.includes("node"))) {
     throw new Error(`cannot start: mds dev already runs with this state directory (pid ${pid})`);
   }
@@ -119,7 +132,9 @@ async function stopOrphanOperator(pidFile: string): Promise<void> {
   const cmdline = (await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")).split("\0");
   if (!cmdline.some((a) => a.endsWith("mds.js")) || !cmdline.includes("operator")) return;
   process.kill(pid, "SIGTERM");
-  await until(async () => !isAlive(pid), `the previous operator (pid ${pid}) to stop`, 15_000).catch(() => process.kill(pid, "SIGKILL"));
+  await until(async () => !isAlive(pid), `the previous operator (pid ${pid}) to stop`, 15_000).catch(() =>
+    process.kill(pid, "SIGKILL"),
+  );
 }
 
 // Likewise a PostgreSQL left running by a killed mds dev (its children outlive a SIGKILL): a fast shutdown, so the
@@ -130,7 +145,9 @@ async function stopOrphanPostgres(dataDir: string): Promise<void> {
   const cmdline = (await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")).split("\0");
   if (!cmdline.some((a) => a.endsWith("postgres")) || !cmdline.includes(dataDir)) return;
   process.kill(pid, "SIGINT");
-  await until(async () => !isAlive(pid), `the previous PostgreSQL (pid ${pid}) to stop`, 20_000).catch(() => process.kill(pid, "SIGQUIT"));
+  await until(async () => !isAlive(pid), `the previous PostgreSQL (pid ${pid}) to stop`, 20_000).catch(() =>
+    process.kill(pid, "SIGQUIT"),
+  );
 }
 
 // KEY=value lines that dotenv parsers (node --env-file, python-dotenv) read, plus a last line that makes
@@ -198,15 +215,19 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
       logFile: path.join(dir, "operator.log"),
       pidFile: path.join(dir, "operator.pid"),
       args: [
-        "--lease-namespace", credentialsSecret.namespace,
-        "--metrics-address", `127.0.0.1:${ports.health}`,
+        "--lease-namespace",
+        credentialsSecret.namespace,
+        "--metrics-address",
+        `127.0.0.1:${ports.health}`,
         ...(options.operatorArgs ?? []),
       ],
       restartDelayMs: options.restartDelayMs ?? 1000,
       say,
     });
     await until(async () => (await fetch(`${healthUrl}/readyz`)).ok, "the operator to become ready", 120_000);
-    say(`operator        running (pid ${operator.pid() ?? "?"}, log ${path.join(dir, "operator.log")}, health ${healthUrl}/readyz)`);
+    say(
+      `operator        running (pid ${operator.pid() ?? "?"}, log ${path.join(dir, "operator.log")}, health ${healthUrl}/readyz)`,
+    );
 
     // Written last: its presence means the stack is ready.
     await writeAtomic(path.join(dir, "env"), renderEnvFile(env));

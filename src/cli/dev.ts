@@ -36,7 +36,11 @@ export function nextSteps(dir: string): string {
 export async function runDev(argv: string[]): Promise<number> {
   let values: { dir?: string | undefined; help?: boolean | undefined };
   try {
-    ({ values } = parseArgs({ args: argv, options: { dir: { type: "string" }, help: { type: "boolean", short: "h" } }, strict: true }));
+    ({ values } = parseArgs({
+      args: argv,
+      options: { dir: { type: "string" }, help: { type: "boolean", short: "h" } },
+      strict: true,
+    }));
   } catch (err) {
     console.error(`mds dev: ${err instanceof Error ? err.message : String(err)}\n\n${help}`);
     return 2;

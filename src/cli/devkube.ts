@@ -51,7 +51,9 @@ export async function runDevkube(argv: string[]): Promise<number> {
   }
   const logger = pino({ level, base: { component: "devkube" } });
   const devkube = await startDevkube({ dir: values.dir, port, host: values.host ?? "127.0.0.1", logger });
-  console.log(`devkube serving at ${devkube.url}\nkubeconfig: ${devkube.kubeconfigPath}\n\n  export KUBECONFIG=${devkube.kubeconfigPath}\n  kubectl get namespaces`);
+  console.log(
+    `devkube serving at ${devkube.url}\nkubeconfig: ${devkube.kubeconfigPath}\n\n  export KUBECONFIG=${devkube.kubeconfigPath}\n  kubectl get namespaces`,
+  );
   await new Promise<void>((resolve) => {
     const onSignal = (): void => {
       process.off("SIGINT", onSignal);

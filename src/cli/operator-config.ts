@@ -15,16 +15,17 @@ export function parseDuration(text: string): number | undefined {
 }
 
 const duration = (min: number, max: number) =>
-  z
-    .string()
-    .transform((s, ctx) => {
-      const ms = parseDuration(s);
-      if (ms === undefined || ms < min || ms > max) {
-        ctx.addIssue({ code: "custom", message: `expected a duration like 1s or 5m between ${min} ms and ${max / 1000} s, got "${s}"` });
-        return z.NEVER;
-      }
-      return ms;
-    });
+  z.string().transform((s, ctx) => {
+    const ms = parseDuration(s);
+    if (ms === undefined || ms < min || ms > max) {
+      ctx.addIssue({
+        code: "custom",
+        message: `expected a duration like 1s or 5m between ${min} ms and ${max / 1000} s, got "${s}"`,
+      });
+      return z.NEVER;
+    }
+    return ms;
+  });
 
 const bool = z.string().transform((s, ctx) => {
   const v = s.trim().toLowerCase();
@@ -48,20 +49,40 @@ export const OperatorConfig = z.object({
   context: z.string().min(1).optional(),
   apiUrl: z.url({ protocol: /^https?$/, error: "expected an http(s) URL of the service API" }),
   credentialsSecret: secretRef.default({ namespace: "mds-system", name: "mds-credentials" }),
-  credentialsKey: z.string().regex(/^[-._a-zA-Z0-9]+$/, "expected a Secret data key").default("token"),
+  credentialsKey: z
+    .string()
+    .regex(/^[-._a-zA-Z0-9]+$/, "expected a Secret data key")
+    .default("token"),
   // Unset: only the credentials Secret's own namespace. "*": every namespace (one team, or a dev cluster).
   credentialsFallbackNamespaces: z
     .string()
-    .transform((s) => s.split(",").map((n) => n.trim()).filter((n) => n !== ""))
+    .transform((s) =>
+      s
+        .split(",")
+        .map((n) => n.trim())
+        .filter((n) => n !== ""),
+    )
     .pipe(
       z
-        .array(z.string().regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$/, 'expected namespace names separated by commas, or "*" for every namespace'))
+        .array(
+          z
+            .string()
+            .regex(
+              /^([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$/,
+              'expected namespace names separated by commas, or "*" for every namespace',
+            ),
+        )
         .min(1, 'expected namespace names separated by commas, or "*" for every namespace'),
     )
     .optional(),
   namespaces: z
     .string()
-    .transform((s) => s.split(",").map((n) => n.trim()).filter((n) => n !== ""))
+    .transform((s) =>
+      s
+        .split(",")
+        .map((n) => n.trim())
+        .filter((n) => n !== ""),
+    )
     .pipe(z.array(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "expected namespace names separated by commas")))
     .optional(),
   instanceId: z
@@ -72,14 +93,29 @@ export const OperatorConfig = z.object({
   pollFast: duration(100, 600_000).default(1000),
   pollSlow: duration(1000, 86_400_000).default(300_000),
   leaderElect: bool.default(true),
-  leaseNamespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/).optional(),
-  leaseName: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/).default("mds-operator"),
+  leaseNamespace: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/)
+    .optional(),
+  leaseName: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/)
+    .default("mds-operator"),
   identity: z.string().min(1).max(128).optional(),
   metricsAddress: z.string().default(":8080"),
   logLevel: z.enum(levels).default("info"),
   // Unset: the client's default budget per credential (10 requests/s, burst 20), as the service grants.
-  apiRate: z.coerce.number({ error: "expected requests per second, a number" }).positive("expected more than 0 requests per second").max(10_000).optional(),
-  apiBurst: z.coerce.number({ error: "expected a whole number of requests" }).int("expected a whole number of requests").min(1).max(10_000).optional(),
+  apiRate: z.coerce
+    .number({ error: "expected requests per second, a number" })
+    .positive("expected more than 0 requests per second")
+    .max(10_000)
+    .optional(),
+  apiBurst: z.coerce
+    .number({ error: "expected a whole number of requests" })
+    .int("expected a whole number of requests")
+    .min(1)
+    .max(10_000)
+    .optional(),
   // At most the service's 24 h replay: a re-send past it would run the restore a second time.
   restoreReplayWindow: duration(0, 86_400_000).optional(),
 });
@@ -89,7 +125,11 @@ type Key = keyof z.input<typeof OperatorConfig>;
 
 // flag name, environment variable, help text
 export const operatorOptions: Record<Key, { flag: string; env: string; help: string }> = {
-  kubeconfig: { flag: "kubeconfig", env: "KUBECONFIG", help: "kubeconfig file (default: in-cluster config, else ~/.kube/config)" },
+  kubeconfig: {
+    flag: "kubeconfig",
+    env: "KUBECONFIG",
+    help: "kubeconfig file (default: in-cluster config, else ~/.kube/config)",
+  },
   context: { flag: "context", env: "MDS_KUBE_CONTEXT", help: "kubeconfig context (default: the current one)" },
   apiUrl: { flag: "api-url", env: "MDS_API_URL", help: "URL of the Managed Database Service API (required)" },
   credentialsSecret: {
@@ -97,29 +137,49 @@ export const operatorOptions: Record<Key, { flag: string; env: string; help: str
     env: "MDS_CREDENTIALS_SECRET",
     help: "<namespace>/<name> of the Secret with the default API token (default mds-system/mds-credentials)",
   },
-  credentialsKey: { flag: "credentials-key", env: "MDS_CREDENTIALS_KEY", help: "key of the token in that Secret (default token)" },
+  credentialsKey: {
+    flag: "credentials-key",
+    env: "MDS_CREDENTIALS_KEY",
+    help: "key of the token in that Secret (default token)",
+  },
   credentialsFallbackNamespaces: {
     flag: "credentials-fallback-namespaces",
     env: "MDS_CREDENTIALS_FALLBACK_NAMESPACES",
     help: "namespaces whose resources may use the default API token when they have no mds-credentials Secret of their own (comma-separated, * for all; default: the credentials Secret's namespace)",
   },
-  namespaces: { flag: "namespaces", env: "MDS_WATCH_NAMESPACES", help: "comma-separated namespaces to watch (default: all)" },
+  namespaces: {
+    flag: "namespaces",
+    env: "MDS_WATCH_NAMESPACES",
+    help: "comma-separated namespaces to watch (default: all)",
+  },
   instanceId: {
     flag: "instance-id",
     env: "MDS_INSTANCE_ID",
     help: "stable id of this installation, part of every logicalId k8s:<id>:<ns>/<name> (default: default)",
   },
   concurrency: { flag: "concurrency", env: "MDS_CONCURRENCY", help: "workers per kind (default 4)" },
-  pollFast: { flag: "poll-fast", env: "MDS_POLL_FAST", help: "poll interval while provisioning or recovering (default 1s)" },
+  pollFast: {
+    flag: "poll-fast",
+    env: "MDS_POLL_FAST",
+    help: "poll interval while provisioning or recovering (default 1s)",
+  },
   pollSlow: { flag: "poll-slow", env: "MDS_POLL_SLOW", help: "resync interval of settled objects (default 5m)" },
-  leaderElect: { flag: "leader-elect", env: "MDS_LEADER_ELECT", help: "elect a leader through a Lease (default true; --no-leader-elect)" },
+  leaderElect: {
+    flag: "leader-elect",
+    env: "MDS_LEADER_ELECT",
+    help: "elect a leader through a Lease (default true; --no-leader-elect)",
+  },
   leaseNamespace: {
     flag: "lease-namespace",
     env: "POD_NAMESPACE",
     help: "namespace of the Lease (default: the credentials Secret's namespace)",
   },
   leaseName: { flag: "lease-name", env: "MDS_LEASE_NAME", help: "name of the Lease (default mds-operator)" },
-  identity: { flag: "identity", env: "POD_NAME", help: "this replica's identity in the Lease (default <hostname>_<random>)" },
+  identity: {
+    flag: "identity",
+    env: "POD_NAME",
+    help: "this replica's identity in the Lease (default <hostname>_<random>)",
+  },
   metricsAddress: {
     flag: "metrics-address",
     env: "MDS_METRICS_ADDRESS",
@@ -127,7 +187,11 @@ export const operatorOptions: Record<Key, { flag: string; env: string; help: str
   },
   logLevel: { flag: "log-level", env: "MDS_LOG_LEVEL", help: `log level: ${levels.join(", ")} (default info)` },
   apiRate: { flag: "api-rate", env: "MDS_API_RATE", help: "API requests per second per credential (default 10)" },
-  apiBurst: { flag: "api-burst", env: "MDS_API_BURST", help: "API requests at once per credential after a quiet spell (default 20)" },
+  apiBurst: {
+    flag: "api-burst",
+    env: "MDS_API_BURST",
+    help: "API requests at once per credential after a quiet spell (default 20)",
+  },
   restoreReplayWindow: {
     flag: "restore-replay-window",
     env: "MDS_RESTORE_REPLAY_WINDOW",
@@ -159,11 +223,19 @@ function normalizeArgv(argv: string[]): string[] {
 /** Flags first, then the environment; throws ConfigError naming the flag and the variable. */
 export function parseOperatorConfig(argv: string[], env: Record<string, string | undefined>): OperatorConfig | "help" {
   const entries = Object.entries(operatorOptions) as [Key, { flag: string; env: string }][];
-  const options: Record<string, { type: "string" | "boolean"; short?: string }> = { help: { type: "boolean", short: "h" } };
+  const options: Record<string, { type: "string" | "boolean"; short?: string }> = {
+    help: { type: "boolean", short: "h" },
+  };
   for (const [key, o] of entries) options[o.flag] = { type: key === "leaderElect" ? "boolean" : "string" };
   let values: Record<string, string | boolean | undefined>;
   try {
-    ({ values } = parseArgs({ args: normalizeArgv(argv), options, strict: true, allowPositionals: false, allowNegative: true }));
+    ({ values } = parseArgs({
+      args: normalizeArgv(argv),
+      options,
+      strict: true,
+      allowPositionals: false,
+      allowNegative: true,
+    }));
   } catch (err) {
     throw new ConfigError(err instanceof Error ? err.message : String(err));
   }

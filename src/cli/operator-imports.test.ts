@@ -17,7 +17,9 @@ process.stdout.write(JSON.stringify([...seen]));
 describe("the operator's runtime import graph", () => {
   it("never reaches @kubernetes/client-node from src/cli/operator.ts", async () => {
     const entry = path.resolve(import.meta.dirname, "operator.ts");
-    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", probe, entry], { maxBuffer: 16 * 1024 * 1024 });
+    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", probe, entry], {
+      maxBuffer: 16 * 1024 * 1024,
+    });
     const urls = JSON.parse(stdout) as string[];
     expect(urls.some((u) => u.endsWith("/src/operator/index.ts"))).toBe(true);
     expect(urls.filter((u) => u.includes("@kubernetes/client-node"))).toEqual([]);

@@ -27,8 +27,24 @@ describe("mds operator configuration", () => {
 
   it("reads flags before the environment", () => {
     const config = parseOperatorConfig(
-      ["--api-url", "https://api.example", "--namespaces", "a, b", "--no-leader-elect", "--poll-fast", "500ms", "--concurrency", "8"],
-      { ...env, MDS_WATCH_NAMESPACES: "c", MDS_POLL_SLOW: "10m", MDS_CREDENTIALS_SECRET: "ops/token", MDS_LEADER_ELECT: "true" },
+      [
+        "--api-url",
+        "https://api.example",
+        "--namespaces",
+        "a, b",
+        "--no-leader-elect",
+        "--poll-fast",
+        "500ms",
+        "--concurrency",
+        "8",
+      ],
+      {
+        ...env,
+        MDS_WATCH_NAMESPACES: "c",
+        MDS_POLL_SLOW: "10m",
+        MDS_CREDENTIALS_SECRET: "ops/token",
+        MDS_LEADER_ELECT: "true",
+      },
     );
     expect(config).toMatchObject({
       apiUrl: "https://api.example",
@@ -60,16 +76,22 @@ describe("mds operator configuration", () => {
     );
     expect(() => parseOperatorConfig(["--log-level", "loud"], env)).toThrow("--log-level (MDS_LOG_LEVEL)");
     expect(() => parseOperatorConfig(["--bogus"], env)).toThrow("Unknown option '--bogus'");
-    expect(() => parseOperatorConfig([], { ...env, MDS_LEADER_ELECT: "maybe" })).toThrow('expected true or false, got "maybe"');
+    expect(() => parseOperatorConfig([], { ...env, MDS_LEADER_ELECT: "maybe" })).toThrow(
+      'expected true or false, got "maybe"',
+    );
   });
 
   it("reads the API rate budget and the restore replay window, leaving the defaults to the client and the operator", () => {
-    expect(parseOperatorConfig(["--api-rate", "50", "--api-burst", "100", "--restore-replay-window", "1h"], env)).toMatchObject({
+    expect(
+      parseOperatorConfig(["--api-rate", "50", "--api-burst", "100", "--restore-replay-window", "1h"], env),
+    ).toMatchObject({
       apiRate: 50,
       apiBurst: 100,
       restoreReplayWindow: 3_600_000,
     });
-    expect(parseOperatorConfig([], { ...env, MDS_API_RATE: "2.5", MDS_API_BURST: "5", MDS_RESTORE_REPLAY_WINDOW: "0" })).toMatchObject({
+    expect(
+      parseOperatorConfig([], { ...env, MDS_API_RATE: "2.5", MDS_API_BURST: "5", MDS_RESTORE_REPLAY_WINDOW: "0" }),
+    ).toMatchObject({
       apiRate: 2.5,
       apiBurst: 5,
       restoreReplayWindow: 0,
@@ -82,9 +104,13 @@ describe("mds operator configuration", () => {
   });
 
   it("refuses a bad rate budget or a replay window beyond the service's 24 h", () => {
-    expect(() => parseOperatorConfig(["--api-rate", "0"], env)).toThrow("--api-rate (MDS_API_RATE): expected more than 0 requests per second");
+    expect(() => parseOperatorConfig(["--api-rate", "0"], env)).toThrow(
+      "--api-rate (MDS_API_RATE): expected more than 0 requests per second",
+    );
     expect(() => parseOperatorConfig([], { ...env, MDS_API_RATE: "fast" })).toThrow("--api-rate (MDS_API_RATE)");
-    expect(() => parseOperatorConfig(["--api-burst", "1.5"], env)).toThrow("--api-burst (MDS_API_BURST): expected a whole number of requests");
+    expect(() => parseOperatorConfig(["--api-burst", "1.5"], env)).toThrow(
+      "--api-burst (MDS_API_BURST): expected a whole number of requests",
+    );
     expect(() => parseOperatorConfig(["--api-burst", "0"], env)).toThrow("--api-burst (MDS_API_BURST)");
     expect(() => parseOperatorConfig(["--restore-replay-window", "25h"], env)).toThrow(
       '--restore-replay-window (MDS_RESTORE_REPLAY_WINDOW): expected a duration like 1s or 5m between 0 ms and 86400 s, got "25h"',
@@ -92,9 +118,13 @@ describe("mds operator configuration", () => {
   });
 
   it("parses durations", () => {
-    expect([parseDuration("250ms"), parseDuration("2s"), parseDuration("5m"), parseDuration("1h"), parseDuration("75")]).toEqual([
-      250, 2000, 300_000, 3_600_000, 75,
-    ]);
+    expect([
+      parseDuration("250ms"),
+      parseDuration("2s"),
+      parseDuration("5m"),
+      parseDuration("1h"),
+      parseDuration("75"),
+    ]).toEqual([250, 2000, 300_000, 3_600_000, 75]);
     expect(parseDuration("5 minutes")).toBeUndefined();
   });
 });
@@ -119,7 +149,10 @@ describe("operator runtime", () => {
     );
     let received: RuntimeOperatorOptions | undefined;
     let ready = false;
-    const config = parseOperatorConfig(["--no-leader-elect", "--metrics-address", "127.0.0.1:0", "--instance-id", "ci"], env);
+    const config = parseOperatorConfig(
+      ["--no-leader-elect", "--metrics-address", "127.0.0.1:0", "--instance-id", "ci"],
+      env,
+    );
     if (config === "help") throw new Error("unexpected help");
     const runtime = await startOperatorRuntime(config, {
       kubeConfig,
@@ -189,7 +222,10 @@ describe("operator runtime options", () => {
     await start(["--api-rate", "40", "--restore-replay-window", "2h"]);
     await start(["--api-burst", "200"]);
     await start([]);
-    expect(received[0]).toMatchObject({ apiRateLimit: { requestsPerSecond: 40, burst: 20 }, restoreReplayWindowMs: 7_200_000 });
+    expect(received[0]).toMatchObject({
+      apiRateLimit: { requestsPerSecond: 40, burst: 20 },
+      restoreReplayWindowMs: 7_200_000,
+    });
     expect(received[1]).toMatchObject({ apiRateLimit: { requestsPerSecond: 10, burst: 200 } });
     expect(received[1]).not.toHaveProperty("restoreReplayWindowMs");
     expect(received[2]).not.toHaveProperty("apiRateLimit");
@@ -220,7 +256,9 @@ describe("operator runtime with leader election", () => {
       const config = parseOperatorConfig(["--metrics-address", "off"], env);
       if (config === "help") throw new Error("unexpected help");
       const runtime = await startOperatorRuntime(config, {
-        kubeConfig: parseKubeConfig('{"clusters":[{"name":"c","cluster":{"server":"https://127.0.0.1:1"}}],"contexts":[{"name":"x","context":{"cluster":"c"}}],"current-context":"x"}'),
+        kubeConfig: parseKubeConfig(
+          '{"clusters":[{"name":"c","cluster":{"server":"https://127.0.0.1:1"}}],"contexts":[{"name":"x","context":{"cluster":"c"}}],"current-context":"x"}',
+        ),
         logger: createLogger("silent"),
         identity: "replica-a",
         leaseClient: lease,
@@ -267,7 +305,9 @@ describe("MDS_CRASH_POINT", () => {
   });
 
   it("refuses a name that is not a crash point, instead of never firing", () => {
-    expect(() => crashPointFromEnv("database:after-creat", () => undefined)).toThrow(/unknown crash point "database:after-creat"/);
+    expect(() => crashPointFromEnv("database:after-creat", () => undefined)).toThrow(
+      /unknown crash point "database:after-creat"/,
+    );
   });
 });
 

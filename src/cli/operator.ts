@@ -23,7 +23,12 @@ export type CreateOperator = (options: RuntimeOperatorOptions) => Operator;
 
 /** createOperator with the registry's kinds (src/resources/index.ts). */
 export const createOperatorWithKinds: CreateOperator = ({ restoreReplayWindowMs, ...options }) =>
-  createOperator({ ...options, kinds: operatorKinds(restoreReplayWindowMs === undefined ? {} : { restore: { replayWindowMs: restoreReplayWindowMs } }) });
+  createOperator({
+    ...options,
+    kinds: operatorKinds(
+      restoreReplayWindowMs === undefined ? {} : { restore: { replayWindowMs: restoreReplayWindowMs } },
+    ),
+  });
 
 // Secrets must never reach a log line: pino removes these paths wherever a caller puts them.
 export const redactPaths = [
@@ -44,7 +49,11 @@ export const redactPaths = [
 ];
 
 export function createLogger(level: OperatorConfig["logLevel"], destination?: DestinationStream): Logger {
-  const options = { level, base: { name: "mds-operator", pid: process.pid }, redact: { paths: redactPaths, remove: true } };
+  const options = {
+    level,
+    base: { name: "mds-operator", pid: process.pid },
+    redact: { paths: redactPaths, remove: true },
+  };
   return destination ? pino(options, destination) : pino(options);
 }
 
@@ -95,7 +104,10 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
         lease:
           deps.leaseClient ??
           createLeaseClient(
-            createKubeClient(deps.kubeConfig, { timeoutMs: 5_000, dispatcher: deps.kubeConfig.createDispatcher({ connections: 1 }) }),
+            createKubeClient(deps.kubeConfig, {
+              timeoutMs: 5_000,
+              dispatcher: deps.kubeConfig.createDispatcher({ connections: 1 }),
+            }),
             leaseNamespace,
             config.leaseName,
           ),
@@ -119,7 +131,9 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
       secretNamespace: config.credentialsSecret.namespace,
       secretName: config.credentialsSecret.name,
       key: config.credentialsKey,
-      fallbackNamespaces: config.credentialsFallbackNamespaces?.includes("*") ? "*" : config.credentialsFallbackNamespaces,
+      fallbackNamespaces: config.credentialsFallbackNamespaces?.includes("*")
+        ? "*"
+        : config.credentialsFallbackNamespaces,
     },
     namespaces: config.namespaces && config.namespaces.length > 0 ? config.namespaces : undefined,
     instanceId: config.instanceId,
@@ -130,7 +144,12 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
     canWrite,
     ...(config.apiRate === undefined && config.apiBurst === undefined
       ? {}
-      : { apiRateLimit: { requestsPerSecond: config.apiRate ?? defaultRateLimit.requestsPerSecond, burst: config.apiBurst ?? defaultRateLimit.burst } }),
+      : {
+          apiRateLimit: {
+            requestsPerSecond: config.apiRate ?? defaultRateLimit.requestsPerSecond,
+            burst: config.apiBurst ?? defaultRateLimit.burst,
+          },
+        }),
     ...(config.restoreReplayWindow === undefined ? {} : { restoreReplayWindowMs: config.restoreReplayWindow }),
   });
 
@@ -197,10 +216,14 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
 export function crashPointFromEnv(value: string | undefined, kill: () => void): ((name: string) => void) | undefined {
   if (value === undefined || value.trim() === "") return undefined;
   const armed = new Map<string, { count: number; seen: number }>();
-  for (const item of value.split(",").map((s) => s.trim()).filter((s) => s !== "")) {
+  for (const item of value
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "")) {
     const m = /^(.+?)(?::(\d+))?$/.exec(item);
     const name = m?.[1] ?? item;
-    if (!(crashPoints as readonly string[]).includes(name)) throw new Error(`MDS_CRASH_POINT: unknown crash point "${name}" (known: ${crashPoints.join(", ")})`);
+    if (!(crashPoints as readonly string[]).includes(name))
+      throw new Error(`MDS_CRASH_POINT: unknown crash point "${name}" (known: ${crashPoints.join(", ")})`);
     armed.set(name, { count: Math.max(1, Number(m?.[2] ?? "1")), seen: 0 });
   }
   return (name) => {
@@ -248,7 +271,11 @@ export async function runOperator(argv: string[]): Promise<number> {
   const logger = createLogger(config.logLevel);
   let kubeConfig: KubeConfig;
   try {
-    kubeConfig = loadKubeConfig(config, process.env.KUBERNETES_SERVICE_HOST !== undefined && config.kubeconfig === undefined, process.env);
+    kubeConfig = loadKubeConfig(
+      config,
+      process.env.KUBERNETES_SERVICE_HOST !== undefined && config.kubeconfig === undefined,
+      process.env,
+    );
   } catch (err) {
     logger.error({ err: err instanceof Error ? err.message : String(err) }, "Cannot load the Kubernetes configuration");
     return 2;
@@ -267,12 +294,14 @@ export async function runOperator(argv: string[]): Promise<number> {
     logger.error({ err: err instanceof Error ? err.message : String(err) }, "Invalid MDS_QUEUE_ORDER");
     return 2;
   }
-  if (queueOrder === "fifo") logger.warn("MDS_QUEUE_ORDER=fifo: work queues in arrival order, not namespaces in turn (for benchmarks only)");
+  if (queueOrder === "fifo")
+    logger.warn("MDS_QUEUE_ORDER=fifo: work queues in arrival order, not namespaces in turn (for benchmarks only)");
   const identity = config.identity ?? `${hostname()}_${randomUUID().slice(0, 8)}`;
   const runtime = await startOperatorRuntime(config, {
     kubeConfig,
     logger,
-    createOperator: (options) => createOperatorWithKinds({ ...options, queueOrder, ...(crashPoint ? { crashPoint } : {}) }),
+    createOperator: (options) =>
+      createOperatorWithKinds({ ...options, queueOrder, ...(crashPoint ? { crashPoint } : {}) }),
     identity,
   });
 

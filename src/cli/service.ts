@@ -88,19 +88,27 @@ function parseCli(argv: string[], env: NodeJS.ProcessEnv) {
   const result = CliConfig.safeParse(raw);
   if (!result.success) {
     // Issue paths are option names; values are not echoed (a URL could hold a password).
-    throw new Error(`invalid options: ${result.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+    throw new Error(
+      `invalid options: ${result.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+    );
   }
   return result.data;
 }
 
-async function loadRegions(file: string | undefined, json: string | undefined): Promise<Partial<Record<Region, RegionConfig>>> {
+async function loadRegions(
+  file: string | undefined,
+  json: string | undefined,
+): Promise<Partial<Record<Region, RegionConfig>>> {
   const text = file ? await readFile(file, "utf8") : json;
   if (!text) throw new Error("no regions: pass --regions FILE (or MDS_REGIONS), or use --embedded DIR");
   let raw: unknown;
   try {
     raw = file && /\.ya?ml$/i.test(file) ? parseYaml(text) : JSON.parse(text);
   } catch (err) {
-    throw new Error(`invalid regions: ${file ? `${file} is not valid ${/\.ya?ml$/i.test(file) ? "YAML" : "JSON"}` : "MDS_REGIONS is not valid JSON"}: ${(err as Error).message.split("\n")[0]}`, { cause: err });
+    throw new Error(
+      `invalid regions: ${file ? `${file} is not valid ${/\.ya?ml$/i.test(file) ? "YAML" : "JSON"}` : "MDS_REGIONS is not valid JSON"}: ${(err as Error).message.split("\n")[0]}`,
+      { cause: err },
+    );
   }
   const parsed = z.partialRecord(Region, RegionConfig).safeParse(raw);
   if (!parsed.success) throw new Error(`invalid regions: ${describeIssues(parsed.error.issues, "")}`);
@@ -140,12 +148,18 @@ export async function runService(argv: string[]): Promise<number> {
   let stop: () => Promise<void>;
   if (cli.embedded) {
     const service = await startEmbeddedService({ dir: cli.embedded, ...common, service: tuning });
-    console.log(`mds service listening on ${service.url} (embedded PostgreSQL in ${service.dir}; url and token in ${service.dir}/service.json)`);
+    console.log(
+      `mds service listening on ${service.url} (embedded PostgreSQL in ${service.dir}; url and token in ${service.dir}/service.json)`,
+    );
     stop = () => service.stop();
   } else {
-    if (!cli.databaseUrl) throw new Error("no control database: pass --database-url (or MDS_DATABASE_URL), or use --embedded DIR");
+    if (!cli.databaseUrl)
+      throw new Error("no control database: pass --database-url (or MDS_DATABASE_URL), or use --embedded DIR");
     const keyText = cli.encryptionKeyFile ? await readFile(cli.encryptionKeyFile, "utf8") : cli.encryptionKey;
-    if (!keyText) throw new Error("no encryption key: pass --encryption-key-file or MDS_ENCRYPTION_KEY (32 bytes, hex or base64; e.g. `openssl rand -hex 32`)");
+    if (!keyText)
+      throw new Error(
+        "no encryption key: pass --encryption-key-file or MDS_ENCRYPTION_KEY (32 bytes, hex or base64; e.g. `openssl rand -hex 32`)",
+      );
     if (!cli.backupDir) throw new Error("no backup directory: pass --backup-dir or MDS_BACKUP_DIR");
     const service = await startService({
       ...common,

@@ -182,22 +182,46 @@ export const deletionProtectionPolicyFile = path.join(repoRoot, "deploy/base/del
  */
 export async function applyDeletionProtectionPolicy(kc: KubeConfig): Promise<string> {
   const api = kc.makeApiClient(AdmissionregistrationV1Api);
-  const [policy, binding] = loadAllYaml(readFileSync(deletionProtectionPolicyFile, "utf8")) as [V1ValidatingAdmissionPolicy, V1ValidatingAdmissionPolicyBinding];
+  const [policy, binding] = loadAllYaml(readFileSync(deletionProtectionPolicyFile, "utf8")) as [
+    V1ValidatingAdmissionPolicy,
+    V1ValidatingAdmissionPolicyBinding,
+  ];
   const name = policy.metadata?.name ?? "";
-  await createOrReplace(`ValidatingAdmissionPolicy ${name}`, async () => {
-    const current = await api.readValidatingAdmissionPolicy({ name });
-    await api.replaceValidatingAdmissionPolicy({ name, body: { ...policy, metadata: { ...policy.metadata, resourceVersion: current.metadata?.resourceVersion ?? "" } } });
-  }, () => api.createValidatingAdmissionPolicy({ body: policy }));
+  await createOrReplace(
+    `ValidatingAdmissionPolicy ${name}`,
+    async () => {
+      const current = await api.readValidatingAdmissionPolicy({ name });
+      await api.replaceValidatingAdmissionPolicy({
+        name,
+        body: { ...policy, metadata: { ...policy.metadata, resourceVersion: current.metadata?.resourceVersion ?? "" } },
+      });
+    },
+    () => api.createValidatingAdmissionPolicy({ body: policy }),
+  );
   const bindingName = binding.metadata?.name ?? "";
-  await createOrReplace(`ValidatingAdmissionPolicyBinding ${bindingName}`, async () => {
-    const current = await api.readValidatingAdmissionPolicyBinding({ name: bindingName });
-    await api.replaceValidatingAdmissionPolicyBinding({ name: bindingName, body: { ...binding, metadata: { ...binding.metadata, resourceVersion: current.metadata?.resourceVersion ?? "" } } });
-  }, () => api.createValidatingAdmissionPolicyBinding({ body: binding }));
+  await createOrReplace(
+    `ValidatingAdmissionPolicyBinding ${bindingName}`,
+    async () => {
+      const current = await api.readValidatingAdmissionPolicyBinding({ name: bindingName });
+      await api.replaceValidatingAdmissionPolicyBinding({
+        name: bindingName,
+        body: {
+          ...binding,
+          metadata: { ...binding.metadata, resourceVersion: current.metadata?.resourceVersion ?? "" },
+        },
+      });
+    },
+    () => api.createValidatingAdmissionPolicyBinding({ body: binding }),
+  );
   return name;
 }
 
 /** Replace when it exists (a restarted stack), create on 404. */
-async function createOrReplace(what: string, replace: () => Promise<unknown>, create: () => Promise<unknown>): Promise<void> {
+async function createOrReplace(
+  what: string,
+  replace: () => Promise<unknown>,
+  create: () => Promise<unknown>,
+): Promise<void> {
   try {
     await replace();
   } catch (err) {
@@ -211,7 +235,8 @@ export async function applyCredentials(kc: KubeConfig, token: string): Promise<v
   try {
     await core.createNamespace({ body: { metadata: { name: credentialsSecret.namespace } } });
   } catch (err) {
-    if (status(err) !== 409) throw new Error(`cannot create namespace ${credentialsSecret.namespace}: ${errorText(err)}`);
+    if (status(err) !== 409)
+      throw new Error(`cannot create namespace ${credentialsSecret.namespace}: ${errorText(err)}`);
   }
   const body = {
     metadata: {
@@ -244,7 +269,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     say(`PostgreSQL and service starting (state in ${path.join(dir, "service")})`);
     const serviceLog = path.join(dir, "service.log");
     // A laptop's stack keeps 4 spare databases (30 MB), not the service's 64 sized for bursts of creates.
-    const service = await startEmbeddedService({ logger: fileLogger(serviceLog), ...options.service, service: { spareDatabases: 4, ...options.service?.service }, dir: path.join(dir, "service") });
+    const service = await startEmbeddedService({
+      logger: fileLogger(serviceLog),
+      ...options.service,
+      service: { spareDatabases: 4, ...options.service?.service },
+      dir: path.join(dir, "service"),
+    });
     cleanups.push(() => service.stop());
     say(`service         ${service.url} (PostgreSQL on port ${service.postgres.port}, log ${serviceLog})`);
     const api = options.api ? await options.api(service.url) : undefined;
@@ -270,7 +300,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const crds = await applyCrds(kc);
     say(`devkube         ${devkube.url} (CRDs installed: ${crds.join(", ")})`);
     const policy = await applyDeletionProtectionPolicy(kc);
-    say(`admission       ValidatingAdmissionPolicy ${policy} (deletionProtection enforced, as deploy/base installs it)`);
+    say(
+      `admission       ValidatingAdmissionPolicy ${policy} (deletionProtection enforced, as deploy/base installs it)`,
+    );
     await applyCredentials(kc, service.token);
     say(`credentials     Secret ${credentialsSecret.namespace}/${credentialsSecret.name}`);
 
@@ -285,13 +317,19 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       const args = [
         o.entry ?? path.join(repoRoot, "bin/mds.js"),
         "operator",
-        "--kubeconfig", operatorKubeconfigPath,
-        "--api-url", operatorApiUrl,
-        "--credentials-secret", `${credentialsSecret.namespace}/${credentialsSecret.name}`,
+        "--kubeconfig",
+        operatorKubeconfigPath,
+        "--api-url",
+        operatorApiUrl,
+        "--credentials-secret",
+        `${credentialsSecret.namespace}/${credentialsSecret.name}`,
         // One person's cluster: every namespace may use the dev token (a shared install restricts this, docs/many-teams.md).
-        "--credentials-fallback-namespaces", "*",
-        "--instance-id", options.instanceId,
-        "--identity", o.identity,
+        "--credentials-fallback-namespaces",
+        "*",
+        "--instance-id",
+        options.instanceId,
+        "--identity",
+        o.identity,
         ...(o.args ?? []),
       ];
       const child = spawn(process.execPath, args, {

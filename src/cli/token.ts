@@ -13,7 +13,11 @@ The control database comes from --embedded DIR (the directory of \`mds service -
 or --database-url / MDS_DATABASE_URL. \`create\` prints the new token as the last line; it is shown only once.
 `;
 
-async function withControl<T>(embedded: string | undefined, databaseUrl: string | undefined, fn: (url: string) => Promise<T>): Promise<T> {
+async function withControl<T>(
+  embedded: string | undefined,
+  databaseUrl: string | undefined,
+  fn: (url: string) => Promise<T>,
+): Promise<T> {
   if (embedded) return withEmbeddedControl(embedded, fn);
   if (databaseUrl) return fn(databaseUrl);
   throw new Error("no control database: pass --embedded DIR or --database-url URL (or set MDS_DATABASE_URL)");
@@ -64,14 +68,25 @@ export async function runToken(argv: string[]): Promise<number> {
       }
       const scopes = values.scopes?.split(/[\s,]+/).filter(Boolean);
       const workspace = values.workspace;
-      const created = await run((db) => createServiceToken(db, { workspace, ...(scopes ? { scopes } : {}), ...(values.name ? { name: values.name } : {}) }));
-      console.error(`created token ${created.id} for workspace "${workspace}" (${created.workspaceId}); it is shown only once:`);
+      const created = await run((db) =>
+        createServiceToken(db, {
+          workspace,
+          ...(scopes ? { scopes } : {}),
+          ...(values.name ? { name: values.name } : {}),
+        }),
+      );
+      console.error(
+        `created token ${created.id} for workspace "${workspace}" (${created.workspaceId}); it is shown only once:`,
+      );
       console.log(created.token);
       return 0;
     }
     case "list": {
       const tokens = await run((db) => listServiceTokens(db, values.workspace));
-      for (const t of tokens) console.log([t.id, t.workspace, t.revoked ? "revoked" : "active", t.scopes.join(" "), t.createdAt, t.name].join("\t"));
+      for (const t of tokens)
+        console.log(
+          [t.id, t.workspace, t.revoked ? "revoked" : "active", t.scopes.join(" "), t.createdAt, t.name].join("\t"),
+        );
       return 0;
     }
     case "revoke": {

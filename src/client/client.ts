@@ -114,7 +114,11 @@ export interface MdsClient {
   /** POST /v1/databases: the answer carries connection strings on the endpoints. */
   createDatabase(body: CreateDatabaseInput, opts?: RequestOptions): Promise<DatabaseWithCredentials>;
   /** POST /v1/projects/{id}/databases: the full creation form. */
-  createProjectDatabase(projectId: string, body: CreateProjectDatabaseInput, opts?: RequestOptions): Promise<CreatedDatabase>;
+  createProjectDatabase(
+    projectId: string,
+    body: CreateProjectDatabaseInput,
+    opts?: RequestOptions,
+  ): Promise<CreatedDatabase>;
   getDatabase(id: string, opts?: RequestOptions): Promise<Database>;
   updateDatabase(id: string, body: UpdateDatabaseInput, opts?: RequestOptions): Promise<Database>;
   deleteDatabase(id: string, opts?: RequestOptions): Promise<void>;
@@ -152,11 +156,14 @@ export function createClient(options: ClientOptions): MdsClient {
   const baseUrl = checkBaseUrl(options.baseUrl);
   const clock = options.clock ?? systemClock;
   const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new TypeError(`invalid client option timeoutMs: ${String(timeoutMs)}`);
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
+    throw new TypeError(`invalid client option timeoutMs: ${String(timeoutMs)}`);
   const tokenSource = chooseTokenSource(options, clock, timeoutMs);
   const budget =
     options.rateBudget ??
-    (options.rateLimit === false ? undefined : sharedRateBudget(`${baseUrl}|${tokenSource.identity}`, options.rateLimit ?? {}, clock));
+    (options.rateLimit === false
+      ? undefined
+      : sharedRateBudget(`${baseUrl}|${tokenSource.identity}`, options.rateLimit ?? {}, clock));
 
   const transport = createTransport({
     baseUrl,
@@ -172,11 +179,17 @@ export function createClient(options: ClientOptions): MdsClient {
     userAgent: options.userAgent ?? "mds-client",
   });
 
-  const send = <T>(call: Call<T>, opts: RequestOptions | undefined): Promise<T> => transport.send(call, callOptions(opts));
-  const unwrap = async <T>(call: Call<{ data: T }>, opts: RequestOptions | undefined): Promise<T> => (await send(call, opts)).data;
+  const send = <T>(call: Call<T>, opts: RequestOptions | undefined): Promise<T> =>
+    transport.send(call, callOptions(opts));
+  const unwrap = async <T>(call: Call<{ data: T }>, opts: RequestOptions | undefined): Promise<T> =>
+    (await send(call, opts)).data;
   const readItems = createItemReader(options.hooks ?? {}, options.logger);
   /** A list call whose items are read one by one (an unreadable one is left out and counted in `skipped`). */
-  const listPage = async <T>(call: Omit<Call<unknown>, "response">, item: z.ZodType<T>, opts: RequestOptions | undefined): Promise<Page<T>> => {
+  const listPage = async <T>(
+    call: Omit<Call<unknown>, "response">,
+    item: z.ZodType<T>,
+    opts: RequestOptions | undefined,
+  ): Promise<Page<T>> => {
     const page = await send({ ...call, response: { schema: PublicPageEnvelope } }, opts);
     const { data, skipped } = readItems(call.operation, page.data, item);
     return { data, pagination: page.pagination, ...(skipped === 0 ? {} : { skipped }) };
@@ -200,13 +213,41 @@ export function createClient(options: ClientOptions): MdsClient {
       );
     },
     getProject(id, opts) {
-      return unwrap({ operation: "getProject", description: `get project "${id}"`, method: "GET", path: `/v1/projects/${seg(id)}`, response: { schema: ProjectEnvelope } }, opts);
+      return unwrap(
+        {
+          operation: "getProject",
+          description: `get project "${id}"`,
+          method: "GET",
+          path: `/v1/projects/${seg(id)}`,
+          response: { schema: ProjectEnvelope },
+        },
+        opts,
+      );
     },
     listProjects(query, opts) {
-      return listPage({ operation: "listProjects", description: "list projects", method: "GET", path: "/v1/projects", query: { ...query } }, PublicProject, opts);
+      return listPage(
+        {
+          operation: "listProjects",
+          description: "list projects",
+          method: "GET",
+          path: "/v1/projects",
+          query: { ...query },
+        },
+        PublicProject,
+        opts,
+      );
     },
     deleteProject(id, opts) {
-      return send({ operation: "deleteProject", description: `delete project "${id}"`, method: "DELETE", path: `/v1/projects/${seg(id)}`, response: ignoreBody }, opts);
+      return send(
+        {
+          operation: "deleteProject",
+          description: `delete project "${id}"`,
+          method: "DELETE",
+          path: `/v1/projects/${seg(id)}`,
+          response: ignoreBody,
+        },
+        opts,
+      );
     },
     async createDatabase(body, opts) {
       const description = `create database${label(body.name ?? body.logicalId)} in project "${body.projectId}"`;
@@ -239,7 +280,16 @@ export function createClient(options: ClientOptions): MdsClient {
       );
     },
     getDatabase(id, opts) {
-      return unwrap({ operation: "getDatabase", description: `get database "${id}"`, method: "GET", path: `/v1/databases/${seg(id)}`, response: { schema: DatabaseEnvelope } }, opts);
+      return unwrap(
+        {
+          operation: "getDatabase",
+          description: `get database "${id}"`,
+          method: "GET",
+          path: `/v1/databases/${seg(id)}`,
+          response: { schema: DatabaseEnvelope },
+        },
+        opts,
+      );
     },
     async updateDatabase(id, body, opts) {
       const description = `update database "${id}"`;
@@ -256,7 +306,16 @@ export function createClient(options: ClientOptions): MdsClient {
       );
     },
     deleteDatabase(id, opts) {
-      return send({ operation: "deleteDatabase", description: `delete database "${id}"`, method: "DELETE", path: `/v1/databases/${seg(id)}`, response: ignoreBody }, opts);
+      return send(
+        {
+          operation: "deleteDatabase",
+          description: `delete database "${id}"`,
+          method: "DELETE",
+          path: `/v1/databases/${seg(id)}`,
+          response: ignoreBody,
+        },
+        opts,
+      );
     },
     async restoreDatabase(targetId, body, opts) {
       const description = `restore database "${targetId}"`;
@@ -273,7 +332,17 @@ export function createClient(options: ClientOptions): MdsClient {
       );
     },
     listDatabases(query, opts) {
-      return listPage({ operation: "listDatabases", description: "list databases", method: "GET", path: "/v1/databases", query: { ...query } }, PublicDatabase, opts);
+      return listPage(
+        {
+          operation: "listDatabases",
+          description: "list databases",
+          method: "GET",
+          path: "/v1/databases",
+          query: { ...query },
+        },
+        PublicDatabase,
+        opts,
+      );
     },
     listProjectDatabases(projectId, query, opts) {
       return listPage(
@@ -343,13 +412,26 @@ export function createClient(options: ClientOptions): MdsClient {
       );
     },
     deleteConnection(id, opts) {
-      return send({ operation: "deleteConnection", description: `delete connection "${id}"`, method: "DELETE", path: `/v1/connections/${seg(id)}`, response: ignoreBody }, opts);
+      return send(
+        {
+          operation: "deleteConnection",
+          description: `delete connection "${id}"`,
+          method: "DELETE",
+          path: `/v1/connections/${seg(id)}`,
+          response: ignoreBody,
+        },
+        opts,
+      );
     },
     iterateProjects(query, opts) {
-      return walkPages("list projects", query?.cursor, (cursor) => client.listProjects(withCursor(query, cursor), opts));
+      return walkPages("list projects", query?.cursor, (cursor) =>
+        client.listProjects(withCursor(query, cursor), opts),
+      );
     },
     iterateDatabases(query, opts) {
-      return walkPages("list databases", query?.cursor, (cursor) => client.listDatabases(withCursor(query, cursor), opts));
+      return walkPages("list databases", query?.cursor, (cursor) =>
+        client.listDatabases(withCursor(query, cursor), opts),
+      );
     },
     iterateProjectDatabases(projectId, query, opts) {
       return walkPages(`list databases of project "${projectId}"`, query?.cursor, (cursor) =>
@@ -365,7 +447,11 @@ function withCursor<Q extends ListQuery>(query: Q | undefined, cursor: string | 
   return query === undefined ? { cursor } : { ...query, cursor };
 }
 
-async function* walkPages<T>(description: string, firstCursor: string | undefined, fetchPage: (cursor: string | undefined) => Promise<Page<T>>): AsyncIterableIterator<T> {
+async function* walkPages<T>(
+  description: string,
+  firstCursor: string | undefined,
+  fetchPage: (cursor: string | undefined) => Promise<Page<T>>,
+): AsyncIterableIterator<T> {
   const seen = new Set<string>();
   let next = firstCursor;
   for (;;) {
@@ -375,9 +461,12 @@ async function* walkPages<T>(description: string, firstCursor: string | undefine
     const cursor = page.pagination.nextCursor;
     // A service that loops or forgets the cursor would make this walk endless.
     if (cursor === null || cursor === "" || seen.has(cursor)) {
-      throw new ContractViolationError(`cannot ${description}: contract_violation: hasMore is true but nextCursor is ${cursor === null || cursor === "" ? "missing" : "repeated"}`, {
-        code: "contract_violation",
-      });
+      throw new ContractViolationError(
+        `cannot ${description}: contract_violation: hasMore is true but nextCursor is ${cursor === null || cursor === "" ? "missing" : "repeated"}`,
+        {
+          code: "contract_violation",
+        },
+      );
     }
     seen.add(cursor);
     next = cursor;
@@ -385,12 +474,15 @@ async function* walkPages<T>(description: string, firstCursor: string | undefine
 }
 
 function chooseTokenSource(options: ClientOptions, clock: Clock, timeoutMs: number): TokenSource {
-  const given = [options.token !== undefined, options.tokenFile !== undefined, options.oauth !== undefined].filter(Boolean).length;
+  const given = [options.token !== undefined, options.tokenFile !== undefined, options.oauth !== undefined].filter(
+    Boolean,
+  ).length;
   if (given !== 1) throw new TypeError("invalid client options: give exactly one of token, tokenFile, oauth");
   if (options.token !== undefined) {
     // A token read from a Secret often ends with a newline: surrounding whitespace is dropped.
     const token = options.token.trim();
-    if (token === "" || /\s/.test(token)) throw new TypeError("invalid client option token: must be non-empty without whitespace");
+    if (token === "" || /\s/.test(token))
+      throw new TypeError("invalid client option token: must be non-empty without whitespace");
     return staticTokenSource(token);
   }
   if (options.tokenFile !== undefined) {
@@ -416,8 +508,10 @@ function checkUrl(value: string, option: string): void {
   } catch {
     throw new TypeError(`invalid client option ${option}: not a URL`);
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError(`invalid client option ${option}: must be http or https`);
-  if (url.username !== "" || url.password !== "") throw new TypeError(`invalid client option ${option}: must not carry credentials`);
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new TypeError(`invalid client option ${option}: must be http or https`);
+  if (url.username !== "" || url.password !== "")
+    throw new TypeError(`invalid client option ${option}: must not carry credentials`);
 }
 
 /** Bad input fails here, before any request, with the field named (and no value quoted). */
@@ -428,7 +522,10 @@ function checkBody<S extends z.ZodType>(schema: S, body: unknown, description: s
     .slice(0, 3)
     .map((issue) => `${issue.path.length === 0 ? "body" : issue.path.join(".")}: ${issue.message}`)
     .join("; ");
-  throw new InvalidRequestError(`cannot ${description}: invalid_request: ${detail}`, { code: "invalid_request", cause: parsed.error });
+  throw new InvalidRequestError(`cannot ${description}: invalid_request: ${detail}`, {
+    code: "invalid_request",
+    cause: parsed.error,
+  });
 }
 
 function callOptions(opts: RequestOptions | undefined): CallOptions {

@@ -179,9 +179,13 @@ export function codeForStatus(status: number): ServiceErrorCode {
  * Builds the error for a code. An unknown code from a compatible service keeps its code but
  * gets the class its HTTP status implies, so `instanceof` still works.
  */
-export function createMdsError(message: string, details: MdsApiErrorDetails & { existingId?: string | undefined }): MdsApiError {
+export function createMdsError(
+  message: string,
+  details: MdsApiErrorDetails & { existingId?: string | undefined },
+): MdsApiError {
   const known = classByCode[details.code];
-  const cls = known ?? (details.status === undefined ? MdsApiError : (classByCode[codeForStatus(details.status)] ?? MdsApiError));
+  const cls =
+    known ?? (details.status === undefined ? MdsApiError : (classByCode[codeForStatus(details.status)] ?? MdsApiError));
   if (cls === ConflictError) return new ConflictError(message, details);
   return new cls(message, details);
 }

@@ -9,7 +9,11 @@ const maxRemembered = 1_000;
 
 export function createItemReader(hooks: ClientHooks, logger: ClientLogger | undefined) {
   const logged = new Set<string>();
-  return function readItems<T>(operation: string, items: unknown[], schema: z.ZodType<T>): { data: T[]; skipped: number } {
+  return function readItems<T>(
+    operation: string,
+    items: unknown[],
+    schema: z.ZodType<T>,
+  ): { data: T[]; skipped: number } {
     const data: T[] = [];
     let skipped = 0;
     for (const item of items) {

@@ -1,7 +1,15 @@
 import { request, type Dispatcher } from "undici";
 import { z } from "zod";
 import type { Clock } from "./clock.ts";
-import { ContractViolationError, MdsApiError, NetworkError, TimeoutError, UnauthorizedError, UnavailableError, AbortedError } from "./errors.ts";
+import {
+  ContractViolationError,
+  MdsApiError,
+  NetworkError,
+  TimeoutError,
+  UnauthorizedError,
+  UnavailableError,
+  AbortedError,
+} from "./errors.ts";
 import type { TokenSource } from "./token-source.ts";
 
 export interface OAuthOptions {
@@ -54,7 +62,11 @@ export function oauthTokenSource(options: OAuthOptions, deps: OAuthDeps): TokenS
   let inflight: Promise<string> | undefined;
 
   async function refresh(): Promise<string> {
-    const form = new URLSearchParams({ grant_type: "refresh_token", refresh_token: refreshToken, client_id: options.clientId });
+    const form = new URLSearchParams({
+      grant_type: "refresh_token",
+      refresh_token: refreshToken,
+      client_id: options.clientId,
+    });
     if (options.clientSecret !== undefined) form.set("client_secret", options.clientSecret);
     const what = "cannot refresh the access token";
     const timeout = AbortSignal.timeout(deps.timeoutMs);
@@ -71,22 +83,37 @@ export function oauthTokenSource(options: OAuthOptions, deps: OAuthDeps): TokenS
       status = response.statusCode;
       text = await response.body.text();
     } catch (error) {
-      if (timeout.aborted) throw new TimeoutError(`${what}: timeout: no response within ${deps.timeoutMs} ms`, { code: "timeout", retryable: true, cause: error });
+      if (timeout.aborted)
+        throw new TimeoutError(`${what}: timeout: no response within ${deps.timeoutMs} ms`, {
+          code: "timeout",
+          retryable: true,
+          cause: error,
+        });
       const code = error instanceof Error && "code" in error ? String(error.code) : "unknown";
-      throw new NetworkError(`${what}: network_error: ${code}`, { code: "network_error", retryable: true, cause: error });
+      throw new NetworkError(`${what}: network_error: ${code}`, {
+        code: "network_error",
+        retryable: true,
+        cause: error,
+      });
     }
     const json = parseJson(text);
     if (status >= 200 && status < 300) {
       const parsed = TokenResponse.safeParse(json);
       if (!parsed.success) {
-        throw new ContractViolationError(`${what}: contract_violation: the token response is not an OAuth token response`, {
-          code: "contract_violation",
-          status,
-        });
+        throw new ContractViolationError(
+          `${what}: contract_violation: the token response is not an OAuth token response`,
+          {
+            code: "contract_violation",
+            status,
+          },
+        );
       }
       const lifetime = (parsed.data.expires_in ?? defaultLifetimeMs / 1000) * 1000;
       // Refresh ahead of expiry: a minute early, or halfway for short-lived tokens.
-      access = { token: parsed.data.access_token, refreshAt: deps.clock.now() + lifetime - Math.min(60_000, lifetime / 2) };
+      access = {
+        token: parsed.data.access_token,
+        refreshAt: deps.clock.now() + lifetime - Math.min(60_000, lifetime / 2),
+      };
       const rotated = parsed.data.refresh_token;
       if (rotated !== undefined && rotated !== refreshToken) {
         refreshToken = rotated;
@@ -94,11 +121,14 @@ export function oauthTokenSource(options: OAuthOptions, deps: OAuthDeps): TokenS
           await options.onRefreshToken(rotated);
         } catch (error) {
           // The new tokens stay in memory, so the next call works; this one reports the lost write.
-          throw new MdsApiError(`${what}: internal_error: onRefreshToken failed: ${error instanceof Error ? error.message : String(error)}`, {
-            code: "internal_error",
-            retryable: true,
-            cause: error,
-          });
+          throw new MdsApiError(
+            `${what}: internal_error: onRefreshToken failed: ${error instanceof Error ? error.message : String(error)}`,
+            {
+              code: "internal_error",
+              retryable: true,
+              cause: error,
+            },
+          );
         }
       }
       return parsed.data.access_token;
@@ -125,7 +155,8 @@ export function oauthTokenSource(options: OAuthOptions, deps: OAuthDeps): TokenS
     if (signal === undefined) return promise;
     // The shared refresh keeps going for the other callers; only this caller stops waiting.
     return new Promise<string>((resolve, reject) => {
-      const onAbort = (): void => reject(new AbortedError("cannot get an access token: aborted", { code: "aborted", cause: signal.reason }));
+      const onAbort = (): void =>
+        reject(new AbortedError("cannot get an access token: aborted", { code: "aborted", cause: signal.reason }));
       if (signal.aborted) {
         onAbort();
         return;
@@ -154,7 +185,9 @@ export function oauthTokenSource(options: OAuthOptions, deps: OAuthDeps): TokenS
 function describeOAuthError(body: z.infer<typeof OAuthErrorBody> | undefined, status: number): string {
   if (body === undefined) return `HTTP ${status}`;
   if (typeof body.error !== "string") return `${body.error.code}: ${body.error.message}`;
-  return "error_description" in body && body.error_description !== undefined ? `${body.error}: ${body.error_description}` : body.error;
+  return "error_description" in body && body.error_description !== undefined
+    ? `${body.error}: ${body.error_description}`
+    : body.error;
 }
 
 function parseJson(text: string): unknown {

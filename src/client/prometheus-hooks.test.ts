@@ -7,7 +7,14 @@ describe("prometheusHooks", () => {
     const registry = new Registry();
     const hooks = prometheusHooks(registry);
     expect(prometheusHooks(registry)).toBe(hooks);
-    hooks.onAttempt?.({ operation: "getDatabase", method: "GET", attempt: 1, status: 503, outcome: "unavailable", durationMs: 5 });
+    hooks.onAttempt?.({
+      operation: "getDatabase",
+      method: "GET",
+      attempt: 1,
+      status: 503,
+      outcome: "unavailable",
+      durationMs: 5,
+    });
     hooks.onRetry?.({ operation: "getDatabase", attempt: 1, outcome: "unavailable", status: 503, delayMs: 250 });
     hooks.onThrottled?.({ operation: "getDatabase", waitedMs: 1500 });
     hooks.onAttempt?.({ operation: "getDatabase", method: "GET", attempt: 2, outcome: "timeout", durationMs: 5 });

@@ -54,7 +54,8 @@ export function prometheusHooks(registry: Registry, prefix = "mds_client_"): Cli
       requests.inc({ operation: e.operation, outcome: e.outcome });
       duration.observe({ operation: e.operation }, e.durationMs / 1000);
     },
-    onAttempt: (e) => attempts.inc({ operation: e.operation, status: e.status === undefined ? e.outcome : String(e.status) }),
+    onAttempt: (e) =>
+      attempts.inc({ operation: e.operation, status: e.status === undefined ? e.outcome : String(e.status) }),
     onThrottled: (e) => throttled.inc({ operation: e.operation }, e.waitedMs / 1000),
     onRetry: (e) => retries.inc({ operation: e.operation, outcome: e.outcome }),
     onSkippedItem: (e) => skipped.inc({ operation: e.operation }),

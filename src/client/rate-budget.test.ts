@@ -100,7 +100,9 @@ describe("RateBudget", () => {
 
   it("rejects nonsense settings", () => {
     const clock = testClock();
-    expect(() => new RateBudget({ requestsPerSecond: 0, clock })).toThrow("invalid client option rateLimit.requestsPerSecond: 0");
+    expect(() => new RateBudget({ requestsPerSecond: 0, clock })).toThrow(
+      "invalid client option rateLimit.requestsPerSecond: 0",
+    );
     expect(() => new RateBudget({ burst: 0.5, clock })).toThrow("invalid client option rateLimit.burst: 0.5");
   });
 

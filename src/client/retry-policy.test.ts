@@ -12,7 +12,8 @@ describe("parseRetryAfter", () => {
   });
   it("treats a past date as now and ignores what it cannot read", () => {
     expect(parseRetryAfter("Wed, 31 Dec 2025 23:00:00 GMT", now)).toBe(0);
-    for (const bad of [undefined, "", "-1", "1.5", "soon", "2026-01-01"]) expect(parseRetryAfter(bad, now)).toBeUndefined();
+    for (const bad of [undefined, "", "-1", "1.5", "soon", "2026-01-01"])
+      expect(parseRetryAfter(bad, now)).toBeUndefined();
   });
 });
 

@@ -22,7 +22,12 @@ export function tokenFileSource(path: string): TokenSource {
       return token;
     } catch (error) {
       // The token is never in these messages: only the path and the reason.
-      const reason = error instanceof Error && "code" in error ? String(error.code) : error instanceof Error ? error.message : "unreadable";
+      const reason =
+        error instanceof Error && "code" in error
+          ? String(error.code)
+          : error instanceof Error
+            ? error.message
+            : "unreadable";
       throw new UnauthorizedError(`cannot read token file "${path}": ${reason}`, {
         code: "unauthorized",
         retryable: true,

@@ -20,7 +20,13 @@ import {
 import { callHook, type ClientHooks, type ClientLogger } from "./hooks.ts";
 import type { RateBudget } from "./rate-budget.ts";
 import { parseRetryAfter } from "./retry-after.ts";
-import { computeBackoff, mayRepeat, retryableNetworkCodes, retryableStatuses, type RetryPolicy } from "./retry-policy.ts";
+import {
+  computeBackoff,
+  mayRepeat,
+  retryableNetworkCodes,
+  retryableStatuses,
+  type RetryPolicy,
+} from "./retry-policy.ts";
 import type { TokenSource } from "./token-source.ts";
 
 export type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE";
@@ -99,10 +105,13 @@ export function createTransport(config: TransportConfig) {
 
     try {
       if (idempotencyKey !== undefined && !idempotencyKeyPattern.test(idempotencyKey)) {
-        throw new InvalidRequestError(`cannot ${call.description}: invalid_request: idempotencyKey must be 1-255 printable ASCII characters without spaces`, {
-          code: "invalid_request",
-          operation: call.operation,
-        });
+        throw new InvalidRequestError(
+          `cannot ${call.description}: invalid_request: idempotencyKey must be 1-255 printable ASCII characters without spaces`,
+          {
+            code: "invalid_request",
+            operation: call.operation,
+          },
+        );
       }
       for (;;) {
         throwIfAborted(signal, call);
@@ -134,7 +143,8 @@ export function createTransport(config: TransportConfig) {
           }
           error = parsed.error;
         } else {
-          error = result.kind === "response" ? errorFromResponse(call, result, token, config.clock.now()) : result.error;
+          error =
+            result.kind === "response" ? errorFromResponse(call, result, token, config.clock.now()) : result.error;
         }
         callHook(config.hooks.onAttempt, {
           operation: call.operation,
@@ -162,7 +172,11 @@ export function createTransport(config: TransportConfig) {
           status: error.status,
           networkCode: result.kind === "failure" ? errorCode(error.cause) : undefined,
         });
-        const mayRetry = error.retryable && repeatable && attempts < config.retry.maxAttempts && elapsed + delayMs <= config.retry.maxElapsedMs;
+        const mayRetry =
+          error.retryable &&
+          repeatable &&
+          attempts < config.retry.maxAttempts &&
+          elapsed + delayMs <= config.retry.maxElapsedMs;
         if (!mayRetry) throw error;
 
         retries += 1;
@@ -174,7 +188,14 @@ export function createTransport(config: TransportConfig) {
           delayMs,
         });
         config.logger?.debug(
-          { operation: call.operation, attempt: attempts, code: error.code, status: error.status, requestId: error.requestId, delayMs },
+          {
+            operation: call.operation,
+            attempt: attempts,
+            code: error.code,
+            status: error.status,
+            requestId: error.requestId,
+            delayMs,
+          },
           "retrying a failed request",
         );
         // After a 429 the budget's pause holds this caller with the others.
@@ -227,12 +248,15 @@ export function createTransport(config: TransportConfig) {
       if (timeout.signal.aborted) {
         return {
           kind: "failure",
-          error: new TimeoutError(`cannot ${call.description}: timeout: no complete response within ${config.timeoutMs} ms`, {
-            code: "timeout",
-            retryable: true,
-            operation: call.operation,
-            cause: error,
-          }),
+          error: new TimeoutError(
+            `cannot ${call.description}: timeout: no complete response within ${config.timeoutMs} ms`,
+            {
+              code: "timeout",
+              retryable: true,
+              operation: call.operation,
+              cause: error,
+            },
+          ),
         };
       }
       if (error instanceof MdsApiError) return { kind: "failure", error };
@@ -306,14 +330,18 @@ function errorFromResponse(
   // Without the contract's error body (a proxy's HTML 502, say) the status decides the code.
   // A code we do not know (the public API does not enumerate its codes) is read by its status; the message keeps it.
   const sent = parsed.success ? parsed.data.error.code : undefined;
-  const code = sent !== undefined && (ServiceErrorCodes as readonly string[]).includes(sent) ? sent : codeForStatus(status);
+  const code =
+    sent !== undefined && (ServiceErrorCodes as readonly string[]).includes(sent) ? sent : codeForStatus(status);
   const body = parsed.success ? scrub(parsed.data.error.message, token) : `HTTP ${status}`;
   const message = sent === undefined || sent === code ? body : `${body} (${scrub(sent, token)})`;
   const rawHint = parsed.success ? parsed.data.error.hint : undefined;
   const hint = rawHint !== undefined && rawHint !== "" ? scrub(rawHint, token) : undefined;
-  const retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(result.headers["retry-after"], now) : undefined;
+  const retryAfterMs =
+    status === 429 || status === 503 ? parseRetryAfter(result.headers["retry-after"], now) : undefined;
   const existingId =
-    call.conflictNamesExisting !== undefined && status === 409 ? findExistingId(message, hint, call.conflictNamesExisting.logicalId) : undefined;
+    call.conflictNamesExisting !== undefined && status === 409
+      ? findExistingId(message, hint, call.conflictNamesExisting.logicalId)
+      : undefined;
   return createMdsError(`cannot ${call.description}: ${code}: ${message}`, {
     code,
     status,
@@ -327,9 +355,14 @@ function errorFromResponse(
 }
 
 function normalize(caught: unknown, call: Call<unknown>, signal: AbortSignal | undefined): MdsApiError {
-  if (signal?.aborted && !(caught instanceof MdsApiError && caught.code === "aborted")) return abortedError(call, signal);
+  if (signal?.aborted && !(caught instanceof MdsApiError && caught.code === "aborted"))
+    return abortedError(call, signal);
   if (caught instanceof MdsApiError) return caught;
-  return new MdsApiError(`cannot ${call.description}: ${describe(caught)}`, { code: "internal_error", operation: call.operation, cause: caught });
+  return new MdsApiError(`cannot ${call.description}: ${describe(caught)}`, {
+    code: "internal_error",
+    operation: call.operation,
+    cause: caught,
+  });
 }
 
 function throwIfAborted(signal: AbortSignal | undefined, call: Call<unknown>): void {
@@ -337,10 +370,18 @@ function throwIfAborted(signal: AbortSignal | undefined, call: Call<unknown>): v
 }
 
 function abortedError(call: Call<unknown>, signal: AbortSignal): AbortedError {
-  return new AbortedError(`cannot ${call.description}: aborted`, { code: "aborted", operation: call.operation, cause: signal.reason });
+  return new AbortedError(`cannot ${call.description}: aborted`, {
+    code: "aborted",
+    operation: call.operation,
+    cause: signal.reason,
+  });
 }
 
-function buildUrl(baseUrl: string, path: string, query: Record<string, string | number | undefined> | undefined): string {
+function buildUrl(
+  baseUrl: string,
+  path: string,
+  query: Record<string, string | number | undefined> | undefined,
+): string {
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(query ?? {})) {
     if (value !== undefined) params.set(key, String(value));
@@ -356,9 +397,12 @@ async function readBounded(body: AsyncIterable<Buffer | string>, description: st
     const buffer = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
     size += buffer.length;
     if (size > maxResponseBytes) {
-      throw new ContractViolationError(`cannot ${description}: contract_violation: the response is larger than ${maxResponseBytes} bytes`, {
-        code: "contract_violation",
-      });
+      throw new ContractViolationError(
+        `cannot ${description}: contract_violation: the response is larger than ${maxResponseBytes} bytes`,
+        {
+          code: "contract_violation",
+        },
+      );
     }
     chunks.push(buffer);
   }
@@ -371,7 +415,11 @@ function header(headers: Record<string, string | string[] | undefined>, name: st
 }
 
 function errorCode(error: unknown): string | undefined {
-  for (let current: unknown = error, depth = 0; current instanceof Error && depth < 4; current = current.cause, depth++) {
+  for (
+    let current: unknown = error, depth = 0;
+    current instanceof Error && depth < 4;
+    current = current.cause, depth++
+  ) {
     if ("code" in current && typeof current.code === "string") return current.code;
   }
   return undefined;
@@ -383,7 +431,9 @@ function describe(error: unknown): string {
 
 /** Paths and reasons only: zod's messages do not quote values, and values may be secrets. */
 function summarizeIssues(error: z.ZodError): string {
-  const shown = error.issues.slice(0, 3).map((issue) => `${issue.path.length === 0 ? "(body)" : issue.path.join(".")}: ${issue.message}`);
+  const shown = error.issues
+    .slice(0, 3)
+    .map((issue) => `${issue.path.length === 0 ? "(body)" : issue.path.join(".")}: ${issue.message}`);
   const more = error.issues.length > 3 ? ` (and ${error.issues.length - 3} more)` : "";
   return `the response does not match the contract: ${shown.join("; ")}${more}`;
 }

@@ -53,13 +53,16 @@ export const GitName = z
   .superRefine((name, ctx) => {
     const bad = (why: string) => ctx.addIssue({ code: "custom", message: `is not a valid git branch name: ${why}` });
     // eslint-disable-next-line no-control-regex
-    if (/[\u0000-\u0020\u007f~^:?*[\\]/.test(name)) return bad("it must not contain spaces, control characters or any of ~ ^ : ? * [ \\");
+    if (/[\u0000-\u0020\u007f~^:?*[\\]/.test(name))
+      return bad("it must not contain spaces, control characters or any of ~ ^ : ? * [ \\");
     if (name.includes("..")) return bad('it must not contain ".."');
     if (name.includes("@{") || name === "@") return bad('it must not contain "@{" or be "@"');
     if (name.startsWith("-")) return bad('it must not start with "-"');
-    if (name.startsWith("/") || name.endsWith("/") || name.includes("//")) return bad('it must not start or end with "/" or contain "//"');
+    if (name.startsWith("/") || name.endsWith("/") || name.includes("//"))
+      return bad('it must not start or end with "/" or contain "//"');
     if (name.endsWith(".")) return bad('it must not end with "."');
-    if (name.split("/").some((part) => part.startsWith(".") || part.endsWith(".lock"))) return bad('no part between "/" may start with "." or end with ".lock"');
+    if (name.split("/").some((part) => part.startsWith(".") || part.endsWith(".lock")))
+      return bad('no part between "/" may start with "." or end with ".lock"');
   });
 
 // The public API's branch fields on a database (SDK: "Every database belongs to a Branch, so null is rejected";
@@ -69,13 +72,23 @@ const branchFields = {
   branchId: BranchId.optional(),
   branchGitName: GitName.optional(),
 };
-type BranchFields = { branchId?: string | undefined; branchGitName?: string | undefined; logicalId?: string | undefined };
+type BranchFields = {
+  branchId?: string | undefined;
+  branchGitName?: string | undefined;
+  logicalId?: string | undefined;
+};
 function branchRules(update: boolean) {
   return (body: BranchFields, ctx: z.RefinementCtx) => {
     if (body.branchId !== undefined && body.branchGitName !== undefined) {
-      ctx.addIssue({ code: "custom", path: ["branchGitName"], message: "cannot be combined with branchId: pass one of them" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["branchGitName"],
+        message: "cannot be combined with branchId: pass one of them",
+      });
     }
-    const moves = update ? body.branchId !== undefined || body.branchGitName !== undefined : body.branchGitName !== undefined;
+    const moves = update
+      ? body.branchId !== undefined || body.branchGitName !== undefined
+      : body.branchGitName !== undefined;
     if (body.logicalId !== undefined && moves) {
       ctx.addIssue({
         code: "custom",
@@ -88,7 +101,10 @@ function branchRules(update: boolean) {
   };
 }
 
-export const CreateDatabaseBody = CreateProjectDatabaseBody.extend({ projectId: ProjectId, ...branchFields }).superRefine(branchRules(false));
+export const CreateDatabaseBody = CreateProjectDatabaseBody.extend({
+  projectId: ProjectId,
+  ...branchFields,
+}).superRefine(branchRules(false));
 export type CreateDatabaseBody = z.input<typeof CreateDatabaseBody>;
 
 export const UpdateDatabaseBody = z
@@ -137,7 +153,13 @@ export const Limit = z
   .string()
   .regex(/^[0-9]+$/, { error: "must be an integer from 1 to 100" })
   .transform(Number)
-  .pipe(z.number().int().min(1, { error: "must be an integer from 1 to 100" }).max(100, { error: "must be an integer from 1 to 100" }));
+  .pipe(
+    z
+      .number()
+      .int()
+      .min(1, { error: "must be an integer from 1 to 100" })
+      .max(100, { error: "must be an integer from 1 to 100" }),
+  );
 
 export const ListQuery = z.strictObject({ cursor: z.string().min(1).optional(), limit: Limit.optional() });
 /** `branchId`: a branch's id, or "unassigned" for databases on no branch (SDK); `branchGitName`: a branch's git name. */
@@ -148,14 +170,30 @@ export const ListDatabasesQuery = ListQuery.extend({
   branchGitName: GitName.optional(),
 });
 /** GET /v1/projects/{id}/branches: `gitName` and `gitNameContains` are mutually exclusive (422, SDK). */
-export const ListBranchesQuery = ListQuery.extend({ gitName: z.string().min(1).max(255).optional(), gitNameContains: z.string().min(1).max(255).optional() });
+export const ListBranchesQuery = ListQuery.extend({
+  gitName: z.string().min(1).max(255).optional(),
+  gitNameContains: z.string().min(1).max(255).optional(),
+});
 export const ListProjectsQuery = ListQuery.extend({ logicalId: LogicalId.optional() });
 export const ListBackupsQuery = z.strictObject({ limit: Limit.optional() });
 export const ListConnectionsQuery = ListQuery.extend({ databaseId: DatabaseId.optional() });
 export const UsageQuery = z
-  .strictObject({ startDate: z.iso.datetime({ offset: true }).optional(), endDate: z.iso.datetime({ offset: true }).optional() })
-  .refine((q) => !q.startDate || !q.endDate || Date.parse(q.startDate) <= Date.parse(q.endDate), { error: "must not be before startDate", path: ["endDate"] });
+  .strictObject({
+    startDate: z.iso.datetime({ offset: true }).optional(),
+    endDate: z.iso.datetime({ offset: true }).optional(),
+  })
+  .refine((q) => !q.startDate || !q.endDate || Date.parse(q.startDate) <= Date.parse(q.endDate), {
+    error: "must not be before startDate",
+    path: ["endDate"],
+  });
 
 /** What a client passes to list calls (numbers, not strings). */
-export type ListDatabasesParams = { cursor?: string; limit?: number; projectId?: string; logicalId?: string; branchId?: string; branchGitName?: string };
+export type ListDatabasesParams = {
+  cursor?: string;
+  limit?: number;
+  projectId?: string;
+  logicalId?: string;
+  branchId?: string;
+  branchGitName?: string;
+};
 export type ListProjectsParams = { cursor?: string; limit?: number; logicalId?: string };

@@ -48,11 +48,21 @@ describe("request bodies", () => {
     const projectId = newId("project");
     const branchId = newId("branch");
     expect(branchId).toMatch(/^br_c[a-z0-9]{24}$/);
-    expect(CreateDatabaseBody.safeParse({ projectId, source: { type: "database", databaseId: newId("database") } }).success).toBe(true);
-    for (const ok of [{ branchId }, { branchGitName: "feature/x" }, { branchId, logicalId: "app/db" }]) expect(CreateDatabaseBody.safeParse({ projectId, ...ok }).success).toBe(true);
-    for (const ok of [{ branchId }, { branchGitName: "main" }, { logicalId: "app/orders" }]) expect(UpdateDatabaseBody.safeParse(ok).success).toBe(true);
+    expect(
+      CreateDatabaseBody.safeParse({ projectId, source: { type: "database", databaseId: newId("database") } }).success,
+    ).toBe(true);
+    for (const ok of [{ branchId }, { branchGitName: "feature/x" }, { branchId, logicalId: "app/db" }])
+      expect(CreateDatabaseBody.safeParse({ projectId, ...ok }).success).toBe(true);
+    for (const ok of [{ branchId }, { branchGitName: "main" }, { logicalId: "app/orders" }])
+      expect(UpdateDatabaseBody.safeParse(ok).success).toBe(true);
     // Every database is on a branch (null refused); one way to name it; logicalId is scoped by the branch.
-    for (const bad of [{ branchId: null }, { branchGitName: null }, { branchId, branchGitName: "main" }, { branchGitName: "a b" }, { branchGitName: "main", logicalId: "x" }]) {
+    for (const bad of [
+      { branchId: null },
+      { branchGitName: null },
+      { branchId, branchGitName: "main" },
+      { branchGitName: "a b" },
+      { branchGitName: "main", logicalId: "x" },
+    ]) {
       expect(CreateDatabaseBody.safeParse({ projectId, ...bad }).success).toBe(false);
       expect(UpdateDatabaseBody.safeParse(bad).success).toBe(false);
     }

@@ -13,7 +13,9 @@ export const branchIdPattern = /^(br_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 
 export const ProjectId = z.string().regex(projectIdPattern, { error: `must match ${projectIdPattern.source}` });
 export const DatabaseId = z.string().regex(databaseIdPattern, { error: `must match ${databaseIdPattern.source}` });
-export const ConnectionId = z.string().regex(connectionIdPattern, { error: `must match ${connectionIdPattern.source}` });
+export const ConnectionId = z
+  .string()
+  .regex(connectionIdPattern, { error: `must match ${connectionIdPattern.source}` });
 export const BackupId = z.string().regex(backupIdPattern, { error: `must match ${backupIdPattern.source}` });
 export const WorkspaceId = z.string().regex(workspaceIdPattern, { error: `must match ${workspaceIdPattern.source}` });
 export const BranchId = z.string().regex(branchIdPattern, { error: `must match ${branchIdPattern.source}` });

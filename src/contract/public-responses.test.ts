@@ -18,7 +18,8 @@ import { Backup, CreatedConnection, CreatedDatabase, CreatedProject, Database, P
 // types allow must be one the client reads (checked by the compiler: `npm run typecheck`), and every shape our own
 // service sends (the strict schemas of CONTRACT.md) too.
 
-type Json<Op extends keyof operations, Status extends number> = operations[Op]["responses"] extends Record<Status, { content: { "application/json": infer T } }> ? T : never;
+type Json<Op extends keyof operations, Status extends number> =
+  operations[Op]["responses"] extends Record<Status, { content: { "application/json": infer T } }> ? T : never;
 type Data<Op extends keyof operations, Status extends number> = Json<Op, Status> extends { data: infer T } ? T : never;
 type Item<Op extends keyof operations> = Data<Op, 200> extends (infer T)[] ? T : never;
 
@@ -28,7 +29,9 @@ describe("the client's schemas accept every response the public API's SDK types 
     expectTypeOf<Item<"getV1Databases">>().toExtend<z.input<typeof PublicDatabase>>();
     expectTypeOf<Data<"postV1Databases", 201>>().toExtend<z.input<typeof PublicDatabaseWithCredentials>>();
     expectTypeOf<Data<"postV1ProjectsByProjectIdDatabases", 201>>().toExtend<z.input<typeof PublicCreatedDatabase>>();
-    expectTypeOf<Data<"postV1DatabasesByDatabaseIdConnections", 200>>().toExtend<z.input<typeof PublicCreatedConnection>>();
+    expectTypeOf<Data<"postV1DatabasesByDatabaseIdConnections", 200>>().toExtend<
+      z.input<typeof PublicCreatedConnection>
+    >();
     expectTypeOf<Item<"getV1DatabasesByDatabaseIdConnections">>().toExtend<z.input<typeof PublicConnection>>();
     expectTypeOf<Data<"getV1ProjectsById", 200>>().toExtend<z.input<typeof PublicProject>>();
     expectTypeOf<Item<"getV1Projects">>().toExtend<z.input<typeof PublicProject>>();

@@ -27,7 +27,9 @@ const openEnum = <T extends z.ZodEnum>(known: T) => z.union([known, z.string()])
 // The public API writes date-time strings in any RFC 3339 form.
 const DateTime = z.iso.datetime({ offset: true });
 
-const PublicSource = z.union([...Source.options, z.object({ type: z.literal("database"), databaseId: z.string() })]).nullable();
+const PublicSource = z
+  .union([...Source.options, z.object({ type: z.literal("database"), databaseId: z.string() })])
+  .nullable();
 export type PublicSource = z.infer<typeof PublicSource>;
 
 export const PublicConnection = Connection.extend({
@@ -39,7 +41,11 @@ export type PublicConnection = z.infer<typeof PublicConnection>;
 const PublicEndpointWithSecret = Endpoint.extend({ connectionString: z.string().optional() });
 /** A connection in a creation response: the public API may leave out any endpoint or its connection string. */
 export const PublicCreatedConnection = PublicConnection.extend({
-  endpoints: z.object({ direct: PublicEndpointWithSecret.optional(), pooled: PublicEndpointWithSecret.optional(), accelerate: PublicEndpointWithSecret.optional() }),
+  endpoints: z.object({
+    direct: PublicEndpointWithSecret.optional(),
+    pooled: PublicEndpointWithSecret.optional(),
+    accelerate: PublicEndpointWithSecret.optional(),
+  }),
 });
 export type PublicCreatedConnection = z.infer<typeof PublicCreatedConnection>;
 
@@ -61,7 +67,9 @@ export type PublicDatabaseWithCredentials = z.infer<typeof PublicDatabaseWithCre
 
 const publicCreationFields = {
   connections: z.array(PublicCreatedConnection),
-  apiKeys: z.array(ApiKey.extend({ createdAt: DateTime, directConnection: DirectConnection.nullable().optional() })).optional(),
+  apiKeys: z
+    .array(ApiKey.extend({ createdAt: DateTime, directConnection: DirectConnection.nullable().optional() }))
+    .optional(),
   connectionString: z.string().nullable().optional(),
   directConnection: DirectConnection.nullable().optional(),
 };
@@ -95,7 +103,9 @@ export const PublicBackupList = BackupList.extend({
   pagination: BackupList.shape.pagination.extend({ limit: z.number().int().nullable() }),
 });
 
-export const PublicErrorBody = ErrorBody.extend({ error: ErrorBody.shape.error.extend({ hint: z.string().optional() }) });
+export const PublicErrorBody = ErrorBody.extend({
+  error: ErrorBody.shape.error.extend({ hint: z.string().optional() }),
+});
 
 /** A list page whose items are read one by one: one item the client cannot read never fails the page. */
 export const PublicPageEnvelope = z.object({ data: z.array(z.unknown()), pagination: Pagination });

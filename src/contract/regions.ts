@@ -1,7 +1,14 @@
 import { z } from "zod";
 
 // CONTRACT §5: the six regions of the API family.
-export const regionIds = ["us-east-1", "us-west-1", "eu-west-3", "eu-central-1", "ap-northeast-1", "ap-southeast-1"] as const;
+export const regionIds = [
+  "us-east-1",
+  "us-west-1",
+  "eu-west-3",
+  "eu-central-1",
+  "ap-northeast-1",
+  "ap-southeast-1",
+] as const;
 export const Region = z.enum(regionIds);
 export type Region = z.infer<typeof Region>;
 

@@ -142,7 +142,8 @@ export const Pagination = z.object({ nextCursor: z.string().nullable(), hasMore:
 export type Pagination = z.infer<typeof Pagination>;
 
 export const dataOf = <T extends z.ZodType>(resource: T) => z.object({ data: resource });
-export const pageOf = <T extends z.ZodType>(resource: T) => z.object({ data: z.array(resource), pagination: Pagination });
+export const pageOf = <T extends z.ZodType>(resource: T) =>
+  z.object({ data: z.array(resource), pagination: Pagination });
 /** `skipped`: items of the page a client could not read and left out (so the page cannot prove an absence). */
 export type Page<T> = { data: T[]; pagination: Pagination; skipped?: number };
 

@@ -35,12 +35,30 @@ const rt = (group: string, plural: string): ResourceType => {
 };
 const admin = { name: "devkube-admin", groups: ["system:masters", "system:authenticated"] };
 const req = (over: Partial<AdmissionRequest>): AdmissionRequest => ({
-  operation: "CREATE", rt: rt("", "configmaps"), subresource: undefined, namespace: "default", name: "c",
-  object: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", namespace: "default" } }, oldObject: undefined,
-  user: admin, dryRun: false, options: {}, ...over,
+  operation: "CREATE",
+  rt: rt("", "configmaps"),
+  subresource: undefined,
+  namespace: "default",
+  name: "c",
+  object: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", namespace: "default" } },
+  oldObject: undefined,
+  user: admin,
+  dryRun: false,
+  options: {},
+  ...over,
 });
 const policy = (name: string, rule: Obj, extra: Obj = {}) => {
-  store.write(POLICY_KEY, { metadata: { name, uid: `uid-${name}` }, spec: { failurePolicy: "Fail", matchConstraints: { resourceRules: [{ apiGroups: ["*"], apiVersions: ["*"], operations: ["*"], scope: "*", ...rule }] }, validations: [{ expression: "false", message: `${name} denies` }], ...extra } });
+  store.write(POLICY_KEY, {
+    metadata: { name, uid: `uid-${name}` },
+    spec: {
+      failurePolicy: "Fail",
+      matchConstraints: {
+        resourceRules: [{ apiGroups: ["*"], apiVersions: ["*"], operations: ["*"], scope: "*", ...rule }],
+      },
+      validations: [{ expression: "false", message: `${name} denies` }],
+      ...extra,
+    },
+  });
   store.write(BINDING_KEY, { metadata: { name }, spec: { policyName: name, validationActions: ["Deny"] } });
 };
 const denies = (r: AdmissionRequest): string | undefined => {
@@ -65,7 +83,9 @@ describe("rule matching", () => {
   it("operations must match, '*' matches all", () => {
     policy("deletes", { resources: ["configmaps"], operations: ["DELETE"] });
     expect(denies(req({}))).toBeUndefined();
-    expect(denies(req({ operation: "DELETE", object: undefined, oldObject: { metadata: { name: "c" } } }))).toContain("deletes denies");
+    expect(denies(req({ operation: "DELETE", object: undefined, oldObject: { metadata: { name: "c" } } }))).toContain(
+      "deletes denies",
+    );
   });
 
   it("scope: a Namespace counts as cluster-scoped, a namespaced object as Namespaced", () => {
@@ -77,15 +97,23 @@ describe("rule matching", () => {
 
   it("is not applied to the admission kinds themselves", () => {
     policy("everything", { resources: ["*"] });
-    expect(denies(req({ rt: rt("admissionregistration.k8s.io", "validatingadmissionpolicies"), namespace: "", name: "p" }))).toBeUndefined();
+    expect(
+      denies(req({ rt: rt("admissionregistration.k8s.io", "validatingadmissionpolicies"), namespace: "", name: "p" })),
+    ).toBeUndefined();
   });
 });
 
 describe("a stored policy whose expression does not compile", () => {
   it("denies under failurePolicy Fail and is ignored under Ignore", () => {
     policy("broken", { resources: ["configmaps"] }, { validations: [{ expression: "self.x" }] });
-    expect(denies(req({}))).toMatch(/denied request: compilation error: compilation failed: .*undeclared reference to 'self'/);
-    policy("broken", { resources: ["configmaps"] }, { failurePolicy: "Ignore", validations: [{ expression: "self.x" }] });
+    expect(denies(req({}))).toMatch(
+      /denied request: compilation error: compilation failed: .*undeclared reference to 'self'/,
+    );
+    policy(
+      "broken",
+      { resources: ["configmaps"] },
+      { failurePolicy: "Ignore", validations: [{ expression: "self.x" }] },
+    );
     expect(denies(req({}))).toBeUndefined();
   });
 });

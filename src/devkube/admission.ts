@@ -35,7 +35,11 @@ export interface AdmissionRequest {
 /** A request refused by a policy: thrown by admit(), and recognised by devkube's controllers. */
 export class AdmissionDenied extends ApiError {}
 
-interface Expr { expression: string; program?: CelProgram; error?: string }
+interface Expr {
+  expression: string;
+  program?: CelProgram;
+  error?: string;
+}
 interface Compiled {
   matchConditions: Array<Expr & { name: string }>;
   variables: Array<Expr & { name: string }>;
@@ -43,12 +47,23 @@ interface Compiled {
   failurePolicy: string;
 }
 
-interface Decision { action: "admit" | "deny"; message: string; reason: string }
+interface Decision {
+  action: "admit" | "deny";
+  message: string;
+  reason: string;
+}
 
 /** Converts an object from one served version of a resource to another (matchPolicy Equivalent). */
 export type Converter = (from: ResourceType, to: ResourceType, obj: Obj) => Obj;
 
-const EXEMPT_KINDS = ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"];
+const EXEMPT_KINDS = [
+  "ValidatingAdmissionPolicy",
+  "ValidatingAdmissionPolicyBinding",
+  "ValidatingWebhookConfiguration",
+  "MutatingWebhookConfiguration",
+  "MutatingAdmissionPolicy",
+  "MutatingAdmissionPolicyBinding",
+];
 
 export class PolicyAdmission {
   private readonly store: Store;
@@ -90,8 +105,12 @@ export class PolicyAdmission {
         const actions = Array.isArray(bspec["validationActions"]) ? bspec["validationActions"].map(String) : [];
         for (const decision of decisions) {
           if (decision.action !== "deny") continue;
-          if (actions.includes("Deny")) denied.push({ policy: policyName, binding: String(metaOf(binding)["name"]), decision });
-          if (actions.includes("Warn")) warnings.push(`Validation failed for ValidatingAdmissionPolicy '${policyName}' with binding '${String(metaOf(binding)["name"])}': ${decision.message}`);
+          if (actions.includes("Deny"))
+            denied.push({ policy: policyName, binding: String(metaOf(binding)["name"]), decision });
+          if (actions.includes("Warn"))
+            warnings.push(
+              `Validation failed for ValidatingAdmissionPolicy '${policyName}' with binding '${String(metaOf(binding)["name"])}': ${decision.message}`,
+            );
         }
       }
     }
@@ -101,9 +120,21 @@ export class PolicyAdmission {
       // the validation's reason (Invalid by default) sets reason and code
       const inner = `ValidatingAdmissionPolicy '${first.policy}' with binding '${first.binding}' denied request: ${first.decision.message}`;
       const reason = first.decision.reason || "Invalid";
-      const codes: Record<string, number> = { Forbidden: 403, Unauthorized: 401, RequestEntityTooLarge: 413, Invalid: 422 };
-      const message = req.name ? `${qualified(req.rt)} "${req.name}" is forbidden: ${inner}` : `${qualified(req.rt)} is forbidden: ${inner}`;
-      throw new AdmissionDenied(codes[reason] ?? 422, reason, message, { name: req.name, ...(req.rt.group ? { group: req.rt.group } : {}), kind: req.rt.plural, causes: [{ message: inner }] });
+      const codes: Record<string, number> = {
+        Forbidden: 403,
+        Unauthorized: 401,
+        RequestEntityTooLarge: 413,
+        Invalid: 422,
+      };
+      const message = req.name
+        ? `${qualified(req.rt)} "${req.name}" is forbidden: ${inner}`
+        : `${qualified(req.rt)} is forbidden: ${inner}`;
+      throw new AdmissionDenied(codes[reason] ?? 422, reason, message, {
+        name: req.name,
+        ...(req.rt.group ? { group: req.rt.group } : {}),
+        kind: req.rt.plural,
+        causes: [{ message: inner }],
+      });
     }
     return warnings;
   }
@@ -136,7 +167,9 @@ export class PolicyAdmission {
     }
     if (exact) return undefined;
     // matchPolicy Equivalent: another served version of the same resource matches too (objects are converted to it)
-    const equivalents = this.registry.all().filter((t) => t.storageKey === req.rt.storageKey && t !== req.rt && t.plural === req.rt.plural);
+    const equivalents = this.registry
+      .all()
+      .filter((t) => t.storageKey === req.rt.storageKey && t !== req.rt && t.plural === req.rt.plural);
     for (const rule of list) for (const t of equivalents) if (ruleMatches(rule, req, t)) return t;
     return undefined;
   }
@@ -145,7 +178,9 @@ export class PolicyAdmission {
     const isNamespace = req.rt.group === "" && req.rt.plural === "namespaces";
     if (req.namespace === "" && !isNamespace) return true;
     if (selectorEmpty(sel)) return true;
-    const labels = isNamespace ? labelsOf(req.object ?? req.oldObject) : labelsOf(this.store.get("/namespaces", "", req.namespace));
+    const labels = isNamespace
+      ? labelsOf(req.object ?? req.oldObject)
+      : labelsOf(this.store.get("/namespaces", "", req.namespace));
     return labelsMatch(sel, labels);
   }
 
@@ -167,13 +202,21 @@ export class PolicyAdmission {
     const named = (v: unknown) => (Array.isArray(v) ? v.filter(isObj) : []);
     const compiled: Compiled = {
       failurePolicy: String(spec["failurePolicy"] ?? "Fail"),
-      matchConditions: named(spec["matchConditions"]).map((c) => ({ name: String(c["name"]), ...tryCompile(c["expression"], "bool") })),
-      variables: named(spec["variables"]).map((v) => ({ name: String(v["name"]), ...tryCompile(v["expression"], "any") })),
+      matchConditions: named(spec["matchConditions"]).map((c) => ({
+        name: String(c["name"]),
+        ...tryCompile(c["expression"], "bool"),
+      })),
+      variables: named(spec["variables"]).map((v) => ({
+        name: String(v["name"]),
+        ...tryCompile(v["expression"], "any"),
+      })),
       validations: named(spec["validations"]).map((v) => ({
         ...tryCompile(v["expression"], "bool"),
         message: typeof v["message"] === "string" ? v["message"] : "",
         reason: typeof v["reason"] === "string" ? v["reason"] : "Invalid",
-        ...(typeof v["messageExpression"] === "string" && v["messageExpression"] ? { messageExpression: tryCompile(v["messageExpression"], "string") } : {}),
+        ...(typeof v["messageExpression"] === "string" && v["messageExpression"]
+          ? { messageExpression: tryCompile(v["messageExpression"], "string") }
+          : {}),
       })),
     };
     if (this.cache.size > 256) this.cache.clear();
@@ -182,7 +225,8 @@ export class PolicyAdmission {
   }
 
   private evaluate(c: Compiled, req: AdmissionRequest, matched: ResourceType): Decision[] {
-    const onError = (message: string): Decision[] => (c.failurePolicy === "Ignore" ? [] : [{ action: "deny", message, reason: "" }]);
+    const onError = (message: string): Decision[] =>
+      c.failurePolicy === "Ignore" ? [] : [{ action: "deny", message, reason: "" }];
     const vars = this.variables(req, matched);
     const values: Record<string, unknown> = {};
     const failed = new Map<string, string>();
@@ -235,19 +279,37 @@ export class PolicyAdmission {
 
   /** object, oldObject (converted to the matched version), request, params, namespaceObject. */
   private variables(req: AdmissionRequest, matched: ResourceType): Record<string, unknown> {
-    const asMatched = (o: Obj | undefined) => (o === undefined ? null : toCel(matched === req.rt ? o : this.convert(req.rt, matched, o), undefined));
+    const asMatched = (o: Obj | undefined) =>
+      o === undefined ? null : toCel(matched === req.rt ? o : this.convert(req.rt, matched, o), undefined);
     const gvk = (t: ResourceType) => ({ group: t.group, version: t.version, kind: t.kind });
     const gvr = (t: ResourceType) => ({ group: t.group, version: t.version, resource: t.plural });
     const request: Obj = {
-      kind: gvk(matched), resource: gvr(matched), requestKind: gvk(req.rt), requestResource: gvr(req.rt),
+      kind: gvk(matched),
+      resource: gvr(matched),
+      requestKind: gvk(req.rt),
+      requestResource: gvr(req.rt),
       ...(req.subresource ? { subResource: req.subresource, requestSubResource: req.subresource } : {}),
-      name: req.name, namespace: req.namespace, operation: req.operation,
-      userInfo: { username: req.user.name, ...(req.user.serviceAccount ? { uid: req.user.serviceAccount.uid } : {}), groups: req.user.groups },
-      dryRun: req.dryRun, options: req.options, uid: "",
+      name: req.name,
+      namespace: req.namespace,
+      operation: req.operation,
+      userInfo: {
+        username: req.user.name,
+        ...(req.user.serviceAccount ? { uid: req.user.serviceAccount.uid } : {}),
+        groups: req.user.groups,
+      },
+      dryRun: req.dryRun,
+      options: req.options,
+      uid: "",
     };
     const isNamespace = req.rt.group === "" && req.rt.plural === "namespaces";
     const ns = req.namespace && !isNamespace ? this.store.get("/namespaces", "", req.namespace) : undefined;
-    return { object: asMatched(req.object), oldObject: asMatched(req.oldObject), request: toCel(request, undefined), params: null, namespaceObject: ns ? toCel(namespaceObject(ns), undefined) : null };
+    return {
+      object: asMatched(req.object),
+      oldObject: asMatched(req.oldObject),
+      request: toCel(request, undefined),
+      params: null,
+      namespaceObject: ns ? toCel(namespaceObject(ns), undefined) : null,
+    };
   }
 }
 
@@ -301,17 +363,27 @@ function selectorEmpty(sel: unknown): boolean {
 /** metav1.LabelSelector semantics: every matchLabels pair and every expression must hold. */
 export function labelsMatch(sel: unknown, labels: Record<string, string>): boolean {
   if (!isObj(sel)) return true;
-  if (isObj(sel["matchLabels"])) for (const [k, v] of Object.entries(sel["matchLabels"])) if (labels[k] !== v) return false;
+  if (isObj(sel["matchLabels"]))
+    for (const [k, v] of Object.entries(sel["matchLabels"])) if (labels[k] !== v) return false;
   for (const e of Array.isArray(sel["matchExpressions"]) ? sel["matchExpressions"].filter(isObj) : []) {
     const key = String(e["key"]);
     const values = Array.isArray(e["values"]) ? e["values"].map(String) : [];
     const has = Object.hasOwn(labels, key);
     switch (e["operator"]) {
-      case "In": if (!has || !values.includes(labels[key] as string)) return false; break;
-      case "NotIn": if (has && values.includes(labels[key] as string)) return false; break;
-      case "Exists": if (!has) return false; break;
-      case "DoesNotExist": if (has) return false; break;
-      default: return false;
+      case "In":
+        if (!has || !values.includes(labels[key] as string)) return false;
+        break;
+      case "NotIn":
+        if (has && values.includes(labels[key] as string)) return false;
+        break;
+      case "Exists":
+        if (!has) return false;
+        break;
+      case "DoesNotExist":
+        if (has) return false;
+        break;
+      default:
+        return false;
     }
   }
   return true;
@@ -321,6 +393,19 @@ export function labelsMatch(sel: unknown, labels: Record<string, string>): boole
 function namespaceObject(ns: Obj): Obj {
   const m = metaOf(ns);
   const meta: Obj = {};
-  for (const k of ["name", "generateName", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "finalizers"]) if (m[k] !== undefined) meta[k] = m[k];
+  for (const k of [
+    "name",
+    "generateName",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "finalizers",
+  ])
+    if (m[k] !== undefined) meta[k] = m[k];
   return { apiVersion: "v1", kind: "Namespace", metadata: meta, spec: ns["spec"] ?? {}, status: ns["status"] ?? {} };
 }

@@ -6,7 +6,17 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { parse as parseYaml } from "yaml";
 import { AdmissionDenied, PolicyAdmission, type AdmissionRequest } from "./admission.ts";
 import { crdResourceTypes, crdStatus, CRD_FINALIZER, defaultCrd, validateCrd } from "./crd.ts";
-import { ApiError, badRequest, conflict, forbidden, internal, invalid, notFound, qualified, unsupportedMediaType } from "./errors.ts";
+import {
+  ApiError,
+  badRequest,
+  conflict,
+  forbidden,
+  internal,
+  invalid,
+  notFound,
+  qualified,
+  unsupportedMediaType,
+} from "./errors.ts";
 import { recordUpdate, serverSideApply, type ListTypes } from "./managed-fields.ts";
 import { decodeObject, pruneUnknown, validateMeta } from "./object-checks.ts";
 import { applyJsonPatch, applyMergePatch, applyStrategicMergePatch, PatchError } from "./patch/index.ts";
@@ -23,11 +33,37 @@ import { clone, isObj, jsonEqual, metaOf, str, timeNow, type Obj } from "./types
 
 export type FieldValidation = "Strict" | "Warn" | "Ignore";
 /** `user`: who asks; ValidatingAdmissionPolicies are evaluated for requests that name one (not for devkube's own writes). */
-export interface WriteOptions { dryRun: boolean; fieldManager: string | undefined; userAgent: string; fieldValidation: FieldValidation; user?: UserInfo }
-export interface WriteResult { code: number; body: Obj; warnings: string[] }
-export interface DeleteOptions { propagationPolicy?: string; orphanDependents?: boolean; preconditions?: { uid?: string; resourceVersion?: string }; dryRun: boolean; user?: UserInfo }
-export interface ListOptions { label?: Selector; field?: Selector; limit?: number; continueToken?: string }
-export interface ListResult { items: Obj[]; resourceVersion: string; continueToken?: string; remaining?: number }
+export interface WriteOptions {
+  dryRun: boolean;
+  fieldManager: string | undefined;
+  userAgent: string;
+  fieldValidation: FieldValidation;
+  user?: UserInfo;
+}
+export interface WriteResult {
+  code: number;
+  body: Obj;
+  warnings: string[];
+}
+export interface DeleteOptions {
+  propagationPolicy?: string;
+  orphanDependents?: boolean;
+  preconditions?: { uid?: string; resourceVersion?: string };
+  dryRun: boolean;
+  user?: UserInfo;
+}
+export interface ListOptions {
+  label?: Selector;
+  field?: Selector;
+  limit?: number;
+  continueToken?: string;
+}
+export interface ListResult {
+  items: Obj[];
+  resourceVersion: string;
+  continueToken?: string;
+  remaining?: number;
+}
 
 const SYSTEM_META = ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"];
 
@@ -41,14 +77,19 @@ export class Api {
     this.store = store;
     this.registry = registry;
     this.changed = changed;
-    this.admission = new PolicyAdmission(store, registry, (from, to, obj) => this.render(to, this.toStorage(from, clone(obj))));
+    this.admission = new PolicyAdmission(store, registry, (from, to, obj) =>
+      this.render(to, this.toStorage(from, clone(obj))),
+    );
   }
 
   /**
    * ValidatingAdmissionPolicies for a request made by a user: warnings, or an AdmissionDenied thrown. The request is
    * built only when a policy exists (rendering the old object of a delete is not free).
    */
-  private admit(opts: { user?: UserInfo; dryRun: boolean }, build: () => Omit<AdmissionRequest, "user" | "dryRun">): string[] {
+  private admit(
+    opts: { user?: UserInfo; dryRun: boolean },
+    build: () => Omit<AdmissionRequest, "user" | "dryRun">,
+  ): string[] {
     if (!opts.user || !this.admission.hasPolicies()) return [];
     return this.admission.admit({ ...build(), user: opts.user, dryRun: opts.dryRun });
   }
@@ -62,7 +103,11 @@ export class Api {
     o["kind"] = rt.kind;
     if (rt.schema) {
       // like the apiserver reading from etcd: pruned and defaulted for the version being served
-      try { o = rt.schema.applyDefaults(rt.schema.prune(o).object); } catch { /* serve as stored */ }
+      try {
+        o = rt.schema.applyDefaults(rt.schema.prune(o).object);
+      } catch {
+        /* serve as stored */
+      }
     }
     return o;
   }
@@ -108,8 +153,15 @@ export class Api {
     let more = false;
     for (let j = i; j < stored.length && !more; j++) more = matches(this.render(rt, (stored[j] as [string, Obj])[1]));
     if (!more) return { items, resourceVersion };
-    const token = Buffer.from(JSON.stringify({ rv: resourceVersion, start: keyOf(items[items.length - 1] as Obj) })).toString("base64url");
-    return { items, resourceVersion, continueToken: token, ...(opts.label || opts.field ? {} : { remaining: stored.length - i }) };
+    const token = Buffer.from(
+      JSON.stringify({ rv: resourceVersion, start: keyOf(items[items.length - 1] as Obj) }),
+    ).toString("base64url");
+    return {
+      items,
+      resourceVersion,
+      continueToken: token,
+      ...(opts.label || opts.field ? {} : { remaining: stored.length - i }),
+    };
   }
 
   // ---------------------------------------------------------------- create
@@ -124,11 +176,22 @@ export class Api {
       meta["name"] = `${meta["generateName"]}${randomName()}`;
     }
     const name = str(meta["name"]) ?? "";
-    if (!name) throw invalid(rt.kind, rt.group, "", [{ type: "FieldValueRequired", field: "metadata.name", message: "Required value: name or generateName is required" }]);
+    if (!name)
+      throw invalid(rt.kind, rt.group, "", [
+        {
+          type: "FieldValueRequired",
+          field: "metadata.name",
+          message: "Required value: name or generateName is required",
+        },
+      ]);
     this.checkNamespaceWritable(rt, meta, name);
     this.checkCrdNotTerminating(rt);
     if (this.store.get(rt.storageKey, this.namespaceOf(rt, ns), name)) {
-      throw new ApiError(409, "AlreadyExists", `${qualified(rt)} "${name}" already exists`, { name, ...(rt.group ? { group: rt.group } : {}), kind: rt.plural });
+      throw new ApiError(409, "AlreadyExists", `${qualified(rt)} "${name}" already exists`, {
+        name,
+        ...(rt.group ? { group: rt.group } : {}),
+        kind: rt.plural,
+      });
     }
     return this.commit(rt, undefined, obj, opts, { subresource: undefined, managed: "update" });
   }
@@ -153,7 +216,14 @@ export class Api {
 
   // ---------------------------------------------------------------- update (PUT)
 
-  update(rt: ResourceType, ns: string | undefined, name: string, subresource: string | undefined, body: unknown, opts: WriteOptions): WriteResult {
+  update(
+    rt: ResourceType,
+    ns: string | undefined,
+    name: string,
+    subresource: string | undefined,
+    body: unknown,
+    opts: WriteOptions,
+  ): WriteResult {
     const obj = decodeObject(rt, body, ns);
     const meta = metaOf(obj);
     if (meta["name"] !== undefined && meta["name"] !== name) {
@@ -163,12 +233,22 @@ export class Api {
     const stored = this.store.get(rt.storageKey, this.namespaceOf(rt, ns), name);
     if (!stored) throw notFound(rt, name);
     if (meta["uid"] !== undefined && meta["uid"] !== "" && meta["uid"] !== metaOf(stored)["uid"]) {
-      throw conflict(rt, name, `Precondition failed: UID in precondition: ${String(meta["uid"])}, UID in object meta: ${String(metaOf(stored)["uid"])}`);
+      throw conflict(
+        rt,
+        name,
+        `Precondition failed: UID in precondition: ${String(meta["uid"])}, UID in object meta: ${String(metaOf(stored)["uid"])}`,
+      );
     }
     const rv = meta["resourceVersion"];
     if (rv === undefined || rv === "") {
       if (rt.custom || rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions") {
-        throw invalid(rt.kind, rt.group, name, [{ type: "FieldValueInvalid", field: "metadata.resourceVersion", message: "Invalid value: 0x0: must be specified for an update" }]);
+        throw invalid(rt.kind, rt.group, name, [
+          {
+            type: "FieldValueInvalid",
+            field: "metadata.resourceVersion",
+            message: "Invalid value: 0x0: must be specified for an update",
+          },
+        ]);
       }
     } else if (rv !== metaOf(stored)["resourceVersion"]) {
       throw conflict(rt, name);
@@ -178,13 +258,23 @@ export class Api {
 
   // ---------------------------------------------------------------- patch
 
-  patch(rt: ResourceType, ns: string | undefined, name: string, subresource: string | undefined, contentType: string, body: Buffer, opts: WriteOptions & { force: boolean }): WriteResult {
+  patch(
+    rt: ResourceType,
+    ns: string | undefined,
+    name: string,
+    subresource: string | undefined,
+    contentType: string,
+    body: Buffer,
+    opts: WriteOptions & { force: boolean },
+  ): WriteResult {
     const namespace = this.namespaceOf(rt, ns);
     const stored = this.store.get(rt.storageKey, namespace, name);
     const text = body.toString("utf8");
     if (contentType === "application/apply-patch+yaml") {
       if (!opts.fieldManager) {
-        throw invalid("PatchOptions", "meta.k8s.io", "", [{ type: "FieldValueRequired", field: "fieldManager", message: "Required value: is required for apply patch" }]);
+        throw invalid("PatchOptions", "meta.k8s.io", "", [
+          { type: "FieldValueRequired", field: "fieldManager", message: "Required value: is required for apply patch" },
+        ]);
       }
       let applied: unknown;
       try {
@@ -196,18 +286,36 @@ export class Api {
       const av = applied["apiVersion"];
       const kind = applied["kind"];
       if (av !== apiVersionOf(rt) || kind !== rt.kind) {
-        throw badRequest(`the API version in the data (${String(av ?? "")}) does not match the expected API version (${apiVersionOf(rt)})`);
+        throw badRequest(
+          `the API version in the data (${String(av ?? "")}) does not match the expected API version (${apiVersionOf(rt)})`,
+        );
       }
       const ameta = metaOf(applied);
-      if (ameta["name"] !== undefined && ameta["name"] !== name) throw badRequest(`the name of the object (${String(ameta["name"])}) does not match the name on the URL (${name})`);
+      if (ameta["name"] !== undefined && ameta["name"] !== name)
+        throw badRequest(
+          `the name of the object (${String(ameta["name"])}) does not match the name on the URL (${name})`,
+        );
       if (rt.namespaced && ameta["namespace"] !== undefined && ameta["namespace"] !== namespace) {
         throw badRequest("the namespace of the provided object does not match the namespace sent on the request");
       }
       ameta["name"] = name;
       if (rt.namespaced) ameta["namespace"] = namespace;
       const live = stored ? this.render(rt, stored) : undefined;
-      if (live && ameta["resourceVersion"] !== undefined && ameta["resourceVersion"] !== metaOf(live)["resourceVersion"]) throw conflict(rt, name);
-      const applyArgs = { live, applied, manager: opts.fieldManager, force: opts.force, now: timeNow(), ...(subresource === "status" ? { subresource: "status" as const } : {}), ...listTypesOf(rt) };
+      if (
+        live &&
+        ameta["resourceVersion"] !== undefined &&
+        ameta["resourceVersion"] !== metaOf(live)["resourceVersion"]
+      )
+        throw conflict(rt, name);
+      const applyArgs = {
+        live,
+        applied,
+        manager: opts.fieldManager,
+        force: opts.force,
+        now: timeNow(),
+        ...(subresource === "status" ? { subresource: "status" as const } : {}),
+        ...listTypesOf(rt),
+      };
       const result = this.patchLib(() => serverSideApply(applyArgs));
       const next = result.object;
       if (!stored) {
@@ -230,8 +338,14 @@ export class Api {
     let next: unknown;
     switch (contentType) {
       case "application/json-patch+json":
-        if (!Array.isArray(patchBody)) throw badRequest("json: cannot unmarshal object into Go value of type jsonpatch.Patch");
-        if (patchBody.length > 10000) throw new ApiError(413, "RequestEntityTooLarge", `The request is too large: the allowed number of operations in a JSON patch is 10000, but found ${patchBody.length}`);
+        if (!Array.isArray(patchBody))
+          throw badRequest("json: cannot unmarshal object into Go value of type jsonpatch.Patch");
+        if (patchBody.length > 10000)
+          throw new ApiError(
+            413,
+            "RequestEntityTooLarge",
+            `The request is too large: the allowed number of operations in a JSON patch is 10000, but found ${patchBody.length}`,
+          );
         next = this.patchLib(() => applyJsonPatch(live, patchBody));
         break;
       case "application/merge-patch+json":
@@ -239,18 +353,32 @@ export class Api {
         next = this.patchLib(() => applyMergePatch(live, patchBody));
         break;
       case "application/strategic-merge-patch+json":
-        if (rt.custom) throw unsupportedMediaType(contentType, ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]);
+        if (rt.custom)
+          throw unsupportedMediaType(contentType, [
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml",
+          ]);
         if (!isObj(patchBody)) throw badRequest("error decoding patch: the patch is not a JSON object");
         next = this.patchLib(() => applyStrategicMergePatch(live, patchBody, rt.kindKey));
         break;
       default:
-        throw unsupportedMediaType(contentType, ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml", ...(rt.custom ? [] : ["application/strategic-merge-patch+json"])]);
+        throw unsupportedMediaType(contentType, [
+          "application/json-patch+json",
+          "application/merge-patch+json",
+          "application/apply-patch+yaml",
+          ...(rt.custom ? [] : ["application/strategic-merge-patch+json"]),
+        ]);
     }
     if (!isObj(next)) throw badRequest("the patch did not produce an object");
     const nmeta = metaOf(next);
-    if (nmeta["name"] !== name) throw badRequest(`the name of the object (${String(nmeta["name"] ?? "")}) does not match the name on the URL (${name})`);
+    if (nmeta["name"] !== name)
+      throw badRequest(
+        `the name of the object (${String(nmeta["name"] ?? "")}) does not match the name on the URL (${name})`,
+      );
     if (nmeta["resourceVersion"] !== metaOf(live)["resourceVersion"]) {
-      if (nmeta["resourceVersion"] === undefined || nmeta["resourceVersion"] === "") nmeta["resourceVersion"] = metaOf(live)["resourceVersion"];
+      if (nmeta["resourceVersion"] === undefined || nmeta["resourceVersion"] === "")
+        nmeta["resourceVersion"] = metaOf(live)["resourceVersion"];
       else throw conflict(rt, name);
     }
     const decoded = decodeObject(rt, next, ns);
@@ -264,7 +392,13 @@ export class Api {
       if (err instanceof PatchError) {
         const causes = err.causes?.map((c) => ({ reason: c.type, message: c.message, field: c.field }));
         const reasonFor: Record<number, string> = { 400: "BadRequest", 409: "Conflict", 422: "Invalid" };
-        throw new ApiError(err.status, err.reason || reasonFor[err.status] || "BadRequest", err.message, causes ? { causes } : undefined, { cause: err });
+        throw new ApiError(
+          err.status,
+          err.reason || reasonFor[err.status] || "BadRequest",
+          err.message,
+          causes ? { causes } : undefined,
+          { cause: err },
+        );
       }
       if (err instanceof ApiError) throw err;
       throw badRequest((err as Error).message);
@@ -287,14 +421,28 @@ export class Api {
     const status: Obj = { replicas: Number(first(scale.statusReplicasPath) ?? 0) };
     if (typeof selector === "string") status["selector"] = selector;
     return {
-      kind: "Scale", apiVersion: "autoscaling/v1",
-      metadata: { name: meta["name"], ...(rt.namespaced ? { namespace: meta["namespace"] } : {}), uid: meta["uid"], resourceVersion: meta["resourceVersion"], creationTimestamp: meta["creationTimestamp"] },
-      spec: { replicas: Number(first(scale.specReplicasPath) ?? 0) }, status,
+      kind: "Scale",
+      apiVersion: "autoscaling/v1",
+      metadata: {
+        name: meta["name"],
+        ...(rt.namespaced ? { namespace: meta["namespace"] } : {}),
+        uid: meta["uid"],
+        resourceVersion: meta["resourceVersion"],
+        creationTimestamp: meta["creationTimestamp"],
+      },
+      spec: { replicas: Number(first(scale.specReplicasPath) ?? 0) },
+      status,
     };
   }
 
   /** PUT or PATCH of …/scale: the new Scale's spec.replicas lands at specReplicasPath of the CR. */
-  writeScale(rt: ResourceType, ns: string | undefined, name: string, change: { put?: unknown; patch?: { contentType: string; body: Buffer } }, opts: WriteOptions): WriteResult {
+  writeScale(
+    rt: ResourceType,
+    ns: string | undefined,
+    name: string,
+    change: { put?: unknown; patch?: { contentType: string; body: Buffer } },
+    opts: WriteOptions,
+  ): WriteResult {
     const scale = rt.scale;
     if (!scale) throw notFoundPath();
     const stored = this.store.get(rt.storageKey, this.namespaceOf(rt, ns), name);
@@ -303,17 +451,37 @@ export class Api {
     let next: unknown = change.put;
     if (change.patch) {
       let body: unknown;
-      try { body = JSON.parse(change.patch.body.toString("utf8")); } catch (err) { throw badRequest(`error decoding patch: ${(err as Error).message}`); }
-      if (change.patch.contentType === "application/json-patch+json") next = this.patchLib(() => applyJsonPatch(current, body));
-      else if (change.patch.contentType === "application/merge-patch+json" || change.patch.contentType === "application/strategic-merge-patch+json") next = this.patchLib(() => applyMergePatch(current, body));
-      else throw unsupportedMediaType(change.patch.contentType, ["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"]);
+      try {
+        body = JSON.parse(change.patch.body.toString("utf8"));
+      } catch (err) {
+        throw badRequest(`error decoding patch: ${(err as Error).message}`);
+      }
+      if (change.patch.contentType === "application/json-patch+json")
+        next = this.patchLib(() => applyJsonPatch(current, body));
+      else if (
+        change.patch.contentType === "application/merge-patch+json" ||
+        change.patch.contentType === "application/strategic-merge-patch+json"
+      )
+        next = this.patchLib(() => applyMergePatch(current, body));
+      else
+        throw unsupportedMediaType(change.patch.contentType, [
+          "application/json-patch+json",
+          "application/merge-patch+json",
+          "application/strategic-merge-patch+json",
+        ]);
     }
-    if (!isObj(next)) throw badRequest("Scale in version \"v1\" cannot be handled as a Scale: the body is not an object");
+    if (!isObj(next)) throw badRequest('Scale in version "v1" cannot be handled as a Scale: the body is not an object');
     const rv = metaOf(next)["resourceVersion"];
     if (rv !== undefined && rv !== "" && rv !== metaOf(stored)["resourceVersion"]) throw conflict(rt, name);
     const replicas = isObj(next["spec"]) ? next["spec"]["replicas"] : undefined;
     if (typeof replicas !== "number" || !Number.isInteger(replicas) || replicas < 0) {
-      throw invalid("Scale", "autoscaling", name, [{ type: "FieldValueInvalid", field: "spec.replicas", message: `Invalid value: ${JSON.stringify(replicas ?? null)}: must be greater than or equal to 0` }]);
+      throw invalid("Scale", "autoscaling", name, [
+        {
+          type: "FieldValueInvalid",
+          field: "spec.replicas",
+          message: `Invalid value: ${JSON.stringify(replicas ?? null)}: must be greater than or equal to 0`,
+        },
+      ]);
     }
     const obj = this.render(rt, stored);
     const path = scale.specReplicasPath.replace(/^\./, "").split(".");
@@ -324,7 +492,16 @@ export class Api {
     }
     cursor[path[path.length - 1] as string] = replicas;
     // admitted as what it is: an UPDATE of the scale subresource, with autoscaling/v1 Scale objects
-    const warnings = this.admit(opts, () => ({ operation: "UPDATE", rt, subresource: "scale", namespace: this.namespaceOf(rt, ns), name, object: { ...current, spec: { replicas } }, oldObject: current, options: { kind: "UpdateOptions", apiVersion: "meta.k8s.io/v1" } }));
+    const warnings = this.admit(opts, () => ({
+      operation: "UPDATE",
+      rt,
+      subresource: "scale",
+      namespace: this.namespaceOf(rt, ns),
+      name,
+      object: { ...current, spec: { replicas } },
+      oldObject: current,
+      options: { kind: "UpdateOptions", apiVersion: "meta.k8s.io/v1" },
+    }));
     const result = this.commit(rt, stored, obj, opts, { subresource: undefined, managed: "update", admitted: true });
     return { ...result, body: this.scaleOf(rt, result.body), warnings: [...warnings, ...result.warnings] };
   }
@@ -336,7 +513,13 @@ export class Api {
    * defaulting and validation, generation, finalizer rules, managedFields, no-op detection,
    * finalizer-driven removal, and the store write.
    */
-  private commit(rt: ResourceType, stored: Obj | undefined, next: Obj, opts: WriteOptions, how: { subresource: string | undefined; managed: "update" | "keep"; admitted?: boolean }): WriteResult {
+  private commit(
+    rt: ResourceType,
+    stored: Obj | undefined,
+    next: Obj,
+    opts: WriteOptions,
+    how: { subresource: string | undefined; managed: "update" | "keep"; admitted?: boolean },
+  ): WriteResult {
     const warnings: string[] = [];
     const old = stored ? this.render(rt, stored) : undefined;
     const meta = metaOf(next);
@@ -352,7 +535,8 @@ export class Api {
         if (ometa[k] === undefined) delete meta[k];
         else meta[k] = ometa[k];
       }
-      if (meta["managedFields"] === undefined && ometa["managedFields"] !== undefined) meta["managedFields"] = ometa["managedFields"];
+      if (meta["managedFields"] === undefined && ometa["managedFields"] !== undefined)
+        meta["managedFields"] = ometa["managedFields"];
       if (how.subresource === "status") {
         // a /status write changes status only (and managedFields)
         const status = next["status"];
@@ -378,7 +562,12 @@ export class Api {
     // ObjectMeta's maps and lists are omitempty: a patch or apply that removes the last label leaves no `labels: {}`.
     for (const k of ["labels", "annotations", "finalizers", "ownerReferences"]) {
       const v = nmeta[k];
-      if (v === null || (Array.isArray(v) && v.length === 0) || (typeof v === "object" && v !== null && Object.keys(v).length === 0)) delete nmeta[k];
+      if (
+        v === null ||
+        (Array.isArray(v) && v.length === 0) ||
+        (typeof v === "object" && v !== null && Object.keys(v).length === 0)
+      )
+        delete nmeta[k];
     }
 
     validateMeta(rt, next, old);
@@ -388,13 +577,22 @@ export class Api {
     if (isCrd) {
       defaultCrd(next);
       validateCrd(next, old);
-      if (!old) nmeta["finalizers"] = [...new Set([...(Array.isArray(nmeta["finalizers"]) ? (nmeta["finalizers"] as string[]) : []), CRD_FINALIZER])];
+      if (!old)
+        nmeta["finalizers"] = [
+          ...new Set([...(Array.isArray(nmeta["finalizers"]) ? (nmeta["finalizers"] as string[]) : []), CRD_FINALIZER]),
+        ];
       next["status"] = crdStatus(next, old);
     }
     if (rt.schema) {
       let defaulted = rt.schema.applyDefaults(next);
       const errors = rt.schema.validate(defaulted, old);
-      if (errors.length > 0) throw invalid(rt.kind, rt.group, name, errors.map((e) => ({ type: e.type, field: e.field, message: errorBody(e) })));
+      if (errors.length > 0)
+        throw invalid(
+          rt.kind,
+          rt.group,
+          name,
+          errors.map((e) => ({ type: e.type, field: e.field, message: errorBody(e) })),
+        );
       defaulted = { ...defaulted };
       for (const k of Object.keys(next)) delete next[k];
       Object.assign(next, defaulted);
@@ -414,30 +612,64 @@ export class Api {
       const before = new Set(finalizersOf(old));
       const added = finalizersOf(next).filter((f) => !before.has(f));
       if (added.length > 0) {
-        throw invalid(rt.kind, rt.group, name, [{ type: "FieldValueForbidden", field: "metadata.finalizers", message: `Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{${added.map((f) => JSON.stringify(f)).join(", ")}}` }]);
+        throw invalid(rt.kind, rt.group, name, [
+          {
+            type: "FieldValueForbidden",
+            field: "metadata.finalizers",
+            message: `Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{${added.map((f) => JSON.stringify(f)).join(", ")}}`,
+          },
+        ]);
       }
     }
 
     let result: Obj = next;
     if (how.managed === "update") {
       const manager = opts.fieldManager ?? defaultManager(opts.userAgent);
-      const args = { old, updated: next, manager, operation: "Update" as const, now: timeNow(), ...(how.subresource === "status" ? { subresource: "status" as const } : {}), ...listTypesOf(rt) };
+      const args = {
+        old,
+        updated: next,
+        manager,
+        operation: "Update" as const,
+        now: timeNow(),
+        ...(how.subresource === "status" ? { subresource: "status" as const } : {}),
+        ...listTypesOf(rt),
+      };
       result = this.patchLib(() => recordUpdate(args));
     }
 
     // validating admission: after defaulting and validation, before the store (and for no-op writes and dry runs too)
     if (!how.admitted) {
-      warnings.push(...this.admit(opts, () => {
-        const operation = old ? "UPDATE" : "CREATE";
-        const options: Obj = { kind: `${old ? "Update" : "Create"}Options`, apiVersion: "meta.k8s.io/v1", ...(opts.dryRun ? { dryRun: ["All"] } : {}), ...(opts.fieldManager ? { fieldManager: opts.fieldManager } : {}) };
-        return { operation, rt, subresource: how.subresource, namespace: rt.namespaced ? String(metaOf(result)["namespace"] ?? "") : "", name, object: result, oldObject: old, options };
-      }));
+      warnings.push(
+        ...this.admit(opts, () => {
+          const operation = old ? "UPDATE" : "CREATE";
+          const options: Obj = {
+            kind: `${old ? "Update" : "Create"}Options`,
+            apiVersion: "meta.k8s.io/v1",
+            ...(opts.dryRun ? { dryRun: ["All"] } : {}),
+            ...(opts.fieldManager ? { fieldManager: opts.fieldManager } : {}),
+          };
+          return {
+            operation,
+            rt,
+            subresource: how.subresource,
+            namespace: rt.namespaced ? String(metaOf(result)["namespace"] ?? "") : "",
+            name,
+            object: result,
+            oldObject: old,
+            options,
+          };
+        }),
+      );
     }
 
     const storedNext = this.toStorage(rt, result);
     metaOf(storedNext)["resourceVersion"] = stored ? metaOf(stored)["resourceVersion"] : undefined;
     // no-op: identical to what is stored, or to the stored object as read at this version
-    if (stored && (sameIgnoringManaged(storedNext, stored) || (old !== undefined && sameIgnoringManaged(storedNext, this.toStorage(rt, clone(old)))))) {
+    if (
+      stored &&
+      (sameIgnoringManaged(storedNext, stored) ||
+        (old !== undefined && sameIgnoringManaged(storedNext, this.toStorage(rt, clone(old)))))
+    ) {
       return { code: 200, body: this.render(rt, stored), warnings };
     }
     delete metaOf(storedNext)["resourceVersion"];
@@ -446,10 +678,26 @@ export class Api {
       if (stored) metaOf(preview)["resourceVersion"] = metaOf(stored)["resourceVersion"];
       return { code: stored ? 200 : 201, body: preview, warnings };
     }
-    if (stored && metaOf(storedNext)["deletionTimestamp"] && finalizersOf(storedNext).length === 0 && rt.storageKey !== "/namespaces") {
-      const removed = this.store.remove(rt.storageKey, this.namespaceOf(rt, str(metaOf(storedNext)["namespace"])), name);
+    if (
+      stored &&
+      metaOf(storedNext)["deletionTimestamp"] &&
+      finalizersOf(storedNext).length === 0 &&
+      rt.storageKey !== "/namespaces"
+    ) {
+      const removed = this.store.remove(
+        rt.storageKey,
+        this.namespaceOf(rt, str(metaOf(storedNext)["namespace"])),
+        name,
+      );
       this.afterWrite(rt, storedNext, true);
-      return { code: 200, body: this.render(rt, { ...storedNext, metadata: { ...metaOf(storedNext), resourceVersion: metaOf(removed ?? storedNext)["resourceVersion"] } }), warnings };
+      return {
+        code: 200,
+        body: this.render(rt, {
+          ...storedNext,
+          metadata: { ...metaOf(storedNext), resourceVersion: metaOf(removed ?? storedNext)["resourceVersion"] },
+        }),
+        warnings,
+      };
     }
     const written = this.store.write(rt.storageKey, storedNext);
     this.afterWrite(rt, written, false);
@@ -480,20 +728,52 @@ export class Api {
     if (!stored) throw notFound(rt, name);
     const meta = metaOf(stored);
     const pre = opts.preconditions;
-    if (pre?.uid && pre.uid !== meta["uid"]) throw conflict(rt, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${String(meta["uid"])}`);
-    if (pre?.resourceVersion && pre.resourceVersion !== meta["resourceVersion"]) throw conflict(rt, name, `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in meta: ${String(meta["resourceVersion"])}`);
+    if (pre?.uid && pre.uid !== meta["uid"])
+      throw conflict(
+        rt,
+        name,
+        `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${String(meta["uid"])}`,
+      );
+    if (pre?.resourceVersion && pre.resourceVersion !== meta["resourceVersion"])
+      throw conflict(
+        rt,
+        name,
+        `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in meta: ${String(meta["resourceVersion"])}`,
+      );
     let policy = opts.propagationPolicy;
     if (policy !== undefined && !["Background", "Foreground", "Orphan"].includes(policy)) {
-      throw invalid("DeleteOptions", "meta.k8s.io", "", [{ type: "FieldValueNotSupported", field: "propagationPolicy", message: `Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan", "nil"` }]);
+      throw invalid("DeleteOptions", "meta.k8s.io", "", [
+        {
+          type: "FieldValueNotSupported",
+          field: "propagationPolicy",
+          message: `Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan", "nil"`,
+        },
+      ]);
     }
-    if (policy === undefined && opts.orphanDependents !== undefined) policy = opts.orphanDependents ? "Orphan" : "Background";
+    if (policy === undefined && opts.orphanDependents !== undefined)
+      policy = opts.orphanDependents ? "Orphan" : "Background";
     // validating admission of DELETE: oldObject is the object as it is, object is null (every delete, dry runs too)
-    const options: Obj = { kind: "DeleteOptions", apiVersion: "meta.k8s.io/v1", ...(policy ? { propagationPolicy: policy } : {}), ...(opts.dryRun ? { dryRun: ["All"] } : {}) };
-    const warnings = this.admit(opts, () => ({ operation: "DELETE", rt, subresource: undefined, namespace, name, object: undefined, oldObject: this.render(rt, stored), options }));
+    const options: Obj = {
+      kind: "DeleteOptions",
+      apiVersion: "meta.k8s.io/v1",
+      ...(policy ? { propagationPolicy: policy } : {}),
+      ...(opts.dryRun ? { dryRun: ["All"] } : {}),
+    };
+    const warnings = this.admit(opts, () => ({
+      operation: "DELETE",
+      rt,
+      subresource: undefined,
+      namespace,
+      name,
+      object: undefined,
+      oldObject: this.render(rt, stored),
+      options,
+    }));
 
     if (rt.storageKey === "/namespaces") {
       if (meta["deletionTimestamp"]) return { code: 200, body: this.render(rt, stored), warnings };
-      if (["default", "kube-system", "kube-public"].includes(name)) throw forbidden(rt, name, "this namespace may not be deleted");
+      if (["default", "kube-system", "kube-public"].includes(name))
+        throw forbidden(rt, name, "this namespace may not be deleted");
       const next = clone(stored);
       metaOf(next)["deletionTimestamp"] = timeNow();
       next["status"] = { phase: "Terminating" };
@@ -562,7 +842,11 @@ export class Api {
 
   /** Writes a stored object as a controller would (finalizer removal, ownerReference stripping). */
   writeInternal(rt: ResourceType, stored: Obj): void {
-    const cur = this.store.get(rt.storageKey, String(metaOf(stored)["namespace"] ?? ""), String(metaOf(stored)["name"]));
+    const cur = this.store.get(
+      rt.storageKey,
+      String(metaOf(stored)["namespace"] ?? ""),
+      String(metaOf(stored)["name"]),
+    );
     if (!cur) return;
     if (metaOf(stored)["deletionTimestamp"] && finalizersOf(stored).length === 0) {
       if (rt.storageKey === "/namespaces") {
@@ -572,7 +856,11 @@ export class Api {
           return;
         }
       }
-      const removed = this.store.remove(rt.storageKey, String(metaOf(stored)["namespace"] ?? ""), String(metaOf(stored)["name"]));
+      const removed = this.store.remove(
+        rt.storageKey,
+        String(metaOf(stored)["namespace"] ?? ""),
+        String(metaOf(stored)["name"]),
+      );
       if (removed) this.afterWrite(rt, removed, true);
       return;
     }
@@ -611,7 +899,10 @@ function keyOf(o: Obj): string {
 }
 
 function sameIgnoringManaged(a: Obj, b: Obj): boolean {
-  const strip = (o: Obj) => ({ ...o, metadata: { ...metaOf(o), managedFields: undefined, resourceVersion: undefined } });
+  const strip = (o: Obj) => ({
+    ...o,
+    metadata: { ...metaOf(o), managedFields: undefined, resourceVersion: undefined },
+  });
   return jsonEqual(strip(a), strip(b));
 }
 

@@ -14,7 +14,8 @@ const CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions";
 const NAMESPACE_CONTROLLER = serviceAccountUser("kube-system", "namespace-controller", "");
 const GARBAGE_COLLECTOR = serviceAccountUser("kube-system", "generic-garbage-collector", "");
 const ROOT_CA = "kube-root-ca.crt";
-const ROOT_CA_DESCRIPTION = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
+const ROOT_CA_DESCRIPTION =
+  "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
 
 export class Controllers {
   private readonly api: Api;
@@ -40,7 +41,13 @@ export class Controllers {
   watchStore(): () => void {
     return this.store.subscribe((_sk, ev) => {
       const meta = metaOf(ev.object);
-      if (ev.type === "DELETED" || meta["ownerReferences"] !== undefined || meta["deletionTimestamp"] !== undefined || (_sk === "/namespaces" && ev.type === "ADDED")) this.schedule();
+      if (
+        ev.type === "DELETED" ||
+        meta["ownerReferences"] !== undefined ||
+        meta["deletionTimestamp"] !== undefined ||
+        (_sk === "/namespaces" && ev.type === "ADDED")
+      )
+        this.schedule();
     });
   }
 
@@ -105,14 +112,28 @@ export class Controllers {
     const cm = this.registry.lookup("", "v1", "configmaps");
     const caCert = this.caCert;
     if (!sa || !cm || caCert === undefined) return;
-    const opts = { dryRun: false, fieldManager: "kube-controller-manager", userAgent: "kube-controller-manager", fieldValidation: "Strict" as const };
+    const opts = {
+      dryRun: false,
+      fieldManager: "kube-controller-manager",
+      userAgent: "kube-controller-manager",
+      fieldValidation: "Strict" as const,
+    };
     for (const ns of this.store.list("/namespaces")) {
       const meta = metaOf(ns);
       if (meta["deletionTimestamp"]) continue;
       const name = String(meta["name"]);
-      if (!this.store.get(sa.storageKey, name, "default")) this.api.create(sa, name, { metadata: { name: "default" } }, opts);
+      if (!this.store.get(sa.storageKey, name, "default"))
+        this.api.create(sa, name, { metadata: { name: "default" } }, opts);
       if (!this.store.get(cm.storageKey, name, ROOT_CA)) {
-        this.api.create(cm, name, { metadata: { name: ROOT_CA, annotations: { "kubernetes.io/description": ROOT_CA_DESCRIPTION } }, data: { "ca.crt": caCert } }, opts);
+        this.api.create(
+          cm,
+          name,
+          {
+            metadata: { name: ROOT_CA, annotations: { "kubernetes.io/description": ROOT_CA_DESCRIPTION } },
+            data: { "ca.crt": caCert },
+          },
+          opts,
+        );
       }
     }
   }
@@ -131,7 +152,11 @@ export class Controllers {
         if (!rt) continue;
         // an object a ValidatingAdmissionPolicy refuses to delete keeps the namespace Terminating, as on a cluster
         for (const o of items) {
-          if (!metaOf(o)["deletionTimestamp"] && !this.api.deleteInternal(rt, name, String(metaOf(o)["name"]), "Background", NAMESPACE_CONTROLLER)) this.denied = true;
+          if (
+            !metaOf(o)["deletionTimestamp"] &&
+            !this.api.deleteInternal(rt, name, String(metaOf(o)["name"]), "Background", NAMESPACE_CONTROLLER)
+          )
+            this.denied = true;
         }
       }
       if (remaining > 0) continue;
@@ -157,7 +182,10 @@ export class Controllers {
       const sk = `${String(spec["group"])}/${String(names["plural"])}`;
       const rt = this.registry.crdTypes(String(meta["name"]))[0];
       const items = this.store.list(sk);
-      if (rt) for (const o of items) if (!metaOf(o)["deletionTimestamp"]) this.api.deleteInternal(rt, String(metaOf(o)["namespace"] ?? ""), String(metaOf(o)["name"]));
+      if (rt)
+        for (const o of items)
+          if (!metaOf(o)["deletionTimestamp"])
+            this.api.deleteInternal(rt, String(metaOf(o)["namespace"] ?? ""), String(metaOf(o)["name"]));
       if (this.store.list(sk).length > 0) continue;
       const next = clone(crd);
       metaOf(next)["finalizers"] = finalizersOf(crd).filter((f) => f !== CRD_FINALIZER);
@@ -199,9 +227,20 @@ export class Controllers {
         const deps = dependentsOf(uid);
         for (const dep of deps) {
           const depRt = this.registry.forStorageKey(dep.sk);
-          if (depRt && !metaOf(dep.obj)["deletionTimestamp"]) this.api.deleteInternal(depRt, String(metaOf(dep.obj)["namespace"] ?? ""), String(metaOf(dep.obj)["name"]), "Foreground", GARBAGE_COLLECTOR);
+          if (depRt && !metaOf(dep.obj)["deletionTimestamp"])
+            this.api.deleteInternal(
+              depRt,
+              String(metaOf(dep.obj)["namespace"] ?? ""),
+              String(metaOf(dep.obj)["name"]),
+              "Foreground",
+              GARBAGE_COLLECTOR,
+            );
         }
-        const blocking = dependentsOf(uid).filter(({ sk: s, obj: o }) => this.store.get(s, String(metaOf(o)["namespace"] ?? ""), String(metaOf(o)["name"])) && refsOf(o).some((r) => r["uid"] === uid && r["blockOwnerDeletion"] === true));
+        const blocking = dependentsOf(uid).filter(
+          ({ sk: s, obj: o }) =>
+            this.store.get(s, String(metaOf(o)["namespace"] ?? ""), String(metaOf(o)["name"])) &&
+            refsOf(o).some((r) => r["uid"] === uid && r["blockOwnerDeletion"] === true),
+        );
         if (blocking.length === 0) {
           const cur = this.store.get(sk, ns, name);
           if (cur) {
@@ -225,7 +264,16 @@ export class Controllers {
           const owner = uids.get(String(r["uid"]));
           return owner && finalizersOf(owner).includes("foregroundDeletion");
         });
-        if (!this.api.deleteInternal(rt, ns, name, ownerDeletingForeground ? "Foreground" : "Background", GARBAGE_COLLECTOR)) this.denied = true;
+        if (
+          !this.api.deleteInternal(
+            rt,
+            ns,
+            name,
+            ownerDeletingForeground ? "Foreground" : "Background",
+            GARBAGE_COLLECTOR,
+          )
+        )
+          this.denied = true;
       } else if (alive.length < refs.length) {
         const next = clone(obj);
         metaOf(next)["ownerReferences"] = alive;

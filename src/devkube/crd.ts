@@ -10,7 +10,15 @@ import { isObj, metaOf, str, timeNow, type Obj } from "./types.ts";
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 export const CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io";
 
-interface CrdVersion { name: string; served: boolean; storage: boolean; schema?: unknown; subresources?: Obj; additionalPrinterColumns?: PrinterColumn[]; selectableFields?: { jsonPath: string }[] }
+interface CrdVersion {
+  name: string;
+  served: boolean;
+  storage: boolean;
+  schema?: unknown;
+  subresources?: Obj;
+  additionalPrinterColumns?: PrinterColumn[];
+  selectableFields?: { jsonPath: string }[];
+}
 
 function versionsOf(crd: Obj): CrdVersion[] {
   const spec = isObj(crd["spec"]) ? crd["spec"] : {};
@@ -40,45 +48,118 @@ export function validateCrd(crd: Obj, old: Obj | undefined): void {
   const plural = str(names["plural"]) ?? "";
   const causes: FieldCause[] = [];
   if (!group) causes.push({ type: "FieldValueRequired", field: "spec.group", message: "Required value" });
-  else if (!group.includes(".")) causes.push({ type: "FieldValueInvalid", field: "spec.group", message: `Invalid value: "${group}": should be a domain with at least one dot` });
+  else if (!group.includes("."))
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "spec.group",
+      message: `Invalid value: "${group}": should be a domain with at least one dot`,
+    });
   if (!plural) causes.push({ type: "FieldValueRequired", field: "spec.names.plural", message: "Required value" });
-  else if (!DNS_LABEL.test(plural)) causes.push({ type: "FieldValueInvalid", field: "spec.names.plural", message: `Invalid value: "${plural}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')` });
-  if (!str(names["kind"])) causes.push({ type: "FieldValueRequired", field: "spec.names.kind", message: "Required value" });
+  else if (!DNS_LABEL.test(plural))
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "spec.names.plural",
+      message: `Invalid value: "${plural}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
+    });
+  if (!str(names["kind"]))
+    causes.push({ type: "FieldValueRequired", field: "spec.names.kind", message: "Required value" });
   const singular = str(names["singular"]);
-  if (singular !== undefined && !DNS_LABEL.test(singular)) causes.push({ type: "FieldValueInvalid", field: "spec.names.singular", message: `Invalid value: "${singular}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')` });
-  if (plural && group && name !== `${plural}.${group}`) causes.push({ type: "FieldValueInvalid", field: "metadata.name", message: `Invalid value: "${name}": must be spec.names.plural+"."+spec.group` });
+  if (singular !== undefined && !DNS_LABEL.test(singular))
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "spec.names.singular",
+      message: `Invalid value: "${singular}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
+    });
+  if (plural && group && name !== `${plural}.${group}`)
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "metadata.name",
+      message: `Invalid value: "${name}": must be spec.names.plural+"."+spec.group`,
+    });
   const scope = spec["scope"];
-  if (scope !== "Namespaced" && scope !== "Cluster") causes.push({ type: "FieldValueNotSupported", field: "spec.scope", message: `Unsupported value: "${String(scope ?? "")}": supported values: "Cluster", "Namespaced"` });
+  if (scope !== "Namespaced" && scope !== "Cluster")
+    causes.push({
+      type: "FieldValueNotSupported",
+      field: "spec.scope",
+      message: `Unsupported value: "${String(scope ?? "")}": supported values: "Cluster", "Namespaced"`,
+    });
   const versions = versionsOf(crd);
-  if (versions.length === 0) causes.push({ type: "FieldValueInvalid", field: "spec.versions", message: "Invalid value: null: must have exactly one version marked as storage version" });
-  else if (versions.filter((v) => v.storage === true).length !== 1) causes.push({ type: "FieldValueInvalid", field: "spec.versions", message: `Invalid value: ${JSON.stringify(versions.map((v) => v.name))}: must have exactly one version marked as storage version` });
+  if (versions.length === 0)
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "spec.versions",
+      message: "Invalid value: null: must have exactly one version marked as storage version",
+    });
+  else if (versions.filter((v) => v.storage === true).length !== 1)
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "spec.versions",
+      message: `Invalid value: ${JSON.stringify(versions.map((v) => v.name))}: must have exactly one version marked as storage version`,
+    });
   const seen = new Set<string>();
   versions.forEach((v, i) => {
     const field = `spec.versions[${i}]`;
-    if (!v.name || !DNS_LABEL.test(v.name)) causes.push({ type: "FieldValueInvalid", field: `${field}.name`, message: `Invalid value: "${String(v.name ?? "")}": a DNS-1035 label must consist of lower case alphanumeric characters or '-'` });
-    if (seen.has(v.name)) causes.push({ type: "FieldValueDuplicate", field: `${field}.name`, message: `Duplicate value: "${v.name}"` });
+    if (!v.name || !DNS_LABEL.test(v.name))
+      causes.push({
+        type: "FieldValueInvalid",
+        field: `${field}.name`,
+        message: `Invalid value: "${String(v.name ?? "")}": a DNS-1035 label must consist of lower case alphanumeric characters or '-'`,
+      });
+    if (seen.has(v.name))
+      causes.push({ type: "FieldValueDuplicate", field: `${field}.name`, message: `Duplicate value: "${v.name}"` });
     seen.add(v.name);
     const schema = isObj(v.schema) ? v.schema["openAPIV3Schema"] : undefined;
     if (!isObj(schema)) {
-      causes.push({ type: "FieldValueRequired", field: `${field}.schema.openAPIV3Schema`, message: "Required value: schemas are required" });
+      causes.push({
+        type: "FieldValueRequired",
+        field: `${field}.schema.openAPIV3Schema`,
+        message: "Required value: schemas are required",
+      });
       return;
     }
     try {
       compile(schema);
     } catch (err) {
       if (err instanceof SchemaError) {
-        const errs = err.errors.length > 0 ? err.errors : [{ type: "FieldValueInvalid" as const, field: "", message: err.message }];
-        for (const e of errs) causes.push({ type: e.type, field: e.field ? `${field}.schema.openAPIV3Schema.${e.field}` : `${field}.schema.openAPIV3Schema`, message: errorBody(e) });
+        const errs =
+          err.errors.length > 0
+            ? err.errors
+            : [{ type: "FieldValueInvalid" as const, field: "", message: err.message }];
+        for (const e of errs)
+          causes.push({
+            type: e.type,
+            field: e.field ? `${field}.schema.openAPIV3Schema.${e.field}` : `${field}.schema.openAPIV3Schema`,
+            message: errorBody(e),
+          });
       } else {
-        causes.push({ type: "FieldValueInvalid", field: `${field}.schema.openAPIV3Schema`, message: `Invalid value: ${(err as Error).message}` });
+        causes.push({
+          type: "FieldValueInvalid",
+          field: `${field}.schema.openAPIV3Schema`,
+          message: `Invalid value: ${(err as Error).message}`,
+        });
       }
     }
   });
-  if (versions.length > 0 && !versions.some((v) => v.served)) causes.push({ type: "FieldValueInvalid", field: "spec.versions", message: "Invalid value: must have at least one served version" });
+  if (versions.length > 0 && !versions.some((v) => v.served))
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "spec.versions",
+      message: "Invalid value: must have at least one served version",
+    });
   if (old) {
     const oldSpec = isObj(old["spec"]) ? old["spec"] : {};
-    if (oldSpec["scope"] !== spec["scope"]) causes.push({ type: "FieldValueInvalid", field: "spec.scope", message: `Invalid value: "${String(spec["scope"])}": field is immutable` });
-    if (oldSpec["group"] !== spec["group"]) causes.push({ type: "FieldValueInvalid", field: "spec.group", message: `Invalid value: "${group}": field is immutable` });
+    if (oldSpec["scope"] !== spec["scope"])
+      causes.push({
+        type: "FieldValueInvalid",
+        field: "spec.scope",
+        message: `Invalid value: "${String(spec["scope"])}": field is immutable`,
+      });
+    if (oldSpec["group"] !== spec["group"])
+      causes.push({
+        type: "FieldValueInvalid",
+        field: "spec.group",
+        message: `Invalid value: "${group}": field is immutable`,
+      });
   }
   if (causes.length > 0) throw invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes);
 }
@@ -99,20 +180,43 @@ export function defaultCrd(crd: Obj): void {
 export function crdStatus(crd: Obj, old: Obj | undefined): Obj {
   const spec = isObj(crd["spec"]) ? crd["spec"] : {};
   const names = isObj(spec["names"]) ? { ...spec["names"] } : {};
-  const stored = new Set<string>(isObj(old?.["status"]) && Array.isArray(old["status"]["storedVersions"]) ? (old["status"]["storedVersions"] as string[]) : []);
+  const stored = new Set<string>(
+    isObj(old?.["status"]) && Array.isArray(old["status"]["storedVersions"])
+      ? (old["status"]["storedVersions"] as string[])
+      : [],
+  );
   for (const v of versionsOf(crd)) if (v.storage) stored.add(v.name);
   const now = timeNow();
-  const oldConds = isObj(old?.["status"]) && Array.isArray(old["status"]["conditions"]) ? (old["status"]["conditions"] as Obj[]) : [];
+  const oldConds =
+    isObj(old?.["status"]) && Array.isArray(old["status"]["conditions"]) ? (old["status"]["conditions"] as Obj[]) : [];
   const since = (type: string, status: string) => {
     const prev = oldConds.find((c) => c["type"] === type);
     return prev && prev["status"] === status ? prev["lastTransitionTime"] : now;
   };
   const conditions: Obj[] = [
-    { type: "NamesAccepted", status: "True", lastTransitionTime: since("NamesAccepted", "True"), reason: "NoConflicts", message: "no conflicts found" },
-    { type: "Established", status: "True", lastTransitionTime: since("Established", "True"), reason: "InitialNamesAccepted", message: "the initial names have been accepted" },
+    {
+      type: "NamesAccepted",
+      status: "True",
+      lastTransitionTime: since("NamesAccepted", "True"),
+      reason: "NoConflicts",
+      message: "no conflicts found",
+    },
+    {
+      type: "Established",
+      status: "True",
+      lastTransitionTime: since("Established", "True"),
+      reason: "InitialNamesAccepted",
+      message: "the initial names have been accepted",
+    },
   ];
   if (metaOf(crd)["deletionTimestamp"]) {
-    conditions.push({ type: "Terminating", status: "True", lastTransitionTime: since("Terminating", "True"), reason: "InstanceDeletionInProgress", message: "CustomResource deletion is in progress" });
+    conditions.push({
+      type: "Terminating",
+      status: "True",
+      lastTransitionTime: since("Terminating", "True"),
+      reason: "InstanceDeletionInProgress",
+      message: "CustomResource deletion is in progress",
+    });
   }
   return { conditions, acceptedNames: names, storedVersions: [...stored] };
 }
@@ -133,12 +237,22 @@ export function crdResourceTypes(crd: Obj): ResourceType[] {
       const scaleDef = isObj(subs["scale"]) ? subs["scale"] : undefined;
       const selectable = (v.selectableFields ?? []).map((f) => f.jsonPath.replace(/^\./, ""));
       const rt: ResourceType = {
-        group, version: v.name, kind, listKind: str(names["listKind"]) ?? `${kind}List`, plural,
-        singular: str(names["singular"]) ?? kind.toLowerCase(), namespaced: spec["scope"] === "Namespaced",
+        group,
+        version: v.name,
+        kind,
+        listKind: str(names["listKind"]) ?? `${kind}List`,
+        plural,
+        singular: str(names["singular"]) ?? kind.toLowerCase(),
+        namespaced: spec["scope"] === "Namespaced",
         shortNames: Array.isArray(names["shortNames"]) ? (names["shortNames"] as string[]) : [],
         categories: Array.isArray(names["categories"]) ? (names["categories"] as string[]) : [],
-        storageKey: `${group}/${plural}`, subresources, verbs: ALL_VERBS, custom: true, generation: true,
-        kindKey: `${group}/${v.name}/${kind}`, printerColumns: v.additionalPrinterColumns ?? [],
+        storageKey: `${group}/${plural}`,
+        subresources,
+        verbs: ALL_VERBS,
+        custom: true,
+        generation: true,
+        kindKey: `${group}/${v.name}/${kind}`,
+        printerColumns: v.additionalPrinterColumns ?? [],
         crdName: String(metaOf(crd)["name"]),
         fieldSelectorKeys: selectable,
         fieldSelector: (o, f) => {
@@ -146,8 +260,18 @@ export function crdResourceTypes(crd: Obj): ResourceType[] {
           return vals.length > 0 ? String(vals[0]) : "";
         },
       };
-      if (scaleDef && typeof scaleDef["specReplicasPath"] === "string" && typeof scaleDef["statusReplicasPath"] === "string") {
-        rt.scale = { specReplicasPath: scaleDef["specReplicasPath"], statusReplicasPath: scaleDef["statusReplicasPath"], ...(typeof scaleDef["labelSelectorPath"] === "string" ? { labelSelectorPath: scaleDef["labelSelectorPath"] } : {}) };
+      if (
+        scaleDef &&
+        typeof scaleDef["specReplicasPath"] === "string" &&
+        typeof scaleDef["statusReplicasPath"] === "string"
+      ) {
+        rt.scale = {
+          specReplicasPath: scaleDef["specReplicasPath"],
+          statusReplicasPath: scaleDef["statusReplicasPath"],
+          ...(typeof scaleDef["labelSelectorPath"] === "string"
+            ? { labelSelectorPath: scaleDef["labelSelectorPath"] }
+            : {}),
+        };
       }
       if (schemaDoc !== undefined) {
         try {

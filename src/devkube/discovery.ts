@@ -26,7 +26,10 @@ export function compareVersions(a: string, b: string): number {
   return a.localeCompare(b);
 }
 
-interface Group { name: string; versions: GroupVersion[] }
+interface Group {
+  name: string;
+  versions: GroupVersion[];
+}
 
 function groups(registry: Registry): Group[] {
   const map = new Map<string, Group>();
@@ -41,7 +44,11 @@ function groups(registry: Registry): Group[] {
 }
 
 export function apiVersions(serverAddress: string): Obj {
-  return { kind: "APIVersions", versions: ["v1"], serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress }] };
+  return {
+    kind: "APIVersions",
+    versions: ["v1"],
+    serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress }],
+  };
 }
 
 function groupDoc(g: Group): Obj {
@@ -69,10 +76,22 @@ export function apiResourceList(registry: Registry, group: string, version: stri
     resources.push(r);
     for (const sub of t.subresources) {
       const kind = subresourceKind(t, sub);
-      resources.push({ name: `${t.plural}/${sub}`, singularName: "", namespaced: t.namespaced, kind: kind.kind, ...(kind.group !== t.group || kind.version !== t.version ? { group: kind.group, version: kind.version } : {}), verbs: subresourceVerbs(sub) });
+      resources.push({
+        name: `${t.plural}/${sub}`,
+        singularName: "",
+        namespaced: t.namespaced,
+        kind: kind.kind,
+        ...(kind.group !== t.group || kind.version !== t.version ? { group: kind.group, version: kind.version } : {}),
+        verbs: subresourceVerbs(sub),
+      });
     }
   }
-  return { kind: "APIResourceList", apiVersion: "v1", groupVersion: group ? `${group}/${version}` : version, resources };
+  return {
+    kind: "APIResourceList",
+    apiVersion: "v1",
+    groupVersion: group ? `${group}/${version}` : version,
+    resources,
+  };
 }
 
 function subresourceKind(t: ResourceType, sub: string): { group: string; version: string; kind: string } {
@@ -96,7 +115,11 @@ function aggregatedResource(t: ResourceType): Obj {
   if (t.shortNames.length > 0) r["shortNames"] = t.shortNames;
   if (t.categories.length > 0) r["categories"] = t.categories;
   if (t.subresources.length > 0) {
-    r["subresources"] = t.subresources.map((s) => ({ subresource: s, responseKind: subresourceKind(t, s), verbs: subresourceVerbs(s) }));
+    r["subresources"] = t.subresources.map((s) => ({
+      subresource: s,
+      responseKind: subresourceKind(t, s),
+      verbs: subresourceVerbs(s),
+    }));
   }
   return r;
 }
@@ -107,12 +130,22 @@ function aggregatedVersion(gv: GroupVersion): Obj {
 
 export function aggregatedCore(registry: Registry): Obj {
   const core = registry.groupVersions().filter((gv) => gv.group === "");
-  return { kind: "APIGroupDiscoveryList", apiVersion: "apidiscovery.k8s.io/v2", metadata: {}, items: [{ metadata: { creationTimestamp: null }, versions: core.map(aggregatedVersion) }] };
+  return {
+    kind: "APIGroupDiscoveryList",
+    apiVersion: "apidiscovery.k8s.io/v2",
+    metadata: {},
+    items: [{ metadata: { creationTimestamp: null }, versions: core.map(aggregatedVersion) }],
+  };
 }
 
 export function aggregatedGroups(registry: Registry): Obj {
   return {
-    kind: "APIGroupDiscoveryList", apiVersion: "apidiscovery.k8s.io/v2", metadata: {},
-    items: groups(registry).map((g) => ({ metadata: { name: g.name, creationTimestamp: null }, versions: g.versions.map(aggregatedVersion) })),
+    kind: "APIGroupDiscoveryList",
+    apiVersion: "apidiscovery.k8s.io/v2",
+    metadata: {},
+    items: groups(registry).map((g) => ({
+      metadata: { name: g.name, creationTimestamp: null },
+      versions: g.versions.map(aggregatedVersion),
+    })),
   };
 }

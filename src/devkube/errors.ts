@@ -1,8 +1,19 @@
 import type { Obj } from "./types.ts";
 
 // Every non-2xx answer is a Kubernetes Status object; ApiError carries one through the code.
-export interface StatusCause { reason?: string; message: string; field?: string }
-export interface StatusDetails { name?: string; group?: string; kind?: string; uid?: string; causes?: StatusCause[]; retryAfterSeconds?: number }
+export interface StatusCause {
+  reason?: string;
+  message: string;
+  field?: string;
+}
+export interface StatusDetails {
+  name?: string;
+  group?: string;
+  kind?: string;
+  uid?: string;
+  causes?: StatusCause[];
+  retryAfterSeconds?: number;
+}
 
 export class ApiError extends Error {
   readonly code: number;
@@ -28,7 +39,10 @@ export function failureStatus(code: number, reason: string, message: string, det
 }
 
 /** What kube calls a resource in messages: "configmaps" or "widgets.example.com". */
-export interface ResourceName { group: string; plural: string }
+export interface ResourceName {
+  group: string;
+  plural: string;
+}
 export function qualified(r: ResourceName): string {
   return r.group ? `${r.plural}.${r.group}` : r.plural;
 }
@@ -46,8 +60,17 @@ export function notFound(r: ResourceName, name: string): ApiError {
 export function alreadyExists(r: ResourceName, name: string): ApiError {
   return new ApiError(409, "AlreadyExists", `${qualified(r)} "${name}" already exists`, details(r, name));
 }
-export function conflict(r: ResourceName, name: string, why = "the object has been modified; please apply your changes to the latest version and try again"): ApiError {
-  return new ApiError(409, "Conflict", `Operation cannot be fulfilled on ${qualified(r)} "${name}": ${why}`, details(r, name));
+export function conflict(
+  r: ResourceName,
+  name: string,
+  why = "the object has been modified; please apply your changes to the latest version and try again",
+): ApiError {
+  return new ApiError(
+    409,
+    "Conflict",
+    `Operation cannot be fulfilled on ${qualified(r)} "${name}": ${why}`,
+    details(r, name),
+  );
 }
 export function badRequest(message: string): ApiError {
   return new ApiError(400, "BadRequest", message);
@@ -62,13 +85,22 @@ export function pathNotFound(): ApiError {
   return new ApiError(404, "NotFound", "the server could not find the requested resource");
 }
 export function unsupportedMediaType(contentType: string, accepted: string[]): ApiError {
-  return new ApiError(415, "UnsupportedMediaType", `the body of the request was in an unknown format - accepted media types include: ${accepted.join(", ")}`, contentType ? {} : undefined);
+  return new ApiError(
+    415,
+    "UnsupportedMediaType",
+    `the body of the request was in an unknown format - accepted media types include: ${accepted.join(", ")}`,
+    contentType ? {} : undefined,
+  );
 }
 export function internal(message: string): ApiError {
   return new ApiError(500, "InternalError", `Internal error occurred: ${message}`, { causes: [{ message }] });
 }
 
-export interface FieldCause { type: string; field: string; message: string }
+export interface FieldCause {
+  type: string;
+  field: string;
+  message: string;
+}
 
 /** 422 Invalid, worded like kube: `Widget.example.com "w1" is invalid: spec.size: Invalid value: ...`. */
 export function invalid(kind: string, group: string, name: string, causes: FieldCause[]): ApiError {

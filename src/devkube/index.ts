@@ -56,24 +56,42 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
   const store = new Store(dir, options.watchHistoryLimit ?? 1000);
   const registry = new Registry();
   const api = new Api(store, registry, () => undefined);
-  const controllers = new Controllers(api, store, registry, logger, options.namespaceDefaults === false ? undefined : tls.caCert);
+  const controllers = new Controllers(
+    api,
+    store,
+    registry,
+    logger,
+    options.namespaceDefaults === false ? undefined : tls.caCert,
+  );
   const unwatch = controllers.watchStore();
   api.loadCrds();
   seed(api, registry);
   controllers.schedule();
-  const watches = new WatchHub(store, api, { bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000, maxWatchSeconds: options.maxWatchSeconds ?? 1800 });
+  const watches = new WatchHub(store, api, {
+    bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000,
+    maxWatchSeconds: options.maxWatchSeconds ?? 1800,
+  });
   // a deleted CRD's endpoints go away, and so do the watches on them (clients then get 404)
   registry.onRemoved((sk) => watches.closeAll(sk));
 
   let address = "";
   const app = createApp({
-    api, store, registry, watches, logger, adminToken: token, serverAddress: () => address,
+    api,
+    store,
+    registry,
+    watches,
+    logger,
+    adminToken: token,
+    serverAddress: () => address,
     aggregatedDiscovery: options.aggregatedDiscovery ?? true,
     tokens: new TokenIssuer(dir),
     authorize: options.authorize ?? rbacAuthorizer(store),
   });
   // client certificates are requested but optional: token clients send none
-  const server: Server = createServer({ key: tls.serverKey, cert: tls.serverCert, ca: tls.caCert, requestCert: true, rejectUnauthorized: false }, app);
+  const server: Server = createServer(
+    { key: tls.serverKey, cert: tls.serverCert, ca: tls.caCert, requestCert: true, rejectUnauthorized: false },
+    app,
+  );
   server.keepAliveTimeout = 5000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -94,9 +112,14 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
 
   let stopped = false;
   return {
-    url, kubeconfigPath, kubeconfig, token,
+    url,
+    kubeconfigPath,
+    kubeconfig,
+    token,
     closeWatches: () => watches.closeAll(),
-    setWatchHistoryLimit: (n) => { store.historyLimit = n; },
+    setWatchHistoryLimit: (n) => {
+      store.historyLimit = n;
+    },
     async stop() {
       if (stopped) return;
       stopped = true;
@@ -126,7 +149,8 @@ function seed(api: Api, registry: Registry): void {
       api.create(rt, undefined, body, opts);
     }
   };
-  for (const name of ["default", "kube-system", "kube-public", "kube-node-lease"]) ensure(namespaces, { metadata: { name } });
+  for (const name of ["default", "kube-system", "kube-public", "kube-node-lease"])
+    ensure(namespaces, { metadata: { name } });
   for (const role of defaultClusterRoles()) ensure(clusterRoles, role);
 }
 
@@ -144,7 +168,12 @@ async function ensureToken(dir: string): Promise<string> {
 }
 
 /** Two contexts: "devkube" (bearer token, the current one) and "cert" (client certificate). */
-export function renderKubeconfig(url: string, caCert: string, token: string, client: { cert: string; key: string }): string {
+export function renderKubeconfig(
+  url: string,
+  caCert: string,
+  token: string,
+  client: { cert: string; key: string },
+): string {
   const b64 = (s: string) => Buffer.from(s).toString("base64");
   return toYaml({
     apiVersion: "v1",
@@ -152,7 +181,10 @@ export function renderKubeconfig(url: string, caCert: string, token: string, cli
     clusters: [{ name: "devkube", cluster: { server: url, "certificate-authority-data": b64(caCert) } }],
     users: [
       { name: "devkube-admin", user: { token } },
-      { name: "devkube-cert", user: { "client-certificate-data": b64(client.cert), "client-key-data": b64(client.key) } },
+      {
+        name: "devkube-cert",
+        user: { "client-certificate-data": b64(client.cert), "client-key-data": b64(client.key) },
+      },
     ],
     contexts: [
       { name: "devkube", context: { cluster: "devkube", user: "devkube-admin", namespace: "default" } },

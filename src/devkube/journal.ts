@@ -9,12 +9,12 @@ import type { Obj } from "./types.ts";
  * background, coalesced (an fsync per write costs ~30 ms on our disks, i.e. 30 writes/s), so only
  * a machine crash can lose the last fraction of a second. A torn last line is ignored.
  */
-export type JournalRecord =
-  | { rv: number; k: string; o: Obj }
-  | { rv: number; k: string; d: string }
-  | { rv: number };
+export type JournalRecord = { rv: number; k: string; o: Obj } | { rv: number; k: string; d: string } | { rv: number };
 
-export interface LoadedState { rv: number; objects: Map<string, Map<string, Obj>> }
+export interface LoadedState {
+  rv: number;
+  objects: Map<string, Map<string, Obj>>;
+}
 
 export class Journal {
   private fd: number | undefined;
@@ -78,7 +78,11 @@ export class Journal {
     }
     renameSync(tmp, this.file);
     const dirFd = openSync(path.dirname(this.file), "r");
-    try { fsyncSync(dirFd); } finally { closeSync(dirFd); }
+    try {
+      fsyncSync(dirFd);
+    } finally {
+      closeSync(dirFd);
+    }
     this.fd = openSync(this.file, "a", 0o600);
   }
 

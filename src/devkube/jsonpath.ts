@@ -18,7 +18,7 @@ export function evaluateJsonPath(expr: string, root: unknown): unknown[] {
       while (j < path.length && path[j] !== "." && path[j] !== "[") j++;
       const key = path.slice(i, j);
       i = j;
-      if (key === "" ) continue;
+      if (key === "") continue;
       if (key === "*") current = current.flatMap((v) => (isObj(v) ? Object.values(v) : Array.isArray(v) ? v : []));
       else current = current.flatMap((v) => (isObj(v) && key in v ? [v[key]] : []));
     } else if (c === "[") {
@@ -43,10 +43,16 @@ function findClose(path: string, open: number): number {
   let quote: string | undefined;
   for (let k = open; k < path.length; k++) {
     const ch = path[k];
-    if (quote) { if (ch === quote) quote = undefined; continue; }
+    if (quote) {
+      if (ch === quote) quote = undefined;
+      continue;
+    }
     if (ch === "'" || ch === '"') quote = ch;
     else if (ch === "[") depth++;
-    else if (ch === "]") { depth--; if (depth === 0) return k; }
+    else if (ch === "]") {
+      depth--;
+      if (depth === 0) return k;
+    }
   }
   return path.length;
 }
@@ -85,13 +91,25 @@ function matchesFilter(item: unknown, cond: string): boolean {
   }
   const left = evaluateJsonPath(m[1] as string, item)[0];
   const raw = (m[3] as string).trim();
-  const right: unknown = /^['"].*['"]$/.test(raw) ? raw.slice(1, -1) : raw === "true" ? true : raw === "false" ? false : Number(raw);
+  const right: unknown = /^['"].*['"]$/.test(raw)
+    ? raw.slice(1, -1)
+    : raw === "true"
+      ? true
+      : raw === "false"
+        ? false
+        : Number(raw);
   switch (m[2]) {
-    case "==": return left === right || String(left) === String(right);
-    case "!=": return !(left === right || String(left) === String(right));
-    case "<": return Number(left) < Number(right);
-    case ">": return Number(left) > Number(right);
-    case "<=": return Number(left) <= Number(right);
-    default: return Number(left) >= Number(right);
+    case "==":
+      return left === right || String(left) === String(right);
+    case "!=":
+      return !(left === right || String(left) === String(right));
+    case "<":
+      return Number(left) < Number(right);
+    case ">":
+      return Number(left) > Number(right);
+    case "<=":
+      return Number(left) <= Number(right);
+    default:
+      return Number(left) >= Number(right);
   }
 }

@@ -6,10 +6,29 @@ import type { Obj } from "./types.ts";
 // server-side apply, writes keep working without managedFields and apply answers 415.
 
 export type ListTypes = (path: string[]) => { type: "atomic" | "set" | "map"; keys?: string[] } | undefined;
-interface UpdateArgs { old: Obj | undefined; updated: Obj; manager: string; operation: "Update"; subresource?: "status"; now: string; listTypes?: ListTypes }
-interface ApplyArgs { live: Obj | undefined; applied: Obj; manager: string; force: boolean; subresource?: "status"; now: string; listTypes?: ListTypes }
+interface UpdateArgs {
+  old: Obj | undefined;
+  updated: Obj;
+  manager: string;
+  operation: "Update";
+  subresource?: "status";
+  now: string;
+  listTypes?: ListTypes;
+}
+interface ApplyArgs {
+  live: Obj | undefined;
+  applied: Obj;
+  manager: string;
+  force: boolean;
+  subresource?: "status";
+  now: string;
+  listTypes?: ListTypes;
+}
 
-const lib = patchLib as unknown as { recordUpdate?: (a: UpdateArgs) => Obj; serverSideApply?: (a: ApplyArgs) => { object: Obj } };
+const lib = patchLib as unknown as {
+  recordUpdate?: (a: UpdateArgs) => Obj;
+  serverSideApply?: (a: ApplyArgs) => { object: Obj };
+};
 
 export function recordUpdate(args: UpdateArgs): Obj {
   return lib.recordUpdate ? lib.recordUpdate(args) : args.updated;
@@ -17,17 +36,27 @@ export function recordUpdate(args: UpdateArgs): Obj {
 
 export function serverSideApply(args: ApplyArgs): { object: Obj } {
   const apply = lib.serverSideApply;
-  if (!apply) throw new ApiError(415, "UnsupportedMediaType", "server-side apply is not available in this devkube build");
+  if (!apply)
+    throw new ApiError(415, "UnsupportedMediaType", "server-side apply is not available in this devkube build");
   try {
     return apply(args);
   } catch (err) {
     // kube's lastAppliedManager: `kubectl apply --server-side` (manager "kubectl") takes over
     // fields that the client-side-apply annotation says it set, without conflicts.
-    if (!(err instanceof patchLib.PatchError) || err.status !== 409 || args.manager !== "kubectl" || args.force || !args.live) throw err;
+    if (
+      !(err instanceof patchLib.PatchError) ||
+      err.status !== 409 ||
+      args.manager !== "kubectl" ||
+      args.force ||
+      !args.live
+    )
+      throw err;
     const allowed = lastAppliedFields(args.live);
     const causes = err.causes ?? [];
     if (allowed.size === 0 || causes.length === 0) throw err;
-    const covered = causes.every((c) => [...allowed].some((f) => c.field === f || c.field.startsWith(`${f}.`) || c.field.startsWith(`${f}[`)));
+    const covered = causes.every((c) =>
+      [...allowed].some((f) => c.field === f || c.field.startsWith(`${f}.`) || c.field.startsWith(`${f}[`)),
+    );
     if (!covered) throw err;
     return apply({ ...args, force: true });
   }

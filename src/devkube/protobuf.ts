@@ -76,13 +76,30 @@ function objectMeta(buf: Buffer): Obj {
   for (const f of fields(buf)) {
     switch (f.no) {
       // empty strings are Go's zero values, not fields the client set
-      case 1: if (text(f) !== "") meta["name"] = text(f); break;
-      case 2: if (text(f) !== "") meta["generateName"] = text(f); break;
-      case 3: if (text(f) !== "") meta["namespace"] = text(f); break;
-      case 11: { const [k, v] = mapEntry(f, false); labels[k] = v; break; }
-      case 12: { const [k, v] = mapEntry(f, false); annotations[k] = v; break; }
-      case 14: finalizers.push(text(f)); break;
-      default: break;
+      case 1:
+        if (text(f) !== "") meta["name"] = text(f);
+        break;
+      case 2:
+        if (text(f) !== "") meta["generateName"] = text(f);
+        break;
+      case 3:
+        if (text(f) !== "") meta["namespace"] = text(f);
+        break;
+      case 11: {
+        const [k, v] = mapEntry(f, false);
+        labels[k] = v;
+        break;
+      }
+      case 12: {
+        const [k, v] = mapEntry(f, false);
+        annotations[k] = v;
+        break;
+      }
+      case 14:
+        finalizers.push(text(f));
+        break;
+      default:
+        break;
     }
   }
   if (Object.keys(labels).length > 0) meta["labels"] = labels;
@@ -113,7 +130,15 @@ function scalars(buf: Buffer, spec: Record<number, string>): Obj {
 const POLICY_RULE = { 1: "verbs", 2: "apiGroups", 3: "resources", 4: "resourceNames", 5: "nonResourceURLs" };
 const SUBJECT = { 1: "kind", 2: "apiGroup", 3: "name", 4: "namespace" };
 const ROLE_REF = { 1: "apiGroup", 2: "kind", 3: "name" };
-const RESOURCE_ATTRIBUTES = { 1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name" };
+const RESOURCE_ATTRIBUTES = {
+  1: "namespace",
+  2: "verb",
+  3: "group",
+  4: "version",
+  5: "resource",
+  6: "subresource",
+  7: "name",
+};
 
 /** Go's protobuf writes every non-pointer scalar, even empty: drop those its JSON would omit (omitempty). */
 function compact(obj: Obj): Obj {
@@ -135,7 +160,11 @@ const intOrString = (buf: Buffer): number | string => {
 
 function labelSelector(buf: Buffer): Obj {
   const matchLabels: Obj = {};
-  for (const f of fields(buf)) if (f.no === 1) { const [k, v] = mapEntry(f, false); matchLabels[k] = v; }
+  for (const f of fields(buf))
+    if (f.no === 1) {
+      const [k, v] = mapEntry(f, false);
+      matchLabels[k] = v;
+    }
   return Object.keys(matchLabels).length > 0 ? { matchLabels } : {};
 }
 
@@ -147,7 +176,10 @@ function container(buf: Buffer): Obj {
     else if (f.no === 2) c["image"] = text(f);
     else if (f.no === 3) ((c["command"] ??= []) as string[]).push(text(f));
     else if (f.no === 4) ((c["args"] ??= []) as string[]).push(text(f));
-    else if (f.no === 6) ((c["ports"] ??= []) as Obj[]).push(compact(scalars(bytes(f), { 1: "name", 2: "hostPort", 3: "containerPort", 4: "protocol", 5: "hostIP" })));
+    else if (f.no === 6)
+      ((c["ports"] ??= []) as Obj[]).push(
+        compact(scalars(bytes(f), { 1: "name", 2: "hostPort", 3: "containerPort", 4: "protocol", 5: "hostIP" })),
+      );
     else if (f.no === 8) c["resources"] = {};
   }
   return compact(c);
@@ -159,7 +191,8 @@ function podTemplate(buf: Buffer): Obj {
     if (f.no === 1) t["metadata"] = objectMeta(bytes(f));
     else if (f.no === 2) {
       const spec: Obj = {};
-      for (const e of fields(bytes(f))) if (e.no === 2) ((spec["containers"] ??= []) as Obj[]).push(container(bytes(e)));
+      for (const e of fields(bytes(f)))
+        if (e.no === 2) ((spec["containers"] ??= []) as Obj[]).push(container(bytes(e)));
       t["spec"] = spec;
     }
   }
@@ -193,8 +226,10 @@ function serviceSpec(buf: Buffer): Obj {
         else if (e.no === 6) port["appProtocol"] = text(e);
       }
       ((spec["ports"] ??= []) as Obj[]).push(compact(port));
-    } else if (f.no === 2) { const [k, v] = mapEntry(f, false); selector[k] = v; }
-    else if (f.no === 3) spec["clusterIP"] = text(f);
+    } else if (f.no === 2) {
+      const [k, v] = mapEntry(f, false);
+      selector[k] = v;
+    } else if (f.no === 3) spec["clusterIP"] = text(f);
     else if (f.no === 4) spec["type"] = text(f);
     else if (f.no === 5) ((spec["externalIPs"] ??= []) as string[]).push(text(f));
     else if (f.no === 7) spec["sessionAffinity"] = text(f);
@@ -220,9 +255,14 @@ function pdbSpec(buf: Buffer): Obj {
 function decodeKind(kind: string, raw: Buffer): Obj {
   const obj: Obj = {};
   const maps: Record<string, Obj> = {};
-  const put = (field: string, [k, v]: [string, string]) => { (maps[field] ??= {})[k] = v; };
+  const put = (field: string, [k, v]: [string, string]) => {
+    (maps[field] ??= {})[k] = v;
+  };
   for (const f of fields(raw)) {
-    if (f.no === 1) { obj["metadata"] = objectMeta(bytes(f)); continue; }
+    if (f.no === 1) {
+      obj["metadata"] = objectMeta(bytes(f));
+      continue;
+    }
     switch (kind) {
       case "ConfigMap":
         if (f.no === 2) put("data", mapEntry(f, false));
@@ -291,11 +331,28 @@ function decodeKind(kind: string, raw: Buffer): Obj {
   return obj;
 }
 
-const SUPPORTED = new Set(["v1/ConfigMap", "v1/Secret", "v1/Namespace", "v1/ServiceAccount", "rbac.authorization.k8s.io/v1/Role", "rbac.authorization.k8s.io/v1/ClusterRole", "rbac.authorization.k8s.io/v1/RoleBinding", "rbac.authorization.k8s.io/v1/ClusterRoleBinding", "authentication.k8s.io/v1/TokenRequest", "authentication.k8s.io/v1/SelfSubjectReview", "authorization.k8s.io/v1/SelfSubjectAccessReview", "authorization.k8s.io/v1/SelfSubjectRulesReview", "apps/v1/Deployment", "v1/Service", "policy/v1/PodDisruptionBudget"]);
+const SUPPORTED = new Set([
+  "v1/ConfigMap",
+  "v1/Secret",
+  "v1/Namespace",
+  "v1/ServiceAccount",
+  "rbac.authorization.k8s.io/v1/Role",
+  "rbac.authorization.k8s.io/v1/ClusterRole",
+  "rbac.authorization.k8s.io/v1/RoleBinding",
+  "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
+  "authentication.k8s.io/v1/TokenRequest",
+  "authentication.k8s.io/v1/SelfSubjectReview",
+  "authorization.k8s.io/v1/SelfSubjectAccessReview",
+  "authorization.k8s.io/v1/SelfSubjectRulesReview",
+  "apps/v1/Deployment",
+  "v1/Service",
+  "policy/v1/PodDisruptionBudget",
+]);
 
 /** Decodes a protobuf request body into the JSON object it stands for. */
 export function decodeProtobuf(body: Buffer): Obj {
-  if (body.length < 4 || !body.subarray(0, 4).equals(MAGIC)) throw badRequest("provided protobuf body does not start with the Kubernetes envelope");
+  if (body.length < 4 || !body.subarray(0, 4).equals(MAGIC))
+    throw badRequest("provided protobuf body does not start with the Kubernetes envelope");
   try {
     let apiVersion = "";
     let kind = "";
@@ -309,7 +366,9 @@ export function decodeProtobuf(body: Buffer): Obj {
       } else if (f.no === 2) raw = bytes(f);
     }
     if (!SUPPORTED.has(`${apiVersion}/${kind}`)) {
-      throw new Error(`protobuf bodies are only understood for ${[...SUPPORTED].join(", ")}, not ${apiVersion}/${kind}; send JSON instead`);
+      throw new Error(
+        `protobuf bodies are only understood for ${[...SUPPORTED].join(", ")}, not ${apiVersion}/${kind}; send JSON instead`,
+      );
     }
     return { apiVersion, kind, ...decodeKind(kind, raw) };
   } catch (err) {

@@ -8,8 +8,19 @@ import { isObj, metaOf, type Obj } from "./types.ts";
 // stored Roles, ClusterRoles and bindings on every request. The admin token bypasses it
 // (system:masters, as on a real cluster).
 
-export interface UserInfo { name: string; groups: string[]; serviceAccount?: { namespace: string; name: string; uid: string } }
-export interface RequestAttributes { verb: string; group: string; resource: string; subresource: string | undefined; namespace: string | undefined; name: string | undefined }
+export interface UserInfo {
+  name: string;
+  groups: string[];
+  serviceAccount?: { namespace: string; name: string; uid: string };
+}
+export interface RequestAttributes {
+  verb: string;
+  group: string;
+  resource: string;
+  subresource: string | undefined;
+  namespace: string | undefined;
+  name: string | undefined;
+}
 export type Authorizer = (user: UserInfo, attrs: RequestAttributes) => { allowed: boolean; reason?: string };
 
 export function serviceAccountUser(namespace: string, name: string, uid: string): UserInfo {
@@ -35,11 +46,20 @@ export class TokenIssuer {
     }
   }
 
-  issue(namespace: string, name: string, uid: string, expirationSeconds: number, now = Date.now()): { token: string; expirationTimestamp: string } {
+  issue(
+    namespace: string,
+    name: string,
+    uid: string,
+    expirationSeconds: number,
+    now = Date.now(),
+  ): { token: string; expirationTimestamp: string } {
     const exp = Math.floor(now / 1000) + expirationSeconds;
     const payload = Buffer.from(JSON.stringify({ ns: namespace, sa: name, uid, exp })).toString("base64url");
     const sig = createHmac("sha256", this.key).update(payload).digest("base64url");
-    return { token: `dk1.${payload}.${sig}`, expirationTimestamp: new Date(exp * 1000).toISOString().replace(/\.\d+Z$/, "Z") };
+    return {
+      token: `dk1.${payload}.${sig}`,
+      expirationTimestamp: new Date(exp * 1000).toISOString().replace(/\.\d+Z$/, "Z"),
+    };
   }
 
   /** The ServiceAccount a token names, if the signature holds and it has not expired. */
@@ -55,19 +75,34 @@ export class TokenIssuer {
     } catch {
       return undefined;
     }
-    if (typeof claims.ns !== "string" || typeof claims.sa !== "string" || typeof claims.uid !== "string" || typeof claims.exp !== "number") return undefined;
+    if (
+      typeof claims.ns !== "string" ||
+      typeof claims.sa !== "string" ||
+      typeof claims.uid !== "string" ||
+      typeof claims.exp !== "number"
+    )
+      return undefined;
     if (claims.exp * 1000 < now) return undefined;
     return { namespace: claims.ns, name: claims.sa, uid: claims.uid };
   }
 }
 
-export interface Rule { verbs: string[]; apiGroups: string[]; resources: string[]; resourceNames: string[]; nonResourceURLs: string[] }
+export interface Rule {
+  verbs: string[];
+  apiGroups: string[];
+  resources: string[];
+  resourceNames: string[];
+  nonResourceURLs: string[];
+}
 
 function rulesOf(role: Obj | undefined): Rule[] {
   if (!role || !Array.isArray(role["rules"])) return [];
   return role["rules"].filter(isObj).map((r) => ({
-    verbs: strings(r["verbs"]), apiGroups: strings(r["apiGroups"]), resources: strings(r["resources"]),
-    resourceNames: strings(r["resourceNames"]), nonResourceURLs: strings(r["nonResourceURLs"]),
+    verbs: strings(r["verbs"]),
+    apiGroups: strings(r["apiGroups"]),
+    resources: strings(r["resources"]),
+    resourceNames: strings(r["resourceNames"]),
+    nonResourceURLs: strings(r["nonResourceURLs"]),
   }));
 }
 
@@ -81,8 +116,11 @@ function subjectMatches(subject: Obj, user: UserInfo, bindingNamespace: string):
   if (kind === "User") return name === user.name;
   if (kind === "Group") return typeof name === "string" && user.groups.includes(name);
   if (kind === "ServiceAccount") {
-    const ns = typeof subject["namespace"] === "string" && subject["namespace"] ? subject["namespace"] : bindingNamespace;
-    return user.serviceAccount !== undefined && user.serviceAccount.name === name && user.serviceAccount.namespace === ns;
+    const ns =
+      typeof subject["namespace"] === "string" && subject["namespace"] ? subject["namespace"] : bindingNamespace;
+    return (
+      user.serviceAccount !== undefined && user.serviceAccount.name === name && user.serviceAccount.namespace === ns
+    );
   }
   return false;
 }
@@ -91,7 +129,13 @@ function ruleAllows(rule: Rule, a: RequestAttributes): boolean {
   if (!rule.verbs.includes("*") && !rule.verbs.includes(a.verb)) return false;
   if (!rule.apiGroups.includes("*") && !rule.apiGroups.includes(a.group)) return false;
   const wanted = a.subresource ? `${a.resource}/${a.subresource}` : a.resource;
-  const resourceOk = rule.resources.some((r) => r === "*" || r === wanted || (a.subresource !== undefined && r === `*/${a.subresource}`) || (a.subresource !== undefined && r === `${a.resource}/*`));
+  const resourceOk = rule.resources.some(
+    (r) =>
+      r === "*" ||
+      r === wanted ||
+      (a.subresource !== undefined && r === `*/${a.subresource}`) ||
+      (a.subresource !== undefined && r === `${a.resource}/*`),
+  );
   if (!resourceOk) return false;
   if (rule.resourceNames.length > 0) return a.name !== undefined && rule.resourceNames.includes(a.name);
   return true;
@@ -128,8 +172,10 @@ export function rbacAuthorizer(store: Store): Authorizer {
 
 /** Every rule that applies to a user in a namespace (cluster-wide ones when namespace is undefined). */
 export function rulesFor(store: Store, user: UserInfo, namespace: string | undefined): Rule[] {
-  if (user.groups.includes("system:masters")) return [{ verbs: ["*"], apiGroups: ["*"], resources: ["*"], resourceNames: [], nonResourceURLs: [] }];
-  const bound = (b: Obj, bindingNamespace: string) => Array.isArray(b["subjects"]) && b["subjects"].filter(isObj).some((s) => subjectMatches(s, user, bindingNamespace));
+  if (user.groups.includes("system:masters"))
+    return [{ verbs: ["*"], apiGroups: ["*"], resources: ["*"], resourceNames: [], nonResourceURLs: [] }];
+  const bound = (b: Obj, bindingNamespace: string) =>
+    Array.isArray(b["subjects"]) && b["subjects"].filter(isObj).some((s) => subjectMatches(s, user, bindingNamespace));
   const rules: Rule[] = [];
   for (const b of store.list("rbac.authorization.k8s.io/clusterrolebindings")) {
     const ref = isObj(b["roleRef"]) ? b["roleRef"] : {};
@@ -140,7 +186,8 @@ export function rulesFor(store: Store, user: UserInfo, namespace: string | undef
       if (!bound(b, namespace)) continue;
       const ref = isObj(b["roleRef"]) ? b["roleRef"] : {};
       if (ref["kind"] === "ClusterRole") rules.push(...clusterRoleRules(store, String(ref["name"])));
-      else if (ref["kind"] === "Role") rules.push(...rulesOf(store.get("rbac.authorization.k8s.io/roles", namespace, String(ref["name"]))));
+      else if (ref["kind"] === "Role")
+        rules.push(...rulesOf(store.get("rbac.authorization.k8s.io/roles", namespace, String(ref["name"]))));
     }
   }
   return rules;
@@ -160,14 +207,66 @@ export function defaultClusterRoles(): Obj[] {
   const all = { apiGroups: ["*"], resources: ["*"], verbs: ["*"] };
   const read = ["get", "list", "watch"];
   const write = ["create", "update", "patch", "delete", "deletecollection"];
-  const role = (name: string, rules: Obj[]): Obj => ({ apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name, labels: { "kubernetes.io/bootstrapping": "rbac-defaults" } }, rules });
+  const role = (name: string, rules: Obj[]): Obj => ({
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRole",
+    metadata: { name, labels: { "kubernetes.io/bootstrapping": "rbac-defaults" } },
+    rules,
+  });
   // the workload kinds as upstream's aggregated admin/edit/view grant them (scale for edit, status for view)
-  const workloads = { apiGroups: ["", "apps", "policy", "networking.k8s.io"], resources: ["services", "persistentvolumeclaims", "deployments", "deployments/scale", "statefulsets", "statefulsets/scale", "poddisruptionbudgets", "networkpolicies"] };
-  const workloadStatus = { apiGroups: ["", "apps", "policy"], resources: ["services/status", "persistentvolumeclaims/status", "deployments/status", "statefulsets/status", "poddisruptionbudgets/status"], verbs: read };
+  const workloads = {
+    apiGroups: ["", "apps", "policy", "networking.k8s.io"],
+    resources: [
+      "services",
+      "persistentvolumeclaims",
+      "deployments",
+      "deployments/scale",
+      "statefulsets",
+      "statefulsets/scale",
+      "poddisruptionbudgets",
+      "networkpolicies",
+    ],
+  };
+  const workloadStatus = {
+    apiGroups: ["", "apps", "policy"],
+    resources: [
+      "services/status",
+      "persistentvolumeclaims/status",
+      "deployments/status",
+      "statefulsets/status",
+      "poddisruptionbudgets/status",
+    ],
+    verbs: read,
+  };
   return [
     role("cluster-admin", [all, { nonResourceURLs: ["*"], verbs: ["*"] }]),
-    role("admin", [{ apiGroups: ["", "coordination.k8s.io", "events.k8s.io"], resources: ["configmaps", "secrets", "serviceaccounts", "events", "leases"], verbs: [...read, ...write] }, { apiGroups: ["rbac.authorization.k8s.io"], resources: ["roles", "rolebindings"], verbs: [...read, ...write] }, { ...workloads, verbs: [...read, ...write] }, workloadStatus]),
-    role("edit", [{ apiGroups: ["", "coordination.k8s.io", "events.k8s.io"], resources: ["configmaps", "secrets", "serviceaccounts", "events", "leases"], verbs: [...read, ...write] }, { ...workloads, verbs: [...read, ...write] }, workloadStatus]),
-    role("view", [{ apiGroups: ["", "coordination.k8s.io", "events.k8s.io"], resources: ["configmaps", "serviceaccounts", "events", "leases", "namespaces"], verbs: read }, { ...workloads, verbs: read }, workloadStatus]),
+    role("admin", [
+      {
+        apiGroups: ["", "coordination.k8s.io", "events.k8s.io"],
+        resources: ["configmaps", "secrets", "serviceaccounts", "events", "leases"],
+        verbs: [...read, ...write],
+      },
+      { apiGroups: ["rbac.authorization.k8s.io"], resources: ["roles", "rolebindings"], verbs: [...read, ...write] },
+      { ...workloads, verbs: [...read, ...write] },
+      workloadStatus,
+    ]),
+    role("edit", [
+      {
+        apiGroups: ["", "coordination.k8s.io", "events.k8s.io"],
+        resources: ["configmaps", "secrets", "serviceaccounts", "events", "leases"],
+        verbs: [...read, ...write],
+      },
+      { ...workloads, verbs: [...read, ...write] },
+      workloadStatus,
+    ]),
+    role("view", [
+      {
+        apiGroups: ["", "coordination.k8s.io", "events.k8s.io"],
+        resources: ["configmaps", "serviceaccounts", "events", "leases", "namespaces"],
+        verbs: read,
+      },
+      { ...workloads, verbs: read },
+      workloadStatus,
+    ]),
   ];
 }

@@ -3,7 +3,11 @@ import { builtinResourceTypes, crdBaseType } from "./builtins.ts";
 import type { ResourceType } from "./resource-type.ts";
 import { workloadResourceTypes } from "./workloads.ts";
 
-export interface GroupVersion { group: string; version: string; types: ResourceType[] }
+export interface GroupVersion {
+  group: string;
+  version: string;
+  types: ResourceType[];
+}
 
 /** Which resources are served at which group/version; CRDs add and remove entries at runtime. */
 export class Registry {
@@ -13,7 +17,12 @@ export class Registry {
   revision = 0;
 
   constructor() {
-    this.builtins = [...builtinResourceTypes(), ...workloadResourceTypes(), ...admissionPolicyResourceTypes(), crdBaseType()];
+    this.builtins = [
+      ...builtinResourceTypes(),
+      ...workloadResourceTypes(),
+      ...admissionPolicyResourceTypes(),
+      crdBaseType(),
+    ];
   }
 
   all(): ResourceType[] {

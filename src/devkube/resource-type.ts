@@ -2,12 +2,31 @@ import type { ListTypes } from "./managed-fields.ts";
 import type { CompiledSchema } from "./schema/index.ts";
 import type { Obj } from "./types.ts";
 
-export interface PrinterColumn { name: string; type: string; format?: string; description?: string; priority?: number; jsonPath: string }
-export interface TableColumn { name: string; type: string; format: string; description: string; priority: number }
-export interface BuiltinTable { columns: TableColumn[]; cells(obj: Obj, now: Date): unknown[] }
+export interface PrinterColumn {
+  name: string;
+  type: string;
+  format?: string;
+  description?: string;
+  priority?: number;
+  jsonPath: string;
+}
+export interface TableColumn {
+  name: string;
+  type: string;
+  format: string;
+  description: string;
+  priority: number;
+}
+export interface BuiltinTable {
+  columns: TableColumn[];
+  cells(obj: Obj, now: Date): unknown[];
+}
 
 /** Context handed to kind-specific preparation hooks. */
-export interface PrepareContext { operation: "create" | "update"; old: Obj | undefined }
+export interface PrepareContext {
+  operation: "create" | "update";
+  old: Obj | undefined;
+}
 
 /** One served resource at one group/version. Built-ins and CRD versions share this shape. */
 export interface ResourceType {

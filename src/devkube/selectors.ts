@@ -18,7 +18,11 @@ export function parseLabelSelector(text: string | undefined): Selector | undefin
     if (!p) throw badRequest(`unable to parse requirement: found '', expected: identifier`);
     let m: RegExpExecArray | null;
     if ((m = /^([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)$/.exec(p))) {
-      reqs.push({ op: m[2] as "in" | "notin", key: checkKey(m[1] as string), values: (m[3] as string).split(",").map((v) => checkValue(v.trim())) });
+      reqs.push({
+        op: m[2] as "in" | "notin",
+        key: checkKey(m[1] as string),
+        values: (m[3] as string).split(",").map((v) => checkValue(v.trim())),
+      });
     } else if ((m = /^([\w./-]+)\s*(==|=|!=)\s*([\w.-]*)$/.exec(p))) {
       reqs.push({ op: m[2] === "!=" ? "!=" : "=", key: checkKey(m[1] as string), value: checkValue(m[3] as string) });
     } else if ((m = /^!\s*([\w./-]+)$/.exec(p))) {
@@ -35,12 +39,18 @@ export function parseLabelSelector(text: string | undefined): Selector | undefin
       const has = Object.hasOwn(labels, r.key);
       const v = has ? String(labels[r.key]) : undefined;
       switch (r.op) {
-        case "=": return v === r.value;
-        case "!=": return v !== r.value;
-        case "in": return v !== undefined && r.values.includes(v);
-        case "notin": return v === undefined || !r.values.includes(v);
-        case "exists": return has;
-        default: return !has;
+        case "=":
+          return v === r.value;
+        case "!=":
+          return v !== r.value;
+        case "in":
+          return v !== undefined && r.values.includes(v);
+        case "notin":
+          return v === undefined || !r.values.includes(v);
+        case "exists":
+          return has;
+        default:
+          return !has;
       }
     });
   };
@@ -53,20 +63,30 @@ function splitTop(text: string): string[] {
   for (const ch of text) {
     if (ch === "(") depth++;
     if (ch === ")") depth--;
-    if (ch === "," && depth === 0) { parts.push(cur); cur = ""; } else cur += ch;
+    if (ch === "," && depth === 0) {
+      parts.push(cur);
+      cur = "";
+    } else cur += ch;
   }
   parts.push(cur);
   return parts;
 }
 
-const KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const KEY =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 function checkKey(k: string): string {
-  if (!KEY.test(k)) throw badRequest(`unable to parse requirement: values[0][${k}]: Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`);
+  if (!KEY.test(k))
+    throw badRequest(
+      `unable to parse requirement: values[0][${k}]: Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+    );
   return k;
 }
 function checkValue(v: string): string {
-  if (!VALUE.test(v) || v.length > 63) throw badRequest(`unable to parse requirement: values[0][]: Invalid value: "${v}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`);
+  if (!VALUE.test(v) || v.length > 63)
+    throw badRequest(
+      `unable to parse requirement: values[0][]: Invalid value: "${v}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`,
+    );
   return v;
 }
 
@@ -78,7 +98,8 @@ export function parseFieldSelector(text: string | undefined, rt: ResourceType): 
     const m = /^\s*([^=!\s]+)\s*(==|=|!=)\s*(.*?)\s*$/.exec(part);
     if (!m) throw badRequest(`invalid selector: '${text}'; can't understand '${part}'`);
     const key = m[1] as string;
-    const supported = key === "metadata.name" || key === "metadata.namespace" || (rt.fieldSelectorKeys ?? []).includes(key);
+    const supported =
+      key === "metadata.name" || key === "metadata.namespace" || (rt.fieldSelectorKeys ?? []).includes(key);
     if (!supported) throw badRequest(`field label not supported: ${key}`);
     reqs.push({ key, value: m[3] as string, negate: m[2] === "!=" });
   }

@@ -46,7 +46,8 @@ describe("Store", () => {
   it("compacts the journal online when updates far outnumber the live objects", () => {
     const dir = fresh();
     const s = new Store(dir, 10);
-    for (let i = 0; i < 6000; i++) s.write("/leases", { metadata: { name: "leader", namespace: "default" }, spec: { renew: i } });
+    for (let i = 0; i < 6000; i++)
+      s.write("/leases", { metadata: { name: "leader", namespace: "default" }, spec: { renew: i } });
     const rv = s.currentRv();
     s.close();
     const lines = readFileSync(path.join(dir, "objects.jsonl"), "utf8").trim().split("\n");

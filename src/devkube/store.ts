@@ -2,10 +2,18 @@ import { Journal } from "./journal.ts";
 import { clone, metaOf, type Obj } from "./types.ts";
 
 export type EventType = "ADDED" | "MODIFIED" | "DELETED";
-export interface StoreEvent { type: EventType; rv: number; object: Obj; previous: Obj | undefined }
+export interface StoreEvent {
+  type: EventType;
+  rv: number;
+  object: Obj;
+  previous: Obj | undefined;
+}
 export type StoreListener = (storageKey: string, event: StoreEvent) => void;
 
-interface History { start: number; events: StoreEvent[] }
+interface History {
+  start: number;
+  events: StoreEvent[];
+}
 
 /**
  * All objects, keyed by storage key ("group/plural") then "namespace/name". One global

@@ -38,23 +38,49 @@ export function age(obj: Obj, now: Date): string {
   return humanDuration(now.getTime() - Date.parse(ts));
 }
 
-export const NAME_COLUMN: TableColumn = { name: "Name", type: "string", format: "name", description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names", priority: 0 };
-export const AGE_COLUMN: TableColumn = { name: "Age", type: "date", format: "", description: "CreationTimestamp is a timestamp representing the server time when this object was created.", priority: 0 };
+export const NAME_COLUMN: TableColumn = {
+  name: "Name",
+  type: "string",
+  format: "name",
+  description:
+    "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+  priority: 0,
+};
+export const AGE_COLUMN: TableColumn = {
+  name: "Age",
+  type: "date",
+  format: "",
+  description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+  priority: 0,
+};
 
 export function column(name: string, type = "string", description = "", priority = 0): TableColumn {
   return { name, type, format: "", description, priority };
 }
 
-interface TableShape { columns: TableColumn[]; cells(obj: Obj, now: Date): unknown[] }
+interface TableShape {
+  columns: TableColumn[];
+  cells(obj: Obj, now: Date): unknown[];
+}
 
 /** Column definitions and cell values for one resource type: built-in printer or CRD printer columns. */
 export function tableShape(rt: ResourceType): TableShape {
   if (rt.table) return rt.table;
-  const printer = rt.printerColumns && rt.printerColumns.length > 0
-    ? rt.printerColumns
-    : [{ name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp", description: AGE_COLUMN.description }];
+  const printer =
+    rt.printerColumns && rt.printerColumns.length > 0
+      ? rt.printerColumns
+      : [{ name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp", description: AGE_COLUMN.description }];
   return {
-    columns: [NAME_COLUMN, ...printer.map((c) => ({ name: c.name, type: c.type, format: c.format ?? "", description: c.description ?? "", priority: c.priority ?? 0 }))],
+    columns: [
+      NAME_COLUMN,
+      ...printer.map((c) => ({
+        name: c.name,
+        type: c.type,
+        format: c.format ?? "",
+        description: c.description ?? "",
+        priority: c.priority ?? 0,
+      })),
+    ],
     cells: (obj, now) => [metaOf(obj)["name"], ...printer.map((c) => printerCell(c, obj, now))],
   };
 }
@@ -65,7 +91,9 @@ function printerCell(c: PrinterColumn, obj: Obj, now: Date): unknown {
   const v = values[0];
   switch (c.type) {
     case "date":
-      return typeof v === "string" && !Number.isNaN(Date.parse(v)) ? humanDuration(now.getTime() - Date.parse(v)) : null;
+      return typeof v === "string" && !Number.isNaN(Date.parse(v))
+        ? humanDuration(now.getTime() - Date.parse(v))
+        : null;
     case "integer":
       return typeof v === "number" ? Math.trunc(v) : null;
     case "number":
@@ -82,11 +110,19 @@ export type IncludeObject = "None" | "Metadata" | "Object";
 export function tableRow(shape: TableShape, obj: Obj, include: IncludeObject, now: Date): Obj {
   const row: Obj = { cells: shape.cells(obj, now) };
   if (include === "Object") row["object"] = obj;
-  else if (include === "Metadata") row["object"] = { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: obj["metadata"] };
+  else if (include === "Metadata")
+    row["object"] = { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: obj["metadata"] };
   return row;
 }
 
-export function buildTable(rt: ResourceType, objects: Obj[], include: IncludeObject, resourceVersion: string, withHeaders: boolean, extraMeta?: Obj): Obj {
+export function buildTable(
+  rt: ResourceType,
+  objects: Obj[],
+  include: IncludeObject,
+  resourceVersion: string,
+  withHeaders: boolean,
+  extraMeta?: Obj,
+): Obj {
   const now = new Date();
   const shape = tableShape(rt);
   const table: Obj = { kind: "Table", apiVersion: "meta.k8s.io/v1", metadata: { resourceVersion, ...extraMeta } };

@@ -7,7 +7,13 @@ import { promisify } from "node:util";
 
 const run = promisify(execFile);
 
-export interface TlsMaterial { caCert: string; serverCert: string; serverKey: string; clientCert: string; clientKey: string }
+export interface TlsMaterial {
+  caCert: string;
+  serverCert: string;
+  serverKey: string;
+  clientCert: string;
+  clientKey: string;
+}
 
 /**
  * A CA kept under DIR/pki (so kubeconfigs stay valid across restarts) and a server certificate
@@ -23,7 +29,20 @@ export async function ensureTls(dir: string, host: string): Promise<TlsMaterial>
     const tmpKey = `${caKey}.tmp`;
     const tmpCrt = `${caCrt}.tmp`;
     await openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", tmpKey]);
-    await openssl(["req", "-x509", "-new", "-key", tmpKey, "-sha256", "-days", "3650", "-subj", "/CN=devkube-ca", "-out", tmpCrt]);
+    await openssl([
+      "req",
+      "-x509",
+      "-new",
+      "-key",
+      tmpKey,
+      "-sha256",
+      "-days",
+      "3650",
+      "-subj",
+      "/CN=devkube-ca",
+      "-out",
+      tmpCrt,
+    ]);
     await rename(tmpKey, caKey);
     await rename(tmpCrt, caCrt);
   }
@@ -32,11 +51,33 @@ export async function ensureTls(dir: string, host: string): Promise<TlsMaterial>
   const srvCrt = path.join(pki, "server.crt");
   const ext = path.join(pki, "server.ext");
   const names = new Set(["localhost", "127.0.0.1", "::1", host]);
-  const san = [...names].filter((n) => n && n !== "0.0.0.0" && n !== "::").map((n) => (isIP(n) ? `IP:${n}` : `DNS:${n}`));
-  await writeFile(ext, `subjectAltName=${san.join(",")}\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n`);
+  const san = [...names]
+    .filter((n) => n && n !== "0.0.0.0" && n !== "::")
+    .map((n) => (isIP(n) ? `IP:${n}` : `DNS:${n}`));
+  await writeFile(
+    ext,
+    `subjectAltName=${san.join(",")}\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n`,
+  );
   await openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", srvKey]);
   await openssl(["req", "-new", "-key", srvKey, "-subj", "/CN=devkube", "-out", srvCsr]);
-  await openssl(["x509", "-req", "-in", srvCsr, "-CA", caCrt, "-CAkey", caKey, "-CAcreateserial", "-days", "825", "-sha256", "-extfile", ext, "-out", srvCrt]);
+  await openssl([
+    "x509",
+    "-req",
+    "-in",
+    srvCsr,
+    "-CA",
+    caCrt,
+    "-CAkey",
+    caKey,
+    "-CAcreateserial",
+    "-days",
+    "825",
+    "-sha256",
+    "-extfile",
+    ext,
+    "-out",
+    srvCrt,
+  ]);
   // the kubeconfig's "cert" context: a client certificate for CN=devkube-admin, O=system:masters
   const cliKey = path.join(pki, "admin.key");
   const cliCrt = path.join(pki, "admin.crt");
@@ -45,8 +86,34 @@ export async function ensureTls(dir: string, host: string): Promise<TlsMaterial>
     const cliExt = path.join(pki, "admin.ext");
     await writeFile(cliExt, "extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n");
     await openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", `${cliKey}.tmp`]);
-    await openssl(["req", "-new", "-key", `${cliKey}.tmp`, "-subj", "/O=system:masters/CN=devkube-admin", "-out", cliCsr]);
-    await openssl(["x509", "-req", "-in", cliCsr, "-CA", caCrt, "-CAkey", caKey, "-CAcreateserial", "-days", "825", "-sha256", "-extfile", cliExt, "-out", `${cliCrt}.tmp`]);
+    await openssl([
+      "req",
+      "-new",
+      "-key",
+      `${cliKey}.tmp`,
+      "-subj",
+      "/O=system:masters/CN=devkube-admin",
+      "-out",
+      cliCsr,
+    ]);
+    await openssl([
+      "x509",
+      "-req",
+      "-in",
+      cliCsr,
+      "-CA",
+      caCrt,
+      "-CAkey",
+      caKey,
+      "-CAcreateserial",
+      "-days",
+      "825",
+      "-sha256",
+      "-extfile",
+      cliExt,
+      "-out",
+      `${cliCrt}.tmp`,
+    ]);
     await rename(`${cliKey}.tmp`, cliKey);
     await rename(`${cliCrt}.tmp`, cliCrt);
   }

@@ -26,7 +26,10 @@ export interface WatchRequest {
 
 const TOO_LARGE_WAIT_MS = 3000;
 
-export interface WatchSettings { bookmarkIntervalMs: number; maxWatchSeconds: number }
+export interface WatchSettings {
+  bookmarkIntervalMs: number;
+  maxWatchSeconds: number;
+}
 
 export class WatchHub {
   private readonly open = new Set<{ storageKey: string; close: () => void }>();
@@ -52,7 +55,11 @@ export class WatchHub {
   serve(req: IncomingMessage, res: ServerResponse, w: WatchRequest): void {
     const { rt } = w;
     const contentType = w.table ? "application/json;as=Table;v=v1;g=meta.k8s.io" : "application/json";
-    res.writeHead(200, { "Content-Type": contentType, "Cache-Control": "no-cache, private", "Transfer-Encoding": "chunked" });
+    res.writeHead(200, {
+      "Content-Type": contentType,
+      "Cache-Control": "no-cache, private",
+      "Transfer-Encoding": "chunked",
+    });
     res.flushHeaders();
     let headersSent = false;
     let closed = false;
@@ -105,7 +112,14 @@ export class WatchHub {
         const r = this.api.render(rt, o);
         if (matches(r)) send("ADDED", r);
       }
-      send("BOOKMARK", { kind: rt.kind, apiVersion: apiVersionOf(rt), metadata: { resourceVersion: String(this.store.currentRv()), annotations: { "k8s.io/initial-events-end": "true" } } });
+      send("BOOKMARK", {
+        kind: rt.kind,
+        apiVersion: apiVersionOf(rt),
+        metadata: {
+          resourceVersion: String(this.store.currentRv()),
+          annotations: { "k8s.io/initial-events-end": "true" },
+        },
+      });
     } else if (rv === undefined || rv === "" || rv === "0") {
       for (const o of this.store.list(rt.storageKey, rt.namespaced ? w.namespace : undefined)) {
         const r = this.api.render(rt, o);
@@ -121,11 +135,24 @@ export class WatchHub {
       if (n > this.store.currentRv()) {
         // like the watch cache: wait up to 3 s for the store to reach that RV, then give up
         skipUpTo = n;
-        timers.push(setTimeout(() => {
-          if (this.store.currentRv() >= n) return;
-          send("ERROR", failureStatus(504, "Timeout", `Timeout: Too large resource version: ${n}, current: ${this.store.currentRv()}`, { causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }], retryAfterSeconds: 1 }));
-          finish();
-        }, TOO_LARGE_WAIT_MS));
+        timers.push(
+          setTimeout(() => {
+            if (this.store.currentRv() >= n) return;
+            send(
+              "ERROR",
+              failureStatus(
+                504,
+                "Timeout",
+                `Timeout: Too large resource version: ${n}, current: ${this.store.currentRv()}`,
+                {
+                  causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+                  retryAfterSeconds: 1,
+                },
+              ),
+            );
+            finish();
+          }, TOO_LARGE_WAIT_MS),
+        );
       }
       const events = n > this.store.currentRv() ? [] : this.store.eventsSince(rt.storageKey, n);
       if (events === "expired") {
@@ -135,7 +162,12 @@ export class WatchHub {
       }
       for (const ev of events) handle(ev);
     }
-    const bookmark = (): void => send("BOOKMARK", { kind: rt.kind, apiVersion: apiVersionOf(rt), metadata: { resourceVersion: String(this.store.currentRv()) } });
+    const bookmark = (): void =>
+      send("BOOKMARK", {
+        kind: rt.kind,
+        apiVersion: apiVersionOf(rt),
+        metadata: { resourceVersion: String(this.store.currentRv()) },
+      });
     if (w.bookmarks) {
       const tick = (): void => {
         bookmark();
@@ -143,10 +175,15 @@ export class WatchHub {
       };
       timers.push(setTimeout(tick, this.settings.bookmarkIntervalMs));
     }
-    const seconds = w.timeoutSeconds !== undefined && w.timeoutSeconds > 0 ? Math.min(w.timeoutSeconds, this.settings.maxWatchSeconds) : this.settings.maxWatchSeconds * (1 + Math.random());
-    timers.push(setTimeout(() => {
-      if (w.bookmarks) bookmark();
-      finish();
-    }, seconds * 1000));
+    const seconds =
+      w.timeoutSeconds !== undefined && w.timeoutSeconds > 0
+        ? Math.min(w.timeoutSeconds, this.settings.maxWatchSeconds)
+        : this.settings.maxWatchSeconds * (1 + Math.random());
+    timers.push(
+      setTimeout(() => {
+        if (w.bookmarks) bookmark();
+        finish();
+      }, seconds * 1000),
+    );
   }
 }

@@ -27,9 +27,19 @@ export interface KubeClient {
   create<T extends KubeObject>(type: ResourceType, obj: T): Promise<T>;
   replace<T extends KubeObject>(type: ResourceType, obj: T): Promise<T>;
   /** JSON merge patch (RFC 7386) of the main resource. */
-  patch<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string, patch: object): Promise<T>;
+  patch<T extends KubeObject>(
+    type: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    patch: object,
+  ): Promise<T>;
   /** JSON merge patch of the status subresource. */
-  patchStatus<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string, patch: object): Promise<T>;
+  patchStatus<T extends KubeObject>(
+    type: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    patch: object,
+  ): Promise<T>;
   /** Resolves whether or not the object existed. */
   delete(type: ResourceType, namespace: string | undefined, name: string, options?: DeleteOptions): Promise<void>;
 }
@@ -127,7 +137,14 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
   return {
     async get<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string) {
       try {
-        return stripObject((await request(describe("get", type, namespace, name), HttpMethod.GET, pathOf(type, namespace, name), {})) as T);
+        return stripObject(
+          (await request(
+            describe("get", type, namespace, name),
+            HttpMethod.GET,
+            pathOf(type, namespace, name),
+            {},
+          )) as T,
+        );
       } catch (err) {
         if (err instanceof KubeError && err.status === 404) return undefined;
         throw err;
@@ -154,14 +171,26 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
     async create<T extends KubeObject>(type: ResourceType, obj: T) {
       const ns = obj.metadata.namespace;
       return stripObject(
-        (await request(describe("create", type, ns, obj.metadata.name), HttpMethod.POST, pathOf(type, ns), { fieldManager }, obj)) as T,
+        (await request(
+          describe("create", type, ns, obj.metadata.name),
+          HttpMethod.POST,
+          pathOf(type, ns),
+          { fieldManager },
+          obj,
+        )) as T,
       );
     },
     async replace<T extends KubeObject>(type: ResourceType, obj: T) {
       const ns = obj.metadata.namespace;
       const name = obj.metadata.name;
       return stripObject(
-        (await request(describe("update", type, ns, name), HttpMethod.PUT, pathOf(type, ns, name), { fieldManager }, obj)) as T,
+        (await request(
+          describe("update", type, ns, name),
+          HttpMethod.PUT,
+          pathOf(type, ns, name),
+          { fieldManager },
+          obj,
+        )) as T,
       );
     },
     async patch<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string, patch: object) {
@@ -176,7 +205,12 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
         )) as T,
       );
     },
-    async patchStatus<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string, patch: object) {
+    async patchStatus<T extends KubeObject>(
+      type: ResourceType,
+      namespace: string | undefined,
+      name: string,
+      patch: object,
+    ) {
       return stripObject(
         (await request(
           describe("update status of", type, namespace, name),
@@ -193,7 +227,13 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
       if (o.uid !== undefined) body["preconditions"] = { uid: o.uid };
       if (o.propagationPolicy !== undefined) body["propagationPolicy"] = o.propagationPolicy;
       try {
-        await request(describe("delete", type, namespace, name), HttpMethod.DELETE, pathOf(type, namespace, name), {}, body);
+        await request(
+          describe("delete", type, namespace, name),
+          HttpMethod.DELETE,
+          pathOf(type, namespace, name),
+          {},
+          body,
+        );
       } catch (err) {
         if (err instanceof KubeError && err.status === 404) return;
         throw err;

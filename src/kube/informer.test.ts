@@ -21,7 +21,12 @@ let kc: KubeConfig;
 let kube: KubeClient;
 const logger = pino({ level: "silent" });
 
-const configMap = (name: string, data: Record<string, string> = {}) => ({ apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace: "default" }, data });
+const configMap = (name: string, data: Record<string, string> = {}) => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  metadata: { name, namespace: "default" },
+  data,
+});
 const ConfigMapType = { group: "", version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true };
 
 /** A proxy that can freeze open connections (bytes stop, sockets stay open): a half-open watch. */
@@ -73,8 +78,15 @@ describe("kube client", () => {
     await expect(kube.create(ConfigMapType, configMap("c0"))).rejects.toBeInstanceOf(KubeConflictError);
     const got = (await kube.get<KubeObject>(ConfigMapType, "default", "c0"))!;
     await kube.patch(ConfigMapType, "default", "c0", { data: { a: "1" } });
-    await expect(kube.patch(ConfigMapType, "default", "c0", { metadata: { resourceVersion: got.metadata.resourceVersion }, data: { a: "2" } })).rejects.toBeInstanceOf(KubeConflictError);
-    await expect(kube.patch(ConfigMapType, "default", "missing", { data: {} })).rejects.toBeInstanceOf(KubeNotFoundError);
+    await expect(
+      kube.patch(ConfigMapType, "default", "c0", {
+        metadata: { resourceVersion: got.metadata.resourceVersion },
+        data: { a: "2" },
+      }),
+    ).rejects.toBeInstanceOf(KubeConflictError);
+    await expect(kube.patch(ConfigMapType, "default", "missing", { data: {} })).rejects.toBeInstanceOf(
+      KubeNotFoundError,
+    );
     await kube.delete(ConfigMapType, "default", "c0");
     await kube.delete(ConfigMapType, "default", "c0");
   });
@@ -98,7 +110,11 @@ describe("informer", () => {
       watchInactivityMs: 1_500,
       minWatchIntervalMs: 200,
       logger,
-      onEvent: (event, obj) => seen.set(obj.metadata.name, event === "delete" ? "deleted" : String((obj["data"] as { v?: string } | undefined)?.v)),
+      onEvent: (event, obj) =>
+        seen.set(
+          obj.metadata.name,
+          event === "delete" ? "deleted" : String((obj["data"] as { v?: string } | undefined)?.v),
+        ),
     });
     await informer.start();
   });
@@ -110,7 +126,13 @@ describe("informer", () => {
 
   it("fills its cache with a paginated list, then follows the watch", async () => {
     // devkube may seed its own ConfigMaps (kube-root-ca.crt); ours are cm1..cm5.
-    expect(informer.list().map((o) => o.metadata.name).filter((n) => /^cm\d$/.test(n)).sort()).toEqual(["cm1", "cm2", "cm3", "cm4", "cm5"]);
+    expect(
+      informer
+        .list()
+        .map((o) => o.metadata.name)
+        .filter((n) => /^cm\d$/.test(n))
+        .sort(),
+    ).toEqual(["cm1", "cm2", "cm3", "cm4", "cm5"]);
     await kube.patch(ConfigMapType, "default", "cm1", { data: { v: "1" } });
     await eventually(() => expect(seen.get("cm1")).toBe("1"));
   });
@@ -152,15 +174,39 @@ describe("informer", () => {
   });
 
   it("caches only Secrets that match its label selector", async () => {
-    const owned: Secret = { apiVersion: "v1", kind: "Secret", metadata: { name: "mine", namespace: "default", labels: { "app.kubernetes.io/managed-by": "mds-operator" } }, data: {} };
-    const other: Secret = { apiVersion: "v1", kind: "Secret", metadata: { name: "theirs", namespace: "default" }, data: {} };
+    const owned: Secret = {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "mine", namespace: "default", labels: { "app.kubernetes.io/managed-by": "mds-operator" } },
+      data: {},
+    };
+    const other: Secret = {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "theirs", namespace: "default" },
+      data: {},
+    };
     await kube.create(SecretType, owned);
     await kube.create(SecretType, other);
-    const secrets = createInformer<Secret>({ kubeConfig: kc, client: kube, type: SecretType, labelSelector: "app.kubernetes.io/managed-by=mds-operator", logger, onEvent: () => {} });
+    const secrets = createInformer<Secret>({
+      kubeConfig: kc,
+      client: kube,
+      type: SecretType,
+      labelSelector: "app.kubernetes.io/managed-by=mds-operator",
+      logger,
+      onEvent: () => {},
+    });
     await secrets.start();
     await kube.create(SecretType, { ...other, metadata: { name: "theirs-2", namespace: "default" } });
     await kube.create(SecretType, { ...owned, metadata: { ...owned.metadata, name: "mine-2" } });
-    await eventually(() => expect(secrets.list().map((s) => s.metadata.name).sort()).toEqual(["mine", "mine-2"]));
+    await eventually(() =>
+      expect(
+        secrets
+          .list()
+          .map((s) => s.metadata.name)
+          .sort(),
+      ).toEqual(["mine", "mine-2"]),
+    );
     expect(secrets.list().every((s) => s.metadata.managedFields === undefined)).toBe(true);
     await secrets.stop();
   });

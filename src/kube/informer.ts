@@ -77,7 +77,8 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
     dictionary ??= json;
     return deflateRawSync(json, { dictionary }).toString("latin1");
   };
-  const parse = (packed: string) => JSON.parse(inflateRawSync(Buffer.from(packed, "latin1"), { dictionary }).toString()) as T;
+  const parse = (packed: string) =>
+    JSON.parse(inflateRawSync(Buffer.from(packed, "latin1"), { dictionary }).toString()) as T;
   let resourceVersion = "";
   let synced = false;
   let lastActivity = 0;
@@ -101,7 +102,13 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
     let cont: string | undefined;
     let rv = "";
     do {
-      const page = await client.list<T>(type, { namespace, labelSelector, limit: pageSize, continue: cont, signal: abort.signal });
+      const page = await client.list<T>(type, {
+        namespace,
+        labelSelector,
+        limit: pageSize,
+        continue: cont,
+        signal: abort.signal,
+      });
       for (const item of page.items) fresh.set(keyOf(item), item);
       cont = page.metadata.continue || undefined;
       rv = page.metadata.resourceVersion ?? rv;
@@ -171,7 +178,10 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
     };
     const what = `cannot watch ${type.plural}`;
     try {
-      const response = await kubeFetch(options.kubeConfig, what, "GET", pathOf(type, namespace), query, { signal: controller.signal, watch: true });
+      const response = await kubeFetch(options.kubeConfig, what, "GET", pathOf(type, namespace), query, {
+        signal: controller.signal,
+        watch: true,
+      });
       if (response.status === 410) {
         await response.body?.cancel().catch(() => undefined);
         throw new KubeGoneError("watch expired", { status: 410 });

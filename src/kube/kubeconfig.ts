@@ -152,67 +152,105 @@ function parseRaw(text: string, file: string): RawKubeConfig {
     throw new KubeConfigError(`cannot parse kubeconfig ${file}: ${(err as Error).message}`, { cause: err });
   }
   if (raw === null || raw === undefined) return {};
-  if (typeof raw !== "object" || Array.isArray(raw)) throw new KubeConfigError(`cannot parse kubeconfig ${file}: not a mapping`);
+  if (typeof raw !== "object" || Array.isArray(raw))
+    throw new KubeConfigError(`cannot parse kubeconfig ${file}: not a mapping`);
   return raw as RawKubeConfig;
 }
 
 function mergeInto(merged: Merged, raw: RawKubeConfig, dir: string): void {
   merged.currentContext ??= raw["current-context"] || undefined;
-  for (const c of raw.clusters ?? []) if (c?.name !== undefined && !merged.clusters.has(c.name)) merged.clusters.set(c.name, { value: c.cluster ?? {}, dir });
-  for (const u of raw.users ?? []) if (u?.name !== undefined && !merged.users.has(u.name)) merged.users.set(u.name, { value: u.user ?? {}, dir });
-  for (const c of raw.contexts ?? []) if (c?.name !== undefined && !merged.contexts.has(c.name) && c.context) merged.contexts.set(c.name, c.context);
+  for (const c of raw.clusters ?? [])
+    if (c?.name !== undefined && !merged.clusters.has(c.name))
+      merged.clusters.set(c.name, { value: c.cluster ?? {}, dir });
+  for (const u of raw.users ?? [])
+    if (u?.name !== undefined && !merged.users.has(u.name)) merged.users.set(u.name, { value: u.user ?? {}, dir });
+  for (const c of raw.contexts ?? [])
+    if (c?.name !== undefined && !merged.contexts.has(c.name) && c.context) merged.contexts.set(c.name, c.context);
 }
 
 function fromMerged(merged: Merged, options: LoadKubeConfigOptions): KubeConfig {
   const contextName = options.context ?? merged.currentContext;
-  if (contextName === undefined) throw new KubeConfigError("no Kubernetes cluster configured: the kubeconfig has no current-context (pass --context, or set KUBECONFIG)");
+  if (contextName === undefined)
+    throw new KubeConfigError(
+      "no Kubernetes cluster configured: the kubeconfig has no current-context (pass --context, or set KUBECONFIG)",
+    );
   const context = merged.contexts.get(contextName);
   if (context === undefined) throw new KubeConfigError(`kubeconfig has no context "${contextName}"`);
   const cluster = merged.clusters.get(context.cluster);
-  if (cluster === undefined || cluster.value.server === undefined || cluster.value.server === "") throw new KubeConfigError(`kubeconfig context "${contextName}": cluster "${context.cluster}" has no server`);
+  if (cluster === undefined || cluster.value.server === undefined || cluster.value.server === "")
+    throw new KubeConfigError(`kubeconfig context "${contextName}": cluster "${context.cluster}" has no server`);
   const user = context.user === undefined ? undefined : merged.users.get(context.user);
-  if (context.user !== undefined && user === undefined) throw new KubeConfigError(`kubeconfig context "${contextName}": no user "${context.user}"`);
+  if (context.user !== undefined && user === undefined)
+    throw new KubeConfigError(`kubeconfig context "${contextName}": no user "${context.user}"`);
   const c = cluster.value;
   const server = cluster.value.server;
-  if (c["proxy-url"] !== undefined) throw new KubeConfigError(`kubeconfig cluster "${context.cluster}": proxy-url is not supported`);
+  if (c["proxy-url"] !== undefined)
+    throw new KubeConfigError(`kubeconfig cluster "${context.cluster}": proxy-url is not supported`);
   const u = user?.value ?? {};
   const resolve = (dir: string, p: string) => path.resolve(dir, p);
   const file = (what: string, p: string, dir: string) => {
     try {
       return readFileSync(resolve(dir, p));
     } catch (err) {
-      throw new KubeConfigError(`kubeconfig context "${contextName}": cannot read ${what} ${p}: ${(err as Error).message}`, { cause: err });
+      throw new KubeConfigError(
+        `kubeconfig context "${contextName}": cannot read ${what} ${p}: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
   };
   const b64 = (value: string) => Buffer.from(value, "base64");
-  const ca = c["certificate-authority-data"] ? b64(c["certificate-authority-data"]) : c["certificate-authority"] ? file("certificate-authority", c["certificate-authority"], cluster.dir) : undefined;
+  const ca = c["certificate-authority-data"]
+    ? b64(c["certificate-authority-data"])
+    : c["certificate-authority"]
+      ? file("certificate-authority", c["certificate-authority"], cluster.dir)
+      : undefined;
   const userDir = user?.dir ?? cluster.dir;
-  const cert = u["client-certificate-data"] ? b64(u["client-certificate-data"]) : u["client-certificate"] ? file("client-certificate", u["client-certificate"], userDir) : undefined;
-  const key = u["client-key-data"] ? b64(u["client-key-data"]) : u["client-key"] ? file("client-key", u["client-key"], userDir) : undefined;
+  const cert = u["client-certificate-data"]
+    ? b64(u["client-certificate-data"])
+    : u["client-certificate"]
+      ? file("client-certificate", u["client-certificate"], userDir)
+      : undefined;
+  const key = u["client-key-data"]
+    ? b64(u["client-key-data"])
+    : u["client-key"]
+      ? file("client-key", u["client-key"], userDir)
+      : undefined;
   if (u["auth-provider"] !== undefined && u.exec === undefined && u.token === undefined) {
-    throw new KubeConfigError(`kubeconfig user "${context.user}": auth-provider "${u["auth-provider"].name ?? "?"}" is not supported; use an exec credential plugin`);
+    throw new KubeConfigError(
+      `kubeconfig user "${context.user}": auth-provider "${u["auth-provider"].name ?? "?"}" is not supported; use an exec credential plugin`,
+    );
   }
   const now = options.now ?? Date.now;
   let auth: CredentialSource;
-  if (u.exec !== undefined) auth = execCredential(u.exec, userDir, options.env, now, `kubeconfig user "${context.user}"`);
+  if (u.exec !== undefined)
+    auth = execCredential(u.exec, userDir, options.env, now, `kubeconfig user "${context.user}"`);
   else if (u.token !== undefined) auth = staticCredential({ authorization: `Bearer ${u.token}` });
   else if (u.tokenFile !== undefined) auth = tokenFileCredential(resolve(userDir, u.tokenFile), now);
-  else if (u.username !== undefined) auth = staticCredential({ authorization: `Basic ${Buffer.from(`${u.username}:${u.password ?? ""}`).toString("base64")}` });
+  else if (u.username !== undefined)
+    auth = staticCredential({
+      authorization: `Basic ${Buffer.from(`${u.username}:${u.password ?? ""}`).toString("base64")}`,
+    });
   else auth = staticCredential({});
-  return build(server.replace(/\/+$/, ""), contextName, {
-    ...(ca === undefined ? {} : { ca }),
-    ...(cert === undefined ? {} : { cert }),
-    ...(key === undefined ? {} : { key }),
-    rejectUnauthorized: c["insecure-skip-tls-verify"] !== true,
-    ...(c["tls-server-name"] ? { servername: c["tls-server-name"] } : {}),
-  }, auth);
+  return build(
+    server.replace(/\/+$/, ""),
+    contextName,
+    {
+      ...(ca === undefined ? {} : { ca }),
+      ...(cert === undefined ? {} : { cert }),
+      ...(key === undefined ? {} : { key }),
+      rejectUnauthorized: c["insecure-skip-tls-verify"] !== true,
+      ...(c["tls-server-name"] ? { servername: c["tls-server-name"] } : {}),
+    },
+    auth,
+  );
 }
 
 /** The pod's service account: token (re-read as the kubelet rotates it), CA, KUBERNETES_SERVICE_HOST/PORT. */
 export function inClusterKubeConfig(options: LoadKubeConfigOptions = {}): KubeConfig {
   const host = options.env?.["KUBERNETES_SERVICE_HOST"];
   const port = options.env?.["KUBERNETES_SERVICE_PORT"] ?? "443";
-  if (host === undefined || host === "") throw new KubeConfigError("cannot load in-cluster config: KUBERNETES_SERVICE_HOST is not set");
+  if (host === undefined || host === "")
+    throw new KubeConfigError("cannot load in-cluster config: KUBERNETES_SERVICE_HOST is not set");
   const dir = options.serviceAccountDir ?? serviceAccountDefault;
   let ca: Buffer;
   try {
@@ -221,7 +259,12 @@ export function inClusterKubeConfig(options: LoadKubeConfigOptions = {}): KubeCo
     throw new KubeConfigError(`cannot load in-cluster config: ${(err as Error).message}`, { cause: err });
   }
   const server = `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
-  return build(server, "in-cluster", { ca, rejectUnauthorized: true }, tokenFileCredential(path.join(dir, "token"), options.now ?? Date.now));
+  return build(
+    server,
+    "in-cluster",
+    { ca, rejectUnauthorized: true },
+    tokenFileCredential(path.join(dir, "token"), options.now ?? Date.now),
+  );
 }
 
 interface CredentialSource {
@@ -229,7 +272,12 @@ interface CredentialSource {
   invalidate(): void;
 }
 
-function build(server: string, contextName: string, tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; rejectUnauthorized: boolean; servername?: string }, auth: CredentialSource): KubeConfig {
+function build(
+  server: string,
+  contextName: string,
+  tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; rejectUnauthorized: boolean; servername?: string },
+  auth: CredentialSource,
+): KubeConfig {
   let dispatcher: Agent | undefined;
   let watchDispatcher: Agent | undefined;
   const own: Agent[] = [];
@@ -246,7 +294,11 @@ function build(server: string, contextName: string, tls: { ca?: Buffer; cert?: B
       return watchDispatcher;
     },
     createDispatcher(options = {}) {
-      const agent = new Agent({ connect: tls, keepAliveTimeout: 30_000, ...(options.connections === undefined ? {} : { connections: options.connections }) });
+      const agent = new Agent({
+        connect: tls,
+        keepAliveTimeout: 30_000,
+        ...(options.connections === undefined ? {} : { connections: options.connections }),
+      });
       own.push(agent);
       return agent;
     },
@@ -273,7 +325,11 @@ function tokenFileCredential(file: string, now: () => number): CredentialSource 
           cached = { token: (await readFile(file, "utf8")).trim(), at: now() };
         } catch (err) {
           // Keep the previous token through a transient failure (the kubelet swaps the file atomically).
-          if (cached === undefined) throw new KubeConfigError(`cannot read token file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { cause: err });
+          if (cached === undefined)
+            throw new KubeConfigError(
+              `cannot read token file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+              { cause: err },
+            );
         }
       }
       return { authorization: `Bearer ${cached.token}` };
@@ -292,7 +348,13 @@ interface ExecCredentialStatus {
 }
 
 /** client.authentication.k8s.io ExecCredential: run the plugin, cache its token until expirationTimestamp. */
-function execCredential(exec: ExecConfig, dir: string, env: Record<string, string | undefined> | undefined, now: () => number, who: string): CredentialSource {
+function execCredential(
+  exec: ExecConfig,
+  dir: string,
+  env: Record<string, string | undefined> | undefined,
+  now: () => number,
+  who: string,
+): CredentialSource {
   if (!exec.command) throw new KubeConfigError(`${who}: exec has no command`);
   const apiVersion = exec.apiVersion ?? "client.authentication.k8s.io/v1";
   // A relative command with a slash is relative to the kubeconfig's directory (as kubectl does); a bare name is looked up in PATH.
@@ -312,10 +374,17 @@ function execCredential(exec: ExecConfig, dir: string, env: Record<string, strin
       let errText = "";
       child.stdout.on("data", (d: Buffer) => (out += d.toString()));
       child.stderr.on("data", (d: Buffer) => (errText += d.toString()));
-      child.on("error", (err) => reject(new KubeConfigError(`${who}: cannot run exec plugin ${exec.command}: ${err.message}`, { cause: err })));
+      child.on("error", (err) =>
+        reject(new KubeConfigError(`${who}: cannot run exec plugin ${exec.command}: ${err.message}`, { cause: err })),
+      );
       child.on("close", (code) => {
         // Never echo stdout: it holds the credential.
-        if (code !== 0) return reject(new KubeConfigError(`${who}: exec plugin ${exec.command} exited with ${code}: ${errText.trim().slice(0, 300)}`));
+        if (code !== 0)
+          return reject(
+            new KubeConfigError(
+              `${who}: exec plugin ${exec.command} exited with ${code}: ${errText.trim().slice(0, 300)}`,
+            ),
+          );
         let status: ExecCredentialStatus | undefined;
         try {
           status = (JSON.parse(out) as { status?: ExecCredentialStatus }).status;
@@ -323,9 +392,15 @@ function execCredential(exec: ExecConfig, dir: string, env: Record<string, strin
           return reject(new KubeConfigError(`${who}: exec plugin ${exec.command} did not print an ExecCredential`));
         }
         if (!status?.token) {
-          return reject(new KubeConfigError(`${who}: exec plugin ${exec.command} returned no token (client certificates from exec plugins are not supported)`));
+          return reject(
+            new KubeConfigError(
+              `${who}: exec plugin ${exec.command} returned no token (client certificates from exec plugins are not supported)`,
+            ),
+          );
         }
-        const expiresAt = status.expirationTimestamp ? Date.parse(status.expirationTimestamp) : Number.POSITIVE_INFINITY;
+        const expiresAt = status.expirationTimestamp
+          ? Date.parse(status.expirationTimestamp)
+          : Number.POSITIVE_INFINITY;
         cached = { token: status.token, expiresAt: Number.isNaN(expiresAt) ? Number.POSITIVE_INFINITY : expiresAt };
         resolvePromise(status.token);
       });

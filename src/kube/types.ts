@@ -47,7 +47,13 @@ export interface ResourceType {
   namespaced: boolean;
 }
 
-export const SecretType: ResourceType = { group: "", version: "v1", plural: "secrets", kind: "Secret", namespaced: true };
+export const SecretType: ResourceType = {
+  group: "",
+  version: "v1",
+  plural: "secrets",
+  kind: "Secret",
+  namespaced: true,
+};
 export const EventType: ResourceType = { group: "", version: "v1", plural: "events", kind: "Event", namespaced: true };
 export const LeaseType: ResourceType = {
   group: "coordination.k8s.io",

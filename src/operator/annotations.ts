@@ -12,7 +12,10 @@ export const pollIntervalAnnotation = "mds.dev/poll-interval";
 const pollIntervalBounds = { minMs: 5_000, maxMs: 24 * 3600_000 };
 
 /** The settled poll interval of a resource; a bad value gives the default and what to fix. */
-export function pollIntervalOf(annotations: Record<string, string> | undefined, defaultMs: number): { ms: number; problem?: string } {
+export function pollIntervalOf(
+  annotations: Record<string, string> | undefined,
+  defaultMs: number,
+): { ms: number; problem?: string } {
   const value = annotations?.[pollIntervalAnnotation];
   if (value === undefined) return { ms: defaultMs };
   let ms = Number.NaN;

@@ -39,7 +39,11 @@ export interface MdsApi {
   deleteDatabase(id: string, options?: CallOptions): Promise<void>;
   restoreDatabase(id: string, body: RestoreBody, options?: CallOptions): Promise<Database>;
   listDatabases(params?: ListDatabasesParams, options?: CallOptions): Promise<Page<Database>>;
-  listBackups(databaseId: string, params?: { limit?: number }, options?: CallOptions): Promise<{ data: PublicBackup[] }>;
+  listBackups(
+    databaseId: string,
+    params?: { limit?: number },
+    options?: CallOptions,
+  ): Promise<{ data: PublicBackup[] }>;
   createConnection(databaseId: string, body: { name: string }, options?: CallOptions): Promise<CreatedConnection>;
   deleteConnection(id: string, options?: CallOptions): Promise<void>;
   /** Whether the server has announced that it replays Idempotency-Keys: only then may a POST be sent again. */

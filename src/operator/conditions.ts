@@ -23,18 +23,22 @@ export const loopReasons = {
   Available: "The remote object is ready and its connection Secret is current.",
   Creating: "The operator is creating the remote object (lookup by logicalId, then create).",
   Deleting: "The resource is being deleted; the remote object is deleted or retained per deletionPolicy.",
-  RemoteNotFound: "The remote object recorded in status.id no longer exists; the operator does not recreate it silently.",
-  SecretOutOfDate: "The connection Secret is missing or was edited; the operator is rebuilding it with working credentials.",
+  RemoteNotFound:
+    "The remote object recorded in status.id no longer exists; the operator does not recreate it silently.",
+  SecretOutOfDate:
+    "The connection Secret is missing or was edited; the operator is rebuilding it with working credentials.",
   // Reconciling
   AwaitingOperator:
     "No operator has reconciled the resource yet (the CRD's default status). If it stays, check that the operator runs, leads and watches this namespace.",
   Progressing: "The operator has started on the resource; Ready and Synced say what it is doing.",
-  Rotating: "The operator is rotating the connection Secret's credentials (status.rotation.pending); the current ones keep working.",
+  Rotating:
+    "The operator is rotating the connection Secret's credentials (status.rotation.pending); the current ones keep working.",
   // Synced
   ReconcileSuccess: "The last reconcile completed without error.",
   ReconcileError: "The last reconcile failed; the message names the cause and the operator retries with backoff.",
   ReconcilePaused: "Reconciliation is paused by the mds.dev/paused annotation.",
-  ObserveOnly: "managementPolicy is ObserveOnly: the operator mirrors the remote object and reports drift, and changes nothing.",
+  ObserveOnly:
+    "managementPolicy is ObserveOnly: the operator mirrors the remote object and reports drift, and changes nothing.",
   AdoptionRefused:
     "spec.externalId names an object the resource's credentials cannot see, or (a Database) one of another project; nothing was changed or minted. Fix spec.externalId, spec.credentials or spec.projectRef.",
   AdoptionConflict:
@@ -46,8 +50,10 @@ export const loopReasons = {
   ApiUnavailable: "The service cannot be reached or answered 5xx; the operator retries with backoff.",
   RateLimited: "The service answered 429; the operator waits for Retry-After before calling it again.",
   Conflict: "The service refused the request as a conflict (409); the message says with what.",
-  RemoteIncomplete: "The service's answer lacks something the operator needs (a connection string, an endpoint); the message names it.",
-  RemoteUnreadable: "The service's answer about this object does not have a shape the operator can read; the message names the fields.",
+  RemoteIncomplete:
+    "The service's answer lacks something the operator needs (a connection string, an endpoint); the message names it.",
+  RemoteUnreadable:
+    "The service's answer about this object does not have a shape the operator can read; the message names the fields.",
 } as const;
 export type LoopReason = keyof typeof loopReasons;
 
@@ -80,7 +86,11 @@ export interface ConditionInput {
  * meta.SetStatusCondition: replace the condition of the same type, keeping lastTransitionTime unless the status
  * changed, so a reconcile that learns nothing new writes nothing new.
  */
-export function setCondition(conditions: readonly Condition[] | undefined, input: ConditionInput, now: Date): Condition[] {
+export function setCondition(
+  conditions: readonly Condition[] | undefined,
+  input: ConditionInput,
+  now: Date,
+): Condition[] {
   const list = [...(conditions ?? [])];
   const i = list.findIndex((c) => c.type === input.type);
   const existing = i >= 0 ? list[i] : undefined;
@@ -90,7 +100,9 @@ export function setCondition(conditions: readonly Condition[] | undefined, input
     reason: input.reason,
     message: input.message,
     lastTransitionTime:
-      existing !== undefined && existing.status === input.status ? existing.lastTransitionTime : now.toISOString().replace(/\.\d+Z$/, "Z"),
+      existing !== undefined && existing.status === input.status
+        ? existing.lastTransitionTime
+        : now.toISOString().replace(/\.\d+Z$/, "Z"),
     ...(input.observedGeneration === undefined ? {} : { observedGeneration: input.observedGeneration }),
   };
   if (i >= 0) list[i] = next;
@@ -98,7 +110,10 @@ export function setCondition(conditions: readonly Condition[] | undefined, input
   return list;
 }
 
-export function findCondition(conditions: readonly Condition[] | undefined, type: ConditionType): Condition | undefined {
+export function findCondition(
+  conditions: readonly Condition[] | undefined,
+  type: ConditionType,
+): Condition | undefined {
   return conditions?.find((c) => c.type === type);
 }
 

@@ -36,7 +36,8 @@ export interface ConnectionSecretSpec {
   rotation?: { every?: string | undefined; gracePeriod?: string | undefined } | undefined;
   template?: Record<string, string> | undefined;
   /** The server's CA from the spec: the Secret carries it (ca.crt) and its URLs verify the server with it. */
-  tls?: { caCert: string; mountPath?: string | undefined; sslmode?: "verify-full" | "verify-ca" | undefined } | undefined;
+  tls?:
+    { caCert: string; mountPath?: string | undefined; sslmode?: "verify-full" | "verify-ca" | undefined } | undefined;
   labels?: Record<string, string> | undefined;
   annotations?: Record<string, string> | undefined;
 }
@@ -72,7 +73,15 @@ export interface ConnectionCredentials {
 export const serviceBindingType = "servicebinding.io/postgresql";
 
 /** Parses a postgresql:// URL of a creation response into its parts. */
-export function parseConnectionString(url: string): { user: string; password: string; host: string; port: number; database: string; sslmode: string; sslrootcert?: string } {
+export function parseConnectionString(url: string): {
+  user: string;
+  password: string;
+  host: string;
+  port: number;
+  database: string;
+  sslmode: string;
+  sslrootcert?: string;
+} {
   const u = new URL(url);
   return {
     user: decodeURIComponent(u.username),
@@ -101,7 +110,10 @@ export const defaultCaMountPath = "/etc/mds/ca.crt";
 /** The Secret key of the CA (spec.connectionSecret.tls.caCert). */
 export const caKey = "ca.crt";
 
-export function secretData(service: ConnectionCredentials, spec: ConnectionSecretSpec | undefined): Record<string, string> {
+export function secretData(
+  service: ConnectionCredentials,
+  spec: ConnectionSecretSpec | undefined,
+): Record<string, string> {
   const c = withTls(service, spec);
   const directUrl = connectionUrl(c, c.direct);
   const pooledUrl = connectionUrl(c, c.pooled ?? c.direct);
@@ -121,10 +133,24 @@ export function secretData(service: ConnectionCredentials, spec: ConnectionSecre
     data[key] = template.replace(/\{\{ *([a-zA-Z]+) *\}\}/g, (_m, v: string) => vars[v] ?? "");
   }
   // The fixed keys win over template keys of the same name. `accelerate` falls back to pooled without one.
-  const chosen = endpoint === "direct" ? directUrl : endpoint === "accelerate" && c.accelerateUrl !== undefined ? c.accelerateUrl : pooledUrl;
+  const chosen =
+    endpoint === "direct"
+      ? directUrl
+      : endpoint === "accelerate" && c.accelerateUrl !== undefined
+        ? c.accelerateUrl
+        : pooledUrl;
   if (spec?.serviceBinding === true) {
     // servicebinding.io's well-known entries; Spring Cloud Bindings and Quarkus read these for PostgreSQL.
-    Object.assign(data, { type: "postgresql", provider: "mds", host: c.direct.host, port: String(c.direct.port), database: c.database, username: c.user, password: c.password, sslmode: c.sslmode });
+    Object.assign(data, {
+      type: "postgresql",
+      provider: "mds",
+      host: c.direct.host,
+      port: String(c.direct.port),
+      database: c.database,
+      username: c.user,
+      password: c.password,
+      sslmode: c.sslmode,
+    });
   }
   if (c.accelerateUrl !== undefined) data["ACCELERATE_URL"] = c.accelerateUrl;
   if (spec?.tls !== undefined) data[caKey] = spec.tls.caCert;
@@ -171,15 +197,23 @@ export function encodeData(data: Record<string, string>): Record<string, string>
  * annotation proves PGUSER/PGPASSWORD are what the operator put there, so an edit of other keys can be undone
  * without minting new credentials.
  */
-export function credentialsFromSecret(secret: Secret, endpoints: { direct: Endpoint; pooled?: Endpoint | undefined }): ConnectionCredentials | undefined {
+export function credentialsFromSecret(
+  secret: Secret,
+  endpoints: { direct: Endpoint; pooled?: Endpoint | undefined },
+): ConnectionCredentials | undefined {
   const data = decodeData(secret);
   const connectionId = secret.metadata.labels?.[labels.connectionId];
   const user = data["PGUSER"];
   const password = data["PGPASSWORD"];
   const database = data["PGDATABASE"];
-  if (connectionId === undefined || user === undefined || password === undefined || database === undefined) return undefined;
+  if (connectionId === undefined || user === undefined || password === undefined || database === undefined)
+    return undefined;
   const accelerateUrl = data["ACCELERATE_URL"];
-  if (secret.metadata.annotations?.[annotations.credentialsHash] !== credentialsHash(connectionId, user, password, accelerateUrl)) return undefined;
+  if (
+    secret.metadata.annotations?.[annotations.credentialsHash] !==
+    credentialsHash(connectionId, user, password, accelerateUrl)
+  )
+    return undefined;
   return {
     connectionId,
     connectionName: "",
@@ -190,7 +224,10 @@ export function credentialsFromSecret(secret: Secret, endpoints: { direct: Endpo
     // machine, is not kept): without it again, TLS stays required.
     ...(data[caKey] !== undefined
       ? { sslmode: "require" }
-      : { sslmode: data["PGSSLMODE"] ?? "prefer", ...(data["PGSSLROOTCERT"] === undefined ? {} : { sslrootcert: data["PGSSLROOTCERT"] }) }),
+      : {
+          sslmode: data["PGSSLMODE"] ?? "prefer",
+          ...(data["PGSSLROOTCERT"] === undefined ? {} : { sslrootcert: data["PGSSLROOTCERT"] }),
+        }),
     direct: endpoints.direct,
     pooled: endpoints.pooled,
     ...(accelerateUrl === undefined ? {} : { accelerateUrl }),
@@ -250,9 +287,16 @@ export function secretUpToDate(current: Secret, desired: Secret): boolean {
   const sameMap = (a: Record<string, string> | undefined, b: Record<string, string> | undefined) =>
     Object.entries(b ?? {}).every(([k, v]) => a?.[k] === v);
   const sameData =
-    Object.keys(current.data ?? {}).length === Object.keys(desired.data ?? {}).length && sameMap(current.data, desired.data);
+    Object.keys(current.data ?? {}).length === Object.keys(desired.data ?? {}).length &&
+    sameMap(current.data, desired.data);
   const owners = (o: OwnerReference[] | undefined) => (o ?? []).map((r) => r.uid).join(",");
-  return (current.type ?? "Opaque") === (desired.type ?? "Opaque") && sameData && sameMap(cm.labels, dm.labels) && sameMap(cm.annotations, dm.annotations) && owners(cm.ownerReferences) === owners(dm.ownerReferences);
+  return (
+    (current.type ?? "Opaque") === (desired.type ?? "Opaque") &&
+    sameData &&
+    sameMap(cm.labels, dm.labels) &&
+    sameMap(cm.annotations, dm.annotations) &&
+    owners(cm.ownerReferences) === owners(dm.ownerReferences)
+  );
 }
 
 /** The restore ledger on a Secret: the idempotency keys applied to its database. */

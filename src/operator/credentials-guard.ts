@@ -52,8 +52,14 @@ export function createCredentialsGuard(options: {
     return objects.some((o) => {
       if (o.metadata.namespace !== namespace) return false;
       const secret = credentialsSecretOf(o);
-      const specRef = (o["spec"] as { credentials?: { secretRef?: { name?: string } } } | undefined)?.credentials?.secretRef?.name;
-      return secret === key || secret === undefined || specRef === name || (specRef === undefined && name === namespaceCredentials.name);
+      const specRef = (o["spec"] as { credentials?: { secretRef?: { name?: string } } } | undefined)?.credentials
+        ?.secretRef?.name;
+      return (
+        secret === key ||
+        secret === undefined ||
+        specRef === name ||
+        (specRef === undefined && name === namespaceCredentials.name)
+      );
     });
   }
 
@@ -67,16 +73,24 @@ export function createCredentialsGuard(options: {
         ...(secret.metadata.deletionTimestamp === undefined ? { labels: { [credentialsLabel]: null } } : {}),
       },
     });
-    logger.info({ namespace: secret.metadata.namespace, secret: secret.metadata.name }, "Released credentials Secret: no resource depends on it");
+    logger.info(
+      { namespace: secret.metadata.namespace, secret: secret.metadata.name },
+      "Released credentials Secret: no resource depends on it",
+    );
   }
 
   return {
     async protect(seen) {
       const guard = (secret: Secret) => {
         const fins = secret.metadata.finalizers ?? [];
-        if (fins.includes(credentialsFinalizer) || secret.metadata.deletionTimestamp !== undefined) return Promise.resolve();
+        if (fins.includes(credentialsFinalizer) || secret.metadata.deletionTimestamp !== undefined)
+          return Promise.resolve();
         return kube.patch(SecretType, secret.metadata.namespace, secret.metadata.name, {
-          metadata: { resourceVersion: secret.metadata.resourceVersion, finalizers: [...fins, credentialsFinalizer], labels: { [credentialsLabel]: "true" } },
+          metadata: {
+            resourceVersion: secret.metadata.resourceVersion,
+            finalizers: [...fins, credentialsFinalizer],
+            labels: { [credentialsLabel]: "true" },
+          },
         });
       };
       try {
@@ -96,10 +110,18 @@ export function createCredentialsGuard(options: {
     async sweep() {
       const objects = options.dependents();
       for (const namespace of options.namespaces) {
-        const guarded = await kube.list<Secret>(SecretType, { ...(namespace === undefined ? {} : { namespace }), labelSelector: credentialsLabel });
+        const guarded = await kube.list<Secret>(SecretType, {
+          ...(namespace === undefined ? {} : { namespace }),
+          labelSelector: credentialsLabel,
+        });
         for (const secret of guarded.items) {
           if (inUse(secret.metadata.namespace ?? "", secret.metadata.name, objects)) continue;
-          await unguard(secret).catch((err: unknown) => logger.warn({ err, namespace: secret.metadata.namespace, secret: secret.metadata.name }, "Could not release credentials Secret"));
+          await unguard(secret).catch((err: unknown) =>
+            logger.warn(
+              { err, namespace: secret.metadata.namespace, secret: secret.metadata.name },
+              "Could not release credentials Secret",
+            ),
+          );
         }
       }
     },

@@ -11,7 +11,12 @@ import { createMetricsRegistry, operatorMetrics, reportApiContexts } from "./met
 // finalizer that keeps a team's credentials Secret while resources need it.
 
 const operator: OperatorCredentials = { secretNamespace: "mds-system", secretName: "mds-credentials", key: "token" };
-const secret = (namespace: string, name: string, token = "t0ken-0123456789"): Secret => ({ apiVersion: "v1", kind: "Secret", metadata: { name, namespace }, stringData: { token } });
+const secret = (namespace: string, name: string, token = "t0ken-0123456789"): Secret => ({
+  apiVersion: "v1",
+  kind: "Secret",
+  metadata: { name, namespace },
+  stringData: { token },
+});
 
 function setup() {
   const kube = createFakeKube();
@@ -30,8 +35,14 @@ describe("chooseCredentials", () => {
   it("takes spec.credentials, else the namespace's own mds-credentials, else the operator's only where allowed", async () => {
     const { kube, pool } = setup();
     kube.put(SecretType, secret("team-a", "mds-credentials"));
-    expect(await chooseCredentials(pool, operator, "team-a", { name: "ci-token" })).toEqual({ ref: { namespace: "team-a", name: "ci-token", key: "token" }, source: "spec" });
-    expect(await chooseCredentials(pool, operator, "team-a", undefined)).toEqual({ ref: { namespace: "team-a", name: "mds-credentials", key: "token" }, source: "namespace" });
+    expect(await chooseCredentials(pool, operator, "team-a", { name: "ci-token" })).toEqual({
+      ref: { namespace: "team-a", name: "ci-token", key: "token" },
+      source: "spec",
+    });
+    expect(await chooseCredentials(pool, operator, "team-a", undefined)).toEqual({
+      ref: { namespace: "team-a", name: "mds-credentials", key: "token" },
+      source: "namespace",
+    });
     expect((await chooseCredentials(pool, operator, "mds-system", undefined)).source).toBe("operator");
     // Another namespace never borrows the operator's token by default...
     const refused = await chooseCredentials(pool, operator, "team-b", undefined).catch((e: unknown) => e);
@@ -39,8 +50,14 @@ describe("chooseCredentials", () => {
     expect((refused as WaitingError).reason).toBe("CredentialsMissing");
     expect((refused as Error).message).toContain('create Secret "team-b/mds-credentials"');
     // ...only where the operator's setting lists it, or "*".
-    expect((await chooseCredentials(pool, { ...operator, fallbackNamespaces: ["team-b"] }, "team-b", undefined)).source).toBe("operator");
-    expect((await chooseCredentials(pool, { ...operator, fallbackNamespaces: "*" }, "team-z", undefined)).ref).toEqual({ namespace: "mds-system", name: "mds-credentials", key: "token" });
+    expect(
+      (await chooseCredentials(pool, { ...operator, fallbackNamespaces: ["team-b"] }, "team-b", undefined)).source,
+    ).toBe("operator");
+    expect((await chooseCredentials(pool, { ...operator, fallbackNamespaces: "*" }, "team-z", undefined)).ref).toEqual({
+      namespace: "mds-system",
+      name: "mds-credentials",
+      key: "token",
+    });
   });
 });
 
@@ -50,13 +67,30 @@ describe("credentials guard", () => {
     kube.put(SecretType, secret("team-a", "mds-credentials"));
     kube.put(SecretType, secret("team-a", "old-token"));
     const dependents: KubeObject[] = [];
-    const guard = createCredentialsGuard({ kube, dependents: () => dependents, namespaces: [undefined], logger: pino({ level: "silent" }) });
-    const guarded = createCredentialPool({ kube, apiUrl: "x", createApiClient: () => ({ replaysIdempotencyKeys: () => true }) as never, logger: pino({ level: "silent" }), pollIntervals: { fastMs: 1000, slowMs: 60_000 }, onRemoteChange: () => {}, protect: (s) => guard.protect(s) });
+    const guard = createCredentialsGuard({
+      kube,
+      dependents: () => dependents,
+      namespaces: [undefined],
+      logger: pino({ level: "silent" }),
+    });
+    const guarded = createCredentialPool({
+      kube,
+      apiUrl: "x",
+      createApiClient: () => ({ replaysIdempotencyKeys: () => true }) as never,
+      logger: pino({ level: "silent" }),
+      pollIntervals: { fastMs: 1000, slowMs: 60_000 },
+      onRemoteChange: () => {},
+      protect: (s) => guard.protect(s),
+    });
     for (const name of ["mds-credentials", "old-token"]) {
       const ref = { namespace: "team-a", name, key: "token" };
       await guarded.resolve(ref).catch(() => undefined);
       // Edited after its token was read (a stale resourceVersion): guarded from the live copy all the same.
-      if (name === "old-token") kube.put(SecretType, { ...kube.read<Secret>(SecretType, "team-a", name)!, stringData: { token: "n3w-t0ken-0123456789" } });
+      if (name === "old-token")
+        kube.put(SecretType, {
+          ...kube.read<Secret>(SecretType, "team-a", name)!,
+          stringData: { token: "n3w-t0ken-0123456789" },
+        });
       await guarded.guard(ref);
       await guarded.guard(ref);
     }
@@ -66,7 +100,10 @@ describe("credentials guard", () => {
     expect(kube.writes.filter((w) => w.verb === "patch" && w.name === "mds-credentials")).toHaveLength(1);
 
     // A resource names the namespace's Secret; one of the namespace has not said yet: nothing is released.
-    dependents.push({ metadata: { name: "db", namespace: "team-a" }, status: { credentials: { secret: "team-a/mds-credentials" } } } as KubeObject);
+    dependents.push({
+      metadata: { name: "db", namespace: "team-a" },
+      status: { credentials: { secret: "team-a/mds-credentials" } },
+    } as KubeObject);
     dependents.push({ metadata: { name: "new", namespace: "team-a" } } as KubeObject);
     await guard.sweep();
     expect(read("old-token").metadata.finalizers).toEqual([credentialsFinalizer]);
@@ -93,13 +130,25 @@ describe("credentials guard", () => {
     kube.put(SecretType, guardedSecret("team-a", "mds-credentials"));
     kube.put(SecretType, guardedSecret("team-a", "ci-token"));
     const dependents: KubeObject[] = [];
-    const guard = createCredentialsGuard({ kube, dependents: () => dependents, namespaces: [undefined], logger: pino({ level: "silent" }) });
+    const guard = createCredentialsGuard({
+      kube,
+      dependents: () => dependents,
+      namespaces: [undefined],
+      logger: pino({ level: "silent" }),
+    });
     const read = (name: string) => kube.read<Secret>(SecretType, "team-a", name)!;
 
     // Team B's resources act with team A's Secrets (a Connection with its Database's token): status names them by
     // "<namespace>/<name>", a spec names a Secret of the same name (its own namespace's), one has not said yet.
-    dependents.push({ metadata: { name: "conn", namespace: "team-b" }, status: { credentials: { secret: "team-a/mds-credentials" } } } as KubeObject);
-    dependents.push({ metadata: { name: "db", namespace: "team-b" }, spec: { credentials: { secretRef: { name: "ci-token" } } }, status: { credentials: { secret: "team-a/ci-token" } } } as KubeObject);
+    dependents.push({
+      metadata: { name: "conn", namespace: "team-b" },
+      status: { credentials: { secret: "team-a/mds-credentials" } },
+    } as KubeObject);
+    dependents.push({
+      metadata: { name: "db", namespace: "team-b" },
+      spec: { credentials: { secretRef: { name: "ci-token" } } },
+      status: { credentials: { secret: "team-a/ci-token" } },
+    } as KubeObject);
     dependents.push({ metadata: { name: "new", namespace: "team-b" } } as KubeObject);
     await guard.release("team-a", "mds-credentials");
     expect(read("mds-credentials").metadata.finalizers ?? []).toEqual([]);
@@ -111,7 +160,11 @@ describe("credentials guard", () => {
     // A resource of team A's namespace that acts with one of them does keep it, through release and sweep.
     kube.put(SecretType, guardedSecret("team-a", "mds-credentials"));
     kube.put(SecretType, guardedSecret("team-a", "ci-token"));
-    dependents.push({ metadata: { name: "db", namespace: "team-a" }, spec: { credentials: { secretRef: { name: "ci-token" } } }, status: { credentials: { secret: "team-a/ci-token" } } } as KubeObject);
+    dependents.push({
+      metadata: { name: "db", namespace: "team-a" },
+      spec: { credentials: { secretRef: { name: "ci-token" } } },
+      status: { credentials: { secret: "team-a/ci-token" } },
+    } as KubeObject);
     await guard.release("team-a", "ci-token");
     await guard.sweep();
     expect(read("ci-token").metadata.finalizers).toEqual([credentialsFinalizer]);
@@ -121,7 +174,10 @@ describe("credentials guard", () => {
 });
 
 describe("API contexts: a team's bad tokens cost that team, not the operator (issue 22, attack 2)", () => {
-  const refusal = Object.assign(new Error("unauthorized: invalid, expired or revoked token"), { code: "unauthorized", status: 401 });
+  const refusal = Object.assign(new Error("unauthorized: invalid, expired or revoked token"), {
+    code: "unauthorized",
+    status: 401,
+  });
   const page = { data: [], pagination: { hasMore: false, nextCursor: null } };
   function world(options: { maxContexts?: number } = {}) {
     const kube = createFakeKube();
@@ -152,7 +208,8 @@ describe("API contexts: a team's bad tokens cost that team, not the operator (is
       onContexts: reportApiContexts(operatorMetrics(registry)),
       ...options,
     });
-    const put = (namespace: string, name: string, token: string) => kube.put(SecretType, secret(namespace, name, token));
+    const put = (namespace: string, name: string, token: string) =>
+      kube.put(SecretType, secret(namespace, name, token));
     const use = async (namespace: string, name = "mds-credentials") => {
       const ctx = await pool.resolve({ namespace, name, key: "token" });
       await ctx.mirror.ready();
@@ -177,7 +234,9 @@ describe("API contexts: a team's bad tokens cost that team, not the operator (is
     expect(pool.contexts()).toHaveLength(1);
     expect(calls.garbage).toBe(50);
     expect((await metric("mds_operator_api_contexts"))[0]!.value).toBe(1);
-    expect((await metric("mds_operator_api_context_evictions_total")).find((v) => v.labels["reason"] === "refused")?.value).toBe(50);
+    expect(
+      (await metric("mds_operator_api_context_evictions_total")).find((v) => v.labels["reason"] === "refused")?.value,
+    ).toBe(50);
     pool.stop();
   });
 
@@ -237,7 +296,9 @@ describe("API contexts: a team's bad tokens cost that team, not the operator (is
     put("team-g", "mds-credentials", "valid-g");
     await use("team-g");
     expect(pool.contexts()).toHaveLength(1);
-    const reasons = Object.fromEntries((await metric("mds_operator_api_context_evictions_total")).map((v) => [v.labels["reason"], v.value]));
+    const reasons = Object.fromEntries(
+      (await metric("mds_operator_api_context_evictions_total")).map((v) => [v.labels["reason"], v.value]),
+    );
     expect(reasons).toEqual({ rotated: 1, capacity: 2, idle: 3 });
     pool.stop();
   });

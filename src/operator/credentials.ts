@@ -99,8 +99,13 @@ export function createCredentialPool(options: {
   async function readSecret(namespace: string, name: string) {
     const cacheKey = `${namespace}/${name}`;
     const cached = secrets.get(cacheKey);
-    if (cached !== undefined && Date.now() - cached.at < (cached.secret === undefined ? 5_000 : tokenTtlMs)) return cached;
-    const entry = { secret: await options.kube.get<Secret>(SecretType, namespace, name), at: Date.now(), guarded: false };
+    if (cached !== undefined && Date.now() - cached.at < (cached.secret === undefined ? 5_000 : tokenTtlMs))
+      return cached;
+    const entry = {
+      secret: await options.kube.get<Secret>(SecretType, namespace, name),
+      at: Date.now(),
+      guarded: false,
+    };
     secrets.set(cacheKey, entry);
     return entry;
   }
@@ -108,12 +113,18 @@ export function createCredentialPool(options: {
   async function readToken(ref: SecretKeyRef): Promise<string> {
     const { secret } = await readSecret(ref.namespace, ref.name);
     if (secret === undefined) {
-      throw new WaitingError("CredentialsMissing", `credentials Secret "${ref.namespace}/${ref.name}" not found; create it with the API token under key "${ref.key}"`);
+      throw new WaitingError(
+        "CredentialsMissing",
+        `credentials Secret "${ref.namespace}/${ref.name}" not found; create it with the API token under key "${ref.key}"`,
+      );
     }
     const value = secret.data?.[ref.key] ?? undefined;
     const token = value === undefined ? secret.stringData?.[ref.key] : Buffer.from(value, "base64").toString("utf8");
     if (token === undefined || token.trim() === "") {
-      throw new WaitingError("CredentialsMissing", `credentials Secret "${ref.namespace}/${ref.name}" has no key "${ref.key}"`);
+      throw new WaitingError(
+        "CredentialsMissing",
+        `credentials Secret "${ref.namespace}/${ref.name}" has no key "${ref.key}"`,
+      );
     }
     return token.trim();
   }
@@ -255,10 +266,12 @@ export async function chooseCredentials(
   specRef: { name: string; key?: string | undefined } | undefined,
 ): Promise<CredentialUse> {
   // `key` defaults to "token" (the CRD defaults it; a raw object read elsewhere may predate that).
-  if (specRef !== undefined) return { ref: { namespace, name: specRef.name, key: specRef.key ?? "token" }, source: "spec" };
+  if (specRef !== undefined)
+    return { ref: { namespace, name: specRef.name, key: specRef.key ?? "token" }, source: "spec" };
   const own = { namespace: operator.secretNamespace, name: operator.secretName, key: operator.key };
   if (namespace === own.namespace && namespaceCredentials.name === own.name) return { ref: own, source: "operator" };
-  if (await pool.hasSecret(namespace, namespaceCredentials.name)) return { ref: { namespace, ...namespaceCredentials }, source: "namespace" };
+  if (await pool.hasSecret(namespace, namespaceCredentials.name))
+    return { ref: { namespace, ...namespaceCredentials }, source: "namespace" };
   const fallback = operator.fallbackNamespaces ?? [own.namespace];
   if (fallback === "*" || fallback.includes(namespace)) return { ref: own, source: "operator" };
   throw new WaitingError(

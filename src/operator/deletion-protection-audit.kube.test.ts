@@ -19,8 +19,12 @@ describe("deletion protection audit", () => {
   let kube: Devkube;
   let client: KubeClient;
   const recorded: Array<{ name: string; type: string; reason: string; message: string }> = [];
-  const events = { record: (obj: KubeObject, type: string, reason: string, message: string) => void recorded.push({ name: obj.metadata.name, type, reason, message }) };
-  const object = (name: string, deletionProtection: boolean, uid = name) => ({ metadata: { name, namespace: "default", uid }, spec: { deletionProtection } }) as KubeObject;
+  const events = {
+    record: (obj: KubeObject, type: string, reason: string, message: string) =>
+      void recorded.push({ name: obj.metadata.name, type, reason, message }),
+  };
+  const object = (name: string, deletionProtection: boolean, uid = name) =>
+    ({ metadata: { name, namespace: "default", uid }, spec: { deletionProtection } }) as KubeObject;
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "mds-dp-audit-"));
@@ -35,7 +39,12 @@ describe("deletion protection audit", () => {
   it("warns each protected object once while no policy enforces the field, and nothing once it does", async () => {
     expect((await deletionProtectionEnforcement(client)).state).toBe("missing");
     let objects = [object("kept", true), object("plain", false)];
-    const audit = createDeletionProtectionAudit({ kube: client, events, logger: pino({ level: "silent" }), objects: () => objects });
+    const audit = createDeletionProtectionAudit({
+      kube: client,
+      events,
+      logger: pino({ level: "silent" }),
+      objects: () => objects,
+    });
     await audit.run();
     await audit.run();
     expect(recorded).toEqual([
@@ -43,7 +52,9 @@ describe("deletion protection audit", () => {
         name: "kept",
         type: "Warning",
         reason: "DeletionProtectionNotEnforced",
-        message: expect.stringContaining('nothing on this cluster enforces it (no ValidatingAdmissionPolicy "mds-deletion-protection" on the cluster)') as string,
+        message: expect.stringContaining(
+          'nothing on this cluster enforces it (no ValidatingAdmissionPolicy "mds-deletion-protection" on the cluster)',
+        ) as string,
       },
     ]);
 
@@ -51,9 +62,23 @@ describe("deletion protection audit", () => {
     const kc = new KubeConfig();
     kc.loadFromString(kube.kubeconfig);
     await applyDeletionProtectionPolicy(kc);
-    const warn = await runKubectl(kube.kubeconfigPath, ["patch", "validatingadmissionpolicybinding", "mds-deletion-protection", "--type=merge", "-p", '{"spec":{"validationActions":["Warn"]}}'], { cacheDir: join(dir, "cache") });
+    const warn = await runKubectl(
+      kube.kubeconfigPath,
+      [
+        "patch",
+        "validatingadmissionpolicybinding",
+        "mds-deletion-protection",
+        "--type=merge",
+        "-p",
+        '{"spec":{"validationActions":["Warn"]}}',
+      ],
+      { cacheDir: join(dir, "cache") },
+    );
     expect(warn.code, warn.stderr).toBe(0);
-    expect(await deletionProtectionEnforcement(client)).toEqual({ state: "missing", detail: 'no ValidatingAdmissionPolicyBinding of "mds-deletion-protection" with validationActions Deny' });
+    expect(await deletionProtectionEnforcement(client)).toEqual({
+      state: "missing",
+      detail: 'no ValidatingAdmissionPolicyBinding of "mds-deletion-protection" with validationActions Deny',
+    });
 
     await applyDeletionProtectionPolicy(kc);
     expect((await deletionProtectionEnforcement(client)).state).toBe("enforced");

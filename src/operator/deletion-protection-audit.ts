@@ -11,8 +11,18 @@ import type { EventRecorder } from "./events.ts";
 
 export const deletionProtectionPolicy = "mds-deletion-protection";
 
-const PolicyType: ResourceType = { group: "admissionregistration.k8s.io", version: "v1", plural: "validatingadmissionpolicies", kind: "ValidatingAdmissionPolicy", namespaced: false };
-const BindingType: ResourceType = { ...PolicyType, plural: "validatingadmissionpolicybindings", kind: "ValidatingAdmissionPolicyBinding" };
+const PolicyType: ResourceType = {
+  group: "admissionregistration.k8s.io",
+  version: "v1",
+  plural: "validatingadmissionpolicies",
+  kind: "ValidatingAdmissionPolicy",
+  namespaced: false,
+};
+const BindingType: ResourceType = {
+  ...PolicyType,
+  plural: "validatingadmissionpolicybindings",
+  kind: "ValidatingAdmissionPolicyBinding",
+};
 
 export type Enforcement = "enforced" | "missing" | "unknown";
 
@@ -20,15 +30,25 @@ export type Enforcement = "enforced" | "missing" | "unknown";
 export async function deletionProtectionEnforcement(kube: KubeClient): Promise<{ state: Enforcement; detail: string }> {
   try {
     const policy = await kube.get(PolicyType, undefined, deletionProtectionPolicy);
-    if (policy === undefined) return { state: "missing", detail: `no ValidatingAdmissionPolicy "${deletionProtectionPolicy}" on the cluster` };
-    const bindings = await kube.list<KubeObject & { spec?: { policyName?: string; validationActions?: string[] } }>(BindingType);
-    const denies = bindings.items.some((b) => b.spec?.policyName === deletionProtectionPolicy && (b.spec.validationActions ?? []).includes("Deny"));
-    if (!denies) return { state: "missing", detail: `no ValidatingAdmissionPolicyBinding of "${deletionProtectionPolicy}" with validationActions Deny` };
+    if (policy === undefined)
+      return { state: "missing", detail: `no ValidatingAdmissionPolicy "${deletionProtectionPolicy}" on the cluster` };
+    const bindings = await kube.list<KubeObject & { spec?: { policyName?: string; validationActions?: string[] } }>(
+      BindingType,
+    );
+    const denies = bindings.items.some(
+      (b) => b.spec?.policyName === deletionProtectionPolicy && (b.spec.validationActions ?? []).includes("Deny"),
+    );
+    if (!denies)
+      return {
+        state: "missing",
+        detail: `no ValidatingAdmissionPolicyBinding of "${deletionProtectionPolicy}" with validationActions Deny`,
+      };
     return { state: "enforced", detail: "" };
   } catch (err) {
     // 403: no right to read them (the single-namespace install); 404: a cluster older than admissionregistration/v1.
     const status = (err as { status?: number }).status;
-    if (status === 403 || status === 404) return { state: "unknown", detail: `cannot read ValidatingAdmissionPolicies (HTTP ${status})` };
+    if (status === 403 || status === 404)
+      return { state: "unknown", detail: `cannot read ValidatingAdmissionPolicies (HTTP ${status})` };
     throw err;
   }
 }
@@ -38,7 +58,12 @@ export interface DeletionProtectionAudit {
   run(): Promise<void>;
 }
 
-export function createDeletionProtectionAudit(deps: { kube: KubeClient; events: EventRecorder; logger: Logger; objects: () => KubeObject[] }): DeletionProtectionAudit {
+export function createDeletionProtectionAudit(deps: {
+  kube: KubeClient;
+  events: EventRecorder;
+  logger: Logger;
+  objects: () => KubeObject[];
+}): DeletionProtectionAudit {
   const warned = new Set<string>();
   let lastState: Enforcement | undefined;
   return {
@@ -47,10 +72,17 @@ export function createDeletionProtectionAudit(deps: { kube: KubeClient; events: 
       try {
         result = await deletionProtectionEnforcement(deps.kube);
       } catch (err) {
-        deps.logger.warn({ err: { message: (err as Error).message } }, "cannot check whether deletionProtection is enforced");
+        deps.logger.warn(
+          { err: { message: (err as Error).message } },
+          "cannot check whether deletionProtection is enforced",
+        );
         return;
       }
-      if (result.state !== lastState && result.state !== "enforced") deps.logger.warn({ policy: deletionProtectionPolicy }, `spec.deletionProtection may not be enforced: ${result.detail}`);
+      if (result.state !== lastState && result.state !== "enforced")
+        deps.logger.warn(
+          { policy: deletionProtectionPolicy },
+          `spec.deletionProtection may not be enforced: ${result.detail}`,
+        );
       lastState = result.state;
       // Unknown (no right to read policies, e.g. the single-namespace install) is logged, not put on every object.
       if (result.state !== "missing") return;
@@ -60,7 +92,8 @@ export function createDeletionProtectionAudit(deps: { kube: KubeClient; events: 
       for (const uid of warned) if (!present.has(uid)) warned.delete(uid);
       for (const obj of objects) {
         const uid = obj.metadata.uid ?? "";
-        if ((obj as { spec?: { deletionProtection?: unknown } }).spec?.deletionProtection !== true || warned.has(uid)) continue;
+        if ((obj as { spec?: { deletionProtection?: unknown } }).spec?.deletionProtection !== true || warned.has(uid))
+          continue;
         warned.add(uid);
         deps.events.record(
           obj,

@@ -62,7 +62,13 @@ function apiCodeOf(err: unknown): { code: string; status?: number; retryAfterMs?
 
 export function classifyError(err: unknown): ErrorClass {
   if (err instanceof KubeConflictError) return { reason: "ReconcileError", terminal: false, conflict: true };
-  if (err instanceof TerminalError) return { reason: err.reason, terminal: true, conflict: false, ...(err.recheckMs === undefined ? {} : { retryAfterMs: err.recheckMs }) };
+  if (err instanceof TerminalError)
+    return {
+      reason: err.reason,
+      terminal: true,
+      conflict: false,
+      ...(err.recheckMs === undefined ? {} : { retryAfterMs: err.recheckMs }),
+    };
   if (err instanceof WaitingError) return { reason: err.reason, terminal: false, conflict: false, maxDelayMs: 30_000 };
   if (err instanceof ReconcileError) return { reason: err.reason, terminal: false, conflict: false };
   const api = apiCodeOf(err);

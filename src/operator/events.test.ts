@@ -4,7 +4,11 @@ import { createFakeKube } from "../../test/support/fake-kube.ts";
 import { EventType } from "../kube/types.ts";
 import { createEventRecorder } from "./events.ts";
 
-const obj = (name: string) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: "default", uid: `uid-${name}` } });
+const obj = (name: string) => ({
+  apiVersion: "mds.dev/v1alpha1",
+  kind: "Database",
+  metadata: { name, namespace: "default", uid: `uid-${name}` },
+});
 const settle = () => new Promise((r) => setTimeout(r, 0));
 
 describe("event recorder", () => {

@@ -14,7 +14,11 @@ export const nopRecorder: EventRecorder = { record() {} };
  * core/v1 Events (what `kubectl describe` shows). The same reason and message for the same object is not repeated
  * within `repeatWindowMs`, so a failing object retried with backoff does not flood the namespace.
  */
-export function createEventRecorder(kube: KubeClient, logger: Logger, options: { instance?: string; repeatWindowMs?: number; maxRemembered?: number } = {}): EventRecorder {
+export function createEventRecorder(
+  kube: KubeClient,
+  logger: Logger,
+  options: { instance?: string; repeatWindowMs?: number; maxRemembered?: number } = {},
+): EventRecorder {
   const repeatWindowMs = options.repeatWindowMs ?? 10 * 60_000;
   const last = new Map<string, { text: string; at: number }>();
   // Bounded whatever the number of objects: entries past the window no longer suppress anything; if the window
@@ -37,7 +41,10 @@ export function createEventRecorder(kube: KubeClient, logger: Logger, options: {
       const event = {
         apiVersion: "v1",
         kind: "Event",
-        metadata: { name: `${obj.metadata.name}.${randomBytes(8).toString("hex")}`, namespace: obj.metadata.namespace ?? "default" },
+        metadata: {
+          name: `${obj.metadata.name}.${randomBytes(8).toString("hex")}`,
+          namespace: obj.metadata.namespace ?? "default",
+        },
         involvedObject: {
           apiVersion: obj.apiVersion,
           kind: obj.kind,

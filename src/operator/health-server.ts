@@ -41,7 +41,8 @@ export function createHealthApp(deps: HealthDeps): HealthApp {
     if (route === "/metrics") {
       deps.registry.metrics().then(
         (body) => send(200, deps.registry.contentType, body),
-        (err: unknown) => send(500, text, `cannot collect metrics: ${err instanceof Error ? err.message : String(err)}\n`),
+        (err: unknown) =>
+          send(500, text, `cannot collect metrics: ${err instanceof Error ? err.message : String(err)}\n`),
       );
       return;
     }

@@ -66,7 +66,9 @@ export function credentialsFromCreated(connection: CreatedConnection): Connectio
     ...(parsed.sslrootcert === undefined ? {} : { sslrootcert: parsed.sslrootcert }),
     direct: { host: direct.host, port: direct.port },
     pooled: pooled === undefined ? undefined : { host: pooled.host, port: pooled.port },
-    ...(connection.endpoints.accelerate?.connectionString === undefined ? {} : { accelerateUrl: connection.endpoints.accelerate.connectionString }),
+    ...(connection.endpoints.accelerate?.connectionString === undefined
+      ? {}
+      : { accelerateUrl: connection.endpoints.accelerate.connectionString }),
   };
 }
 
@@ -88,7 +90,9 @@ export function remoteIdOf(obj: KubeObject | undefined): string | undefined {
 export function annotatedOnlyIdOf(obj: KubeObject): string | undefined {
   const spec = obj["spec"] as { externalId?: string } | undefined;
   const status = obj["status"] as { id?: string } | undefined;
-  return spec?.externalId === undefined && status?.id === undefined ? obj.metadata.annotations?.[annotations.externalId] : undefined;
+  return spec?.externalId === undefined && status?.id === undefined
+    ? obj.metadata.annotations?.[annotations.externalId]
+    : undefined;
 }
 
 /** The refusal of an id annotation that names an object this resource did not create. */

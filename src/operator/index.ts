@@ -82,7 +82,14 @@ export function createOperator(options: OperatorOptions): Operator {
   const apiHooks: ClientHooks = prometheusHooks(options.metrics);
 
   const kinds = new Map(options.kinds.map((k) => [k.kind, k]));
-  const queues = new Map<string, WorkQueue>(options.kinds.map((k) => [k.kind, createWorkQueue(undefined, queueObserver(metrics, controllerName(k.kind)), { order: options.queueOrder ?? "namespaces" })]));
+  const queues = new Map<string, WorkQueue>(
+    options.kinds.map((k) => [
+      k.kind,
+      createWorkQueue(undefined, queueObserver(metrics, controllerName(k.kind)), {
+        order: options.queueOrder ?? "namespaces",
+      }),
+    ]),
+  );
   const enqueue = (kind: string, key: string) => queues.get(kind)?.add(key);
   const informers: Informer<KubeObject>[] = [];
   const caches = new Map<string, ObjectCache>();
@@ -116,9 +123,21 @@ export function createOperator(options: OperatorOptions): Operator {
     return found;
   }
 
-  function makeInformers(type: ResourceType, onEvent: (event: "add" | "update" | "delete", obj: KubeObject) => void, labelSelector?: string): ObjectCache {
+  function makeInformers(
+    type: ResourceType,
+    onEvent: (event: "add" | "update" | "delete", obj: KubeObject) => void,
+    labelSelector?: string,
+  ): ObjectCache {
     const parts = namespaces.map((namespace) =>
-      createInformer<KubeObject>({ kubeConfig: options.kubeConfig, client: kube, type, namespace, labelSelector, onEvent, logger }),
+      createInformer<KubeObject>({
+        kubeConfig: options.kubeConfig,
+        client: kube,
+        type,
+        namespace,
+        labelSelector,
+        onEvent,
+        logger,
+      }),
     );
     informers.push(...parts);
     return {
@@ -135,7 +154,9 @@ export function createOperator(options: OperatorOptions): Operator {
 
   // One informer per kind: an event enqueues its own key and wakes what depends on it (wakeOn of other kinds).
   for (const reg of options.kinds) {
-    const dependants = options.kinds.flatMap((other) => (other.wakeOn ?? []).filter((w) => w.kind === reg.kind).map((w) => ({ kind: other.kind, keys: w.keys })));
+    const dependants = options.kinds.flatMap((other) =>
+      (other.wakeOn ?? []).filter((w) => w.kind === reg.kind).map((w) => ({ kind: other.kind, keys: w.keys })),
+    );
     const cache = makeInformers(reg.type, (event, obj) => {
       indexRemote(reg.kind, obj, event === "delete");
       enqueue(reg.kind, keyOf(obj));
@@ -156,10 +177,14 @@ export function createOperator(options: OperatorOptions): Operator {
       // A deleted or edited Secret wakes the resource that publishes it (annotation, as Retain Secrets have no owner).
       const [kind, name] = (obj.metadata.annotations?.[annotations.owner] ?? "").split("/");
       if (kind !== undefined && name !== undefined && name !== "") enqueue(kind, `${obj.metadata.namespace}/${name}`);
-      for (const ref of obj.metadata.ownerReferences ?? []) if (kinds.has(ref.kind)) enqueue(ref.kind, `${obj.metadata.namespace}/${ref.name}`);
+      for (const ref of obj.metadata.ownerReferences ?? [])
+        if (kinds.has(ref.kind)) enqueue(ref.kind, `${obj.metadata.namespace}/${ref.name}`);
     },
     managedSecretSelector,
-  ) as ObjectCache & { get(ns: string | undefined, name: string): Secret | undefined; list(namespace?: string): Secret[] };
+  ) as ObjectCache & {
+    get(ns: string | undefined, name: string): Secret | undefined;
+    list(namespace?: string): Secret[];
+  };
 
   function noteReady(kind: string, obj: KubeObject) {
     const conds = (obj["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions;
@@ -167,7 +192,10 @@ export function createOperator(options: OperatorOptions): Operator {
     if (uid === undefined || readyAt.has(uid)) return;
     if (conds?.some((c) => c.type === "Ready" && c.status === "True") && obj.metadata.creationTimestamp) {
       readyAt.set(uid, Date.now());
-      metrics.timeToReady.observe({ kind }, Math.max(0, (Date.now() - Date.parse(obj.metadata.creationTimestamp)) / 1000));
+      metrics.timeToReady.observe(
+        { kind },
+        Math.max(0, (Date.now() - Date.parse(obj.metadata.creationTimestamp)) / 1000),
+      );
     }
   }
 
@@ -175,7 +203,10 @@ export function createOperator(options: OperatorOptions): Operator {
   const loopFinalizers = new Set(options.kinds.map((k) => `${k.type.group}/finalizer`));
   const guard = createCredentialsGuard({
     kube,
-    dependents: () => [...caches.values()].flatMap((c) => c.list()).filter((o) => (o.metadata.finalizers ?? []).some((f) => loopFinalizers.has(f))),
+    dependents: () =>
+      [...caches.values()]
+        .flatMap((c) => c.list())
+        .filter((o) => (o.metadata.finalizers ?? []).some((f) => loopFinalizers.has(f))),
     namespaces,
     logger,
   });
@@ -183,7 +214,9 @@ export function createOperator(options: OperatorOptions): Operator {
     const secret = credentialsSecretOf(obj);
     const i = secret?.indexOf("/") ?? -1;
     if (secret === undefined || i < 0 || !options.canWrite()) return;
-    guard.release(secret.slice(0, i), secret.slice(i + 1)).catch((err: unknown) => logger.warn({ err, secret }, "Could not release credentials Secret"));
+    guard
+      .release(secret.slice(0, i), secret.slice(i + 1))
+      .catch((err: unknown) => logger.warn({ err, secret }, "Could not release credentials Secret"));
   }
   let sweepTimer: NodeJS.Timeout | undefined;
   const sweep = () => {
@@ -230,7 +263,12 @@ export function createOperator(options: OperatorOptions): Operator {
     crashPoint,
   };
 
-  const deletionProtection = createDeletionProtectionAudit({ kube, events: context.events, logger, objects: () => [...caches.values()].flatMap((c) => c.list()) });
+  const deletionProtection = createDeletionProtectionAudit({
+    kube,
+    events: context.events,
+    logger,
+    objects: () => [...caches.values()].flatMap((c) => c.list()),
+  });
 
   function worker(kind: string, queue: WorkQueue, reconcile: (key: string) => Promise<Outcome>) {
     return async (key: string) => {
@@ -248,7 +286,10 @@ export function createOperator(options: OperatorOptions): Operator {
       } catch (err) {
         outcome = { type: "error", error: err };
       }
-      const result = outcome.type !== "error" ? "success" : ((c) => (c.conflict ? "conflict" : c.terminal ? "terminal" : "error"))(classifyError(outcome.error));
+      const result =
+        outcome.type !== "error"
+          ? "success"
+          : ((c) => (c.conflict ? "conflict" : c.terminal ? "terminal" : "error"))(classifyError(outcome.error));
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       metrics.reconcileDuration.observe({ kind, result }, seconds);
       recordControllerRuntime(metrics, controllerName(kind), outcome, result, seconds);
@@ -260,7 +301,8 @@ export function createOperator(options: OperatorOptions): Operator {
   // Read on each scrape: the resources' conditions and rotation from the caches, the queues' state.
   const stateSource: StateSource = {
     resources: (now) => [...caches.entries()].map(([kind, cache]) => summarizeResources(kind, cache.list(), now)),
-    queues: () => [...queues.entries()].map(([kind, queue]) => ({ controller: controllerName(kind), stats: queue.stats() })),
+    queues: () =>
+      [...queues.entries()].map(([kind, queue]) => ({ controller: controllerName(kind), stats: queue.stats() })),
   };
   let removeStateSource: (() => void) | undefined;
 
@@ -326,14 +368,21 @@ function queueObserver(metrics: OperatorMetrics, controller: string): QueueObser
 /** controller-runtime's initMetrics: every result series exists from the start, at 0, so rates over them are defined. */
 function initControllerRuntime(metrics: OperatorMetrics, controller: string, workers: number): void {
   const cr = metrics.controllerRuntime;
-  for (const result of ["success", "error", "requeue", "requeue_after"]) cr.reconcileTotal.inc({ controller, result }, 0);
+  for (const result of ["success", "error", "requeue", "requeue_after"])
+    cr.reconcileTotal.inc({ controller, result }, 0);
   cr.reconcileErrors.inc({ controller }, 0);
   cr.terminalReconcileErrors.inc({ controller }, 0);
   cr.maxConcurrentReconciles.set({ controller }, workers);
 }
 
 /** controller-runtime's reconcileHandler bookkeeping: an error (terminal too) is an error; a requeue with a delay is requeue_after. */
-function recordControllerRuntime(metrics: OperatorMetrics, controller: string, outcome: Outcome, result: string, seconds: number): void {
+function recordControllerRuntime(
+  metrics: OperatorMetrics,
+  controller: string,
+  outcome: Outcome,
+  result: string,
+  seconds: number,
+): void {
   const cr = metrics.controllerRuntime;
   cr.reconcileTime.observe({ controller }, seconds);
   if (outcome.type === "error") {
@@ -341,7 +390,10 @@ function recordControllerRuntime(metrics: OperatorMetrics, controller: string, o
     if (result === "terminal") cr.terminalReconcileErrors.inc({ controller });
     cr.reconcileTotal.inc({ controller, result: "error" });
   } else {
-    cr.reconcileTotal.inc({ controller, result: outcome.type === "requeueAfter" && outcome.ms > 0 ? "requeue_after" : "success" });
+    cr.reconcileTotal.inc({
+      controller,
+      result: outcome.type === "requeueAfter" && outcome.ms > 0 ? "requeue_after" : "success",
+    });
   }
 }
 
@@ -358,7 +410,16 @@ export class NotLeaderError extends ReconcileError {
 }
 
 // Typed by the interface, so a renamed write method cannot slip past the gate.
-const apiWrites = new Set<string>(["createProject", "deleteProject", "createDatabase", "updateDatabase", "deleteDatabase", "restoreDatabase", "createConnection", "deleteConnection"] satisfies (keyof MdsApi)[]);
+const apiWrites = new Set<string>([
+  "createProject",
+  "deleteProject",
+  "createDatabase",
+  "updateDatabase",
+  "deleteDatabase",
+  "restoreDatabase",
+  "createConnection",
+  "deleteConnection",
+] satisfies (keyof MdsApi)[]);
 
 function gateApiWrites(api: MdsApi, canWrite: () => boolean): MdsApi {
   return new Proxy(api, {
@@ -374,7 +435,11 @@ function gateApiWrites(api: MdsApi, canWrite: () => boolean): MdsApi {
 }
 
 /** Counts Kubernetes writes by verb and resource (zero in a steady-state resync is a benchmark goal) and refuses them without the lease. */
-function countWrites(kube: KubeClient, counter: { inc(labels: { verb: string; resource: string }): void }, canWrite: () => boolean): KubeClient {
+function countWrites(
+  kube: KubeClient,
+  counter: { inc(labels: { verb: string; resource: string }): void },
+  canWrite: () => boolean,
+): KubeClient {
   const gate = (verb: string, type: { plural: string }) => {
     if (!canWrite()) throw new NotLeaderError(`${verb} ${type.plural}`);
   };

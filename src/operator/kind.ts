@@ -2,7 +2,14 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject, ResourceType, Secret } from "../kube/types.ts";
-import { chooseCredentials, type ApiContext, type CredentialPool, type CredentialUse, type OperatorCredentials, type SecretKeyRef } from "./credentials.ts";
+import {
+  chooseCredentials,
+  type ApiContext,
+  type CredentialPool,
+  type CredentialUse,
+  type OperatorCredentials,
+  type SecretKeyRef,
+} from "./credentials.ts";
 import { TerminalError } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import type { ManagedKind, ManagedObject } from "./managed-kind.ts";
@@ -75,7 +82,10 @@ export function managedKind<T extends ManagedObject>(
 }
 
 /** A one-shot operation, reconciled by the one-shot loop. */
-export function oneShotKind<T extends StatusObject>(base: Omit<KindRegistration, "reconciler">, build: (ctx: KindContext) => OneShotKind<T>): KindRegistration {
+export function oneShotKind<T extends StatusObject>(
+  base: Omit<KindRegistration, "reconciler">,
+  build: (ctx: KindContext) => OneShotKind<T>,
+): KindRegistration {
   return {
     ...base,
     reconciler(ctx) {
@@ -90,7 +100,10 @@ export function oneShotKind<T extends StatusObject>(base: Omit<KindRegistration,
 export function parseOrTerminal<T>(schema: z.ZodType<T>, kind: string, raw: KubeObject): T {
   const result = schema.safeParse(raw);
   if (result.success) return result.data;
-  throw new TerminalError("InvalidSpec", `invalid ${kind} "${raw.metadata.name}": ${z.prettifyError(result.error).replace(/\n/g, "; ")}`);
+  throw new TerminalError(
+    "InvalidSpec",
+    `invalid ${kind} "${raw.metadata.name}": ${z.prettifyError(result.error).replace(/\n/g, "; ")}`,
+  );
 }
 
 /**

@@ -46,7 +46,9 @@ function parseTime(value: unknown): Date | undefined {
 function leaseError(action: string, lease: string, err: unknown): Error {
   if (err instanceof KubeConflictError) return new LeaseConflictError(`cannot ${action} lease ${lease}: conflict`);
   const status = err instanceof KubeError ? err.status : undefined;
-  return new Error(`cannot ${action} lease ${lease}: ${status === undefined ? String((err as Error)?.message ?? err) : `HTTP ${status}`}`);
+  return new Error(
+    `cannot ${action} lease ${lease}: ${status === undefined ? String((err as Error)?.message ?? err) : `HTTP ${status}`}`,
+  );
 }
 
 interface LeaseObject extends KubeObject {

@@ -17,7 +17,14 @@ export interface ManagedObject extends KubeObject {
     connectionSecret?: ConnectionSecretSpec | undefined;
   };
   status?:
-    | { id?: string | undefined; secretName?: string | undefined; connection?: { id: string } | undefined; observedGeneration?: number | undefined; conditions?: Condition[] | undefined; [key: string]: unknown }
+    | {
+        id?: string | undefined;
+        secretName?: string | undefined;
+        connection?: { id: string } | undefined;
+        observedGeneration?: number | undefined;
+        conditions?: Condition[] | undefined;
+        [key: string]: unknown;
+      }
     | undefined;
 }
 

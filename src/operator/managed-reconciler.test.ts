@@ -29,12 +29,30 @@ beforeEach(async () => {
   api = createFakeApi();
   events = [];
   crash = undefined;
-  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "t0ken-planted" }) });
+  kube.put(SecretType, {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: "mds-credentials", namespace: "ops" },
+    data: encodeData({ token: "t0ken-planted" }),
+  });
   const project = await api.createProject({ name: "shop", createDatabase: false });
-  kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "shop", namespace: "default" }, spec: {}, status: { id: project.id } });
+  kube.put(ProjectType, {
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Project",
+    metadata: { name: "shop", namespace: "default" },
+    spec: {},
+    status: { id: project.id },
+  });
   const logger = pino({ level: "silent" });
   const recorder: EventRecorder = { record: (_o, type, reason, message) => events.push({ type, reason, message }) };
-  const pool = createCredentialPool({ kube, apiUrl: "http://api.invalid", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} });
+  const pool = createCredentialPool({
+    kube,
+    apiUrl: "http://api.invalid",
+    createApiClient: () => api,
+    logger,
+    pollIntervals: poll,
+    onRemoteChange: () => {},
+  });
   const deps: LoopDeps = {
     kube,
     objects: kube.cache(DatabaseType),
@@ -51,7 +69,12 @@ beforeEach(async () => {
   };
   const kind = databaseKind({
     pool,
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
+    defaultCredentials: {
+      secretNamespace: "ops",
+      secretName: "mds-credentials",
+      key: "token",
+      fallbackNamespaces: "*" as const,
+    },
     instanceId: "unit",
     cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   });
@@ -59,10 +82,20 @@ beforeEach(async () => {
 });
 
 function applyDatabase(name: string, spec: object = { projectRef: { name: "shop" } }) {
-  kube.put(DatabaseType, { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: "default" }, spec });
+  kube.put(DatabaseType, {
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Database",
+    metadata: { name, namespace: "default" },
+    spec,
+  });
 }
 const db = (name: string) => kube.read<KubeObject>(DatabaseType, "default", name)!;
-const statusOf = (name: string) => db(name)["status"] as { id?: string; conditions?: { type: string; status: string; reason: string; message: string }[]; connection?: { id: string } };
+const statusOf = (name: string) =>
+  db(name)["status"] as {
+    id?: string;
+    conditions?: { type: string; status: string; reason: string; message: string }[];
+    connection?: { id: string };
+  };
 const condition = (name: string, type: string) => statusOf(name).conditions?.find((c) => c.type === type);
 const secret = (name: string) => kube.read<Secret>(SecretType, "default", name);
 
@@ -121,7 +154,9 @@ describe("the managed loop (Database)", () => {
     expect(api.passwords.has(original)).toBe(false);
     expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(connectionId));
     expect(condition("orders", "Ready")?.status).toBe("True");
-    expect(events.map((e) => e.reason)).toEqual(expect.arrayContaining(["Adopted", "SecretRebuilt", "ConnectionRevoked"]));
+    expect(events.map((e) => e.reason)).toEqual(
+      expect.arrayContaining(["Adopted", "SecretRebuilt", "ConnectionRevoked"]),
+    );
   });
 
   it("after a crash between a rebuilt Secret and the revocation, the restarted loop revokes the replaced connection", async () => {
@@ -193,10 +228,17 @@ describe("the managed loop (Database)", () => {
 
   it("reports an API outage in Synced=False with the cause, backs off, and converges once the service is back", async () => {
     applyDatabase("orders");
-    api.outage = new FakeApiError("unavailable", 503, "cannot list databases: unavailable: the service cannot reach PostgreSQL");
+    api.outage = new FakeApiError(
+      "unavailable",
+      503,
+      "cannot list databases: unavailable: the service cannot reach PostgreSQL",
+    );
     const outcome = await run("orders");
     expect(outcome.type).toBe("error");
-    expect(classifyError((outcome as { error: unknown }).error)).toMatchObject({ reason: "ApiUnavailable", terminal: false });
+    expect(classifyError((outcome as { error: unknown }).error)).toMatchObject({
+      reason: "ApiUnavailable",
+      terminal: false,
+    });
     expect(condition("orders", "Synced")).toMatchObject({ status: "False", reason: "ApiUnavailable" });
     expect(condition("orders", "Synced")?.message).toContain("unavailable");
     api.outage = undefined;
@@ -208,7 +250,10 @@ describe("the managed loop (Database)", () => {
   it("refuses a spec it cannot act on without calling the service (terminal until the spec changes)", async () => {
     applyDatabase("bad", { projectRef: { name: "shop" }, region: "mars-north-1" });
     const outcome = await run("bad");
-    expect(classifyError((outcome as { error: unknown }).error)).toMatchObject({ reason: "InvalidSpec", terminal: true });
+    expect(classifyError((outcome as { error: unknown }).error)).toMatchObject({
+      reason: "InvalidSpec",
+      terminal: true,
+    });
     expect(condition("bad", "Synced")).toMatchObject({ status: "False", reason: "InvalidSpec" });
     expect(condition("bad", "Synced")?.message).toContain("region");
     expect(api.calls["createDatabase"] ?? 0).toBe(0);
@@ -219,7 +264,12 @@ describe("the managed loop (Database)", () => {
     const refused = await run("legacy");
     expect(refused.type).toBe("error");
     const refusedError = (refused as { error: unknown }).error;
-    expect(classifyError(refusedError)).toEqual({ reason: "AdoptionRefused", terminal: true, conflict: false, retryAfterMs: poll.slowMs });
+    expect(classifyError(refusedError)).toEqual({
+      reason: "AdoptionRefused",
+      terminal: true,
+      conflict: false,
+      retryAfterMs: poll.slowMs,
+    });
     expect(condition("legacy", "Synced")).toMatchObject({ status: "False", reason: "AdoptionRefused" });
     expect(api.calls["createDatabase"] ?? 0).toBe(0);
     applyDatabase("bad", { projectRef: { name: "shop" }, region: "mars-north-1" });
@@ -267,8 +317,33 @@ describe("the managed loop (Database)", () => {
     kube.put(DatabaseType, { ...current, metadata: { ...current.metadata, labels: { touched: "yes" } } });
     const before = events.length;
     const staleRun = await reconcileManaged(
-      { kube, objects: { get: () => stale }, secrets: kube.cache<Secret>(SecretType), events: { record: (_o, type, reason, message) => events.push({ type, reason, message }) }, logger: pino({ level: "silent" }), pollIntervals: poll, crashPoint: () => {} },
-      databaseKind({ pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger: pino({ level: "silent" }), pollIntervals: poll, onRemoteChange: () => {} }), defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const }, instanceId: "unit", cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType) }),
+      {
+        kube,
+        objects: { get: () => stale },
+        secrets: kube.cache<Secret>(SecretType),
+        events: { record: (_o, type, reason, message) => events.push({ type, reason, message }) },
+        logger: pino({ level: "silent" }),
+        pollIntervals: poll,
+        crashPoint: () => {},
+      },
+      databaseKind({
+        pool: createCredentialPool({
+          kube,
+          apiUrl: "x",
+          createApiClient: () => api,
+          logger: pino({ level: "silent" }),
+          pollIntervals: poll,
+          onRemoteChange: () => {},
+        }),
+        defaultCredentials: {
+          secretNamespace: "ops",
+          secretName: "mds-credentials",
+          key: "token",
+          fallbackNamespaces: "*" as const,
+        },
+        instanceId: "unit",
+        cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
+      }),
       "default/orders",
     );
     expect(staleRun.type).toBe("error");
@@ -320,17 +395,23 @@ describe("the managed loop (Database)", () => {
   it("creates a database from the latest backup of another Database resource", async () => {
     applyDatabase("orders");
     await converge("orders");
-    applyDatabase("copy", { projectRef: { name: "shop" }, source: { type: "backup", databaseRef: { name: "orders" }, latest: true } });
+    applyDatabase("copy", {
+      projectRef: { name: "shop" },
+      source: { type: "backup", databaseRef: { name: "orders" }, latest: true },
+    });
     await converge("copy");
     // A database created a moment ago is polled again after ~100 ms, not at once.
     await new Promise((r) => setTimeout(r, 150));
     await converge("copy", 2);
     const copy = api.databases.get(statusOf("copy").id!)!;
-    expect(copy.source).toEqual({ type: "backup", databaseId: statusOf("orders").id, backupId: "bkp_c000000000000000000000001" });
+    expect(copy.source).toEqual({
+      type: "backup",
+      databaseId: statusOf("orders").id,
+      backupId: "bkp_c000000000000000000000001",
+    });
     expect(condition("copy", "Ready")?.status).toBe("True");
   });
 });
-
 
 describe("lookup before create from the remote mirror (throughput)", () => {
   /** Every listDatabases call's parameters: a per-object lookup carries a logicalId, a mirror list does not. */
@@ -341,7 +422,10 @@ describe("lookup before create from the remote mirror (throughput)", () => {
       lists.push(params ?? {});
       return list(params, options);
     };
-    return { lookups: () => lists.filter((p) => p.logicalId !== undefined).length, fullLists: () => lists.filter((p) => p.logicalId === undefined).length };
+    return {
+      lookups: () => lists.filter((p) => p.logicalId !== undefined).length,
+      fullLists: () => lists.filter((p) => p.logicalId === undefined).length,
+    };
   }
 
   it("costs one call per create once the mirror has listed: a burst of 30 creates shares one list and POSTs straight away", async () => {
@@ -362,7 +446,10 @@ describe("lookup before create from the remote mirror (throughput)", () => {
     const projectId = [...api.projects.keys()][0]!;
     const logicalId = logicalIdOf("unit", "default", "orders");
     // The predecessor's POST, exactly as the operator sends it; then it died before writing anything to Kubernetes.
-    const earlier = await api.createDatabase({ projectId: projectId, name: "orders", region: "inherit", isDefault: false, logicalId }, { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) });
+    const earlier = await api.createDatabase(
+      { projectId: projectId, name: "orders", region: "inherit", isDefault: false, logicalId },
+      { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) },
+    );
     applyDatabase("orders");
     await converge("orders");
     expect([...api.databases.keys()]).toEqual([earlier.id]);
@@ -378,7 +465,10 @@ describe("lookup before create from the remote mirror (throughput)", () => {
     await converge("first");
     const projectId = [...api.projects.keys()][0]!;
     const logicalId = logicalIdOf("unit", "default", "late");
-    const late = await api.createDatabase({ projectId: projectId, name: "late", region: "inherit", isDefault: false, logicalId }, { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) });
+    const late = await api.createDatabase(
+      { projectId: projectId, name: "late", region: "inherit", isDefault: false, logicalId },
+      { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) },
+    );
     applyDatabase("late");
     await converge("late");
     expect(api.databases.size).toBe(2);

@@ -20,7 +20,6 @@ import { pausedAnnotation, pollIntervalOf, reconcileRequestedAnnotation } from "
 // A kind supplies only a ManagedKind (parse, connect) whose ExternalClient returns data and throws typed errors.
 // Only this loop logs, emits Events and writes status; the Secret is the connection-Secret component's.
 
-
 export interface LoopDeps {
   kube: KubeClient;
   /** The object cache (informer) of the kind. */
@@ -36,11 +35,18 @@ export interface LoopDeps {
   now?: () => Date;
 }
 
-export function secretNameOf(obj: { metadata: { name: string }; spec: { connectionSecret?: ConnectionSecretSpec | undefined } }): string {
+export function secretNameOf(obj: {
+  metadata: { name: string };
+  spec: { connectionSecret?: ConnectionSecretSpec | undefined };
+}): string {
   return obj.spec.connectionSecret?.name ?? obj.metadata.name;
 }
 
-export async function reconcileManaged<T extends ManagedObject>(deps: LoopDeps, kind: ManagedKind<T>, key: string): Promise<Outcome> {
+export async function reconcileManaged<T extends ManagedObject>(
+  deps: LoopDeps,
+  kind: ManagedKind<T>,
+  key: string,
+): Promise<Outcome> {
   const [namespace, name] = splitKey(key);
   const raw = deps.objects.get(namespace, name);
   if (raw === undefined) return done();
@@ -92,7 +98,15 @@ class LoopRun<T extends ManagedObject> {
     if (this.obj.metadata.deletionTimestamp !== undefined) return this.reconcileDeletion();
     this.requested = this.obj.metadata.annotations?.[reconcileRequestedAnnotation];
     if (this.obj.metadata.annotations?.[pausedAnnotation] === "true") {
-      await this.writeStatus({}, { type: "Synced", status: "False", reason: "ReconcilePaused", message: "Reconciliation is paused by the mds.dev/paused annotation" });
+      await this.writeStatus(
+        {},
+        {
+          type: "Synced",
+          status: "False",
+          reason: "ReconcilePaused",
+          message: "Reconciliation is paused by the mds.dev/paused annotation",
+        },
+      );
       return done();
     }
     const slowMs = this.pollIntervalMs();
@@ -121,11 +135,16 @@ class LoopRun<T extends ManagedObject> {
       this.deps.events.record(this.obj, "Normal", "Updated", `Updated the remote ${this.noun} to match the spec`);
       observed = await external.observe(this.obj);
     }
-    const published = observed.secret === undefined ? undefined : await this.ensureSecret(external, observed.secret, observed.status, observed.ready.ok);
+    const published =
+      observed.secret === undefined
+        ? undefined
+        : await this.ensureSecret(external, observed.secret, observed.status, observed.ready.ok);
     const ready = observed.ready;
     await this.writeStatus(
       { ...observed.status, ...published?.fields },
-      ready.ok ? { type: "Ready", status: "True", reason: "Available", message: "" } : { type: "Ready", status: "False", reason: ready.reason, message: ready.message },
+      ready.ok
+        ? { type: "Ready", status: "True", reason: "Available", message: "" }
+        : { type: "Ready", status: "False", reason: ready.reason, message: ready.message },
       this.synced,
     );
     const poll = this.nextPoll(observed, slowMs);
@@ -150,7 +169,8 @@ class LoopRun<T extends ManagedObject> {
     // The operator's own Secret is not the team's to delete; an ObserveOnly resource needs nothing to go away; a
     // Secret of another namespace (a Connection acting with its Database's) is never held by this one: another
     // team could otherwise keep it from being deleted.
-    if (use.source !== "operator" && !this.observeOnly && use.ref.namespace === this.obj.metadata.namespace) await this.deps.guardCredentials?.(use.ref);
+    if (use.source !== "operator" && !this.observeOnly && use.ref.namespace === this.obj.metadata.namespace)
+      await this.deps.guardCredentials?.(use.ref);
     return external;
   }
 
@@ -159,13 +179,26 @@ class LoopRun<T extends ManagedObject> {
     if (remoteIdOf(this.obj) !== undefined || this.obj.status?.secretName !== undefined) {
       const result = await external.delete(this.obj);
       if (!result.done) throw new ReconcileError(result.reason, result.message);
-      if (this.obj.status?.secretName !== undefined) await this.secrets.delete(this.obj.status.secretName, this.kind.secretDatabaseIds?.(this.obj) ?? []);
+      if (this.obj.status?.secretName !== undefined)
+        await this.secrets.delete(this.obj.status.secretName, this.kind.secretDatabaseIds?.(this.obj) ?? []);
       this.obj = await this.deps.kube.patch<T>(this.kind.type, this.obj.metadata.namespace, this.obj.metadata.name, {
         metadata: { annotations: { [annotations.externalId]: null } },
       });
-      const gone = { id: undefined, connection: undefined, secretName: undefined, binding: undefined, rotation: undefined, endpoints: undefined };
+      const gone = {
+        id: undefined,
+        connection: undefined,
+        secretName: undefined,
+        binding: undefined,
+        rotation: undefined,
+        endpoints: undefined,
+      };
       await this.writeStatus(gone, { type: "Ready", status: "False", reason: why.reason, message: why.message });
-      this.deps.events.record(this.obj, "Warning", why.reason, `Revoked the ${this.noun}'s credentials and deleted its Secret: ${why.message}`);
+      this.deps.events.record(
+        this.obj,
+        "Warning",
+        why.reason,
+        `Revoked the ${this.noun}'s credentials and deleted its Secret: ${why.message}`,
+      );
     }
     throw new TerminalError(why.reason, why.message);
   }
@@ -191,7 +224,8 @@ class LoopRun<T extends ManagedObject> {
   /** mds.dev/poll-interval; a bad value must not stop the rest (a Secret rebuild, a rotation): Synced=False says so. */
   private pollIntervalMs(): number {
     const { ms, problem } = pollIntervalOf(this.obj.metadata.annotations, this.deps.pollIntervals.slowMs);
-    if (problem !== undefined) this.synced = { type: "Synced", status: "False", reason: "InvalidSpec", message: problem };
+    if (problem !== undefined)
+      this.synced = { type: "Synced", status: "False", reason: "InvalidSpec", message: problem };
     return ms;
   }
 
@@ -202,33 +236,54 @@ class LoopRun<T extends ManagedObject> {
   private async observeOnlyRun(slowMs: number): Promise<Outcome> {
     const external = await this.connect();
     if (remoteIdOf(this.obj) === undefined) {
-      throw new TerminalError("InvalidSpec", `managementPolicy ObserveOnly needs spec.externalId: the remote ${this.noun} to observe`);
+      throw new TerminalError(
+        "InvalidSpec",
+        `managementPolicy ObserveOnly needs spec.externalId: the remote ${this.noun} to observe`,
+      );
     }
     const observed = await external.observe(this.obj);
     if (!observed.exists) {
       if (this.obj.spec.externalId !== undefined) throw this.notVisible(this.obj.spec.externalId);
       const message = `The remote object "${remoteIdOf(this.obj)}" no longer exists (as seen with credentials "${this.credentials?.secret}")`;
-      await this.writeStatus({ drift: undefined }, { type: "Ready", status: "False", reason: "RemoteNotFound", message }, this.synced);
+      await this.writeStatus(
+        { drift: undefined },
+        { type: "Ready", status: "False", reason: "RemoteNotFound", message },
+        this.synced,
+      );
       return requeueAfter(slowMs);
     }
     const drift = observed.drift.length === 0 ? undefined : observed.drift;
     if (drift !== undefined && !jsonEqual(drift, this.obj.status?.["drift"])) {
       const what = drift.map((d) => `${d.field}: spec "${d.desired}", remote "${d.actual}"`).join("; ");
-      this.deps.events.record(this.obj, "Warning", "Drifted", `The remote ${this.noun} differs from the spec (ObserveOnly: not changed): ${what}`);
+      this.deps.events.record(
+        this.obj,
+        "Warning",
+        "Drifted",
+        `The remote ${this.noun} differs from the spec (ObserveOnly: not changed): ${what}`,
+      );
     }
     // No Secret is written here, so a remote object without a usable connection is still available to observe.
-    const ready = observed.ready.ok || observed.ready.reason !== "RemoteIncomplete" ? observed.ready : { ok: true as const };
-    const message = "managementPolicy is ObserveOnly: the remote object is mirrored, never changed; no connection Secret is written";
+    const ready =
+      observed.ready.ok || observed.ready.reason !== "RemoteIncomplete" ? observed.ready : { ok: true as const };
+    const message =
+      "managementPolicy is ObserveOnly: the remote object is mirrored, never changed; no connection Secret is written";
     await this.writeStatus(
       { ...observed.status, drift },
-      ready.ok ? { type: "Ready", status: "True", reason: "Available", message: "" } : { type: "Ready", status: "False", reason: ready.reason, message: ready.message },
+      ready.ok
+        ? { type: "Ready", status: "True", reason: "Available", message: "" }
+        : { type: "Ready", status: "False", reason: ready.reason, message: ready.message },
       this.synced === synced ? { type: "Synced", status: "True", reason: "ObserveOnly", message } : this.synced,
     );
     return requeueAfter(this.nextPoll(observed, slowMs));
   }
 
   /** Makes the Secret current and rotates it when due; returns the status fields that name it. */
-  private async ensureSecret(external: ExternalClient<T>, target: SecretTarget, observedStatus: Record<string, unknown>, ready: boolean) {
+  private async ensureSecret(
+    external: ExternalClient<T>,
+    target: SecretTarget,
+    observedStatus: Record<string, unknown>,
+    ready: boolean,
+  ) {
     const owner = external.connections;
     if (owner === undefined) return undefined;
     let published: string;
@@ -245,7 +300,9 @@ class LoopRun<T extends ManagedObject> {
     // Rotations wait for a ready database (a provisioning one may not have its logins yet). A failed rotation
     // leaves the current credentials working: Synced=False says why, Ready stays.
     if (!ready) return { fields: publishedStatus(target, published), wakeInMs: undefined };
-    return this.secrets.rotate(owner, target, published, this.obj.spec.connectionSecret, (fields) => this.writeStatus(fields));
+    return this.secrets.rotate(owner, target, published, this.obj.spec.connectionSecret, (fields) =>
+      this.writeStatus(fields),
+    );
   }
 
   private async create(external: ExternalClient<T>): Promise<Outcome> {
@@ -254,7 +311,10 @@ class LoopRun<T extends ManagedObject> {
     let secretStatus: Record<string, unknown> = {};
     const owner = external.connections;
     if (owner !== undefined && creation.credentials !== undefined && creation.secret !== undefined) {
-      secretStatus = publishedStatus(creation.secret, await this.secrets.publishCreated(creation.secret, creation.credentials));
+      secretStatus = publishedStatus(
+        creation.secret,
+        await this.secrets.publishCreated(creation.secret, creation.credentials),
+      );
       await this.crashPoint("after-secret");
       // Only now: revoked before the write, a crash between the two would leave the Secret naming a revoked login.
       for (const id of creation.leaked ?? []) await owner.revoke(this.obj, creation.secret.databaseId, id);
@@ -264,10 +324,20 @@ class LoopRun<T extends ManagedObject> {
     });
     const verb = creation.adopted ? "Adopted" : "Created";
     this.log.info({ id: creation.id, adopted: creation.adopted }, `${verb} ${this.kind.kind}`);
-    this.deps.events.record(this.obj, "Normal", verb, `${creation.adopted ? "Adopted the existing" : "Created the"} remote ${this.noun} "${creation.id}"`);
+    this.deps.events.record(
+      this.obj,
+      "Normal",
+      verb,
+      `${creation.adopted ? "Adopted the existing" : "Created the"} remote ${this.noun} "${creation.id}"`,
+    );
     await this.writeStatus(
       { ...creation.status, id: creation.id, ...secretStatus },
-      { type: "Ready", status: "False", reason: "Creating", message: `Waiting for the remote ${this.noun} "${creation.id}"` },
+      {
+        type: "Ready",
+        status: "False",
+        reason: "Creating",
+        message: `Waiting for the remote ${this.noun} "${creation.id}"`,
+      },
       this.synced,
     );
     // The watch event of these writes brings the key back with a fresh object; an immediate requeue would read
@@ -287,10 +357,17 @@ class LoopRun<T extends ManagedObject> {
     const fins = this.obj.metadata.finalizers ?? [];
     if (!fins.includes(this.finalizer)) return done();
     const policy = this.obj.spec.deletionPolicy ?? "Retain";
-    const secretName = this.obj.status?.secretName ?? (this.obj.spec.connectionSecret !== undefined ? secretNameOf(this.obj) : undefined);
+    const secretName =
+      this.obj.status?.secretName ??
+      (this.obj.spec.connectionSecret !== undefined ? secretNameOf(this.obj) : undefined);
     const spared = policy === "Delete" ? await this.sparedFromDeletion() : undefined;
     if (spared !== undefined) {
-      this.deps.events.record(this.obj, "Normal", "Retained", `Kept the remote ${this.noun} despite deletionPolicy Delete: ${spared}`);
+      this.deps.events.record(
+        this.obj,
+        "Normal",
+        "Retained",
+        `Kept the remote ${this.noun} despite deletionPolicy Delete: ${spared}`,
+      );
     }
     if (policy === "Delete" && spared === undefined) {
       const external = await this.connect().catch((err: unknown) => {
@@ -304,11 +381,16 @@ class LoopRun<T extends ManagedObject> {
       });
       const result = await external.delete(this.obj);
       if (!result.done) {
-        await this.writeStatus({}, { type: "Ready", status: "False", reason: result.reason, message: result.message }, this.synced);
+        await this.writeStatus(
+          {},
+          { type: "Ready", status: "False", reason: result.reason, message: result.message },
+          this.synced,
+        );
         return requeueAfter(this.deps.pollIntervals.fastMs * 2);
       }
       await this.crashPoint("after-delete");
-      if (secretName !== undefined) await this.secrets.delete(secretName, this.kind.secretDatabaseIds?.(this.obj) ?? []);
+      if (secretName !== undefined)
+        await this.secrets.delete(secretName, this.kind.secretDatabaseIds?.(this.obj) ?? []);
       const id = remoteIdOf(this.obj);
       this.deps.events.record(this.obj, "Normal", "Deleted", `Deleted the remote ${this.noun}${id ? ` "${id}"` : ""}`);
     } else if (secretName !== undefined) {
@@ -316,7 +398,10 @@ class LoopRun<T extends ManagedObject> {
     }
     await this.crashPoint("before-finalizer-drop");
     await this.deps.kube.patch(this.kind.type, this.obj.metadata.namespace, this.obj.metadata.name, {
-      metadata: { resourceVersion: this.obj.metadata.resourceVersion, finalizers: fins.filter((f) => f !== this.finalizer) },
+      metadata: {
+        resourceVersion: this.obj.metadata.resourceVersion,
+        finalizers: fins.filter((f) => f !== this.finalizer),
+      },
     });
     this.log.info({ policy }, `Finalized ${this.kind.kind}`);
     return done();
@@ -326,7 +411,8 @@ class LoopRun<T extends ManagedObject> {
   private async sparedFromDeletion(): Promise<string | undefined> {
     if (this.observeOnly) return "managementPolicy is ObserveOnly";
     const externalId = this.obj.spec.externalId;
-    if (externalId !== undefined && this.obj.status?.id !== externalId) return `the adoption of "${externalId}" was never accepted`;
+    if (externalId !== undefined && this.obj.status?.id !== externalId)
+      return `the adoption of "${externalId}" was never accepted`;
     const manager = await this.kind.managerOtherThan?.(this.obj);
     if (manager !== undefined) return `${this.kind.kind} "${manager}" manages it`;
     return undefined;

@@ -26,7 +26,11 @@ describe("operator metrics", () => {
     const all = await registry.getMetricsAsJSON();
     for (const [name, want] of Object.entries(controllerRuntime)) {
       const m = registry.getSingleMetric(name) as unknown as { labelNames: string[] } | undefined;
-      expect({ name, type: all.find((x) => x.name === name)?.type, labels: m?.labelNames }).toEqual({ name, type: want.type, labels: want.labels });
+      expect({ name, type: all.find((x) => x.name === name)?.type, labels: m?.labelNames }).toEqual({
+        name,
+        type: want.type,
+        labels: want.labels,
+      });
     }
   });
 
@@ -36,11 +40,26 @@ describe("operator metrics", () => {
     m.controllerRuntime.reconcileTime.observe({ controller: "database" }, 0.2);
     m.workqueue.queueDuration.observe({ name: "database", controller: "database" }, 0.2);
     const text = await registry.metrics();
-    const les = (name: string) => [...text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"`, "gm"))].map((x) => x[1]);
+    const les = (name: string) =>
+      [...text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"`, "gm"))].map((x) => x[1]);
     expect(les("controller_runtime_reconcile_time_seconds")).toHaveLength(41); // 40 buckets and +Inf
     expect(les("controller_runtime_reconcile_time_seconds").slice(0, 3)).toEqual(["0.005", "0.01", "0.025"]);
     expect(les("controller_runtime_reconcile_time_seconds").at(-2)).toBe("60");
-    expect(les("workqueue_queue_duration_seconds")).toEqual(["1e-8", "1e-7", "0.000001", "0.00001", "0.0001", "0.001", "0.01", "0.1", "1", "10", "100", "1000", "+Inf"]);
+    expect(les("workqueue_queue_duration_seconds")).toEqual([
+      "1e-8",
+      "1e-7",
+      "0.000001",
+      "0.00001",
+      "0.0001",
+      "0.001",
+      "0.01",
+      "0.1",
+      "1",
+      "10",
+      "100",
+      "1000",
+      "+Inf",
+    ]);
   });
 
   it("computes the state gauges at scrape time from the running operators, and forgets a stopped one", async () => {
@@ -48,13 +67,26 @@ describe("operator metrics", () => {
     const m = operatorMetrics(registry);
     const source: StateSource = {
       resources: () => [
-        { kind: "Database", conditions: [{ type: "Stalled", status: "True", reason: "InvalidSpec", count: 2 }], longestNotReadySeconds: 42, rotationOverdue: 1, retiringPastRevoke: 0 },
+        {
+          kind: "Database",
+          conditions: [{ type: "Stalled", status: "True", reason: "InvalidSpec", count: 2 }],
+          longestNotReadySeconds: 42,
+          rotationOverdue: 1,
+          retiringPastRevoke: 0,
+        },
       ],
-      queues: () => [{ controller: "database", stats: { ready: 3, delayed: 7, active: 1, unfinishedSeconds: 5, longestRunningSeconds: 4 } }],
+      queues: () => [
+        {
+          controller: "database",
+          stats: { ready: 3, delayed: 7, active: 1, unfinishedSeconds: 5, longestRunningSeconds: 4 },
+        },
+      ],
     };
     const remove = m.state.add(source);
     const text = await registry.metrics();
-    expect(text).toContain('mds_operator_resource_conditions{kind="Database",type="Stalled",status="True",reason="InvalidSpec"} 2');
+    expect(text).toContain(
+      'mds_operator_resource_conditions{kind="Database",type="Stalled",status="True",reason="InvalidSpec"} 2',
+    );
     expect(text).toContain('mds_operator_longest_not_ready_seconds{kind="Database"} 42');
     expect(text).toContain('mds_operator_rotation_overdue{kind="Database"} 1');
     expect(text).toContain('workqueue_depth{name="database",controller="database",priority=""} 3');

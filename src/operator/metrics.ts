@@ -79,8 +79,8 @@ export interface StateSource {
 
 /** controller-runtime's reconcile_time_seconds buckets. */
 const reconcileTimeBuckets = [
-  0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9,
-  10, 15, 20, 25, 30, 40, 50, 60,
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75,
+  2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
 ];
 /** client-go's workqueue latency buckets: 10 ns to 1000 s, ×10 each (ExponentialBuckets(10e-9, 10, 12)). */
 const workqueueBuckets = Array.from({ length: 12 }, (_, i) => Number((1e-8 * 10 ** i).toPrecision(1)));
@@ -125,8 +125,18 @@ export function operatorMetrics(registry: Registry): OperatorMetrics {
       registers,
     }),
     controllerRuntime: {
-      reconcileTotal: new Counter({ name: "controller_runtime_reconcile_total", help: "Total number of reconciliations per controller", labelNames: ["controller", "result"], registers }),
-      reconcileErrors: new Counter({ name: "controller_runtime_reconcile_errors_total", help: "Total number of reconciliation errors per controller", labelNames: ["controller"], registers }),
+      reconcileTotal: new Counter({
+        name: "controller_runtime_reconcile_total",
+        help: "Total number of reconciliations per controller",
+        labelNames: ["controller", "result"],
+        registers,
+      }),
+      reconcileErrors: new Counter({
+        name: "controller_runtime_reconcile_errors_total",
+        help: "Total number of reconciliation errors per controller",
+        labelNames: ["controller"],
+        registers,
+      }),
       terminalReconcileErrors: new Counter({
         name: "controller_runtime_terminal_reconcile_errors_total",
         help: "Total number of terminal reconciliation errors per controller",
@@ -140,11 +150,26 @@ export function operatorMetrics(registry: Registry): OperatorMetrics {
         buckets: reconcileTimeBuckets,
         registers,
       }),
-      maxConcurrentReconciles: new Gauge({ name: "controller_runtime_max_concurrent_reconciles", help: "Maximum number of concurrent reconciles per controller", labelNames: ["controller"], registers }),
+      maxConcurrentReconciles: new Gauge({
+        name: "controller_runtime_max_concurrent_reconciles",
+        help: "Maximum number of concurrent reconciles per controller",
+        labelNames: ["controller"],
+        registers,
+      }),
     },
     workqueue: {
-      adds: new Counter({ name: "workqueue_adds_total", help: "Total number of adds handled by workqueue", labelNames: ["name", "controller"], registers }),
-      retries: new Counter({ name: "workqueue_retries_total", help: "Total number of retries handled by workqueue", labelNames: ["name", "controller"], registers }),
+      adds: new Counter({
+        name: "workqueue_adds_total",
+        help: "Total number of adds handled by workqueue",
+        labelNames: ["name", "controller"],
+        registers,
+      }),
+      retries: new Counter({
+        name: "workqueue_retries_total",
+        help: "Total number of retries handled by workqueue",
+        labelNames: ["name", "controller"],
+        registers,
+      }),
       queueDuration: new Histogram({
         name: "workqueue_queue_duration_seconds",
         help: "How long in seconds an item stays in workqueue before being requested",
@@ -198,7 +223,12 @@ function registerStateGauges(registers: Registry[], sources: Set<StateSource>): 
     }
     return snapshot;
   };
-  const gauge = <L extends string>(name: string, help: string, labelNames: L[], fill: (g: Gauge<L>, s: ReturnType<typeof read>) => void) =>
+  const gauge = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: L[],
+    fill: (g: Gauge<L>, s: ReturnType<typeof read>) => void,
+  ) =>
     new Gauge<L>({
       name,
       help,
@@ -210,25 +240,57 @@ function registerStateGauges(registers: Registry[], sources: Set<StateSource>): 
       },
     });
 
-  gauge("mds_operator_resource_conditions", "Resources by kind and condition (type, status, reason); Ready Unknown with no reason: not yet reconciled.", ["kind", "type", "status", "reason"], (g, s) => {
-    for (const r of s.resources) for (const c of r.conditions) g.inc({ kind: r.kind, type: c.type, status: c.status, reason: c.reason }, c.count);
-  });
-  gauge("mds_operator_longest_not_ready_seconds", "The longest any resource of the kind has been without Ready=True (0 when all are ready).", ["kind"], (g, s) => {
-    for (const r of s.resources) g.set({ kind: r.kind }, Math.max(r.longestNotReadySeconds, 0));
-  });
-  gauge("mds_operator_rotation_overdue", "Resources whose scheduled credentials rotation (status.rotation.nextRotationTime) has passed without one.", ["kind"], (g, s) => {
-    for (const r of s.resources) g.set({ kind: r.kind }, r.rotationOverdue);
-  });
-  gauge("mds_operator_retiring_past_revoke", "Resources whose replaced connection still exists after its grace period (status.rotation.retiring.revokeAt).", ["kind"], (g, s) => {
-    for (const r of s.resources) g.set({ kind: r.kind }, r.retiringPastRevoke);
-  });
+  gauge(
+    "mds_operator_resource_conditions",
+    "Resources by kind and condition (type, status, reason); Ready Unknown with no reason: not yet reconciled.",
+    ["kind", "type", "status", "reason"],
+    (g, s) => {
+      for (const r of s.resources)
+        for (const c of r.conditions)
+          g.inc({ kind: r.kind, type: c.type, status: c.status, reason: c.reason }, c.count);
+    },
+  );
+  gauge(
+    "mds_operator_longest_not_ready_seconds",
+    "The longest any resource of the kind has been without Ready=True (0 when all are ready).",
+    ["kind"],
+    (g, s) => {
+      for (const r of s.resources) g.set({ kind: r.kind }, Math.max(r.longestNotReadySeconds, 0));
+    },
+  );
+  gauge(
+    "mds_operator_rotation_overdue",
+    "Resources whose scheduled credentials rotation (status.rotation.nextRotationTime) has passed without one.",
+    ["kind"],
+    (g, s) => {
+      for (const r of s.resources) g.set({ kind: r.kind }, r.rotationOverdue);
+    },
+  );
+  gauge(
+    "mds_operator_retiring_past_revoke",
+    "Resources whose replaced connection still exists after its grace period (status.rotation.retiring.revokeAt).",
+    ["kind"],
+    (g, s) => {
+      for (const r of s.resources) g.set({ kind: r.kind }, r.retiringPastRevoke);
+    },
+  );
   // controller-runtime and client-go names (see ControllerRuntimeMetrics, WorkqueueMetrics).
-  gauge("controller_runtime_active_workers", "Number of currently used workers per controller", ["controller"], (g, s) => {
-    for (const q of s.queues) g.set({ controller: q.controller }, q.stats.active);
-  });
-  gauge("workqueue_depth", "Current depth of workqueue by workqueue and priority", ["name", "controller", "priority"], (g, s) => {
-    for (const q of s.queues) g.set({ name: q.controller, controller: q.controller, priority: "" }, q.stats.ready);
-  });
+  gauge(
+    "controller_runtime_active_workers",
+    "Number of currently used workers per controller",
+    ["controller"],
+    (g, s) => {
+      for (const q of s.queues) g.set({ controller: q.controller }, q.stats.active);
+    },
+  );
+  gauge(
+    "workqueue_depth",
+    "Current depth of workqueue by workqueue and priority",
+    ["name", "controller", "priority"],
+    (g, s) => {
+      for (const q of s.queues) g.set({ name: q.controller, controller: q.controller, priority: "" }, q.stats.ready);
+    },
+  );
   gauge(
     "workqueue_unfinished_work_seconds",
     "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
@@ -237,9 +299,14 @@ function registerStateGauges(registers: Registry[], sources: Set<StateSource>): 
       for (const q of s.queues) g.set({ name: q.controller, controller: q.controller }, q.stats.unfinishedSeconds);
     },
   );
-  gauge("workqueue_longest_running_processor_seconds", "How many seconds has the longest running processor for workqueue been running.", ["name", "controller"], (g, s) => {
-    for (const q of s.queues) g.set({ name: q.controller, controller: q.controller }, q.stats.longestRunningSeconds);
-  });
+  gauge(
+    "workqueue_longest_running_processor_seconds",
+    "How many seconds has the longest running processor for workqueue been running.",
+    ["name", "controller"],
+    (g, s) => {
+      for (const q of s.queues) g.set({ name: q.controller, controller: q.controller }, q.stats.longestRunningSeconds);
+    },
+  );
 }
 
 /** The credential pool's report (credentials.ts, onContexts): live contexts and each eviction with its reason. */

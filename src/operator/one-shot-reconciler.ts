@@ -38,7 +38,11 @@ export interface OneShotDeps {
   now?: () => Date;
 }
 
-export async function reconcileOneShot<T extends StatusObject>(deps: OneShotDeps, kind: OneShotKind<T>, key: string): Promise<Outcome> {
+export async function reconcileOneShot<T extends StatusObject>(
+  deps: OneShotDeps,
+  kind: OneShotKind<T>,
+  key: string,
+): Promise<Outcome> {
   const [namespace, name] = splitKey(key);
   const raw = await deps.kube.get<KubeObject>(kind.type, namespace, name);
   if (raw === undefined) return done();
@@ -56,7 +60,14 @@ export async function reconcileOneShot<T extends StatusObject>(deps: OneShotDeps
       log,
       now,
       async writeStatus(fields, ready) {
-        obj = await writeStatus(deps.kube, kind.type, obj as T, fields, ready === undefined ? [] : [ready, synced], now());
+        obj = await writeStatus(
+          deps.kube,
+          kind.type,
+          obj as T,
+          fields,
+          ready === undefined ? [] : [ready, synced],
+          now(),
+        );
         return obj as T;
       },
     };

@@ -3,10 +3,7 @@ import { backoffDelay, type WorkQueue } from "./work-queue.ts";
 
 // The result of one reconcile, as plain data, and every retry rule of the operator: `applyOutcome` turns an outcome
 // into a requeue, `retryInProcess` is the only retry inside a reconcile. Nothing else waits or backs off.
-export type Outcome =
-  | { type: "done" }
-  | { type: "requeueAfter"; ms: number }
-  | { type: "error"; error: unknown };
+export type Outcome = { type: "done" } | { type: "requeueAfter"; ms: number } | { type: "error"; error: unknown };
 
 export const done = (): Outcome => ({ type: "done" });
 export const requeueAfter = (ms: number): Outcome => ({ type: "requeueAfter", ms });
@@ -57,7 +54,11 @@ export function applyOutcome(queue: WorkQueue, key: string, outcome: Outcome): v
  */
 export async function retryInProcess<T>(
   fn: () => Promise<T>,
-  options: { attempts?: number; retryable?: (err: unknown) => boolean; onRetry?: (err: unknown, attempt: number) => void } = {},
+  options: {
+    attempts?: number;
+    retryable?: (err: unknown) => boolean;
+    onRetry?: (err: unknown, attempt: number) => void;
+  } = {},
 ): Promise<T> {
   const attempts = options.attempts ?? 5;
   const retryable = options.retryable ?? ((err: unknown) => !(err instanceof ReconcileError));

@@ -26,9 +26,15 @@ export function withProgress(conditions: Condition[] | undefined, input: Progres
   const find = (type: string) => conditions?.find((c) => c.type === type);
   const ready = find("Ready");
   const synced = find("Synced");
-  const stall = input.terminal ?? [synced, ready].find((c) => c !== undefined && c.status === "False" && stalling.has(c.reason));
-  const set = (list: Condition[] | undefined, type: "Reconciling" | "Stalled", status: "True" | "False", reason: string, message: string) =>
-    setCondition(list, { type, status, reason, message, observedGeneration: input.generation }, now);
+  const stall =
+    input.terminal ?? [synced, ready].find((c) => c !== undefined && c.status === "False" && stalling.has(c.reason));
+  const set = (
+    list: Condition[] | undefined,
+    type: "Reconciling" | "Stalled",
+    status: "True" | "False",
+    reason: string,
+    message: string,
+  ) => setCondition(list, { type, status, reason, message, observedGeneration: input.generation }, now);
 
   let next = conditions;
   if (stall !== undefined) next = set(next, "Stalled", "True", stall.reason, stall.message);
@@ -40,12 +46,22 @@ export function withProgress(conditions: Condition[] | undefined, input: Progres
   return set(next, "Reconciling", status, reason, message);
 }
 
-function reconciling(ready: Condition | undefined, synced: Condition | undefined, stall: { reason: string } | undefined, input: ProgressInput): ["True" | "False", string, string] {
+function reconciling(
+  ready: Condition | undefined,
+  synced: Condition | undefined,
+  stall: { reason: string } | undefined,
+  input: ProgressInput,
+): ["True" | "False", string, string] {
   // Never both True: kstatus takes whichever comes first in the list.
-  if (stall !== undefined) return ["False", stall.reason, "Stopped until the user changes something: see the Stalled condition"];
-  if (input.deleting) return ready?.status === "False" ? ["True", ready.reason, ready.message] : ["True", "Deleting", "The resource is being deleted"];
+  if (stall !== undefined)
+    return ["False", stall.reason, "Stopped until the user changes something: see the Stalled condition"];
+  if (input.deleting)
+    return ready?.status === "False"
+      ? ["True", ready.reason, ready.message]
+      : ["True", "Deleting", "The resource is being deleted"];
   if (synced?.reason === "ReconcilePaused") return ["False", "ReconcilePaused", synced.message];
-  if (input.rotating) return ["True", "Rotating", "Rotating the connection Secret's credentials; the current ones keep working"];
+  if (input.rotating)
+    return ["True", "Rotating", "Rotating the connection Secret's credentials; the current ones keep working"];
   if (ready?.status === "True") return ["False", "Available", ""];
   // Not usable yet: what it waits for (a project, a token, the service) is in Synced, else Ready says what it does.
   if (synced?.status === "False") return ["True", synced.reason, synced.message];

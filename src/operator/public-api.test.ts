@@ -30,14 +30,38 @@ function setUp(publicApi: boolean) {
   kube = createFakeKube();
   api = createFakeApi({ publicApi });
   events = [];
-  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "t0ken-planted" }) });
+  kube.put(SecretType, {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: "mds-credentials", namespace: "ops" },
+    data: encodeData({ token: "t0ken-planted" }),
+  });
   const logger = pino({ level: "silent" });
   const recorder: EventRecorder = { record: (_o, type, reason, message) => events.push({ type, reason, message }) };
-  const pool = createCredentialPool({ kube, apiUrl: "http://api.invalid", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} });
-  const common = { kube, secrets: kube.cache<Secret>(SecretType), events: recorder, logger, pollIntervals: poll, crashPoint: () => {} };
+  const pool = createCredentialPool({
+    kube,
+    apiUrl: "http://api.invalid",
+    createApiClient: () => api,
+    logger,
+    pollIntervals: poll,
+    onRemoteChange: () => {},
+  });
+  const common = {
+    kube,
+    secrets: kube.cache<Secret>(SecretType),
+    events: recorder,
+    logger,
+    pollIntervals: poll,
+    crashPoint: () => {},
+  };
   const kindDeps = {
     pool,
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
+    defaultCredentials: {
+      secretNamespace: "ops",
+      secretName: "mds-credentials",
+      key: "token",
+      fallbackNamespaces: "*" as const,
+    },
     instanceId: "unit",
     cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   };
@@ -52,16 +76,32 @@ function setUp(publicApi: boolean) {
 async function withProject() {
   const project = await api.createProject({ name: "shop", createDatabase: false });
   projectId = project.id;
-  kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "shop", namespace: "default" }, spec: {}, status: { id: project.id } });
+  kube.put(ProjectType, {
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Project",
+    metadata: { name: "shop", namespace: "default" },
+    spec: {},
+    status: { id: project.id },
+  });
 }
 
 function applyDatabase(name: string, spec: object = {}) {
-  kube.put(DatabaseType, { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: "default" }, spec: { projectRef: { name: "shop" }, ...spec } });
+  kube.put(DatabaseType, {
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Database",
+    metadata: { name, namespace: "default" },
+    spec: { projectRef: { name: "shop" }, ...spec },
+  });
 }
 const objectOf = (type: typeof DatabaseType, name: string) => kube.read<KubeObject>(type, "default", name);
-type Status = { id?: string; conditions?: { type: string; status: string; reason: string; message: string }[]; connection?: { id: string } };
+type Status = {
+  id?: string;
+  conditions?: { type: string; status: string; reason: string; message: string }[];
+  connection?: { id: string };
+};
 const statusOf = (type: typeof DatabaseType, name: string) => (objectOf(type, name)?.["status"] ?? {}) as Status;
-const condition = (type: typeof DatabaseType, name: string, c: string) => statusOf(type, name).conditions?.find((x) => x.type === c);
+const condition = (type: typeof DatabaseType, name: string, c: string) =>
+  statusOf(type, name).conditions?.find((x) => x.type === c);
 const secret = (name: string) => kube.read<Secret>(SecretType, "default", name);
 /** The ids of a database's connections that still exist. */
 const liveConnections = async (databaseId: string) => (await api.getDatabase(databaseId)).connections.map((c) => c.id);
@@ -108,7 +148,9 @@ describe("the operator against the public API", () => {
     api.loseNextResponse("createConnection", new FakeApiError("unavailable", 503, "connection reset"));
     expect((await runDatabase("orders")).type).toBe("error");
     await converge(() => runDatabase("orders"));
-    const ours = (await api.getDatabase(id)).connections.filter((c) => c.name === connectionNameOf("unit", "Database", "default", "orders"));
+    const ours = (await api.getDatabase(id)).connections.filter(
+      (c) => c.name === connectionNameOf("unit", "Database", "default", "orders"),
+    );
     expect(api.calls["createConnection"]).toBe(2);
     expect(ours.map((c) => c.id)).toEqual([statusOf(DatabaseType, "orders").connection!.id]);
     expect(await liveConnections(id)).toEqual([statusOf(DatabaseType, "orders").connection!.id]);
@@ -129,7 +171,13 @@ describe("the operator against the public API", () => {
   it("waits for the project when asked to delete the project's default database (403), then finishes", async () => {
     const project = await api.createProject({ name: "with-default", logicalId: "x" });
     const defaultDb = project.database!;
-    kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "other", namespace: "default" }, spec: {}, status: { id: project.id } });
+    kube.put(ProjectType, {
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Project",
+      metadata: { name: "other", namespace: "default" },
+      spec: {},
+      status: { id: project.id },
+    });
     applyDatabase("main", { projectRef: { name: "other" }, externalId: defaultDb.id, deletionPolicy: "Delete" });
     await converge(() => runDatabase("main"));
     await kube.delete(DatabaseType, "default", "main");
@@ -142,7 +190,12 @@ describe("the operator against the public API", () => {
   });
 
   it("deletes a project after its other databases, its default database with it (no 403 or 400 as an error)", async () => {
-    kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "temp", namespace: "default" }, spec: { deletionPolicy: "Delete", connectionSecret: { name: "temp-db" } } });
+    kube.put(ProjectType, {
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Project",
+      metadata: { name: "temp", namespace: "default" },
+      spec: { deletionPolicy: "Delete", connectionSecret: { name: "temp-db" } },
+    });
     await converge(() => runProject("temp"));
     const id = statusOf(ProjectType, "temp").id!;
     expect(condition(ProjectType, "temp", "Ready")).toMatchObject({ status: "True" });
@@ -152,7 +205,10 @@ describe("the operator against the public API", () => {
     expect(condition(ProjectType, "temp", "Ready")).toMatchObject({ status: "False", reason: "WaitingForDatabases" });
     // A database created between the list and the DELETE: the public API's 400 is a wait too.
     await api.deleteDatabase(extra.id);
-    api.failNext("deleteProject", new FakeApiError("invalid_request", 400, "Project cannot be deleted due to existing dependencies"));
+    api.failNext(
+      "deleteProject",
+      new FakeApiError("invalid_request", 400, "Project cannot be deleted due to existing dependencies"),
+    );
     await runProject("temp");
     expect(condition(ProjectType, "temp", "Ready")).toMatchObject({ status: "False", reason: "WaitingForDatabases" });
     expect(condition(ProjectType, "temp", "Synced")).toMatchObject({ status: "True" });
@@ -188,7 +244,10 @@ describe("the operator against the public API", () => {
     const broken = statusOf(DatabaseType, "orders").id!;
     const getDatabase = api.getDatabase.bind(api);
     api.getDatabase = async (id, options) => {
-      if (id === broken) throw Object.assign(new Error(`cannot get database "${id}": contract_violation: data.status: Invalid input`), { code: "contract_violation" });
+      if (id === broken)
+        throw Object.assign(new Error(`cannot get database "${id}": contract_violation: data.status: Invalid input`), {
+          code: "contract_violation",
+        });
       return getDatabase(id, options);
     };
     api.unreadableItems = 1;
@@ -202,7 +261,12 @@ describe("the operator against the public API", () => {
   });
 
   it("finds a project whose creation answer was lost, creating none twice and leaking no connection", async () => {
-    kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "app", namespace: "default" }, spec: { connectionSecret: { name: "app-db" } } });
+    kube.put(ProjectType, {
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Project",
+      metadata: { name: "app", namespace: "default" },
+      spec: { connectionSecret: { name: "app-db" } },
+    });
     api.loseNextResponse("createProject", new FakeApiError("unavailable", 503, "connection reset"));
     expect((await runProject("app")).type).toBe("error");
     await converge(() => runProject("app"));
@@ -212,7 +276,9 @@ describe("the operator against the public API", () => {
     const db = [...api.databases.values()].find((d) => d.project.id === project.id)!;
     const live = await liveConnections(db.id);
     expect(live).toHaveLength(1);
-    expect(decodeData(kube.read<Secret>(SecretType, "default", "app-db")!)["PGPASSWORD"]).toBe(api.passwords.get(live[0]!));
+    expect(decodeData(kube.read<Secret>(SecretType, "default", "app-db")!)["PGPASSWORD"]).toBe(
+      api.passwords.get(live[0]!),
+    );
   });
 
   it("rewrites a Secret's hosts and ports when the service moves the database, keeping the credentials", async () => {
@@ -229,7 +295,9 @@ describe("the operator against the public API", () => {
     expect(data["PGHOST"]).toBe("db2.example");
     expect(data["DATABASE_URL"]).toContain("@db2.example:7001/");
     expect(data["DIRECT_URL"]).toContain("@db2.example:7000/");
-    expect(after.metadata.annotations?.[annotations.dataHash]).not.toBe(before.metadata.annotations?.[annotations.dataHash]);
+    expect(after.metadata.annotations?.[annotations.dataHash]).not.toBe(
+      before.metadata.annotations?.[annotations.dataHash],
+    );
     expect(api.calls["createConnection"] ?? 0).toBe(0);
   });
 });

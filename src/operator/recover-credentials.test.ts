@@ -16,9 +16,16 @@ describe("connectionOwner.revoke", () => {
     const mine = project.database!;
     const other = await api.createDatabase({ projectId: project.id, name: "billing" });
     const base = "k8s-e2e-connection-team-b.reader";
-    const owner = connectionOwner<{ name: string }>({ api, mirror, connectionName: () => base, ownsOriginal: () => ownsOriginal, plan: async () => ({ replay: undefined, originalConnectionId: undefined }) });
+    const owner = connectionOwner<{ name: string }>({
+      api,
+      mirror,
+      connectionName: () => base,
+      ownsOriginal: () => ownsOriginal,
+      plan: async () => ({ replay: undefined, originalConnectionId: undefined }),
+    });
     const mint = async (databaseId: string, name: string) => (await api.createConnection(databaseId, { name })).id;
-    const alive = async (databaseId: string, id: string) => (await api.getDatabase(databaseId)).connections.some((c) => c.id === id);
+    const alive = async (databaseId: string, id: string) =>
+      (await api.getDatabase(databaseId)).connections.some((c) => c.id === id);
     return { api, owner, mine, other, base, mint, alive, obj: { name: "reader" } };
   }
 

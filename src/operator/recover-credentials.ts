@@ -11,12 +11,22 @@ import type { RemoteMirror } from "./remote-mirror.ts";
  * it): a later one was minted afterwards, by us (under our name) or by someone else, and is not ours to revoke.
  */
 export function originalConnectionOf(
-  db: { createdAt: string; defaultConnectionId?: string | null | undefined; connections: { id: string; createdAt: string }[] } | undefined,
+  db:
+    | {
+        createdAt: string;
+        defaultConnectionId?: string | null | undefined;
+        connections: { id: string; createdAt: string }[];
+      }
+    | undefined,
 ): string | undefined {
   if (db === undefined) return undefined;
   if (db.defaultConnectionId) return db.defaultConnectionId;
-  const oldest = [...db.connections].sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))[0];
-  return oldest !== undefined && Date.parse(oldest.createdAt) - Date.parse(db.createdAt) <= 60_000 ? oldest.id : undefined;
+  const oldest = [...db.connections].sort(
+    (a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id),
+  )[0];
+  return oldest !== undefined && Date.parse(oldest.createdAt) - Date.parse(db.createdAt) <= 60_000
+    ? oldest.id
+    : undefined;
 }
 
 /**
@@ -47,13 +57,20 @@ export async function replayOrMint(args: {
     try {
       const connection = await args.replay();
       if (connection !== undefined && target.connections.some((c) => c.id === connection.id)) {
-        const revoke = previousConnectionId !== undefined && previousConnectionId !== connection.id ? [previousConnectionId] : [];
+        const revoke =
+          previousConnectionId !== undefined && previousConnectionId !== connection.id ? [previousConnectionId] : [];
         return { credentials: credentialsFromCreated(connection), revoke };
       }
     } catch (err) {
       // Past the replay window the POST is a 409 (logicalId taken) or a 422 (key reused with another body): mint.
       const code = errorCode(err);
-      if (code !== "conflict" && code !== "unprocessable" && code !== "invalid_request" && !(err instanceof ReconcileError)) throw err;
+      if (
+        code !== "conflict" &&
+        code !== "unprocessable" &&
+        code !== "invalid_request" &&
+        !(err instanceof ReconcileError)
+      )
+        throw err;
     }
   }
   const lost = previousConnectionId ?? args.originalConnectionId ?? undefined;
@@ -76,7 +93,16 @@ export async function replayOrMint(args: {
     throw err;
   }
   const { credentials, leaked } = minted;
-  return { credentials, revoke: [...new Set([previousConnectionId ?? args.originalConnectionId ?? undefined, ...leaked].filter((id): id is string => id !== undefined && id !== credentials.connectionId))] };
+  return {
+    credentials,
+    revoke: [
+      ...new Set(
+        [previousConnectionId ?? args.originalConnectionId ?? undefined, ...leaked].filter(
+          (id): id is string => id !== undefined && id !== credentials.connectionId,
+        ),
+      ),
+    ],
+  };
 }
 
 /**
@@ -94,12 +120,18 @@ export async function mintNamed(args: {
   keep: string[];
 }): Promise<{ credentials: ConnectionCredentials; leaked: string[] }> {
   const { api } = args;
-  const minted = await api.createConnection(args.databaseId, { name: args.name }, { idempotencyKey: args.idempotencyKey });
+  const minted = await api.createConnection(
+    args.databaseId,
+    { name: args.name },
+    { idempotencyKey: args.idempotencyKey },
+  );
   args.mirror.forgetDatabase(args.databaseId);
   // Read after the mint: a connection of our name that is not the minted one was minted by an earlier attempt
   // whose answer never arrived.
   const current = await api.getDatabase(args.databaseId);
-  const leaked = current.connections.filter((c) => c.name === args.name && c.id !== minted.id && !args.keep.includes(c.id)).map((c) => c.id);
+  const leaked = current.connections
+    .filter((c) => c.name === args.name && c.id !== minted.id && !args.keep.includes(c.id))
+    .map((c) => c.id);
   try {
     return { credentials: credentialsFromCreated(minted), leaked };
   } catch (err) {
@@ -129,7 +161,9 @@ export function isOwnConnection(
   original: { ownsOriginal: boolean; originalConnectionId: string | undefined },
 ): boolean {
   if (connection === undefined) return false;
-  return isNameOf(connection.name, ownName) || (original.ownsOriginal && connection.id === original.originalConnectionId);
+  return (
+    isNameOf(connection.name, ownName) || (original.ownsOriginal && connection.id === original.originalConnectionId)
+  );
 }
 
 /**
@@ -148,17 +182,36 @@ export function connectionOwner<T>(args: {
   const owner: ConnectionOwner<T> = {
     owns(obj, target, id) {
       const connection = target.connections.find((c) => c.id === id);
-      return isOwnConnection(connection, args.connectionName(obj), { ownsOriginal: args.ownsOriginal(obj), originalConnectionId: target.originalConnectionId });
+      return isOwnConnection(connection, args.connectionName(obj), {
+        ownsOriginal: args.ownsOriginal(obj),
+        originalConnectionId: target.originalConnectionId,
+      });
     },
     async recover(obj, target, previousConnectionId, keep) {
       const plan = await args.plan(obj, target);
       const revokeLost = (id: string) => owner.revoke(obj, target.databaseId, id);
-      return replayOrMint({ api, mirror, target, previousConnectionId, connectionName: args.connectionName(obj), keep, revokeLost, ...plan });
+      return replayOrMint({
+        api,
+        mirror,
+        target,
+        previousConnectionId,
+        connectionName: args.connectionName(obj),
+        keep,
+        revokeLost,
+        ...plan,
+      });
     },
     async mint(obj, target, suffix) {
       // A name per rotation: the connections of that name other than the minted one were lost (never the current one).
       const name = args.connectionName(obj).slice(0, 64 - suffix.length) + suffix; // names are at most 64 characters
-      return mintNamed({ api, mirror, databaseId: target.databaseId, name, idempotencyKey: idempotencyKeyOf("rotate", target.databaseId, name), keep: [] });
+      return mintNamed({
+        api,
+        mirror,
+        databaseId: target.databaseId,
+        name,
+        idempotencyKey: idempotencyKeyOf("rotate", target.databaseId, name),
+        keep: [],
+      });
     },
     async revoke(obj, databaseId, id) {
       // Read fresh, not from the mirror: the one check between an id anyone could have written and a DELETE made
@@ -172,7 +225,13 @@ export function connectionOwner<T>(args: {
       }
       const connection = db.connections.find((c) => c.id === id);
       if (connection === undefined) return "absent"; // gone, or another database's: either way, nothing to call
-      if (!isOwnConnection(connection, args.connectionName(obj), { ownsOriginal: args.ownsOriginal(obj), originalConnectionId: originalConnectionOf(db) })) return "refused";
+      if (
+        !isOwnConnection(connection, args.connectionName(obj), {
+          ownsOriginal: args.ownsOriginal(obj),
+          originalConnectionId: originalConnectionOf(db),
+        })
+      )
+        return "refused";
       try {
         await api.deleteConnection(id);
       } catch (err) {

@@ -13,7 +13,12 @@ describe("remote mirror", () => {
     const project = await api.createProject({ name: "p", createDatabase: false });
     for (let i = 0; i < 250; i++) await api.createDatabase({ projectId: project.id, name: `d${i}` });
     const changed: string[] = [];
-    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, onChange: (_k, id) => changed.push(id) });
+    const mirror = createRemoteMirror({
+      api,
+      logger: pino({ level: "silent" }),
+      maxAgeMs: 60_000,
+      onChange: (_k, id) => changed.push(id),
+    });
     for (const k of Object.keys(api.calls)) delete api.calls[k];
     await mirror.refresh();
     expect(api.calls["listDatabases"]).toBe(3);
@@ -33,7 +38,13 @@ describe("remote mirror", () => {
     api.provisioningReads = 2;
     const project = await api.createProject({ name: "p", createDatabase: false });
     const db = await api.createDatabase({ projectId: project.id, name: "d" });
-    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
+    const mirror = createRemoteMirror({
+      api,
+      logger: pino({ level: "silent" }),
+      maxAgeMs: 60_000,
+      fastMs: 0,
+      onChange: () => {},
+    });
     await mirror.ready();
     const statuses = [];
     for (let i = 0; i < 4; i++) statuses.push((await mirror.getDatabase(db.id))?.status);
@@ -47,7 +58,13 @@ describe("remote mirror", () => {
     const project = await api.createProject({ name: "p", createDatabase: false });
     const ids = [];
     for (let i = 0; i < 50; i++) ids.push((await api.createDatabase({ projectId: project.id, name: `d${i}` })).id);
-    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
+    const mirror = createRemoteMirror({
+      api,
+      logger: pino({ level: "silent" }),
+      maxAgeMs: 60_000,
+      fastMs: 0,
+      onChange: () => {},
+    });
     await mirror.ready();
     for (const k of Object.keys(api.calls)) delete api.calls[k];
     await Promise.all(ids.map((id) => mirror.getDatabase(id)));
@@ -62,7 +79,13 @@ describe("remote mirror", () => {
     const ids: string[] = [];
     for (let i = 0; i < 10; i++) ids.push((await api.createDatabase({ projectId: project.id, name: `d${i}` })).id);
     vi.useFakeTimers({ toFake: ["Date"] });
-    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 1_000, onChange: () => {} });
+    const mirror = createRemoteMirror({
+      api,
+      logger: pino({ level: "silent" }),
+      maxAgeMs: 60_000,
+      fastMs: 1_000,
+      onChange: () => {},
+    });
     await mirror.ready();
     for (const k of Object.keys(api.calls)) delete api.calls[k];
     // Ten seconds of fast polling, a poll of every database every half second.
@@ -98,7 +121,10 @@ describe("remote mirror", () => {
     expect(mirror.findProjectByLogicalId("k8s:u:ns/p")).toEqual({ known: false });
     await mirror.ready();
     for (const k of Object.keys(api.calls)) delete api.calls[k];
-    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toMatchObject({ known: true, value: { id: a.id } });
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toMatchObject({
+      known: true,
+      value: { id: a.id },
+    });
     expect(mirror.findDatabaseByLogicalId("proj_other", "k8s:u:ns/a")).toEqual({ known: true, value: undefined });
     expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toEqual({ known: true, value: undefined });
     expect(mirror.findProjectByLogicalId("k8s:u:ns/p")).toMatchObject({ known: true, value: { id: project.id } });
@@ -107,13 +133,19 @@ describe("remote mirror", () => {
     // Written by this process, forgotten, removed remotely: the index follows.
     const b = await api.createDatabase({ projectId: project.id, name: "b", logicalId: "k8s:u:ns/b" });
     mirror.putDatabase(await api.getDatabase(b.id));
-    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toMatchObject({ known: true, value: { id: b.id } });
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toMatchObject({
+      known: true,
+      value: { id: b.id },
+    });
     mirror.forgetDatabase(b.id);
     expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toEqual({ known: true, value: undefined });
     await api.deleteDatabase(a.id);
     await mirror.refresh();
     expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/a")).toEqual({ known: true, value: undefined });
-    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toMatchObject({ known: true, value: { id: b.id } });
+    expect(mirror.findDatabaseByLogicalId(project.id, "k8s:u:ns/b")).toMatchObject({
+      known: true,
+      value: { id: b.id },
+    });
   });
 
   it("cannot tell (known: false) when the service does not report logicalId", async () => {
@@ -131,7 +163,13 @@ describe("remote mirror", () => {
     const api = createFakeApi();
     const project = await api.createProject({ name: "p", createDatabase: false });
     for (let i = 0; i < 950; i++) await api.createDatabase({ projectId: project.id, name: `old${i}` });
-    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
+    const mirror = createRemoteMirror({
+      api,
+      logger: pino({ level: "silent" }),
+      maxAgeMs: 60_000,
+      fastMs: 0,
+      onChange: () => {},
+    });
     api.provisioningReads = 1_000;
     const fresh = [];
     for (let i = 0; i < 30; i++) fresh.push((await api.createDatabase({ projectId: project.id, name: `new${i}` })).id);
@@ -160,7 +198,13 @@ describe("remote mirror", () => {
     const project = await api.createProject({ name: "p", createDatabase: false });
     const ids = [];
     for (let i = 0; i < 250; i++) ids.push((await api.createDatabase({ projectId: project.id, name: `d${i}` })).id);
-    const mirror = createRemoteMirror({ api, logger: pino({ level: "silent" }), maxAgeMs: 60_000, fastMs: 0, onChange: () => {} });
+    const mirror = createRemoteMirror({
+      api,
+      logger: pino({ level: "silent" }),
+      maxAgeMs: 60_000,
+      fastMs: 0,
+      onChange: () => {},
+    });
     await mirror.ready();
     for (const id of ids.slice(0, 240)) api.databases.get(id)!.status = "ready";
     await mirror.refresh();

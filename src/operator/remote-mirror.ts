@@ -14,7 +14,17 @@ export type MirroredConnection = Omit<Connection, "url" | "database" | "directCo
 function slim(db: MirroredDatabase): MirroredDatabase {
   const { connections, ...rest } = db;
   delete (rest as { url?: string }).url;
-  return { ...rest, connections: connections.map(({ id, type, name, createdAt, kind, endpoints }) => ({ id, type, name, createdAt, kind, endpoints })) };
+  return {
+    ...rest,
+    connections: connections.map(({ id, type, name, createdAt, kind, endpoints }) => ({
+      id,
+      type,
+      name,
+      createdAt,
+      kind,
+      endpoints,
+    })),
+  };
 }
 
 interface Entry<T> {
@@ -73,7 +83,9 @@ export function createRemoteMirror(options: {
 }): RemoteMirror {
   const { api, logger } = options;
   const pageSize = options.pageSize ?? 100;
-  const databases = indexedMap<MirroredDatabase>((db) => (typeof db.logicalId === "string" ? `${db.project.id}\n${db.logicalId}` : undefined));
+  const databases = indexedMap<MirroredDatabase>((db) =>
+    typeof db.logicalId === "string" ? `${db.project.id}\n${db.logicalId}` : undefined,
+  );
   const projects = indexedMap<Project>((p) => (typeof p.logicalId === "string" ? p.logicalId : undefined));
   /** A full database (project) list has completed in this process and every listed object carried `logicalId`. */
   const indexed = { databases: false, projects: false };
@@ -155,7 +167,8 @@ export function createRemoteMirror(options: {
     for (const [id, e] of databases) if (!settled(e.value) && e.seq < started && !seen.has(id)) tailMissed = true;
     if (!everyHasLogicalId) indexed.databases = false;
   }
-  const fingerprint = (db: MirroredDatabase) => `${db.status}|${db.name}|${db.isDefault}|${db.connections.map((c) => c.id).join(",")}`;
+  const fingerprint = (db: MirroredDatabase) =>
+    `${db.status}|${db.name}|${db.isDefault}|${db.connections.map((c) => c.id).join(",")}`;
 
   async function listAll(withProjects: boolean) {
     const started = ++seq;

@@ -44,7 +44,13 @@ export function summarizeResources(kind: string, objects: Iterable<KubeObject>, 
     const revokeAt = timeOf(status.rotation?.retiring?.revokeAt);
     if (revokeAt !== undefined && revokeAt <= now) retiringPastRevoke++;
   }
-  return { kind, conditions: [...counts.values()], longestNotReadySeconds: longestNotReadyMs / 1000, rotationOverdue, retiringPastRevoke };
+  return {
+    kind,
+    conditions: [...counts.values()],
+    longestNotReadySeconds: longestNotReadyMs / 1000,
+    rotationOverdue,
+    retiringPastRevoke,
+  };
 }
 
 function timeOf(value: unknown): number | undefined {

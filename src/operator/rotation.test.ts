@@ -16,18 +16,40 @@ import { parseDuration, rotateAnnotation, type RotationStatus } from "./rotation
 // die there, and the next reconcile starts from what was written.
 
 const poll = { fastMs: 1_000, slowMs: 300_000 };
-type Status = { connection?: { id: string }; rotation?: RotationStatus; conditions?: { type: string; status: string }[] };
+type Status = {
+  connection?: { id: string };
+  rotation?: RotationStatus;
+  conditions?: { type: string; status: string }[];
+};
 
 async function setup(publicApi: boolean) {
   const kube: FakeKube = createFakeKube();
   const api: FakeApi = createFakeApi({ publicApi });
   const events: string[] = [];
   let crash: string | undefined;
-  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "t" }) });
+  kube.put(SecretType, {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: "mds-credentials", namespace: "ops" },
+    data: encodeData({ token: "t" }),
+  });
   const project = await api.createProject({ name: "shop", createDatabase: false });
-  kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "shop", namespace: "default" }, spec: {}, status: { id: project.id } });
+  kube.put(ProjectType, {
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Project",
+    metadata: { name: "shop", namespace: "default" },
+    spec: {},
+    status: { id: project.id },
+  });
   const logger = pino({ level: "silent" });
-  const pool = createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} });
+  const pool = createCredentialPool({
+    kube,
+    apiUrl: "x",
+    createApiClient: () => api,
+    logger,
+    pollIntervals: poll,
+    onRemoteChange: () => {},
+  });
   const deps: LoopDeps = {
     kube,
     objects: kube.cache(DatabaseType),
@@ -44,13 +66,19 @@ async function setup(publicApi: boolean) {
   };
   const kind = databaseKind({
     pool,
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
+    defaultCredentials: {
+      secretNamespace: "ops",
+      secretName: "mds-credentials",
+      key: "token",
+      fallbackNamespaces: "*" as const,
+    },
     instanceId: "unit",
     cache: (k: string) => kube.cache(k === "Project" ? ProjectType : DatabaseType),
   });
   const run = () => reconcileManaged(deps, kind, "default/orders");
   const status = () => kube.read<KubeObject>(DatabaseType, "default", "orders")!["status"] as Status;
-  const secretConnection = () => kube.read<Secret>(SecretType, "default", "orders")!.metadata.labels!["mds.dev/connection-id"]!;
+  const secretConnection = () =>
+    kube.read<Secret>(SecretType, "default", "orders")!.metadata.labels!["mds.dev/connection-id"]!;
   const alive = () => [...api.passwords.keys()];
   const advance = async (ms: number, rounds = 3) => {
     for (let i = 0; i < rounds; i++) {
@@ -60,11 +88,27 @@ async function setup(publicApi: boolean) {
   };
   const apply = (connectionSecret: object, annotations: Record<string, string> = {}) => {
     const current = kube.read<KubeObject>(DatabaseType, "default", "orders");
-    const obj = { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "orders", namespace: "default", annotations }, spec: { projectRef: { name: "shop" }, connectionSecret } };
+    const obj = {
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Database",
+      metadata: { name: "orders", namespace: "default", annotations },
+      spec: { projectRef: { name: "shop" }, connectionSecret },
+    };
     if (current === undefined) kube.put(DatabaseType, obj);
     else kube.put(DatabaseType, { ...current, metadata: { ...current.metadata, annotations }, spec: obj.spec });
   };
-  return { kube, api, events, run, status, secretConnection, alive, advance, apply, crashAt: (name: string) => (crash = name) };
+  return {
+    kube,
+    api,
+    events,
+    run,
+    status,
+    secretConnection,
+    alive,
+    advance,
+    apply,
+    crashAt: (name: string) => (crash = name),
+  };
 }
 
 afterEach(() => vi.useRealTimers());
@@ -84,7 +128,9 @@ describe.each([
     const second = t.status().connection!.id;
     expect(second).not.toBe(first);
     expect(t.secretConnection()).toBe(second);
-    expect(decodeData(t.kube.read<Secret>(SecretType, "default", "orders")!)["PGPASSWORD"]).toBe(t.api.passwords.get(second));
+    expect(decodeData(t.kube.read<Secret>(SecretType, "default", "orders")!)["PGPASSWORD"]).toBe(
+      t.api.passwords.get(second),
+    );
     expect(t.status().rotation).toMatchObject({ trigger: "1", retiring: { id: first } });
     expect(t.alive()).toEqual(expect.arrayContaining([first, second]));
     // The same annotation value does not rotate again; the grace period ends and the old connection goes.
@@ -139,27 +185,30 @@ describe.each([
     expect(t.alive().length).toBe(2); // the retiring one and the current one
   });
 
-  it.each(["database:after-rotate-mint", "database:after-rotate-secret", "database:before-retire"])("survives a crash at %s: the Secret never names a revoked connection, no connection leaks", async (point) => {
-    vi.useFakeTimers({ toFake: ["Date"] });
-    const t = await setup(publicApi);
-    t.apply({ rotation: { gracePeriod: "10s" } });
-    await t.advance(1_000, 6);
-    const first = t.status().connection!.id;
-    t.apply({ rotation: { gracePeriod: "10s" } }, { [rotateAnnotation]: "x" });
-    t.crashAt(point);
-    await t.advance(1_000, 1); // crashes at the mint or the Secret; or rotates
-    if (point === "database:before-retire") await t.advance(11_000, 1); // crashes before the revocation
-    await t.advance(1_000, 3);
-    const current = t.status().connection!.id;
-    expect(current).not.toBe(first);
-    expect(t.secretConnection()).toBe(current);
-    expect(t.api.passwords.has(current)).toBe(true);
-    expect(t.status().rotation?.pending).toBeUndefined();
-    await t.advance(11_000, 2);
-    // The replaced connection is gone after its grace period, and no mint whose answer was lost survives.
-    expect(t.alive()).toEqual([current]);
-    expect(t.status().conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
-  });
+  it.each(["database:after-rotate-mint", "database:after-rotate-secret", "database:before-retire"])(
+    "survives a crash at %s: the Secret never names a revoked connection, no connection leaks",
+    async (point) => {
+      vi.useFakeTimers({ toFake: ["Date"] });
+      const t = await setup(publicApi);
+      t.apply({ rotation: { gracePeriod: "10s" } });
+      await t.advance(1_000, 6);
+      const first = t.status().connection!.id;
+      t.apply({ rotation: { gracePeriod: "10s" } }, { [rotateAnnotation]: "x" });
+      t.crashAt(point);
+      await t.advance(1_000, 1); // crashes at the mint or the Secret; or rotates
+      if (point === "database:before-retire") await t.advance(11_000, 1); // crashes before the revocation
+      await t.advance(1_000, 3);
+      const current = t.status().connection!.id;
+      expect(current).not.toBe(first);
+      expect(t.secretConnection()).toBe(current);
+      expect(t.api.passwords.has(current)).toBe(true);
+      expect(t.status().rotation?.pending).toBeUndefined();
+      await t.advance(11_000, 2);
+      // The replaced connection is gone after its grace period, and no mint whose answer was lost survives.
+      expect(t.alive()).toEqual([current]);
+      expect(t.status().conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
+    },
+  );
 });
 
 describe("a rotation mint whose answer was lost, then a crash after the Secret", () => {
@@ -191,7 +240,10 @@ describe("rotation after a crash that left status naming an older connection", (
     const published = t.secretConnection();
     // As if the operator was killed after a Secret rebuild, before status named the new connection.
     const obj = t.kube.read<KubeObject>(DatabaseType, "default", "orders")!;
-    t.kube.put(DatabaseType, { ...obj, status: { ...(obj["status"] as object), connection: { id: "con_stale000000", name: "old" } } });
+    t.kube.put(DatabaseType, {
+      ...obj,
+      status: { ...(obj["status"] as object), connection: { id: "con_stale000000", name: "old" } },
+    });
     t.apply({ rotation: { gracePeriod: "10s" } }, { [rotateAnnotation]: "again" });
     t.crashAt("database:after-rotate-mint");
     await t.advance(1_000, 4);
@@ -222,7 +274,9 @@ describe("a failed revocation of the retiring connection", () => {
 
 describe("connection names", () => {
   it("cannot collide across namespaces and names that share dashes", () => {
-    expect(connectionNameOf("i", "Connection", "team", "a-db")).not.toBe(connectionNameOf("i", "Connection", "team-a", "db"));
+    expect(connectionNameOf("i", "Connection", "team", "a-db")).not.toBe(
+      connectionNameOf("i", "Connection", "team-a", "db"),
+    );
   });
 });
 

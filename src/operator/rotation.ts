@@ -44,7 +44,8 @@ const units: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000
 /** A Kubernetes-style duration ("720h", "1h30m", "45s", "500ms") in milliseconds. */
 export function parseDuration(text: string): number {
   const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
-  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text) throw new TerminalError("InvalidSpec", `"${text.slice(0, 40)}" is not a duration such as 720h, 1h30m or 45s`);
+  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text)
+    throw new TerminalError("InvalidSpec", `"${text.slice(0, 40)}" is not a duration such as 720h, 1h30m or 45s`);
   return parts.reduce((sum, p) => sum + Number(p[1]) * units[p[2]!]!, 0);
 }
 
@@ -63,7 +64,11 @@ const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
  * so Databases applied together do not all mint at the same second.
  */
 function jittered(everyMs: number, uid: string | undefined): number {
-  const f = createHash("sha256").update(uid ?? "").digest().readUInt32BE(0) / 0x1_0000_0000;
+  const f =
+    createHash("sha256")
+      .update(uid ?? "")
+      .digest()
+      .readUInt32BE(0) / 0x1_0000_0000;
   return Math.round(everyMs * (1 - 0.1 * f));
 }
 
@@ -90,7 +95,9 @@ export interface RotationContext<T extends Publisher> {
 }
 
 /** One rotation step; returns the connection the Secret holds, the rotation status and when to look again. */
-export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): Promise<{ connectionId: string; rotation: RotationStatus | undefined; wakeInMs: number | undefined }> {
+export async function rotateStep<T extends Publisher>(
+  ctx: RotationContext<T>,
+): Promise<{ connectionId: string; rotation: RotationStatus | undefined; wakeInMs: number | undefined }> {
   const { obj, policy, now, target } = ctx;
   let r: RotationStatus = { ...(obj.status?.rotation ?? {}) };
   // The suffix names what the rotation mints: only the form the operator writes, so a status written by someone else
@@ -102,7 +109,9 @@ export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): 
   const nameOf = (id: string) => target.connections.find((c) => c.id === id)?.name ?? "";
   const finish = (retired: string, t: string | undefined): RotationStatus => ({
     lastRotationTime: iso(now),
-    ...(policy.everyMs === undefined ? {} : { nextRotationTime: iso(now + jittered(policy.everyMs, obj.metadata.uid)) }),
+    ...(policy.everyMs === undefined
+      ? {}
+      : { nextRotationTime: iso(now + jittered(policy.everyMs, obj.metadata.uid)) }),
     ...(t === undefined ? {} : { trigger: t }),
     retiring: { id: retired, name: nameOf(retired), revokeAt: iso(now + policy.gracePeriodMs) },
   });
@@ -117,10 +126,14 @@ export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): 
     // published connection's name: nobody holds its password. The crash may have come before it was revoked.
     const mintName = nameOf(ctx.published);
     for (const c of target.connections) {
-      if (mintName !== "" && c.name === mintName && c.id !== ctx.published && c.id !== replaced) await ctx.revoke(c.id, "a rotation minted it and its answer was lost");
+      if (mintName !== "" && c.name === mintName && c.id !== ctx.published && c.id !== replaced)
+        await ctx.revoke(c.id, "a rotation minted it and its answer was lost");
     }
     r = finish(replaced, r.pending.trigger ?? r.trigger);
-    ctx.record("SecretRotated", `Published new credentials (connection "${ctx.published}"); connection "${replaced}" keeps working until ${r.retiring?.revokeAt}`);
+    ctx.record(
+      "SecretRotated",
+      `Published new credentials (connection "${ctx.published}"); connection "${replaced}" keeps working until ${r.retiring?.revokeAt}`,
+    );
   }
   if (r.retiring !== undefined && now >= Date.parse(r.retiring.revokeAt)) {
     await ctx.crashPoint("before-retire");
@@ -129,13 +142,19 @@ export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): 
     r = { ...r, retiring: undefined };
   }
   if (policy.everyMs === undefined) r.nextRotationTime = undefined;
-  else r.nextRotationTime ??= iso(Date.parse(r.lastRotationTime ?? iso(now)) + jittered(policy.everyMs, obj.metadata.uid));
+  else
+    r.nextRotationTime ??= iso(Date.parse(r.lastRotationTime ?? iso(now)) + jittered(policy.everyMs, obj.metadata.uid));
 
   const requested = trigger !== undefined && trigger !== r.trigger;
   const scheduled = r.nextRotationTime !== undefined && now >= Date.parse(r.nextRotationTime);
   // A rotation asked for while another connection is still retiring waits for it: one retired connection at most.
   if ((r.pending !== undefined || requested || scheduled) && r.retiring === undefined) {
-    const pending = r.pending ?? { suffix: `-r${now.toString(36)}`, since: iso(now), replaces: ctx.published, ...(requested ? { trigger } : {}) };
+    const pending = r.pending ?? {
+      suffix: `-r${now.toString(36)}`,
+      since: iso(now),
+      replaces: ctx.published,
+      ...(requested ? { trigger } : {}),
+    };
     if (r.pending === undefined) await ctx.saveStatus({ rotation: { ...r, pending } });
     const minted = await ctx.owner.mint(obj, target, pending.suffix);
     await ctx.crashPoint("after-rotate-mint");
@@ -144,9 +163,18 @@ export async function rotateStep<T extends Publisher>(ctx: RotationContext<T>): 
     for (const id of minted.leaked) await ctx.revoke(id, "a rotation minted it and its answer was lost");
     r = finish(ctx.published, pending.trigger ?? r.trigger);
     connectionId = minted.credentials.connectionId;
-    ctx.record("SecretRotated", `Published new credentials (connection "${connectionId}"); connection "${ctx.published}" keeps working until ${r.retiring?.revokeAt}`);
+    ctx.record(
+      "SecretRotated",
+      `Published new credentials (connection "${connectionId}"); connection "${ctx.published}" keeps working until ${r.retiring?.revokeAt}`,
+    );
   }
-  const wakes = [r.retiring?.revokeAt, r.nextRotationTime].filter((t): t is string => t !== undefined).map((t) => Math.max(0, Date.parse(t) - now));
+  const wakes = [r.retiring?.revokeAt, r.nextRotationTime]
+    .filter((t): t is string => t !== undefined)
+    .map((t) => Math.max(0, Date.parse(t) - now));
   const empty = Object.values(r).every((v) => v === undefined);
-  return { connectionId, rotation: empty ? undefined : r, wakeInMs: wakes.length === 0 ? undefined : Math.min(...wakes) };
+  return {
+    connectionId,
+    rotation: empty ? undefined : r,
+    wakeInMs: wakes.length === 0 ? undefined : Math.min(...wakes),
+  };
 }

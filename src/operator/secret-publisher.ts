@@ -60,7 +60,12 @@ export interface ConnectionOwner<T> {
    * Credentials for a Secret that is missing, edited or names a revoked connection; `revoke`: connections lost.
    * `keep`: connections that live on whatever happens (one being retired after a rotation).
    */
-  recover(obj: T, target: SecretTarget, previousConnectionId: string | undefined, keep: string[]): Promise<{ credentials: ConnectionCredentials; revoke: string[] }>;
+  recover(
+    obj: T,
+    target: SecretTarget,
+    previousConnectionId: string | undefined,
+    keep: string[],
+  ): Promise<{ credentials: ConnectionCredentials; revoke: string[] }>;
   /** A new connection for a rotation, named with `suffix`; `leaked`: earlier mints of that name nobody holds. */
   mint(obj: T, target: SecretTarget, suffix: string): Promise<{ credentials: ConnectionCredentials; leaked: string[] }>;
   /**
@@ -76,7 +81,9 @@ export interface Publisher extends KubeObject {
   kind: string;
   spec: { deletionPolicy?: "Retain" | "Delete" | undefined };
   /** status.connection: the connection the Secret was last published with (written by publishedStatus). */
-  status?: { connection?: { id: string } | undefined; rotation?: RotationStatus | undefined; [key: string]: unknown } | undefined;
+  status?:
+    | { connection?: { id: string } | undefined; rotation?: RotationStatus | undefined; [key: string]: unknown }
+    | undefined;
 }
 
 /** The status fields that name the published Secret and connection (status.binding: servicebinding.io). */
@@ -101,7 +108,14 @@ export interface PublisherDeps {
  */
 export function ownerReferenceOf(obj: Publisher): OwnerReference | undefined {
   if (obj.metadata.uid === undefined || (obj.spec.deletionPolicy ?? "Retain") !== "Delete") return undefined;
-  return { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, uid: obj.metadata.uid, controller: true, blockOwnerDeletion: false };
+  return {
+    apiVersion: obj.apiVersion,
+    kind: obj.kind,
+    name: obj.metadata.name,
+    uid: obj.metadata.uid,
+    controller: true,
+    blockOwnerDeletion: false,
+  };
 }
 
 export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj: T) {
@@ -116,7 +130,9 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         `cannot write connection Secret "${target.name}": a Secret of that name exists and is not managed by mds-operator; delete it or set connectionSecret.name to another name`,
       );
     }
-    const ownedByOther = (existing.metadata.ownerReferences ?? []).some((r) => r.controller === true && r.uid !== obj.metadata.uid);
+    const ownedByOther = (existing.metadata.ownerReferences ?? []).some(
+      (r) => r.controller === true && r.uid !== obj.metadata.uid,
+    );
     const otherDb = existing.metadata.labels?.[labels.databaseId] !== target.databaseId;
     if (ownedByOther || otherDb) {
       throw new ReconcileError(
@@ -126,7 +142,12 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
     }
   }
 
-  async function write(existing: Secret | undefined, target: SecretTarget, credentials: ConnectionCredentials, toRevoke: string[] = []): Promise<void> {
+  async function write(
+    existing: Secret | undefined,
+    target: SecretTarget,
+    credentials: ConnectionCredentials,
+    toRevoke: string[] = [],
+  ): Promise<void> {
     const desired = buildSecret({
       namespace: ns ?? "default",
       name: target.name,
@@ -137,7 +158,8 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       owner: ownerReferenceOf(obj),
       ownerName: `${obj.kind}/${obj.metadata.name}`,
     });
-    if (toRevoke.length > 0) desired.metadata.annotations = { ...desired.metadata.annotations, [annotations.revoke]: toRevoke.join(",") };
+    if (toRevoke.length > 0)
+      desired.metadata.annotations = { ...desired.metadata.annotations, [annotations.revoke]: toRevoke.join(",") };
     if (existing === undefined) {
       await deps.kube.create(SecretType, desired);
       return;
@@ -147,7 +169,12 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       // A Secret's type is immutable (servicebinding.io form switched on or off): replace it whole, ours only. From
       // the live copy: a cached one may lack an annotation written since (a restore's ledger).
       const live = (await deps.kube.get<Secret>(SecretType, ns, target.name)) ?? existing;
-      await deps.kube.delete(SecretType, ns, target.name, live.metadata.uid === undefined ? {} : { uid: live.metadata.uid });
+      await deps.kube.delete(
+        SecretType,
+        ns,
+        target.name,
+        live.metadata.uid === undefined ? {} : { uid: live.metadata.uid },
+      );
       desired.metadata.labels = { ...live.metadata.labels, ...desired.metadata.labels };
       desired.metadata.annotations = { ...live.metadata.annotations, ...desired.metadata.annotations };
       await deps.kube.create(SecretType, desired);
@@ -162,7 +189,10 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
 
   /** Says why a connection was not revoked: no remote call was made for it. */
   function refused(id: string, databaseId: string, source: string) {
-    deps.log.warn({ connectionId: id, databaseId, source }, "Refused to revoke a connection this resource did not mint");
+    deps.log.warn(
+      { connectionId: id, databaseId, source },
+      "Refused to revoke a connection this resource did not mint",
+    );
     deps.events.record(
       obj,
       "Warning",
@@ -172,11 +202,18 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
   }
 
   /** Revokes one of this resource's own connections; a failure is logged, not thrown. */
-  async function revoke(owner: ConnectionOwner<T>, target: SecretTarget, id: string, why = "whose credentials were lost", source = "the operator's records") {
+  async function revoke(
+    owner: ConnectionOwner<T>,
+    target: SecretTarget,
+    id: string,
+    why = "whose credentials were lost",
+    source = "the operator's records",
+  ) {
     try {
       const result = await owner.revoke(obj, target.databaseId, id);
       if (result === "refused") refused(id, target.databaseId, source);
-      else if (result === "revoked") deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}" ${why}`);
+      else if (result === "revoked")
+        deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}" ${why}`);
     } catch (err) {
       deps.log.warn({ err, connectionId: id }, "Could not revoke a lost connection");
     }
@@ -202,23 +239,44 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
    * Revokes what the Secret's revoke annotation lists (never what it names now, nor the retiring one), then clears
    * it. Anyone who can write the Secret can write the list: only this resource's own connections are revoked.
    */
-  async function revokeNoted(owner: ConnectionOwner<T>, target: SecretTarget, seen: Secret | undefined, current: string) {
+  async function revokeNoted(
+    owner: ConnectionOwner<T>,
+    target: SecretTarget,
+    seen: Secret | undefined,
+    current: string,
+  ) {
     if (seen?.metadata.annotations?.[annotations.revoke] === undefined) return;
     const secret = await deps.kube.get<Secret>(SecretType, ns, seen.metadata.name);
     const noted = secret?.metadata.annotations?.[annotations.revoke];
     if (secret === undefined || noted === undefined) return;
     const retiring = obj.status?.rotation?.retiring?.id;
     // At most as many as a recovery writes, and ids only: a longer list was not written by the operator.
-    const ids = [...new Set(noted.split(",").filter((id) => id !== "" && id !== current && id !== retiring))].slice(0, 16);
+    const ids = [...new Set(noted.split(",").filter((id) => id !== "" && id !== current && id !== retiring))].slice(
+      0,
+      16,
+    );
     const revoked: string[] = [];
     // A failed revocation throws: the list stays for the next reconcile.
     for (const id of ids) {
       const result = await owner.revoke(obj, target.databaseId, id);
-      if (result === "refused") refused(id.slice(0, 80), target.databaseId, `the annotation ${annotations.revoke} on Secret "${secret.metadata.name}"`);
+      if (result === "refused")
+        refused(
+          id.slice(0, 80),
+          target.databaseId,
+          `the annotation ${annotations.revoke} on Secret "${secret.metadata.name}"`,
+        );
       if (result === "revoked") revoked.push(id);
     }
-    if (revoked.length > 0) deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connections whose credentials were lost: ${revoked.join(",")}`);
-    await deps.kube.patch(SecretType, ns, secret.metadata.name, { metadata: { resourceVersion: secret.metadata.resourceVersion, annotations: { [annotations.revoke]: null } } });
+    if (revoked.length > 0)
+      deps.events.record(
+        obj,
+        "Normal",
+        "ConnectionRevoked",
+        `Revoked connections whose credentials were lost: ${revoked.join(",")}`,
+      );
+    await deps.kube.patch(SecretType, ns, secret.metadata.name, {
+      metadata: { resourceVersion: secret.metadata.resourceVersion, annotations: { [annotations.revoke]: null } },
+    });
   }
 
   /** Credentials that exist nowhere else (a creation or rotation answer): the Secret goes first, retried in process. */
@@ -229,7 +287,9 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         assertUsable(existing, target);
         await write(existing, target, credentials);
       },
-      { onRetry: (err, attempt) => deps.log.debug({ err, attempt }, "Could not write the connection Secret; retrying") },
+      {
+        onRetry: (err, attempt) => deps.log.debug({ err, attempt }, "Could not write the connection Secret; retrying"),
+      },
     );
     return credentials.connectionId;
   }
@@ -238,7 +298,13 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
     publishCreated: publishOnly,
 
     /** Rotation with overlap (rotation.ts): status fields to merge, and when to look again. */
-    async rotate(owner: ConnectionOwner<T>, target: SecretTarget, published: string, spec: ConnectionSecretSpec | undefined, saveStatus: (fields: Record<string, unknown>) => Promise<void>) {
+    async rotate(
+      owner: ConnectionOwner<T>,
+      target: SecretTarget,
+      published: string,
+      spec: ConnectionSecretSpec | undefined,
+      saveStatus: (fields: Record<string, unknown>) => Promise<void>,
+    ) {
       const rotated = await rotateStep({
         obj,
         owner,
@@ -256,13 +322,22 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         retire: async (id) => {
           const result = await owner.revoke(obj, target.databaseId, id);
           if (result === "refused") refused(id, target.databaseId, "status.rotation.retiring");
-          if (result === "revoked") deps.events.record(obj, "Normal", "ConnectionRevoked", `Revoked connection "${id}": its grace period after a rotation ended`);
+          if (result === "revoked")
+            deps.events.record(
+              obj,
+              "Normal",
+              "ConnectionRevoked",
+              `Revoked connection "${id}": its grace period after a rotation ended`,
+            );
         },
         saveStatus,
         crashPoint: point,
         record: (reason, message) => deps.events.record(obj, "Normal", reason, message),
       });
-      return { fields: { ...publishedStatus(target, rotated.connectionId), rotation: rotated.rotation }, wakeInMs: rotated.wakeInMs };
+      return {
+        fields: { ...publishedStatus(target, rotated.connectionId), rotation: rotated.rotation },
+        wakeInMs: rotated.wakeInMs,
+      };
     },
 
     /** Makes the Secret current; returns the connection id whose credentials it holds. */
@@ -272,15 +347,23 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       // rewritten into the Secret without minting anything. Only a connection of this resource's own counts: a
       // Secret is anyone's to write who can write the namespace, credentials hash included (it proves no secret).
       const usable = (s: Secret | undefined) => {
-        if (s === undefined || s.metadata.labels?.[labels.managedBy] !== managedByValue || s.metadata.labels?.[labels.databaseId] !== target.databaseId) return undefined;
+        if (
+          s === undefined ||
+          s.metadata.labels?.[labels.managedBy] !== managedByValue ||
+          s.metadata.labels?.[labels.databaseId] !== target.databaseId
+        )
+          return undefined;
         const id = s.metadata.labels?.[labels.connectionId];
         const connection = target.connections.find((c) => c.id === id);
-        return connection === undefined || !owner.owns(obj, target, connection.id) ? undefined : credentialsFromSecret(s, connection.endpoints ?? target.endpoints);
+        return connection === undefined || !owner.owns(obj, target, connection.id)
+          ? undefined
+          : credentialsFromSecret(s, connection.endpoints ?? target.endpoints);
       };
       let creds = usable(fromCache);
       let existing = fromCache;
       // A cached Secret naming another connection than status may lag behind a rotation: ask the live one.
-      const stale = creds !== undefined && obj.status?.connection !== undefined && creds.connectionId !== obj.status.connection.id;
+      const stale =
+        creds !== undefined && obj.status?.connection !== undefined && creds.connectionId !== obj.status.connection.id;
       if (creds === undefined || stale) {
         // The cache may lag: read the Secret itself before minting anything.
         existing = await deps.kube.get<Secret>(SecretType, ns, target.name);
@@ -296,9 +379,12 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       // The connection whose password is lost: the one the Secret or status names. Another login of the database
       // named there is not a record of ours (someone else wrote it): skipped. One the database no longer lists (gone,
       // or never its) is kept as "previous" as before (it keys the mint); revocations check it at the service anyway.
-      const named = [existing?.metadata.labels?.[labels.connectionId], obj.status?.connection?.id].filter((id): id is string => id !== undefined);
+      const named = [existing?.metadata.labels?.[labels.connectionId], obj.status?.connection?.id].filter(
+        (id): id is string => id !== undefined,
+      );
       const foreign = (id: string) => target.connections.some((c) => c.id === id) && !owner.owns(obj, target, id);
-      for (const id of new Set(named.filter(foreign))) refused(id.slice(0, 80), target.databaseId, `Secret "${target.name}" or status.connection`);
+      for (const id of new Set(named.filter(foreign)))
+        refused(id.slice(0, 80), target.databaseId, `Secret "${target.name}" or status.connection`);
       const previous = named.find((id) => !foreign(id));
       const retiring = obj.status?.rotation?.retiring?.id;
       const recovered = await owner.recover(obj, target, previous, retiring === undefined ? [] : [retiring]);
@@ -313,7 +399,12 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
         "SecretRebuilt",
         `Connection Secret "${target.name}" was ${existing === undefined ? "missing" : "edited or out of date"}; rebuilt it with working credentials`,
       );
-      await revokeNoted(owner, target, await deps.kube.get<Secret>(SecretType, ns, target.name), recovered.credentials.connectionId);
+      await revokeNoted(
+        owner,
+        target,
+        await deps.kube.get<Secret>(SecretType, ns, target.name),
+        recovered.credentials.connectionId,
+      );
       return recovered.credentials.connectionId;
     },
 
@@ -328,7 +419,10 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       const refs = secret.metadata.ownerReferences ?? [];
       if (!refs.some((r) => r.uid === obj.metadata.uid)) return;
       await deps.kube.patch(SecretType, ns, name, {
-        metadata: { resourceVersion: secret.metadata.resourceVersion, ownerReferences: refs.filter((r) => r.uid !== obj.metadata.uid) },
+        metadata: {
+          resourceVersion: secret.metadata.resourceVersion,
+          ownerReferences: refs.filter((r) => r.uid !== obj.metadata.uid),
+        },
       });
       deps.events.record(obj, "Normal", "SecretRetained", `Kept connection Secret "${name}" (deletionPolicy Retain)`);
     },
@@ -342,7 +436,12 @@ export function connectionSecrets<T extends Publisher>(deps: PublisherDeps, obj:
       const sameDb = databaseIds.includes(secret.metadata.labels?.[labels.databaseId] ?? "");
       if (!owned && !sameDb) return;
       try {
-        await deps.kube.delete(SecretType, ns, name, secret.metadata.uid === undefined ? {} : { uid: secret.metadata.uid });
+        await deps.kube.delete(
+          SecretType,
+          ns,
+          name,
+          secret.metadata.uid === undefined ? {} : { uid: secret.metadata.uid },
+        );
       } catch (err) {
         if (!isKubeNotFound(err)) throw err;
       }

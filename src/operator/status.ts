@@ -11,7 +11,9 @@ import { withProgress } from "./progress.ts";
 // kstatus's Reconciling and Stalled derived from the rest on every write (progress.ts).
 
 export interface StatusObject extends KubeObject {
-  status?: { conditions?: Condition[] | undefined; observedGeneration?: number | undefined; [key: string]: unknown } | undefined;
+  status?:
+    | { conditions?: Condition[] | undefined; observedGeneration?: number | undefined; [key: string]: unknown }
+    | undefined;
 }
 
 export interface ConditionUpdate {
@@ -36,7 +38,11 @@ export async function writeStatus<T extends StatusObject>(
   let conditions = obj.status?.conditions;
   for (const c of conds) conditions = setCondition(conditions, { ...c, observedGeneration: generation }, now);
   const merged: Record<string, unknown> = { ...(obj.status ?? {}), ...fields };
-  conditions = withProgress(conditions, { generation, deleting: obj.metadata.deletionTimestamp !== undefined, rotating: rotationPending(merged) }, now);
+  conditions = withProgress(
+    conditions,
+    { generation, deleting: obj.metadata.deletionTimestamp !== undefined, rotating: rotationPending(merged) },
+    now,
+  );
   const next: Record<string, unknown> = {
     ...merged,
     ...(generation === undefined ? {} : { observedGeneration: generation }),
@@ -65,7 +71,8 @@ export function mergePatchOf(from: Record<string, unknown>, to: Record<string, u
   return patch;
 }
 
-const rotationPending = (status: Record<string, unknown> | undefined) => (status?.["rotation"] as { pending?: unknown } | undefined)?.pending !== undefined;
+const rotationPending = (status: Record<string, unknown> | undefined) =>
+  (status?.["rotation"] as { pending?: unknown } | undefined)?.pending !== undefined;
 
 /**
  * A failed reconcile: one Warning Event, Synced=False with the classified reason and message, Ready=False too if
@@ -91,13 +98,26 @@ export async function reportError(
   const message = messageOf(err);
   deps.events.record(obj, "Warning", c.reason, message);
   const generation = obj.metadata.generation;
-  let conditions = setCondition(obj.status?.conditions, { type: "Synced", status: "False", reason: c.reason, message, observedGeneration: generation }, now);
+  let conditions = setCondition(
+    obj.status?.conditions,
+    { type: "Synced", status: "False", reason: c.reason, message, observedGeneration: generation },
+    now,
+  );
   if (conditions.find((x) => x.type === "Ready") === undefined) {
-    conditions = setCondition(conditions, { type: "Ready", status: "False", reason: c.reason, message, observedGeneration: generation }, now);
+    conditions = setCondition(
+      conditions,
+      { type: "Ready", status: "False", reason: c.reason, message, observedGeneration: generation },
+      now,
+    );
   }
   conditions = withProgress(
     conditions,
-    { generation, deleting: obj.metadata.deletionTimestamp !== undefined, rotating: rotationPending(obj.status), terminal: c.terminal ? { reason: c.reason, message } : undefined },
+    {
+      generation,
+      deleting: obj.metadata.deletionTimestamp !== undefined,
+      rotating: rotationPending(obj.status),
+      terminal: c.terminal ? { reason: c.reason, message } : undefined,
+    },
     now,
   );
   if (jsonEqual(conditions, obj.status?.conditions)) return;

@@ -112,7 +112,11 @@ describe("work queue", () => {
       expect(order).toHaveLength(1001);
       expect(order.indexOf("team-b/orders")).toBeLessThan(2 * 2);
       // Within a namespace, keys keep their order.
-      expect(order.filter((k) => k.startsWith("team-a/")).slice(0, 3)).toEqual(["team-a/db-0", "team-a/db-1", "team-a/db-2"]);
+      expect(order.filter((k) => k.startsWith("team-a/")).slice(0, 3)).toEqual([
+        "team-a/db-0",
+        "team-a/db-1",
+        "team-a/db-2",
+      ]);
     });
 
     it("serves team B's new key ahead of team A's 1,000 polls whose delay expired", async () => {

@@ -86,7 +86,11 @@ export function namespaceOfKey(key: string): string {
   return i < 0 ? "" : key.slice(0, i);
 }
 
-export function createWorkQueue(backoff: BackoffOptions = defaultBackoff, observer?: QueueObserver, options: WorkQueueOptions = {}): WorkQueue {
+export function createWorkQueue(
+  backoff: BackoffOptions = defaultBackoff,
+  observer?: QueueObserver,
+  options: WorkQueueOptions = {},
+): WorkQueue {
   const laneKeyOf = options.order === "fifo" ? () => "" : namespaceOfKey;
   // Only namespaces with ready keys have lanes, and they are in `turns`, in the order they are served next.
   const lanes = new Map<string, Lanes>();
@@ -263,7 +267,13 @@ export function createWorkQueue(backoff: BackoffOptions = defaultBackoff, observ
         unfinished += now - t;
         longest = Math.max(longest, now - t);
       }
-      return { ready: readyCount + dirty.size, delayed: deadlines.size, active: processing.size, unfinishedSeconds: unfinished / 1000, longestRunningSeconds: longest / 1000 };
+      return {
+        ready: readyCount + dirty.size,
+        delayed: deadlines.size,
+        active: processing.size,
+        unfinishedSeconds: unfinished / 1000,
+        longestRunningSeconds: longest / 1000,
+      };
     },
     start(h, concurrency) {
       handler = h;

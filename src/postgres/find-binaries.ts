@@ -63,7 +63,11 @@ export async function findPostgresBinaries(options: FindOptions = {}): Promise<P
   const found: PostgresBinaries[] = [];
   const seen = new Set<string>();
   // PATH is part of the process environment the caller gave us, like the binaries themselves.
-  for (const dir of await candidates(options.searchPath ?? process.env.PATH ?? "", options.pgConfig ?? "pg_config", options.libRoot ?? "/usr/lib/postgresql")) {
+  for (const dir of await candidates(
+    options.searchPath ?? process.env.PATH ?? "",
+    options.pgConfig ?? "pg_config",
+    options.libRoot ?? "/usr/lib/postgresql",
+  )) {
     if (seen.has(dir)) continue;
     seen.add(dir);
     if (!(await hasAll(dir))) continue;

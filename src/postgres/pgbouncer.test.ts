@@ -5,7 +5,15 @@ import path from "node:path";
 import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findPgBouncer, grantPoolerConnect, startPgBouncer, startPostgres, templateCluster, type RunningPgBouncer, type RunningPostgres } from "./index.ts";
+import {
+  findPgBouncer,
+  grantPoolerConnect,
+  startPgBouncer,
+  startPostgres,
+  templateCluster,
+  type RunningPgBouncer,
+  type RunningPostgres,
+} from "./index.ts";
 import { PostgresNotFoundError } from "./errors.ts";
 
 const run = promisify(execFile);
@@ -18,7 +26,12 @@ describe("pgbouncer in front of a TLS PostgreSQL", () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), "mds-pgb-"));
-    postgres = await startPostgres({ dir: path.join(dir, "pg"), template: await templateCluster(), tls: true, settings: { fsync: "off" } });
+    postgres = await startPostgres({
+      dir: path.join(dir, "pg"),
+      template: await templateCluster(),
+      tls: true,
+      settings: { fsync: "off" },
+    });
     const admin = new pg.Client({ connectionString: postgres.url });
     await admin.connect();
     await admin.query("CREATE ROLE mds_t1_owner NOLOGIN");
@@ -26,7 +39,12 @@ describe("pgbouncer in front of a TLS PostgreSQL", () => {
     await admin.query("CREATE DATABASE mds_t1 OWNER mds_t1_owner");
     await admin.query("REVOKE ALL ON DATABASE mds_t1 FROM PUBLIC");
     await admin.end();
-    bouncer = await startPgBouncer({ dir: path.join(dir, "pgbouncer"), server: { host: postgres.host, port: postgres.port, adminUrl: postgres.url }, tls: postgres.tls!, poolSize: 3 });
+    bouncer = await startPgBouncer({
+      dir: path.join(dir, "pgbouncer"),
+      server: { host: postgres.host, port: postgres.port, adminUrl: postgres.url },
+      tls: postgres.tls!,
+      poolSize: 3,
+    });
   }, 60_000);
 
   afterAll(async () => {
@@ -49,9 +67,18 @@ describe("pgbouncer in front of a TLS PostgreSQL", () => {
   });
 
   it("serves a tenant login over verified TLS, and the lookup answers nobody else", async () => {
-    const client = new pg.Client({ host: bouncer.host, port: bouncer.port, user: "mds_t1_login", password, database: "mds_t1", ssl: { ca: postgres.tls!.caCert } });
+    const client = new pg.Client({
+      host: bouncer.host,
+      port: bouncer.port,
+      user: "mds_t1_login",
+      password,
+      database: "mds_t1",
+      ssl: { ca: postgres.tls!.caCert },
+    });
     await client.connect();
-    const { rows } = await client.query<{ ssl: boolean; u: string }>("SELECT ssl, current_user AS u FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE pid = pg_backend_pid()");
+    const { rows } = await client.query<{ ssl: boolean; u: string }>(
+      "SELECT ssl, current_user AS u FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE pid = pg_backend_pid()",
+    );
     expect(rows[0]!.ssl).toBe(true);
     // the tenant calls the lookup itself: nothing
     const lookup = await client.query("SELECT * FROM pg_catalog.mds_pooler_lookup('mds_t1_login')");
@@ -60,17 +87,35 @@ describe("pgbouncer in front of a TLS PostgreSQL", () => {
   });
 
   it("refuses a plain connection and a wrong password", async () => {
-    const plain = new pg.Client({ host: bouncer.host, port: bouncer.port, user: "mds_t1_login", password, database: "mds_t1", ssl: false });
+    const plain = new pg.Client({
+      host: bouncer.host,
+      port: bouncer.port,
+      user: "mds_t1_login",
+      password,
+      database: "mds_t1",
+      ssl: false,
+    });
     await expect(plain.connect()).rejects.toThrow();
-    const wrong = new pg.Client({ host: bouncer.host, port: bouncer.port, user: "mds_t1_login", password: "nope", database: "mds_t1", ssl: { ca: postgres.tls!.caCert } });
+    const wrong = new pg.Client({
+      host: bouncer.host,
+      port: bouncer.port,
+      user: "mds_t1_login",
+      password: "nope",
+      database: "mds_t1",
+      ssl: { ca: postgres.tls!.caCert },
+    });
     await expect(wrong.connect()).rejects.toThrow();
   });
 
   it("psql verifies the server with verify-full through both endpoints", async () => {
     for (const port of [postgres.port, bouncer.port]) {
-      const { stdout } = await run("psql", ["-XAtc", "SELECT 1", `host=127.0.0.1 port=${port} user=mds_t1_login dbname=mds_t1 sslmode=verify-full`], {
-        env: { ...process.env, PGPASSWORD: password, PGSSLROOTCERT: postgres.tls!.caFile },
-      });
+      const { stdout } = await run(
+        "psql",
+        ["-XAtc", "SELECT 1", `host=127.0.0.1 port=${port} user=mds_t1_login dbname=mds_t1 sslmode=verify-full`],
+        {
+          env: { ...process.env, PGPASSWORD: password, PGSSLROOTCERT: postgres.tls!.caFile },
+        },
+      );
       expect(stdout.trim()).toBe("1");
     }
   });
@@ -83,7 +128,14 @@ describe("pgbouncer in front of a TLS PostgreSQL", () => {
     await admin.query("CREATE DATABASE mds_t2 OWNER mds_t2_owner");
     await admin.query("REVOKE ALL ON DATABASE mds_t2 FROM PUBLIC");
     const connect = () => {
-      const c = new pg.Client({ host: bouncer.host, port: bouncer.port, user: "mds_t2_login", password, database: "mds_t2", ssl: { ca: postgres.tls!.caCert } });
+      const c = new pg.Client({
+        host: bouncer.host,
+        port: bouncer.port,
+        user: "mds_t2_login",
+        password,
+        database: "mds_t2",
+        ssl: { ca: postgres.tls!.caCert },
+      });
       return c.connect().then(() => c.end());
     };
     await grantPoolerConnect(admin, "mds_t2");

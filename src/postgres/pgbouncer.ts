@@ -68,8 +68,17 @@ export function keepsPreparedStatements(version: string): boolean {
 }
 
 /** PgBouncer on PATH or at /usr/sbin/pgbouncer (Debian's place, off a normal user's PATH). */
-export async function findPgBouncer(searchPath = process.env.PATH ?? "", fallbacks = ["/usr/sbin/pgbouncer"]): Promise<PgBouncerBinary> {
-  const candidates = [...searchPath.split(path.delimiter).filter(Boolean).map((d) => path.join(d, "pgbouncer")), ...fallbacks];
+export async function findPgBouncer(
+  searchPath = process.env.PATH ?? "",
+  fallbacks = ["/usr/sbin/pgbouncer"],
+): Promise<PgBouncerBinary> {
+  const candidates = [
+    ...searchPath
+      .split(path.delimiter)
+      .filter(Boolean)
+      .map((d) => path.join(d, "pgbouncer")),
+    ...fallbacks,
+  ];
   for (const file of candidates) {
     try {
       await access(file, constants.X_OK);
@@ -80,7 +89,9 @@ export async function findPgBouncer(searchPath = process.env.PATH ?? "", fallbac
     const version = /PgBouncer (\d+\.\d+(?:\.\d+)?)/.exec(stdout)?.[1];
     if (version) return { path: file, version };
   }
-  throw new PostgresNotFoundError("cannot find pgbouncer (searched PATH and /usr/sbin/pgbouncer): install it with `apt-get install pgbouncer`");
+  throw new PostgresNotFoundError(
+    "cannot find pgbouncer (searched PATH and /usr/sbin/pgbouncer): install it with `apt-get install pgbouncer`",
+  );
 }
 
 type Queryable = { query(sql: string, values?: unknown[]): Promise<{ rowCount: number | null }> };
@@ -117,7 +128,12 @@ function withDatabase(url: string, database: string): string {
  * attribute), the lookup function in every database that accepts connections (template1 included), and CONNECT on
  * every database owned by a non-superuser (tenant databases; spares, postgres and the control database stay closed).
  */
-export async function preparePoolerAuth(adminUrl: string, password: string, logger?: Logger, connectionLimit = defaultAuthConnections): Promise<void> {
+export async function preparePoolerAuth(
+  adminUrl: string,
+  password: string,
+  logger?: Logger,
+  connectionLimit = defaultAuthConnections,
+): Promise<void> {
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   let databases: string[];
@@ -125,7 +141,11 @@ export async function preparePoolerAuth(adminUrl: string, password: string, logg
     const exists = (await admin.query("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", [poolerRole])).rowCount;
     const attributes = `LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT CONNECTION LIMIT ${connectionLimit} PASSWORD '${scramVerifier(password)}'`;
     await admin.query(`${exists ? "ALTER" : "CREATE"} ROLE ${poolerRole} ${attributes}`);
-    databases = (await admin.query<{ datname: string }>("SELECT datname FROM pg_catalog.pg_database WHERE datallowconn ORDER BY datname")).rows.map((r) => r.datname);
+    databases = (
+      await admin.query<{ datname: string }>(
+        "SELECT datname FROM pg_catalog.pg_database WHERE datallowconn ORDER BY datname",
+      )
+    ).rows.map((r) => r.datname);
     const tenants = await admin.query<{ datname: string }>(
       `SELECT d.datname FROM pg_catalog.pg_database d JOIN pg_catalog.pg_roles r ON r.oid = d.datdba
        WHERE NOT r.rolsuper AND NOT pg_catalog.has_database_privilege($1, d.oid, 'CONNECT')`,
@@ -138,7 +158,11 @@ export async function preparePoolerAuth(adminUrl: string, password: string, logg
   for (const database of databases) {
     // Most of these databases are tenants': their settings must not reach this session (session-options.ts), and a
     // database that still refuses it costs only that tenant's pooled logins (its lookup stays as it was), never the start.
-    const client = new pg.Client({ connectionString: withDatabase(adminUrl, database), options: pinnedSessionOptions(10_000), connectionTimeoutMillis: 10_000 });
+    const client = new pg.Client({
+      connectionString: withDatabase(adminUrl, database),
+      options: pinnedSessionOptions(10_000),
+      connectionTimeoutMillis: 10_000,
+    });
     client.on("error", () => {});
     try {
       await client.connect();
@@ -146,7 +170,10 @@ export async function preparePoolerAuth(adminUrl: string, password: string, logg
       // The default EXECUTE for PUBLIC stays (a changed ACL in pg_catalog would be dumped): the function itself
       // answers nobody but a session of mds_pooler.
     } catch (err) {
-      logger?.warn({ database, err: { message: (err as Error).message } }, "cannot set up the pooler's lookup in a database; its pooled logins may fail");
+      logger?.warn(
+        { database, err: { message: (err as Error).message } },
+        "cannot set up the pooler's lookup in a database; its pooled logins may fail",
+      );
     } finally {
       await client.end().catch(() => {});
     }
@@ -254,7 +281,11 @@ async function stopOrphan(pidFile: string, configFile: string, logger: Logger | 
       process.kill(pid, "SIGTERM");
       for (let waited = 0; isAlive(pid); waited += 50) {
         if (waited === 5000) process.kill(pid, "SIGKILL");
-        if (waited > 10_000) throw new PostgresError("already_running", `cannot stop the orphaned PgBouncer (pid ${pid}) on ${path.dirname(pidFile)}`);
+        if (waited > 10_000)
+          throw new PostgresError(
+            "already_running",
+            `cannot stop the orphaned PgBouncer (pid ${pid}) on ${path.dirname(pidFile)}`,
+          );
         await new Promise((r) => setTimeout(r, 50));
       }
     }
@@ -301,7 +332,11 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
   // The admin console's user exists only in PgBouncer: its SCRAM verifier is in the auth file, its password only in
   // this process's memory (for KILL/RESUME when a login's sessions end).
   const adminPassword = randomBytes(24).toString("base64url");
-  await writeFile(authFile, `${quote(poolerRole)} ${quote(password)}\n${quote(adminUser)} ${quote(scramVerifier(adminPassword))}\n`, { mode: 0o600 });
+  await writeFile(
+    authFile,
+    `${quote(poolerRole)} ${quote(password)}\n${quote(adminUser)} ${quote(scramVerifier(adminPassword))}\n`,
+    { mode: 0o600 },
+  );
   await chmod(authFile, 0o600);
   if (user) await chown(authFile, user.uid, user.gid);
 
@@ -311,7 +346,11 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
   const previous = Number((await readFile(portFile, "utf8").catch(() => "")).trim());
   for (let attempt = 0; ; attempt++) {
     const fixed = options.port !== undefined && options.port > 0;
-    const port = fixed ? options.port! : attempt === 0 && previous > 0 && (await portIsFree(host, previous)) ? previous : await findFreePort(host);
+    const port = fixed
+      ? options.port!
+      : attempt === 0 && previous > 0 && (await portIsFree(host, previous))
+        ? previous
+        : await findFreePort(host);
     const settings: Record<string, string | number> = {
       listen_addr: host,
       listen_port: port,
@@ -348,19 +387,26 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
     // lookup login hold would pin all of them, and every other tenant's pooled login would fail meanwhile. At the cap,
     // PgBouncer evicts the lookup login's longest idle connection instead of asking PostgreSQL for one more.
     const users = `${poolerRole} = max_user_connections=${authConnections}`;
-    const ini = `[databases]\n* = host=${options.server.host} port=${options.server.port}\n\n[users]\n${users}\n\n[pgbouncer]\n${Object.entries(settings)
+    const ini = `[databases]\n* = host=${options.server.host} port=${options.server.port}\n\n[users]\n${users}\n\n[pgbouncer]\n${Object.entries(
+      settings,
+    )
       .map(([k, v]) => `${k} = ${v}`)
       .join("\n")}\n`;
     await writeFile(configFile, ini, { mode: 0o600 });
     if (user) await chown(configFile, user.uid, user.gid);
 
-    const child = spawn(binary.path, [configFile], { stdio: ["ignore", "pipe", "pipe"], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
+    const child = spawn(binary.path, [configFile], {
+      stdio: ["ignore", "pipe", "pipe"],
+      ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    });
     let log = "";
     let exited = false;
     child.once("exit", () => (exited = true));
     const onData = (d: Buffer) => {
       log = (log + d.toString()).slice(-20_000);
-      if (options.logger) for (const line of d.toString().split("\n")) if (line.trim()) options.logger.debug({ pgbouncer: line }, "pgbouncer");
+      if (options.logger)
+        for (const line of d.toString().split("\n"))
+          if (line.trim()) options.logger.debug({ pgbouncer: line }, "pgbouncer");
     };
     child.stdout.on("data", onData);
     child.stderr.on("data", onData);
@@ -382,7 +428,15 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
     const serverKey = `${options.server.host}:${options.server.port}`;
     const adminConsole: AdminConsole = {
       async connect() {
-        const client = new pg.Client({ host, port, user: adminUser, password: adminPassword, database: "pgbouncer", ssl: { ca: options.tls.caCert }, connectionTimeoutMillis: 5000 });
+        const client = new pg.Client({
+          host,
+          port,
+          user: adminUser,
+          password: adminPassword,
+          database: "pgbouncer",
+          ssl: { ca: options.tls.caCert },
+          connectionTimeoutMillis: 5000,
+        });
         client.on("error", () => {});
         await client.connect();
         return client;
@@ -394,7 +448,9 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Ru
     options.logger?.info({ port, version: binary.version, poolSize, maxDbConnections }, "PgBouncer started");
     const onExit = () => child.kill("SIGKILL");
     process.once("exit", onExit);
-    const done = new Promise<void>((resolve) => (exited || child.exitCode !== null ? resolve() : child.once("exit", () => resolve())));
+    const done = new Promise<void>((resolve) =>
+      exited || child.exitCode !== null ? resolve() : child.once("exit", () => resolve()),
+    );
     void done.then(() => process.off("exit", onExit));
     let stopping: Promise<void> | undefined;
     return {

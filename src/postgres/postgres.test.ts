@@ -29,7 +29,11 @@ describe("postgres", () => {
   });
 
   it("names what is missing and how to install it", async () => {
-    const err = await findPostgresBinaries({ searchPath: "/nonexistent", pgConfig: "/nonexistent/pg_config", libRoot: "/nonexistent" }).catch((e: unknown) => e);
+    const err = await findPostgresBinaries({
+      searchPath: "/nonexistent",
+      pgConfig: "/nonexistent/pg_config",
+      libRoot: "/nonexistent",
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PostgresNotFoundError);
     expect((err as Error).message).toMatch(/initdb, postgres, pg_dump, pg_restore.*apt-get install postgresql/);
   });
@@ -79,7 +83,11 @@ describe.runIf(process.getuid?.() === 0)("directories above the data directory, 
     const { templateCluster } = await import("./index.ts");
     const parent = await mkdtemp(path.join(tmpdir(), "mds-private-"));
     await chmod(parent, 0o700);
-    const server = await startPostgres({ dir: path.join(parent, "pg"), template: await templateCluster(), settings: { fsync: "off" } });
+    const server = await startPostgres({
+      dir: path.join(parent, "pg"),
+      template: await templateCluster(),
+      settings: { fsync: "off" },
+    });
     try {
       expect((await query(server.url, "select 1 as one")).rows).toEqual([{ one: 1 }]);
       expect((await stat(parent)).mode & 0o007).toBe(0);

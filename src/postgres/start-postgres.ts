@@ -72,9 +72,16 @@ async function exists(file: string): Promise<boolean> {
   }
 }
 
-function runToEnd(command: string, args: string[], user: OsUser | undefined): Promise<{ code: number; output: string }> {
+function runToEnd(
+  command: string,
+  args: string[],
+  user: OsUser | undefined,
+): Promise<{ code: number; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
+    const child = spawn(command, args, {
+      stdio: ["ignore", "pipe", "pipe"],
+      ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    });
     let output = "";
     child.stdout.on("data", (d: Buffer) => (output += d.toString()));
     child.stderr.on("data", (d: Buffer) => (output += d.toString()));
@@ -83,7 +90,12 @@ function runToEnd(command: string, args: string[], user: OsUser | undefined): Pr
   });
 }
 
-async function initCluster(bin: PostgresBinaries, dir: string, dataDir: string, user: OsUser | undefined): Promise<void> {
+async function initCluster(
+  bin: PostgresBinaries,
+  dir: string,
+  dataDir: string,
+  user: OsUser | undefined,
+): Promise<void> {
   const password = randomBytes(18).toString("base64url");
   const pwfile = path.join(dir, "superuser-password");
   await writeFile(pwfile, password + "\n", { mode: 0o600 });
@@ -93,10 +105,26 @@ async function initCluster(bin: PostgresBinaries, dir: string, dataDir: string, 
   await rm(tmp, { recursive: true, force: true });
   const result = await runToEnd(
     path.join(bin.bindir, "initdb"),
-    ["-D", tmp, "-U", superuser, `--pwfile=${pwfile}`, "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"],
+    [
+      "-D",
+      tmp,
+      "-U",
+      superuser,
+      `--pwfile=${pwfile}`,
+      "--auth-local=scram-sha-256",
+      "--auth-host=scram-sha-256",
+      "-E",
+      "UTF8",
+      "--locale=C.UTF-8",
+      "--no-sync",
+    ],
     user,
   );
-  if (result.code !== 0) throw new PostgresError("initdb_failed", `cannot initialise PostgreSQL in ${dataDir}: initdb failed: ${result.output.trim()}`);
+  if (result.code !== 0)
+    throw new PostgresError(
+      "initdb_failed",
+      `cannot initialise PostgreSQL in ${dataDir}: initdb failed: ${result.output.trim()}`,
+    );
   await rename(tmp, dataDir);
 }
 
@@ -105,9 +133,15 @@ async function copyCluster(template: string, dir: string, dataDir: string): Prom
   await rm(tmp, { recursive: true, force: true });
   // cp -a keeps the owner (the postgres OS user) and the 0700 mode PostgreSQL insists on.
   const result = await runToEnd("cp", ["-a", path.join(template, "data"), tmp], undefined);
-  if (result.code !== 0) throw new PostgresError("initdb_failed", `cannot copy the template cluster ${template}: ${result.output.trim()}`);
-  const copied = await runToEnd("cp", ["-a", path.join(template, "superuser-password"), path.join(dir, "superuser-password")], undefined);
-  if (copied.code !== 0) throw new PostgresError("initdb_failed", `cannot copy the template cluster ${template}: ${copied.output.trim()}`);
+  if (result.code !== 0)
+    throw new PostgresError("initdb_failed", `cannot copy the template cluster ${template}: ${result.output.trim()}`);
+  const copied = await runToEnd(
+    "cp",
+    ["-a", path.join(template, "superuser-password"), path.join(dir, "superuser-password")],
+    undefined,
+  );
+  if (copied.code !== 0)
+    throw new PostgresError("initdb_failed", `cannot copy the template cluster ${template}: ${copied.output.trim()}`);
   await rename(tmp, dataDir);
 }
 
@@ -121,7 +155,8 @@ export async function templateCluster(options: { root?: string; binaries?: Postg
   const user = await postgresOsUser();
   const root = options.root ?? path.join(tmpdir(), "mds-pg-templates");
   const dir = path.join(root, `pg${bin.version}-${createHash("sha256").update(bin.bindir).digest("hex").slice(0, 8)}`);
-  if ((await exists(path.join(dir, "data", "PG_VERSION"))) && (await exists(path.join(dir, "superuser-password")))) return dir;
+  if ((await exists(path.join(dir, "data", "PG_VERSION"))) && (await exists(path.join(dir, "superuser-password"))))
+    return dir;
   await mkdir(root, { recursive: true, mode: 0o755 });
   const tmp = `${dir}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`;
   await prepareDir(tmp, user);
@@ -156,9 +191,14 @@ async function letThrough(dir: string, user: OsUser): Promise<void> {
   for (const d of chain) {
     // access(2) as that user, ACLs included: the question asked the way the server will meet it.
     if ((await runToEnd("test", ["-x", d], user)).code === 0) continue;
-    const granted = await runToEnd("setfacl", ["-m", `u:${user.uid}:x`, d], undefined).catch((err: NodeJS.ErrnoException) => ({ code: err.code === "ENOENT" ? -1 : -2, output: err.message }));
+    const granted = await runToEnd("setfacl", ["-m", `u:${user.uid}:x`, d], undefined).catch(
+      (err: NodeJS.ErrnoException) => ({ code: err.code === "ENOENT" ? -1 : -2, output: err.message }),
+    );
     if (granted.code !== 0) {
-      const why = granted.code === -1 ? "setfacl is not installed (Debian package `acl`)" : `setfacl failed: ${granted.output.trim()}`;
+      const why =
+        granted.code === -1
+          ? "setfacl is not installed (Debian package `acl`)"
+          : `setfacl failed: ${granted.output.trim()}`;
       throw new PostgresError(
         "directory_unreachable",
         `the postgres OS user cannot reach ${dir}: ${d} is closed to it, and mds does not open a directory to every user (${why}). Install \`acl\`, or run \`chmod o+x ${d}\` yourself, or choose a directory that user can reach`,
@@ -172,7 +212,8 @@ async function waitReady(url: string, child: ChildProcess, output: () => string)
   let exited = false;
   child.once("exit", () => (exited = true));
   for (let attempt = 0; ; attempt++) {
-    if (exited) throw new PostgresError("start_failed", `PostgreSQL exited during start: ${output().trim().slice(-2000)}`);
+    if (exited)
+      throw new PostgresError("start_failed", `PostgreSQL exited during start: ${output().trim().slice(-2000)}`);
     const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
     try {
       await client.connect();
@@ -181,7 +222,11 @@ async function waitReady(url: string, child: ChildProcess, output: () => string)
       return;
     } catch {
       await client.end().catch(() => {});
-      if (attempt > 600) throw new PostgresError("start_failed", `PostgreSQL did not accept connections: ${output().trim().slice(-2000)}`);
+      if (attempt > 600)
+        throw new PostgresError(
+          "start_failed",
+          `PostgreSQL did not accept connections: ${output().trim().slice(-2000)}`,
+        );
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -207,7 +252,12 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
   if (await exists(pidFile)) await clearStalePid(pidFile, options.takeOver ?? false, options.logger);
 
   const host = "127.0.0.1";
-  const tls = options.tls ? await ensureServerTls(path.join(dir, "tls"), { hosts: typeof options.tls === "object" ? (options.tls.hosts ?? []) : [], owner: user }) : undefined;
+  const tls = options.tls
+    ? await ensureServerTls(path.join(dir, "tls"), {
+        hosts: typeof options.tls === "object" ? (options.tls.hosts ?? []) : [],
+        owner: user,
+      })
+    : undefined;
   for (let attempt = 0; ; attempt++) {
     const port = options.port && options.port > 0 ? options.port : await findFreePort(host);
     const settings: Record<string, string> = {
@@ -222,11 +272,16 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
       ...options.settings,
     };
     const args = ["-D", dataDir, ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])];
-    const child = spawn(path.join(bin.bindir, "postgres"), args, { stdio: ["ignore", "pipe", "pipe"], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
+    const child = spawn(path.join(bin.bindir, "postgres"), args, {
+      stdio: ["ignore", "pipe", "pipe"],
+      ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    });
     let log = "";
     const onData = (d: Buffer) => {
       log = (log + d.toString()).slice(-20_000);
-      if (options.logger) for (const line of d.toString().split("\n")) if (line.trim()) options.logger.debug({ postgres: line }, "postgres");
+      if (options.logger)
+        for (const line of d.toString().split("\n"))
+          if (line.trim()) options.logger.debug({ postgres: line }, "postgres");
     };
     child.stdout?.on("data", onData);
     child.stderr?.on("data", onData);
@@ -236,7 +291,8 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
     } catch (err) {
       child.kill("SIGKILL");
       // Someone took the free port between our probe and the bind: try another one.
-      if (attempt < 3 && !(options.port && options.port > 0) && /could not bind|Address already in use/i.test(log)) continue;
+      if (attempt < 3 && !(options.port && options.port > 0) && /could not bind|Address already in use/i.test(log))
+        continue;
       throw err;
     }
     options.logger?.info({ port, dataDir, version: bin.version }, "PostgreSQL started");
@@ -283,13 +339,26 @@ function isAlive(pid: number): boolean {
 async function clearStalePid(pidFile: string, takeOver: boolean, logger: Logger | undefined): Promise<void> {
   const pid = Number((await readFile(pidFile, "utf8")).split("\n")[0]);
   // Alive and a postgres: the file is meaningful. A dead or reused pid is a leftover of a killed server.
-  if (Number.isInteger(pid) && pid > 0 && isAlive(pid) && (await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")).includes("postgres")) {
-    if (!takeOver) throw new PostgresError("already_running", `cannot start PostgreSQL: another server (pid ${pid}) is running on ${path.dirname(pidFile)}`);
+  if (
+    Number.isInteger(pid) &&
+    pid > 0 &&
+    isAlive(pid) &&
+    (await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")).includes("postgres")
+  ) {
+    if (!takeOver)
+      throw new PostgresError(
+        "already_running",
+        `cannot start PostgreSQL: another server (pid ${pid}) is running on ${path.dirname(pidFile)}`,
+      );
     logger?.warn({ pid }, "shutting down an orphaned PostgreSQL server on our directory");
     process.kill(pid, "SIGINT");
     for (let waited = 0; isAlive(pid); waited += 50) {
       if (waited === 15_000) process.kill(pid, "SIGQUIT");
-      if (waited > 30_000) throw new PostgresError("already_running", `cannot stop the orphaned PostgreSQL server (pid ${pid}) on ${path.dirname(pidFile)}`);
+      if (waited > 30_000)
+        throw new PostgresError(
+          "already_running",
+          `cannot stop the orphaned PostgreSQL server (pid ${pid}) on ${path.dirname(pidFile)}`,
+        );
       await new Promise((r) => setTimeout(r, 50));
     }
   }

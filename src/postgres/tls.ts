@@ -41,7 +41,10 @@ async function readIfPresent(file: string): Promise<string | undefined> {
  * `owner`: the OS user of the servers that read the certificate and its key (PostgreSQL and PgBouncer run as
  * `postgres` when we are root).
  */
-export async function ensureServerTls(dir: string, options: { hosts?: string[]; owner?: OsUser | undefined } = {}): Promise<ServerTls> {
+export async function ensureServerTls(
+  dir: string,
+  options: { hosts?: string[]; owner?: OsUser | undefined } = {},
+): Promise<ServerTls> {
   await mkdir(dir, { recursive: true, mode: 0o755 });
   const caFile = path.join(dir, "ca.crt");
   const caKeyFile = path.join(dir, "ca.key");
@@ -65,7 +68,9 @@ export async function ensureServerTls(dir: string, options: { hosts?: string[]; 
     caCert = ca.cert;
     caKey = ca.private;
   }
-  const names = [...new Set(["localhost", "127.0.0.1", "::1", ...(options.hosts ?? [])])].filter((n) => n && n !== "0.0.0.0" && n !== "::");
+  const names = [...new Set(["localhost", "127.0.0.1", "::1", ...(options.hosts ?? [])])].filter(
+    (n) => n && n !== "0.0.0.0" && n !== "::",
+  );
   const server = await generate([{ name: "commonName", value: names.find((n) => n !== "localhost") ?? "localhost" }], {
     keyType: "ec",
     algorithm: "sha256",
@@ -75,7 +80,10 @@ export async function ensureServerTls(dir: string, options: { hosts?: string[]; 
       { name: "basicConstraints", cA: false },
       { name: "keyUsage", digitalSignature: true, keyEncipherment: true, critical: true },
       { name: "extKeyUsage", serverAuth: true },
-      { name: "subjectAltName", altNames: names.map((n) => (isIP(n) ? { type: 7 as const, ip: n } : { type: 2 as const, value: n })) },
+      {
+        name: "subjectAltName",
+        altNames: names.map((n) => (isIP(n) ? { type: 7 as const, ip: n } : { type: 2 as const, value: n })),
+      },
     ],
   });
   const certFile = path.join(dir, "server.crt");

@@ -16,18 +16,31 @@ import { DatabaseType, ProjectType } from "./types.ts";
 // operator let both record the id.
 
 const id = "db_abcdefgh12";
-function db(ns: string, name: string, created: string, more: { spec?: object; status?: object; deleting?: boolean } = {}): KubeObject {
+function db(
+  ns: string,
+  name: string,
+  created: string,
+  more: { spec?: object; status?: object; deleting?: boolean } = {},
+): KubeObject {
   return {
     apiVersion: "mds.dev/v1alpha1",
     kind: "Database",
-    metadata: { name, namespace: ns, creationTimestamp: created, ...(more.deleting ? { deletionTimestamp: "2026-01-02T00:00:00Z" } : {}) },
+    metadata: {
+      name,
+      namespace: ns,
+      creationTimestamp: created,
+      ...(more.deleting ? { deletionTimestamp: "2026-01-02T00:00:00Z" } : {}),
+    },
     spec: { projectId: "proj_abcdefgh12", externalId: id, ...more.spec },
     ...(more.status === undefined ? {} : { status: more.status }),
   } as KubeObject;
 }
 /** Every claimant's own credentials see the object (a token of the same workspace). */
 const seenByAll: SeenByClaimant = () => Promise.resolve(true);
-const cacheOf = (...objs: KubeObject[]): ObjectCache => ({ get: (ns, name) => objs.find((o) => o.metadata.namespace === ns && o.metadata.name === name), list: () => objs });
+const cacheOf = (...objs: KubeObject[]): ObjectCache => ({
+  get: (ns, name) => objs.find((o) => o.metadata.namespace === ns && o.metadata.name === name),
+  list: () => objs,
+});
 
 describe("who manages a remote id", () => {
   const older = db("a", "older", "2026-01-01T00:00:00Z");
@@ -57,7 +70,11 @@ describe("who manages a remote id", () => {
   });
 
   it("an older claimant that is Stalled without having recorded the id holds nobody back (its token may not even see it)", async () => {
-    const stalled = { conditions: [{ type: "Stalled", status: "True", reason: "AdoptionRefused", message: "not found with credentials team-b/…" }] };
+    const stalled = {
+      conditions: [
+        { type: "Stalled", status: "True", reason: "AdoptionRefused", message: "not found with credentials team-b/…" },
+      ],
+    };
     const intruder = db("team-b", "squatter", "2026-01-01T00:00:00Z", { status: stalled });
     expect(await managerOtherThan(cacheOf(intruder, younger), younger, seenByAll)).toBeUndefined();
     // Once the younger one recorded the id, the intruder comes second even when it is no longer stalled.
@@ -89,7 +106,10 @@ describe("who manages a remote id", () => {
 
   it("a claimant whose own credentials cannot see the object holds nobody back, however old and whatever its status says", async () => {
     // Team B wrote team A's id in the status (and spec) of an older Database of its own; its token sees another workspace.
-    const forged = db("team-b", "forger", "2026-01-01T00:00:00Z", { spec: { deletionProtection: true }, status: { id } });
+    const forged = db("team-b", "forger", "2026-01-01T00:00:00Z", {
+      spec: { deletionProtection: true },
+      status: { id },
+    });
     const seenOutsideTeamB: SeenByClaimant = (claimant) => Promise.resolve(claimant.metadata.namespace !== "team-b");
     expect(await managerOtherThan(cacheOf(forged, younger), younger, seenOutsideTeamB)).toBeUndefined();
     expect(await managerOtherThan(cacheOf(forged, older, younger), younger, seenOutsideTeamB)).toBe("a/older");
@@ -110,7 +130,11 @@ describe("who manages a remote id", () => {
     const guard = db("a", "guard", "2026-01-01T00:00:00Z", { spec: { deletionProtection: true }, status: { id } });
     const unprotected = db("a", "plain", "2026-01-01T00:00:00Z", { status: { id } });
     const pending = db("a", "pending", "2026-01-01T00:00:00Z", { spec: { deletionProtection: true } });
-    const going = db("a", "going", "2026-01-01T00:00:00Z", { spec: { deletionProtection: true }, status: { id }, deleting: true });
+    const going = db("a", "going", "2026-01-01T00:00:00Z", {
+      spec: { deletionProtection: true },
+      status: { id },
+      deleting: true,
+    });
     expect(await protectingDatabaseOf(cacheOf(unprotected, pending, going, guard), id, seenByAll)).toBe("a/guard");
     // An adoption never accepted (no status.id) protects nothing: it names an id, it does not hold it.
     expect(await protectingDatabaseOf(cacheOf(unprotected, pending, going), id, seenByAll)).toBeUndefined();
@@ -124,21 +148,53 @@ describe.each([false, true])("the loop with a second claimant (public API: %s)",
     const events: { reason: string; message: string }[] = [];
     const logger = pino({ level: "silent" });
     const poll = { fastMs: 1_000, slowMs: 300_000 };
-    kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "t0ken" }) });
-    const pool = createCredentialPool({ kube, apiUrl: "http://api.invalid", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} });
+    kube.put(SecretType, {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "mds-credentials", namespace: "ops" },
+      data: encodeData({ token: "t0ken" }),
+    });
+    const pool = createCredentialPool({
+      kube,
+      apiUrl: "http://api.invalid",
+      createApiClient: () => api,
+      logger,
+      pollIntervals: poll,
+      onRemoteChange: () => {},
+    });
     const kind = databaseKind({
       pool,
-      defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
+      defaultCredentials: {
+        secretNamespace: "ops",
+        secretName: "mds-credentials",
+        key: "token",
+        fallbackNamespaces: "*" as const,
+      },
       instanceId: "unit",
       cache: (k) => kube.cache(k === "Project" ? ProjectType : DatabaseType),
     });
-    const deps = { kube, secrets: kube.cache(SecretType), events: { record: (_o: unknown, _t: string, reason: string, message: string) => events.push({ reason, message }) }, logger, pollIntervals: poll, crashPoint: () => {}, objects: kube.cache(DatabaseType) };
+    const deps = {
+      kube,
+      secrets: kube.cache(SecretType),
+      events: {
+        record: (_o: unknown, _t: string, reason: string, message: string) => events.push({ reason, message }),
+      },
+      logger,
+      pollIntervals: poll,
+      crashPoint: () => {},
+      objects: kube.cache(DatabaseType),
+    };
     const run = (ns: string, name: string) => reconcileManaged(deps, kind, `${ns}/${name}`);
 
     const project = await api.createProject({ name: "shop", createDatabase: false });
     const remote = await api.createDatabase({ projectId: project.id, name: "orders" });
     const spec = (extra: object) => ({ projectId: project.id, externalId: remote.id, ...extra });
-    kube.put(DatabaseType, { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "first", namespace: "a" }, spec: spec({ deletionProtection: true }) });
+    kube.put(DatabaseType, {
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Database",
+      metadata: { name: "first", namespace: "a" },
+      spec: spec({ deletionProtection: true }),
+    });
     for (let i = 0; i < 3; i++) await run("a", "first");
     const firstStatus = kube.read<KubeObject>(DatabaseType, "a", "first")?.["status"] as { id?: string };
     expect(firstStatus.id).toBe(remote.id);
@@ -155,9 +211,15 @@ describe.each([false, true])("the loop with a second claimant (public API: %s)",
     });
     const outcome = await run("b", "second");
     expect(outcome.type).toBe("error");
-    const conditions = (kube.read<KubeObject>(DatabaseType, "b", "second")?.["status"] as { conditions: { type: string; status: string; reason: string; message: string }[] }).conditions;
+    const conditions = (
+      kube.read<KubeObject>(DatabaseType, "b", "second")?.["status"] as {
+        conditions: { type: string; status: string; reason: string; message: string }[];
+      }
+    ).conditions;
     expect(conditions.find((c) => c.type === "Stalled")).toMatchObject({ status: "True", reason: "AdoptionConflict" });
-    expect(conditions.find((c) => c.type === "Stalled")?.message).toContain('Database "a/first" already manages the remote database');
+    expect(conditions.find((c) => c.type === "Stalled")?.message).toContain(
+      'Database "a/first" already manages the remote database',
+    );
     expect((await api.getDatabase(remote.id)).name).toBe("orders");
     expect((await api.getDatabase(remote.id)).connections.map((c) => c.id)).toEqual(connections);
 

@@ -39,7 +39,10 @@ export function claimOf(obj: KubeObject): string | undefined {
 }
 
 const recordedIn = (o: KubeObject, id: string) => (o["status"] as { id?: string } | undefined)?.id === id;
-const stalled = (o: KubeObject) => (o["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions?.some((c) => c.type === "Stalled" && c.status === "True") === true;
+const stalled = (o: KubeObject) =>
+  (o["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions?.some(
+    (c) => c.type === "Stalled" && c.status === "True",
+  ) === true;
 
 /**
  * Whether `claimant`'s own credentials, resolved from its spec and namespace (never its status), see remote object
@@ -49,9 +52,14 @@ const stalled = (o: KubeObject) => (o["status"] as { conditions?: { type: string
 export type SeenByClaimant = (claimant: KubeObject, id: string) => Promise<boolean>;
 
 /** SeenByClaimant through the operator's credential pool: the claimant's token as its own reconcile would pick it. */
-export function seenWithOwnCredentials(ctx: Pick<KindContext, "pool" | "defaultCredentials">, kind: "database" | "project"): SeenByClaimant {
+export function seenWithOwnCredentials(
+  ctx: Pick<KindContext, "pool" | "defaultCredentials">,
+  kind: "database" | "project",
+): SeenByClaimant {
   return async (claimant, id) => {
-    const spec = (claimant["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string | undefined } } | undefined };
+    const spec = (claimant["spec"] ?? {}) as {
+      credentials?: { secretRef: { name: string; key?: string | undefined } } | undefined;
+    };
     try {
       const own = await resolveCredentials(ctx, claimant.metadata.namespace ?? "default", spec);
       return (kind === "database" ? own.mirror.peekDatabase(id) : own.mirror.peekProject(id)) !== undefined;
@@ -79,7 +87,11 @@ export function compareClaims(a: KubeObject, b: KubeObject, id: string): number 
  * when `obj` may act on it (it claims nothing, or it comes first). `objects` is the kind's informer cache; `obj`
  * itself is taken as given (it may be fresher than the cache).
  */
-export async function managerOtherThan(objects: ObjectCache, obj: KubeObject, seen: SeenByClaimant): Promise<string | undefined> {
+export async function managerOtherThan(
+  objects: ObjectCache,
+  obj: KubeObject,
+  seen: SeenByClaimant,
+): Promise<string | undefined> {
   const id = claimOf(obj);
   if (id === undefined) return undefined;
   let first: KubeObject = obj;
@@ -98,7 +110,9 @@ export function wakeOtherClaimants(kind: string): NonNullable<KindRegistration["
     keys(changed, own) {
       const id = claimOf(changed) ?? remoteIdOf(changed);
       if (id === undefined) return [];
-      return candidatesOf(own, id).filter((o) => claimOf(o) === id && key(o) !== key(changed)).map(key);
+      return candidatesOf(own, id)
+        .filter((o) => claimOf(o) === id && key(o) !== key(changed))
+        .map(key);
     },
   };
 }
@@ -109,9 +123,18 @@ export function wakeOtherClaimants(kind: string): NonNullable<KindRegistration["
  * deleted protects nothing any more (and would otherwise wait for the project in turn), nor does one whose own
  * credentials cannot see the database: its status.id may be anyone's writing.
  */
-export async function protectingDatabaseOf(databases: ObjectCache, databaseId: string, seen: SeenByClaimant): Promise<string | undefined> {
+export async function protectingDatabaseOf(
+  databases: ObjectCache,
+  databaseId: string,
+  seen: SeenByClaimant,
+): Promise<string | undefined> {
   const protecting = candidatesOf(databases, databaseId)
-    .filter((db) => db.metadata.deletionTimestamp === undefined && boundIdOf(db) === databaseId && (db["spec"] as { deletionProtection?: boolean } | undefined)?.deletionProtection === true)
+    .filter(
+      (db) =>
+        db.metadata.deletionTimestamp === undefined &&
+        boundIdOf(db) === databaseId &&
+        (db["spec"] as { deletionProtection?: boolean } | undefined)?.deletionProtection === true,
+    )
     .sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
   for (const db of protecting) if (await seen(db, databaseId)) return key(db);
   return undefined;

@@ -53,7 +53,16 @@ export const Credentials = z
 export type Credentials = z.infer<typeof Credentials>;
 
 // The variables a template may use: plain substitution, no code is evaluated.
-export const templateVariables = ["host", "port", "user", "password", "database", "directUrl", "pooledUrl", "accelerateUrl"] as const;
+export const templateVariables = [
+  "host",
+  "port",
+  "user",
+  "password",
+  "database",
+  "directUrl",
+  "pooledUrl",
+  "accelerateUrl",
+] as const;
 const templateValue = z
   .string()
   .max(4096)
@@ -76,7 +85,12 @@ export const operatorKeysMessage = `mds.dev/ keys are the operator's: remove the
 const secretMetadataMap = (what: string) =>
   stringMap(what)
     .refine((m) => Object.keys(m).every((k) => !k.startsWith(operatorKeyPrefix)), { message: operatorKeysMessage })
-    .meta({ maxProperties: 64, "x-kubernetes-validations": [{ rule: `self.all(k, !k.startsWith('${operatorKeyPrefix}'))`, message: operatorKeysMessage }] });
+    .meta({
+      maxProperties: 64,
+      "x-kubernetes-validations": [
+        { rule: `self.all(k, !k.startsWith('${operatorKeyPrefix}'))`, message: operatorKeysMessage },
+      ],
+    });
 
 // A Kubernetes-style duration: 720h, 1h30m, 45s, 500ms (what the operator's parseDuration reads).
 const duration = z
@@ -122,10 +136,14 @@ export const ConnectionSecret = z
       .object({
         every: duration
           .optional()
-          .describe("Rotate the credentials this often (e.g. 720h); omitted: only when the mds.dev/rotate annotation changes."),
+          .describe(
+            "Rotate the credentials this often (e.g. 720h); omitted: only when the mds.dev/rotate annotation changes.",
+          ),
         gracePeriod: duration
           .optional()
-          .describe("How long the replaced credentials keep working after a rotation (default 10m); then they are revoked."),
+          .describe(
+            "How long the replaced credentials keep working after a rotation (default 10m); then they are revoked.",
+          ),
       })
       .optional()
       .describe(
@@ -138,28 +156,40 @@ export const ConnectionSecret = z
         caCert: z
           .string()
           .max(65536)
-          .regex(/^\s*-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*$/, { message: "a PEM certificate (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----)" })
-          .describe("The CA that signed the server's certificate, PEM (public, fine in Git). Written to the Secret as ca.crt."),
+          .regex(/^\s*-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*$/, {
+            message: "a PEM certificate (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----)",
+          })
+          .describe(
+            "The CA that signed the server's certificate, PEM (public, fine in Git). Written to the Secret as ca.crt.",
+          ),
         mountPath: z
           .string()
           .max(1024)
           .regex(/^\/[-._/a-zA-Z0-9]+$/, { message: "an absolute file path of letters, digits, '.', '_', '-' and '/'" })
           .default("/etc/mds/ca.crt")
-          .describe("Where the app mounts the Secret's ca.crt (default /etc/mds/ca.crt): the URLs' sslrootcert and PGSSLROOTCERT."),
+          .describe(
+            "Where the app mounts the Secret's ca.crt (default /etc/mds/ca.crt): the URLs' sslrootcert and PGSSLROOTCERT.",
+          ),
         sslmode: z
           .enum(["verify-full", "verify-ca"])
           .default("verify-full")
-          .describe("verify-full (default): the server's certificate must be signed by caCert and name the host; verify-ca: signed only."),
+          .describe(
+            "verify-full (default): the server's certificate must be signed by caCert and name the host; verify-ca: signed only.",
+          ),
       })
       .optional()
       .describe(
         "Verify the server: the Secret carries the CA as ca.crt, and its URLs and PGSSLMODE/PGSSLROOTCERT ask for " +
           "sslmode verify-full with sslrootcert at mountPath. Mount the Secret's ca.crt there (a volume with items).",
       ),
-    labels: secretMetadataMap("labels").optional().describe("Extra labels on the Secret; keys under mds.dev/ are the operator's and refused."),
+    labels: secretMetadataMap("labels")
+      .optional()
+      .describe("Extra labels on the Secret; keys under mds.dev/ are the operator's and refused."),
     annotations: secretMetadataMap("annotations")
       .optional()
-      .describe("Extra annotations on the Secret, e.g. for tools that copy Secrets across namespaces; keys under mds.dev/ are the operator's and refused."),
+      .describe(
+        "Extra annotations on the Secret, e.g. for tools that copy Secrets across namespaces; keys under mds.dev/ are the operator's and refused.",
+      ),
   })
   .describe(
     "The connection Secret: DATABASE_URL, DIRECT_URL, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE, " +
@@ -195,7 +225,9 @@ export const ObjectMeta = z.looseObject({
   labels: z.record(z.string(), z.string()).optional(),
   annotations: z.record(z.string(), z.string()).optional(),
   finalizers: z.array(z.string()).optional(),
-  ownerReferences: z.array(z.looseObject({ apiVersion: z.string(), kind: z.string(), name: z.string(), uid: z.string() })).optional(),
+  ownerReferences: z
+    .array(z.looseObject({ apiVersion: z.string(), kind: z.string(), name: z.string(), uid: z.string() }))
+    .optional(),
 });
 export type ObjectMeta = z.infer<typeof ObjectMeta>;
 
@@ -217,14 +249,19 @@ const time = z.iso.datetime();
 export const RotationStatus = z
   .object({
     lastRotationTime: time.optional().describe("When the credentials were last rotated."),
-    nextRotationTime: time.optional().describe("When the next scheduled rotation is due (rotation.every, spread by up to 10 %)."),
+    nextRotationTime: time
+      .optional()
+      .describe("When the next scheduled rotation is due (rotation.every, spread by up to 10 %)."),
     trigger: z.string().max(253).optional().describe("The last value of the mds.dev/rotate annotation acted on."),
     pending: z
       .object({
         suffix: z.string().max(32).describe("Suffix of the connection name the rotation mints under."),
         since: time.describe("When the rotation started."),
         trigger: z.string().max(253).optional().describe("The annotation value that asked for it, if any."),
-        replaces: z.string().max(80).describe("The connection the Secret held when it started: the one being replaced."),
+        replaces: z
+          .string()
+          .max(80)
+          .describe("The connection the Secret held when it started: the one being replaced."),
       })
       .optional()
       .describe("A rotation in progress (recorded before its connection is minted)."),
@@ -263,7 +300,9 @@ export const CredentialStatus = z
     key: z.string().max(253).describe("Key of the token in that Secret."),
     source: z
       .enum(["spec", "namespace", "operator"])
-      .describe("spec: spec.credentials; namespace: the namespace's own mds-credentials Secret; operator: the operator's default."),
+      .describe(
+        "spec: spec.credentials; namespace: the namespace's own mds-credentials Secret; operator: the operator's default.",
+      ),
   })
   .describe("The credentials the operator uses for this resource (never the token itself).");
 
@@ -289,7 +328,9 @@ export const Drift = z
       .describe("One field that differs."),
   )
   .max(32)
-  .describe("How the remote object differs from the spec; written in ObserveOnly mode, where the operator does not change it.");
+  .describe(
+    "How the remote object differs from the spec; written in ObserveOnly mode, where the operator does not change it.",
+  );
 
 /** The status fields the managed loop writes for every kind (credentials, drift, the handled reconcile request). */
 export const managedStatusFields = {

@@ -27,8 +27,10 @@ export const conditionReasons = {
   RemoteNotFound: loopReasons.RemoteNotFound,
   SecretOutOfDate: loopReasons.SecretOutOfDate,
   WaitingForDatabases: "Deletion of a Project with deletionPolicy Delete waits until its databases are gone.",
-  DeletionBlocked: "Deletion of a Project with deletionPolicy Delete waits: a Database with deletionProtection manages one of its databases (its default database would go with it); the message names it.",
-  WaitingForProject: "The database is its project's default database, which the public API deletes only with its project; delete the Project.",
+  DeletionBlocked:
+    "Deletion of a Project with deletionPolicy Delete waits: a Database with deletionProtection manages one of its databases (its default database would go with it); the message names it.",
+  WaitingForProject:
+    "The database is its project's default database, which the public API deletes only with its project; delete the Project.",
   // Reconciling (besides the Ready and Synced reasons of what is in progress; False: Available, ReconcilePaused or the Stalled reason)
   AwaitingOperator: loopReasons.AwaitingOperator,
   Progressing: loopReasons.Progressing,
@@ -42,7 +44,8 @@ export const conditionReasons = {
   CredentialsInvalid: loopReasons.CredentialsInvalid,
   ProjectNotReady: "The Database's project is missing or not ready yet; the operator waits for it.",
   DatabaseNotReady: "A database this resource refers to is missing or not ready yet; the operator waits for it.",
-  SourceNotReady: "A clone's source database is missing, has no remote id yet or is not ready; nothing is created until it is, and the operator retries.",
+  SourceNotReady:
+    "A clone's source database is missing, has no remote id yet or is not ready; nothing is created until it is, and the operator retries.",
   ApiUnavailable: loopReasons.ApiUnavailable,
   RateLimited: loopReasons.RateLimited,
   Conflict: loopReasons.Conflict,
@@ -51,11 +54,14 @@ export const conditionReasons = {
   AdoptionRefused: loopReasons.AdoptionRefused,
   AdoptionConflict: loopReasons.AdoptionConflict,
   ObserveOnly: loopReasons.ObserveOnly,
-  ReferenceNotAllowed: "A Connection refers to a Database in another namespace that does not allow it (spec.connectionPolicy.allowedNamespaces); nothing was minted.",
+  ReferenceNotAllowed:
+    "A Connection refers to a Database in another namespace that does not allow it (spec.connectionPolicy.allowedNamespaces); nothing was minted.",
   OutcomeUnknown: "A restore was requested but its outcome cannot be known; it is never repeated automatically.",
 } as const satisfies Record<LoopReason, string> & Record<string, string>;
 
-export const ConditionReason = z.enum(Object.keys(conditionReasons) as [keyof typeof conditionReasons, ...(keyof typeof conditionReasons)[]]);
+export const ConditionReason = z.enum(
+  Object.keys(conditionReasons) as [keyof typeof conditionReasons, ...(keyof typeof conditionReasons)[]],
+);
 export type ConditionReason = z.infer<typeof ConditionReason>;
 
 // metav1.Condition, with the same limits so the CRD's validation matches what Kubernetes users expect.
@@ -80,7 +86,10 @@ export const Condition = z
       .max(1024)
       .regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/)
       .describe("CamelCase reason for the condition's last transition; see the operator README for what each means."),
-    message: z.string().max(32768).describe("Human-readable details: what happened and what to fix. Never contains secrets."),
+    message: z
+      .string()
+      .max(32768)
+      .describe("Human-readable details: what happened and what to fix. Never contains secrets."),
   })
   .describe("A condition of the resource, as in metav1.Condition.");
 export type Condition = z.infer<typeof Condition>;

@@ -14,7 +14,10 @@ describe("CRDs on devkube with kubectl", () => {
   let dir = "";
   let kube: Devkube;
   const kubectl = async (args: string[], input?: string) =>
-    runKubectl(kube.kubeconfigPath, args, { cacheDir: join(dir, "kubectl-cache"), ...(input === undefined ? {} : { input }) });
+    runKubectl(kube.kubeconfigPath, args, {
+      cacheDir: join(dir, "kubectl-cache"),
+      ...(input === undefined ? {} : { input }),
+    });
   const apply = (yaml: string) => kubectl(["apply", "-f", "-"], yaml);
 
   beforeAll(async () => {
@@ -85,12 +88,25 @@ spec:
   projectRef: { name: shop }
 `);
     expect(created.stderr).toBe("");
-    const got = await kubectl(["get", "mdsdb", "orders", "-o", "jsonpath={.spec.region} {.spec.deletionPolicy} {.spec.isDefault}"]);
+    const got = await kubectl([
+      "get",
+      "mdsdb",
+      "orders",
+      "-o",
+      "jsonpath={.spec.region} {.spec.deletionPolicy} {.spec.isDefault}",
+    ]);
     expect(got.stdout).toBe("inherit Retain false");
     const moved = await kubectl(["patch", "mdsdb", "orders", "--type=merge", "-p", '{"spec":{"region":"eu-west-3"}}']);
     expect(moved.code).not.toBe(0);
     expect(moved.stderr).toContain("region is immutable");
-    const renamed = await kubectl(["patch", "mdsdb", "orders", "--type=merge", "-p", '{"spec":{"displayName":"orders-v2"}}']);
+    const renamed = await kubectl([
+      "patch",
+      "mdsdb",
+      "orders",
+      "--type=merge",
+      "-p",
+      '{"spec":{"displayName":"orders-v2"}}',
+    ]);
     expect(renamed.stderr).toBe("");
   });
 
@@ -103,7 +119,14 @@ spec:
   source: { databaseRef: { name: orders }, latest: true }
 `);
     expect(created.stderr).toBe("");
-    const changed = await kubectl(["patch", "mdsrestore", "r1", "--type=merge", "-p", '{"spec":{"idempotencyKey":"again"}}']);
+    const changed = await kubectl([
+      "patch",
+      "mdsrestore",
+      "r1",
+      "--type=merge",
+      "-p",
+      '{"spec":{"idempotencyKey":"again"}}',
+    ]);
     expect(changed.code).not.toBe(0);
     expect(changed.stderr).toContain("spec is immutable");
     const both = await apply(`apiVersion: mds.dev/v1alpha1

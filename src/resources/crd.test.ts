@@ -57,7 +57,8 @@ describe("CRDs", () => {
 
   it.each(kinds.map((k) => [k.kind, k] as const))("%s: the schema is structural", (_kind, def) => {
     const problems: string[] = [];
-    const root = (crdOf(def).spec as { versions: { schema: { openAPIV3Schema: Json } }[] }).versions[0]!.schema.openAPIV3Schema;
+    const root = (crdOf(def).spec as { versions: { schema: { openAPIV3Schema: Json } }[] }).versions[0]!.schema
+      .openAPIV3Schema;
     walk(root, "", (node, path) => {
       for (const bad of ["anyOf", "oneOf", "allOf", "not", "const", "propertyNames", "$schema", "$ref"]) {
         if (bad in node) problems.push(`${path}: ${bad}`);
@@ -71,7 +72,10 @@ describe("CRDs", () => {
 
   it("names, short names, category and the status subresource", () => {
     const names = kinds.map((def) => {
-      const spec = crdOf(def).spec as { names: { shortNames: string[]; categories: string[] }; versions: { subresources: unknown }[] };
+      const spec = crdOf(def).spec as {
+        names: { shortNames: string[]; categories: string[] };
+        versions: { subresources: unknown }[];
+      };
       return [def.kind, spec.names.shortNames, spec.names.categories, spec.versions[0]!.subresources];
     });
     expect(names).toEqual([
@@ -95,19 +99,34 @@ describe("CEL rules", () => {
   });
 
   it("refuses mds.dev/ keys in connectionSecret.labels and .annotations: they are the operator's records", () => {
-    const message = "mds.dev/ keys are the operator's: remove them from connectionSecret.labels and connectionSecret.annotations";
+    const message =
+      "mds.dev/ keys are the operator's: remove them from connectionSecret.labels and connectionSecret.annotations";
     const secret = (extra: object) => ({ ...base, connectionSecret: extra });
     expect(violations(db, secret({ annotations: { "mds.dev/revoke": "con_x" } }), undefined)).toEqual([message]);
     expect(violations(db, secret({ labels: { "mds.dev/connection-id": "con_x" } }), undefined)).toEqual([message]);
-    expect(violations(specSchema("Connection"), { databaseRef: { name: "orders" }, connectionSecret: { annotations: { "mds.dev/restores": "[]" } } }, undefined)).toEqual([message]);
-    expect(violations(db, secret({ labels: { team: "a" }, annotations: { "example.com/mds.dev": "x", "reflector/mds.dev/x": "y" } }), undefined)).toEqual([]);
+    expect(
+      violations(
+        specSchema("Connection"),
+        { databaseRef: { name: "orders" }, connectionSecret: { annotations: { "mds.dev/restores": "[]" } } },
+        undefined,
+      ),
+    ).toEqual([message]);
+    expect(
+      violations(
+        db,
+        secret({ labels: { team: "a" }, annotations: { "example.com/mds.dev": "x", "reflector/mds.dev/x": "y" } }),
+        undefined,
+      ),
+    ).toEqual([]);
   });
 
   it("refuses a Database naming two projects, or none", () => {
     expect(violations(db, { ...base, projectId: "proj_c123456789012345678901234" }, undefined)).toEqual([
       "exactly one of projectRef.name or projectId must be set",
     ]);
-    expect(violations(db, { region: "inherit" }, undefined)).toEqual(["exactly one of projectRef.name or projectId must be set"]);
+    expect(violations(db, { region: "inherit" }, undefined)).toEqual([
+      "exactly one of projectRef.name or projectId must be set",
+    ]);
   });
 
   it("refuses changed immutable fields with a message naming the field", () => {
@@ -120,9 +139,9 @@ describe("CEL rules", () => {
     expect(violations(db, { ...base, externalId: "db_c123456789012345678901234" }, base)).toEqual([
       "externalId is immutable: it cannot be added, changed or removed after creation",
     ]);
-    expect(violations(db, { ...base, connectionSecret: { name: "b" } }, { ...base, connectionSecret: { name: "a" } })).toEqual([
-      "connectionSecret.name is immutable: create a new resource to use another Secret",
-    ]);
+    expect(
+      violations(db, { ...base, connectionSecret: { name: "b" } }, { ...base, connectionSecret: { name: "a" } }),
+    ).toEqual(["connectionSecret.name is immutable: create a new resource to use another Secret"]);
     expect(violations(project, { region: "eu-west-3" }, { region: "us-east-1" })).toEqual([
       "region is immutable: it cannot be added, changed or removed after creation",
     ]);
@@ -140,7 +159,9 @@ describe("CEL rules", () => {
     ]);
     // A clone: exactly one source database, and nothing of a backup.
     expect(src({ type: "database", databaseRef: { name: "staging" } })).toEqual([]);
-    expect(src({ type: "database" })).toEqual(["source of type database needs exactly one of databaseRef.name or databaseId"]);
+    expect(src({ type: "database" })).toEqual([
+      "source of type database needs exactly one of databaseRef.name or databaseId",
+    ]);
     expect(src({ type: "database", databaseRef: { name: "a" }, databaseId: "db_c123456789" })).toEqual([
       "source of type database needs exactly one of databaseRef.name or databaseId",
     ]);
@@ -152,16 +173,29 @@ describe("CEL rules", () => {
   it("DatabaseRestore: exactly one target, source and backup; the spec is immutable", () => {
     const ok = { target: { databaseRef: { name: "a" } }, source: { databaseRef: { name: "a" }, latest: true } };
     expect(violations(restore, ok, undefined)).toEqual([]);
-    const byId = "a restore by databaseId (target or source) needs credentials.secretRef: a token of the database's workspace in this namespace";
+    const byId =
+      "a restore by databaseId (target or source) needs credentials.secretRef: a token of the database's workspace in this namespace";
     const credentials = { secretRef: { name: "team-token", key: "token" } };
-    expect(violations(restore, { ...ok, credentials, target: { databaseRef: { name: "a" }, databaseId: "db_c123456789" } }, undefined)).toEqual([
-      "exactly one of target.databaseRef.name or target.databaseId must be set",
+    expect(
+      violations(
+        restore,
+        { ...ok, credentials, target: { databaseRef: { name: "a" }, databaseId: "db_c123456789" } },
+        undefined,
+      ),
+    ).toEqual(["exactly one of target.databaseRef.name or target.databaseId must be set"]);
+    expect(
+      violations(
+        restore,
+        { ...ok, credentials, source: { databaseId: "db_c123456789", backupId: "bkp_c123456789", latest: true } },
+        undefined,
+      ),
+    ).toEqual(["exactly one of source.backupId or source.latest: true must be set"]);
+    expect(violations(restore, { ...ok, source: { databaseId: "db_c123456789", latest: true } }, undefined)).toEqual([
+      byId,
     ]);
-    expect(violations(restore, { ...ok, credentials, source: { databaseId: "db_c123456789", backupId: "bkp_c123456789", latest: true } }, undefined)).toEqual([
-      "exactly one of source.backupId or source.latest: true must be set",
-    ]);
-    expect(violations(restore, { ...ok, source: { databaseId: "db_c123456789", latest: true } }, undefined)).toEqual([byId]);
-    expect(violations(restore, { ...ok, credentials, source: { databaseId: "db_c123456789", latest: true } }, undefined)).toEqual([]);
+    expect(
+      violations(restore, { ...ok, credentials, source: { databaseId: "db_c123456789", latest: true } }, undefined),
+    ).toEqual([]);
     expect(violations(restore, { ...ok, idempotencyKey: "again" }, ok)).toEqual([
       "spec is immutable: create a new DatabaseRestore to restore again",
     ]);

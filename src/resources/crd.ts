@@ -82,7 +82,9 @@ function toStructural(node: JsonSchema): JsonSchema {
       out.type = "string";
       out.enum = [...new Set([...((out.enum as unknown[] | undefined) ?? []), ...values])];
     } else {
-      throw new Error(`cannot generate CRD: a union that is not a string enum is not structural: ${JSON.stringify(out)}`);
+      throw new Error(
+        `cannot generate CRD: a union that is not a string enum is not structural: ${JSON.stringify(out)}`,
+      );
     }
   }
   if (out.type === "object" && out.properties === undefined && out.additionalProperties === undefined) {

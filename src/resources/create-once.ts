@@ -7,11 +7,18 @@ import type { Lookup, RemoteMirror } from "../operator/remote-mirror.ts";
 // Creating without duplicates (src/operator/RECONCILE.md, "Why creation cannot duplicate or lose credentials"), written once for every kind with a logicalId.
 
 /** The object with this logicalId; `undefined` only when the service said so (a failed lookup throws). */
-export async function findByLogicalId<R>(list: () => Promise<{ data: R[]; skipped?: number | undefined }>, what: string, logicalId: string): Promise<R | undefined> {
+export async function findByLogicalId<R>(
+  list: () => Promise<{ data: R[]; skipped?: number | undefined }>,
+  what: string,
+  logicalId: string,
+): Promise<R | undefined> {
   const page = await list();
   const found = page.data[0];
   if (found === undefined && (page.skipped ?? 0) > 0) {
-    throw new ReconcileError("RemoteUnreadable", `cannot tell whether ${what} "${logicalId}" exists: the service answered with a ${what} the operator cannot read`);
+    throw new ReconcileError(
+      "RemoteUnreadable",
+      `cannot tell whether ${what} "${logicalId}" exists: the service answered with a ${what} the operator cannot read`,
+    );
   }
   return found;
 }
@@ -58,7 +65,10 @@ export async function createOnce<R, C>(args: {
  * Whether the id a resource is bound to is its own: always, unless only the mds.dev/external-id annotation names it
  * (anyone may write an annotation); then the lookup by our logicalId must find that very object.
  */
-export async function boundToOwn<R extends { id: string }>(obj: KubeObject, lookup: () => Promise<R | undefined>): Promise<boolean> {
+export async function boundToOwn<R extends { id: string }>(
+  obj: KubeObject,
+  lookup: () => Promise<R | undefined>,
+): Promise<boolean> {
   const annotated = annotatedOnlyIdOf(obj);
   return annotated === undefined || (await lookup())?.id === annotated;
 }

@@ -13,7 +13,9 @@ const files = ["", "restore", "clone", "credentials"].flatMap((sub) =>
     .filter((f) => f.endsWith(".yaml"))
     .map((f) => join(sub, f)),
 );
-const schemas: Record<string, z.ZodType> = Object.fromEntries(resourceKinds.map((k) => [k.definition.kind, k.definition.whole]));
+const schemas: Record<string, z.ZodType> = Object.fromEntries(
+  resourceKinds.map((k) => [k.definition.kind, k.definition.whole]),
+);
 
 describe("examples", () => {
   it.each(files)("%s is valid", (file) => {

@@ -8,4 +8,9 @@ export const condition = (type: string): PrinterColumn => ({
   jsonPath: `.status.conditions[?(@.type=="${type}")].status`,
   description: `The ${type} condition's status.`,
 });
-export const age: PrinterColumn = { name: "AGE", type: "date", jsonPath: ".metadata.creationTimestamp", description: "Age." };
+export const age: PrinterColumn = {
+  name: "AGE",
+  type: "date",
+  jsonPath: ".metadata.creationTimestamp",
+  description: "Age.",
+};

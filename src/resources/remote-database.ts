@@ -15,7 +15,10 @@ function endpointsOf(connection: Pick<MirroredConnection, "endpoints"> | undefin
   const direct = connection?.endpoints.direct;
   if (direct === undefined) return undefined;
   const pooled = connection?.endpoints.pooled;
-  return { direct: { host: direct.host, port: direct.port }, ...(pooled === undefined ? {} : { pooled: { host: pooled.host, port: pooled.port } }) };
+  return {
+    direct: { host: direct.host, port: direct.port },
+    ...(pooled === undefined ? {} : { pooled: { host: pooled.host, port: pooled.port } }),
+  };
 }
 
 /**
@@ -36,9 +39,17 @@ export function readinessOf(db: RemoteDatabase): Observation["ready"] {
     case "recovering":
       return { ok: false, reason: "Restoring", message: `A restore is replacing the data of database "${db.id}"` };
     case "failure":
-      return { ok: false, reason: "RemoteFailure", message: `The service reports database "${db.id}" in status failure` };
+      return {
+        ok: false,
+        reason: "RemoteFailure",
+        message: `The service reports database "${db.id}" in status failure`,
+      };
     default:
-      return { ok: false, reason: "RemoteUnreadable", message: `The service reports database "${db.id}" in status "${db.status.slice(0, 40)}", which the operator does not know; waiting for a known status` };
+      return {
+        ok: false,
+        reason: "RemoteUnreadable",
+        message: `The service reports database "${db.id}" in status "${db.status.slice(0, 40)}", which the operator does not know; waiting for a known status`,
+      };
   }
 }
 
@@ -46,13 +57,24 @@ export function readinessOf(db: RemoteDatabase): Observation["ready"] {
 export function readinessWithSecret(db: RemoteDatabase, secret: SecretTarget | undefined): Observation["ready"] {
   const ready = readinessOf(db);
   if (!ready.ok || secret !== undefined) return ready;
-  return { ok: false, reason: "RemoteIncomplete", message: `Database "${db.id}" has no connection with a direct endpoint to build the connection Secret from` };
+  return {
+    ok: false,
+    reason: "RemoteIncomplete",
+    message: `Database "${db.id}" has no connection with a direct endpoint to build the connection Secret from`,
+  };
 }
 
-export function secretTargetOf(obj: { metadata: { name: string }; spec: { connectionSecret?: ConnectionSecret | undefined } }, db: RemoteDatabase, preferredConnectionId: string | undefined): SecretTarget | undefined {
+export function secretTargetOf(
+  obj: { metadata: { name: string }; spec: { connectionSecret?: ConnectionSecret | undefined } },
+  db: RemoteDatabase,
+  preferredConnectionId: string | undefined,
+): SecretTarget | undefined {
   // Only connections with a direct endpoint can back a Secret (the public API also lists accelerate-only ones).
   const usable = db.connections.filter((c) => c.endpoints.direct !== undefined);
-  const connection = usable.find((c) => c.id === preferredConnectionId) ?? usable.find((c) => c.id === db.defaultConnectionId) ?? usable[0];
+  const connection =
+    usable.find((c) => c.id === preferredConnectionId) ??
+    usable.find((c) => c.id === db.defaultConnectionId) ??
+    usable[0];
   const endpoints = endpointsOf(connection);
   if (endpoints === undefined) return undefined;
   return {
@@ -80,7 +102,8 @@ export function createdWith(
 ): Creation {
   const connection = answer.connections.find((c) => c.id === answer.defaultConnectionId) ?? answer.connections[0];
   const credentials = connection === undefined ? undefined : usableCredentials(connection);
-  if (connection === undefined || credentials === undefined) return { id, adopted: false, status, secret: secretTargetOf(obj, db, undefined) };
+  if (connection === undefined || credentials === undefined)
+    return { id, adopted: false, status, secret: secretTargetOf(obj, db, undefined) };
   return { id, adopted: false, status, credentials, secret: secretTargetOf(obj, db, connection.id) };
 }
 
@@ -95,7 +118,8 @@ function usableCredentials(connection: CreatedConnection) {
 }
 
 export function stripSecrets(c: CreatedConnection): MirroredConnection {
-  const strip = (e: { host: string; port: number } | undefined) => (e === undefined ? undefined : { host: e.host, port: e.port });
+  const strip = (e: { host: string; port: number } | undefined) =>
+    e === undefined ? undefined : { host: e.host, port: e.port };
   const direct = strip(c.endpoints.direct);
   const pooled = strip(c.endpoints.pooled);
   const accelerate = strip(c.endpoints.accelerate);
@@ -110,10 +134,15 @@ export function stripSecrets(c: CreatedConnection): MirroredConnection {
 }
 
 /** The backup to restore or create from: the one named, else the source's latest completed one. */
-export async function resolveBackup(api: MdsApi, sourceDatabaseId: string, backupId: string | undefined): Promise<string> {
+export async function resolveBackup(
+  api: MdsApi,
+  sourceDatabaseId: string,
+  backupId: string | undefined,
+): Promise<string> {
   if (backupId !== undefined) return backupId;
   const backups = await api.listBackups(sourceDatabaseId, { limit: 100 });
   const latest = backups.data.find((b) => b.status === "completed");
-  if (latest === undefined) throw new WaitingError("DatabaseNotReady", `database "${sourceDatabaseId}" has no completed backup yet`);
+  if (latest === undefined)
+    throw new WaitingError("DatabaseNotReady", `database "${sourceDatabaseId}" has no completed backup yet`);
   return latest.id;
 }

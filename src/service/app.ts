@@ -20,17 +20,38 @@ export const bodyLimitBytes = 64 * 1024;
 /** Errors that mean "PostgreSQL is not reachable": 503 with Retry-After rather than 500. */
 function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
-  if (typeof e.code === "string" && (/^(08|57P0[1-3]|53300)/.test(e.code) || ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND"].includes(e.code))) return true;
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(e.message ?? "");
+  if (
+    typeof e.code === "string" &&
+    (/^(08|57P0[1-3]|53300)/.test(e.code) ||
+      ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND"].includes(e.code))
+  )
+    return true;
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+    e.message ?? "",
+  );
 }
 
 function toServiceError(err: unknown): ServiceError | undefined {
   if (err instanceof ServiceError) return err;
   const e = err as { statusCode?: number; code?: string };
-  if (e.statusCode === 413 || e.code === "FST_ERR_CTP_BODY_TOO_LARGE") return new ServiceError("payload_too_large", `request body is larger than ${bodyLimitBytes} bytes`, "send at most 64 KiB");
-  if (typeof e.code === "string" && e.code.startsWith("FST_ERR_CTP")) return new ServiceError("invalid_request", "invalid request body", "send a JSON object with Content-Type: application/json");
-  if (e.statusCode === 400) return new ServiceError("invalid_request", "invalid request", "check the request line and headers");
-  if (isUnavailable(err)) return new ServiceError("unavailable", "the service cannot reach its database", "retry later", { headers: { "retry-after": "5" } });
+  if (e.statusCode === 413 || e.code === "FST_ERR_CTP_BODY_TOO_LARGE")
+    return new ServiceError(
+      "payload_too_large",
+      `request body is larger than ${bodyLimitBytes} bytes`,
+      "send at most 64 KiB",
+    );
+  if (typeof e.code === "string" && e.code.startsWith("FST_ERR_CTP"))
+    return new ServiceError(
+      "invalid_request",
+      "invalid request body",
+      "send a JSON object with Content-Type: application/json",
+    );
+  if (e.statusCode === 400)
+    return new ServiceError("invalid_request", "invalid request", "check the request line and headers");
+  if (isUnavailable(err))
+    return new ServiceError("unavailable", "the service cannot reach its database", "retry later", {
+      headers: { "retry-after": "5" },
+    });
   return undefined;
 }
 
@@ -65,7 +86,8 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
     if (req.url.startsWith("/v1/")) reply.header(replayAnnouncement.header, replayAnnouncement.value);
     (req as FastifyRequest & { startedAt?: bigint }).startedAt = process.hrtime.bigint();
     const url = req.routeOptions.url;
-    if (url?.startsWith("/v1/")) (req as FastifyRequest & { principal?: unknown }).principal = await authenticate(deps, req);
+    if (url?.startsWith("/v1/"))
+      (req as FastifyRequest & { principal?: unknown }).principal = await authenticate(deps, req);
   });
 
   app.addHook("onResponse", async (req, reply) => {
@@ -81,7 +103,10 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
     const known = toServiceError(err);
     if (!known || known.status >= 500) {
       // Message only: pg errors and stacks can quote SQL, which stays out of bodies; secrets never reach either.
-      req.log.error({ err: { message: (err as Error).message, code: (err as { code?: string }).code }, reqId: req.id }, "request failed");
+      req.log.error(
+        { err: { message: (err as Error).message, code: (err as { code?: string }).code }, reqId: req.id },
+        "request failed",
+      );
     }
     const e = known ?? new ServiceError("internal_error", "internal error", `report request id ${req.id}`);
     reply.code(e.status).headers(e.headers).type("application/json; charset=utf-8");
@@ -94,15 +119,24 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
     reply.type("application/json; charset=utf-8");
     if (allowed.length > 0) {
       reply.code(405).header("allow", allowed.join(", "));
-      return errorBody("method_not_allowed", `method ${echo(req.method, 16)} is not allowed on ${echo(path, 200)}`, `allowed: ${allowed.join(", ")}`);
+      return errorBody(
+        "method_not_allowed",
+        `method ${echo(req.method, 16)} is not allowed on ${echo(path, 200)}`,
+        `allowed: ${allowed.join(", ")}`,
+      );
     }
     reply.code(404);
-    return errorBody("not_found", `no route for ${echo(req.method, 16)} ${echo(path, 200)}`, "every API path starts with /v1; see the API contract");
+    return errorBody(
+      "not_found",
+      `no route for ${echo(req.method, 16)} ${echo(path, 200)}`,
+      "every API path starts with /v1; see the API contract",
+    );
   });
 
   app.addHook("onSend", async (_req, reply, payload) => {
     const type = reply.getHeader("content-type");
-    if (typeof type === "string" && type.startsWith("application/json") && !type.includes("charset")) reply.header("content-type", "application/json; charset=utf-8");
+    if (typeof type === "string" && type.startsWith("application/json") && !type.includes("charset"))
+      reply.header("content-type", "application/json; charset=utf-8");
     return payload;
   });
 

@@ -28,7 +28,9 @@ export class ArchiveError extends Error {
 }
 
 function archiveKey(serviceKey: Buffer, salt: Buffer, context: string): Buffer {
-  return Buffer.from(hkdfSync("sha256", serviceKey, salt, Buffer.concat([Buffer.from("mds backup v1\0"), Buffer.from(context)]), 32));
+  return Buffer.from(
+    hkdfSync("sha256", serviceKey, salt, Buffer.concat([Buffer.from("mds backup v1\0"), Buffer.from(context)]), 32),
+  );
 }
 
 function nonce(sequence: number): Buffer {
@@ -45,7 +47,11 @@ function recordHead(final: boolean, length: number): Buffer {
 }
 
 /** Encrypts `plaintext` (any chunking) into the archive format, yielding bytes to write. */
-export async function* sealArchive(plaintext: AsyncIterable<Buffer>, serviceKey: Buffer, context: string): AsyncGenerator<Buffer> {
+export async function* sealArchive(
+  plaintext: AsyncIterable<Buffer>,
+  serviceKey: Buffer,
+  context: string,
+): AsyncGenerator<Buffer> {
   const header = Buffer.concat([archiveMagic, randomBytes(headerLength - archiveMagic.length)]);
   const key = archiveKey(serviceKey, header.subarray(archiveMagic.length), context);
   let sequence = 0;
@@ -94,16 +100,27 @@ class ByteReader {
  * truncation. A plain pg_dump archive (written before backups were encrypted) is passed through when `allowPlain`;
  * its integrity then rests on the SHA-256 recorded in the control database, which the caller checks.
  */
-export async function* openArchive(source: AsyncIterable<Buffer>, serviceKey: Buffer, context: string, options: { allowPlain: boolean }): AsyncGenerator<Buffer> {
+export async function* openArchive(
+  source: AsyncIterable<Buffer>,
+  serviceKey: Buffer,
+  context: string,
+  options: { allowPlain: boolean },
+): AsyncGenerator<Buffer> {
   const reader = new ByteReader(source);
   const header = await reader.read(headerLength);
   if (header.subarray(0, plainMagic.length).equals(plainMagic)) {
     if (!options.allowPlain) throw new ArchiveError("it is not encrypted");
     yield header;
-    for (let chunk = await reader.read(recordPlaintextLength); chunk.length > 0; chunk = await reader.read(recordPlaintextLength)) yield chunk;
+    for (
+      let chunk = await reader.read(recordPlaintextLength);
+      chunk.length > 0;
+      chunk = await reader.read(recordPlaintextLength)
+    )
+      yield chunk;
     return;
   }
-  if (header.length < headerLength || !header.subarray(0, archiveMagic.length).equals(archiveMagic)) throw new ArchiveError("unknown format");
+  if (header.length < headerLength || !header.subarray(0, archiveMagic.length).equals(archiveMagic))
+    throw new ArchiveError("unknown format");
   const key = archiveKey(serviceKey, header.subarray(archiveMagic.length), context);
   for (let sequence = 0; ; sequence++) {
     const head = await reader.read(5);

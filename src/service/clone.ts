@@ -13,10 +13,19 @@ import { getDatabaseById } from "./store.ts";
 // like a backup while it exists. (The source is checked at creation: checkCloneSource in domain/sources.ts.)
 
 /** In the provision job, after the new (empty) database and its roles exist: fills it with the source's data. */
-export async function cloneInto(deps: ServiceDeps, target: DatabaseRow, sourceId: string, job: Job, signal: AbortSignal): Promise<void> {
+export async function cloneInto(
+  deps: ServiceDeps,
+  target: DatabaseRow,
+  sourceId: string,
+  job: Job,
+  signal: AbortSignal,
+): Promise<void> {
   const source = await getDatabaseById(deps.pool, sourceId);
   if (!source || source.deleted_at) throw new JobFatalError(`source database ${sourceId} was deleted`);
-  const { rows } = await deps.pool.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1 AND revoked_at IS NULL", [source.id]);
+  const { rows } = await deps.pool.query<{ role_name: string }>(
+    "SELECT role_name FROM connections WHERE database_id = $1 AND revoked_at IS NULL",
+    [source.id],
+  );
   // Under the new database's backup directory, so dropping the new database also removes a leftover of a crash.
   const dir = path.join(deps.config.backupDir, target.id);
   await privateDirectory(dir);
@@ -33,7 +42,14 @@ export async function cloneInto(deps: ServiceDeps, target: DatabaseRow, sourceId
       archive: archiveKey(deps, archiveId),
       signal,
     });
-    await restoreAsOwner(deps, { jobId: job.id, at: target, pgName: target.pg_name, ownerRole: target.owner_role, backup: { id: archiveId, path: file, sha256, sealed: true }, signal });
+    await restoreAsOwner(deps, {
+      jobId: job.id,
+      at: target,
+      pgName: target.pg_name,
+      ownerRole: target.owner_role,
+      backup: { id: archiveId, path: file, sha256, sealed: true },
+      signal,
+    });
   } finally {
     await rm(file, { force: true });
   }

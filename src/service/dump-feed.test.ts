@@ -17,6 +17,9 @@ it("consumes all input and returns when the reading child exited first", async (
       yield Buffer.alloc(1024 * 1024);
     }
   }
-  const outcome = await Promise.race([feed(chunks(), child.stdin!).then(() => "returned"), new Promise((r) => setTimeout(r, 10_000, "hung"))]);
+  const outcome = await Promise.race([
+    feed(chunks(), child.stdin!).then(() => "returned"),
+    new Promise((r) => setTimeout(r, 10_000, "hung")),
+  ]);
   expect({ outcome, consumed }).toEqual({ outcome: "returned", consumed: 64 });
 });

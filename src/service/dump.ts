@@ -32,7 +32,11 @@ function connectionEnv(login: DatabaseLogin, database: string): Record<string, s
 type Child = { child: ChildProcess; done: Promise<void> };
 
 function start(program: string, args: string[], env: Record<string, string>, signal?: AbortSignal): Child {
-  const child = spawn(program, args, { env, stdio: ["pipe", "pipe", "pipe"], ...(signal ? { signal, killSignal: "SIGKILL" as const } : {}) });
+  const child = spawn(program, args, {
+    env,
+    stdio: ["pipe", "pipe", "pipe"],
+    ...(signal ? { signal, killSignal: "SIGKILL" as const } : {}),
+  });
   let stderr = "";
   child.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   const done = new Promise<void>((resolve, reject) => {
@@ -119,7 +123,11 @@ export async function dumpDatabase(input: {
       );
       dump.child.stdin!.end();
       const write = (async () => {
-        for await (const chunk of hashing(sealArchive(dump.child.stdout as Readable, input.archive.key, input.archive.context), hash)) await handle.write(chunk);
+        for await (const chunk of hashing(
+          sealArchive(dump.child.stdout as Readable, input.archive.key, input.archive.context),
+          hash,
+        ))
+          await handle.write(chunk);
       })();
       // A failed write must not leave pg_dump blocked on a pipe nobody reads.
       write.catch(() => dump.child.kill("SIGKILL"));
@@ -129,7 +137,12 @@ export async function dumpDatabase(input: {
       await handle.close();
     }
     // A backup nobody can read is worse than none: it must open to its end and pg_restore must list its contents.
-    await listArchive({ bindir: input.bindir, file: tmp, archive: input.archive, ...(input.signal ? { signal: input.signal } : {}) });
+    await listArchive({
+      bindir: input.bindir,
+      file: tmp,
+      archive: input.archive,
+      ...(input.signal ? { signal: input.signal } : {}),
+    });
     await rename(tmp, input.file);
     return { size: (await stat(input.file)).size, sha256: hash.digest("hex") };
   } catch (err) {
@@ -176,22 +189,38 @@ export async function verifyArchive(file: string, sha256: string): Promise<{ sea
  * archive may be plain (pre-encryption) and is authenticated by that checksum over the very bytes fed; without it,
  * it must be sealed.
  */
-async function pipeToRestore(input: { bindir: string; file: string; archive: ArchiveKey; plainSha256?: string; args: string[]; env: Record<string, string>; signal?: AbortSignal }): Promise<void> {
+async function pipeToRestore(input: {
+  bindir: string;
+  file: string;
+  archive: ArchiveKey;
+  plainSha256?: string;
+  args: string[];
+  env: Record<string, string>;
+  signal?: AbortSignal;
+}): Promise<void> {
   const hash = input.plainSha256 ? createHash("sha256") : undefined;
   const restore = start(path.join(input.bindir, "pg_restore"), input.args, input.env, input.signal);
   restore.child.stdout!.resume();
   const bytes = createReadStream(input.file) as AsyncIterable<Buffer>;
-  const plaintext = openArchive(hash ? hashing(bytes, hash) : bytes, input.archive.key, input.archive.context, { allowPlain: hash !== undefined });
+  const plaintext = openArchive(hash ? hashing(bytes, hash) : bytes, input.archive.key, input.archive.context, {
+    allowPlain: hash !== undefined,
+  });
   const feeding = feed(plaintext, restore.child.stdin!).catch((err: unknown) => {
     // Never let pg_restore see the end of input after a failed check: it must not finish a partial restore.
     restore.child.kill("SIGKILL");
     throw err;
   });
   await Promise.all([feeding, restore.done]);
-  if (hash && hash.digest("hex") !== input.plainSha256) throw new ArchiveError("it changed while it was restored (checksum mismatch)");
+  if (hash && hash.digest("hex") !== input.plainSha256)
+    throw new ArchiveError("it changed while it was restored (checksum mismatch)");
 }
 
-async function listArchive(input: { bindir: string; file: string; archive: ArchiveKey; signal?: AbortSignal }): Promise<void> {
+async function listArchive(input: {
+  bindir: string;
+  file: string;
+  archive: ArchiveKey;
+  signal?: AbortSignal;
+}): Promise<void> {
   await pipeToRestore({ ...input, args: ["--list"], env: {} });
 }
 

@@ -32,7 +32,12 @@ export function serverDir(dir: string, server: EmbeddedServer, index: number): s
 }
 
 /** Starts PostgreSQL (TLS on, taking over one a killed service left running) under `dir`/postgres. */
-export async function startServerPostgres(dir: string, name: string, options: ServerStackOptions, first: boolean): Promise<RunningPostgres> {
+export async function startServerPostgres(
+  dir: string,
+  name: string,
+  options: ServerStackOptions,
+  first: boolean,
+): Promise<RunningPostgres> {
   return startPostgres({
     takeOver: true,
     tls: true,
@@ -58,7 +63,13 @@ export async function shareCa(from: RunningPostgres, dir: string): Promise<void>
 }
 
 /** The PgBouncer of the `pooled` endpoint in front of `postgres`, with its files under `dir`/pgbouncer. */
-export async function startServerPgBouncer(dir: string, name: string, postgres: RunningPostgres, options: ServerStackOptions, first: boolean): Promise<RunningPgBouncer | undefined> {
+export async function startServerPgBouncer(
+  dir: string,
+  name: string,
+  postgres: RunningPostgres,
+  options: ServerStackOptions,
+  first: boolean,
+): Promise<RunningPgBouncer | undefined> {
   if (!options.pooler) return undefined;
   const pooler = options.pooler;
   return startPgBouncer({

@@ -7,7 +7,15 @@ import { regionIds } from "../contract/index.ts";
 import { startPostgres, type RunningPgBouncer, type RunningPostgres, type ServerTls } from "../postgres/index.ts";
 import { parseKey, randomSecret } from "./crypto.ts";
 import { defaultServerName, ServerName, type RegionInput, type RegionSettings } from "./config.ts";
-import { serverDir, shareCa, startServerPgBouncer, startServerPostgres, type EmbeddedServer, type EmbeddedServerStack, type ServerStackOptions } from "./embedded-servers.ts";
+import {
+  serverDir,
+  shareCa,
+  startServerPgBouncer,
+  startServerPostgres,
+  type EmbeddedServer,
+  type EmbeddedServerStack,
+  type ServerStackOptions,
+} from "./embedded-servers.ts";
 import { startService, type RunningService, type StartServiceOptions } from "./start.ts";
 import { migrate } from "./store/migrate.ts";
 import { createPool } from "./store/pool.ts";
@@ -18,7 +26,9 @@ export const controlDatabase = "mds_control";
 /** The control database URL of an embedded directory whose server runs, if it answers. */
 export async function runningEmbeddedControlUrl(dir: string): Promise<string | undefined> {
   try {
-    const { controlUrl } = JSON.parse(await readFile(path.join(dir, "control.json"), "utf8")) as { controlUrl?: unknown };
+    const { controlUrl } = JSON.parse(await readFile(path.join(dir, "control.json"), "utf8")) as {
+      controlUrl?: unknown;
+    };
     if (typeof controlUrl !== "string") return undefined;
     const client = new pg.Client({ connectionString: controlUrl, connectionTimeoutMillis: 2000 });
     try {
@@ -76,7 +86,12 @@ export type EmbeddedServiceOptions = {
    * `mds dev`) verify connection strings that carry only `sslmode=require`, which the pg driver treats as verify-full.
    */
   trustCa?: boolean;
-  service?: Partial<Omit<StartServiceOptions, "controlUrl" | "regions" | "encryptionKey" | "backupDir" | "host" | "port" | "baseUrl" | "logger">>;
+  service?: Partial<
+    Omit<
+      StartServiceOptions,
+      "controlUrl" | "regions" | "encryptionKey" | "backupDir" | "host" | "port" | "baseUrl" | "logger"
+    >
+  >;
 };
 
 export type EmbeddedService = RunningService & {
@@ -180,8 +195,12 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
   if (wanted.length === 0) throw new Error("embedded service: servers must name at least one server");
   for (const [i, { name }] of wanted.entries()) {
     const checked = ServerName.safeParse(name);
-    if (!checked.success) throw new Error(`embedded service: servers.${i}.name ${JSON.stringify(name)}: ${checked.error.issues[0]!.message}`);
-    if (wanted.findIndex((s) => s.name === name) < i) throw new Error(`embedded service: server name ${JSON.stringify(name)} is used twice`);
+    if (!checked.success)
+      throw new Error(
+        `embedded service: servers.${i}.name ${JSON.stringify(name)}: ${checked.error.issues[0]!.message}`,
+      );
+    if (wanted.findIndex((s) => s.name === name) < i)
+      throw new Error(`embedded service: server name ${JSON.stringify(name)} is used twice`);
   }
   const stackOptions: ServerStackOptions = {
     postgresPort: options.postgresPort,
@@ -212,11 +231,19 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
     const serviceFile = path.join(dir, "service.json");
     const token = await ensureDefaultToken(controlUrl, serviceFile);
     for (const [i, st] of stacks.entries()) {
-      const bouncer = await startServerPgBouncer(serverDir(dir, st.server, i), st.server.name, st.postgres, stackOptions, i === 0);
+      const bouncer = await startServerPgBouncer(
+        serverDir(dir, st.server, i),
+        st.server.name,
+        st.postgres,
+        stackOptions,
+        i === 0,
+      );
       if (bouncer) st.pgbouncer = bouncer;
     }
     const pgbouncer = stacks[0]!.pgbouncer;
-    const regions = Object.fromEntries(regionIds.map((r) => [r, embeddedRegion(stacks, serverTls, options.regionSettings ?? {})]));
+    const regions = Object.fromEntries(
+      regionIds.map((r) => [r, embeddedRegion(stacks, serverTls, options.regionSettings ?? {})]),
+    );
     const service = await startService({
       ...options.service,
       controlUrl,
@@ -232,7 +259,11 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
     // For `mds token --embedded DIR` while the service runs: where the control database is (holds a password: 0600).
     await writeFile(path.join(dir, "control.json"), JSON.stringify({ controlUrl }) + "\n", { mode: 0o600 });
     const tmp = `${serviceFile}.tmp`;
-    await writeFile(tmp, JSON.stringify({ url: service.url, token, caFile: serverTls.caFile, caCert: serverTls.caCert }, null, 2) + "\n", { mode: 0o600 });
+    await writeFile(
+      tmp,
+      JSON.stringify({ url: service.url, token, caFile: serverTls.caFile, caCert: serverTls.caCert }, null, 2) + "\n",
+      { mode: 0o600 },
+    );
     await chmod(tmp, 0o600);
     await rename(tmp, serviceFile);
     return {
@@ -262,8 +293,21 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
  * and those of each server.
  */
 function embeddedRegion(stacks: EmbeddedServerStack[], serverTls: ServerTls, settings: RegionSettings): RegionInput {
-  const { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, workspaceConnectionLimit, ...serverSettings } = settings;
-  const regionLevel = { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, workspaceConnectionLimit };
+  const {
+    lockTimeoutMs,
+    loginConnectionLimit,
+    databaseConnectionLimit,
+    idleInTransactionTimeoutMs,
+    workspaceConnectionLimit,
+    ...serverSettings
+  } = settings;
+  const regionLevel = {
+    lockTimeoutMs,
+    loginConnectionLimit,
+    databaseConnectionLimit,
+    idleInTransactionTimeoutMs,
+    workspaceConnectionLimit,
+  };
   const servers = stacks.map(({ server, postgres, pgbouncer }) => ({
     name: server.name,
     ...(server.maxDatabases !== undefined ? { maxDatabases: server.maxDatabases } : {}),
@@ -271,11 +315,16 @@ function embeddedRegion(stacks: EmbeddedServerStack[], serverTls: ServerTls, set
     sslmode: "require" as const,
     caCert: serverTls.caCert,
     sslrootcert: serverTls.caFile,
-    ...(pgbouncer ? { pooler: { host: pgbouncer.host, port: pgbouncer.port, pgbouncer: !pgbouncer.preparedStatements } } : {}),
+    ...(pgbouncer
+      ? { pooler: { host: pgbouncer.host, port: pgbouncer.port, pgbouncer: !pgbouncer.preparedStatements } }
+      : {}),
     ...serverSettings,
     // The service's own sessions and its pg_dump/pg_restore stay on loopback: no TLS handshake for them (libpq's
     // default `prefer` would now negotiate one for every job).
     adminUrl: `${postgres.url}?sslmode=disable`,
   }));
-  return { ...(Object.fromEntries(Object.entries(regionLevel).filter(([, v]) => v !== undefined)) as typeof regionLevel), servers };
+  return {
+    ...(Object.fromEntries(Object.entries(regionLevel).filter(([, v]) => v !== undefined)) as typeof regionLevel),
+    servers,
+  };
 }

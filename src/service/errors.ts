@@ -6,7 +6,12 @@ export class ServiceError extends Error {
   readonly status: number;
   readonly hint: string;
   readonly headers: Record<string, string>;
-  constructor(code: ErrorCode, message: string, hint = "", options?: ErrorOptions & { headers?: Record<string, string> }) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    hint = "",
+    options?: ErrorOptions & { headers?: Record<string, string> },
+  ) {
     super(message, options);
     this.name = "ServiceError";
     this.code = code;
@@ -27,6 +32,10 @@ export const echo = (sent: unknown, max = 64): string => {
 
 export const invalidRequest = (message: string, hint = "") => new ServiceError("invalid_request", message, hint);
 export const notFound = (what: string, id: string) =>
-  new ServiceError("not_found", `${what} ${echo(id)} not found`, `check the id; ${what}s of other workspaces are not visible to this token`);
+  new ServiceError(
+    "not_found",
+    `${what} ${echo(id)} not found`,
+    `check the id; ${what}s of other workspaces are not visible to this token`,
+  );
 export const conflict = (message: string, hint = "") => new ServiceError("conflict", message, hint);
 export const unprocessable = (message: string, hint = "") => new ServiceError("unprocessable", message, hint);

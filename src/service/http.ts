@@ -11,16 +11,26 @@ import { findPrincipal, requiredScopes, type Principal } from "./tokens.ts";
 
 function describeIssue(issue: z.core.$ZodIssue): string {
   const where = issue.path.length ? issue.path.join(".") : "body";
-  if (issue.code === "unrecognized_keys") return `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${[...issue.path, k].join(".")}"`).join(", ")}`;
+  if (issue.code === "unrecognized_keys")
+    return `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${[...issue.path, k].join(".")}"`).join(", ")}`;
   return `${where}: ${issue.message}`;
 }
 
 /** `code`: 400 `invalid_request` as CONTRACT §1 says, or 422 `unprocessable` where the public API answers so. */
-export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: string, code: "invalid_request" | "unprocessable" = "invalid_request"): z.output<S> {
+export function parseWith<S extends z.ZodType>(
+  schema: S,
+  value: unknown,
+  what: string,
+  code: "invalid_request" | "unprocessable" = "invalid_request",
+): z.output<S> {
   const result = schema.safeParse(value);
   if (!result.success) {
     const issues = result.error.issues.slice(0, 5).map(describeIssue).join("; ");
-    throw new ServiceError(code, `invalid ${what}: ${issues}`, "see the API contract for the fields this endpoint accepts");
+    throw new ServiceError(
+      code,
+      `invalid ${what}: ${issues}`,
+      "see the API contract for the fields this endpoint accepts",
+    );
   }
   return result.data;
 }
@@ -31,7 +41,10 @@ export function jsonBody(req: FastifyRequest): Record<string, unknown> {
   if (raw === undefined || raw === null || (Buffer.isBuffer(raw) && raw.length === 0)) return {};
   const type = req.headers["content-type"] ?? "";
   if (!/^application\/json\s*(;|$)/i.test(type)) {
-    throw invalidRequest(`unsupported content type ${echo(type)}`, "send the body as JSON with Content-Type: application/json");
+    throw invalidRequest(
+      `unsupported content type ${echo(type)}`,
+      "send the body as JSON with Content-Type: application/json",
+    );
   }
   let value: unknown;
   try {
@@ -39,7 +52,8 @@ export function jsonBody(req: FastifyRequest): Record<string, unknown> {
   } catch {
     throw invalidRequest("request body is not valid JSON", "send a JSON object");
   }
-  if (!value || typeof value !== "object" || Array.isArray(value)) throw invalidRequest("request body must be a JSON object", "send a JSON object");
+  if (!value || typeof value !== "object" || Array.isArray(value))
+    throw invalidRequest("request body must be a JSON object", "send a JSON object");
   return value as Record<string, unknown>;
 }
 
@@ -50,9 +64,11 @@ export function pathId(schema: z.ZodType<string>, value: unknown, what: string, 
 }
 
 /** The database id of a path: most routes under /v1/databases/{id} and the restore's target. */
-export const databaseIdOf = (value: unknown, what = "database id") => pathId(DatabaseId, value, what, databaseIdPattern);
+export const databaseIdOf = (value: unknown, what = "database id") =>
+  pathId(DatabaseId, value, what, databaseIdPattern);
 
-const rateLimited = (message: string, wait: number) => new ServiceError("rate_limited", message, `retry after ${wait} s`, { headers: { "retry-after": String(wait) } });
+const rateLimited = (message: string, wait: number) =>
+  new ServiceError("rate_limited", message, `retry after ${wait} s`, { headers: { "retry-after": String(wait) } });
 
 /**
  * The budget key of an authentication attempt: the client's address and the first characters of the credential it
@@ -76,17 +92,35 @@ export async function authenticate(deps: ServiceDeps, req: FastifyRequest): Prom
     return error;
   };
   const header = req.headers.authorization;
-  if (!header) throw failed("", new ServiceError("unauthorized", "missing bearer token", "send Authorization: Bearer <token>"));
+  if (!header)
+    throw failed("", new ServiceError("unauthorized", "missing bearer token", "send Authorization: Bearer <token>"));
   const match = /^Bearer ([\x21-\x7e]{1,512})$/i.exec(header);
-  if (!match) throw failed("", new ServiceError("unauthorized", "malformed Authorization header", "send Authorization: Bearer <token>"));
+  if (!match)
+    throw failed(
+      "",
+      new ServiceError("unauthorized", "malformed Authorization header", "send Authorization: Bearer <token>"),
+    );
   const token = match[1]!;
   // A token whose budget is spent here is refused before it is even looked up: a looping bad token costs nothing.
   const blocked = deps.authLimiter.exhausted(attemptKey(req.ip, token));
   if (blocked > 0) throw rateLimited("too many failed authentications with this token from this address", blocked);
   const principal = await findPrincipal(deps.pool, token);
-  if (!principal) throw failed(token, new ServiceError("unauthorized", "invalid, expired or revoked token", "create a new token with `mds token create`"));
+  if (!principal)
+    throw failed(
+      token,
+      new ServiceError(
+        "unauthorized",
+        "invalid, expired or revoked token",
+        "create a new token with `mds token create`",
+      ),
+    );
   const missing = requiredScopes.filter((s) => !principal.scopes.includes(s));
-  if (missing.length) throw new ServiceError("forbidden", `token lacks the scope${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`, `every /v1 route needs ${requiredScopes.join(" and ")}`);
+  if (missing.length)
+    throw new ServiceError(
+      "forbidden",
+      `token lacks the scope${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`,
+      `every /v1 route needs ${requiredScopes.join(" and ")}`,
+    );
   const wait = deps.rateLimiter.take(principal.workspaceId);
   if (wait > 0) throw rateLimited("too many requests for this workspace", wait);
   return principal;
@@ -100,7 +134,13 @@ export function principalOf(req: FastifyRequest): Principal {
 
 /** The request of a creation, for its Idempotency-Key record (see createOnce). */
 export function creationRequest(req: FastifyRequest, body: unknown): CreationRequest {
-  return { workspaceId: principalOf(req).workspaceId, idempotencyKey: req.headers["idempotency-key"], method: req.method, path: req.url.split("?")[0] ?? req.url, body };
+  return {
+    workspaceId: principalOf(req).workspaceId,
+    idempotencyKey: req.headers["idempotency-key"],
+    method: req.method,
+    path: req.url.split("?")[0] ?? req.url,
+    body,
+  };
 }
 
 /** Sends a creation's response; a replay says so in a header. */

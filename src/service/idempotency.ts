@@ -8,7 +8,13 @@ import { inTransaction } from "./store/pool.ts";
 export type StoredResponse = { status: number; body: unknown };
 
 /** What a creation's Idempotency-Key record needs of its request (taken as sent; checked when the creation runs). */
-export type CreationRequest = { workspaceId: string; idempotencyKey: string | string[] | undefined; method: string; path: string; body: unknown };
+export type CreationRequest = {
+  workspaceId: string;
+  idempotencyKey: string | string[] | undefined;
+  method: string;
+  path: string;
+  body: unknown;
+};
 /** A creation's response, and whether it is the stored one of an earlier request with the same key. */
 export type Creation = StoredResponse & { replayed: boolean };
 
@@ -45,7 +51,11 @@ export function requestHash(method: string, path: string, body: unknown): string
  * Runs inside the creation's transaction: takes the key's lock (a concurrent duplicate waits, then replays),
  * and returns the stored response if there is one. Same key with another request is 422.
  */
-export async function lookupIdempotent(client: pg.PoolClient, key: Buffer, input: { workspaceId: string; key: string; hash: string }): Promise<StoredResponse | undefined> {
+export async function lookupIdempotent(
+  client: pg.PoolClient,
+  key: Buffer,
+  input: { workspaceId: string; key: string; hash: string },
+): Promise<StoredResponse | undefined> {
   await client.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`${input.workspaceId}\n${input.key}`]);
   const { rows } = await client.query<{ request_hash: string; status: number; response: Buffer }>(
     "SELECT request_hash, status, response FROM idempotency WHERE workspace_id = $1 AND key = $2 AND expires_at > now()",
@@ -54,7 +64,10 @@ export async function lookupIdempotent(client: pg.PoolClient, key: Buffer, input
   const row = rows[0];
   if (!row) return undefined;
   if (row.request_hash !== input.hash) {
-    throw unprocessable(`Idempotency-Key "${input.key}" was already used for a different request`, "use a new key for a different request body or path");
+    throw unprocessable(
+      `Idempotency-Key "${input.key}" was already used for a different request`,
+      "use a new key for a different request body or path",
+    );
   }
   return { status: row.status, body: JSON.parse(decrypt(key, row.response)) };
 }
@@ -69,7 +82,14 @@ export async function storeIdempotent(
      VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 hour')
      ON CONFLICT (workspace_id, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,
        response = EXCLUDED.response, created_at = now(), expires_at = EXCLUDED.expires_at`,
-    [input.workspaceId, input.key, input.hash, input.response.status, encrypt(key, JSON.stringify(input.response.body)), input.restore ? restoreTtlHours : creationTtlHours],
+    [
+      input.workspaceId,
+      input.key,
+      input.hash,
+      input.response.status,
+      encrypt(key, JSON.stringify(input.response.body)),
+      input.restore ? restoreTtlHours : creationTtlHours,
+    ],
   );
 }
 
@@ -93,7 +113,14 @@ export async function createOnce(
       if (stored) return { ...stored, replayed: true };
     }
     const response = await op(client);
-    if (key) await storeIdempotent(client, deps.config.encryptionKey, { workspaceId, key, hash, response, ...(options.restore ? { restore: true } : {}) });
+    if (key)
+      await storeIdempotent(client, deps.config.encryptionKey, {
+        workspaceId,
+        key,
+        hash,
+        response,
+        ...(options.restore ? { restore: true } : {}),
+      });
     return { ...response, replayed: false };
   });
   if (!result.replayed) deps.wakeJobs();

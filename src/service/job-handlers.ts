@@ -9,7 +9,16 @@ import { reserveBeforeDump } from "./domain/backups.ts";
 import { privateDirectory } from "./dump.ts";
 import { jobLoginName } from "./job-login.ts";
 import { JobFatalError, type Job, type JobHandler, type JobKind } from "./jobs.ts";
-import { allowConnections, createDatabase, databaseComment, dropDatabase, dropDatabaseIfExists, provisionDatabase, revokeLoginRole, swapDatabases } from "./provisioner.ts";
+import {
+  allowConnections,
+  createDatabase,
+  databaseComment,
+  dropDatabase,
+  dropDatabaseIfExists,
+  provisionDatabase,
+  revokeLoginRole,
+  swapDatabases,
+} from "./provisioner.ts";
 import { inTransaction } from "./store/pool.ts";
 import { getDatabaseById } from "./store.ts";
 import { archiveKey, dumpAsOwner, restoreAsOwner, usableBackup } from "./owner-dump.ts";
@@ -42,14 +51,30 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
     const fromBackup = db.source.type === "backup" ? await usableBackup(deps, db.source.backupId) : undefined;
     // A restore (or clone) interrupted by a crash leaves a half-filled database that nobody can see yet: start over.
     if ((fromBackup || db.source.type === "database") && ctx.attempt > 1) await dropDatabaseIfExists(pool, db.pg_name);
-    await provisionDatabase(pool, { pgName: db.pg_name, ownerRole: db.owner_role, logins, limits: tenantLimitsOf(deps.config, db.region) });
+    await provisionDatabase(pool, {
+      pgName: db.pg_name,
+      ownerRole: db.owner_role,
+      logins,
+      limits: tenantLimitsOf(deps.config, db.region),
+    });
     ctx.signal.throwIfAborted();
-    if (fromBackup) await restoreAsOwner(deps, { jobId: job.id, at: db, pgName: db.pg_name, ownerRole: db.owner_role, backup: fromBackup, signal: ctx.signal });
+    if (fromBackup)
+      await restoreAsOwner(deps, {
+        jobId: job.id,
+        at: db,
+        pgName: db.pg_name,
+        ownerRole: db.owner_role,
+        backup: fromBackup,
+        signal: ctx.signal,
+      });
     if (db.source.type === "database") await cloneInto(deps, db, db.source.databaseId, job, ctx.signal);
     await inTransaction(deps.pool, async (client) => {
       // Serialised with connection mint/revoke, which lock the same row.
       await client.query("SELECT 1 FROM databases WHERE id = $1 FOR UPDATE", [db.id]);
-      const { rows: revoked } = await client.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1 AND revoked_at IS NOT NULL", [db.id]);
+      const { rows: revoked } = await client.query<{ role_name: string }>(
+        "SELECT role_name FROM connections WHERE database_id = $1 AND revoked_at IS NOT NULL",
+        [db.id],
+      );
       for (const r of revoked) await revokeLoginRole(pool, r.role_name);
       await client.query("UPDATE databases SET status = 'ready' WHERE id = $1 AND status = 'provisioning'", [db.id]);
     });
@@ -62,8 +87,12 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
     // sees the failure never finds it (the other order was a race a loaded test run hit). Its row stays, with the
     // reason; deleting it is as usual.
     const db = await getDatabaseById(deps.pool, job.target_id);
-    if (db?.status === "provisioning" && db.source.type !== "empty") await dropDatabaseIfExists(serverPool(deps, db), db.pg_name).catch(() => {});
-    await deps.pool.query("UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'", [job.target_id, err.message.slice(0, 500)]);
+    if (db?.status === "provisioning" && db.source.type !== "empty")
+      await dropDatabaseIfExists(serverPool(deps, db), db.pg_name).catch(() => {});
+    await deps.pool.query(
+      "UPDATE databases SET status = 'failure', failure_reason = $2 WHERE id = $1 AND status = 'provisioning'",
+      [job.target_id, err.message.slice(0, 500)],
+    );
   },
 });
 
@@ -72,7 +101,8 @@ async function dropJobLogins(deps: ServiceDeps, job: Job): Promise<void> {
   const db = await getDatabaseById(deps.pool, job.target_id);
   if (!db) return;
   const pool = serverPool(deps, db);
-  for (const purpose of ["dump", "restore"] as const) await revokeLoginRole(pool, jobLoginName(job.id, purpose)).catch(() => {});
+  for (const purpose of ["dump", "restore"] as const)
+    await revokeLoginRole(pool, jobLoginName(job.id, purpose)).catch(() => {});
 }
 
 const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
@@ -90,7 +120,10 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
     const file = backupFile(deps, db.id, backupId);
     await privateDirectory(deps.config.backupDir);
     await privateDirectory(path.dirname(file));
-    const { rows: logins } = await deps.pool.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1", [db.id]);
+    const { rows: logins } = await deps.pool.query<{ role_name: string }>(
+      "SELECT role_name FROM connections WHERE database_id = $1",
+      [db.id],
+    );
     const result = await dumpAsOwner(deps, {
       jobId: job.id,
       at: db,
@@ -101,13 +134,19 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
       archive: archiveKey(deps, backupId),
       signal: ctx.signal,
     });
-    await deps.pool.query("UPDATE backups SET status = 'completed', size = $2, sha256 = $3, path = $4, completed_at = now() WHERE id = $1", [backupId, result.size, result.sha256, file]);
+    await deps.pool.query(
+      "UPDATE backups SET status = 'completed', size = $2, sha256 = $3, path = $4, completed_at = now() WHERE id = $1",
+      [backupId, result.size, result.sha256, file],
+    );
     await ctx.outcome("completed");
   },
   async fail(job) {
     await dropJobLogins(deps, job);
     const backupId = String(job.payload.backupId);
-    await deps.pool.query("UPDATE backups SET status = 'failed', completed_at = now() WHERE id = $1 AND status = 'running'", [backupId]);
+    await deps.pool.query(
+      "UPDATE backups SET status = 'failed', completed_at = now() WHERE id = $1 AND status = 'running'",
+      [backupId],
+    );
     await rm(backupFile(deps, job.target_id, backupId), { force: true });
   },
 });
@@ -137,13 +176,28 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
       // The scratch database becomes the target by a rename, so it is made with the target's limits.
       await createDatabase(pool, scratch, db.owner_role, tenantLimitsOf(deps.config, db.region));
       const t1 = performance.now();
-      await restoreAsOwner(deps, { jobId: job.id, at: db, pgName: scratch, ownerRole: db.owner_role, backup, signal: ctx.signal });
+      await restoreAsOwner(deps, {
+        jobId: job.id,
+        at: db,
+        pgName: scratch,
+        ownerRole: db.owner_role,
+        backup,
+        signal: ctx.signal,
+      });
       // Past the time limit nothing is swapped in: the attempt ends here with the old data in place.
       ctx.signal.throwIfAborted();
       const t2 = performance.now();
       await swapDatabases(pool, { target: db.pg_name, scratch, old, marker: restoreMarker(deps, job) });
       await ctx.outcome("restored", { durable: true });
-      deps.logger.debug({ job: job.id, prepareMs: Math.round(t1 - t0), pgRestoreMs: Math.round(t2 - t1), swapMs: Math.round(performance.now() - t2) }, "restore swapped");
+      deps.logger.debug(
+        {
+          job: job.id,
+          prepareMs: Math.round(t1 - t0),
+          pgRestoreMs: Math.round(t2 - t1),
+          swapMs: Math.round(performance.now() - t2),
+        },
+        "restore swapped",
+      );
     }
     // Dropping the old copy can wait behind a checkpoint: the database is already usable, so report ready first.
     await settleRestore(deps, job, "ready");
@@ -173,10 +227,19 @@ async function settleRestore(deps: ServiceDeps, job: Job, status: "ready" | "fai
 const drop: (deps: ServiceDeps) => JobHandler = (deps) => ({
   async run(job, ctx) {
     const db = await loadDatabase(deps, job);
-    const { rows } = await deps.pool.query<{ role_name: string }>("SELECT role_name FROM connections WHERE database_id = $1", [db.id]);
-    await dropDatabase(serverPool(deps, db), { pgName: db.pg_name, ownerRole: db.owner_role, loginRoles: rows.map((r) => r.role_name) });
+    const { rows } = await deps.pool.query<{ role_name: string }>(
+      "SELECT role_name FROM connections WHERE database_id = $1",
+      [db.id],
+    );
+    await dropDatabase(serverPool(deps, db), {
+      pgName: db.pg_name,
+      ownerRole: db.owner_role,
+      loginRoles: rows.map((r) => r.role_name),
+    });
     await rm(path.join(deps.config.backupDir, db.id), { recursive: true, force: true });
-    await deps.pool.query("UPDATE backups SET deleted_at = coalesce(deleted_at, now()) WHERE database_id = $1", [db.id]);
+    await deps.pool.query("UPDATE backups SET deleted_at = coalesce(deleted_at, now()) WHERE database_id = $1", [
+      db.id,
+    ]);
     await ctx.outcome("dropped");
   },
   async fail() {

@@ -40,7 +40,8 @@ async function open(url: string): Promise<pg.Client> {
   return c;
 }
 
-const sessionsOf = async (name: string) => Number((await pool.query("SELECT count(*) AS n FROM pg_stat_activity WHERE usename = $1", [name])).rows[0].n);
+const sessionsOf = async (name: string) =>
+  Number((await pool.query("SELECT count(*) AS n FROM pg_stat_activity WHERE usename = $1", [name])).rows[0].n);
 
 describe("withOwnerLogin", () => {
   it("shuts the login once its first session is in, ends any other, and leaves nothing after", async () => {
@@ -51,7 +52,8 @@ describe("withOwnerLogin", () => {
       // A second session opened at once, as if someone else had the password: it is refused, or ended soon after.
       const second = await open(urlOf(login)).catch((err: Error) => err);
       // Refused either way: NOLOGIN already set ("not permitted"), or also PASSWORD NULL (the password check fails first).
-      if (second instanceof Error) expect(second.message).toMatch(/not permitted to log in|password authentication failed/);
+      if (second instanceof Error)
+        expect(second.message).toMatch(/not permitted to log in|password authentication failed/);
       else {
         const ended = await new Promise<boolean>((resolve) => {
           second.once("error", () => resolve(true));

@@ -54,7 +54,13 @@ export async function withOwnerLogin<T>(input: OwnerLoginInput, fn: (login: Data
   const url = new URL(input.adminUrl);
   const guard = guardSingleSession(input.pool, input.name);
   try {
-    const result = await fn({ host: url.hostname, port: url.port || "5432", user: input.name, password, sslmode: url.searchParams.get("sslmode") ?? "prefer" });
+    const result = await fn({
+      host: url.hostname,
+      port: url.port || "5432",
+      user: input.name,
+      password,
+      sslmode: url.searchParams.get("sslmode") ?? "prefer",
+    });
     // A guard that failed (its server went away) may not have shut the login: the attempt fails rather than stand.
     await guard.stop();
     return result;
@@ -81,7 +87,13 @@ function guardSingleSession(pool: pg.Pool, name: string): { stop(): Promise<void
         resolve();
       };
     });
-  const sessions = async () => (await pool.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE usename = $1 ORDER BY backend_start, pid", [name])).rows.map((r) => r.pid);
+  const sessions = async () =>
+    (
+      await pool.query<{ pid: number }>(
+        "SELECT pid FROM pg_stat_activity WHERE usename = $1 ORDER BY backend_start, pid",
+        [name],
+      )
+    ).rows.map((r) => r.pid);
   const watch = (async () => {
     let program: number | undefined;
     while (!stopped && program === undefined) {
@@ -92,7 +104,10 @@ function guardSingleSession(pool: pg.Pool, name: string): { stop(): Promise<void
     await pool.query(`ALTER ROLE ${ident(name)} NOLOGIN PASSWORD NULL`);
     // From here on no one logs in as `name`; a session that got in before the line above is not the program's.
     while (!stopped) {
-      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> $2", [name, program]);
+      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> $2", [
+        name,
+        program,
+      ]);
       await sleep(250);
     }
   })();

@@ -4,7 +4,13 @@ import type { Logger } from "pino";
 import { inTransaction } from "./store/pool.ts";
 
 export type JobKind = "provision" | "backup" | "restore" | "drop";
-export type Job = { id: string; kind: JobKind; target_id: string; payload: Record<string, unknown>; idempotency_key: string | null };
+export type Job = {
+  id: string;
+  kind: JobKind;
+  target_id: string;
+  payload: Record<string, unknown>;
+  idempotency_key: string | null;
+};
 
 /** A failure that retrying cannot fix: the job fails at once. */
 export class JobFatalError extends Error {
@@ -207,7 +213,10 @@ export class JobRunner {
           }
           // The run's record commits with the job's: one flush. Nobody else touches this job_runs row.
           await client.query("UPDATE jobs SET state = 'done', finished_at = now() WHERE id = $1", [job.id]);
-          await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || "done"]);
+          await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [
+            runId,
+            outcome || "done",
+          ]);
           log.debug("job done");
         } catch (err) {
           const error = err instanceof Error ? err : new Error(String(err));
@@ -215,13 +224,22 @@ export class JobRunner {
           log.warn({ err: { message: error.message } }, fatal ? "job failed" : "job attempt failed, will retry");
           if (fatal) {
             await handler.fail(job, error);
-            await client.query("UPDATE jobs SET state = 'failed', error = $2, finished_at = now() WHERE id = $1", [job.id, error.message.slice(0, 2000)]);
+            await client.query("UPDATE jobs SET state = 'failed', error = $2, finished_at = now() WHERE id = $1", [
+              job.id,
+              error.message.slice(0, 2000),
+            ]);
           } else {
             const backoffMs = Math.min(30_000, 250 * 2 ** attempt);
-            await client.query("UPDATE jobs SET run_after = now() + $2 * interval '1 millisecond', error = $3 WHERE id = $1", [job.id, backoffMs, error.message.slice(0, 2000)]);
+            await client.query(
+              "UPDATE jobs SET run_after = now() + $2 * interval '1 millisecond', error = $3 WHERE id = $1",
+              [job.id, backoffMs, error.message.slice(0, 2000)],
+            );
           }
           const ended = error instanceof JobTimeoutError ? "timed-out" : fatal ? "failed" : "retry";
-          await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [runId, outcome || ended]);
+          await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [
+            runId,
+            outcome || ended,
+          ]);
         }
         return true;
       } finally {

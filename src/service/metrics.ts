@@ -12,7 +12,12 @@ export function createMetrics(): Metrics {
   const registry = new Registry();
   return {
     registry,
-    requests: new Counter({ name: "mds_http_requests_total", help: "HTTP requests by route and status code", labelNames: ["method", "route", "code"], registers: [registry] }),
+    requests: new Counter({
+      name: "mds_http_requests_total",
+      help: "HTTP requests by route and status code",
+      labelNames: ["method", "route", "code"],
+      registers: [registry],
+    }),
     duration: new Histogram({
       name: "mds_http_request_duration_seconds",
       help: "HTTP request duration",
@@ -21,6 +26,11 @@ export function createMetrics(): Metrics {
       registers: [registry],
     }),
     jobsRunning: new Gauge({ name: "mds_jobs_running", help: "jobs being run by this replica", registers: [registry] }),
-    jobs: new Counter({ name: "mds_jobs_total", help: "finished job attempts by kind and outcome", labelNames: ["kind", "outcome"], registers: [registry] }),
+    jobs: new Counter({
+      name: "mds_jobs_total",
+      help: "finished job attempts by kind and outcome",
+      labelNames: ["kind", "outcome"],
+      registers: [registry],
+    }),
   };
 }

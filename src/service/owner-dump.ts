@@ -11,14 +11,18 @@ import { getBackup } from "./store.ts";
 // creation from a backup (and clones) are made of. Neither ever runs as the region's superuser (see job-login.ts).
 
 /** Backups are sealed under the service's key, bound to their backup id (see backup-archive.ts). */
-export const archiveKey = (deps: ServiceDeps, backupId: string): ArchiveKey => ({ key: deps.config.encryptionKey, context: backupId });
+export const archiveKey = (deps: ServiceDeps, backupId: string): ArchiveKey => ({
+  key: deps.config.encryptionKey,
+  context: backupId,
+});
 
 /** `sealed` as verifyArchive judged the file: the restore holds to it. */
 export type UsableBackup = { id: string; path: string; sha256: string; sealed: boolean };
 
 export async function usableBackup(deps: ServiceDeps, backupId: string): Promise<UsableBackup> {
   const backup = await getBackup(deps.pool, backupId);
-  if (!backup || backup.status !== "completed" || !backup.path || !backup.sha256) throw new JobFatalError(`backup ${backupId} is not usable`);
+  if (!backup || backup.status !== "completed" || !backup.path || !backup.sha256)
+    throw new JobFatalError(`backup ${backupId} is not usable`);
   try {
     const { sealed } = await verifyArchive(backup.path, backup.sha256);
     return { id: backupId, path: backup.path, sha256: backup.sha256, sealed };
@@ -33,13 +37,34 @@ export async function usableBackup(deps: ServiceDeps, backupId: string): Promise
  */
 export async function dumpAsOwner(
   deps: ServiceDeps,
-  input: { jobId: string; at: ServerRef; pgName: string; ownerRole: string; loginRoles: string[]; file: string; archive: ArchiveKey; signal: AbortSignal },
+  input: {
+    jobId: string;
+    at: ServerRef;
+    pgName: string;
+    ownerRole: string;
+    loginRoles: string[];
+    file: string;
+    archive: ArchiveKey;
+    signal: AbortSignal;
+  },
 ): Promise<{ size: number; sha256: string }> {
   const pool = serverPool(deps, input.at);
-  const { rows } = await pool.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1)", [input.loginRoles]);
+  const { rows } = await pool.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1)", [
+    input.loginRoles,
+  ]);
   const memberOf = [input.ownerRole, ...rows.map((r) => r.rolname)];
-  return withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.at), name: jobLoginName(input.jobId, "dump"), memberOf }, (login) =>
-    dumpDatabase({ bindir: deps.bindir, login, database: input.pgName, file: input.file, archive: input.archive, lockTimeoutMs: lockTimeoutOf(deps.config, input.at.region), signal: input.signal }),
+  return withOwnerLogin(
+    { pool, adminUrl: adminUrlOf(deps, input.at), name: jobLoginName(input.jobId, "dump"), memberOf },
+    (login) =>
+      dumpDatabase({
+        bindir: deps.bindir,
+        login,
+        database: input.pgName,
+        file: input.file,
+        archive: input.archive,
+        lockTimeoutMs: lockTimeoutOf(deps.config, input.at.region),
+        signal: input.signal,
+      }),
   );
 }
 
@@ -47,19 +72,29 @@ export async function dumpAsOwner(
  * Restores a backup into the existing, empty database `pgName` (on the server `at`) as a login holding only its owner
  * role. The archive may come from any server: it is a file of the service's, not of a server.
  */
-export async function restoreAsOwner(deps: ServiceDeps, input: { jobId: string; at: ServerRef; pgName: string; ownerRole: string; backup: UsableBackup; signal: AbortSignal }): Promise<void> {
+export async function restoreAsOwner(
+  deps: ServiceDeps,
+  input: { jobId: string; at: ServerRef; pgName: string; ownerRole: string; backup: UsableBackup; signal: AbortSignal },
+): Promise<void> {
   const pool = serverPool(deps, input.at);
-  await withOwnerLogin({ pool, adminUrl: adminUrlOf(deps, input.at), name: jobLoginName(input.jobId, "restore"), memberOf: [input.ownerRole] }, (login) =>
-    restoreDatabase({
-      bindir: deps.bindir,
-      login,
-      database: input.pgName,
-      file: input.backup.path,
-      ...(input.backup.sealed ? {} : { plainSha256: input.backup.sha256 }),
-      archive: archiveKey(deps, input.backup.id),
-      role: input.ownerRole,
-      signal: input.signal,
-    }),
+  await withOwnerLogin(
+    {
+      pool,
+      adminUrl: adminUrlOf(deps, input.at),
+      name: jobLoginName(input.jobId, "restore"),
+      memberOf: [input.ownerRole],
+    },
+    (login) =>
+      restoreDatabase({
+        bindir: deps.bindir,
+        login,
+        database: input.pgName,
+        file: input.backup.path,
+        ...(input.backup.sealed ? {} : { plainSha256: input.backup.sha256 }),
+        archive: archiveKey(deps, input.backup.id),
+        role: input.ownerRole,
+        signal: input.signal,
+      }),
   ).catch((err: unknown) => {
     // An archive that does not authenticate will not authenticate on a retry either.
     throw err instanceof ArchiveError ? new JobFatalError(err.message, { cause: err }) : err;

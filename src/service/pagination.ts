@@ -6,7 +6,8 @@ import { echo, invalidRequest } from "./errors.ts";
 export type Cursor = { ts: string; id: string };
 
 /** The SQL expression that renders created_at for a cursor (microsecond precision, UTC). */
-export const cursorTs = (column = "created_at") => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+export const cursorTs = (column = "created_at") =>
+  `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
 export function encodeCursor(c: Cursor): string {
   return Buffer.from(`${c.ts}|${c.id}`, "utf8").toString("base64url");
@@ -20,7 +21,8 @@ function isRealTimestamp(ts: string): boolean {
 
 export function decodeCursor(text: string | undefined): Cursor | undefined {
   if (text === undefined) return undefined;
-  const bad = () => invalidRequest(`invalid cursor ${echo(text)}`, "pass pagination.nextCursor of the previous page unchanged");
+  const bad = () =>
+    invalidRequest(`invalid cursor ${echo(text)}`, "pass pagination.nextCursor of the previous page unchanged");
   if (!/^[A-Za-z0-9_-]{1,400}$/.test(text)) throw bad();
   const decoded = Buffer.from(text, "base64url").toString("utf8");
   const match = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|([a-z]{2,5}_[a-z0-9]{1,64})$/.exec(decoded);
@@ -30,9 +32,15 @@ export function decodeCursor(text: string | undefined): Cursor | undefined {
 }
 
 /** Splits limit+1 fetched rows into a page and its pagination object. */
-export function paginate<T extends { cursor_ts: string; id: string }>(rows: T[], limit: number): { items: T[]; pagination: { nextCursor: string | null; hasMore: boolean } } {
+export function paginate<T extends { cursor_ts: string; id: string }>(
+  rows: T[],
+  limit: number,
+): { items: T[]; pagination: { nextCursor: string | null; hasMore: boolean } } {
   const hasMore = rows.length > limit;
   const items = hasMore ? rows.slice(0, limit) : rows;
   const last = items[items.length - 1];
-  return { items, pagination: { hasMore, nextCursor: hasMore && last ? encodeCursor({ ts: last.cursor_ts, id: last.id }) : null } };
+  return {
+    items,
+    pagination: { hasMore, nextCursor: hasMore && last ? encodeCursor({ ts: last.cursor_ts, id: last.id }) : null },
+  };
 }

@@ -60,7 +60,12 @@ export async function ensureOwnerRole(pool: pg.Pool, ownerRole: string): Promise
  * PUBLIC has none), and whose sessions act as the owner so every object belongs to the owner and survives the
  * revocation of the connection that created it.
  */
-export async function ensureLoginRole(pool: pg.Pool, ownerRole: string, login: LoginRole, limits: TenantLimits): Promise<void> {
+export async function ensureLoginRole(
+  pool: pg.Pool,
+  ownerRole: string,
+  login: LoginRole,
+  limits: TenantLimits,
+): Promise<void> {
   const role = ident(login.roleName);
   if (await roleExists(pool, login.roleName)) {
     await pool.query(`ALTER ROLE ${role} LOGIN PASSWORD ${literal(login.verifier)}`);
@@ -83,7 +88,10 @@ export const sparePrefix = "mds_spare_";
  * template1. Two workers racing for one spare: one rename fails, it tries the next. False when none is left.
  */
 export async function claimSpare(pool: pg.Pool, name: string): Promise<boolean> {
-  const { rows } = await pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname LIMIT 8", [`${sparePrefix}%`]);
+  const { rows } = await pool.query<{ datname: string }>(
+    "SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname LIMIT 8",
+    [`${sparePrefix}%`],
+  );
   for (const { datname } of rows) {
     try {
       await pool.query(`ALTER DATABASE ${ident(datname)} RENAME TO ${ident(name)}`);
@@ -98,7 +106,12 @@ export async function claimSpare(pool: pg.Pool, name: string): Promise<boolean> 
   return false;
 }
 
-export async function createDatabase(pool: pg.Pool, name: string, ownerRole: string, limits: TenantLimits): Promise<void> {
+export async function createDatabase(
+  pool: pg.Pool,
+  name: string,
+  ownerRole: string,
+  limits: TenantLimits,
+): Promise<void> {
   if (!(await databaseExists(pool, name)) && !(await claimSpare(pool, name))) {
     try {
       await pool.query(`CREATE DATABASE ${ident(name)} OWNER ${ident(ownerRole)}`);
@@ -119,7 +132,10 @@ export async function createDatabase(pool: pg.Pool, name: string, ownerRole: str
  * Roles, database (a spare renamed, or CREATE DATABASE when none is left), owner and grants. Everything but
  * CREATE DATABASE runs in one transaction: one commit (one WAL flush) instead of one per statement.
  */
-export async function provisionDatabase(pool: pg.Pool, input: { pgName: string; ownerRole: string; logins: LoginRole[]; limits: TenantLimits }): Promise<void> {
+export async function provisionDatabase(
+  pool: pg.Pool,
+  input: { pgName: string; ownerRole: string; logins: LoginRole[]; limits: TenantLimits },
+): Promise<void> {
   const needsCreate = await inTransaction(pool, async (client) => {
     const owner = ident(input.ownerRole);
     const { rowCount: hasOwner } = await client.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [input.ownerRole]);
@@ -127,14 +143,21 @@ export async function provisionDatabase(pool: pg.Pool, input: { pgName: string; 
     for (const login of input.logins) {
       const role = ident(login.roleName);
       const { rowCount } = await client.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [login.roleName]);
-      await client.query(rowCount ? `ALTER ROLE ${role} LOGIN PASSWORD ${literal(login.verifier)}` : `CREATE ROLE ${role} LOGIN PASSWORD ${literal(login.verifier)}`);
+      await client.query(
+        rowCount
+          ? `ALTER ROLE ${role} LOGIN PASSWORD ${literal(login.verifier)}`
+          : `CREATE ROLE ${role} LOGIN PASSWORD ${literal(login.verifier)}`,
+      );
       await client.query(`GRANT ${owner} TO ${role}`);
       await client.query(`ALTER ROLE ${role} SET role = ${literal(input.ownerRole)}`);
       for (const statement of loginLimitStatements(login.roleName, input.limits)) await client.query(statement);
     }
     let exists = (await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [input.pgName])).rowCount! > 0;
     if (!exists) {
-      const { rows } = await client.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname LIMIT 8", [`${sparePrefix}%`]);
+      const { rows } = await client.query<{ datname: string }>(
+        "SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname LIMIT 8",
+        [`${sparePrefix}%`],
+      );
       for (const { datname } of rows) {
         await client.query("SAVEPOINT claim");
         try {
@@ -168,14 +191,22 @@ export async function endSessions(pool: pg.Pool, roleName: string): Promise<void
   if (!roleName.startsWith("mds_job_")) await endPooledSessions(pool, roleName);
   // A terminated backend leaves pg_stat_activity a moment later; 250 rounds of 20 ms bound a stuck one.
   for (let round = 0; round < 250; round++) {
-    const { rowCount } = await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()", [roleName]);
+    const { rowCount } = await pool.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()",
+      [roleName],
+    );
     if (!rowCount) return;
     await new Promise((r) => setTimeout(r, 20));
   }
 }
 
 /** New credentials for a login role: the old password stops working and its open sessions end. */
-export async function rotateLoginRole(pool: pg.Pool, ownerRole: string, login: LoginRole, limits: TenantLimits): Promise<void> {
+export async function rotateLoginRole(
+  pool: pg.Pool,
+  ownerRole: string,
+  login: LoginRole,
+  limits: TenantLimits,
+): Promise<void> {
   await ensureLoginRole(pool, ownerRole, login, limits);
   await endSessions(pool, login.roleName);
 }
@@ -192,9 +223,13 @@ export async function revokeLoginRole(pool: pg.Pool, roleName: string): Promise<
   }
 }
 
-export async function dropDatabase(pool: pg.Pool, input: { pgName: string; ownerRole: string; loginRoles: string[] }): Promise<void> {
+export async function dropDatabase(
+  pool: pg.Pool,
+  input: { pgName: string; ownerRole: string; loginRoles: string[] },
+): Promise<void> {
   // Its owner may have marked it a template, which DROP refuses.
-  if (await databaseExists(pool, input.pgName)) await pool.query(`ALTER DATABASE ${ident(input.pgName)} IS_TEMPLATE false`);
+  if (await databaseExists(pool, input.pgName))
+    await pool.query(`ALTER DATABASE ${ident(input.pgName)} IS_TEMPLATE false`);
   await pool.query(`DROP DATABASE IF EXISTS ${ident(input.pgName)} WITH (FORCE)`);
   for (const role of input.loginRoles) {
     if (!(await roleExists(pool, role))) continue;
@@ -221,14 +256,20 @@ export async function dropDatabaseIfExists(pool: pg.Pool, name: string): Promise
  * `old` (dropped by the caller). The scratch database carries `marker` as its comment, which moves with the
  * rename, so a resumed job can tell whether the swap already happened.
  */
-export async function swapDatabases(pool: pg.Pool, input: { target: string; scratch: string; old: string; marker: string }): Promise<void> {
+export async function swapDatabases(
+  pool: pg.Pool,
+  input: { target: string; scratch: string; old: string; marker: string },
+): Promise<void> {
   const target = ident(input.target);
   await pool.query(`COMMENT ON DATABASE ${ident(input.scratch)} IS ${literal(input.marker)}`);
   await pool.query(`ALTER DATABASE ${target} ALLOW_CONNECTIONS false`);
   // A backend that was told to end but has not exited yet fails the rename: end sessions again, and retry.
   await withClient(pool, async (client) => {
     for (let attempt = 0; ; attempt++) {
-      await client.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ANY($1) AND pid <> pg_backend_pid()", [[input.target, input.scratch]]);
+      await client.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ANY($1) AND pid <> pg_backend_pid()",
+        [[input.target, input.scratch]],
+      );
       try {
         await inTransaction(client, async () => {
           await client.query(`ALTER DATABASE ${target} RENAME TO ${ident(input.old)}`);

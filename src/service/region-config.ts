@@ -29,9 +29,9 @@ function parseAdminUrl(adminUrl: string): URL | undefined {
 }
 
 /** The name recorded in the control store for each database: renaming a server in the file orphans its databases. */
-export const ServerName = z
-  .string()
-  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, { error: "a server name is 1 to 63 lowercase letters, digits and dashes, starting and ending with a letter or digit" });
+export const ServerName = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, {
+  error: "a server name is 1 to 63 lowercase letters, digits and dashes, starting and ending with a letter or digit",
+});
 
 /** Name of the one server of a region written in the original shape (what a `servers` list must call it to keep its databases). */
 export const defaultServerName = "default";
@@ -41,7 +41,10 @@ const serverFields = {
   adminUrl: z
     .string()
     .min(1)
-    .refine((u) => parseAdminUrl(u) !== undefined, { error: "adminUrl must be a postgresql://user:password@host:port/database URL (its text is not shown: it holds a password)" }),
+    .refine((u) => parseAdminUrl(u) !== undefined, {
+      error:
+        "adminUrl must be a postgresql://user:password@host:port/database URL (its text is not shown: it holds a password)",
+    }),
   /** What clients reach (defaults to the admin URL's host and port). */
   host: z.string().min(1).optional(),
   port: z.number().int().min(1).max(65535).optional(),
@@ -58,10 +61,20 @@ const serverFields = {
    */
   sslrootcert: z.string().min(1).optional(),
   /** The `pooled` endpoint. `pgbouncer` (default true): a transaction-mode PgBouncer older than 1.21, so pooled connection strings carry `pgbouncer=true` (Prisma then uses no named prepared statements); false for 1.21+ with `max_prepared_statements`, or another pooler. */
-  pooler: z.strictObject({ host: z.string().min(1), port: z.number().int().min(1).max(65535), pgbouncer: z.boolean().default(true) }).optional(),
+  pooler: z
+    .strictObject({
+      host: z.string().min(1),
+      port: z.number().int().min(1).max(65535),
+      pgbouncer: z.boolean().default(true),
+    })
+    .optional(),
   accelerate: HostPort.optional(),
   /** Databases this region may place on the server (absent: no bound). Placement prefers the server with the most room. */
-  maxDatabases: z.number().int().min(1, { error: "maxDatabases must be at least 1 (to stop new databases on a server, set draining: true)" }).optional(),
+  maxDatabases: z
+    .number()
+    .int()
+    .min(1, { error: "maxDatabases must be at least 1 (to stop new databases on a server, set draining: true)" })
+    .optional(),
   /** Takes no new databases; the ones on it keep being served (connections, backups, restores, deletion). */
   draining: z.boolean().default(false),
 };
@@ -81,7 +94,12 @@ const regionFields = {
   workspaceConnectionLimit: z.number().int().min(1).max(100_000).default(100),
 };
 
-type ServerFields = { adminUrl: string; host?: string | undefined; sslmode?: string | undefined; pooler?: { host: string } | undefined };
+type ServerFields = {
+  adminUrl: string;
+  host?: string | undefined;
+  sslmode?: string | undefined;
+  pooler?: { host: string } | undefined;
+};
 
 /** The host clients reach (undefined when the admin URL does not parse: that has its own error). */
 function clientHost(s: ServerFields): string | undefined {
@@ -117,8 +135,22 @@ const SingleServerRegion = z
   .strictObject({ ...regionFields, ...serverFields })
   .superRefine(checkSslmode)
   .transform((r) => {
-    const { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, workspaceConnectionLimit, ...server } = r;
-    return { lockTimeoutMs, loginConnectionLimit, databaseConnectionLimit, idleInTransactionTimeoutMs, workspaceConnectionLimit, servers: [defaultSslmode({ name: defaultServerName, ...server })] };
+    const {
+      lockTimeoutMs,
+      loginConnectionLimit,
+      databaseConnectionLimit,
+      idleInTransactionTimeoutMs,
+      workspaceConnectionLimit,
+      ...server
+    } = r;
+    return {
+      lockTimeoutMs,
+      loginConnectionLimit,
+      databaseConnectionLimit,
+      idleInTransactionTimeoutMs,
+      workspaceConnectionLimit,
+      servers: [defaultSslmode({ name: defaultServerName, ...server })],
+    };
   });
 
 const hostPortOf = (adminUrl: string) => {
@@ -134,10 +166,20 @@ const MultiServerRegion = z.strictObject({
     .superRefine((servers, ctx) => {
       servers.forEach((s, i) => {
         const j = servers.findIndex((t) => t.name === s.name);
-        if (j < i) ctx.addIssue({ code: "custom", path: [i, "name"], message: `server name "${s.name}" is used twice in this region (also servers.${j})` });
+        if (j < i)
+          ctx.addIssue({
+            code: "custom",
+            path: [i, "name"],
+            message: `server name "${s.name}" is used twice in this region (also servers.${j})`,
+          });
         const hostPort = hostPortOf(s.adminUrl);
         const k = servers.findIndex((t) => hostPort !== undefined && hostPortOf(t.adminUrl) === hostPort);
-        if (k !== -1 && k < i && j >= i) ctx.addIssue({ code: "custom", path: [i, "adminUrl"], message: `servers "${servers[k]!.name}" and "${s.name}" are the same server (same adminUrl host and port)` });
+        if (k !== -1 && k < i && j >= i)
+          ctx.addIssue({
+            code: "custom",
+            path: [i, "adminUrl"],
+            message: `servers "${servers[k]!.name}" and "${s.name}" are the same server (same adminUrl host and port)`,
+          });
       });
     }),
 });
@@ -148,13 +190,16 @@ export type RegionSettings = Partial<Omit<z.input<typeof SingleServerRegion>, "a
 
 /** A region's servers and settings, from either shape. */
 // z.custom: any value reaches the transform, which validates it; the input type is still the regions file's.
-export const RegionConfig = z.custom<RegionInput>(() => true).transform((input, ctx) => {
-  const shape = typeof input === "object" && input !== null && "servers" in input ? MultiServerRegion : SingleServerRegion;
-  const parsed = shape.safeParse(input);
-  if (parsed.success) return parsed.data;
-  for (const issue of parsed.error.issues) ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
-  return z.NEVER;
-});
+export const RegionConfig = z
+  .custom<RegionInput>(() => true)
+  .transform((input, ctx) => {
+    const shape =
+      typeof input === "object" && input !== null && "servers" in input ? MultiServerRegion : SingleServerRegion;
+    const parsed = shape.safeParse(input);
+    if (parsed.success) return parsed.data;
+    for (const issue of parsed.error.issues) ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
+    return z.NEVER;
+  });
 export type RegionConfig = z.infer<typeof RegionConfig>;
 
 /** Public host and port of a server (the admin URL's by default). */

@@ -20,7 +20,14 @@ const url = (base: string, collection: string, id: string) => `${base}/v1/${coll
 
 type HostPort = { host: string; port: number };
 /** `query`: everything after `?` in connection strings through that endpoint (sslmode first). */
-type Endpoints = { direct: HostPort; pooled: HostPort; accelerate?: HostPort; directQuery: string; pooledQuery: string; accelerateQuery: string };
+type Endpoints = {
+  direct: HostPort;
+  pooled: HostPort;
+  accelerate?: HostPort;
+  directQuery: string;
+  pooledQuery: string;
+  accelerateQuery: string;
+};
 
 /** The endpoints of the server the database lives on (its own host, port and pooler, never another server's). */
 export function endpointsOf(config: ServiceConfig, db: Pick<DatabaseRow, "region" | "server">): Endpoints {
@@ -29,14 +36,30 @@ export function endpointsOf(config: ServiceConfig, db: Pick<DatabaseRow, "region
   const direct = publicEndpoint(r);
   const sslmode = `sslmode=${encodeURIComponent(r.sslmode)}`;
   // A path stays readable (libpq and pg both decode %XX; `/` needs no escaping in a query).
-  const directQuery = r.sslrootcert ? `${sslmode}&sslrootcert=${encodeURIComponent(r.sslrootcert).replace(/%2F/g, "/")}` : sslmode;
+  const directQuery = r.sslrootcert
+    ? `${sslmode}&sslrootcert=${encodeURIComponent(r.sslrootcert).replace(/%2F/g, "/")}`
+    : sslmode;
   // A transaction-mode PgBouncer: Prisma must not use named prepared statements there (`pgbouncer=true`).
   const pooledQuery = r.pooler?.pgbouncer ? `${directQuery}&pgbouncer=true` : directQuery;
   const pooled = r.pooler ? { host: r.pooler.host, port: r.pooler.port } : direct;
-  return { direct, pooled, ...(r.accelerate ? { accelerate: r.accelerate } : {}), directQuery, pooledQuery, accelerateQuery: sslmode };
+  return {
+    direct,
+    pooled,
+    ...(r.accelerate ? { accelerate: r.accelerate } : {}),
+    directQuery,
+    pooledQuery,
+    accelerateQuery: sslmode,
+  };
 }
 
-export function connectionString(host: string, port: number, user: string, password: string, database: string, query: string): string {
+export function connectionString(
+  host: string,
+  port: number,
+  user: string,
+  password: string,
+  database: string,
+  query: string,
+): string {
   return `postgresql://${encodeURIComponent(user)}:${encodeURIComponent(password)}@${host}:${port}/${encodeURIComponent(database)}?${query}`;
 }
 
@@ -55,13 +78,25 @@ export function renderConnection(config: ServiceConfig, db: DatabaseRow, c: Conn
   };
 }
 
-export function renderCreatedConnection(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string): CreatedConnection {
+export function renderCreatedConnection(
+  config: ServiceConfig,
+  db: DatabaseRow,
+  c: ConnectionRow,
+  password: string,
+): CreatedConnection {
   const base = renderConnection(config, db, c);
   const e = endpointsOf(config, db);
-  const cs = (ep: HostPort, query: string) => ({ ...ep, connectionString: connectionString(ep.host, ep.port, c.role_name, password, db.pg_name, query) });
+  const cs = (ep: HostPort, query: string) => ({
+    ...ep,
+    connectionString: connectionString(ep.host, ep.port, c.role_name, password, db.pg_name, query),
+  });
   return {
     ...base,
-    endpoints: { direct: cs(e.direct, e.directQuery), pooled: cs(e.pooled, e.pooledQuery), ...(e.accelerate ? { accelerate: cs(e.accelerate, e.accelerateQuery) } : {}) },
+    endpoints: {
+      direct: cs(e.direct, e.directQuery),
+      pooled: cs(e.pooled, e.pooledQuery),
+      ...(e.accelerate ? { accelerate: cs(e.accelerate, e.accelerateQuery) } : {}),
+    },
     directConnection: { ...base.directConnection, pass: password },
   };
 }
@@ -132,8 +167,18 @@ export function renderCreatedDatabase(config: ServiceConfig, db: DatabaseRow, c:
 }
 
 /** POST /v1/databases (the seed's endpoint 2): the creation form with the new connection strings only in `connections`. */
-export function renderCreatedDatabaseConnections(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string) {
-  const { apiKeys: _a, connectionString: _c, directConnection: _d, ...withConnections } = renderCreatedDatabase(config, db, c, password);
+export function renderCreatedDatabaseConnections(
+  config: ServiceConfig,
+  db: DatabaseRow,
+  c: ConnectionRow,
+  password: string,
+) {
+  const {
+    apiKeys: _a,
+    connectionString: _c,
+    directConnection: _d,
+    ...withConnections
+  } = renderCreatedDatabase(config, db, c, password);
   return withConnections;
 }
 
@@ -165,14 +210,30 @@ export function renderBranch(config: ServiceConfig, b: BranchRow): Branch {
 }
 
 export function renderBackup(b: BackupRow): Backup {
-  return { id: b.id, type: "backup", backupType: "full", status: b.status, size: b.size === null ? null : Number(b.size), createdAt: b.created_at.toISOString() };
+  return {
+    id: b.id,
+    type: "backup",
+    backupType: "full",
+    status: b.status,
+    size: b.size === null ? null : Number(b.size),
+    createdAt: b.created_at.toISOString(),
+  };
 }
 
 /** POST /v1/projects: the project with its default database in the creation form, without the project it is inside of. */
-export function renderCreatedProject(config: ServiceConfig, p: ProjectRow, database: { row: DatabaseRow; connection: ConnectionRow; password: string } | null) {
+export function renderCreatedProject(
+  config: ServiceConfig,
+  p: ProjectRow,
+  database: { row: DatabaseRow; connection: ConnectionRow; password: string } | null,
+) {
   let nested: Omit<ReturnType<typeof renderCreatedDatabase>, "project"> | null = null;
   if (database) {
-    const { project: _project, ...rest } = renderCreatedDatabase(config, database.row, database.connection, database.password);
+    const { project: _project, ...rest } = renderCreatedDatabase(
+      config,
+      database.row,
+      database.connection,
+      database.password,
+    );
     nested = rest;
   }
   return { ...renderProject(config, p), database: nested };

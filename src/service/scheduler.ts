@@ -11,7 +11,9 @@ const schedulerLock = 7_221_002;
  */
 export async function runMaintenance(deps: ServiceDeps): Promise<{ scheduled: number; expired: number }> {
   const result = await inTransaction(deps.pool, async (client) => {
-    const { rows: lock } = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_xact_lock($1) AS ok", [schedulerLock]);
+    const { rows: lock } = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_xact_lock($1) AS ok", [
+      schedulerLock,
+    ]);
     if (!lock[0]?.ok) return { scheduled: 0, expired: [] as { id: string; path: string | null }[] };
     const { rows: due } = await client.query<{ id: string }>(
       `SELECT d.id FROM databases d WHERE d.deleted_at IS NULL AND d.status = 'ready'
@@ -36,7 +38,9 @@ export async function runMaintenance(deps: ServiceDeps): Promise<{ scheduled: nu
 export function startScheduler(deps: ServiceDeps): { stop(): Promise<void> } {
   let running: Promise<unknown> = Promise.resolve();
   const tick = () => {
-    running = runMaintenance(deps).catch((err: unknown) => deps.logger.warn({ err: { message: (err as Error).message } }, "maintenance failed"));
+    running = runMaintenance(deps).catch((err: unknown) =>
+      deps.logger.warn({ err: { message: (err as Error).message } }, "maintenance failed"),
+    );
   };
   const timer = setInterval(tick, deps.config.backupScheduleIntervalMs);
   timer.unref();

@@ -40,9 +40,19 @@ export function openServers(config: ServiceConfig): { servers: Map<Region, Regio
 /** The server a database lives on. A region or server the regions file no longer has is 422 / 503, never a crash. */
 export function serverOf(deps: Pick<ServiceDeps, "servers">, at: ServerRef): RegionServer {
   const servers = deps.servers.get(at.region as Region);
-  if (!servers) throw new ServiceError("region_unavailable", `region "${at.region}" has no PostgreSQL server`, "use one of the regions this service runs");
+  if (!servers)
+    throw new ServiceError(
+      "region_unavailable",
+      `region "${at.region}" has no PostgreSQL server`,
+      "use one of the regions this service runs",
+    );
   const server = at.server === null ? servers[0] : servers.find((s) => s.name === at.server);
-  if (!server) throw new ServiceError("unavailable", `the server "${at.server}" of region "${at.region}" that holds this database is not configured`, "the service's operator must list that server in the regions file again");
+  if (!server)
+    throw new ServiceError(
+      "unavailable",
+      `the server "${at.server}" of region "${at.region}" that holds this database is not configured`,
+      "the service's operator must list that server in the regions file again",
+    );
   return server;
 }
 
@@ -53,15 +63,24 @@ export function serverOf(deps: Pick<ServiceDeps, "servers">, at: ServerRef): Reg
 export async function reconcileServers(control: pg.Pool, config: ServiceConfig, logger: Logger): Promise<void> {
   for (const region of enabledRegions(config)) {
     const servers = config.regions[region]!.servers;
-    const { rowCount } = await control.query("UPDATE databases SET server = $2 WHERE region = $1 AND server IS NULL", [region, servers[0]!.name]);
-    if (rowCount) logger.info({ region, server: servers[0]!.name, databases: rowCount }, "recorded the server of databases made before servers were recorded");
+    const { rowCount } = await control.query("UPDATE databases SET server = $2 WHERE region = $1 AND server IS NULL", [
+      region,
+      servers[0]!.name,
+    ]);
+    if (rowCount)
+      logger.info(
+        { region, server: servers[0]!.name, databases: rowCount },
+        "recorded the server of databases made before servers were recorded",
+      );
     const { rows } = await control.query<{ server: string; n: number }>(
       "SELECT server, count(*)::int AS n FROM databases WHERE region = $1 AND deleted_at IS NULL AND NOT (server = ANY($2)) GROUP BY server ORDER BY server",
       [region, servers.map((s) => s.name)],
     );
     if (rows.length > 0) {
       const list = rows.map((r) => `"${r.server}" (${r.n} databases)`).join(", ");
-      throw new Error(`regions: ${region}: the regions file no longer lists server ${list}; list it again (with draining: true to take no new databases), or delete those databases first`);
+      throw new Error(
+        `regions: ${region}: the regions file no longer lists server ${list}; list it again (with draining: true to take no new databases), or delete those databases first`,
+      );
     }
   }
 }
@@ -96,10 +115,16 @@ const placementLock = 7_221_002;
  * region's placements wait for each other (a lock held until commit) so that two creations never both take a
  * server's last place; without bounds a race only skews the balance by one, so nothing waits.
  */
-export async function placeDatabase(deps: Pick<ServiceDeps, "servers" | "logger">, client: pg.PoolClient, region: Region, databaseId: string): Promise<RegionServer> {
+export async function placeDatabase(
+  deps: Pick<ServiceDeps, "servers" | "logger">,
+  client: pg.PoolClient,
+  region: Region,
+  databaseId: string,
+): Promise<RegionServer> {
   // resolveRegion checked the region: an unknown one here would only mean no candidate, answered below.
   const servers = deps.servers.get(region) ?? [];
-  if (servers.some((s) => s.config.maxDatabases !== undefined)) await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [placementLock, region]);
+  if (servers.some((s) => s.config.maxDatabases !== undefined))
+    await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [placementLock, region]);
   // One unbounded server (every region before several servers existed) needs no count: creation stays as fast as it was.
   const alone = servers.length === 1 && servers[0]!.config.maxDatabases === undefined;
   const counts = alone ? new Map<string, number>() : await countsOf(client, region, servers[0]?.name ?? "");
@@ -109,8 +134,16 @@ export async function placeDatabase(deps: Pick<ServiceDeps, "servers" | "logger"
   )?.server;
   if (!chosen) {
     // The details are the operator's (they count every workspace's databases): the log has them, the caller not.
-    const state = Object.fromEntries(servers.map((s) => [s.name, s.config.draining ? "draining" : `${counts.get(s.name) ?? 0}/${s.config.maxDatabases}`]));
-    deps.logger.warn({ region, servers: state }, "a region has no room for a new database: add a server or raise maxDatabases");
+    const state = Object.fromEntries(
+      servers.map((s) => [
+        s.name,
+        s.config.draining ? "draining" : `${counts.get(s.name) ?? 0}/${s.config.maxDatabases}`,
+      ]),
+    );
+    deps.logger.warn(
+      { region, servers: state },
+      "a region has no room for a new database: add a server or raise maxDatabases",
+    );
     throw new ServiceError(
       "region_unavailable",
       `region "${region}" has no room for a new database: every server of it is full or draining`,
@@ -118,7 +151,9 @@ export async function placeDatabase(deps: Pick<ServiceDeps, "servers" | "logger"
     );
   }
   // Names and counts only: a server's admin URL holds a password.
-  const load = alone ? {} : { databasesOnServer: counts.get(chosen.name) ?? 0, maxDatabases: chosen.config.maxDatabases ?? null };
+  const load = alone
+    ? {}
+    : { databasesOnServer: counts.get(chosen.name) ?? 0, maxDatabases: chosen.config.maxDatabases ?? null };
   deps.logger.info({ region, server: chosen.name, database: databaseId, ...load }, "placed a new database");
   return chosen;
 }
@@ -129,5 +164,10 @@ export async function regionHasRoom(deps: Pick<ServiceDeps, "servers" | "pool">,
   if (!servers) return false;
   if (servers.every((s) => s.config.draining)) return false;
   if (servers.some((s) => !s.config.draining && s.config.maxDatabases === undefined)) return true;
-  return chooseServer(servers.map((s) => s.config), await countsOf(deps.pool, region, servers[0]!.name)) !== undefined;
+  return (
+    chooseServer(
+      servers.map((s) => s.config),
+      await countsOf(deps.pool, region, servers[0]!.name),
+    ) !== undefined
+  );
 }

@@ -43,10 +43,18 @@ export function startSpareFiller(input: {
   // of a large fleet, a steady stream of creates) still gets a spare every maxYieldMs.
   const untilQuiet = async () => {
     const deadline = Date.now() + (input.maxYieldMs ?? 10_000);
-    const left = () => Math.min(deadline - Date.now(), Math.max(lastActivity + quietMs - Date.now(), input.busy?.() ? quietMs : 0));
+    const left = () =>
+      Math.min(deadline - Date.now(), Math.max(lastActivity + quietMs - Date.now(), input.busy?.() ? quietMs : 0));
     for (let wait = quietMs; wait > 0 && !stopped; wait = left()) await sleep(wait);
   };
-  const count = async (pool: pg.Pool) => Number((await pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_database WHERE datname LIKE $1", [`${sparePrefix}%`])).rows[0]!.n);
+  const count = async (pool: pg.Pool) =>
+    Number(
+      (
+        await pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_database WHERE datname LIKE $1", [
+          `${sparePrefix}%`,
+        ])
+      ).rows[0]!.n,
+    );
   const fill = async (pool: pg.Pool) => {
     // Counted again before each copy: another replica's filler may be filling the same server.
     while (!stopped && (await count(pool)) < input.target) {
@@ -65,7 +73,9 @@ export function startSpareFiller(input: {
       await untilQuiet();
       for (const pool of input.pools) {
         if (stopped) break;
-        await fill(pool).catch((err: Error) => input.logger.warn({ err: { message: err.message } }, "cannot create spare databases"));
+        await fill(pool).catch((err: Error) =>
+          input.logger.warn({ err: { message: err.message } }, "cannot create spare databases"),
+        );
       }
       if (!stopped) await sleep(input.intervalMs ?? 5000);
     }

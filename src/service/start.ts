@@ -36,13 +36,22 @@ export type StartServiceOptions = Omit<ServiceConfigInput, "baseUrl"> & {
  * databases of every region server and on the control database (which may live on a region server).
  */
 async function hardenServers(control: pg.Pool, regions: pg.Pool[], logger: Logger): Promise<void> {
-  const revoke = (db: string) => `DO $$ BEGIN EXECUTE format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', ${db}); END $$`;
+  const revoke = (db: string) =>
+    `DO $$ BEGIN EXECUTE format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', ${db}); END $$`;
   for (const p of regions) {
     for (const db of ["postgres", "template1"]) {
-      await p.query(revoke(`'${db}'`)).catch((err: Error) => logger.warn({ err: { message: err.message } }, "cannot revoke CONNECT on a maintenance database"));
+      await p
+        .query(revoke(`'${db}'`))
+        .catch((err: Error) =>
+          logger.warn({ err: { message: err.message } }, "cannot revoke CONNECT on a maintenance database"),
+        );
     }
   }
-  await control.query(revoke("current_database()")).catch((err: Error) => logger.warn({ err: { message: err.message } }, "cannot revoke CONNECT on the control database"));
+  await control
+    .query(revoke("current_database()"))
+    .catch((err: Error) =>
+      logger.warn({ err: { message: err.message } }, "cannot revoke CONNECT on the control database"),
+    );
 }
 
 export type RunningService = { url: string; deps: ServiceDeps; stop(): Promise<void> };
@@ -102,7 +111,12 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
     config.baseUrl = url;
     // Spares live on each server, where its own provision jobs rename them; a draining server gets no new databases.
     const accepting = [...servers.values()].flat().filter((s) => !s.config.draining);
-    const spares = startSpareFiller({ pools: [...new Set(accepting.map((s) => s.pool))], target: config.spareDatabases, logger, busy: () => runner.busy > 0 });
+    const spares = startSpareFiller({
+      pools: [...new Set(accepting.map((s) => s.pool))],
+      target: config.spareDatabases,
+      logger,
+      busy: () => runner.busy > 0,
+    });
     wake.fn = () => {
       runner.wake();
       spares.wake();
@@ -113,7 +127,12 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
     const scheduler = startScheduler(deps);
     const guard = startTenantGuard({ config, control: pool, servers, logger });
     // Server names only: an admin URL holds a password.
-    const layout = Object.fromEntries([...servers].map(([region, list]) => [region, list.map((s) => (s.config.draining ? `${s.name} (draining)` : s.name))]));
+    const layout = Object.fromEntries(
+      [...servers].map(([region, list]) => [
+        region,
+        list.map((s) => (s.config.draining ? `${s.name} (draining)` : s.name)),
+      ]),
+    );
     logger.info({ url, regions: [...servers.keys()], servers: layout }, "service listening");
     let stopping: Promise<void> | undefined;
     return {

@@ -11,7 +11,12 @@ const databaseColumns = `d.id, d.project_id, p.name AS project_name, d.workspace
   d.owner_role, d.source, d.logical_id, d.branch_id, d.default_connection_id, d.created_at, ${cursorTs("d.created_at")} AS cursor_ts`;
 
 /** `lock`: "update" to change or delete the project, "share" to add databases to it (creates do not wait for each other). */
-export async function getProject(db: Db, workspaceId: string, id: string, lock: false | "update" | "share" = false): Promise<ProjectRow | undefined> {
+export async function getProject(
+  db: Db,
+  workspaceId: string,
+  id: string,
+  lock: false | "update" | "share" = false,
+): Promise<ProjectRow | undefined> {
   const { rows } = await db.query<ProjectRow>(
     `SELECT ${projectColumns} FROM projects p JOIN workspaces w ON w.id = p.workspace_id
      WHERE p.id = $1 AND p.workspace_id = $2 AND p.deleted_at IS NULL ${lock === "update" ? "FOR UPDATE OF p" : lock === "share" ? "FOR KEY SHARE OF p" : ""}`,
@@ -20,7 +25,10 @@ export async function getProject(db: Db, workspaceId: string, id: string, lock: 
   return rows[0];
 }
 
-export async function listProjects(db: Db, q: { workspaceId: string; cursor?: Cursor | undefined; limit: number; logicalId?: string | undefined }) {
+export async function listProjects(
+  db: Db,
+  q: { workspaceId: string; cursor?: Cursor | undefined; limit: number; logicalId?: string | undefined },
+) {
   const { rows } = await db.query<ProjectRow & { cursor_ts: string }>(
     `SELECT ${projectColumns} FROM projects p JOIN workspaces w ON w.id = p.workspace_id
      WHERE p.workspace_id = $1 AND p.deleted_at IS NULL
@@ -32,7 +40,12 @@ export async function listProjects(db: Db, q: { workspaceId: string; cursor?: Cu
   return rows;
 }
 
-export async function getDatabase(db: Db, workspaceId: string, id: string, lock = false): Promise<DatabaseRow | undefined> {
+export async function getDatabase(
+  db: Db,
+  workspaceId: string,
+  id: string,
+  lock = false,
+): Promise<DatabaseRow | undefined> {
   const { rows } = await db.query<DatabaseRow>(
     `SELECT ${databaseColumns} FROM databases d JOIN projects p ON p.id = d.project_id
      WHERE d.id = $1 AND d.workspace_id = $2 AND d.deleted_at IS NULL ${lock ? "FOR UPDATE OF d" : ""}`,
@@ -42,7 +55,10 @@ export async function getDatabase(db: Db, workspaceId: string, id: string, lock 
 }
 
 /** For jobs: the row even if deleted. */
-export async function getDatabaseById(db: Db, id: string): Promise<(DatabaseRow & { deleted_at: Date | null }) | undefined> {
+export async function getDatabaseById(
+  db: Db,
+  id: string,
+): Promise<(DatabaseRow & { deleted_at: Date | null }) | undefined> {
   const { rows } = await db.query<DatabaseRow & { deleted_at: Date | null }>(
     `SELECT ${databaseColumns}, d.deleted_at FROM databases d JOIN projects p ON p.id = d.project_id WHERE d.id = $1`,
     [id],
@@ -56,7 +72,15 @@ export async function getDatabaseById(db: Db, id: string): Promise<(DatabaseRow 
  */
 export async function listDatabases(
   db: Db,
-  q: { workspaceId: string; projectId?: string | undefined; logicalId?: string | undefined; branchId?: string | undefined; branchGitName?: string | undefined; cursor?: Cursor | undefined; limit: number },
+  q: {
+    workspaceId: string;
+    projectId?: string | undefined;
+    logicalId?: string | undefined;
+    branchId?: string | undefined;
+    branchGitName?: string | undefined;
+    cursor?: Cursor | undefined;
+    limit: number;
+  },
 ) {
   const { rows } = await db.query<DatabaseRow & { cursor_ts: string }>(
     `SELECT ${databaseColumns} FROM databases d JOIN projects p ON p.id = d.project_id
@@ -67,7 +91,16 @@ export async function listDatabases(
        AND ($7::text IS NULL OR ($7 = 'unassigned' AND d.branch_id IS NULL) OR d.branch_id = $7)
        AND ($8::text IS NULL OR d.branch_id IN (SELECT b.id FROM branches b WHERE b.workspace_id = $1 AND b.git_name = $8 AND b.deleted_at IS NULL))
      ORDER BY d.created_at, d.id LIMIT $6`,
-    [q.workspaceId, q.projectId ?? null, q.logicalId ?? null, q.cursor?.ts ?? null, q.cursor?.id ?? null, q.limit + 1, q.branchId ?? null, q.branchGitName ?? null],
+    [
+      q.workspaceId,
+      q.projectId ?? null,
+      q.logicalId ?? null,
+      q.cursor?.ts ?? null,
+      q.cursor?.id ?? null,
+      q.limit + 1,
+      q.branchId ?? null,
+      q.branchGitName ?? null,
+    ],
   );
   return rows;
 }
@@ -77,9 +110,15 @@ const branchColumns = `b.id, b.project_id, p.name AS project_name, b.workspace_i
 const branchFrom = "branches b JOIN projects p ON p.id = b.project_id AND p.deleted_at IS NULL";
 /** "share" (FOR KEY SHARE): a database is being put on it, so a concurrent delete waits; "update": to delete it. */
 type BranchLock = false | "share" | "update";
-const branchLockClause = (lock: BranchLock) => (lock === "update" ? "FOR UPDATE OF b" : lock === "share" ? "FOR KEY SHARE OF b" : "");
+const branchLockClause = (lock: BranchLock) =>
+  lock === "update" ? "FOR UPDATE OF b" : lock === "share" ? "FOR KEY SHARE OF b" : "";
 
-export async function getBranch(db: Db, workspaceId: string, id: string, lock: BranchLock = false): Promise<BranchRow | undefined> {
+export async function getBranch(
+  db: Db,
+  workspaceId: string,
+  id: string,
+  lock: BranchLock = false,
+): Promise<BranchRow | undefined> {
   const { rows } = await db.query<BranchRow>(
     `SELECT ${branchColumns} FROM ${branchFrom} WHERE b.id = $1 AND b.workspace_id = $2 AND b.deleted_at IS NULL ${branchLockClause(lock)}`,
     [id, workspaceId],
@@ -88,7 +127,12 @@ export async function getBranch(db: Db, workspaceId: string, id: string, lock: B
 }
 
 /** The project's live branch of that git name, or its default branch. */
-export async function findBranch(db: Db, projectId: string, by: { gitName: string } | "default", lock: BranchLock = false): Promise<BranchRow | undefined> {
+export async function findBranch(
+  db: Db,
+  projectId: string,
+  by: { gitName: string } | "default",
+  lock: BranchLock = false,
+): Promise<BranchRow | undefined> {
   const { rows } = await db.query<BranchRow>(
     by === "default"
       ? `SELECT ${branchColumns} FROM ${branchFrom} WHERE b.project_id = $1 AND b.deleted_at IS NULL AND b.is_default ${branchLockClause(lock)}`
@@ -98,7 +142,16 @@ export async function findBranch(db: Db, projectId: string, by: { gitName: strin
   return rows[0];
 }
 
-export async function listBranches(db: Db, q: { projectId: string; gitName?: string | undefined; gitNameContains?: string | undefined; cursor?: Cursor | undefined; limit: number }) {
+export async function listBranches(
+  db: Db,
+  q: {
+    projectId: string;
+    gitName?: string | undefined;
+    gitNameContains?: string | undefined;
+    cursor?: Cursor | undefined;
+    limit: number;
+  },
+) {
   const { rows } = await db.query<BranchRow & { cursor_ts: string }>(
     `SELECT ${branchColumns} FROM ${branchFrom}
      WHERE b.project_id = $1 AND b.deleted_at IS NULL
@@ -106,7 +159,14 @@ export async function listBranches(db: Db, q: { projectId: string; gitName?: str
        AND ($3::text IS NULL OR strpos(b.git_name, $3) > 0)
        AND ($4::timestamptz IS NULL OR (b.created_at, b.id) > ($4::timestamptz, $5::text))
      ORDER BY b.created_at, b.id LIMIT $6`,
-    [q.projectId, q.gitName ?? null, q.gitNameContains ?? null, q.cursor?.ts ?? null, q.cursor?.id ?? null, q.limit + 1],
+    [
+      q.projectId,
+      q.gitName ?? null,
+      q.gitNameContains ?? null,
+      q.cursor?.ts ?? null,
+      q.cursor?.id ?? null,
+      q.limit + 1,
+    ],
   );
   return rows;
 }
@@ -129,7 +189,10 @@ export async function connectionsOf(db: Db, databaseIds: string[]): Promise<Map<
 }
 
 /** Live connections of the workspace's live databases, all of them or one database's. */
-export async function listConnections(db: Db, q: { workspaceId: string; databaseId?: string | undefined; cursor?: Cursor | undefined; limit: number }) {
+export async function listConnections(
+  db: Db,
+  q: { workspaceId: string; databaseId?: string | undefined; cursor?: Cursor | undefined; limit: number },
+) {
   const { rows } = await db.query<ConnectionRow & { cursor_ts: string }>(
     `SELECT c.id, c.database_id, c.name, c.role_name, c.created_at, ${cursorTs("c.created_at")} AS cursor_ts
      FROM connections c JOIN databases d ON d.id = c.database_id
@@ -152,7 +215,12 @@ export async function databasesByIds(db: Db, workspaceId: string, ids: string[])
   return new Map(rows.map((r) => [r.id, r]));
 }
 
-export async function getConnection(db: Db, workspaceId: string, id: string, lock = false): Promise<ConnectionRow | undefined> {
+export async function getConnection(
+  db: Db,
+  workspaceId: string,
+  id: string,
+  lock = false,
+): Promise<ConnectionRow | undefined> {
   const { rows } = await db.query<ConnectionRow>(
     `SELECT c.id, c.database_id, c.name, c.role_name, c.created_at FROM connections c JOIN databases d ON d.id = c.database_id
      WHERE c.id = $1 AND d.workspace_id = $2 AND c.revoked_at IS NULL AND d.deleted_at IS NULL ${lock ? "FOR UPDATE OF c" : ""}`,

@@ -2,7 +2,12 @@ import { describe, expect, it } from "vitest";
 import type { TenantLimits } from "./config.ts";
 import { putBackInTurn, sessionsToEnd, type LoginOwner, type ServerSession } from "./tenant-guard.ts";
 
-const limits: TenantLimits = { loginConnectionLimit: 2, databaseConnectionLimit: 3, workspaceConnectionLimit: 4, idleInTransactionTimeoutMs: 1000 };
+const limits: TenantLimits = {
+  loginConnectionLimit: 2,
+  databaseConnectionLimit: 3,
+  workspaceConnectionLimit: 4,
+  idleInTransactionTimeoutMs: 1000,
+};
 const owners = new Map<string, LoginOwner>([
   ["a1", { database: "da", workspace: "w1", region: "us-east-1", revoked: false }],
   ["a2", { database: "da", workspace: "w1", region: "us-east-1", revoked: false }],
@@ -12,8 +17,14 @@ const owners = new Map<string, LoginOwner>([
   ["r1", { database: "dr", workspace: "w1", region: "us-east-1", revoked: true }],
 ]);
 let pid = 0;
-const s = (login: string, idleMs: number | null = null): ServerSession => ({ pid: ++pid, login, database: "x", idleMs });
-const verdicts = (sessions: ServerSession[]) => sessionsToEnd(sessions, owners, () => limits).map((v) => [sessions.find((x) => x.pid === v.pid)!.login, v.reason]);
+const s = (login: string, idleMs: number | null = null): ServerSession => ({
+  pid: ++pid,
+  login,
+  database: "x",
+  idleMs,
+});
+const verdicts = (sessions: ServerSession[]) =>
+  sessionsToEnd(sessions, owners, () => limits).map((v) => [sessions.find((x) => x.pid === v.pid)!.login, v.reason]);
 
 describe("sessionsToEnd", () => {
   it("keeps the oldest sessions within each limit and ends the newest past it", () => {
@@ -38,7 +49,9 @@ describe("sessionsToEnd", () => {
   });
 
   it("leaves idle transactions alone when the region's timeout is 0", () => {
-    expect(sessionsToEnd([s("a1", 10_000_000)], owners, () => ({ ...limits, idleInTransactionTimeoutMs: 0 }))).toEqual([]);
+    expect(sessionsToEnd([s("a1", 10_000_000)], owners, () => ({ ...limits, idleInTransactionTimeoutMs: 0 }))).toEqual(
+      [],
+    );
   });
 });
 
@@ -68,7 +81,11 @@ describe("putBackInTurn", () => {
       cursor = await putBackInTurn(names, cursor, async (name) => (now.push(name), false));
       tried.push(now);
     }
-    expect(tried).toEqual([["a", "b", "c"], ["d", "e", "f"], ["g", "a", "b"]]);
+    expect(tried).toEqual([
+      ["a", "b", "c"],
+      ["d", "e", "f"],
+      ["g", "a", "b"],
+    ]);
   });
 
   it("starts from the beginning when where it stopped is gone or the last", async () => {

@@ -28,14 +28,21 @@ export type ServerSession = { pid: number; login: string; database: string; idle
  * revoked (itself, or its database deleted).
  */
 export type LoginOwner = { database: string; workspace: string; region: string; revoked: boolean };
-export type SessionVerdict = { pid: number; reason: "revoked" | "idle in transaction" | "login limit" | "database limit" | "workspace limit" };
+export type SessionVerdict = {
+  pid: number;
+  reason: "revoked" | "idle in transaction" | "login limit" | "database limit" | "workspace limit";
+};
 
 /**
  * Which sessions to end. `sessions` oldest first; sessions of logins not in `owners` (the pooler's lookup, job
  * logins, anything not a tenant's) are never touched and never counted. A session ended for one reason does not
  * count toward the others, so the oldest sessions within every limit are the ones kept.
  */
-export function sessionsToEnd(sessions: ServerSession[], owners: Map<string, LoginOwner>, limitsOf: (region: string) => TenantLimits): SessionVerdict[] {
+export function sessionsToEnd(
+  sessions: ServerSession[],
+  owners: Map<string, LoginOwner>,
+  limitsOf: (region: string) => TenantLimits,
+): SessionVerdict[] {
   const ended: SessionVerdict[] = [];
   const counts = new Map<string, number>();
   const within = (key: string, limit: number) => (counts.get(key) ?? 0) < limit;
@@ -46,7 +53,8 @@ export function sessionsToEnd(sessions: ServerSession[], owners: Map<string, Log
     const keys = { login: `l:${s.login}`, database: `d:${owner.database}`, workspace: `w:${owner.workspace}` };
     let reason: SessionVerdict["reason"] | undefined;
     if (owner.revoked) reason = "revoked";
-    else if (s.idleMs !== null && limits.idleInTransactionTimeoutMs > 0 && s.idleMs > limits.idleInTransactionTimeoutMs) reason = "idle in transaction";
+    else if (s.idleMs !== null && limits.idleInTransactionTimeoutMs > 0 && s.idleMs > limits.idleInTransactionTimeoutMs)
+      reason = "idle in transaction";
     else if (!within(keys.login, limits.loginConnectionLimit)) reason = "login limit";
     else if (!within(keys.database, limits.databaseConnectionLimit)) reason = "database limit";
     else if (!within(keys.workspace, limits.workspaceConnectionLimit)) reason = "workspace limit";
@@ -89,7 +97,11 @@ const maxRefusedPerTick = 3;
  * the next tick starts after it, so a few databases whose rows their tenants keep locked cannot come first every tick
  * and starve every other database's put-back.
  */
-export async function putBackInTurn(names: string[], after: string | undefined, putBack: (name: string) => Promise<boolean>): Promise<string | undefined> {
+export async function putBackInTurn(
+  names: string[],
+  after: string | undefined,
+  putBack: (name: string) => Promise<boolean>,
+): Promise<string | undefined> {
   const sorted = [...names].sort();
   const next = sorted.findIndex((n) => after !== undefined && n > after);
   const start = next < 0 ? 0 : next;
@@ -108,9 +120,17 @@ export async function putBackInTurn(names: string[], after: string | undefined, 
  */
 const ownerTtlMs = 30_000;
 
-export type TenantGuard = { stop(): Promise<void>; /** One pass over every server now (tests, and the first pass at start). */ tick(): Promise<void> };
+export type TenantGuard = {
+  stop(): Promise<void>;
+  /** One pass over every server now (tests, and the first pass at start). */ tick(): Promise<void>;
+};
 
-export function startTenantGuard(input: { config: ServiceConfig; control: pg.Pool; servers: Map<Region, RegionServer[]>; logger: Logger }): TenantGuard {
+export function startTenantGuard(input: {
+  config: ServiceConfig;
+  control: pg.Pool;
+  servers: Map<Region, RegionServer[]>;
+  logger: Logger;
+}): TenantGuard {
   const logger = input.logger.child({ component: "tenant-guard" });
   const limitsOf = (region: string) => tenantLimitsOf(input.config, region);
   // A server listed by several regions (or twice) is one pool: guarded once.
@@ -151,25 +171,32 @@ export function startTenantGuard(input: { config: ServiceConfig; control: pg.Poo
   }
 
   async function guardServer(pool: pg.Pool, server: { name: string; limits: number[] }): Promise<void> {
-    const { rows } = await pool.query<{ sessions: ServerSession[]; changed: ChangedDatabase[] }>(serverStateSql, [[...new Set(server.limits)]]);
+    const { rows } = await pool.query<{ sessions: ServerSession[]; changed: ChangedDatabase[] }>(serverStateSql, [
+      [...new Set(server.limits)],
+    ]);
     const { sessions, changed } = rows[0]!;
     // Sessions first: putting a limit back can wait on a lock the tenant holds; ending sessions never does.
     const known = await ownersOf([...new Set(sessions.map((s) => s.login))]);
     const ended = sessionsToEnd(sessions, known, limitsOf);
     // A revoked login first loses LOGIN (else it would be back before the next tick); a lock its tenant holds on the
     // role only delays that to a later tick.
-    const revoked = new Set(ended.filter((e) => e.reason === "revoked").map((e) => sessions.find((s) => s.pid === e.pid)!.login));
+    const revoked = new Set(
+      ended.filter((e) => e.reason === "revoked").map((e) => sessions.find((s) => s.pid === e.pid)!.login),
+    );
     for (const login of revoked) await alterBriefly(pool, `ALTER ROLE ${ident(login)} NOLOGIN`).catch(() => {});
     if (ended.length > 0) {
-      await pool.query("SELECT pg_catalog.pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [ended.map((e) => e.pid)]);
+      await pool.query("SELECT pg_catalog.pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [
+        ended.map((e) => e.pid),
+      ]);
       const reasons: Record<string, number> = {};
       for (const e of ended) reasons[e.reason] = (reasons[e.reason] ?? 0) + 1;
       logger.info({ server: server.name, ended: ended.length, reasons }, "ended tenant sessions past their limits");
     }
     if (changed.length === 0) return;
-    const { rows: ours } = await input.control.query<{ pg_name: string; region: string }>("SELECT pg_name, region FROM databases WHERE pg_name = ANY($1) AND deleted_at IS NULL", [
-      changed.map((d) => d.name),
-    ]);
+    const { rows: ours } = await input.control.query<{ pg_name: string; region: string }>(
+      "SELECT pg_name, region FROM databases WHERE pg_name = ANY($1) AND deleted_at IS NULL",
+      [changed.map((d) => d.name)],
+    );
     const regionOf = new Map(ours.map((d) => [d.pg_name, d.region]));
     const putBack = async (name: string): Promise<boolean> => {
       const d = changed.find((c) => c.name === name)!;
@@ -179,10 +206,16 @@ export function startTenantGuard(input: { config: ServiceConfig; control: pg.Poo
         // A tenant transaction that changed the database's row holds it: give up quickly and try again next tick
         // (its sessions are bounded above meanwhile), rather than stall the guard of every tenant.
         await alterBriefly(pool, databaseLimitStatement(name, { databaseConnectionLimit: limit }));
-        logger.warn({ server: server.name, database: name, connectionLimit: d.limit, template: d.template }, "put back a tenant database's connection limit its owner had changed");
+        logger.warn(
+          { server: server.name, database: name, connectionLimit: d.limit, template: d.template },
+          "put back a tenant database's connection limit its owner had changed",
+        );
         return true;
       } catch (err) {
-        logger.warn({ server: server.name, database: name, err: { message: (err as Error).message } }, "cannot put back a tenant database's connection limit yet");
+        logger.warn(
+          { server: server.name, database: name, err: { message: (err as Error).message } },
+          "cannot put back a tenant database's connection limit yet",
+        );
         return false;
       }
     };
@@ -197,7 +230,11 @@ export function startTenantGuard(input: { config: ServiceConfig; control: pg.Poo
         if (failing.delete(pool)) logger.info({ server: server.name }, "the tenant guard reaches the server again");
       } catch (err) {
         // Once per outage, not every tick. Never the error's connection details: the message only.
-        if (!failing.has(pool)) logger.warn({ server: server.name, err: { message: (err as Error).message } }, "the tenant guard cannot check a server");
+        if (!failing.has(pool))
+          logger.warn(
+            { server: server.name, err: { message: (err as Error).message } },
+            "the tenant guard cannot check a server",
+          );
         failing.add(pool);
       }
     }

@@ -7,7 +7,14 @@ export const requiredScopes = ["workspace:admin", "offline_access"] as const;
 export const defaultScopes: string[] = [...requiredScopes];
 
 export type Principal = { tokenId: string; workspaceId: string; workspaceName: string; scopes: string[] };
-export type TokenInfo = { id: string; workspace: string; name: string; scopes: string[]; createdAt: string; revoked: boolean };
+export type TokenInfo = {
+  id: string;
+  workspace: string;
+  name: string;
+  scopes: string[];
+  createdAt: string;
+  revoked: boolean;
+};
 
 type Db = Pick<pg.Pool, "query">;
 
@@ -28,32 +35,49 @@ export async function ensureWorkspace(db: Db, name: string): Promise<{ id: strin
 }
 
 /** A new service token of the workspace (created if needed). The token itself is returned once and stored only hashed. */
-export async function createServiceToken(db: Db, input: { workspace: string; scopes?: string[]; name?: string }): Promise<{ id: string; token: string; workspaceId: string }> {
+export async function createServiceToken(
+  db: Db,
+  input: { workspace: string; scopes?: string[]; name?: string },
+): Promise<{ id: string; token: string; workspaceId: string }> {
   const workspace = await ensureWorkspace(db, input.workspace);
   const token = `mds_${randomSecret(32)}`;
   const id = newTokenId();
-  await db.query("INSERT INTO tokens (id, workspace_id, kind, name, hash, scopes) VALUES ($1, $2, 'service', $3, $4, $5)", [
-    id,
-    workspace.id,
-    input.name ?? "",
-    hashToken(token),
-    input.scopes ?? defaultScopes,
-  ]);
+  await db.query(
+    "INSERT INTO tokens (id, workspace_id, kind, name, hash, scopes) VALUES ($1, $2, 'service', $3, $4, $5)",
+    [id, workspace.id, input.name ?? "", hashToken(token), input.scopes ?? defaultScopes],
+  );
   return { id, token, workspaceId: workspace.id };
 }
 
 export async function listServiceTokens(db: Db, workspace?: string): Promise<TokenInfo[]> {
-  const { rows } = await db.query<{ id: string; workspace: string; name: string; scopes: string[]; created_at: Date; revoked_at: Date | null }>(
+  const { rows } = await db.query<{
+    id: string;
+    workspace: string;
+    name: string;
+    scopes: string[];
+    created_at: Date;
+    revoked_at: Date | null;
+  }>(
     `SELECT t.id, w.name AS workspace, t.name, t.scopes, t.created_at, t.revoked_at FROM tokens t JOIN workspaces w ON w.id = t.workspace_id
      WHERE t.kind = 'service' AND ($1::text IS NULL OR w.name = $1) ORDER BY t.created_at, t.id`,
     [workspace ?? null],
   );
-  return rows.map((r) => ({ id: r.id, workspace: r.workspace, name: r.name, scopes: r.scopes, createdAt: r.created_at.toISOString(), revoked: r.revoked_at !== null }));
+  return rows.map((r) => ({
+    id: r.id,
+    workspace: r.workspace,
+    name: r.name,
+    scopes: r.scopes,
+    createdAt: r.created_at.toISOString(),
+    revoked: r.revoked_at !== null,
+  }));
 }
 
 /** Revokes a service token and every OAuth token issued through it. Returns false if there is no such token. */
 export async function revokeToken(db: Db, id: string): Promise<boolean> {
-  const { rowCount } = await db.query("UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 OR parent_id = $1", [id]);
+  const { rowCount } = await db.query(
+    "UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 OR parent_id = $1",
+    [id],
+  );
   return (rowCount ?? 0) > 0;
 }
 
@@ -77,7 +101,9 @@ export async function findPrincipal(db: Db, token: string): Promise<Principal | 
   );
   const row = rows[0];
   if (!row) remember(refused, hash.toString("base64url"));
-  return row ? { tokenId: row.id, workspaceId: row.workspace_id, workspaceName: row.workspace_name, scopes: row.scopes } : undefined;
+  return row
+    ? { tokenId: row.id, workspaceId: row.workspace_id, workspaceName: row.workspace_name, scopes: row.scopes }
+    : undefined;
 }
 
 /**

@@ -24,7 +24,12 @@ describe("cursors", () => {
     const c = { ts: "2026-01-02T03:04:05.123456Z", id: "db_cabc" };
     expect(decodeCursor(encodeCursor(c))).toEqual(c);
     expect(decodeCursor(undefined)).toBeUndefined();
-    for (const bad of ["", "!!", Buffer.from("x|y").toString("base64url"), Buffer.from("2026-13-99T00:00:00.000000Z|db_x").toString("base64url")]) {
+    for (const bad of [
+      "",
+      "!!",
+      Buffer.from("x|y").toString("base64url"),
+      Buffer.from("2026-13-99T00:00:00.000000Z|db_x").toString("base64url"),
+    ]) {
       const err = (() => {
         try {
           decodeCursor(bad);
@@ -48,7 +53,9 @@ describe("cursors", () => {
 
 describe("idempotency", () => {
   it("hashes bodies canonically (key order does not matter, values do)", () => {
-    expect(requestHash("POST", "/v1/x", { a: 1, b: [1, { c: 2, d: 3 }] })).toBe(requestHash("POST", "/v1/x", { b: [1, { d: 3, c: 2 }], a: 1 }));
+    expect(requestHash("POST", "/v1/x", { a: 1, b: [1, { c: 2, d: 3 }] })).toBe(
+      requestHash("POST", "/v1/x", { b: [1, { d: 3, c: 2 }], a: 1 }),
+    );
     expect(requestHash("POST", "/v1/x", { a: 1 })).not.toBe(requestHash("POST", "/v1/x", { a: 2 }));
     expect(requestHash("POST", "/v1/x", { a: 1 })).not.toBe(requestHash("POST", "/v1/y", { a: 1 }));
   });

@@ -30,11 +30,22 @@ describe("chaos against the public-API emulator", () => {
   // server acted: no duplicate, no second restore, no revoked or never-issued credentials, every finalizer done.
   it("keeps every invariant through crashes, lost responses and API faults", { timeout: 300_000 }, async () => {
     const emulatorDir = await mkdtemp(path.join(tmpdir(), "mds-chaos-emulator-"));
-    const emulated = await startChaosStack({ dir: emulatorDir, api: "emulator", emulatorFaults: { loseResponse: 0.25, seed: 7 } });
+    const emulated = await startChaosStack({
+      dir: emulatorDir,
+      api: "emulator",
+      emulatorFaults: { loseResponse: 0.25, seed: 7 },
+    });
     try {
       const lines: string[] = [];
       // Three seeded crash points per step: the run without the emulator below crashes at every one.
-      const report = await runChaos(emulated, { iterations: 1, seed: 11, replicas: 1, crashesPerStep: 3, stepTimeoutMs: 60_000, log: (l) => lines.push(l) });
+      const report = await runChaos(emulated, {
+        iterations: 1,
+        seed: 11,
+        replicas: 1,
+        crashesPerStep: 3,
+        stepTimeoutMs: 60_000,
+        log: (l) => lines.push(l),
+      });
       const text = formatReport(report);
       expect(report.violations, `${lines.join("\n")}\n${text}`).toBe(0);
       expect(text).toMatch(/^chaos: 1 iterations, \d+ crashes injected, 0 invariant violations$/m);
@@ -62,7 +73,12 @@ describe("chaos", () => {
     // reached", which a fault or a random kill can cause, so the test asks for most of them, not all.
     const hits = Object.values(report.crashPointsHit).reduce((a, b) => a + b, 0);
     expect(hits, text).toBeGreaterThanOrEqual(10);
-    expect(Object.keys(report.crashPointsHit).map((p) => stepOf(p)).sort(), text).toEqual(expect.arrayContaining(["create", "delete", "restore", "rotate", "secret", "update"]));
+    expect(
+      Object.keys(report.crashPointsHit)
+        .map((p) => stepOf(p))
+        .sort(),
+      text,
+    ).toEqual(expect.arrayContaining(["create", "delete", "restore", "rotate", "secret", "update"]));
     expect(text).toMatch(/^chaos: 1 iterations, \d+ crashes injected, 0 invariant violations$/m);
   });
 });
@@ -75,7 +91,12 @@ describe("the invariant checks", () => {
     await kube.apply({
       apiVersion: mdsApiVersion,
       kind: "Database",
-      metadata: { name: "held", namespace: ns, finalizers: ["chaos.test/hold"], annotations: { "mds.dev/paused": "true" } },
+      metadata: {
+        name: "held",
+        namespace: ns,
+        finalizers: ["chaos.test/hold"],
+        annotations: { "mds.dev/paused": "true" },
+      },
       spec: { projectRef: { name: "nowhere" } },
     });
     await kube.remove(mdsApiVersion, "Database", ns, "held");

@@ -54,21 +54,33 @@ describe("client against the real service", () => {
     client = createClient({
       baseUrl: service.url,
       token: service.token,
-      logger: { debug: (o, m) => observed.push(JSON.stringify({ ...o, m })), warn: (o, m) => observed.push(JSON.stringify({ ...o, m })) },
+      logger: {
+        debug: (o, m) => observed.push(JSON.stringify({ ...o, m })),
+        warn: (o, m) => observed.push(JSON.stringify({ ...o, m })),
+      },
     });
   });
 
   afterAll(async () => {
     await service?.stop();
-    expect(scanText(observed.join("\n"), secrets.map((value, i) => ({ name: `token ${i}`, value })), "client errors and logs")).toEqual([]);
+    expect(
+      scanText(
+        observed.join("\n"),
+        secrets.map((value, i) => ({ name: `token ${i}`, value })),
+        "client errors and logs",
+      ),
+    ).toEqual([]);
   });
 
   const ready = (id: string) =>
-    eventually(async () => {
-      const db = await client.getDatabase(id);
-      if (db.status !== "ready") throw new Error(`status ${db.status}`);
-      return db;
-    }, { what: `database ${id} ready`, timeoutMs: 60_000 });
+    eventually(
+      async () => {
+        const db = await client.getDatabase(id);
+        if (db.status !== "ready") throw new Error(`status ${db.status}`);
+        return db;
+      },
+      { what: `database ${id} ready`, timeoutMs: 60_000 },
+    );
 
   describe("projects", () => {
     it("creates, gets, lists by logicalId, refuses a duplicate key naming the holder, deletes", async () => {
@@ -111,7 +123,9 @@ describe("client against the real service", () => {
       const first = await client.createProject({ name: "once", createDatabase: false }, { idempotencyKey: key });
       const again = await client.createProject({ name: "once", createDatabase: false }, { idempotencyKey: key });
       expect(again.id).toBe(first.id);
-      const mismatch = await failure(client.createProject({ name: "twice", createDatabase: false }, { idempotencyKey: key }));
+      const mismatch = await failure(
+        client.createProject({ name: "twice", createDatabase: false }, { idempotencyKey: key }),
+      );
       expect(mismatch).toBeInstanceOf(UnprocessableError);
       expect(mismatch.status).toBe(422);
       // The service announces that it replays, so the client may re-send a POST whose answer was lost.
@@ -123,7 +137,8 @@ describe("client against the real service", () => {
 
     it("walks every project page by page", async () => {
       const mine = new Set<string>();
-      for (let i = 0; i < 3; i++) mine.add((await client.createProject({ name: `walk-${i}`, createDatabase: false })).id);
+      for (let i = 0; i < 3; i++)
+        mine.add((await client.createProject({ name: `walk-${i}`, createDatabase: false })).id);
       const walked: string[] = [];
       for await (const project of client.iterateProjects({ limit: 1 })) walked.push(project.id);
       expect(new Set(walked).size).toBe(walked.length);
@@ -136,14 +151,19 @@ describe("client against the real service", () => {
     let defaultDb: string;
 
     beforeAll(async () => {
-        const project = await client.createProject({ name: "dbs" });
+      const project = await client.createProject({ name: "dbs" });
       projectId = project.id;
       defaultDb = project.database?.id ?? "";
     });
 
     it("creates through both endpoints, in their creation forms", async () => {
       const viaBody = await client.createDatabase({ projectId, name: "via-body", logicalId: "k8s:test:ns/via-body" });
-      expect(viaBody).toMatchObject({ type: "database", name: "via-body", isDefault: false, project: { id: projectId } });
+      expect(viaBody).toMatchObject({
+        type: "database",
+        name: "via-body",
+        isDefault: false,
+        project: { id: projectId },
+      });
       expect(viaBody.connections[0]?.endpoints.direct?.connectionString).toMatch(/^postgresql:\/\//);
 
       const viaPath = await client.createProjectDatabase(projectId, { name: "via-path", region: "inherit" });
@@ -151,7 +171,9 @@ describe("client against the real service", () => {
       expect(viaPath.connectionString).toMatch(/^postgresql:\/\//);
       secrets.push(viaPath.directConnection?.pass ?? "");
 
-      const duplicate = await failure(client.createProjectDatabase(projectId, { name: "again", logicalId: "k8s:test:ns/via-body" }));
+      const duplicate = await failure(
+        client.createProjectDatabase(projectId, { name: "again", logicalId: "k8s:test:ns/via-body" }),
+      );
       expect(duplicate).toBeInstanceOf(ConflictError);
       expect(duplicate).toMatchObject({ existingId: viaBody.id });
 
@@ -199,12 +221,15 @@ describe("client against the real service", () => {
       await ready(source.id);
       const backup = await client.createBackup(source.id);
       expect(backup).toMatchObject({ type: "backup", backupType: "full" });
-      await eventually(async () => {
-        const list = await client.listBackups(source.id, { limit: 10 });
-        const found = list.data.find((b) => b.id === backup.id);
-        if (found?.status !== "completed") throw new Error(`backup ${found?.status}`);
-        expect(list.meta.backupRetentionDays).toBeGreaterThan(0);
-      }, { what: "backup completed", timeoutMs: 60_000 });
+      await eventually(
+        async () => {
+          const list = await client.listBackups(source.id, { limit: 10 });
+          const found = list.data.find((b) => b.id === backup.id);
+          if (found?.status !== "completed") throw new Error(`backup ${found?.status}`);
+          expect(list.meta.backupRetentionDays).toBeGreaterThan(0);
+        },
+        { what: "backup completed", timeoutMs: 60_000 },
+      );
 
       const target = await client.createProjectDatabase(projectId, { name: "target" });
       await ready(target.id);
@@ -215,7 +240,9 @@ describe("client against the real service", () => {
       expect(wrongSource).toBeInstanceOf(NotFoundError);
       expect(wrongSource.code).toBe("not_found");
 
-      const restoring = await client.restoreDatabase(target.id, { source: { type: "backup", databaseId: source.id, backupId: backup.id } });
+      const restoring = await client.restoreDatabase(target.id, {
+        source: { type: "backup", databaseId: source.id, backupId: backup.id },
+      });
       expect(restoring.source).toEqual({ type: "backup", databaseId: source.id, backupId: backup.id });
       await ready(target.id);
     });
@@ -250,7 +277,11 @@ describe("client against the real service", () => {
       const response = await request(`${service.url}/oauth/token`, {
         method: "POST",
         headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: new URLSearchParams({ grant_type: "client_credentials", client_id: clientId, client_secret: token }).toString(),
+        body: new URLSearchParams({
+          grant_type: "client_credentials",
+          client_id: clientId,
+          client_secret: token,
+        }).toString(),
       });
       const body = (await response.body.json()) as { refresh_token: string; access_token: string };
       secrets.push(body.refresh_token, body.access_token);
@@ -263,7 +294,12 @@ describe("client against the real service", () => {
       const rotated: string[] = [];
       const oauthClient = createClient({
         baseUrl: service.url,
-        oauth: { tokenUrl: `${service.url}/oauth/token`, clientId, refreshToken, onRefreshToken: (t) => void rotated.push(t) },
+        oauth: {
+          tokenUrl: `${service.url}/oauth/token`,
+          clientId,
+          refreshToken,
+          onRefreshToken: (t) => void rotated.push(t),
+        },
       });
       const project = await oauthClient.createProject({ name: "via-oauth", createDatabase: false });
       expect((await oauthClient.listProjects()).data.map((p) => p.id)).toEqual([project.id]);
@@ -278,7 +314,9 @@ describe("client against the real service", () => {
       });
       const error = await failure(replay.listProjects());
       expect(error).toBeInstanceOf(UnauthorizedError);
-      expect(error.message).toMatch(/^cannot refresh the access token: unauthorized: unauthorized: refresh token already used/);
+      expect(error.message).toMatch(
+        /^cannot refresh the access token: unauthorized: unauthorized: refresh token already used/,
+      );
     });
   });
 
@@ -320,7 +358,9 @@ describe("client against the real service", () => {
       secrets.push(token);
       const other = createClient({ baseUrl: service.url, token });
       expect(await failure(other.getProject(project.id))).toBeInstanceOf(NotFoundError);
-      expect(await failure(other.createProjectDatabase(project.id, { name: "intruder" }))).toBeInstanceOf(NotFoundError);
+      expect(await failure(other.createProjectDatabase(project.id, { name: "intruder" }))).toBeInstanceOf(
+        NotFoundError,
+      );
     });
   });
 });

@@ -16,13 +16,19 @@ export type Handler = (req: RecordedRequest, res: ServerResponse) => void;
 export async function startScriptedServer() {
   const requests: RecordedRequest[] = [];
   let script: Handler[] = [];
-  const unscripted: Handler = (_req, res) => sendJson(res, 500, { error: { code: "internal_error", message: "no script", hint: "" } });
+  const unscripted: Handler = (_req, res) =>
+    sendJson(res, 500, { error: { code: "internal_error", message: "no script", hint: "" } });
   let fallback = unscripted;
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      const recorded = { method: req.method ?? "", url: req.url ?? "", headers: req.headers, body: Buffer.concat(chunks).toString() };
+      const recorded = {
+        method: req.method ?? "",
+        url: req.url ?? "",
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+      };
       requests.push(recorded);
       const handler = script.shift() ?? fallback;
       handler(recorded, res);
@@ -46,9 +52,18 @@ export async function startScriptedServer() {
   };
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text), ...headers });
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+    ...headers,
+  });
   res.end(text);
 }
 
@@ -57,8 +72,13 @@ export const reply =
   (_req, res) =>
     sendJson(res, status, body, headers);
 
-export const errorReply = (status: number, code: string, message: string, headers: Record<string, string> = {}, hint = ""): Handler =>
-  reply(status, { error: { code, message, hint } }, headers);
+export const errorReply = (
+  status: number,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+  hint = "",
+): Handler => reply(status, { error: { code, message, hint } }, headers);
 
 /** Tears the connection down without an answer (ECONNRESET / "other side closed"). */
 export const resetConnection: Handler = (_req, res) => res.socket?.destroy();
@@ -67,7 +87,9 @@ export const resetConnection: Handler = (_req, res) => res.socket?.destroy();
 export const neverAnswer: Handler = () => undefined;
 
 /** A clock whose sleeps return at once and advance time; it records every wait. */
-export function fakeClock(start = Date.parse("2026-01-01T00:00:00Z")): Clock & { sleeps: number[]; advance(ms: number): void } {
+export function fakeClock(
+  start = Date.parse("2026-01-01T00:00:00Z"),
+): Clock & { sleeps: number[]; advance(ms: number): void } {
   let now = start;
   const sleeps: number[] = [];
   return {

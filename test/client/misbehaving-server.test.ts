@@ -119,7 +119,9 @@ describe("responses", () => {
     expect(error).toBeInstanceOf(ContractViolationError);
     expect(error.code).toBe("contract_violation");
     expect(error.retryable).toBe(false);
-    expect(error.message).toBe(`cannot get database "${dbId}": contract_violation: HTTP 200 with a body that is not JSON`);
+    expect(error.message).toBe(
+      `cannot get database "${dbId}": contract_violation: HTTP 200 with a body that is not JSON`,
+    );
     expect(server.requests).toHaveLength(1);
   });
 
@@ -136,10 +138,18 @@ describe("responses", () => {
 
   it("maps error bodies to typed errors with status, hint and request id", async () => {
     const { client } = makeClient();
-    server.script([errorReply(404, "not_found", `database "${dbId}" not found`, { "x-request-id": "req-1" }, "check the id")]);
+    server.script([
+      errorReply(404, "not_found", `database "${dbId}" not found`, { "x-request-id": "req-1" }, "check the id"),
+    ]);
     const error = await failure(client.getDatabase(dbId));
     expect(error).toBeInstanceOf(NotFoundError);
-    expect(error).toMatchObject({ status: 404, code: "not_found", hint: "check the id", requestId: "req-1", retryable: false });
+    expect(error).toMatchObject({
+      status: 404,
+      code: "not_found",
+      hint: "check the id",
+      requestId: "req-1",
+      retryable: false,
+    });
     expect(error.message).toBe(`cannot get database "${dbId}": not_found: database "${dbId}" not found`);
   });
 
@@ -156,7 +166,15 @@ describe("responses", () => {
     const { client } = makeClient();
     const holder = newId("database");
     const logicalId = `k8s:x:ns/${newId("database")}`;
-    server.script([errorReply(409, "conflict", `logicalId "${logicalId}" already used by database "${holder}"`, {}, `existing database id: ${holder}`)]);
+    server.script([
+      errorReply(
+        409,
+        "conflict",
+        `logicalId "${logicalId}" already used by database "${holder}"`,
+        {},
+        `existing database id: ${holder}`,
+      ),
+    ]);
     const error = await failure(client.createDatabase({ projectId: newId("project"), logicalId }));
     expect(error instanceof ConflictError && error.existingId).toBe(holder);
   });
@@ -185,7 +203,10 @@ describe("responses", () => {
     }
     expect(server.requests).toHaveLength(rows.length);
     // A code we do not know (the public API does not enumerate its codes) is read by its status; the message keeps it.
-    server.script([errorReply(418, "teapot_reached", "scripted"), errorReply(403, "P6001", "Cannot delete the default environment")]);
+    server.script([
+      errorReply(418, "teapot_reached", "scripted"),
+      errorReply(403, "P6001", "Cannot delete the default environment"),
+    ]);
     expect(await failure(client.getProject(newId("project")))).toMatchObject({ status: 418, code: "invalid_request" });
     const forbidden = await failure(client.getProject(newId("project")));
     expect(forbidden).toBeInstanceOf(ForbiddenError);
@@ -214,14 +235,18 @@ describe("responses", () => {
     for (const key of ["", "has space", "x".repeat(256), "line\nbreak"]) {
       const error = await failure(client.createProject({ name: "shop" }, { idempotencyKey: key }));
       expect(error).toBeInstanceOf(InvalidRequestError);
-      expect(error.message).toBe('cannot create project "shop": invalid_request: idempotencyKey must be 1-255 printable ASCII characters without spaces');
+      expect(error.message).toBe(
+        'cannot create project "shop": invalid_request: idempotencyKey must be 1-255 printable ASCII characters without spaces',
+      );
     }
     expect(server.requests).toHaveLength(0);
   });
 
   it("never puts the token or a connection string into an error message", async () => {
     const { client, token } = makeClient();
-    server.script([errorReply(400, "invalid_request", `bad token ${token} for postgresql://u:p4ss@h:5432/d`, {}, `try ${token}`)]);
+    server.script([
+      errorReply(400, "invalid_request", `bad token ${token} for postgresql://u:p4ss@h:5432/d`, {}, `try ${token}`),
+    ]);
     const error = await failure(client.getDatabase(dbId));
     expect(error.message).not.toContain(token);
     expect(error.message).not.toContain("p4ss");
@@ -232,7 +257,11 @@ describe("responses", () => {
 describe("retries", () => {
   it("retries a GET on 503 twice, then succeeds, with jittered backoff", async () => {
     const { client, clock, events } = makeClient();
-    server.script([errorReply(503, "unavailable", "down"), errorReply(503, "unavailable", "down"), reply(200, { data: databaseJson({ id: dbId }) })]);
+    server.script([
+      errorReply(503, "unavailable", "down"),
+      errorReply(503, "unavailable", "down"),
+      reply(200, { data: databaseJson({ id: dbId }) }),
+    ]);
     expect((await client.getDatabase(dbId)).id).toBe(dbId);
     expect(server.requests).toHaveLength(3);
     // Full jitter with random() = 0.5: half of 500 ms, then half of 1 s.
@@ -242,7 +271,10 @@ describe("retries", () => {
 
   it("honours Retry-After in seconds on 429", async () => {
     const { client, clock } = makeClient();
-    server.script([errorReply(429, "rate_limited", "slow down", { "retry-after": "7" }), reply(200, { data: databaseJson({ id: dbId }) })]);
+    server.script([
+      errorReply(429, "rate_limited", "slow down", { "retry-after": "7" }),
+      reply(200, { data: databaseJson({ id: dbId }) }),
+    ]);
     const started = clock.now();
     await client.getDatabase(dbId);
     expect(clock.now() - started).toBeGreaterThanOrEqual(7000);
@@ -252,8 +284,16 @@ describe("retries", () => {
   it("pauses every client of the credential after a 429", async () => {
     const { client, token, clock } = makeClient({ retry: { maxAttempts: 1 } });
     const throttled: number[] = [];
-    const other = createClient({ baseUrl: server.url, token, clock, hooks: { onThrottled: (e) => throttled.push(e.waitedMs) } });
-    server.script([errorReply(429, "rate_limited", "slow down", { "retry-after": "7" }), reply(200, { data: databaseJson({ id: dbId }) })]);
+    const other = createClient({
+      baseUrl: server.url,
+      token,
+      clock,
+      hooks: { onThrottled: (e) => throttled.push(e.waitedMs) },
+    });
+    server.script([
+      errorReply(429, "rate_limited", "slow down", { "retry-after": "7" }),
+      reply(200, { data: databaseJson({ id: dbId }) }),
+    ]);
     const error = await failure(client.getDatabase(dbId));
     expect(error).toBeInstanceOf(RateLimitedError);
     expect(error.retryAfterMs).toBe(7000);
@@ -266,7 +306,10 @@ describe("retries", () => {
   it("honours Retry-After as an HTTP date", async () => {
     const { client, clock } = makeClient();
     const at = new Date(clock.now() + 12_000).toUTCString();
-    server.script([errorReply(503, "unavailable", "no database server", { "retry-after": at }), reply(200, { data: databaseJson({ id: dbId }) })]);
+    server.script([
+      errorReply(503, "unavailable", "no database server", { "retry-after": at }),
+      reply(200, { data: databaseJson({ id: dbId }) }),
+    ]);
     await client.getDatabase(dbId);
     expect(clock.sleeps).toEqual([12_000]);
   });
@@ -306,10 +349,12 @@ describe("retries", () => {
 
   it("ends a body that stalls halfway after timeoutMs", async () => {
     const { client } = makeClient({ timeoutMs: 150, retry: { maxAttempts: 1 } });
-    server.script([(_req, res) => {
-      res.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
-      res.write('{"data": {');
-    }]);
+    server.script([
+      (_req, res) => {
+        res.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
+        res.write('{"data": {');
+      },
+    ]);
     const error = await failure(client.getDatabase(dbId));
     expect(error).toBeInstanceOf(TimeoutError);
   });
@@ -333,9 +378,16 @@ describe("retries", () => {
     server.script([reply(200, { data: projectJson() }, { "x-idempotency-replay": "86400" })]);
     await client.getProject(newId("project"));
     server.script([resetConnection, errorReply(503, "unavailable", "down"), reply(201, { data: created })]);
-    const project = await client.createProject({ name: "shop", createDatabase: false }, { idempotencyKey: "k8s:abc:ns/shop" });
+    const project = await client.createProject(
+      { name: "shop", createDatabase: false },
+      { idempotencyKey: "k8s:abc:ns/shop" },
+    );
     expect(project.database).toBeNull();
-    expect(server.requests.map((r) => r.headers["idempotency-key"])).toEqual(["k8s:abc:ns/shop", "k8s:abc:ns/shop", "k8s:abc:ns/shop"]);
+    expect(server.requests.map((r) => r.headers["idempotency-key"])).toEqual([
+      "k8s:abc:ns/shop",
+      "k8s:abc:ns/shop",
+      "k8s:abc:ns/shop",
+    ]);
     expect(new Set(server.requests.map((r) => r.body)).size).toBe(1);
     expect(JSON.parse(server.requests[0]?.body ?? "")).toEqual({ name: "shop", createDatabase: false });
   });
@@ -364,7 +416,13 @@ describe("more failures", () => {
     planted.push(token);
     const clock = fakeClock();
     const attempts: string[] = [];
-    const client = createClient({ baseUrl: url, token, clock, retry: { maxAttempts: 3 }, hooks: { onAttempt: (e) => attempts.push(e.outcome) } });
+    const client = createClient({
+      baseUrl: url,
+      token,
+      clock,
+      retry: { maxAttempts: 3 },
+      hooks: { onAttempt: (e) => attempts.push(e.outcome) },
+    });
     const error = await failure(client.getDatabase(dbId));
     expect(error).toBeInstanceOf(NetworkError);
     expect(error.message).toBe(`cannot get database "${dbId}": network_error: ECONNREFUSED`);
@@ -466,20 +524,36 @@ describe("credentials", () => {
     server.script([], (req, res) => {
       if (req.url === "/oauth/token") {
         const access = tokens[issued++];
-        reply(200, { access_token: access, token_type: "Bearer", expires_in: 3600, refresh_token: `refresh-${issued}`, scope: "" })(req, res);
+        reply(200, {
+          access_token: access,
+          token_type: "Bearer",
+          expires_in: 3600,
+          refresh_token: `refresh-${issued}`,
+          scope: "",
+        })(req, res);
         return;
       }
       errorReply(401, "unauthorized", "workspace suspended")(req, res);
     });
     const client = createClient({
       baseUrl: server.url,
-      oauth: { tokenUrl: `${server.url}/oauth/token`, clientId: "operator", refreshToken: "refresh-0", onRefreshToken: () => undefined },
+      oauth: {
+        tokenUrl: `${server.url}/oauth/token`,
+        clientId: "operator",
+        refreshToken: "refresh-0",
+        onRefreshToken: () => undefined,
+      },
       clock: fakeClock(),
       rateLimit: false,
     });
     const error = await failure(client.getDatabase(dbId));
     expect(error).toBeInstanceOf(UnauthorizedError);
-    expect(server.requests.map((r) => r.url)).toEqual(["/oauth/token", `/v1/databases/${dbId}`, "/oauth/token", `/v1/databases/${dbId}`]);
+    expect(server.requests.map((r) => r.url)).toEqual([
+      "/oauth/token",
+      `/v1/databases/${dbId}`,
+      "/oauth/token",
+      `/v1/databases/${dbId}`,
+    ]);
   });
 
   it("fails with unauthorized when the token is refused twice", async () => {
@@ -499,14 +573,24 @@ describe("credentials", () => {
         if (req.url === "/oauth/token") {
           const form = new URLSearchParams(req.body);
           const expected = issued === 0 ? "refresh-0" : refreshTokens[issued - 1];
-          if (form.get("grant_type") !== "refresh_token" || form.get("refresh_token") !== expected || form.get("client_id") !== "operator") {
+          if (
+            form.get("grant_type") !== "refresh_token" ||
+            form.get("refresh_token") !== expected ||
+            form.get("client_id") !== "operator"
+          ) {
             reply(400, { error: "invalid_grant", error_description: "refresh token is not valid" })(req, res);
             return;
           }
           const access = accessTokens[issued];
           const refresh = refreshTokens[issued];
           issued += 1;
-          reply(200, { access_token: access, token_type: "Bearer", expires_in: 3600, refresh_token: refresh, scope: "workspace:admin offline_access" })(req, res);
+          reply(200, {
+            access_token: access,
+            token_type: "Bearer",
+            expires_in: 3600,
+            refresh_token: refresh,
+            scope: "workspace:admin offline_access",
+          })(req, res);
           return;
         }
         const current = accessTokens[issued - 1];
@@ -527,7 +611,12 @@ describe("credentials", () => {
       const clock = fakeClock();
       const client = createClient({
         baseUrl: server.url,
-        oauth: { tokenUrl: `${server.url}/oauth/token`, clientId: "operator", refreshToken: "refresh-0", onRefreshToken: (t) => void rotated.push(t) },
+        oauth: {
+          tokenUrl: `${server.url}/oauth/token`,
+          clientId: "operator",
+          refreshToken: "refresh-0",
+          onRefreshToken: (t) => void rotated.push(t),
+        },
         clock,
         rateLimit: false,
       });
@@ -539,7 +628,9 @@ describe("credentials", () => {
       await Promise.all(Array.from({ length: 3 }, () => client.getDatabase(dbId)));
       expect(server.requests.filter((r) => r.url === "/oauth/token")).toHaveLength(2);
       expect(rotated).toEqual(["refresh-1", "refresh-2"]);
-      expect(server.requests.filter((r) => r.url !== "/oauth/token").every((r) => r.headers.authorization !== undefined)).toBe(true);
+      expect(
+        server.requests.filter((r) => r.url !== "/oauth/token").every((r) => r.headers.authorization !== undefined),
+      ).toBe(true);
     });
 
     it("on a 401, refreshes once and retries once", async () => {
@@ -559,12 +650,22 @@ describe("credentials", () => {
       });
       const client = createClient({
         baseUrl: server.url,
-        oauth: { tokenUrl: `${server.url}/oauth/token`, clientId: "operator", refreshToken: "refresh-0", onRefreshToken: (t) => void rotated.push(t) },
+        oauth: {
+          tokenUrl: `${server.url}/oauth/token`,
+          clientId: "operator",
+          refreshToken: "refresh-0",
+          onRefreshToken: (t) => void rotated.push(t),
+        },
         clock: fakeClock(),
         rateLimit: false,
       });
       await client.getDatabase(dbId);
-      expect(server.requests.map((r) => r.url)).toEqual(["/oauth/token", `/v1/databases/${dbId}`, "/oauth/token", `/v1/databases/${dbId}`]);
+      expect(server.requests.map((r) => r.url)).toEqual([
+        "/oauth/token",
+        `/v1/databases/${dbId}`,
+        "/oauth/token",
+        `/v1/databases/${dbId}`,
+      ]);
       expect(rotated).toEqual(["refresh-1", "refresh-2"]);
     });
 
@@ -576,7 +677,14 @@ describe("credentials", () => {
       server.script([], (req, res) => {
         if (req.url === "/oauth/token") {
           // Hold the refresh until the first caller has given up.
-          answerTokenRequest = () => reply(200, { access_token: access, token_type: "Bearer", expires_in: 3600, refresh_token: "refresh-1", scope: "" })(req, res);
+          answerTokenRequest = () =>
+            reply(200, {
+              access_token: access,
+              token_type: "Bearer",
+              expires_in: 3600,
+              refresh_token: "refresh-1",
+              scope: "",
+            })(req, res);
           controller.abort(new Error("reconcile cancelled"));
           return;
         }
@@ -584,7 +692,12 @@ describe("credentials", () => {
       });
       const client = createClient({
         baseUrl: server.url,
-        oauth: { tokenUrl: `${server.url}/oauth/token`, clientId: "operator", refreshToken: "refresh-0", onRefreshToken: () => undefined },
+        oauth: {
+          tokenUrl: `${server.url}/oauth/token`,
+          clientId: "operator",
+          refreshToken: "refresh-0",
+          onRefreshToken: () => undefined,
+        },
         clock: fakeClock(),
         rateLimit: false,
       });
@@ -601,7 +714,13 @@ describe("credentials", () => {
       planted.push(access);
       server.script([], (req, res) => {
         if (req.url === "/oauth/token") {
-          reply(200, { access_token: access, token_type: "Bearer", expires_in: 3600, refresh_token: "refresh-1", scope: "" })(req, res);
+          reply(200, {
+            access_token: access,
+            token_type: "Bearer",
+            expires_in: 3600,
+            refresh_token: "refresh-1",
+            scope: "",
+          })(req, res);
           return;
         }
         reply(200, { data: databaseJson({ id: dbId }) })(req, res);
@@ -619,16 +738,25 @@ describe("credentials", () => {
       });
       const error = await failure(client.getDatabase(dbId));
       expect(error).toMatchObject({ code: "internal_error", retryable: true });
-      expect(error.message).toBe("cannot refresh the access token: internal_error: onRefreshToken failed: cannot write Secret");
+      expect(error.message).toBe(
+        "cannot refresh the access token: internal_error: onRefreshToken failed: cannot write Secret",
+      );
       expect((await client.getDatabase(dbId)).id).toBe(dbId);
       expect(server.requests.filter((r) => r.url === "/oauth/token")).toHaveLength(1);
     });
 
     it("fails with unauthorized when the refresh token is refused", async () => {
-      server.script([], (req, res) => reply(400, { error: "invalid_grant", error_description: "refresh token reused" })(req, res));
+      server.script([], (req, res) =>
+        reply(400, { error: "invalid_grant", error_description: "refresh token reused" })(req, res),
+      );
       const client = createClient({
         baseUrl: server.url,
-        oauth: { tokenUrl: `${server.url}/oauth/token`, clientId: "operator", refreshToken: "spent-refresh-token", onRefreshToken: () => undefined },
+        oauth: {
+          tokenUrl: `${server.url}/oauth/token`,
+          clientId: "operator",
+          refreshToken: "spent-refresh-token",
+          onRefreshToken: () => undefined,
+        },
         clock: fakeClock(),
       });
       const error = await failure(client.getDatabase(dbId));
@@ -660,13 +788,22 @@ describe("options", () => {
     planted.push(token);
     const cases: [Partial<ClientOptions>, string][] = [
       [{ baseUrl: "not a url", token }, "invalid client option baseUrl: not a URL"],
-      [{ baseUrl: "http://x", token, tokenFile: "/t" }, "invalid client options: give exactly one of token, tokenFile, oauth"],
+      [
+        { baseUrl: "http://x", token, tokenFile: "/t" },
+        "invalid client options: give exactly one of token, tokenFile, oauth",
+      ],
       [{ baseUrl: "http://x" }, "invalid client options: give exactly one of token, tokenFile, oauth"],
       [{ baseUrl: "http://x", token, timeoutMs: 0 }, "invalid client option timeoutMs: 0"],
       [{ baseUrl: "http://x", token, retry: { maxAttempts: 0 } }, "invalid client option retry.maxAttempts: 0"],
-      [{ baseUrl: "http://x", token: `${token} ${token}` }, "invalid client option token: must be non-empty without whitespace"],
+      [
+        { baseUrl: "http://x", token: `${token} ${token}` },
+        "invalid client option token: must be non-empty without whitespace",
+      ],
       [{ baseUrl: "http://x", token: " \n" }, "invalid client option token: must be non-empty without whitespace"],
-      [{ baseUrl: "http://x", token, rateLimit: { requestsPerSecond: -1 } }, "invalid client option rateLimit.requestsPerSecond: -1"],
+      [
+        { baseUrl: "http://x", token, rateLimit: { requestsPerSecond: -1 } },
+        "invalid client option rateLimit.requestsPerSecond: -1",
+      ],
       [{ baseUrl: "ftp://x", token }, "invalid client option baseUrl: must be http or https"],
       [{ baseUrl: "http://user:pw@x", token }, "invalid client option baseUrl: must not carry credentials"],
     ];

@@ -1,7 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createClient, NetworkError, NotFoundError, UnavailableError, type ClientOptions } from "../../src/client/index.ts";
+import {
+  createClient,
+  NetworkError,
+  NotFoundError,
+  UnavailableError,
+  type ClientOptions,
+} from "../../src/client/index.ts";
 import { newId } from "../../src/contract/index.ts";
-import { databaseJson, errorReply, fakeClock, plantedToken, projectJson, reply, resetConnection, startScriptedServer } from "./helpers.ts";
+import {
+  databaseJson,
+  errorReply,
+  fakeClock,
+  plantedToken,
+  projectJson,
+  reply,
+  resetConnection,
+  startScriptedServer,
+} from "./helpers.ts";
 
 // The client against what the public Management API may legally send (its SDK types): legal nulls, values our
 // service never sends, unknown error codes, no replay of Idempotency-Key (so no re-sent POST).
@@ -40,7 +55,14 @@ function foreignClone() {
     branchId: null,
     logicalId: null,
     createdAt: "2026-01-01T00:00:00+00:00",
-    connections: [{ ...connection, kind: "accelerate", endpoints: { accelerate: { host: "accelerate.example", port: 443 } }, directConnection: null }],
+    connections: [
+      {
+        ...connection,
+        kind: "accelerate",
+        endpoints: { accelerate: { host: "accelerate.example", port: 443 } },
+        directConnection: null,
+      },
+    ],
   };
 }
 
@@ -62,7 +84,10 @@ describe("the client against the public API's shapes", () => {
     expect(created.connections[0]?.endpoints.direct?.connectionString).toBeUndefined();
 
     const { project: _p, ...nested } = databaseJson();
-    const project = projectJson({ defaultRegion: null, database: { ...nested, connectionString: null, directConnection: null, apiKeys: [] } });
+    const project = projectJson({
+      defaultRegion: null,
+      database: { ...nested, connectionString: null, directConnection: null, apiKeys: [] },
+    });
     server.script([reply(201, { data: project })]);
     const madeProject = await client.createProject({ name: "shop" });
     expect(madeProject.defaultRegion).toBeNull();
@@ -71,8 +96,15 @@ describe("the client against the public API's shapes", () => {
 
   it("reads backups of any type, without size, in status unknown, with a null page limit", async () => {
     const { client } = makeClient();
-    const backup = { id: newId("backup"), backupType: "incremental", status: "unknown", createdAt: "2026-01-01T00:00:00Z" };
-    server.script([reply(200, { data: [backup], meta: { backupRetentionDays: 7 }, pagination: { hasMore: false, limit: null } })]);
+    const backup = {
+      id: newId("backup"),
+      backupType: "incremental",
+      status: "unknown",
+      createdAt: "2026-01-01T00:00:00Z",
+    };
+    server.script([
+      reply(200, { data: [backup], meta: { backupRetentionDays: 7 }, pagination: { hasMore: false, limit: null } }),
+    ]);
     const list = await client.listBackups(newId("database"));
     expect(list.data).toEqual([backup]);
   });
@@ -106,7 +138,14 @@ describe("the client against the public API's shapes", () => {
   it("accepts 200 for a created connection", async () => {
     const { client } = makeClient();
     const [connection] = databaseJson().connections;
-    server.script([reply(200, { data: { ...connection, endpoints: { direct: { host: "h", port: 5432, connectionString: "postgresql://u:p@h:5432/d" } } } })]);
+    server.script([
+      reply(200, {
+        data: {
+          ...connection,
+          endpoints: { direct: { host: "h", port: 5432, connectionString: "postgresql://u:p@h:5432/d" } },
+        },
+      }),
+    ]);
     const created = await client.createConnection(newId("database"), { name: "k8s-ns-a" });
     expect(created.endpoints.direct?.connectionString).toBeDefined();
   });
@@ -116,12 +155,18 @@ describe("re-sending a POST", () => {
   it("never re-sends a POST that may have reached a server that has not announced replay, Idempotency-Key or not", async () => {
     const { client } = makeClient();
     server.script([resetConnection], reply(201, { data: databaseJson() }));
-    const lost = await client.createDatabase({ projectId: newId("project"), logicalId: "k8s:x:ns/a" }, { idempotencyKey: "k1" }).catch((e: unknown) => e);
+    const lost = await client
+      .createDatabase({ projectId: newId("project"), logicalId: "k8s:x:ns/a" }, { idempotencyKey: "k1" })
+      .catch((e: unknown) => e);
     expect(lost).toBeInstanceOf(NetworkError);
     expect(server.requests).toHaveLength(1);
 
     server.script([errorReply(503, "unavailable", "down")], reply(200, { data: databaseJson() }));
-    const restore = client.restoreDatabase(newId("database"), { source: { type: "backup", databaseId: newId("database"), backupId: newId("backup") } }, { idempotencyKey: "r1" });
+    const restore = client.restoreDatabase(
+      newId("database"),
+      { source: { type: "backup", databaseId: newId("database"), backupId: newId("backup") } },
+      { idempotencyKey: "r1" },
+    );
     expect(await restore.catch((e: unknown) => e)).toBeInstanceOf(UnavailableError);
     expect(server.requests).toHaveLength(1);
     expect(client.replaysIdempotencyKeys()).toBe(false);
@@ -129,7 +174,10 @@ describe("re-sending a POST", () => {
 
   it("re-sends a POST the server did not act on (429) to any server", async () => {
     const { client } = makeClient();
-    server.script([errorReply(429, "rate_limited", "slow down", { "retry-after": "1" }), reply(201, { data: databaseJson() })]);
+    server.script([
+      errorReply(429, "rate_limited", "slow down", { "retry-after": "1" }),
+      reply(201, { data: databaseJson() }),
+    ]);
     await client.createDatabase({ projectId: newId("project") });
     expect(server.requests).toHaveLength(2);
   });

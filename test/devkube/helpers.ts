@@ -20,9 +20,12 @@ export async function startHarness(options: Partial<DevkubeOptions> = {}): Promi
   const dir = await mkdtemp(path.join(tmpdir(), "devkube-test-"));
   const devkube = await startDevkube({ dir: path.join(dir, "server"), ...options });
   const cacheDir = path.join(dir, "kube-cache");
-  const kubectl = (args: string[], input?: string) => runKubectl(devkube.kubeconfigPath, args, { cacheDir, ...(input !== undefined ? { input } : {}) });
+  const kubectl = (args: string[], input?: string) =>
+    runKubectl(devkube.kubeconfigPath, args, { cacheDir, ...(input !== undefined ? { input } : {}) });
   return {
-    devkube, dir, kubectl,
+    devkube,
+    dir,
+    kubectl,
     async ok(args, input) {
       const r = await kubectl(args, input);
       if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")} failed (${r.code}): ${r.stderr}${r.stdout}`);
@@ -108,7 +111,12 @@ spec:
                     lastTransitionTime: { type: string }
 `;
 
-export function widget(name: string, spec: Record<string, unknown>, labels: Record<string, string> = {}, extraMeta = ""): string {
+export function widget(
+  name: string,
+  spec: Record<string, unknown>,
+  labels: Record<string, string> = {},
+  extraMeta = "",
+): string {
   const lines = [`apiVersion: example.com/v1`, `kind: Widget`, `metadata:`, `  name: ${name}`, `  namespace: default`];
   if (Object.keys(labels).length > 0) {
     lines.push("  labels:");

@@ -4,7 +4,9 @@ import { eventually, startHarness, widget, WIDGET_CRD, type Harness } from "./he
 // devkube driven by the real kubectl 1.32 through the reference's compatibility list (§4).
 
 let h: Harness;
-const json = async (args: string[]): Promise<Record<string, any>> => JSON.parse(await h.ok([...args, "-o", "json"])) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = Record<string, any>;
+const json = async (args: string[]): Promise<Json> => JSON.parse(await h.ok([...args, "-o", "json"])) as Json;
 
 beforeAll(async () => {
   h = await startHarness();
@@ -23,7 +25,9 @@ describe("transport and discovery", () => {
   it("authenticates with the client certificate of the cert context", async () => {
     const out = await h.ok(["--context=cert", "get", "ns", "-o", "name"]);
     expect(out).toContain("namespace/kube-system");
-    expect(await h.ok(["--context=cert", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])).toBe("devkube-admin");
+    expect(await h.ok(["--context=cert", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])).toBe(
+      "devkube-admin",
+    );
   });
 
   it("rejects a wrong token with kubectl's login message", async () => {
@@ -44,16 +48,31 @@ describe("transport and discovery", () => {
 describe("CRD lifecycle and apply", () => {
   it("creates the CRD and it is Established at once", async () => {
     const f = await h.file("crd.yaml", WIDGET_CRD);
-    expect(await h.ok(["apply", "-f", f])).toContain("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created");
-    expect(await h.ok(["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=20s"])).toContain("condition met");
-    expect(await h.ok(["api-resources", "--api-group=example.com"])).toMatch(/widgets\s+wg\s+example.com\/v1\s+true\s+Widget/);
+    expect(await h.ok(["apply", "-f", f])).toContain(
+      "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created",
+    );
+    expect(await h.ok(["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=20s"])).toContain(
+      "condition met",
+    );
+    expect(await h.ok(["api-resources", "--api-group=example.com"])).toMatch(
+      /widgets\s+wg\s+example.com\/v1\s+true\s+Widget/,
+    );
   });
 
   it("rejects unknown nested fields of built-in kinds with Strict, as typed decoding does", async () => {
-    const typo = await h.kubectl(["apply", "-f", "-"], WIDGET_CRD.replace("      jsonPath: .spec.size\n", "      jsonPath: .spec.size\n      prority: 1\n").replace("widgets.example.com", "widgets.example.com"));
+    const typo = await h.kubectl(
+      ["apply", "-f", "-"],
+      WIDGET_CRD.replace("      jsonPath: .spec.size\n", "      jsonPath: .spec.size\n      prority: 1\n").replace(
+        "widgets.example.com",
+        "widgets.example.com",
+      ),
+    );
     expect(typo.code).toBe(1);
     expect(typo.stderr).toContain('unknown field "spec.versions[0].additionalPrinterColumns[0].prority"');
-    const lease = await h.kubectl(["apply", "-f", "-"], "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: l1\nspec:\n  holderIdentity: a\n  holder: b\n");
+    const lease = await h.kubectl(
+      ["apply", "-f", "-"],
+      "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: l1\nspec:\n  holderIdentity: a\n  holder: b\n",
+    );
     expect(lease.stderr).toContain('unknown field "spec.holder"');
   });
 
@@ -102,7 +121,8 @@ describe("CRD lifecycle and apply", () => {
   });
 
   it("applies ConfigMaps with strategic merge patch", async () => {
-    const cm = (data: Record<string, string>, app: string) => `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\n  labels:\n    app: ${app}\ndata: ${JSON.stringify(data)}\n`;
+    const cm = (data: Record<string, string>, app: string) =>
+      `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\n  labels:\n    app: ${app}\ndata: ${JSON.stringify(data)}\n`;
     expect(await h.ok(["apply", "-f", "-"], cm({ a: "1", b: "2" }, "demo"))).toContain("configmap/cm1 created");
     expect(await h.ok(["apply", "-f", "-"], cm({ a: "1", c: "3" }, "demo2"))).toContain("configmap/cm1 configured");
     const got = await json(["get", "cm", "cm1"]);
@@ -111,14 +131,16 @@ describe("CRD lifecycle and apply", () => {
   });
 
   it("drops emptied metadata maps, as ObjectMeta's omitempty does", async () => {
-    const cm = (labels: string) => `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-empty\n${labels}data: { x: "1" }\n`;
+    const cm = (labels: string) =>
+      `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-empty\n${labels}data: { x: "1" }\n`;
     await h.ok(["apply", "--server-side", "-f", "-"], cm("  labels: { a: b }\n"));
     await h.ok(["apply", "--server-side", "-f", "-"], cm(""));
     expect((await json(["get", "cm", "cm-empty"]))["metadata"]).not.toHaveProperty("labels");
   });
 
   it("merges ServiceAccount finalizers with SMP directives", async () => {
-    const sa = (fins: string[], secrets: string[]) => `apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa1\n  finalizers: ${JSON.stringify(fins)}\nimagePullSecrets: ${JSON.stringify(secrets.map((name) => ({ name })))}\n`;
+    const sa = (fins: string[], secrets: string[]) =>
+      `apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa1\n  finalizers: ${JSON.stringify(fins)}\nimagePullSecrets: ${JSON.stringify(secrets.map((name) => ({ name })))}\n`;
     await h.ok(["apply", "-f", "-"], sa(["a.example.com/x", "b.example.com/y"], ["s1"]));
     await h.ok(["apply", "-f", "-"], sa(["b.example.com/y", "c.example.com/z"], ["s2", "s3"]));
     const got = await json(["get", "sa", "sa1"]);
@@ -131,7 +153,11 @@ describe("CRD lifecycle and apply", () => {
     const f = widget("ssa1", { size: 3, color: "red" });
     expect(await h.ok(["apply", "--server-side", "-f", "-"], f)).toContain("serverside-applied");
     let w = await json(["get", "widget", "ssa1", "--show-managed-fields"]);
-    expect(w["metadata"].managedFields.some((m: { manager: string; operation: string }) => m.manager === "kubectl" && m.operation === "Apply")).toBe(true);
+    expect(
+      w["metadata"].managedFields.some(
+        (m: { manager: string; operation: string }) => m.manager === "kubectl" && m.operation === "Apply",
+      ),
+    ).toBe(true);
     await h.ok(["apply", "--server-side", "-f", "-"], widget("ssa1", { size: 3 }));
     w = await json(["get", "widget", "ssa1"]);
     expect(w["spec"]).toEqual({ size: 3 });
@@ -145,14 +171,18 @@ describe("CRD lifecycle and apply", () => {
 
   it("moves from client-side to server-side apply", async () => {
     await h.ok(["apply", "-f", "-"], widget("mig", { size: 2 }));
-    expect(await h.ok(["apply", "--server-side", "-f", "-"], widget("mig", { size: 3 }))).toContain("serverside-applied");
+    expect(await h.ok(["apply", "--server-side", "-f", "-"], widget("mig", { size: 3 }))).toContain(
+      "serverside-applied",
+    );
     expect((await json(["get", "widget", "mig"]))["spec"]["size"]).toBe(3);
   });
 
   it("creates ConfigMaps, Secrets and Namespaces imperatively (protobuf bodies)", async () => {
     expect(await h.ok(["create", "cm", "imp", "--from-literal=a=b"])).toContain("configmap/imp created");
     expect((await json(["get", "cm", "imp"]))["data"]).toEqual({ a: "b" });
-    expect(await h.ok(["create", "secret", "generic", "sec", "--from-literal=token=s3cr3t"])).toContain("secret/sec created");
+    expect(await h.ok(["create", "secret", "generic", "sec", "--from-literal=token=s3cr3t"])).toContain(
+      "secret/sec created",
+    );
     expect((await json(["get", "secret", "sec"]))["data"]).toEqual({ token: Buffer.from("s3cr3t").toString("base64") });
     expect(await h.ok(["create", "ns", "imperative"])).toContain("namespace/imperative created");
   });
@@ -163,7 +193,15 @@ describe("get and describe", () => {
     let out = await h.ok(["get", "widgets"]);
     expect(out).toMatch(/NAME\s+SIZE\s+READY\s+AGE/);
     expect(out).toMatch(/w1\s+5\s+\d+s/); // a missing value is a null cell, printed blank
-    await h.ok(["patch", "widget", "w1", "--subresource=status", "--type=merge", "-p", '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}']);
+    await h.ok([
+      "patch",
+      "widget",
+      "w1",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}',
+    ]);
     out = await h.ok(["get", "widgets"]);
     expect(out).toMatch(/w1\s+5\s+True/);
     expect(await h.ok(["get", "widgets", "-o", "wide"])).toMatch(/NAME\s+SIZE\s+READY\s+COLOR\s+AGE/);
@@ -176,7 +214,9 @@ describe("get and describe", () => {
     expect(await h.ok(["get", "widgets", "-l", "app=demo", "-o", "name"])).toBe("widget.example.com/w1\n");
     expect(await h.ok(["get", "widgets", "-l", "app in (demo,x)", "-o", "name"])).toBe("widget.example.com/w1\n");
     expect(await h.ok(["get", "widgets", "-l", "!app", "-o", "name"])).not.toContain("w1");
-    expect(await h.ok(["get", "widgets", "--field-selector", "metadata.name=w4", "-o", "name"])).toBe("widget.example.com/w4\n");
+    expect(await h.ok(["get", "widgets", "--field-selector", "metadata.name=w4", "-o", "name"])).toBe(
+      "widget.example.com/w4\n",
+    );
     const r = await h.kubectl(["get", "widgets", "--field-selector", "spec.size=3"]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("Error from server (BadRequest)");
@@ -205,9 +245,23 @@ describe("get and describe", () => {
   it("describes a widget with its events (events.k8s.io written, core read)", async () => {
     const w = await json(["get", "widget", "w1"]);
     const ev = {
-      apiVersion: "events.k8s.io/v1", kind: "Event", metadata: { name: "w1.ev1", namespace: "default" },
-      eventTime: "2026-11-21T08:00:00.000000Z", reportingController: "mds.dev/operator", reportingInstance: "op-1", action: "Reconcile", reason: "Synced", type: "Normal", note: "all good",
-      regarding: { apiVersion: "example.com/v1", kind: "Widget", name: "w1", namespace: "default", uid: w["metadata"].uid },
+      apiVersion: "events.k8s.io/v1",
+      kind: "Event",
+      metadata: { name: "w1.ev1", namespace: "default" },
+      eventTime: "2026-11-21T08:00:00.000000Z",
+      reportingController: "mds.dev/operator",
+      reportingInstance: "op-1",
+      action: "Reconcile",
+      reason: "Synced",
+      type: "Normal",
+      note: "all good",
+      regarding: {
+        apiVersion: "example.com/v1",
+        kind: "Widget",
+        name: "w1",
+        namespace: "default",
+        uid: w["metadata"].uid,
+      },
     };
     await h.ok(["create", "-f", "-"], JSON.stringify(ev));
     const out = await h.ok(["describe", "widget", "w1"]);
@@ -232,7 +286,14 @@ describe("delete, finalizers, GC", () => {
       return o;
     });
     expect(w["metadata"].generation).toBe(2);
-    const add = await h.kubectl(["patch", "widget", "fin", "--type=merge", "-p", '{"metadata":{"finalizers":["example.com/hold","example.com/more"]}}']);
+    const add = await h.kubectl([
+      "patch",
+      "widget",
+      "fin",
+      "--type=merge",
+      "-p",
+      '{"metadata":{"finalizers":["example.com/hold","example.com/more"]}}',
+    ]);
     expect(add.code).toBe(1);
     expect(add.stderr).toContain("no new finalizers can be added if the object is being deleted");
     await h.ok(["patch", "widget", "fin", "--type=merge", "-p", '{"metadata":{"finalizers":null}}']);
@@ -245,7 +306,15 @@ describe("delete, finalizers, GC", () => {
     const owner = async (name: string) => {
       await h.ok(["apply", "-f", "-"], widget(name, { size: 1 }));
       const uid = (await json(["get", "widget", name]))["metadata"].uid as string;
-      const child = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: `${name}-child`, ownerReferences: [{ apiVersion: "example.com/v1", kind: "Widget", name, uid, blockOwnerDeletion: true }] }, data: { x: "y" } };
+      const child = {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: {
+          name: `${name}-child`,
+          ownerReferences: [{ apiVersion: "example.com/v1", kind: "Widget", name, uid, blockOwnerDeletion: true }],
+        },
+        data: { x: "y" },
+      };
       await h.ok(["apply", "-f", "-"], JSON.stringify(child));
     };
     await owner("gc-bg");
@@ -266,10 +335,16 @@ describe("delete, finalizers, GC", () => {
 
   it("deletes a namespace with its contents; creating in a terminating namespace is forbidden", async () => {
     await h.ok(["create", "ns", "demo"]);
-    await h.ok(["apply", "-n", "demo", "-f", "-"], "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/hold]\n");
+    await h.ok(
+      ["apply", "-n", "demo", "-f", "-"],
+      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/hold]\n",
+    );
     await h.ok(["delete", "ns", "demo", "--wait=false"]);
     expect((await json(["get", "ns", "demo"]))["status"].phase).toBe("Terminating");
-    const r = await h.kubectl(["apply", "-n", "demo", "-f", "-"], "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: late\n");
+    const r = await h.kubectl(
+      ["apply", "-n", "demo", "-f", "-"],
+      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: late\n",
+    );
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("because it is being terminated");
     await h.ok(["patch", "cm", "held", "-n", "demo", "--type=merge", "-p", '{"metadata":{"finalizers":null}}']);
@@ -281,9 +356,19 @@ describe("wait and watch", () => {
   it("waits for a condition, for a jsonpath value and for deletion", async () => {
     await h.ok(["apply", "-f", "-"], widget("wt", { size: 3 }, {}, "  finalizers: [example.com/hold]"));
     const waiting = h.kubectl(["wait", "--for=condition=Ready", "widget/wt", "--timeout=30s"]);
-    await h.ok(["patch", "widget", "wt", "--subresource=status", "--type=merge", "-p", '{"status":{"conditions":[{"type":"Ready","status":"True","observedGeneration":1}]}}']);
+    await h.ok([
+      "patch",
+      "widget",
+      "wt",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      '{"status":{"conditions":[{"type":"Ready","status":"True","observedGeneration":1}]}}',
+    ]);
     expect((await waiting).stdout).toContain("condition met");
-    expect(await h.ok(["wait", "--for=jsonpath={.spec.size}=3", "widget/wt", "--timeout=10s"])).toContain("condition met");
+    expect(await h.ok(["wait", "--for=jsonpath={.spec.size}=3", "widget/wt", "--timeout=10s"])).toContain(
+      "condition met",
+    );
     await h.ok(["patch", "widget", "wt", "--type=merge", "-p", '{"spec":{"size":4}}']);
     const stale = await h.kubectl(["wait", "--for=condition=Ready", "widget/wt", "--timeout=2s"]);
     expect(stale.code).toBe(1);
@@ -296,9 +381,18 @@ describe("wait and watch", () => {
   it("streams get -w rows", async () => {
     const { spawn } = await import("node:child_process");
     const { kubectlPath } = await import("../../src/devkube/kubectl-path.ts");
-    const child = spawn(await kubectlPath(), [`--kubeconfig=${h.devkube.kubeconfigPath}`, `--cache-dir=${h.dir}/kube-cache`, "get", "widgets", "-w", "--output-watch-events"]);
+    const child = spawn(await kubectlPath(), [
+      `--kubeconfig=${h.devkube.kubeconfigPath}`,
+      `--cache-dir=${h.dir}/kube-cache`,
+      "get",
+      "widgets",
+      "-w",
+      "--output-watch-events",
+    ]);
     let out = "";
-    child.stdout.on("data", (d: Buffer) => { out += d.toString(); });
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
     await eventually(() => out.includes("w1"));
     await h.ok(["patch", "widget", "w1", "--type=merge", "-p", '{"spec":{"size":6}}']);
     await eventually(() => /MODIFIED\s+w1\s+6/.test(out));
@@ -308,11 +402,23 @@ describe("wait and watch", () => {
 
 describe("CRD versions", () => {
   it("serves every version over one storage (conversion None), pruned for the version read", async () => {
-    const crd = WIDGET_CRD.replaceAll("widgets", "gadgets").replaceAll("widget", "gadget").replace("kind: Widget", "kind: Gadget").replace("shortNames: [wg]", "shortNames: [gd]")
-      .replace("      status: {}\n", "      status: {}\n      scale:\n        specReplicasPath: .spec.size\n        statusReplicasPath: .status.replicas\n")
-      .replace("  - name: v1\n    served: true\n    storage: true\n", "  - name: v1beta1\n    served: true\n    storage: false\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n  - name: v1\n    served: true\n    storage: true\n");
+    const crd = WIDGET_CRD.replaceAll("widgets", "gadgets")
+      .replaceAll("widget", "gadget")
+      .replace("kind: Widget", "kind: Gadget")
+      .replace("shortNames: [wg]", "shortNames: [gd]")
+      .replace(
+        "      status: {}\n",
+        "      status: {}\n      scale:\n        specReplicasPath: .spec.size\n        statusReplicasPath: .status.replicas\n",
+      )
+      .replace(
+        "  - name: v1\n    served: true\n    storage: true\n",
+        "  - name: v1beta1\n    served: true\n    storage: false\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n  - name: v1\n    served: true\n    storage: true\n",
+      );
     await h.ok(["apply", "-f", "-"], crd);
-    await h.ok(["apply", "-f", "-"], "apiVersion: example.com/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 2, extra: true}\n");
+    await h.ok(
+      ["apply", "-f", "-"],
+      "apiVersion: example.com/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 2, extra: true}\n",
+    );
     const v1 = await json(["get", "gadgets.v1.example.com", "g1"]);
     expect([v1["apiVersion"], v1["spec"]]).toEqual(["example.com/v1", { size: 2 }]);
     const beta = await json(["get", "gadgets.v1beta1.example.com", "g1"]);
@@ -322,8 +428,15 @@ describe("CRD versions", () => {
   it("scales through the scale subresource", async () => {
     expect(await h.ok(["scale", "gadget", "g1", "--replicas=5"])).toContain("gadget.example.com/g1 scaled");
     expect((await json(["get", "gadget", "g1"]))["spec"]["size"]).toBe(5);
-    const scale = JSON.parse(await h.ok(["get", "--raw", "/apis/example.com/v1/namespaces/default/gadgets/g1/scale"])) as Record<string, unknown>;
-    expect(scale).toMatchObject({ kind: "Scale", apiVersion: "autoscaling/v1", spec: { replicas: 5 }, status: { replicas: 0 } });
+    const scale = JSON.parse(
+      await h.ok(["get", "--raw", "/apis/example.com/v1/namespaces/default/gadgets/g1/scale"]),
+    ) as Record<string, unknown>;
+    expect(scale).toMatchObject({
+      kind: "Scale",
+      apiVersion: "autoscaling/v1",
+      spec: { replicas: 5 },
+      status: { replicas: 0 },
+    });
   });
 });
 

@@ -16,11 +16,19 @@ let dir: string;
 const children: ChildProcess[] = [];
 
 function start(): { child: ChildProcess; output: () => string } {
-  const child = spawn(node, [path.join(root, "bin/mds.js"), "devkube", "--dir", dir, "--port", "0", "--log-level", "debug"], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(
+    node,
+    [path.join(root, "bin/mds.js"), "devkube", "--dir", dir, "--port", "0", "--log-level", "debug"],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
   children.push(child);
   let out = "";
-  child.stdout?.on("data", (d: Buffer) => { out += d.toString(); });
-  child.stderr?.on("data", (d: Buffer) => { out += d.toString(); });
+  child.stdout?.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
   return { child, output: () => out };
 }
 
@@ -49,8 +57,14 @@ describe("mds devkube process", () => {
     dir = await mkdtemp(path.join(tmpdir(), "devkube-cli-"));
     const first = start();
     let core = await client();
-    await core.createNamespacedSecret({ namespace: "default", body: { metadata: { name: "kept" }, stringData: { password: "planted-secret-value" } } });
-    await core.createNamespacedConfigMap({ namespace: "default", body: { metadata: { name: "before-kill" }, data: { a: "1" } } });
+    await core.createNamespacedSecret({
+      namespace: "default",
+      body: { metadata: { name: "kept" }, stringData: { password: "planted-secret-value" } },
+    });
+    await core.createNamespacedConfigMap({
+      namespace: "default",
+      body: { metadata: { name: "before-kill" }, data: { a: "1" } },
+    });
     const rvBefore = Number((await core.listNamespacedConfigMap({ namespace: "default" })).metadata?.resourceVersion);
     first.child.kill("SIGTERM");
     expect(await exited(first.child)).toBe(0);
@@ -62,7 +76,9 @@ describe("mds devkube process", () => {
     await unlink(path.join(dir, "kubeconfig"));
     const second = start();
     core = await client();
-    expect((await core.readNamespacedSecret({ name: "kept", namespace: "default" })).data).toEqual({ password: Buffer.from("planted-secret-value").toString("base64") });
+    expect((await core.readNamespacedSecret({ name: "kept", namespace: "default" })).data).toEqual({
+      password: Buffer.from("planted-secret-value").toString("base64"),
+    });
     await core.createNamespacedConfigMap({ namespace: "default", body: { metadata: { name: "acknowledged" } } });
     second.child.kill("SIGKILL");
     await exited(second.child);
@@ -79,9 +95,13 @@ describe("mds devkube process", () => {
   });
 
   it("rejects bad flags with usage", async () => {
-    const child = spawn(node, [path.join(root, "bin/mds.js"), "devkube", "--port", "x"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(node, [path.join(root, "bin/mds.js"), "devkube", "--port", "x"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let err = "";
-    child.stderr.on("data", (d: Buffer) => { err += d.toString(); });
+    child.stderr.on("data", (d: Buffer) => {
+      err += d.toString();
+    });
     expect(await exited(child)).toBe(2);
     expect(err).toContain("--dir is required");
   });

@@ -26,10 +26,14 @@ afterAll(async () => {
 describe("RBAC", () => {
   it("forbids a ServiceAccount without bindings, in kube's words", async () => {
     expect(token.length).toBeGreaterThan(20);
-    expect((await asSa(["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])).stdout).toBe("system:serviceaccount:default:op");
+    expect((await asSa(["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])).stdout).toBe(
+      "system:serviceaccount:default:op",
+    );
     const r = await asSa(["get", "configmaps"]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('Error from server (Forbidden): configmaps is forbidden: User "system:serviceaccount:default:op" cannot list resource "configmaps" in API group "" in the namespace "default"');
+    expect(r.stderr).toContain(
+      'Error from server (Forbidden): configmaps is forbidden: User "system:serviceaccount:default:op" cannot list resource "configmaps" in API group "" in the namespace "default"',
+    );
   });
 
   it("allows what a Role bound in the namespace grants, and nothing more", async () => {
@@ -48,7 +52,13 @@ describe("RBAC", () => {
     await h.ok(["create", "clusterrole", "lease-status", "--verb=patch", "--resource=leases/status,leases"]);
     const before = await h.kubectl(["auth", "can-i", "patch", "leases", "--as=system:serviceaccount:default:op"]);
     expect([before.code, before.stdout]).toEqual([1, "no\n"]);
-    await h.ok(["create", "clusterrolebinding", "op-lease", "--clusterrole=lease-status", "--serviceaccount=default:op"]);
+    await h.ok([
+      "create",
+      "clusterrolebinding",
+      "op-lease",
+      "--clusterrole=lease-status",
+      "--serviceaccount=default:op",
+    ]);
     expect(await h.ok(["auth", "can-i", "patch", "leases", "--as=system:serviceaccount:default:op"])).toBe("yes\n");
     expect((await asSa(["auth", "can-i", "list", "configmaps", "-n", "default"])).stdout).toBe("yes\n");
     expect((await asSa(["auth", "can-i", "list", "secrets"])).stdout).toBe("no\n");
@@ -60,7 +70,9 @@ describe("RBAC", () => {
     const kc = new k8s.KubeConfig();
     kc.loadFromString(h.devkube.kubeconfig.replace(h.devkube.token, token));
     const core = kc.makeApiClient(k8s.CoreV1Api);
-    expect((await core.listNamespacedConfigMap({ namespace: "default" })).items.map((c) => c.metadata?.name)).toContain("c1");
+    expect((await core.listNamespacedConfigMap({ namespace: "default" })).items.map((c) => c.metadata?.name)).toContain(
+      "c1",
+    );
     await expect(core.listNamespacedSecret({ namespace: "default" })).rejects.toMatchObject({ code: 403 });
     await h.ok(["delete", "serviceaccount", "op"]);
     await expect(core.listNamespacedConfigMap({ namespace: "default" })).rejects.toMatchObject({ code: 401 });

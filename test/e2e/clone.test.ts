@@ -13,7 +13,12 @@ let stack: Stack;
 
 type Condition = { type: string; status: string; reason: string; message: string };
 
-const project = () => ({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "clones", namespace: stack.namespace }, spec: { region: "us-east-1" } });
+const project = () => ({
+  apiVersion: "mds.dev/v1alpha1",
+  kind: "Project",
+  metadata: { name: "clones", namespace: stack.namespace },
+  spec: { region: "us-east-1" },
+});
 const database = (name: string, extra: object = {}) => ({
   apiVersion: "mds.dev/v1alpha1",
   kind: "Database",
@@ -23,17 +28,20 @@ const database = (name: string, extra: object = {}) => ({
 
 async function statusOf(name: string) {
   return (await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, name))?.["status"] as
-    | { conditions?: Condition[]; source?: Record<string, unknown>; id?: string }
-    | undefined;
+    { conditions?: Condition[]; source?: Record<string, unknown>; id?: string } | undefined;
 }
-const conditionOf = async (name: string, type: string) => (await statusOf(name))?.conditions?.find((c) => c.type === type);
+const conditionOf = async (name: string, type: string) =>
+  (await statusOf(name))?.conditions?.find((c) => c.type === type);
 
 async function waitReady(name: string) {
-  return eventually(async () => {
-    const c = await conditionOf(name, "Ready");
-    if (c?.status !== "True") throw new Error(`${name} not ready: ${JSON.stringify(c)}`);
-    return (await statusOf(name))!;
-  }, { what: `Database ${name} Ready` });
+  return eventually(
+    async () => {
+      const c = await conditionOf(name, "Ready");
+      if (c?.status !== "True") throw new Error(`${name} not ready: ${JSON.stringify(c)}`);
+      return (await statusOf(name))!;
+    },
+    { what: `Database ${name} Ready` },
+  );
 }
 
 async function secretUrl(name: string) {
@@ -55,7 +63,9 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string): Pro
 /** Remote databases created for the resource `name` (by the logicalId the operator gives it), asked of our service. */
 async function remoteCount(name: string): Promise<number> {
   const logicalId = encodeURIComponent(`k8s:e2e:${stack.namespace}/${name}`);
-  const res = await fetch(`${stack.service.url}/v1/databases?logicalId=${logicalId}`, { headers: { authorization: `Bearer ${stack.service.token}` } });
+  const res = await fetch(`${stack.service.url}/v1/databases?logicalId=${logicalId}`, {
+    headers: { authorization: `Bearer ${stack.service.token}` },
+  });
   expect(res.status).toBe(200);
   return ((await res.json()) as { data: unknown[] }).data.length;
 }
@@ -75,25 +85,39 @@ describe.each(counterparts)("against %s", (counterpart) => {
   it("a Database cloned from staging (databaseRef) has staging's rows and mirrors status.source", async () => {
     await stack.kubectl(["apply", "-f", "-"], manifests(project(), database("staging")));
     const staging = await waitReady("staging");
-    await query(await secretUrl("staging"), "create table orders (id int primary key, item text); insert into orders values (1, 'from staging')");
+    await query(
+      await secretUrl("staging"),
+      "create table orders (id int primary key, item text); insert into orders values (1, 'from staging')",
+    );
 
-    await stack.kubectl(["apply", "-f", "-"], manifests(database("preview", { source: { type: "database", databaseRef: { name: "staging" } } })));
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(database("preview", { source: { type: "database", databaseRef: { name: "staging" } } })),
+    );
     const preview = await waitReady("preview");
     expect(preview.source).toEqual({ type: "database", databaseId: staging.id });
     expect(preview.id).not.toBe(staging.id);
-    expect(await query(await secretUrl("preview"), "select id, item from orders")).toEqual([{ id: 1, item: "from staging" }]);
+    expect(await query(await secretUrl("preview"), "select id, item from orders")).toEqual([
+      { id: 1, item: "from staging" },
+    ]);
     // A copy, not a shared database: a write to the clone leaves staging as it was.
     await query(await secretUrl("preview"), "insert into orders values (2, 'preview only')");
     expect(await query(await secretUrl("staging"), "select count(*)::int as n from orders")).toEqual([{ n: 1 }]);
   }, 180_000);
 
   it("a clone of a missing source waits (SourceNotReady, not Stalled), creates nothing, then clones once the source is ready", async () => {
-    await stack.kubectl(["apply", "-f", "-"], manifests(database("early-clone", { source: { type: "database", databaseRef: { name: "late-source" } } })));
-    const waiting = await eventually(async () => {
-      const c = await conditionOf("early-clone", "Ready");
-      if (c?.reason !== "SourceNotReady") throw new Error(`not waiting yet: ${JSON.stringify(c)}`);
-      return c;
-    }, { what: "early-clone SourceNotReady" });
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(database("early-clone", { source: { type: "database", databaseRef: { name: "late-source" } } })),
+    );
+    const waiting = await eventually(
+      async () => {
+        const c = await conditionOf("early-clone", "Ready");
+        if (c?.reason !== "SourceNotReady") throw new Error(`not waiting yet: ${JSON.stringify(c)}`);
+        return c;
+      },
+      { what: "early-clone SourceNotReady" },
+    );
     expect(waiting.status).toBe("False");
     expect(waiting.message).toContain('"late-source"');
     expect((await conditionOf("early-clone", "Stalled"))?.status ?? "False").toBe("False");
@@ -111,12 +135,18 @@ describe.each(counterparts)("against %s", (counterpart) => {
 
   it("a clone by databaseId without spec.credentials is refused (Stalled InvalidSpec) and creates nothing", async () => {
     const staging = await statusOf("staging");
-    await stack.kubectl(["apply", "-f", "-"], manifests(database("by-id", { source: { type: "database", databaseId: staging!.id } })));
-    const stalled = await eventually(async () => {
-      const c = await conditionOf("by-id", "Stalled");
-      if (c?.status !== "True") throw new Error(`not stalled yet: ${JSON.stringify(c)}`);
-      return c;
-    }, { what: "by-id Stalled" });
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(database("by-id", { source: { type: "database", databaseId: staging!.id } })),
+    );
+    const stalled = await eventually(
+      async () => {
+        const c = await conditionOf("by-id", "Stalled");
+        if (c?.status !== "True") throw new Error(`not stalled yet: ${JSON.stringify(c)}`);
+        return c;
+      },
+      { what: "by-id Stalled" },
+    );
     expect(stalled.reason).toBe("InvalidSpec");
     expect(stalled.message).toContain("spec.credentials");
     expect(await remoteCount("by-id")).toBe(0);

@@ -27,7 +27,8 @@ const database = (name: string, spec: object) => ({
 
 async function readyCondition(type: typeof DatabaseType, name: string) {
   const obj = await stack.kube.get<KubeObject>(type, stack.namespace, name);
-  const status = obj?.["status"] as { conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined;
+  const status = obj?.["status"] as
+    { conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined;
   return status?.conditions?.find((c) => c.type === "Ready");
 }
 
@@ -71,13 +72,27 @@ describe.each(counterparts)("Database lifecycle against %s", (api) => {
   });
 
   it("applies a Project and a Database with kubectl, becomes Ready, and the Secret's DATABASE_URL connects", async () => {
-    await stack.kubectl(["apply", "-f", "-"], manifests(project("shop"), database("orders", { projectRef: { name: "shop" } })));
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(project("shop"), database("orders", { projectRef: { name: "shop" } })),
+    );
     const db = await waitReady(DatabaseType, "orders");
     const status = db["status"] as { id: string; remoteStatus: string; secretName: string; connection: { id: string } };
     expect(status.id).toMatch(/^db_/);
     expect(status.remoteStatus).toBe("ready");
     const data = await secretData(status.secretName);
-    expect(Object.keys(data)).toEqual(expect.arrayContaining(["DATABASE_URL", "DIRECT_URL", "PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "PGSSLMODE"]));
+    expect(Object.keys(data)).toEqual(
+      expect.arrayContaining([
+        "DATABASE_URL",
+        "DIRECT_URL",
+        "PGHOST",
+        "PGPORT",
+        "PGUSER",
+        "PGPASSWORD",
+        "PGDATABASE",
+        "PGSSLMODE",
+      ]),
+    );
     expect(await connects(data["DATABASE_URL"]!)).toBe(1);
     expect(await connects(data["DIRECT_URL"]!)).toBe(1);
     const secret = (await stack.kube.get<Secret>(SecretType, stack.namespace, "orders"))!;
@@ -90,18 +105,31 @@ describe.each(counterparts)("Database lifecycle against %s", (api) => {
 
   it("rebuilds a deleted Secret and an edited one with working credentials", async () => {
     await stack.kubectl(["delete", "secret", "orders"]);
-    const rebuilt = await eventually(async () => {
-      const d = await secretData("orders");
-      return d;
-    }, { what: "Secret rebuilt" });
+    const rebuilt = await eventually(
+      async () => {
+        const d = await secretData("orders");
+        return d;
+      },
+      { what: "Secret rebuilt" },
+    );
     expect(await connects(rebuilt["DATABASE_URL"]!)).toBe(1);
 
-    await stack.kubectl(["patch", "secret", "orders", "--type=merge", "-p", JSON.stringify({ stringData: { PGPASSWORD: "wrong", DATABASE_URL: "postgresql://x:y@nowhere/z" } })]);
-    const fixed = await eventually(async () => {
-      const d = await secretData("orders");
-      if (d["PGPASSWORD"] === "wrong") throw new Error("not rebuilt yet");
-      return d;
-    }, { what: "edited Secret rebuilt" });
+    await stack.kubectl([
+      "patch",
+      "secret",
+      "orders",
+      "--type=merge",
+      "-p",
+      JSON.stringify({ stringData: { PGPASSWORD: "wrong", DATABASE_URL: "postgresql://x:y@nowhere/z" } }),
+    ]);
+    const fixed = await eventually(
+      async () => {
+        const d = await secretData("orders");
+        if (d["PGPASSWORD"] === "wrong") throw new Error("not rebuilt yet");
+        return d;
+      },
+      { what: "edited Secret rebuilt" },
+    );
     expect(await connects(fixed["DATABASE_URL"]!)).toBe(1);
     await waitReady(DatabaseType, "orders");
   });
@@ -123,29 +151,61 @@ describe.each(counterparts)("Database lifecycle against %s", (api) => {
   });
 
   it("Delete removes the remote database and the Secret; a Project with Delete goes after its databases", async () => {
-    await stack.kubectl(["apply", "-f", "-"], manifests(project("temp", { deletionPolicy: "Delete" }), database("scratch", { projectRef: { name: "temp" }, deletionPolicy: "Delete" })));
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(
+        project("temp", { deletionPolicy: "Delete" }),
+        database("scratch", { projectRef: { name: "temp" }, deletionPolicy: "Delete" }),
+      ),
+    );
     const db = (await waitReady(DatabaseType, "scratch"))["status"] as { id: string };
     const proj = (await waitReady(ProjectType as typeof DatabaseType, "temp"))["status"] as { id: string };
     await stack.kubectl(["delete", "mdsproject", "temp", "--wait=false"]);
     // The project waits for its database.
-    await eventually(async () => {
-      const c = await readyCondition(ProjectType as typeof DatabaseType, "temp");
-      if (c?.reason !== "WaitingForDatabases") throw new Error(JSON.stringify(c));
-    }, { what: "WaitingForDatabases" });
+    await eventually(
+      async () => {
+        const c = await readyCondition(ProjectType as typeof DatabaseType, "temp");
+        if (c?.reason !== "WaitingForDatabases") throw new Error(JSON.stringify(c));
+      },
+      { what: "WaitingForDatabases" },
+    );
     await stack.kubectl(["delete", "mdsdb", "scratch", "--wait=true"]);
-    await eventually(async () => {
-      if ((await stack.kube.get(ProjectType, stack.namespace, "temp")) !== undefined) throw new Error("project still there");
-    }, { what: "project finalized" });
+    await eventually(
+      async () => {
+        if ((await stack.kube.get(ProjectType, stack.namespace, "temp")) !== undefined)
+          throw new Error("project still there");
+      },
+      { what: "project finalized" },
+    );
     expect(await stack.kube.get(SecretType, stack.namespace, "scratch")).toBeUndefined();
-    const res = await fetch(`${stack.service.url}/v1/databases/${db.id}`, { headers: { authorization: `Bearer ${stack.service.token}` } });
+    const res = await fetch(`${stack.service.url}/v1/databases/${db.id}`, {
+      headers: { authorization: `Bearer ${stack.service.token}` },
+    });
     expect(res.status).toBe(404);
-    const pres = await fetch(`${stack.service.url}/v1/projects/${proj.id}`, { headers: { authorization: `Bearer ${stack.service.token}` } });
+    const pres = await fetch(`${stack.service.url}/v1/projects/${proj.id}`, {
+      headers: { authorization: `Bearer ${stack.service.token}` },
+    });
     expect(pres.status).toBe(404);
   });
 
   it("a Project with connectionSecret publishes its default database's Secret, which connects", async () => {
-    await stack.kubectl(["apply", "-f", "-"], manifests(project("withdb", { connectionSecret: { name: "withdb-db", endpoint: "direct", template: { JDBC_URL: "jdbc:postgresql://{{host}}:{{port}}/{{database}}" } } })));
-    const p = (await waitReady(ProjectType as typeof DatabaseType, "withdb"))["status"] as { id: string; defaultDatabase: { id: string; status: string }; secretName: string };
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(
+        project("withdb", {
+          connectionSecret: {
+            name: "withdb-db",
+            endpoint: "direct",
+            template: { JDBC_URL: "jdbc:postgresql://{{host}}:{{port}}/{{database}}" },
+          },
+        }),
+      ),
+    );
+    const p = (await waitReady(ProjectType as typeof DatabaseType, "withdb"))["status"] as {
+      id: string;
+      defaultDatabase: { id: string; status: string };
+      secretName: string;
+    };
     expect(p.defaultDatabase.status).toBe("ready");
     expect(p.secretName).toBe("withdb-db");
     const data = await secretData("withdb-db");
@@ -162,11 +222,21 @@ describe.each(counterparts)("Database lifecycle against %s", (api) => {
       body: JSON.stringify({ name: "legacy" }),
     });
     const created = ((await res.json()) as { data: { id: string } }).data;
-    await stack.kubectl(["apply", "-f", "-"], manifests(database("legacy", { projectRef: { name: "shop" }, externalId: created.id })));
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(database("legacy", { projectRef: { name: "shop" }, externalId: created.id })),
+    );
     const s = (await waitReady(DatabaseType, "legacy"))["status"] as { id: string };
     expect(s.id).toBe(created.id);
     expect(await connects((await secretData("legacy"))["DATABASE_URL"]!)).toBe(1);
-    const events = await stack.kubectl(["get", "events", "--field-selector", "involvedObject.name=legacy", "-o", "json"]);
+    const events = await stack.kubectl([
+      "get",
+      "events",
+      "--field-selector",
+      "involvedObject.name=legacy",
+      "-o",
+      "json",
+    ]);
     const reasons = (JSON.parse(events) as { items: { reason: string }[] }).items.map((e) => e.reason);
     expect(reasons).toEqual(expect.arrayContaining(["SecretRebuilt"]));
   });

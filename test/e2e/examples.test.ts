@@ -24,11 +24,15 @@ afterAll(async () => {
 });
 
 async function ready(name: string) {
-  return eventually(async () => {
-    const s = (await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, name))?.["status"] as { id?: string; conditions?: { type: string; status: string }[] } | undefined;
-    if (!s?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) throw new Error(`${name} not ready`);
-    return s as { id: string };
-  }, { what: `${name} Ready` });
+  return eventually(
+    async () => {
+      const s = (await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, name))?.["status"] as
+        { id?: string; conditions?: { type: string; status: string }[] } | undefined;
+      if (!s?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) throw new Error(`${name} not ready`);
+      return s as { id: string };
+    },
+    { what: `${name} Ready` },
+  );
 }
 
 describe("examples/", () => {
@@ -40,29 +44,50 @@ describe("examples/", () => {
     const env = decodeData(secret);
     expect(env["JDBC_URL"]).toMatch(/^jdbc:postgresql:\/\//);
     expect(secret.metadata.labels?.["app"]).toBe("orders");
-    const { stdout } = await run(process.execPath, [path.join(root, "examples/app/app.ts")], { env: { PATH: process.env["PATH"] ?? "", ...env } });
+    const { stdout } = await run(process.execPath, [path.join(root, "examples/app/app.ts")], {
+      env: { PATH: process.env["PATH"] ?? "", ...env },
+    });
     expect(stdout).toMatch(/connected to database \S+ as \S+ .*visits: 1/);
     expect(stdout).not.toContain(env["PGPASSWORD"]!);
   });
 
   it("the example restore runs once; deleted and re-applied it is Skipped", async () => {
     const { id } = await ready("orders");
-    const backup = await fetch(`${stack.service.url}/v1/databases/${id}/backups`, { method: "POST", headers: { authorization: `Bearer ${stack.service.token}` } });
+    const backup = await fetch(`${stack.service.url}/v1/databases/${id}/backups`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.service.token}` },
+    });
     expect(backup.status).toBe(201);
-    await eventually(async () => {
-      const res = await fetch(`${stack.service.url}/v1/databases/${id}/backups`, { headers: { authorization: `Bearer ${stack.service.token}` } });
-      if (((await res.json()) as { data: { status: string }[] }).data[0]?.status !== "completed") throw new Error("backup running");
-    }, { what: "backup" });
-    const phase = async () => ((await stack.kube.get<KubeObject>(DatabaseRestoreType, stack.namespace, "orders-restore-1"))?.["status"] as { phase?: string } | undefined)?.phase;
+    await eventually(
+      async () => {
+        const res = await fetch(`${stack.service.url}/v1/databases/${id}/backups`, {
+          headers: { authorization: `Bearer ${stack.service.token}` },
+        });
+        if (((await res.json()) as { data: { status: string }[] }).data[0]?.status !== "completed")
+          throw new Error("backup running");
+      },
+      { what: "backup" },
+    );
+    const phase = async () =>
+      (
+        (await stack.kube.get<KubeObject>(DatabaseRestoreType, stack.namespace, "orders-restore-1"))?.["status"] as
+          { phase?: string } | undefined
+      )?.phase;
     const file = path.join(root, "examples/restore/orders-restore.yaml");
     await stack.kubectl(["apply", "-f", file]);
-    await eventually(async () => {
-      if ((await phase()) !== "Succeeded") throw new Error(String(await phase()));
-    }, { what: "Succeeded" });
+    await eventually(
+      async () => {
+        if ((await phase()) !== "Succeeded") throw new Error(String(await phase()));
+      },
+      { what: "Succeeded" },
+    );
     await stack.kubectl(["delete", "-f", file]);
     await stack.kubectl(["apply", "-f", file]);
-    await eventually(async () => {
-      if ((await phase()) !== "Skipped") throw new Error(String(await phase()));
-    }, { what: "Skipped" });
+    await eventually(
+      async () => {
+        if ((await phase()) !== "Skipped") throw new Error(String(await phase()));
+      },
+      { what: "Skipped" },
+    );
   });
 });

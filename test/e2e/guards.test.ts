@@ -16,7 +16,15 @@ let proxy: FaultProxy;
 beforeAll(async () => {
   stack = await startStack();
   proxy = await startFaultProxy({ target: stack.service.url });
-  await stack.kubectl(["apply", "-f", "-"], manifests({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "base", namespace: stack.namespace }, spec: { region: "us-east-1" } }));
+  await stack.kubectl(
+    ["apply", "-f", "-"],
+    manifests({
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Project",
+      metadata: { name: "base", namespace: stack.namespace },
+      spec: { region: "us-east-1" },
+    }),
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -24,24 +32,40 @@ afterAll(async () => {
   await proxy?.stop();
 });
 
-const database = (name: string, spec: object) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: stack.namespace }, spec });
+const database = (name: string, spec: object) => ({
+  apiVersion: "mds.dev/v1alpha1",
+  kind: "Database",
+  metadata: { name, namespace: stack.namespace },
+  spec,
+});
 
 async function remoteDatabaseCount(): Promise<number> {
-  const res = await fetch(`${stack.service.url}/v1/databases`, { headers: { authorization: `Bearer ${stack.service.token}` } });
+  const res = await fetch(`${stack.service.url}/v1/databases`, {
+    headers: { authorization: `Bearer ${stack.service.token}` },
+  });
   return ((await res.json()) as { data: unknown[] }).data.length;
 }
 
 async function condition(name: string, type: string) {
   const obj = await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, name);
-  return (obj?.["status"] as { conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined)?.conditions?.find((c) => c.type === type);
+  return (
+    obj?.["status"] as { conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined
+  )?.conditions?.find((c) => c.type === type);
 }
 
 async function waitCondition(name: string, type: string, want: { status?: string; reason?: string }) {
-  return eventually(async () => {
-    const c = await condition(name, type);
-    if ((want.status !== undefined && c?.status !== want.status) || (want.reason !== undefined && c?.reason !== want.reason)) throw new Error(`${name} ${type}: ${JSON.stringify(c)}`);
-    return c!;
-  }, { what: `${name} ${type} ${JSON.stringify(want)}` });
+  return eventually(
+    async () => {
+      const c = await condition(name, type);
+      if (
+        (want.status !== undefined && c?.status !== want.status) ||
+        (want.reason !== undefined && c?.reason !== want.reason)
+      )
+        throw new Error(`${name} ${type}: ${JSON.stringify(c)}`);
+      return c!;
+    },
+    { what: `${name} ${type} ${JSON.stringify(want)}` },
+  );
 }
 
 async function kubectlFails(input: string): Promise<string> {
@@ -57,11 +81,22 @@ describe("invalid resources", () => {
   it("are refused by the schema (two projects named, unknown region, changed immutable field) and nothing remote changes", async () => {
     const operator = await stack.startOperator();
     const before = await remoteDatabaseCount();
-    expect(await kubectlFails(manifests(database("both", { projectRef: { name: "base" }, projectId: "proj_c0000000000000000000000001" })))).toMatch(/exactly one of projectRef.name or projectId/);
-    expect(await kubectlFails(manifests(database("mars", { projectRef: { name: "base" }, region: "mars-north-1" })))).toMatch(/region/);
-    await stack.kubectl(["apply", "-f", "-"], manifests(database("fixed", { projectRef: { name: "base" }, region: "us-east-1" })));
+    expect(
+      await kubectlFails(
+        manifests(database("both", { projectRef: { name: "base" }, projectId: "proj_c0000000000000000000000001" })),
+      ),
+    ).toMatch(/exactly one of projectRef.name or projectId/);
+    expect(
+      await kubectlFails(manifests(database("mars", { projectRef: { name: "base" }, region: "mars-north-1" }))),
+    ).toMatch(/region/);
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(database("fixed", { projectRef: { name: "base" }, region: "us-east-1" })),
+    );
     await waitCondition("fixed", "Ready", { status: "True" });
-    expect(await kubectlFails(manifests(database("fixed", { projectRef: { name: "base" }, region: "eu-west-3" })))).toMatch(/region is immutable/);
+    expect(
+      await kubectlFails(manifests(database("fixed", { projectRef: { name: "base" }, region: "eu-west-3" }))),
+    ).toMatch(/region is immutable/);
     expect(await remoteDatabaseCount()).toBe(before + 1);
     await operator.stop();
   });
@@ -69,7 +104,12 @@ describe("invalid resources", () => {
   it("report a missing credentials Secret in Synced=False with what to fix, and create nothing", async () => {
     const operator = await stack.startOperator();
     const before = await remoteDatabaseCount();
-    await stack.kubectl(["apply", "-f", "-"], manifests(database("nocreds", { projectRef: { name: "base" }, credentials: { secretRef: { name: "team-token" } } })));
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(
+        database("nocreds", { projectRef: { name: "base" }, credentials: { secretRef: { name: "team-token" } } }),
+      ),
+    );
     const synced = await waitCondition("nocreds", "Synced", { status: "False", reason: "CredentialsMissing" });
     expect(synced.message).toContain(`"${stack.namespace}/team-token"`);
     expect(await remoteDatabaseCount()).toBe(before);
@@ -110,12 +150,22 @@ describe("watch interruptions", () => {
         // Several changes while the watches reconnect: their resourceVersions fall out of a 2-event history.
         devkube.setWatchHistoryLimit(2);
         devkube.closeWatches();
-        await stack.kubectl(["apply", "-f", "-"], manifests(...["expired-1", "expired-2", "expired-3"].map((n) => database(n, { projectRef: { name: "base" } }))));
+        await stack.kubectl(
+          ["apply", "-f", "-"],
+          manifests(
+            ...["expired-1", "expired-2", "expired-3"].map((n) => database(n, { projectRef: { name: "base" } })),
+          ),
+        );
         await stack.kubectl(["delete", "secret", "steady"]);
-        for (const name of ["expired-1", "expired-2", "expired-3"]) await waitCondition(name, "Ready", { status: "True" });
-        await eventually(async () => {
-          if ((await stack.kube.get(SecretType, stack.namespace, "steady")) === undefined) throw new Error("Secret steady not rebuilt");
-        }, { what: "Secret steady rebuilt" });
+        for (const name of ["expired-1", "expired-2", "expired-3"])
+          await waitCondition(name, "Ready", { status: "True" });
+        await eventually(
+          async () => {
+            if ((await stack.kube.get(SecretType, stack.namespace, "steady")) === undefined)
+              throw new Error("Secret steady not rebuilt");
+          },
+          { what: "Secret steady rebuilt" },
+        );
       } finally {
         devkube.setWatchHistoryLimit(1000);
         await operator.stop();
@@ -145,7 +195,11 @@ describe("two replicas", () => {
     }
     await stack.kubectl(["apply", "-f", "-"], manifests(database("led", { projectRef: { name: "base" } })));
     await waitCondition("led", "Ready", { status: "True" });
-    const writesOf = async (r: Registry) => ((await r.getSingleMetric("mds_operator_kube_writes_total")?.get())?.values ?? []).reduce((n, v) => n + v.value, 0);
+    const writesOf = async (r: Registry) =>
+      ((await r.getSingleMetric("mds_operator_kube_writes_total")?.get())?.values ?? []).reduce(
+        (n, v) => n + v.value,
+        0,
+      );
     expect(await writesOf(registries[0]!)).toBeGreaterThan(0);
     expect(await writesOf(registries[1]!)).toBe(0);
 

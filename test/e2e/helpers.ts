@@ -14,7 +14,11 @@ import { loadKubeConfig, parseKubeConfig, type KubeConfig } from "../../src/kube
 import { createOperatorWithKinds, type RuntimeOperatorOptions } from "../../src/cli/operator.ts";
 import type { Operator } from "../../src/operator/index.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
-import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "../support/public-api-emulator/server.ts";
+import {
+  startPublicApiEmulator,
+  type EmulatorFaults,
+  type PublicApiEmulator,
+} from "../support/public-api-emulator/server.ts";
 import { SecretType, type Secret } from "../../src/kube/types.ts";
 import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "../support/secret-scan.ts";
 import { connectionSecretValues } from "../support/chaos/invariants.ts";
@@ -40,7 +44,11 @@ export interface RealCluster {
 export function realClusterFromEnv(env: Record<string, string | undefined> = process.env): RealCluster | undefined {
   const kubeconfigPath = env["MDS_E2E_KUBECONFIG"];
   if (kubeconfigPath === undefined || kubeconfigPath === "") return undefined;
-  return { kubeconfigPath, context: env["MDS_E2E_CONTEXT"] || undefined, keepNamespaces: env["MDS_E2E_KEEP_NAMESPACES"] === "1" };
+  return {
+    kubeconfigPath,
+    context: env["MDS_E2E_CONTEXT"] || undefined,
+    keepNamespaces: env["MDS_E2E_KEEP_NAMESPACES"] === "1",
+  };
 }
 
 const realCluster = realClusterFromEnv();
@@ -121,7 +129,15 @@ const createdBy = { "app.kubernetes.io/created-by": "mds-e2e" };
  * test's other namespaces.
  */
 export function namespaceFlagNeeded(args: string[], input?: string): boolean {
-  const namesItsOwn = args.some((a) => a === "-A" || /^--all-namespaces(=true)?$/.test(a) || a === "-n" || /^-n./.test(a) || a === "--namespace" || a.startsWith("--namespace="));
+  const namesItsOwn = args.some(
+    (a) =>
+      a === "-A" ||
+      /^--all-namespaces(=true)?$/.test(a) ||
+      a === "-n" ||
+      /^-n./.test(a) ||
+      a === "--namespace" ||
+      a.startsWith("--namespace="),
+  );
   if (namesItsOwn) return false;
   if (input === undefined) return true;
   const objects: unknown[] = [];
@@ -145,7 +161,10 @@ function loadRealCluster(real: RealCluster): KubeConfig {
     return loadKubeConfig({ kubeconfig: real.kubeconfigPath, context: real.context, env: process.env });
   } catch (err) {
     const context = real.context === undefined ? "" : ` (MDS_E2E_CONTEXT "${real.context}")`;
-    throw new Error(`cannot run the e2e suite on MDS_E2E_KUBECONFIG "${real.kubeconfigPath}"${context}: ${(err as Error).message}`, { cause: err });
+    throw new Error(
+      `cannot run the e2e suite on MDS_E2E_KUBECONFIG "${real.kubeconfigPath}"${context}: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
 }
 
@@ -165,7 +184,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     real === undefined ? startDevkube({ dir: path.join(dir, "kube"), port: 0 }) : Promise.resolve(undefined),
     startTestService(),
   ]);
-  const emulator = options.api === "emulator" ? await startPublicApiEmulator({ upstream: service.url, ...(options.faults ? { faults: options.faults } : {}) }) : undefined;
+  const emulator =
+    options.api === "emulator"
+      ? await startPublicApiEmulator({ upstream: service.url, ...(options.faults ? { faults: options.faults } : {}) })
+      : undefined;
   // The operator's own loader, as \`mds operator\` uses it; the tests drive the cluster "as a user" through kubectl.
   const kubeConfig = realKubeConfig ?? parseKubeConfig(devkube!.kubeconfig);
   const kubeconfigPath = devkube?.kubeconfigPath ?? real!.kubeconfigPath;
@@ -184,7 +206,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")} failed: ${r.stderr.trim()}`);
     return r.stdout;
   }
-  const kubectl = (args: string[], input?: string) => kubectlIn(real !== undefined && namespaceFlagNeeded(args, input) ? namespace : undefined, args, input);
+  const kubectl = (args: string[], input?: string) =>
+    kubectlIn(real !== undefined && namespaceFlagNeeded(args, input) ? namespace : undefined, args, input);
 
   async function removeNamespace(ns: string): Promise<void> {
     // The operators are gone, so nothing would remove the finalizers (the mds resources' and the credentials
@@ -193,7 +216,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     // simply not found.
     const dropFinalizers = JSON.stringify({ metadata: { finalizers: null } });
     const names = (await kubectlIn(ns, ["get", mdsKinds, "-o", "name"])).split("\n").filter((n) => n !== "");
-    for (const name of names) await kubectlIn(ns, ["patch", name, "--type=merge", "-p", dropFinalizers]).catch(() => {});
+    for (const name of names)
+      await kubectlIn(ns, ["patch", name, "--type=merge", "-p", dropFinalizers]).catch(() => {});
     const secrets = JSON.parse(await kubectlIn(ns, ["get", "secrets", "-o", "json"])) as { items: Secret[] };
     for (const s of secrets.items.filter((x) => (x.metadata.finalizers ?? []).length > 0)) {
       await kubectlIn(ns, ["patch", "secret", s.metadata.name, "--type=merge", "-p", dropFinalizers]).catch(() => {});
@@ -202,7 +226,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   }
   async function removeNamespaces(created: string[]): Promise<void> {
     const failures = (await Promise.allSettled(created.map(removeNamespace))).filter((r) => r.status === "rejected");
-    if (failures.length > 0) throw new AggregateError(failures.map((f) => f.reason), `cannot remove the test namespaces ${created.join(", ")}`);
+    if (failures.length > 0)
+      throw new AggregateError(
+        failures.map((f) => f.reason),
+        `cannot remove the test namespaces ${created.join(", ")}`,
+      );
   }
 
   const created: string[] = [];
@@ -215,7 +243,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     }
     // On devkube "default" exists already; on a real cluster every namespace of the test is its own.
     for (const ns of real === undefined ? namespaces.slice(1) : namespaces) {
-      await kubectlIn(undefined, ["create", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: createdBy } }));
+      await kubectlIn(
+        undefined,
+        ["create", "-f", "-"],
+        JSON.stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: createdBy } }),
+      );
       created.push(ns);
     }
     // kubectl caches discovery: make it see the new CRDs before the first apply of a custom resource.
@@ -224,7 +256,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     // where anyone who can read Secrets' metadata sees it (the planted-secret scan found exactly that).
     await kubectl(
       ["create", "-f", "-"],
-      JSON.stringify({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace }, stringData: { token: service.token } }),
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: { name: "mds-credentials", namespace },
+        stringData: { token: service.token },
+      }),
     );
   } catch (err) {
     // A half-started stack leaves nothing behind: no namespace on the cluster, no servers in the test process.
@@ -244,7 +281,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     namespaces,
     namespaceOf(role) {
       const name = extraNamespaces.get(role);
-      if (name === undefined) throw new Error(`no namespace for role "${role}": ask for it with startStack({ namespaces: [${JSON.stringify(role)}] })`);
+      if (name === undefined)
+        throw new Error(
+          `no namespace for role "${role}": ask for it with startStack({ namespaces: [${JSON.stringify(role)}] })`,
+        );
       return name;
     },
     logs,
@@ -252,7 +292,13 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     async leaks() {
       const planted: PlantedSecret[] = [
         { name: "service token", value: service.token },
-        ...(await Promise.all(namespaces.map(async (ns) => connectionSecretValues((await kube.list<Secret>(SecretType, { namespace: ns })).items)))).flat(),
+        ...(
+          await Promise.all(
+            namespaces.map(async (ns) =>
+              connectionSecretValues((await kube.list<Secret>(SecretType, { namespace: ns })).items),
+            ),
+          )
+        ).flat(),
       ];
       const kc = new ClientNodeKubeConfig();
       kc.loadFromFile(kubeconfigPath);

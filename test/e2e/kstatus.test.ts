@@ -13,14 +13,24 @@ import { counterparts, eventually, manifests, startStack, type Stack } from "./h
 // on the objects as the apiserver serves them, and the Argo CD health scripts run on the same objects. Every version
 // of every object is recorded through a watch, so a state that lasts one write is checked too.
 
-type Obj = KubeObject & { spec?: Record<string, unknown>; status?: { conditions?: { type: string; status: string; reason: string }[]; [k: string]: unknown } };
+type Obj = KubeObject & {
+  spec?: Record<string, unknown>;
+  status?: { conditions?: { type: string; status: string; reason: string }[]; [k: string]: unknown };
+};
 
 /** Every version of every Database and DatabaseRestore in the namespace, in the order the watch delivered them. */
 function recordVersions(stack: Stack) {
   const versions: { plural: string; obj: Obj }[] = [];
   const abort = new AbortController();
   const watch = async (plural: string) => {
-    const res = await kubeFetch(stack.kubeConfig, `watch ${plural}`, "GET", `/apis/mds.dev/v1alpha1/namespaces/${stack.namespace}/${plural}`, { watch: "true" }, { watch: true, signal: abort.signal });
+    const res = await kubeFetch(
+      stack.kubeConfig,
+      `watch ${plural}`,
+      "GET",
+      `/apis/mds.dev/v1alpha1/namespaces/${stack.namespace}/${plural}`,
+      { watch: "true" },
+      { watch: true, signal: abort.signal },
+    );
     const decoder = new TextDecoder();
     let buffered = "";
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
@@ -38,7 +48,8 @@ function recordVersions(stack: Stack) {
   for (const plural of ["databases", "databaserestores"]) watch(plural).catch(() => {});
   return {
     versions,
-    of: (plural: string, name: string) => versions.filter((v) => v.plural === plural && v.obj.metadata.name === name).map((v) => v.obj),
+    of: (plural: string, name: string) =>
+      versions.filter((v) => v.plural === plural && v.obj.metadata.name === name).map((v) => v.obj),
     stop: () => abort.abort(),
   };
 }
@@ -62,13 +73,25 @@ describe.each(counterparts)("kstatus and Argo CD agree on every state against %s
     await stack?.stop();
   });
 
-  const get = async (plural: "mdsdb" | "mdsrestore", name: string) => JSON.parse(await stack.kubectl(["get", plural, name, "-o", "json"])) as Obj;
+  const get = async (plural: "mdsdb" | "mdsrestore", name: string) =>
+    JSON.parse(await stack.kubectl(["get", plural, name, "-o", "json"])) as Obj;
   const kstatus = async (plural: "mdsdb" | "mdsrestore", name: string) => kstatusOf(await get(plural, name));
   const expectKstatus = async (plural: "mdsdb" | "mdsrestore", name: string, status: KStatus, what: string) =>
-    eventually(async () => expect({ name, status: (await kstatus(plural, name)).status }).toEqual({ name, status }), { what: `${name} ${status} (${what})`, timeoutMs: 60_000 });
-  const db = (name: string, spec: Record<string, unknown>) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: stack.namespace }, spec });
+    eventually(async () => expect({ name, status: (await kstatus(plural, name)).status }).toEqual({ name, status }), {
+      what: `${name} ${status} (${what})`,
+      timeoutMs: 60_000,
+    });
+  const db = (name: string, spec: Record<string, unknown>) => ({
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Database",
+    metadata: { name, namespace: stack.namespace },
+    spec,
+  });
   const serviceApi = async (method: string, path: string) => {
-    const res = await fetch(`${stack.service.url}${path}`, { method, headers: { authorization: `Bearer ${stack.service.token}` } });
+    const res = await fetch(`${stack.service.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${stack.service.token}` },
+    });
     return (await res.json()) as { data: unknown };
   };
 
@@ -77,25 +100,53 @@ describe.each(counterparts)("kstatus and Argo CD agree on every state against %s
     await stack.kubectl(
       ["apply", "-f", "-"],
       manifests(
-        { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "shop", namespace: stack.namespace }, spec: { region: "us-east-1" } },
-        db("orders", { projectRef: { name: "shop" }, deletionPolicy: "Delete", connectionSecret: { name: "orders-db" } }),
+        {
+          apiVersion: "mds.dev/v1alpha1",
+          kind: "Project",
+          metadata: { name: "shop", namespace: stack.namespace },
+          spec: { region: "us-east-1" },
+        },
+        db("orders", {
+          projectRef: { name: "shop" },
+          deletionPolicy: "Delete",
+          connectionSecret: { name: "orders-db" },
+        }),
         db("early", { projectRef: { name: "later" }, deletionPolicy: "Delete" }),
-        db("nocreds", { projectRef: { name: "shop" }, deletionPolicy: "Delete", credentials: { secretRef: { name: "team-token" } } }),
+        db("nocreds", {
+          projectRef: { name: "shop" },
+          deletionPolicy: "Delete",
+          credentials: { secretRef: { name: "team-token" } },
+        }),
       ),
     );
-    for (const name of ["orders", "early", "nocreds"]) expect({ name, before: (await kstatus("mdsdb", name)).status }).toEqual({ name, before: "InProgress" });
+    for (const name of ["orders", "early", "nocreds"])
+      expect({ name, before: (await kstatus("mdsdb", name)).status }).toEqual({ name, before: "InProgress" });
 
     operator = await stack.startOperator();
     // Waiting for its project, and for its credentials Secret.
-    await eventually(async () => expect(condition(await get("mdsdb", "early"), "Synced")?.reason).toBe("ProjectNotReady"), { what: "early waits for its project" });
-    await eventually(async () => expect(condition(await get("mdsdb", "nocreds"), "Synced")?.reason).toBe("CredentialsMissing"), { what: "nocreds waits for its token" });
+    await eventually(
+      async () => expect(condition(await get("mdsdb", "early"), "Synced")?.reason).toBe("ProjectNotReady"),
+      { what: "early waits for its project" },
+    );
+    await eventually(
+      async () => expect(condition(await get("mdsdb", "nocreds"), "Synced")?.reason).toBe("CredentialsMissing"),
+      { what: "nocreds waits for its token" },
+    );
     expect((await kstatus("mdsdb", "early")).status).toBe("InProgress");
     expect((await kstatus("mdsdb", "nocreds")).status).toBe("InProgress");
     // Creating, provisioning, then ready.
     await expectKstatus("mdsdb", "orders", "Current", "ready");
     expect(condition(await get("mdsdb", "orders"), "Ready")?.status).toBe("True");
     // What it waited for arrives: both become Current.
-    await stack.kubectl(["apply", "-f", "-"], manifests({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "later", namespace: stack.namespace }, spec: { region: "us-east-1" } }));
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests({
+        apiVersion: "mds.dev/v1alpha1",
+        kind: "Project",
+        metadata: { name: "later", namespace: stack.namespace },
+        spec: { region: "us-east-1" },
+      }),
+    );
     await stack.kubectl(["create", "secret", "generic", "team-token", `--from-literal=token=${stack.service.token}`]);
     await expectKstatus("mdsdb", "early", "Current", "its project arrived");
     await expectKstatus("mdsdb", "nocreds", "Current", "its token arrived");
@@ -113,20 +164,29 @@ describe.each(counterparts)("kstatus and Argo CD agree on every state against %s
       },
     });
     await stack.kubectl(["annotate", "mdsdb", "orders", "mds.dev/rotate=first"]);
-    await eventually(async () => expect((await get("mdsdb", "orders")).status?.["rotation"]).toHaveProperty("pending"), { what: "a pending rotation" });
+    await eventually(
+      async () => expect((await get("mdsdb", "orders")).status?.["rotation"]).toHaveProperty("pending"),
+      { what: "a pending rotation" },
+    );
     expect(await kstatus("mdsdb", "orders")).toMatchObject({ status: "InProgress", reason: "Rotating" });
     await operator.stop();
     operator = await stack.startOperator();
-    await eventually(async () => expect((await get("mdsdb", "orders")).status?.["rotation"]).not.toHaveProperty("pending"), { what: "the rotation finished" });
+    await eventually(
+      async () => expect((await get("mdsdb", "orders")).status?.["rotation"]).not.toHaveProperty("pending"),
+      { what: "the rotation finished" },
+    );
     await expectKstatus("mdsdb", "orders", "Current", "rotated");
 
     // Restoring: Pending and Running are InProgress, Succeeded is Current; a refused restore is Failed.
     const ordersId = (await get("mdsdb", "orders")).status?.["id"] as string;
     await serviceApi("POST", `/v1/databases/${ordersId}/backups`);
-    await eventually(async () => {
-      const list = (await serviceApi("GET", `/v1/databases/${ordersId}/backups`)).data as { status: string }[];
-      expect(list.some((b) => b.status === "completed")).toBe(true);
-    }, { what: "a completed backup" });
+    await eventually(
+      async () => {
+        const list = (await serviceApi("GET", `/v1/databases/${ordersId}/backups`)).data as { status: string }[];
+        expect(list.some((b) => b.status === "completed")).toBe(true);
+      },
+      { what: "a completed backup" },
+    );
     const restore = (name: string, source: Record<string, unknown>) => ({
       apiVersion: "mds.dev/v1alpha1",
       kind: "DatabaseRestore",
@@ -135,15 +195,28 @@ describe.each(counterparts)("kstatus and Argo CD agree on every state against %s
     });
     await stack.kubectl(["apply", "-f", "-"], manifests(restore("rollback", { latest: true })));
     await expectKstatus("mdsrestore", "rollback", "Current", "restored");
-    await stack.kubectl(["apply", "-f", "-"], manifests(restore("bad-backup", { backupId: "bkp_doesnotexist00000000000" })));
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(restore("bad-backup", { backupId: "bkp_doesnotexist00000000000" })),
+    );
     await expectKstatus("mdsrestore", "bad-backup", "Failed", "the service refused the restore");
     expect((await get("mdsrestore", "bad-backup")).status?.["phase"]).toBe("Failed");
 
     // Stalled on a spec the operator cannot act on; fixing the spec makes it InProgress, then Current.
-    await stack.kubectl(["apply", "-f", "-"], manifests(db("observer", { projectRef: { name: "shop" }, managementPolicy: "ObserveOnly" })));
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(db("observer", { projectRef: { name: "shop" }, managementPolicy: "ObserveOnly" })),
+    );
     await expectKstatus("mdsdb", "observer", "Failed", "ObserveOnly without externalId");
     expect(condition(await get("mdsdb", "observer"), "Stalled")?.reason).toBe("InvalidSpec");
-    await stack.kubectl(["patch", "mdsdb", "observer", "--type=merge", "-p", JSON.stringify({ spec: { managementPolicy: "Full", deletionPolicy: "Delete" } })]);
+    await stack.kubectl([
+      "patch",
+      "mdsdb",
+      "observer",
+      "--type=merge",
+      "-p",
+      JSON.stringify({ spec: { managementPolicy: "Full", deletionPolicy: "Delete" } }),
+    ]);
     await expectKstatus("mdsdb", "observer", "Current", "spec fixed");
 
     // Deleting: Terminating until the finalizer goes.
@@ -163,17 +236,22 @@ describe.each(counterparts)("kstatus and Argo CD agree on every state against %s
       const stalled = condition(obj, "Stalled")?.status === "True";
       const where = `${plural}/${obj.metadata.name} rv ${obj.metadata.resourceVersion}: ready ${ready?.status}/${ready?.reason} synced ${synced?.reason} remote ${String(remote)} phase ${String(phase)}`;
       // A spec edit the operator has not looked at yet (generation ahead of status.observedGeneration) is InProgress.
-      const stale = obj.status?.["observedGeneration"] !== undefined && obj.status["observedGeneration"] !== obj.metadata.generation;
+      const stale =
+        obj.status?.["observedGeneration"] !== undefined &&
+        obj.status["observedGeneration"] !== obj.metadata.generation;
       let expected: KStatus;
       if (obj.metadata.deletionTimestamp !== undefined) expected = "Terminating";
       else if (stale) expected = "InProgress";
       else if (stalled || phase === "Failed") expected = "Failed";
-      else if (ready?.status === "True" && !rotating && (plural === "databaserestores" || remote === "ready")) expected = "Current";
+      else if (ready?.status === "True" && !rotating && (plural === "databaserestores" || remote === "ready"))
+        expected = "Current";
       else expected = "InProgress";
       seen.add(`${plural}:${expected}:${condition(obj, "Reconciling")?.reason ?? "none"}`);
       expect({ where, kstatus: k.status }).toEqual({ where, kstatus: expected });
       const argo = runHealthScript(healthScript(plural === "databases" ? "Database" : "DatabaseRestore"), obj);
-      expect({ where, kstatus: k.status, argo: argo.status, agree: argoAgrees(k.status, argo.status) }).toMatchObject({ agree: true });
+      expect({ where, kstatus: k.status, argo: argo.status, agree: argoAgrees(k.status, argo.status) }).toMatchObject({
+        agree: true,
+      });
     }
     // The walk did pass through these states (each seen at least once by the watch), named by kstatus and the
     // Reconciling reason.

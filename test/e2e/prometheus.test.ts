@@ -13,7 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { createOperatorWithKinds, startOperatorRuntime, type OperatorRuntime } from "../../src/cli/operator.ts";
 import { parseOperatorConfig } from "../../src/cli/operator-config.ts";
-import { exportedMetricNames, metricNamesIn, prometheusBinary, readDashboard, renderWithMonitoring, ruleGroupsOf } from "../deploy/monitoring.ts";
+import {
+  exportedMetricNames,
+  metricNamesIn,
+  prometheusBinary,
+  readDashboard,
+  renderWithMonitoring,
+  ruleGroupsOf,
+} from "../deploy/monitoring.ts";
 import { eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
 let stack: Stack;
@@ -42,7 +49,10 @@ interface Alert {
   labels: Record<string, string>;
   state: "pending" | "firing";
 }
-const stalledAlerts = async () => (await api<{ alerts: Alert[] }>("/api/v1/alerts")).alerts.filter((a) => a.labels["alertname"] === "MdsResourcesStalled");
+const stalledAlerts = async () =>
+  (await api<{ alerts: Alert[] }>("/api/v1/alerts")).alerts.filter(
+    (a) => a.labels["alertname"] === "MdsResourcesStalled",
+  );
 
 beforeAll(async () => {
   const binary = await prometheusBinary("prometheus");
@@ -51,16 +61,32 @@ beforeAll(async () => {
   const ns = stack.namespace;
   // `mds operator` as the Deployment runs it, with leader election; only addresses and the fast poll differ.
   const config = parseOperatorConfig(
-    ["--leader-elect", "--metrics-address=127.0.0.1:0", "--instance-id=e2e-prometheus", `--api-url=${stack.service.url}`, `--credentials-secret=${ns}/mds-credentials`, `--lease-namespace=${ns}`, "--poll-fast=200ms"],
+    [
+      "--leader-elect",
+      "--metrics-address=127.0.0.1:0",
+      "--instance-id=e2e-prometheus",
+      `--api-url=${stack.service.url}`,
+      `--credentials-secret=${ns}/mds-credentials`,
+      `--lease-namespace=${ns}`,
+      "--poll-fast=200ms",
+    ],
     {},
   );
   if (config === "help") throw new Error("unexpected help");
   const sink = new Writable({ write: (chunk: Buffer, _e, cb) => (stack.logs.push(chunk.toString()), cb()) });
-  runtime = await startOperatorRuntime(config, { kubeConfig: stack.kubeConfig, logger: pino({ level: "info" }, sink), createOperator: createOperatorWithKinds, identity: "mds-operator-0" });
+  runtime = await startOperatorRuntime(config, {
+    kubeConfig: stack.kubeConfig,
+    logger: pino({ level: "info" }, sink),
+    createOperator: createOperatorWithKinds,
+    identity: "mds-operator-0",
+  });
   await eventually(() => expect(runtime?.isLeader()).toBe(true), { what: "leadership" });
   const target = new URL(runtime.healthUrl ?? "").host;
 
-  const groups = ruleGroupsOf(await renderWithMonitoring()).map((g) => ({ ...g, rules: g.rules.map((r) => (r.alert === "MdsResourcesStalled" ? { ...r, for: "5s" } : r)) }));
+  const groups = ruleGroupsOf(await renderWithMonitoring()).map((g) => ({
+    ...g,
+    rules: g.rules.map((r) => (r.alert === "MdsResourcesStalled" ? { ...r, for: "5s" } : r)),
+  }));
   await writeFile(join(dir, "rules.yaml"), stringify({ groups }));
   await writeFile(
     join(dir, "prometheus.yaml"),
@@ -68,15 +94,30 @@ beforeAll(async () => {
       global: { scrape_interval: "1s", scrape_timeout: "1s", evaluation_interval: "1s" },
       rule_files: ["rules.yaml"],
       // The labels a ServiceMonitor scrape carries: job after the Service, the target's namespace.
-      scrape_configs: [{ job_name: "mds-operator-metrics", static_configs: [{ targets: [target], labels: { namespace: "mds-system" } }] }],
+      scrape_configs: [
+        {
+          job_name: "mds-operator-metrics",
+          static_configs: [{ targets: [target], labels: { namespace: "mds-system" } }],
+        },
+      ],
     }),
   );
   const port = await freePort();
   prometheusUrl = `http://127.0.0.1:${port}`;
-  prometheus = spawn(binary, [`--config.file=${join(dir, "prometheus.yaml")}`, `--storage.tsdb.path=${join(dir, "data")}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: ["ignore", "pipe", "pipe"] });
+  prometheus = spawn(
+    binary,
+    [
+      `--config.file=${join(dir, "prometheus.yaml")}`,
+      `--storage.tsdb.path=${join(dir, "data")}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
   prometheus.stdout?.on("data", (d: Buffer) => prometheusLog.push(d.toString()));
   prometheus.stderr?.on("data", (d: Buffer) => prometheusLog.push(d.toString()));
-  await eventually(async () => expect((await fetch(`${prometheusUrl}/-/ready`)).status).toBe(200), { what: "Prometheus ready" }).catch((err: unknown) => {
+  await eventually(async () => expect((await fetch(`${prometheusUrl}/-/ready`)).status).toBe(200), {
+    what: "Prometheus ready",
+  }).catch((err: unknown) => {
     throw new Error(`Prometheus did not start: ${(err as Error).message}\n${prometheusLog.join("").slice(-2000)}`);
   });
 }, 120_000);
@@ -94,19 +135,36 @@ afterAll(async () => {
 
 describe("a real Prometheus against a real operator", () => {
   it("scrapes the operator, reads every metric name the dashboard and rules use, and answers each dashboard query", async () => {
-    await eventually(async () => {
-      const { activeTargets } = await api<{ activeTargets: { health: string; lastError: string; labels: Record<string, string> }[] }>("/api/v1/targets");
-      expect(activeTargets.map((t) => [t.labels["job"], t.health, t.lastError])).toEqual([["mds-operator-metrics", "up", ""]]);
-    }, { what: "the scrape" });
-    const leader = await api<{ result: { value: [number, string] }[] }>("/api/v1/query?query=" + encodeURIComponent('sum(mds_operator_leader{job="mds-operator-metrics"})'));
+    await eventually(
+      async () => {
+        const { activeTargets } = await api<{
+          activeTargets: { health: string; lastError: string; labels: Record<string, string> }[];
+        }>("/api/v1/targets");
+        expect(activeTargets.map((t) => [t.labels["job"], t.health, t.lastError])).toEqual([
+          ["mds-operator-metrics", "up", ""],
+        ]);
+      },
+      { what: "the scrape" },
+    );
+    const leader = await api<{ result: { value: [number, string] }[] }>(
+      "/api/v1/query?query=" + encodeURIComponent('sum(mds_operator_leader{job="mds-operator-metrics"})'),
+    );
     expect(leader.result[0]?.value[1]).toBe("1");
     // What Prometheus stored from the real exposition: the controller-runtime names are among it, as they are declared.
     const scraped = new Set(await api<string[]>("/api/v1/label/__name__/values"));
-    for (const name of ["controller_runtime_reconcile_total", "controller_runtime_max_concurrent_reconciles", "workqueue_depth", "workqueue_longest_running_processor_seconds", "mds_operator_longest_not_ready_seconds"]) {
+    for (const name of [
+      "controller_runtime_reconcile_total",
+      "controller_runtime_max_concurrent_reconciles",
+      "workqueue_depth",
+      "workqueue_longest_running_processor_seconds",
+      "mds_operator_longest_not_ready_seconds",
+    ]) {
       expect({ name, scraped: scraped.has(name) }).toEqual({ name, scraped: true });
     }
     const exported = await exportedMetricNames();
-    for (const name of scraped) if (name.startsWith("mds_") || name.startsWith("controller_runtime_") || name.startsWith("workqueue_")) expect({ name, declared: exported.has(name) }).toEqual({ name, declared: true });
+    for (const name of scraped)
+      if (name.startsWith("mds_") || name.startsWith("controller_runtime_") || name.startsWith("workqueue_"))
+        expect({ name, declared: exported.has(name) }).toEqual({ name, declared: true });
     // Every dashboard query runs on the real engine.
     const dashboard = await readDashboard();
     for (const panel of dashboard.panels) {
@@ -118,19 +176,32 @@ describe("a real Prometheus against a real operator", () => {
   }, 30_000);
 
   it("keeps MdsResourcesStalled quiet while all is well, and fires it for a Database stalled on an invalid spec", async () => {
-    await eventually(async () => expect((await api<{ groups: { rules: unknown[] }[] }>("/api/v1/rules")).groups[0]?.rules.length).toBeGreaterThan(10), { what: "rules loaded" });
+    await eventually(
+      async () =>
+        expect(
+          (await api<{ groups: { rules: unknown[] }[] }>("/api/v1/rules")).groups[0]?.rules.length,
+        ).toBeGreaterThan(10),
+      { what: "rules loaded" },
+    );
     expect(await stalledAlerts()).toEqual([]);
     // ObserveOnly without spec.externalId: a terminal InvalidSpec, Stalled=True.
     await stack.kubectl(
       ["apply", "-f", "-"],
-      manifests({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "nothing-to-observe", namespace: stack.namespace }, spec: { projectId: "proj_00000000", managementPolicy: "ObserveOnly" } }),
+      manifests({
+        apiVersion: "mds.dev/v1alpha1",
+        kind: "Database",
+        metadata: { name: "nothing-to-observe", namespace: stack.namespace },
+        spec: { projectId: "proj_00000000", managementPolicy: "ObserveOnly" },
+      }),
     );
     const seen = new Set<string>();
     await eventually(
       async () => {
         const alerts = await stalledAlerts();
         for (const a of alerts) seen.add(a.state);
-        expect(alerts.map((a) => [a.state, a.labels["kind"], a.labels["reason"], a.labels["severity"]])).toEqual([["firing", "Database", "InvalidSpec", "warning"]]);
+        expect(alerts.map((a) => [a.state, a.labels["kind"], a.labels["reason"], a.labels["severity"]])).toEqual([
+          ["firing", "Database", "InvalidSpec", "warning"],
+        ]);
       },
       { what: "MdsResourcesStalled firing", timeoutMs: 30_000 },
     );

@@ -40,8 +40,14 @@ describe("real-cluster mode (MDS_E2E_KUBECONFIG)", () => {
   it("reads the switch from the environment", () => {
     expect(realClusterFromEnv({})).toBeUndefined();
     expect(realClusterFromEnv({ MDS_E2E_KUBECONFIG: "" })).toBeUndefined();
-    expect(realClusterFromEnv({ MDS_E2E_KUBECONFIG: "/k" })).toEqual({ kubeconfigPath: "/k", context: undefined, keepNamespaces: false });
-    expect(realClusterFromEnv({ MDS_E2E_KUBECONFIG: "/k", MDS_E2E_CONTEXT: "kind-mds-e2e", MDS_E2E_KEEP_NAMESPACES: "1" })).toEqual({
+    expect(realClusterFromEnv({ MDS_E2E_KUBECONFIG: "/k" })).toEqual({
+      kubeconfigPath: "/k",
+      context: undefined,
+      keepNamespaces: false,
+    });
+    expect(
+      realClusterFromEnv({ MDS_E2E_KUBECONFIG: "/k", MDS_E2E_CONTEXT: "kind-mds-e2e", MDS_E2E_KEEP_NAMESPACES: "1" }),
+    ).toEqual({
       kubeconfigPath: "/k",
       context: "kind-mds-e2e",
       keepNamespaces: true,
@@ -53,10 +59,19 @@ describe("real-cluster mode (MDS_E2E_KUBECONFIG)", () => {
     for (const own of [["-n", "x"], ["-nx"], ["--namespace", "x"], ["--namespace=x"], ["-A"], ["--all-namespaces"]]) {
       expect(namespaceFlagNeeded(["get", "mdsdb", ...own])).toBe(false);
     }
-    const inNs = (namespace?: string) => ({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", ...(namespace === undefined ? {} : { namespace }) } });
+    const inNs = (namespace?: string) => ({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "c", ...(namespace === undefined ? {} : { namespace }) },
+    });
     expect(namespaceFlagNeeded(["apply", "-f", "-"], manifests(inNs("a"), inNs("b")))).toBe(false);
     expect(namespaceFlagNeeded(["create", "-f", "-"], JSON.stringify(inNs("a")))).toBe(false);
-    expect(namespaceFlagNeeded(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: [inNs("a"), inNs("b")] }))).toBe(false);
+    expect(
+      namespaceFlagNeeded(
+        ["apply", "-f", "-"],
+        JSON.stringify({ apiVersion: "v1", kind: "List", items: [inNs("a"), inNs("b")] }),
+      ),
+    ).toBe(false);
     // One object without a namespace: it belongs in the test's namespace, so the flag stays (and kubectl refuses a mix).
     expect(namespaceFlagNeeded(["apply", "-f", "-"], manifests(inNs("a"), inNs()))).toBe(true);
     expect(namespaceFlagNeeded(["apply", "-f", "-"], "")).toBe(true);
@@ -64,13 +79,21 @@ describe("real-cluster mode (MDS_E2E_KUBECONFIG)", () => {
   });
 
   it("refuses a namespace role that cannot become a namespace name, and one it was not asked for", async () => {
-    await expect(startStack({ realCluster: { kubeconfigPath: cluster.kubeconfigPath }, namespaces: ["Team_A"] })).rejects.toThrow(/namespace role "Team_A" must be a distinct DNS label/);
-    await expect(startStack({ realCluster: { kubeconfigPath: cluster.kubeconfigPath }, namespaces: ["a", "a"] })).rejects.toThrow(/namespace role "a" must be a distinct/);
+    await expect(
+      startStack({ realCluster: { kubeconfigPath: cluster.kubeconfigPath }, namespaces: ["Team_A"] }),
+    ).rejects.toThrow(/namespace role "Team_A" must be a distinct DNS label/);
+    await expect(
+      startStack({ realCluster: { kubeconfigPath: cluster.kubeconfigPath }, namespaces: ["a", "a"] }),
+    ).rejects.toThrow(/namespace role "a" must be a distinct/);
   });
 
   it("refuses a kubeconfig it cannot use, naming the variable and the cause", async () => {
-    await expect(startStack({ realCluster: { kubeconfigPath: path.join(dir, "missing") } })).rejects.toThrow(/^cannot run the e2e suite on MDS_E2E_KUBECONFIG ".*missing": .*ENOENT/);
-    await expect(startStack({ realCluster: { kubeconfigPath: cluster.kubeconfigPath, context: "nope" } })).rejects.toThrow(/MDS_E2E_CONTEXT "nope"\): .*nope/);
+    await expect(startStack({ realCluster: { kubeconfigPath: path.join(dir, "missing") } })).rejects.toThrow(
+      /^cannot run the e2e suite on MDS_E2E_KUBECONFIG ".*missing": .*ENOENT/,
+    );
+    await expect(
+      startStack({ realCluster: { kubeconfigPath: cluster.kubeconfigPath, context: "nope" } }),
+    ).rejects.toThrow(/MDS_E2E_CONTEXT "nope"\): .*nope/);
   });
 
   it("skips the tests that need devkube's hooks, naming the hook, and only those", async () => {
@@ -80,14 +103,27 @@ describe("real-cluster mode (MDS_E2E_KUBECONFIG)", () => {
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("VITEST")));
     await promisify(execFile)(
       process.execPath,
-      [path.join(root, "node_modules/vitest/vitest.mjs"), "run", "test/e2e/guards.test.ts", "-t", "watch interruptions", "--reporter=json", `--outputFile=${outputFile}`],
+      [
+        path.join(root, "node_modules/vitest/vitest.mjs"),
+        "run",
+        "test/e2e/guards.test.ts",
+        "-t",
+        "watch interruptions",
+        "--reporter=json",
+        `--outputFile=${outputFile}`,
+      ],
       { cwd: root, env: { ...env, MDS_E2E_KUBECONFIG: cluster.kubeconfigPath } },
     );
-    const report = JSON.parse(await readFile(outputFile, "utf8")) as { testResults: { assertionResults: { status: string; title: string }[] }[] };
+    const report = JSON.parse(await readFile(outputFile, "utf8")) as {
+      testResults: { assertionResults: { status: string; title: string }[] }[];
+    };
     const results = report.testResults.flatMap((r) => r.assertionResults);
     const marked = results.filter((r) => r.title.includes("[skipped on a real cluster: needs devkube's"));
     expect(marked.map((r) => [r.status, r.title.replace(/^.*\[/, "[")])).toEqual([
-      ["skipped", "[skipped on a real cluster: needs devkube's closeWatches() and setWatchHistoryLimit() to end every watch and expire its history on demand]"],
+      [
+        "skipped",
+        "[skipped on a real cluster: needs devkube's closeWatches() and setWatchHistoryLimit() to end every watch and expire its history on demand]",
+      ],
     ]);
     expect(results.length).toBeGreaterThan(marked.length);
   }, 30_000);
@@ -100,22 +136,44 @@ describe("real-cluster mode (MDS_E2E_KUBECONFIG)", () => {
     const apps = s.namespaceOf("apps");
     expect(s.namespaces).toEqual([s.namespace, `${s.namespace}-apps`]);
     expect(apps).toBe(`${s.namespace}-apps`);
-    expect(() => s.namespaceOf("other")).toThrow(/no namespace for role "other": ask for it with startStack\(\{ namespaces: \["other"\] \}\)/);
+    expect(() => s.namespaceOf("other")).toThrow(
+      /no namespace for role "other": ask for it with startStack\(\{ namespaces: \["other"\] \}\)/,
+    );
     for (const ns of s.namespaces) {
-      expect((await clusterKubectl(["get", "namespace", ns, "-o", "jsonpath={.metadata.labels.app\\.kubernetes\\.io/created-by}"])).stdout).toBe("mds-e2e");
+      expect(
+        (
+          await clusterKubectl([
+            "get",
+            "namespace",
+            ns,
+            "-o",
+            "jsonpath={.metadata.labels.app\\.kubernetes\\.io/created-by}",
+          ])
+        ).stdout,
+      ).toBe("mds-e2e");
     }
     await s.startOperator();
     await s.kubectl(
       ["apply", "-f", "-"],
       manifests(
         { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "shop" }, spec: { region: "us-east-1" } },
-        { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "orders" }, spec: { projectRef: { name: "shop" } } },
+        {
+          apiVersion: "mds.dev/v1alpha1",
+          kind: "Database",
+          metadata: { name: "orders" },
+          spec: { projectRef: { name: "shop" } },
+        },
       ),
     );
-    await eventually(async () => {
-      const status = (await s.kube.get<KubeObject>(DatabaseType, s.namespace, "orders"))?.["status"] as { conditions?: { type: string; status: string }[] } | undefined;
-      if (!status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) throw new Error(`not ready: ${JSON.stringify(status)}`);
-    }, { what: "orders Ready" });
+    await eventually(
+      async () => {
+        const status = (await s.kube.get<KubeObject>(DatabaseType, s.namespace, "orders"))?.["status"] as
+          { conditions?: { type: string; status: string }[] } | undefined;
+        if (!status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))
+          throw new Error(`not ready: ${JSON.stringify(status)}`);
+      },
+      { what: "orders Ready" },
+    );
     const secret = await s.kube.get<Secret>(SecretType, s.namespace, "orders");
     const client = new pg.Client({ connectionString: decodeData(secret!)["DATABASE_URL"]! });
     await client.connect();
@@ -126,14 +184,29 @@ describe("real-cluster mode (MDS_E2E_KUBECONFIG)", () => {
     await s.kubectl(
       ["apply", "-f", "-"],
       manifests(
-        { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: apps }, stringData: { token: s.service.token } },
-        { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "billing", namespace: apps }, spec: { region: "us-east-1" } },
+        {
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: { name: "mds-credentials", namespace: apps },
+          stringData: { token: s.service.token },
+        },
+        {
+          apiVersion: "mds.dev/v1alpha1",
+          kind: "Project",
+          metadata: { name: "billing", namespace: apps },
+          spec: { region: "us-east-1" },
+        },
       ),
     );
-    await eventually(async () => {
-      const status = (await s.kube.get<KubeObject>(ProjectType, apps, "billing"))?.["status"] as { conditions?: { type: string; status: string }[] } | undefined;
-      if (!status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) throw new Error(`not ready: ${JSON.stringify(status)}`);
-    }, { what: "billing Ready in the extra namespace" });
+    await eventually(
+      async () => {
+        const status = (await s.kube.get<KubeObject>(ProjectType, apps, "billing"))?.["status"] as
+          { conditions?: { type: string; status: string }[] } | undefined;
+        if (!status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))
+          throw new Error(`not ready: ${JSON.stringify(status)}`);
+      },
+      { what: "billing Ready in the extra namespace" },
+    );
     // Nothing of the test landed in "default".
     expect((await clusterKubectl(["get", "mdsdb,mdsproject", "-n", "default", "-o", "name"])).stdout.trim()).toBe("");
 
@@ -142,10 +215,14 @@ describe("real-cluster mode (MDS_E2E_KUBECONFIG)", () => {
     // Every namespace of the test goes entirely: the finalizers the stopped operator left (on the resources and on
     // the credentials Secrets) were dropped, so none stays Terminating.
     for (const ns of s.namespaces) {
-      await eventually(async () => {
-        const got = await clusterKubectl(["get", "namespace", ns, "-o", "jsonpath={.status.phase}"]);
-        if (got.code === 0 || !/NotFound/.test(got.stderr)) throw new Error(`namespace ${ns} still there: ${got.stdout}${got.stderr}`);
-      }, { what: `namespace ${ns} gone` });
+      await eventually(
+        async () => {
+          const got = await clusterKubectl(["get", "namespace", ns, "-o", "jsonpath={.status.phase}"]);
+          if (got.code === 0 || !/NotFound/.test(got.stderr))
+            throw new Error(`namespace ${ns} still there: ${got.stdout}${got.stderr}`);
+        },
+        { what: `namespace ${ns} gone` },
+      );
     }
     const crds = await clusterKubectl(["get", "crd", "databases.mds.dev", "-o", "name"]);
     expect(crds.code).toBe(0);

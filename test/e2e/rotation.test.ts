@@ -45,19 +45,29 @@ describe.each(counterparts)("credential rotation against %s", (api) => {
     await stack.kubectl(
       ["apply", "-f", "-"],
       manifests(
-        { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "rot", namespace: stack.namespace }, spec: { region: "us-east-1" } },
+        {
+          apiVersion: "mds.dev/v1alpha1",
+          kind: "Project",
+          metadata: { name: "rot", namespace: stack.namespace },
+          spec: { region: "us-east-1" },
+        },
         {
           apiVersion: "mds.dev/v1alpha1",
           kind: "Database",
           metadata: { name: "rotating", namespace: stack.namespace },
-          spec: { projectRef: { name: "rot" }, connectionSecret: { name: "rotating-db", endpoint: "direct", rotation: { every: "3s", gracePeriod: "2s" } } },
+          spec: {
+            projectRef: { name: "rot" },
+            connectionSecret: { name: "rotating-db", endpoint: "direct", rotation: { every: "3s", gracePeriod: "2s" } },
+          },
         },
       ),
     );
     await eventually(
       async () => {
         const db = await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, "rotating");
-        const ready = (db?.["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions?.find((c) => c.type === "Ready");
+        const ready = (
+          db?.["status"] as { conditions?: { type: string; status: string }[] } | undefined
+        )?.conditions?.find((c) => c.type === "Ready");
         if (ready?.status !== "True") throw new Error(`not Ready: ${JSON.stringify(ready)}`);
       },
       { what: "Database Ready" },
@@ -96,12 +106,16 @@ describe.each(counterparts)("credential rotation against %s", (api) => {
     // Every login but the current one has passed its grace period (2 s) or will within it: then it is refused.
     await eventually(
       async () => {
-        for (const old of seen.slice(0, -1)) if (await canConnect(old)) throw new Error("a retired login still connects");
+        for (const old of seen.slice(0, -1))
+          if (await canConnect(old)) throw new Error("a retired login still connects");
       },
       { what: "retired logins refused", timeoutMs: 20_000 },
     );
     const db = await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, "rotating");
-    const status = db?.["status"] as { rotation?: { lastRotationTime?: string; nextRotationTime?: string }; binding?: { name: string } };
+    const status = db?.["status"] as {
+      rotation?: { lastRotationTime?: string; nextRotationTime?: string };
+      binding?: { name: string };
+    };
     expect(status.rotation?.lastRotationTime).toBeDefined();
     expect(status.rotation?.nextRotationTime).toBeDefined();
     expect(status.binding).toEqual({ name: "rotating-db" });

@@ -30,7 +30,8 @@ describe("verify-full through the operator's Secret", () => {
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   });
 
-  const psql = (url: string) => run("psql", ["-XAtc", "SELECT 1", url], { env: { ...process.env, PGSSLROOTCERT: "", PGSSLMODE: "" } });
+  const psql = (url: string) =>
+    run("psql", ["-XAtc", "SELECT 1", url], { env: { ...process.env, PGSSLROOTCERT: "", PGSSLMODE: "" } });
   const driver = async (url: string) => {
     const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
     try {
@@ -44,55 +45,66 @@ describe("verify-full through the operator's Secret", () => {
   };
 
   // On a real cluster too: the "app" is this test process, so the mount is a path of this machine either way.
-  it(
-    "connects with verify-full through the pooler and directly, with psql and pg, and refuses a server another CA signed",
-    async () => {
-      const { caCert } = JSON.parse(await readFile(path.join(stack.service.dir, "service.json"), "utf8")) as { caCert: string };
-      const mountPath = path.join(dir, "ca.crt");
-      await stack.kubectl(
-        ["apply", "-f", "-"],
-        manifests(
-          { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "tls", namespace: stack.namespace }, spec: { region: "us-east-1" } },
-          {
-            apiVersion: "mds.dev/v1alpha1",
-            kind: "Database",
-            metadata: { name: "verified", namespace: stack.namespace },
-            spec: { projectRef: { name: "tls" }, connectionSecret: { tls: { caCert, mountPath } } },
-          },
-        ),
-      );
-      await eventually(
-        async () => {
-          const ready = ((await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, "verified"))?.["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions?.find((c) => c.type === "Ready");
-          expect(ready?.status).toBe("True");
+  it("connects with verify-full through the pooler and directly, with psql and pg, and refuses a server another CA signed", async () => {
+    const { caCert } = JSON.parse(await readFile(path.join(stack.service.dir, "service.json"), "utf8")) as {
+      caCert: string;
+    };
+    const mountPath = path.join(dir, "ca.crt");
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(
+        {
+          apiVersion: "mds.dev/v1alpha1",
+          kind: "Project",
+          metadata: { name: "tls", namespace: stack.namespace },
+          spec: { region: "us-east-1" },
         },
-        { what: "verified Ready", timeoutMs: 60_000 },
-      );
-      const data = decodeData((await stack.kube.get<Secret>(SecretType, stack.namespace, "verified"))!);
-      expect(data["ca.crt"]).toBe(caCert);
-      expect(data["PGSSLMODE"]).toBe("verify-full");
-      expect(data["PGSSLROOTCERT"]).toBe(mountPath);
-      const pooled = new URL(data["DATABASE_URL"]!);
-      const direct = new URL(data["DIRECT_URL"]!);
-      expect(pooled.port).not.toBe(direct.port);
-      for (const u of [pooled, direct]) expect([u.searchParams.get("sslmode"), u.searchParams.get("sslrootcert")]).toEqual(["verify-full", mountPath]);
+        {
+          apiVersion: "mds.dev/v1alpha1",
+          kind: "Database",
+          metadata: { name: "verified", namespace: stack.namespace },
+          spec: { projectRef: { name: "tls" }, connectionSecret: { tls: { caCert, mountPath } } },
+        },
+      ),
+    );
+    await eventually(
+      async () => {
+        const ready = (
+          (await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, "verified"))?.["status"] as
+            { conditions?: { type: string; status: string }[] } | undefined
+        )?.conditions?.find((c) => c.type === "Ready");
+        expect(ready?.status).toBe("True");
+      },
+      { what: "verified Ready", timeoutMs: 60_000 },
+    );
+    const data = decodeData((await stack.kube.get<Secret>(SecretType, stack.namespace, "verified"))!);
+    expect(data["ca.crt"]).toBe(caCert);
+    expect(data["PGSSLMODE"]).toBe("verify-full");
+    expect(data["PGSSLROOTCERT"]).toBe(mountPath);
+    const pooled = new URL(data["DATABASE_URL"]!);
+    const direct = new URL(data["DIRECT_URL"]!);
+    expect(pooled.port).not.toBe(direct.port);
+    for (const u of [pooled, direct])
+      expect([u.searchParams.get("sslmode"), u.searchParams.get("sslrootcert")]).toEqual(["verify-full", mountPath]);
 
-      // The app mounts ca.crt at mountPath.
-      await writeFile(mountPath, data["ca.crt"]!);
-      for (const url of [data["DATABASE_URL"]!, data["DIRECT_URL"]!]) {
-        expect((await psql(url)).stdout.trim()).toBe("1");
-        expect(await driver(url)).toBe(true);
-      }
+    // The app mounts ca.crt at mountPath.
+    await writeFile(mountPath, data["ca.crt"]!);
+    for (const url of [data["DATABASE_URL"]!, data["DIRECT_URL"]!]) {
+      expect((await psql(url)).stdout.trim()).toBe("1");
+      expect(await driver(url)).toBe(true);
+    }
 
-      // Another CA at the mount: both clients refuse the server.
-      const other = await generate([{ name: "commonName", value: "someone else's CA" }], { keyType: "ec", algorithm: "sha256", extensions: [{ name: "basicConstraints", cA: true, critical: true }] });
-      await writeFile(mountPath, other.cert);
-      for (const url of [data["DATABASE_URL"]!, data["DIRECT_URL"]!]) {
-        await expect(psql(url)).rejects.toThrow(/certificate verify failed|SSL error/i);
-        await expect(driver(url)).rejects.toThrow();
-      }
-      expect(await stack.leaks()).toBe("");
-    },
-    120_000,
-  );
+    // Another CA at the mount: both clients refuse the server.
+    const other = await generate([{ name: "commonName", value: "someone else's CA" }], {
+      keyType: "ec",
+      algorithm: "sha256",
+      extensions: [{ name: "basicConstraints", cA: true, critical: true }],
+    });
+    await writeFile(mountPath, other.cert);
+    for (const url of [data["DATABASE_URL"]!, data["DIRECT_URL"]!]) {
+      await expect(psql(url)).rejects.toThrow(/certificate verify failed|SSL error/i);
+      await expect(driver(url)).rejects.toThrow();
+    }
+    expect(await stack.leaks()).toBe("");
+  }, 120_000);
 });

@@ -18,12 +18,33 @@ import pg from "pg";
 import { stringify } from "yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "../../src/cli/stack.ts";
-import { assembleDockerfileApp, chain, listFiles, readDockerfile, repoRoot, run, stage, type Dockerfile } from "../deploy/image-files.ts";
+import {
+  assembleDockerfileApp,
+  chain,
+  listFiles,
+  readDockerfile,
+  repoRoot,
+  run,
+  stage,
+  type Dockerfile,
+} from "../deploy/image-files.ts";
 import { kubectl } from "../deploy/kubectl.ts";
 
 const out = process.env.MDS_IMAGE_OUT ?? join(repoRoot, ".image");
 const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
-const runAs = ["run", "--rm", "--runtime", "runc", "--read-only", "--user", "65532:65532", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"];
+const runAs = [
+  "run",
+  "--rm",
+  "--runtime",
+  "runc",
+  "--read-only",
+  "--user",
+  "65532:65532",
+  "--ulimit",
+  "nofile=1024:1024",
+  "--ulimit",
+  "nproc=1024:1024",
+];
 
 let version: string;
 let image: string;
@@ -47,11 +68,29 @@ describe("the image built by scripts/build-image.sh", () => {
     try {
       await assembleDockerfileApp(dockerfile, dir);
       const expected = await listFiles(dir);
-      const listed = await podman([...runAs, "--entrypoint", "find", image, "/app", "-mindepth", "1", "!", "-type", "d"]);
+      const listed = await podman([
+        ...runAs,
+        "--entrypoint",
+        "find",
+        image,
+        "/app",
+        "-mindepth",
+        "1",
+        "!",
+        "-type",
+        "d",
+      ]);
       expect(listed.code).toBe(0);
-      const actual = listed.output.split("\n").filter((l) => l !== "").map((l) => l.slice("/app/".length)).sort();
+      const actual = listed.output
+        .split("\n")
+        .filter((l) => l !== "")
+        .map((l) => l.slice("/app/".length))
+        .sort();
       expect(actual.length).toBeGreaterThan(1000);
-      expect({ onlyInImage: actual.filter((f) => !expected.includes(f)), onlyInDockerfile: expected.filter((f) => !actual.includes(f)) }).toEqual({ onlyInImage: [], onlyInDockerfile: [] });
+      expect({
+        onlyInImage: actual.filter((f) => !expected.includes(f)),
+        onlyInDockerfile: expected.filter((f) => !actual.includes(f)),
+      }).toEqual({ onlyInImage: [], onlyInDockerfile: [] });
       expect(actual.filter((f) => f.startsWith("dist/devkube/"))).toEqual([]);
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -61,7 +100,12 @@ describe("the image built by scripts/build-image.sh", () => {
   it("has the Dockerfile's ENV, WORKDIR, USER and ENTRYPOINT", async () => {
     const inspect = await podman(["image", "inspect", image, "--format", "{{json .Config}}"]);
     expect(inspect.code).toBe(0);
-    const config = JSON.parse(inspect.output) as { User: string; Env: string[]; Entrypoint: string[]; WorkingDir: string };
+    const config = JSON.parse(inspect.output) as {
+      User: string;
+      Env: string[];
+      Entrypoint: string[];
+      WorkingDir: string;
+    };
     const operator = chain(dockerfile, stage(dockerfile, "operator"));
     const last = (keyword: string) => operator.filter((i) => i.keyword === keyword).at(-1)?.args;
     expect(config.User).toBe(last("USER"));
@@ -82,13 +126,51 @@ describe("the image built by scripts/build-image.sh", () => {
   });
 
   it("runs as uid 65532 on a read-only root filesystem; uid 65532 owns nothing in it and no file is setuid or setgid", async () => {
-    const result = await podman([...runAs, "--entrypoint", "sh", image, "-c", "id -u; id -g; touch /app/x 2>&1; touch /x 2>&1; find / -xdev -user 65532 -print -quit 2>/dev/null"]);
-    expect(result.output.split("\n").slice(0, 4)).toEqual(["65532", "65532", "touch: cannot touch '/app/x': Read-only file system", "touch: cannot touch '/x': Read-only file system"]);
+    const result = await podman([
+      ...runAs,
+      "--entrypoint",
+      "sh",
+      image,
+      "-c",
+      "id -u; id -g; touch /app/x 2>&1; touch /x 2>&1; find / -xdev -user 65532 -print -quit 2>/dev/null",
+    ]);
+    expect(result.output.split("\n").slice(0, 4)).toEqual([
+      "65532",
+      "65532",
+      "touch: cannot touch '/app/x': Read-only file system",
+      "touch: cannot touch '/x': Read-only file system",
+    ]);
     expect(result.output.split("\n")[4] ?? "").toBe("");
     // Owned by root and not writable by group or others: a writable mount would not make the image's files writable.
-    const perms = await podman([...runAs, "--entrypoint", "find", image, "/app", "/usr/local/bin/node", "!", "-type", "l", "(", "!", "-user", "0", "-o", "-perm", "/022", ")", "-print"]);
+    const perms = await podman([
+      ...runAs,
+      "--entrypoint",
+      "find",
+      image,
+      "/app",
+      "/usr/local/bin/node",
+      "!",
+      "-type",
+      "l",
+      "(",
+      "!",
+      "-user",
+      "0",
+      "-o",
+      "-perm",
+      "/022",
+      ")",
+      "-print",
+    ]);
     expect(perms).toEqual({ code: 0, output: "" });
-    const setuid = await podman([...runAs, "--entrypoint", "sh", image, "-c", "find / -xdev -type f -perm /6000 -print 2>/dev/null; true"]);
+    const setuid = await podman([
+      ...runAs,
+      "--entrypoint",
+      "sh",
+      image,
+      "-c",
+      "find / -xdev -type f -perm /6000 -print 2>/dev/null; true",
+    ]);
     expect(setuid).toEqual({ code: 0, output: "" });
   });
 
@@ -109,12 +191,18 @@ describe("the image built by scripts/build-image.sh", () => {
   });
 
   it("writes a complete SBOM beside the tarball: every npm package in /app, Node, every Debian package", async () => {
-    const bom = JSON.parse(await readFile(join(out, `mds-${version}.cdx.json`), "utf8")) as { components: { name: string; version: string; purl?: string; hashes?: { content: string }[] }[] };
+    const bom = JSON.parse(await readFile(join(out, `mds-${version}.cdx.json`), "utf8")) as {
+      components: { name: string; version: string; purl?: string; hashes?: { content: string }[] }[];
+    };
     const installed = await podman([...runAs, "--entrypoint", "cat", image, "/app/node_modules/.package-lock.json"]);
     const packages = (JSON.parse(installed.output) as { packages: Record<string, { version: string }> }).packages;
     const purls = new Set(bom.components.map((c) => c.purl));
-    const missing = Object.entries(packages).filter(([path]) => path.startsWith("node_modules/"))
-      .map(([path, p]) => `pkg:npm/${path.slice(path.lastIndexOf("node_modules/") + 13).replace(/^@/, "%40")}@${p.version}`)
+    const missing = Object.entries(packages)
+      .filter(([path]) => path.startsWith("node_modules/"))
+      .map(
+        ([path, p]) =>
+          `pkg:npm/${path.slice(path.lastIndexOf("node_modules/") + 13).replace(/^@/, "%40")}@${p.version}`,
+      )
       .filter((purl) => !purls.has(purl));
     expect(missing).toEqual([]);
     const node = await podman([...runAs, "--entrypoint", "node", image, "-p", "process.versions.node"]);
@@ -127,7 +215,9 @@ describe("the image built by scripts/build-image.sh", () => {
     expect(debs.length).toBeGreaterThan(50);
     for (const line of debs) {
       const [name = "", v = ""] = line.split(" ");
-      expect(bom.components.some((c) => c.name === name && c.version === v && c.purl?.startsWith("pkg:deb/debian/"))).toBe(true);
+      expect(
+        bom.components.some((c) => c.name === name && c.version === v && c.purl?.startsWith("pkg:deb/debian/")),
+      ).toBe(true);
     }
   });
 
@@ -151,25 +241,58 @@ describe("the image built by scripts/build-image.sh", () => {
       await writeFile(kubeconfig, await readFile(stack.operatorKubeconfigPath), { mode: 0o400 });
       await chown(kubeconfig, 65532, 65532);
       const name = `mds-image-run-${process.pid}`;
-      const container = spawn("podman", [
-        ...runAs, "--name", name, "--network", "host", "--volume", `${kubeconfig}:/etc/mds/kubeconfig:ro`,
-        "--env", "POD_NAMESPACE=mds-system", "--env", "POD_NAME=mds-operator-image-run",
-        image,
-        "--kubeconfig", "/etc/mds/kubeconfig", "--api-url", stack.operatorApiUrl,
-        "--credentials-secret", "mds-system/mds-credentials", "--credentials-fallback-namespaces", "*",
-        "--instance-id", "image-run", "--metrics-address", "127.0.0.1:0",
-      ], { env, stdio: ["ignore", "pipe", "pipe"] });
+      const container = spawn(
+        "podman",
+        [
+          ...runAs,
+          "--name",
+          name,
+          "--network",
+          "host",
+          "--volume",
+          `${kubeconfig}:/etc/mds/kubeconfig:ro`,
+          "--env",
+          "POD_NAMESPACE=mds-system",
+          "--env",
+          "POD_NAME=mds-operator-image-run",
+          image,
+          "--kubeconfig",
+          "/etc/mds/kubeconfig",
+          "--api-url",
+          stack.operatorApiUrl,
+          "--credentials-secret",
+          "mds-system/mds-credentials",
+          "--credentials-fallback-namespaces",
+          "*",
+          "--instance-id",
+          "image-run",
+          "--metrics-address",
+          "127.0.0.1:0",
+        ],
+        { env, stdio: ["ignore", "pipe", "pipe"] },
+      );
       const logs: Buffer[] = [];
       container.stdout.on("data", (b: Buffer) => logs.push(b));
       container.stderr.on("data", (b: Buffer) => logs.push(b));
       const exited = new Promise<number>((resolve) => container.on("close", (code) => resolve(code ?? 1)));
       try {
         const ok = (r: { code: number; stderr: string }) => expect(r.code, r.stderr).toBe(0);
-        const k = (args: string[], input?: string) => kubectl(args, { kubeconfig: stack.operatorKubeconfigPath, ...(input === undefined ? {} : { input }) });
+        const k = (args: string[], input?: string) =>
+          kubectl(args, { kubeconfig: stack.operatorKubeconfigPath, ...(input === undefined ? {} : { input }) });
         ok(await k(["create", "namespace", "shop"]));
         const manifests = [
-          { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "shop", namespace: "shop" }, spec: { displayName: "shop", deletionPolicy: "Delete" } },
-          { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "orders", namespace: "shop" }, spec: { projectRef: { name: "shop" }, connectionSecret: { name: "orders-db" }, deletionPolicy: "Delete" } },
+          {
+            apiVersion: "mds.dev/v1alpha1",
+            kind: "Project",
+            metadata: { name: "shop", namespace: "shop" },
+            spec: { displayName: "shop", deletionPolicy: "Delete" },
+          },
+          {
+            apiVersion: "mds.dev/v1alpha1",
+            kind: "Database",
+            metadata: { name: "orders", namespace: "shop" },
+            spec: { projectRef: { name: "shop" }, connectionSecret: { name: "orders-db" }, deletionPolicy: "Delete" },
+          },
         ];
         ok(await k(["apply", "-f", "-"], manifests.map((m) => stringify(m)).join("---\n")));
         const wait = await k(["wait", "--for=condition=Ready", "-n", "shop", "mdsdb/orders", "--timeout=120s"]);

@@ -23,12 +23,13 @@ async function collect(source: AsyncIterable<Buffer>): Promise<Buffer> {
 async function* chunks(...parts: Buffer[]): AsyncGenerator<Buffer> {
   for (const p of parts) yield p;
 }
-const open = (sealed: Buffer, key: Buffer, context: string) => collect(openArchive(chunks(sealed), key, context, { allowPlain: false }));
+const open = (sealed: Buffer, key: Buffer, context: string) =>
+  collect(openArchive(chunks(sealed), key, context, { allowPlain: false }));
 
 /** Offsets of the records of a sealed archive: [start, end) of each. */
 function records(sealed: Buffer): [number, number][] {
   const out: [number, number][] = [];
-  for (let at = 32; at < sealed.length; ) {
+  for (let at = 32; at < sealed.length;) {
     const end = at + 5 + sealed.readUInt32BE(at + 1) + 16;
     out.push([at, end]);
     at = end;
@@ -67,7 +68,8 @@ describe("archive format", () => {
       ["data after the final record", open(Buffer.concat([sealed, Buffer.from("x")]), key, "bkp_1")],
       ["not encrypted", open(Buffer.from("PGDMP plain archive"), key, "bkp_1")],
     ];
-    for (const [what, attempt] of attempts) await expect(attempt, what).rejects.toThrow(/backup archive cannot be opened/);
+    for (const [what, attempt] of attempts)
+      await expect(attempt, what).rejects.toThrow(/backup archive cannot be opened/);
   });
 
   it("hands out no byte of a record before its tag checked out", async () => {
@@ -95,7 +97,11 @@ describe("backups on disk", () => {
     expect(created.status).toBe(201);
     const id = created.body.data.id as string;
     return eventually(async () => {
-      const [row] = await sql<{ status: string; path: string; sha256: string }>(service.controlUrl, "SELECT status, path, sha256 FROM backups WHERE id = $1", [id]);
+      const [row] = await sql<{ status: string; path: string; sha256: string }>(
+        service.controlUrl,
+        "SELECT status, path, sha256 FROM backups WHERE id = $1",
+        [id],
+      );
       if (row!.status !== "completed") throw new Error(row!.status);
       return { id, path: row!.path, sha256: row!.sha256 };
     });
@@ -112,11 +118,18 @@ describe("backups on disk", () => {
   /** Puts `content` in place of the backup's file and records its checksum, as someone able to write both would. */
   async function replaceArchive(backup: { id: string; path: string }, content: Buffer): Promise<void> {
     await writeFile(backup.path, content);
-    await sql(service.controlUrl, "UPDATE backups SET sha256 = $2, size = $3 WHERE id = $1", [backup.id, createHash("sha256").update(content).digest("hex"), content.length]);
+    await sql(service.controlUrl, "UPDATE backups SET sha256 = $2, size = $3 WHERE id = $1", [
+      backup.id,
+      createHash("sha256").update(content).digest("hex"),
+      content.length,
+    ]);
   }
 
   async function restore(backupId: string): Promise<string> {
-    expect((await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId } })).status).toBe(200);
+    expect(
+      (await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId } }))
+        .status,
+    ).toBe(200);
     return settled();
   }
 
@@ -161,11 +174,15 @@ describe("backups on disk", () => {
     for (const [what, content] of variants) {
       await replaceArchive(second, content);
       expect(await restore(second.id), what).toBe("failure");
-      expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM secrets WHERE v = 'later'"), what).toEqual([{ n: 1 }]);
+      expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM secrets WHERE v = 'later'"), what).toEqual([
+        { n: 1 },
+      ]);
     }
     await replaceArchive(second, sealed);
     expect(await restore(second.id)).toBe("ready");
-    expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM secrets WHERE v = 'later'")).toEqual([{ n: 1 }]);
+    expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM secrets WHERE v = 'later'")).toEqual([
+      { n: 1 },
+    ]);
   });
 
   it("a database created from a changed archive fails and is dropped: no half-restored data stays reachable", async () => {
@@ -176,7 +193,10 @@ describe("backups on disk", () => {
     flipped[rs.at(-1)![0] + 40]! ^= 1; // the last record: everything before it has been restored when it is refused
     await replaceArchive(backup, flipped);
     const projectId = (await api("GET", `/v1/databases/${db.id}`)).body.data.project.id as string;
-    const created = await api("POST", "/v1/databases", { projectId, source: { type: "backup", databaseId: db.id, backupId: backup.id } });
+    const created = await api("POST", "/v1/databases", {
+      projectId,
+      source: { type: "backup", databaseId: db.id, backupId: backup.id },
+    });
     expect(created.status).toBe(201);
     const copy = created.body.data as Json;
     const status = await eventually(async () => {
@@ -185,9 +205,15 @@ describe("backups on disk", () => {
       return s;
     });
     expect(status.status).toBe("failure");
-    const [row] = await sql<{ failure_reason: string; pg_name: string }>(service.controlUrl, "SELECT failure_reason, pg_name FROM databases WHERE id = $1", [copy.id]);
+    const [row] = await sql<{ failure_reason: string; pg_name: string }>(
+      service.controlUrl,
+      "SELECT failure_reason, pg_name FROM databases WHERE id = $1",
+      [copy.id],
+    );
     expect(row!.failure_reason).toMatch(/failed authentication/);
-    expect(await sql(service.postgresUrl, "SELECT count(*)::int AS n FROM pg_database WHERE datname = $1", [row!.pg_name])).toEqual([{ n: 0 }]);
+    expect(
+      await sql(service.postgresUrl, "SELECT count(*)::int AS n FROM pg_database WHERE datname = $1", [row!.pg_name]),
+    ).toEqual([{ n: 0 }]);
     await replaceArchive(backup, sealed);
   });
 
@@ -195,7 +221,15 @@ describe("backups on disk", () => {
     const backup = await completedBackup();
     const { bindir } = await findPostgresBinaries();
     const plainFile = `${backup.path}.plain`;
-    await run(path.join(bindir, "pg_dump"), ["-Fc", "--no-owner", "--no-acl", "-f", plainFile, "-d", withDatabase(service.postgresUrl, new URL(db.connectionString).pathname.slice(1))]);
+    await run(path.join(bindir, "pg_dump"), [
+      "-Fc",
+      "--no-owner",
+      "--no-acl",
+      "-f",
+      plainFile,
+      "-d",
+      withDatabase(service.postgresUrl, new URL(db.connectionString).pathname.slice(1)),
+    ]);
     await sql(db.connectionString, "DELETE FROM secrets");
     await replaceArchive(backup, await readFile(plainFile));
     expect(await restore(backup.id)).toBe("ready");

@@ -18,7 +18,11 @@ afterAll(async () => {
 
 const garbage = "mds_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX";
 const form = (fields: Record<string, string>) =>
-  fetch(`${service.url}/oauth/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(fields).toString() });
+  fetch(`${service.url}/oauth/token`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams(fields).toString(),
+  });
 
 describe("a bad token costs its sender, not its neighbours at the same address", () => {
   it("team B's garbage bearer token is refused with 429 once its budget is spent; team A's valid token from the same address is answered every time", async () => {
@@ -36,7 +40,9 @@ describe("a bad token costs its sender, not its neighbours at the same address",
       expect(b.body.error.message).toMatch(/too many failed authentications with this token/);
     }
     // Guesses that share the spent token's prefix are refused too (a guesser does not get a fresh budget per guess).
-    expect((await client(service, `${garbage.slice(0, 20)}YYYYYYYYYYYYYYYYYYYYYYYYYYY`)("GET", "/v1/projects")).status).toBe(429);
+    expect(
+      (await client(service, `${garbage.slice(0, 20)}YYYYYYYYYYYYYYYYYYYYYYYYYYY`)("GET", "/v1/projects")).status,
+    ).toBe(429);
   });
 
   it("team B's rotating garbage tokens never lock out team A either", async () => {
@@ -57,12 +63,17 @@ describe("a bad token costs its sender, not its neighbours at the same address",
   it("/oauth/token: garbage client secrets spend their own budget; a valid client_credentials grant from the same address succeeds", async () => {
     const [row] = await sql<{ id: string }>(service.controlUrl, "SELECT id FROM tokens WHERE name = 'embedded'");
     const statuses: number[] = [];
-    for (let i = 0; i < 30 && statuses.at(-1) !== 429; i++) statuses.push((await form({ grant_type: "client_credentials", client_id: row!.id, client_secret: garbage })).status);
+    for (let i = 0; i < 30 && statuses.at(-1) !== 429; i++)
+      statuses.push(
+        (await form({ grant_type: "client_credentials", client_id: row!.id, client_secret: garbage })).status,
+      );
     expect(statuses.at(-1)).toBe(429);
     for (let i = 0; i < 3; i++) {
       const ok = await form({ grant_type: "client_credentials", client_id: row!.id, client_secret: service.token });
       expect(ok.status).toBe(200);
     }
-    expect((await form({ grant_type: "client_credentials", client_id: row!.id, client_secret: garbage })).status).toBe(429);
+    expect((await form({ grant_type: "client_credentials", client_id: row!.id, client_secret: garbage })).status).toBe(
+      429,
+    );
   });
 });

@@ -14,7 +14,10 @@ let directB: string;
 const api = (token: string) => client(service, token);
 
 async function ready(token: string, id: string): Promise<void> {
-  await eventually(async () => expect((await api(token)("GET", `/v1/databases/${id}`)).body.data.status).toBe("ready"), { timeoutMs: 60_000 });
+  await eventually(
+    async () => expect((await api(token)("GET", `/v1/databases/${id}`)).body.data.status).toBe("ready"),
+    { timeoutMs: 60_000 },
+  );
 }
 
 /** Every 8 characters in a row of an id's body (after its prefix): its suffixes and everything else one could match on. */
@@ -27,7 +30,9 @@ function pieces(id: string): string[] {
 
 function leaks(names: string[], ids: string[]): string[] {
   const found: string[] = [];
-  for (const name of names) for (const id of ids) if (pieces(id).some((p) => name.toLowerCase().includes(p))) found.push(`${name} carries ${id}`);
+  for (const name of names)
+    for (const id of ids)
+      if (pieces(id).some((p) => name.toLowerCase().includes(p))) found.push(`${name} carries ${id}`);
   return found;
 }
 
@@ -40,11 +45,20 @@ beforeAll(async () => {
   await ready(service.token, second.id);
   const minted = await a("POST", `/v1/databases/${second.id}/connections`, { name: "app" });
   expect(minted.status).toBe(201);
-  const clone = await a("POST", "/v1/databases", { projectId: project.id, source: { type: "database", databaseId: second.id } });
+  const clone = await a("POST", "/v1/databases", {
+    projectId: project.id,
+    source: { type: "database", databaseId: second.id },
+  });
   expect(clone.status).toBe(201);
   await ready(service.token, clone.body.data.id);
   const connections = (await a("GET", "/v1/connections")).body.data as Json[];
-  idsOfA.push(project.id, project.database.id, second.id, clone.body.data.id, ...connections.map((c) => c.id as string));
+  idsOfA.push(
+    project.id,
+    project.database.id,
+    second.id,
+    clone.body.data.id,
+    ...connections.map((c) => c.id as string),
+  );
   expect(connections.length).toBeGreaterThanOrEqual(4);
 
   const otherToken = await service.createToken("team-b");
@@ -62,7 +76,11 @@ describe("PostgreSQL names carry no API id", () => {
     const databases = (await sql<{ n: string }>(directB, "SELECT datname AS n FROM pg_database")).map((r) => r.n);
     const roles = (await sql<{ n: string }>(directB, "SELECT rolname AS n FROM pg_roles")).map((r) => r.n);
     // The catalog does show A's objects (so the check looks at them): A's three databases among them.
-    const ownedByA = await sql<{ datname: string }>(service.controlUrl, "SELECT pg_name AS datname FROM databases WHERE id = ANY($1)", [idsOfA]);
+    const ownedByA = await sql<{ datname: string }>(
+      service.controlUrl,
+      "SELECT pg_name AS datname FROM databases WHERE id = ANY($1)",
+      [idsOfA],
+    );
     expect(ownedByA).toHaveLength(3);
     for (const { datname } of ownedByA) expect(databases).toContain(datname);
     expect(leaks([...databases, ...roles], idsOfA)).toEqual([]);
@@ -76,6 +94,11 @@ describe("PostgreSQL names carry no API id", () => {
       [idsOfA],
     );
     expect(names.length).toBeGreaterThanOrEqual(3 * 2 + 4);
-    expect(leaks(names.map((r) => r.n), idsOfA)).toEqual([]);
+    expect(
+      leaks(
+        names.map((r) => r.n),
+        idsOfA,
+      ),
+    ).toEqual([]);
   });
 });

@@ -15,7 +15,9 @@ let b: Json;
 async function readyProject(token: string, name: string): Promise<Json> {
   const api = client(service, token);
   const project = (await api("POST", "/v1/projects", { name })).body.data;
-  await eventually(async () => expect((await api("GET", `/v1/databases/${project.database.id}`)).body.data.status).toBe("ready"));
+  await eventually(async () =>
+    expect((await api("GET", `/v1/databases/${project.database.id}`)).body.data.status).toBe("ready"),
+  );
   return project.database;
 }
 
@@ -55,7 +57,9 @@ describe("the pooler's lookup answers only for a database the login may connect 
       await c.connect();
       try {
         await c.query("SET SESSION AUTHORIZATION mds_pooler");
-        return (await c.query<{ usename: string }>("SELECT usename FROM pg_catalog.mds_pooler_lookup($1)", [login])).rows.map((r) => r.usename);
+        return (
+          await c.query<{ usename: string }>("SELECT usename FROM pg_catalog.mds_pooler_lookup($1)", [login])
+        ).rows.map((r) => r.usename);
       } finally {
         await c.end();
       }
@@ -74,6 +78,8 @@ describe("the pooler's lookup answers only for a database the login may connect 
     // PgBouncer answers as it does for a login that does not exist: nothing tells A whether its password was right.
     expect(message).toBe("no such user");
     // Direct: PostgreSQL refuses (no CONNECT on B's database), as before.
-    expect(await attempt(withDatabase(a.connections[0].endpoints.direct.connectionString as string, databaseB))).toMatch(/permission denied for database/);
+    expect(
+      await attempt(withDatabase(a.connections[0].endpoints.direct.connectionString as string, databaseB)),
+    ).toMatch(/permission denied for database/);
   });
 });

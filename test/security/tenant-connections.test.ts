@@ -14,7 +14,9 @@ const open: pg.Client[] = [];
 const dirs: string[] = [];
 
 beforeAll(async () => {
-  service = await startTestService({ regionSettings: { loginConnectionLimit: 3, databaseConnectionLimit: 5, idleInTransactionTimeoutMs: 300 } });
+  service = await startTestService({
+    regionSettings: { loginConnectionLimit: 3, databaseConnectionLimit: 5, idleInTransactionTimeoutMs: 300 },
+  });
 });
 afterAll(async () => {
   for (const c of open) await c.end().catch(() => {});
@@ -33,7 +35,9 @@ async function connect(url: string): Promise<pg.Client> {
 async function readyDatabase(token: string, name: string): Promise<{ id: string; url: string }> {
   const api = client(service, token);
   const created = (await api("POST", "/v1/projects", { name })).body.data;
-  await eventually(async () => expect((await api("GET", `/v1/databases/${created.database.id}`)).body.data.status).toBe("ready"));
+  await eventually(async () =>
+    expect((await api("GET", `/v1/databases/${created.database.id}`)).body.data.status).toBe("ready"),
+  );
   // The direct endpoint: these are the server's own limits (through PgBouncer, clients share a bounded pool).
   return { id: created.database.id, url: created.database.connections[0].endpoints.direct.connectionString };
 }
@@ -76,16 +80,30 @@ describe("a tenant cannot take every connection slot", () => {
     await service.stop();
     service = await startTestService({ dir });
     const db = await readyDatabase(service.token, "older");
-    const [{ role, datname }] = (await sql<{ role: string; datname: string }>(db.url, "SELECT session_user AS role, current_database() AS datname")) as [{ role: string; datname: string }];
+    const [{ role, datname }] = (await sql<{ role: string; datname: string }>(
+      db.url,
+      "SELECT session_user AS role, current_database() AS datname",
+    )) as [{ role: string; datname: string }];
     // As an older service left them: no limits at all.
     await sql(service.postgresUrl, `ALTER DATABASE "${datname}" CONNECTION LIMIT -1`);
     await sql(service.postgresUrl, `ALTER ROLE "${role}" CONNECTION LIMIT -1`);
     await sql(service.postgresUrl, `ALTER ROLE "${role}" RESET idle_in_transaction_session_timeout`);
     // The same data under a restarted service (kept: the first service was started on a directory of its own).
     await service.stop();
-    service = await startTestService({ dir, regionSettings: { loginConnectionLimit: 3, databaseConnectionLimit: 5, idleInTransactionTimeoutMs: 300 } });
-    const [d] = await sql<{ limit: number }>(service.postgresUrl, "SELECT datconnlimit AS limit FROM pg_database WHERE datname = $1", [datname]);
-    const [r] = await sql<{ limit: number; config: string[] }>(service.postgresUrl, "SELECT rolconnlimit AS limit, rolconfig AS config FROM pg_roles WHERE rolname = $1", [role]);
+    service = await startTestService({
+      dir,
+      regionSettings: { loginConnectionLimit: 3, databaseConnectionLimit: 5, idleInTransactionTimeoutMs: 300 },
+    });
+    const [d] = await sql<{ limit: number }>(
+      service.postgresUrl,
+      "SELECT datconnlimit AS limit FROM pg_database WHERE datname = $1",
+      [datname],
+    );
+    const [r] = await sql<{ limit: number; config: string[] }>(
+      service.postgresUrl,
+      "SELECT rolconnlimit AS limit, rolconfig AS config FROM pg_roles WHERE rolname = $1",
+      [role],
+    );
     expect(d!.limit).toBe(5);
     expect(r!.limit).toBe(3);
     expect(r!.config).toContain("idle_in_transaction_session_timeout=300");

@@ -24,7 +24,10 @@ async function connect(url: string): Promise<pg.Client> {
 describe("a deleted database's sessions", () => {
   let service: TestService;
   beforeAll(async () => {
-    service = await startTestService({ regionSettings: { loginConnectionLimit: 2, databaseConnectionLimit: 10, workspaceConnectionLimit: 20 }, service: { connectionsPerWorkspace: 3 } });
+    service = await startTestService({
+      regionSettings: { loginConnectionLimit: 2, databaseConnectionLimit: 10, workspaceConnectionLimit: 20 },
+      service: { connectionsPerWorkspace: 3 },
+    });
   });
   afterAll(async () => {
     await service?.stop();
@@ -37,7 +40,11 @@ describe("a deleted database's sessions", () => {
     const id = created.database.id as string;
     await eventually(async () => expect((await api("GET", `/v1/databases/${id}`)).body.data.status).toBe("ready"));
     const urls = [created.database.connections[0].endpoints.direct.connectionString as string];
-    for (let i = 0; i < 2; i++) urls.push((await api("POST", `/v1/databases/${id}/connections`, { name: `more${i}` })).body.data.endpoints.direct.connectionString);
+    for (let i = 0; i < 2; i++)
+      urls.push(
+        (await api("POST", `/v1/databases/${id}/connections`, { name: `more${i}` })).body.data.endpoints.direct
+          .connectionString,
+      );
     // The quota is full: three logins.
     expect((await api("POST", `/v1/databases/${id}/connections`, { name: "fourth" })).status).toBe(409);
 
@@ -49,12 +56,28 @@ describe("a deleted database's sessions", () => {
     await holder.query("LOCK TABLE held IN ACCESS EXCLUSIVE MODE");
     void holder.query("SELECT pg_sleep(60)").catch(() => {});
     expect((await api("POST", `/v1/databases/${id}/backups`)).status).toBe(201);
-    await eventually(async () => expect(await sql(service.postgresUrl, "SELECT 1 FROM pg_stat_activity WHERE usename LIKE 'mds_job_%' AND wait_event_type = 'Lock'")).toHaveLength(1), { timeoutMs: 10_000 });
+    await eventually(
+      async () =>
+        expect(
+          await sql(
+            service.postgresUrl,
+            "SELECT 1 FROM pg_stat_activity WHERE usename LIKE 'mds_job_%' AND wait_event_type = 'Lock'",
+          ),
+        ).toHaveLength(1),
+      { timeoutMs: 10_000 },
+    );
 
     // Two sessions per login (its limit), the holder being the first login's first.
     for (const url of [urls[0]!, urls[1]!, urls[1]!, urls[2]!, urls[2]!]) await connect(url);
     const logins = urls.map((u) => decodeURIComponent(new URL(u).username));
-    const sessionsOf = async () => (await sql<{ n: number }>(service.postgresUrl, "SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = ANY($1)", [logins]))[0]!.n;
+    const sessionsOf = async () =>
+      (
+        await sql<{ n: number }>(
+          service.postgresUrl,
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = ANY($1)",
+          [logins],
+        )
+      )[0]!.n;
     expect(await sessionsOf()).toBe(6);
 
     expect((await api("DELETE", `/v1/databases/${id}`)).status).toBe(204);

@@ -45,7 +45,10 @@ beforeAll(async () => {
   );
   // pg_restore loads a table it created in one transaction (COPY then COMMIT), so the new password holds only once the
   // COPY is over: an index expression, built later in its own transaction, keeps the job running for a while after.
-  await sql(url, "CREATE FUNCTION linger(v int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $f$ BEGIN IF v = 1 THEN PERFORM pg_sleep(3); END IF; RETURN v; END $f$");
+  await sql(
+    url,
+    "CREATE FUNCTION linger(v int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $f$ BEGIN IF v = 1 THEN PERFORM pg_sleep(3); END IF; RETURN v; END $f$",
+  );
   await sql(url, "CREATE TABLE loot (v int CHECK (take_over(v)))");
   await sql(url, "CREATE INDEX loot_linger ON loot ((linger(v)))");
   await sql(url, "INSERT INTO loot VALUES (1), (2)");
@@ -64,12 +67,16 @@ describe("tenant code run by a job cannot hand the tenant the job's login", () =
     const takenOver = new Set<string>();
     const held: pg.Client[] = [];
     try {
-      const res = await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: backup.id } });
+      const res = await api("POST", `/v1/databases/${db.id}/restore`, {
+        source: { type: "backup", databaseId: db.id, backupId: backup.id },
+      });
       expect(res.status).toBe(200);
       // Until the job ends: every foreign member session the tenant sees, it tries to log in as.
-      for (const deadline = Date.now() + 60_000; Date.now() < deadline; ) {
+      for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
         // A new session each round: the swap ends the tenant's sessions in its database.
-        const sessions = await sql<{ user: string; database: string }>(direct.toString(), foreignMembersSql).catch(() => []);
+        const sessions = await sql<{ user: string; database: string }>(direct.toString(), foreignMembersSql).catch(
+          () => [],
+        );
         for (const { user, database } of sessions) {
           seen.add(user);
           if (takenOver.has(user)) continue;
@@ -96,11 +103,18 @@ describe("tenant code run by a job cannot hand the tenant the job's login", () =
       expect(seen.size).toBeGreaterThan(0);
       expect([...takenOver]).toEqual([]);
       expect((await settledDatabase(api, db.id)).status).toBe("ready");
-      expect(await sql(db.connections[0].endpoints.direct.connectionString, "SELECT v FROM loot ORDER BY v")).toEqual([{ v: 1 }, { v: 2 }]);
+      expect(await sql(db.connections[0].endpoints.direct.connectionString, "SELECT v FROM loot ORDER BY v")).toEqual([
+        { v: 1 },
+        { v: 2 },
+      ]);
       // Nothing of the job login is left: no role, and no session (a session taken over ends with the job at the latest).
       for (const user of seen) {
-        expect(await sql(service.postgresUrl, "SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = $1", [user])).toEqual([{ n: 0 }]);
-        expect(await sql(service.postgresUrl, "SELECT count(*)::int AS n FROM pg_roles WHERE rolname = $1", [user])).toEqual([{ n: 0 }]);
+        expect(
+          await sql(service.postgresUrl, "SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = $1", [user]),
+        ).toEqual([{ n: 0 }]);
+        expect(
+          await sql(service.postgresUrl, "SELECT count(*)::int AS n FROM pg_roles WHERE rolname = $1", [user]),
+        ).toEqual([{ n: 0 }]);
       }
     } finally {
       for (const c of held) await c.end().catch(() => {});

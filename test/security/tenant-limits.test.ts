@@ -33,7 +33,8 @@ describe("rate limits that hold", () => {
     // A fresh workspace: its tokens together get the burst (20), however many there are.
     const tokens = await Promise.all(Array.from({ length: 5 }, () => service.createToken("minter")));
     const statuses: number[] = [];
-    for (let i = 0; i < 30; i++) statuses.push((await client(service, tokens[i % tokens.length]!)("GET", "/v1/projects")).status);
+    for (let i = 0; i < 30; i++)
+      statuses.push((await client(service, tokens[i % tokens.length]!)("GET", "/v1/projects")).status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(20);
     const limited = await client(service, tokens[0]!)("GET", "/v1/projects");
     expect(limited.status).toBe(429);
@@ -49,11 +50,18 @@ describe("per client address", () => {
     try {
       // Guesses at one token (they share its first 16 characters) share one budget, then are refused unread.
       const guesses: number[] = [];
-      for (let i = 0; i < 12; i++) guesses.push((await client(own, `mds_guessing_one_${String(i).padStart(26, "0")}`)("GET", "/v1/projects")).status);
+      for (let i = 0; i < 12; i++)
+        guesses.push(
+          (await client(own, `mds_guessing_one_${String(i).padStart(26, "0")}`)("GET", "/v1/projects")).status,
+        );
       expect(guesses.slice(0, 10).every((s) => s === 401)).toBe(true);
       expect(guesses.slice(10)).toEqual([429, 429]);
       const secret = "mds_guessing_one_secret_xxxxxxxxxxxxxxxxxxxxxxxxxx";
-      const oauth = await fetch(`${own.url}/oauth/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `grant_type=client_credentials&client_id=x&client_secret=${secret}` });
+      const oauth = await fetch(`${own.url}/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: `grant_type=client_credentials&client_id=x&client_secret=${secret}`,
+      });
       expect(oauth.status).toBe(429);
       expect(Number(oauth.headers.get("retry-after"))).toBeGreaterThan(0);
       // A valid token from the same address is not refused because other tokens failed (issue 22: in a cluster every
@@ -103,7 +111,10 @@ describe("bad input is a 4xx with a short echo", () => {
   it("refuses a malformed percent-escape in HTTP Basic credentials on /oauth/token", async () => {
     const res = await fetch(`${urlOf}/oauth/token`, {
       method: "POST",
-      headers: { authorization: `Basic ${Buffer.from("%zz:%zz").toString("base64")}`, "content-type": "application/x-www-form-urlencoded" },
+      headers: {
+        authorization: `Basic ${Buffer.from("%zz:%zz").toString("base64")}`,
+        "content-type": "application/x-www-form-urlencoded",
+      },
       body: "grant_type=client_credentials",
     });
     expect(res.status).toBe(400);
@@ -120,17 +131,34 @@ describe("bad input is a 4xx with a short echo", () => {
   });
 
   it("answers random path ids, queries, headers and bodies with < 500 and a well-formed error", async () => {
-    const routes = ["GET /v1/databases/{id}", "GET /v1/databases", "GET /v1/projects/{id}/databases", "POST /v1/databases", "PATCH /v1/databases/{id}", "POST /v1/databases/{id}/restore", "GET /v1/connections", "POST /v1/connections/{id}/rotate", "GET /v1/databases/{id}/backups"];
+    const routes = [
+      "GET /v1/databases/{id}",
+      "GET /v1/databases",
+      "GET /v1/projects/{id}/databases",
+      "POST /v1/databases",
+      "PATCH /v1/databases/{id}",
+      "POST /v1/databases/{id}/restore",
+      "GET /v1/connections",
+      "POST /v1/connections/{id}/rotate",
+      "GET /v1/databases/{id}/backups",
+    ];
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...routes), fc.string({ maxLength: 80 }), fc.string({ maxLength: 80 }), fc.string({ maxLength: 60 }), fc.string({ maxLength: 200 }), async (route, id, query, key, body) => {
-        const [method, template] = route.split(" ") as [string, string];
-        const path = template.replace("{id}", encodeURIComponent(id || "x"));
-        const qs = `?cursor=${encodeURIComponent(query)}&limit=${encodeURIComponent(query)}&databaseId=${encodeURIComponent(query)}&logicalId=${encodeURIComponent(query)}`;
-        const headers: Record<string, string> = /^[\x21-\x7e]*$/.test(key) && key ? { "idempotency-key": key } : {};
-        const res = await api(method, `${path}${qs}`, method === "GET" ? undefined : body, headers);
-        expect(res.status).toBeLessThan(500);
-        expect(typeof res.body?.error?.message === "string" || res.status < 300).toBe(true);
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...routes),
+        fc.string({ maxLength: 80 }),
+        fc.string({ maxLength: 80 }),
+        fc.string({ maxLength: 60 }),
+        fc.string({ maxLength: 200 }),
+        async (route, id, query, key, body) => {
+          const [method, template] = route.split(" ") as [string, string];
+          const path = template.replace("{id}", encodeURIComponent(id || "x"));
+          const qs = `?cursor=${encodeURIComponent(query)}&limit=${encodeURIComponent(query)}&databaseId=${encodeURIComponent(query)}&logicalId=${encodeURIComponent(query)}`;
+          const headers: Record<string, string> = /^[\x21-\x7e]*$/.test(key) && key ? { "idempotency-key": key } : {};
+          const res = await api(method, `${path}${qs}`, method === "GET" ? undefined : body, headers);
+          expect(res.status).toBeLessThan(500);
+          expect(typeof res.body?.error?.message === "string" || res.status < 300).toBe(true);
+        },
+      ),
       { numRuns: 150, seed: 12 },
     );
   });
@@ -140,15 +168,22 @@ describe("no existence oracle for backups", () => {
   it("answers another workspace's backup exactly as one that never existed", async () => {
     const other = client(service, await service.createToken("victim"));
     const theirs = (await other("POST", "/v1/projects", { name: "victim" })).body.data;
-    await eventually(async () => expect((await other("GET", `/v1/databases/${theirs.database.id}`)).body.data.status).toBe("ready"));
+    await eventually(async () =>
+      expect((await other("GET", `/v1/databases/${theirs.database.id}`)).body.data.status).toBe("ready"),
+    );
     const theirBackup = (await other("POST", `/v1/databases/${theirs.database.id}/backups`)).body.data.id;
     const mine = client(service, await service.createToken("mine-again"));
     // Our own database as target and named source, their backup id: must look like a backup that does not exist.
     const ownProject = (await mine("POST", "/v1/projects", { name: "target" })).body.data;
     const target = ownProject.database.id;
     await eventually(async () => expect((await mine("GET", `/v1/databases/${target}`)).body.data.status).toBe("ready"));
-    const restore = (backupId: string) => mine("POST", `/v1/databases/${target}/restore`, { source: { type: "backup", databaseId: target, backupId } });
-    const fromCreate = (backupId: string) => mine("POST", "/v1/databases", { projectId: ownProject.id, source: { type: "backup", databaseId: target, backupId } });
+    const restore = (backupId: string) =>
+      mine("POST", `/v1/databases/${target}/restore`, { source: { type: "backup", databaseId: target, backupId } });
+    const fromCreate = (backupId: string) =>
+      mine("POST", "/v1/databases", {
+        projectId: ownProject.id,
+        source: { type: "backup", databaseId: target, backupId },
+      });
     const never = "bkp_czzzzzzzzzzzzzzzzzzzzzzzz";
     for (const attempt of [restore, fromCreate]) {
       const foreign = await attempt(theirBackup);
@@ -156,7 +191,9 @@ describe("no existence oracle for backups", () => {
       expect(foreign.status).toBe(404);
       expect(missing.status).toBe(404);
       expect(foreign.body.error.code).toBe(missing.body.error.code);
-      expect(foreign.body.error.message.replace(theirBackup, "ID")).toBe(missing.body.error.message.replace(never, "ID"));
+      expect(foreign.body.error.message.replace(theirBackup, "ID")).toBe(
+        missing.body.error.message.replace(never, "ID"),
+      );
       expect(foreign.body.error.hint).toBe(missing.body.error.hint);
     }
   });

@@ -18,8 +18,15 @@ const proofFile = "mds-escalated.txt";
 
 /** What the attack would have achieved: a superuser among the service's roles, or a file written by the server. */
 async function escalations(): Promise<unknown[]> {
-  const supers = await sql(service.postgresUrl, "SELECT rolname FROM pg_roles WHERE rolsuper AND rolname LIKE 'mds\\_%'");
-  const files = await sql(service.postgresUrl, "SELECT 'file written' AS proof WHERE (pg_stat_file($1, true)).size IS NOT NULL", [proofFile]);
+  const supers = await sql(
+    service.postgresUrl,
+    "SELECT rolname FROM pg_roles WHERE rolsuper AND rolname LIKE 'mds\\_%'",
+  );
+  const files = await sql(
+    service.postgresUrl,
+    "SELECT 'file written' AS proof WHERE (pg_stat_file($1, true)).size IS NOT NULL",
+    [proofFile],
+  );
   return [...supers, ...files];
 }
 
@@ -49,7 +56,10 @@ beforeAll(async () => {
   );
   await sql(url, "CREATE TABLE guarded (v int CHECK (escalate(v)))");
   // An index expression must be IMMUTABLE: a wrapper that says so calls the volatile function.
-  await sql(url, "CREATE FUNCTION escalate_immutable(v int) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $f$ BEGIN RETURN public.escalate(v); END $f$");
+  await sql(
+    url,
+    "CREATE FUNCTION escalate_immutable(v int) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $f$ BEGIN RETURN public.escalate(v); END $f$",
+  );
   await sql(url, "CREATE INDEX guarded_expr ON guarded ((escalate_immutable(v)))");
   await sql(url, "INSERT INTO guarded VALUES (1), (2)");
   expect(await escalations()).toEqual([]);
@@ -66,7 +76,9 @@ beforeAll(async () => {
     await c.query("BEGIN");
     await c.query(`SET ROLE "${me!.owner}"`);
     await c.query("SELECT escalate(1)");
-    expect((await c.query("SELECT rolsuper FROM pg_roles WHERE rolname = $1", [me!.login])).rows[0].rolsuper).toBe(true);
+    expect((await c.query("SELECT rolsuper FROM pg_roles WHERE rolname = $1", [me!.login])).rows[0].rolsuper).toBe(
+      true,
+    );
   } finally {
     await c.query("ROLLBACK").catch(() => {});
     await c.end();
@@ -82,7 +94,10 @@ afterAll(async () => {
 
 // Each attack is judged on its own: undo whatever the previous one achieved.
 afterEach(async () => {
-  for (const { rolname } of await sql<{ rolname: string }>(service.postgresUrl, "SELECT rolname FROM pg_roles WHERE rolsuper AND rolname LIKE 'mds\\_%'")) {
+  for (const { rolname } of await sql<{ rolname: string }>(
+    service.postgresUrl,
+    "SELECT rolname FROM pg_roles WHERE rolsuper AND rolname LIKE 'mds\\_%'",
+  )) {
     await sql(service.postgresUrl, `ALTER ROLE "${rolname}" NOSUPERUSER`);
   }
   await removeProof();
@@ -97,7 +112,9 @@ describe("a tenant function called by a restore cannot reach the superuser", () 
     const db = project.database;
     const backup = await completedBackup(api, db.id);
     await sql(db.connectionString, "INSERT INTO guarded VALUES (3)");
-    const res = await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: backup.id } });
+    const res = await api("POST", `/v1/databases/${db.id}/restore`, {
+      source: { type: "backup", databaseId: db.id, backupId: backup.id },
+    });
     expect(res.status).toBe(200);
     const final = await settledDatabase(api, db.id);
     expect(await escalations()).toEqual([]);
@@ -108,7 +125,10 @@ describe("a tenant function called by a restore cannot reach the superuser", () 
   it("creating a database from the backup: nothing escalates and the copy has the data", async () => {
     const db = project.database;
     const backup = await completedBackup(api, db.id);
-    const res = await api("POST", `/v1/projects/${project.id}/databases`, { name: "copy", source: { type: "backup", databaseId: db.id, backupId: backup.id } });
+    const res = await api("POST", `/v1/projects/${project.id}/databases`, {
+      name: "copy",
+      source: { type: "backup", databaseId: db.id, backupId: backup.id },
+    });
     expect(res.status).toBe(201);
     const final = await settledDatabase(api, res.body.data.id);
     expect(await escalations()).toEqual([]);
@@ -122,14 +142,23 @@ describe("a tenant function called by a restore cannot reach the superuser", () 
     await sql(db.connectionString, "INSERT INTO guarded VALUES (4)");
     // The tenant owns its database, so it may comment on it: it writes what a finished swap of the next job leaves.
     const [next] = await sql<{ id: string }>(service.controlUrl, "SELECT (max(id) + 1)::text AS id FROM jobs");
-    await sql(db.connectionString, `DO $$ BEGIN EXECUTE format('COMMENT ON DATABASE %I IS %L', current_database(), 'mds:restore:${next!.id}'); END $$`);
-    const res = await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: backup.id } });
+    await sql(
+      db.connectionString,
+      `DO $$ BEGIN EXECUTE format('COMMENT ON DATABASE %I IS %L', current_database(), 'mds:restore:${next!.id}'); END $$`,
+    );
+    const res = await api("POST", `/v1/databases/${db.id}/restore`, {
+      source: { type: "backup", databaseId: db.id, backupId: backup.id },
+    });
     expect(res.status).toBe(200);
     expect((await settledDatabase(api, db.id)).status).toBe("ready");
     expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM guarded WHERE v = 4")).toEqual([{ n: 0 }]);
   });
 
   it("leaves no job login behind once the jobs end", async () => {
-    await eventually(async () => expect(await sql(service.postgresUrl, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'mds\\_job\\_%'")).toEqual([]));
+    await eventually(async () =>
+      expect(await sql(service.postgresUrl, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'mds\\_job\\_%'")).toEqual(
+        [],
+      ),
+    );
   });
 });

@@ -33,11 +33,23 @@ async function tenant(service: TestService, workspace: string, name = workspace)
 async function database(service: TestService, token: string, name: string): Promise<Tenant> {
   const api = client(service, token);
   const created = (await api("POST", "/v1/projects", { name })).body.data;
-  await eventually(async () => expect((await api("GET", `/v1/databases/${created.database.id}`)).body.data.status).toBe("ready"));
+  await eventually(async () =>
+    expect((await api("GET", `/v1/databases/${created.database.id}`)).body.data.status).toBe("ready"),
+  );
   const endpoints = created.database.connections[0].endpoints;
   const url = endpoints.direct.connectionString as string;
-  const [me] = await sql<{ login: string; datname: string }>(url, "SELECT session_user AS login, current_database() AS datname");
-  return { id: created.database.id, token, url, pooled: endpoints.pooled.connectionString, datname: me!.datname, login: me!.login };
+  const [me] = await sql<{ login: string; datname: string }>(
+    url,
+    "SELECT session_user AS login, current_database() AS datname",
+  );
+  return {
+    id: created.database.id,
+    token,
+    url,
+    pooled: endpoints.pooled.connectionString,
+    datname: me!.datname,
+    login: me!.login,
+  };
 }
 
 async function mint(service: TestService, token: string, databaseId: string): Promise<string> {
@@ -48,7 +60,11 @@ async function mint(service: TestService, token: string, databaseId: string): Pr
 
 /** Sessions of `logins` on the server, oldest first. */
 async function sessionsOf(service: TestService, logins: string[]): Promise<number[]> {
-  const rows = await sql<{ pid: number }>(service.postgresUrl, "SELECT pid FROM pg_stat_activity WHERE usename = ANY($1) ORDER BY backend_start, pid", [logins]);
+  const rows = await sql<{ pid: number }>(
+    service.postgresUrl,
+    "SELECT pid FROM pg_stat_activity WHERE usename = ANY($1) ORDER BY backend_start, pid",
+    [logins],
+  );
   return rows.map((r) => r.pid);
 }
 
@@ -67,7 +83,9 @@ function endedWithin(c: pg.Client, ms: number): Promise<number> {
 describe("limits a tenant cannot undo", () => {
   let service: TestService;
   beforeAll(async () => {
-    service = await startTestService({ regionSettings: { loginConnectionLimit: 3, databaseConnectionLimit: 4, idleInTransactionTimeoutMs: 1000 } });
+    service = await startTestService({
+      regionSettings: { loginConnectionLimit: 3, databaseConnectionLimit: 4, idleInTransactionTimeoutMs: 1000 },
+    });
   });
   afterAll(async () => {
     await service?.stop();
@@ -80,7 +98,10 @@ describe("limits a tenant cannot undo", () => {
     const third = await mint(service, a.token, a.id);
     const clients: pg.Client[] = [];
     // As an attacker would: raise the limit again right before each session (a guard pass may put it back meanwhile).
-    const raise = () => (clients[0] ? clients[0].query(`ALTER DATABASE "${a.datname}" CONNECTION LIMIT -1`) : sql(a.url, `ALTER DATABASE "${a.datname}" CONNECTION LIMIT -1`));
+    const raise = () =>
+      clients[0]
+        ? clients[0].query(`ALTER DATABASE "${a.datname}" CONNECTION LIMIT -1`)
+        : sql(a.url, `ALTER DATABASE "${a.datname}" CONNECTION LIMIT -1`);
     const connectPast = async (url: string) => {
       for (let attempt = 0; ; attempt++) {
         await raise();
@@ -93,14 +114,31 @@ describe("limits a tenant cannot undo", () => {
     };
     // Three logins of three sessions each: nine, over the database's four (each login stays within its own three).
     for (const url of [a.url, second, third]) for (let i = 0; i < 3; i++) clients.push(await connectPast(url));
-    const logins = (await Promise.all(clients.map((c) => c.query<{ u: string }>("SELECT session_user AS u")))).map((r) => r.rows[0]!.u);
+    const logins = (await Promise.all(clients.map((c) => c.query<{ u: string }>("SELECT session_user AS u")))).map(
+      (r) => r.rows[0]!.u,
+    );
     const started = Date.now();
-    await eventually(async () => expect((await sessionsOf(service, [...new Set(logins)])).length).toBeLessThanOrEqual(4), { timeoutMs: 8000 });
+    await eventually(
+      async () => expect((await sessionsOf(service, [...new Set(logins)])).length).toBeLessThanOrEqual(4),
+      { timeoutMs: 8000 },
+    );
     expect(Date.now() - started).toBeLessThan(6000);
     // The oldest four are the ones kept.
     for (const c of clients.slice(0, 4)) expect((await c.query("SELECT 1 AS one")).rows[0].one).toBe(1);
     // Put back in the same pass, just after the sessions were ended.
-    await eventually(async () => expect((await sql<{ limit: number }>(service.postgresUrl, "SELECT datconnlimit AS limit FROM pg_database WHERE datname = $1", [a.datname]))[0]!.limit).toBe(4), { timeoutMs: 5000 });
+    await eventually(
+      async () =>
+        expect(
+          (
+            await sql<{ limit: number }>(
+              service.postgresUrl,
+              "SELECT datconnlimit AS limit FROM pg_database WHERE datname = $1",
+              [a.datname],
+            )
+          )[0]!.limit,
+        ).toBe(4),
+      { timeoutMs: 5000 },
+    );
   });
 
   it("ends a session idle in a transaction after the configured time, whatever it SET", async () => {
@@ -117,7 +155,9 @@ describe("limits a tenant cannot undo", () => {
     await sql(a.url, "SET ROLE NONE; ALTER ROLE SESSION_USER SET idle_in_transaction_session_timeout = 0");
     await sql(a.url, `ALTER DATABASE "${a.datname}" SET idle_in_transaction_session_timeout = 0`);
     const c = await connect(a.url);
-    expect((await c.query("SHOW idle_in_transaction_session_timeout")).rows[0].idle_in_transaction_session_timeout).toBe("0");
+    expect(
+      (await c.query("SHOW idle_in_transaction_session_timeout")).rows[0].idle_in_transaction_session_timeout,
+    ).toBe("0");
     await c.query("BEGIN");
     await c.query("SELECT 1");
     expect(await endedWithin(c, 6000)).toBeLessThan(1000 + 4000);
@@ -140,7 +180,9 @@ describe("limits a tenant cannot undo", () => {
     await idle.query("BEGIN");
     await idle.query("SELECT 1");
     expect(await endedWithin(idle, 8000)).toBeLessThan(1000 + 4000);
-    await sql(service.postgresUrl, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", [locker.login]);
+    await sql(service.postgresUrl, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", [
+      locker.login,
+    ]);
     await sleeping;
   });
 
@@ -149,7 +191,13 @@ describe("limits a tenant cannot undo", () => {
     await sql(a.url, `ALTER DATABASE "${a.datname}" IS_TEMPLATE true`);
     const api = client(service, a.token);
     expect((await api("DELETE", `/v1/databases/${a.id}`)).status).toBeLessThan(300);
-    await eventually(async () => expect(await sql(service.postgresUrl, "SELECT 1 FROM pg_database WHERE datname = $1", [a.datname])).toHaveLength(0), { timeoutMs: 15_000 });
+    await eventually(
+      async () =>
+        expect(
+          await sql(service.postgresUrl, "SELECT 1 FROM pg_database WHERE datname = $1", [a.datname]),
+        ).toHaveLength(0),
+      { timeoutMs: 15_000 },
+    );
   });
 });
 
@@ -158,7 +206,12 @@ describe("per-workspace caps", () => {
   beforeAll(async () => {
     service = await startTestService({
       regionSettings: { loginConnectionLimit: 3, databaseConnectionLimit: 4, workspaceConnectionLimit: 5 },
-      service: { connectionsPerWorkspace: 4, backupsPerWorkspace: 2, backupBytesPerWorkspace: 1024 ** 3, tenantGuardIntervalMs: 500 },
+      service: {
+        connectionsPerWorkspace: 4,
+        backupsPerWorkspace: 2,
+        backupBytesPerWorkspace: 1024 ** 3,
+        tenantGuardIntervalMs: 500,
+      },
     });
   });
   afterAll(async () => {
@@ -167,10 +220,25 @@ describe("per-workspace caps", () => {
 
   it("keeps one workspace's sessions on a server to its cap, however many databases and logins it has", async () => {
     const token = await service.createToken("many-databases");
-    const dbs = [await database(service, token, "one"), await database(service, token, "two"), await database(service, token, "three")];
+    const dbs = [
+      await database(service, token, "one"),
+      await database(service, token, "two"),
+      await database(service, token, "three"),
+    ];
     const clients: pg.Client[] = [];
     for (const db of dbs) for (let i = 0; i < 3; i++) clients.push(await connect(db.url));
-    await eventually(async () => expect((await sessionsOf(service, dbs.map((d) => d.login))).length).toBeLessThanOrEqual(5), { timeoutMs: 6000 });
+    await eventually(
+      async () =>
+        expect(
+          (
+            await sessionsOf(
+              service,
+              dbs.map((d) => d.login),
+            )
+          ).length,
+        ).toBeLessThanOrEqual(5),
+      { timeoutMs: 6000 },
+    );
     for (const c of clients.slice(0, 5)) expect((await c.query("SELECT 1 AS one")).rows[0].one).toBe(1);
     // Another workspace is not held back by it.
     const other = await tenant(service, "bystander-sessions");
@@ -230,10 +298,21 @@ describe("database settings a tenant chose never break the service", () => {
         mixed: await tenant(service, "mixed"),
       };
       const bystander = await tenant(service, "bystander");
-      await sql(tampered.readOnly.url, `ALTER DATABASE "${tampered.readOnly.datname}" SET default_transaction_read_only = on`);
+      await sql(
+        tampered.readOnly.url,
+        `ALTER DATABASE "${tampered.readOnly.datname}" SET default_transaction_read_only = on`,
+      );
       await sql(tampered.timeout.url, `ALTER DATABASE "${tampered.timeout.datname}" SET statement_timeout = 1`);
-      const [{ owner }] = (await sql<{ owner: string }>(tampered.mixed.url, "SELECT current_user AS owner")) as [{ owner: string }];
-      for (const setting of [`role = '${owner}'`, "lock_timeout = 1", "search_path = nowhere", "idle_in_transaction_session_timeout = 1", "local_preload_libraries = 'nothing_here'"]) {
+      const [{ owner }] = (await sql<{ owner: string }>(tampered.mixed.url, "SELECT current_user AS owner")) as [
+        { owner: string },
+      ];
+      for (const setting of [
+        `role = '${owner}'`,
+        "lock_timeout = 1",
+        "search_path = nowhere",
+        "idle_in_transaction_session_timeout = 1",
+        "local_preload_libraries = 'nothing_here'",
+      ]) {
         await sql(tampered.mixed.url, `ALTER DATABASE "${tampered.mixed.datname}" SET ${setting}`);
       }
 
@@ -245,7 +324,10 @@ describe("database settings a tenant chose never break the service", () => {
         const api = client(service, t.token);
         const backup = await api("POST", `/v1/databases/${t.id}/backups`);
         expect(backup.status).toBe(201);
-        await eventually(async () => expect((await api("GET", `/v1/databases/${t.id}/backups`)).body.data[0].status).toBe("completed"), { timeoutMs: 20_000 });
+        await eventually(
+          async () => expect((await api("GET", `/v1/databases/${t.id}/backups`)).body.data[0].status).toBe("completed"),
+          { timeoutMs: 20_000 },
+        );
         await mint(service, t.token, t.id);
       }
       expect((await sql<{ one: number }>(tampered.readOnly.pooled, "SELECT 1 AS one"))[0]!.one).toBe(1);

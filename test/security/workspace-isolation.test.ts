@@ -33,10 +33,20 @@ interface Reply {
 let service: Service;
 const ws: Record<"A" | "B", Workspace> = {} as Record<"A" | "B", Workspace>;
 
-async function call(token: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply> {
+async function call(
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Reply> {
   const res = await fetch(service.url + path, {
     method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...headers,
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await res.text();
@@ -65,7 +75,10 @@ async function setUpWorkspace(label: "A" | "B", token: string): Promise<Workspac
   );
   const databaseLogicalId = `isolation:${label}:db`;
   const db = dataOf<{ id: string; connections: Array<{ id: string }>; connectionString?: string }>(
-    await call(token, "POST", `/v1/projects/${project.id}/databases`, { name: `iso-${label}-db`, logicalId: databaseLogicalId }),
+    await call(token, "POST", `/v1/projects/${project.id}/databases`, {
+      name: `iso-${label}-db`,
+      logicalId: databaseLogicalId,
+    }),
     `create database ${label}`,
   );
   await until(`database ${label} ready`, async () => {
@@ -73,24 +86,39 @@ async function setUpWorkspace(label: "A" | "B", token: string): Promise<Workspac
     return d.status === "ready" ? true : undefined;
   });
   await until(`default database ${label} ready`, async () => {
-    const d = dataOf<{ status: string }>(await call(token, "GET", `/v1/databases/${project.database.id}`), "get database");
+    const d = dataOf<{ status: string }>(
+      await call(token, "GET", `/v1/databases/${project.database.id}`),
+      "get database",
+    );
     return d.status === "ready" ? true : undefined;
   });
   const connection = dataOf<{ id: string; endpoints: { direct: { connectionString: string } } }>(
     await call(token, "POST", `/v1/databases/${db.id}/connections`, { name: `iso-${label}-con` }),
     `create connection ${label}`,
   );
-  const backup = dataOf<{ id: string }>(await call(token, "POST", `/v1/databases/${db.id}/backups`, {}), `create backup ${label}`);
+  const backup = dataOf<{ id: string }>(
+    await call(token, "POST", `/v1/databases/${db.id}/backups`, {}),
+    `create backup ${label}`,
+  );
   await until(`backup ${label} completed`, async () => {
-    const list = dataOf<Array<{ id: string; status: string }>>(await call(token, "GET", `/v1/databases/${db.id}/backups`), "list backups");
+    const list = dataOf<Array<{ id: string; status: string }>>(
+      await call(token, "GET", `/v1/databases/${db.id}/backups`),
+      "list backups",
+    );
     const status = list.find((b) => b.id === backup.id)?.status;
     if (status === "failed") throw new Error(`backup ${label} failed`);
     return status === "completed" ? true : undefined;
   });
   // Branches after the databases, which so stay on no branch: the branch calls below are what is attacked.
-  dataOf(await call(token, "POST", `/v1/projects/${project.id}/branches`, { gitName: "main" }), `create branch main ${label}`);
+  dataOf(
+    await call(token, "POST", `/v1/projects/${project.id}/branches`, { gitName: "main" }),
+    `create branch main ${label}`,
+  );
   const branchGitName = `iso-${label}-pr`;
-  const branch = dataOf<{ id: string }>(await call(token, "POST", `/v1/projects/${project.id}/branches`, { gitName: branchGitName }), `create branch ${label}`);
+  const branch = dataOf<{ id: string }>(
+    await call(token, "POST", `/v1/projects/${project.id}/branches`, { gitName: branchGitName }),
+    `create branch ${label}`,
+  );
   return {
     label,
     token,
@@ -138,7 +166,12 @@ interface Operation {
 const operations: Operation[] = [
   { name: "get project", method: "GET", path: (_a, v, id) => `/v1/projects/${id(v.projectId)}`, expect: "404" },
   { name: "delete project", method: "DELETE", path: (_a, v, id) => `/v1/projects/${id(v.projectId)}`, expect: "404" },
-  { name: "list project databases", method: "GET", path: (_a, v, id) => `/v1/projects/${id(v.projectId)}/databases`, expect: "404" },
+  {
+    name: "list project databases",
+    method: "GET",
+    path: (_a, v, id) => `/v1/projects/${id(v.projectId)}/databases`,
+    expect: "404",
+  },
   {
     name: "create database under project",
     method: "POST",
@@ -146,11 +179,34 @@ const operations: Operation[] = [
     body: () => ({ name: "intruder" }),
     expect: "404",
   },
-  { name: "create database with projectId", method: "POST", path: () => `/v1/databases`, body: (_a, v, id) => ({ projectId: id(v.projectId), name: "intruder" }), expect: "404" },
+  {
+    name: "create database with projectId",
+    method: "POST",
+    path: () => `/v1/databases`,
+    body: (_a, v, id) => ({ projectId: id(v.projectId), name: "intruder" }),
+    expect: "404",
+  },
   { name: "get database", method: "GET", path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}`, expect: "404" },
-  { name: "rename database", method: "PATCH", path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}`, body: () => ({ name: "renamed-by-intruder" }), expect: "404" },
-  { name: "make default", method: "PATCH", path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}`, body: () => ({ isDefault: true }), expect: "404" },
-  { name: "delete database", method: "DELETE", path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}`, expect: "404" },
+  {
+    name: "rename database",
+    method: "PATCH",
+    path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}`,
+    body: () => ({ name: "renamed-by-intruder" }),
+    expect: "404",
+  },
+  {
+    name: "make default",
+    method: "PATCH",
+    path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}`,
+    body: () => ({ isDefault: true }),
+    expect: "404",
+  },
+  {
+    name: "delete database",
+    method: "DELETE",
+    path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}`,
+    expect: "404",
+  },
   {
     name: "restore victim from its own backup",
     method: "POST",
@@ -169,24 +225,86 @@ const operations: Operation[] = [
     name: "create own database from victim's backup",
     method: "POST",
     path: (a) => `/v1/projects/${a.projectId}/databases`,
-    body: (_a, v, id) => ({ name: "copy", source: { type: "backup", databaseId: id(v.databaseId), backupId: id(v.backupId) } }),
+    body: (_a, v, id) => ({
+      name: "copy",
+      source: { type: "backup", databaseId: id(v.databaseId), backupId: id(v.backupId) },
+    }),
     expect: "404",
   },
-  { name: "list connections", method: "GET", path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}/connections`, expect: "404" },
-  { name: "mint connection", method: "POST", path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}/connections`, body: () => ({ name: "intruder" }), expect: "404" },
-  { name: "revoke connection", method: "DELETE", path: (_a, v, id) => `/v1/connections/${id(v.connectionId)}`, expect: "404" },
-  { name: "list backups", method: "GET", path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}/backups`, expect: "404" },
-  { name: "take backup", method: "POST", path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}/backups`, body: () => ({}), expect: "404" },
-  { name: "list databases by projectId", method: "GET", path: (_a, v, id) => `/v1/databases?projectId=${id(v.projectId)}`, expect: "empty-list" },
-  { name: "list databases by logicalId", method: "GET", path: (_a, v) => `/v1/databases?logicalId=${encodeURIComponent(v.databaseLogicalId)}`, expect: "no-foreign-items" },
-  { name: "list projects by logicalId", method: "GET", path: (_a, v) => `/v1/projects?logicalId=${encodeURIComponent(v.projectLogicalId)}`, expect: "no-foreign-items" },
+  {
+    name: "list connections",
+    method: "GET",
+    path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}/connections`,
+    expect: "404",
+  },
+  {
+    name: "mint connection",
+    method: "POST",
+    path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}/connections`,
+    body: () => ({ name: "intruder" }),
+    expect: "404",
+  },
+  {
+    name: "revoke connection",
+    method: "DELETE",
+    path: (_a, v, id) => `/v1/connections/${id(v.connectionId)}`,
+    expect: "404",
+  },
+  {
+    name: "list backups",
+    method: "GET",
+    path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}/backups`,
+    expect: "404",
+  },
+  {
+    name: "take backup",
+    method: "POST",
+    path: (_a, v, id) => `/v1/databases/${id(v.databaseId)}/backups`,
+    body: () => ({}),
+    expect: "404",
+  },
+  {
+    name: "list databases by projectId",
+    method: "GET",
+    path: (_a, v, id) => `/v1/databases?projectId=${id(v.projectId)}`,
+    expect: "empty-list",
+  },
+  {
+    name: "list databases by logicalId",
+    method: "GET",
+    path: (_a, v) => `/v1/databases?logicalId=${encodeURIComponent(v.databaseLogicalId)}`,
+    expect: "no-foreign-items",
+  },
+  {
+    name: "list projects by logicalId",
+    method: "GET",
+    path: (_a, v) => `/v1/projects?logicalId=${encodeURIComponent(v.projectLogicalId)}`,
+    expect: "no-foreign-items",
+  },
   { name: "list all databases", method: "GET", path: () => `/v1/databases`, expect: "no-foreign-items" },
   { name: "list all projects", method: "GET", path: () => `/v1/projects`, expect: "no-foreign-items" },
   { name: "get branch", method: "GET", path: (_a, v, id) => `/v1/branches/${id(v.branchId)}`, expect: "404" },
-  { name: "promote branch", method: "PATCH", path: (_a, v, id) => `/v1/branches/${id(v.branchId)}`, body: () => ({ isDefault: true }), expect: "404" },
+  {
+    name: "promote branch",
+    method: "PATCH",
+    path: (_a, v, id) => `/v1/branches/${id(v.branchId)}`,
+    body: () => ({ isDefault: true }),
+    expect: "404",
+  },
   { name: "delete branch", method: "DELETE", path: (_a, v, id) => `/v1/branches/${id(v.branchId)}`, expect: "404" },
-  { name: "list project branches", method: "GET", path: (_a, v, id) => `/v1/projects/${id(v.projectId)}/branches`, expect: "404" },
-  { name: "create branch in project", method: "POST", path: (_a, v, id) => `/v1/projects/${id(v.projectId)}/branches`, body: () => ({ gitName: "intruder" }), expect: "404" },
+  {
+    name: "list project branches",
+    method: "GET",
+    path: (_a, v, id) => `/v1/projects/${id(v.projectId)}/branches`,
+    expect: "404",
+  },
+  {
+    name: "create branch in project",
+    method: "POST",
+    path: (_a, v, id) => `/v1/projects/${id(v.projectId)}/branches`,
+    body: () => ({ gitName: "intruder" }),
+    expect: "404",
+  },
   {
     name: "create own database on victim's branch",
     method: "POST",
@@ -194,9 +312,25 @@ const operations: Operation[] = [
     body: (a, v, id) => ({ projectId: a.projectId, name: "intruder", branchId: id(v.branchId) }),
     expect: "404",
   },
-  { name: "move own database to victim's branch", method: "PATCH", path: (a) => `/v1/databases/${a.databaseId}`, body: (_a, v, id) => ({ branchId: id(v.branchId) }), expect: "404" },
-  { name: "list databases by branchId", method: "GET", path: (_a, v, id) => `/v1/databases?branchId=${id(v.branchId)}`, expect: "empty-list" },
-  { name: "list databases by branchGitName", method: "GET", path: (_a, v) => `/v1/databases?branchGitName=${encodeURIComponent(v.branchGitName)}`, expect: "empty-list" },
+  {
+    name: "move own database to victim's branch",
+    method: "PATCH",
+    path: (a) => `/v1/databases/${a.databaseId}`,
+    body: (_a, v, id) => ({ branchId: id(v.branchId) }),
+    expect: "404",
+  },
+  {
+    name: "list databases by branchId",
+    method: "GET",
+    path: (_a, v, id) => `/v1/databases?branchId=${id(v.branchId)}`,
+    expect: "empty-list",
+  },
+  {
+    name: "list databases by branchGitName",
+    method: "GET",
+    path: (_a, v) => `/v1/databases?branchGitName=${encodeURIComponent(v.branchGitName)}`,
+    expect: "empty-list",
+  },
 ];
 
 // Ids are accepted with or without their prefix (the seed's patterns); both forms must stay foreign.
@@ -210,7 +344,15 @@ const Step = fc.record({
 
 /** A victim whose ids have the same shapes but never existed: the control group for "existence is never revealed". */
 function phantomOf(victim: Workspace): Workspace {
-  const fresh = (id: string) => id.replace(/c[a-z0-9]{24}$/, () => "c" + Array.from({ length: 24 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join(""));
+  const fresh = (id: string) =>
+    id.replace(
+      /c[a-z0-9]{24}$/,
+      () =>
+        "c" +
+        Array.from({ length: 24 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join(
+          "",
+        ),
+    );
   return {
     ...victim,
     projectId: fresh(victim.projectId),
@@ -235,7 +377,14 @@ function normalised(reply: Reply, w: Workspace): string {
   return text;
 }
 
-function checkReply(step: { operation: Operation; attacker: "A" | "B" }, victim: Workspace, reply: Reply, control: Reply, phantom: Workspace, sent: string): void {
+function checkReply(
+  step: { operation: Operation; attacker: "A" | "B" },
+  victim: Workspace,
+  reply: Reply,
+  control: Reply,
+  phantom: Workspace,
+  sent: string,
+): void {
   const label = `${step.attacker} → ${victim.label}: ${step.operation.name}`;
   const text = JSON.stringify(reply.body ?? null);
   switch (step.operation.expect) {
@@ -289,7 +438,12 @@ describe("workspace isolation", () => {
           const body = op.body?.(attacker, victim, id);
           const reply = await call(attacker.token, op.method, path, body);
           const phantom = phantomOf(victim);
-          const control = await call(attacker.token, op.method, op.path(attacker, phantom, id), op.body?.(attacker, phantom, id));
+          const control = await call(
+            attacker.token,
+            op.method,
+            op.path(attacker, phantom, id),
+            op.body?.(attacker, phantom, id),
+          );
           checkReply(step, victim, reply, control, phantom, path + JSON.stringify(body ?? null));
         }
         expect(await snapshot(ws.A)).toEqual(before.A);
@@ -302,7 +456,10 @@ describe("workspace isolation", () => {
   it("an Idempotency-Key reused by the other workspace never replays the first workspace's response", async () => {
     const key = "isolation-shared-key";
     const body = { name: "same-body", createDatabase: false };
-    const first = dataOf<{ id: string }>(await call(ws.A.token, "POST", "/v1/projects", body, { "idempotency-key": key }), "A create");
+    const first = dataOf<{ id: string }>(
+      await call(ws.A.token, "POST", "/v1/projects", body, { "idempotency-key": key }),
+      "A create",
+    );
     const second = await call(ws.B.token, "POST", "/v1/projects", body, { "idempotency-key": key });
     expect(JSON.stringify(second.body)).not.toContain(first.id);
     if (second.status < 300) {

@@ -28,7 +28,8 @@ function expectNoSecret(body: unknown) {
   // Creation-only fields never appear outside creation responses.
   expect(text).not.toMatch(/"apiKeys"/);
   const data = (body as { data: unknown }).data;
-  for (const d of Array.isArray(data) ? data : [data]) if ((d as { type?: string } | undefined)?.type === "database") expect(d).not.toHaveProperty("directConnection");
+  for (const d of Array.isArray(data) ? data : [data])
+    if ((d as { type?: string } | undefined)?.type === "database") expect(d).not.toHaveProperty("directConnection");
   expect(text).not.toMatch(/connectionString/);
   expect(text).not.toMatch(/postgresql:\/\//);
   for (const m of text.matchAll(/"pass":"([^"]*)"/g)) expect(m[1]).toBe(maskedPassword);
@@ -77,8 +78,12 @@ describe("projects", () => {
     expect(db).not.toHaveProperty("project");
     expect(db.defaultConnectionId).toBe(db.connections[0].id);
     // The top-level string is the pooled endpoint (PgBouncer): TLS verified with the stack's CA, Prisma's flag.
-    expect(db.connectionString).toMatch(/^postgresql:\/\/[^:]+:[^@]+@127\.0\.0\.1:\d+\/mds_\w+\?sslmode=require&sslrootcert=\/\S+\/ca\.crt&pgbouncer=true$/);
-    expect(db.connections[0].endpoints.direct.connectionString).toMatch(/\?sslmode=require&sslrootcert=\/\S+\/ca\.crt$/);
+    expect(db.connectionString).toMatch(
+      /^postgresql:\/\/[^:]+:[^@]+@127\.0\.0\.1:\d+\/mds_\w+\?sslmode=require&sslrootcert=\/\S+\/ca\.crt&pgbouncer=true$/,
+    );
+    expect(db.connections[0].endpoints.direct.connectionString).toMatch(
+      /\?sslmode=require&sslrootcert=\/\S+\/ca\.crt$/,
+    );
     expect(db.directConnection.pass).not.toBe(maskedPassword);
     expect(db.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     // The connection string really connects, and can create tables.
@@ -101,7 +106,11 @@ describe("projects", () => {
     const p = strictData(Project).parse(one.body).data;
     expect(p).not.toHaveProperty("database");
     const list = await api("GET", "/v1/projects?limit=100");
-    expect(pageOf(Project).parse(list.body).data.map((x) => x.id)).toContain(project.id);
+    expect(
+      pageOf(Project)
+        .parse(list.body)
+        .data.map((x) => x.id),
+    ).toContain(project.id);
   });
 
   it("logicalId is unique per workspace: 409 names the existing id; the list filters by it", async () => {
@@ -113,7 +122,9 @@ describe("projects", () => {
     const found = await api("GET", `/v1/projects?logicalId=${encodeURIComponent("k8s:inst:ns/one")}`);
     expect(found.body.data.map((p: Json) => p.id)).toEqual([first.body.data.id]);
     // Concurrent creates with one logicalId: exactly one wins.
-    const racers = await Promise.all([1, 2, 3].map(() => api("POST", "/v1/projects", { logicalId: "race", createDatabase: false })));
+    const racers = await Promise.all(
+      [1, 2, 3].map(() => api("POST", "/v1/projects", { logicalId: "race", createDatabase: false })),
+    );
     expect(racers.map((r) => r.status).sort()).toEqual([201, 409, 409]);
   });
 
@@ -166,7 +177,11 @@ describe("databases", () => {
     expect(strictData(Database).parse(one.body).data.status).toBe("ready");
     expectNoSecret(one.body);
     const perProject = await api("GET", `/v1/projects/${project.id}/databases`);
-    expect(pageOf(Database).parse(perProject.body).data.map((d) => d.id)).toEqual([a.id, b.id]);
+    expect(
+      pageOf(Database)
+        .parse(perProject.body)
+        .data.map((d) => d.id),
+    ).toEqual([a.id, b.id]);
     expect(perProject.body.pagination).toEqual({ nextCursor: null, hasMore: false });
     expectNoSecret(perProject.body);
     const filtered = await api("GET", `/v1/databases?projectId=${project.id}`);
@@ -194,7 +209,8 @@ describe("databases", () => {
     const on = (url: string, database: string) => url.replace(/\/(mds_\w+)\?/, `/${database}?`);
     const dbB = new URL(urlB).pathname.slice(1);
     // Direct: PostgreSQL says insufficient_privilege (no CONNECT on the other database).
-    for (const database of [dbB, "postgres", "mds_control"]) expect(await tryConnect(on(directA, database))).toBe("42501");
+    for (const database of [dbB, "postgres", "mds_control"])
+      expect(await tryConnect(on(directA, database))).toBe("42501");
     // Pooled: PgBouncer's lookup has nothing for A in B's database (no CONNECT there): refused at authentication, at once.
     const started = Date.now();
     expect(await tryConnect(on(urlA, dbB))).not.toBe(true);
@@ -218,11 +234,18 @@ describe("databases", () => {
     await sql(url, "CREATE TABLE shared (v int); INSERT INTO shared VALUES (7)");
     expect(await sql(a.connectionString, "SELECT v FROM shared")).toEqual([{ v: 7 }]);
     const list = await api("GET", `/v1/databases/${a.id}/connections`);
-    expect(pageOf(Connection).parse(list.body).data.map((c) => c.id)).toEqual([a.connections[0].id, con.id]);
+    expect(
+      pageOf(Connection)
+        .parse(list.body)
+        .data.map((c) => c.id),
+    ).toEqual([a.connections[0].id, con.id]);
     expectNoSecret(list.body);
     const firstPage = await api("GET", `/v1/databases/${a.id}/connections?limit=1`);
     expect(firstPage.body.data.map((c: Json) => c.id)).toEqual([a.connections[0].id]);
-    const secondPage = await api("GET", `/v1/databases/${a.id}/connections?limit=1&cursor=${firstPage.body.pagination.nextCursor}`);
+    const secondPage = await api(
+      "GET",
+      `/v1/databases/${a.id}/connections?limit=1&cursor=${firstPage.body.pagination.nextCursor}`,
+    );
     expect(secondPage.body).toMatchObject({ data: [{ id: con.id }], pagination: { hasMore: false, nextCursor: null } });
     expectError(await api("GET", `/v1/databases/${a.id}/connections?limit=0`), 400, "invalid_request");
     expect((await api("DELETE", `/v1/connections/${con.id}`)).status).toBe(204);
@@ -234,9 +257,13 @@ describe("databases", () => {
 
   it("concurrent creates and PATCHes moving the default leave exactly one default", async () => {
     const p = (await api("POST", "/v1/projects", { createDatabase: false })).body.data;
-    const created = await Promise.all([1, 2, 3, 4].map((i) => api("POST", `/v1/projects/${p.id}/databases`, { name: `d${i}`, isDefault: true })));
+    const created = await Promise.all(
+      [1, 2, 3, 4].map((i) => api("POST", `/v1/projects/${p.id}/databases`, { name: `d${i}`, isDefault: true })),
+    );
     expect(created.map((c) => c.status)).toEqual([201, 201, 201, 201]);
-    const patched = await Promise.all(created.map((c) => api("PATCH", `/v1/databases/${c.body.data.id}`, { isDefault: true })));
+    const patched = await Promise.all(
+      created.map((c) => api("PATCH", `/v1/databases/${c.body.data.id}`, { isDefault: true })),
+    );
     expect(patched.map((r) => r.status)).toEqual([200, 200, 200, 200]);
     const list = await api("GET", `/v1/projects/${p.id}/databases`);
     expect(list.body.data.filter((d: Json) => d.isDefault)).toHaveLength(1);
@@ -254,7 +281,8 @@ describe("databases", () => {
 
   it("Idempotency-Key replays the creation response, credentials included, without creating again", async () => {
     const headers = { "idempotency-key": "create-once-1" };
-    const count = async () => (await sql<{ n: string }>(service.controlUrl, "SELECT count(*) AS n FROM databases")).at(0)!.n;
+    const count = async () =>
+      (await sql<{ n: string }>(service.controlUrl, "SELECT count(*) AS n FROM databases")).at(0)!.n;
     const before = await count();
     const first = await api("POST", `/v1/projects/${project.id}/databases`, { name: "idem" }, headers);
     const replay = await api("POST", `/v1/projects/${project.id}/databases`, { name: "idem" }, headers);
@@ -266,7 +294,11 @@ describe("databases", () => {
     const other = await api("POST", `/v1/projects/${project.id}/databases`, { name: "different" }, headers);
     expectError(other, 422, "unprocessable");
     // Stored encrypted: the password is not in the control database in clear.
-    const stored = await sql<{ response: Buffer }>(service.controlUrl, "SELECT response FROM idempotency WHERE key = $1", ["create-once-1"]);
+    const stored = await sql<{ response: Buffer }>(
+      service.controlUrl,
+      "SELECT response FROM idempotency WHERE key = $1",
+      ["create-once-1"],
+    );
     expect(stored[0]!.response.toString("latin1")).not.toContain(first.body.data.directConnection.pass);
     await ready(first.body.data.id);
     expect(await tryConnect(replay.body.data.connectionString)).toBe(true);
@@ -283,7 +315,9 @@ describe("databases", () => {
     expectError(await api("GET", `/v1/databases/${a.id}`), 404, "not_found");
     await eventually(async () => {
       expect(await sql(service.postgresUrl, "SELECT 1 FROM pg_database WHERE datname = $1", [pgName])).toEqual([]);
-      expect(await sql(service.postgresUrl, "SELECT 1 FROM pg_roles WHERE rolname = ANY($1)", [[role, `${pgName}_owner`]])).toEqual([]);
+      expect(
+        await sql(service.postgresUrl, "SELECT 1 FROM pg_roles WHERE rolname = ANY($1)", [[role, `${pgName}_owner`]]),
+      ).toEqual([]);
     });
     // Direct: the server says the database is gone at once (through PgBouncer 1.18 such a login waits: README).
     expect(await tryConnect(a.connections[0].endpoints.direct.connectionString as string)).not.toBe(true);
@@ -294,13 +328,17 @@ describe("pagination", () => {
   it("walks every item that existed for the whole walk exactly once during concurrent creates and deletes", async () => {
     const project = (await api("POST", "/v1/projects", { createDatabase: false })).body.data;
     const ids: string[] = [];
-    for (let i = 0; i < 12; i++) ids.push((await api("POST", `/v1/projects/${project.id}/databases`, { name: `p${i}` })).body.data.id);
+    for (let i = 0; i < 12; i++)
+      ids.push((await api("POST", `/v1/projects/${project.id}/databases`, { name: `p${i}` })).body.data.id);
     const deletable = ids.splice(6, 3); // these get deleted during the walk
     const seen: string[] = [];
     let cursor: string | null = null;
     let page = 0;
     do {
-      const res: Json = await api("GET", `/v1/projects/${project.id}/databases?limit=2${cursor ? `&cursor=${cursor}` : ""}`);
+      const res: Json = await api(
+        "GET",
+        `/v1/projects/${project.id}/databases?limit=2${cursor ? `&cursor=${cursor}` : ""}`,
+      );
       expect(res.status).toBe(200);
       seen.push(...res.body.data.map((d: Json) => d.id));
       cursor = res.body.pagination.nextCursor;
@@ -316,15 +354,23 @@ describe("pagination", () => {
 
   it("a walk racing a concurrent writer sees every pre-existing item exactly once and no duplicates", async () => {
     const project = (await api("POST", "/v1/projects", { createDatabase: false })).body.data;
-    const before = (await Promise.all(Array.from({ length: 10 }, (_, i) => api("POST", `/v1/projects/${project.id}/databases`, { name: `c${i}` })))).map((r) => r.body.data.id as string);
+    const before = (
+      await Promise.all(
+        Array.from({ length: 10 }, (_, i) => api("POST", `/v1/projects/${project.id}/databases`, { name: `c${i}` })),
+      )
+    ).map((r) => r.body.data.id as string);
     let writing = true;
     const writer = (async () => {
-      for (let i = 0; writing && i < 15; i++) await api("POST", `/v1/projects/${project.id}/databases`, { name: `w${i}` });
+      for (let i = 0; writing && i < 15; i++)
+        await api("POST", `/v1/projects/${project.id}/databases`, { name: `w${i}` });
     })();
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
-      const res: Json = await api("GET", `/v1/databases?projectId=${project.id}&limit=1${cursor ? `&cursor=${cursor}` : ""}`);
+      const res: Json = await api(
+        "GET",
+        `/v1/databases?projectId=${project.id}&limit=1${cursor ? `&cursor=${cursor}` : ""}`,
+      );
       seen.push(...res.body.data.map((d: Json) => d.id));
       cursor = res.body.pagination.nextCursor;
     } while (cursor);
@@ -338,9 +384,12 @@ describe("pagination", () => {
     expectError(await api("GET", `/v1/databases?limit=${limit}`), 400, "invalid_request");
   });
 
-  it.each(["not-base64!", "Zm9v", Buffer.from("2024-01-01T00:00:00.000000Z|db_x'; drop").toString("base64url")])("cursor %s is 400", async (cursor) => {
-    expectError(await api("GET", `/v1/databases?cursor=${encodeURIComponent(cursor)}`), 400, "invalid_request");
-  });
+  it.each(["not-base64!", "Zm9v", Buffer.from("2024-01-01T00:00:00.000000Z|db_x'; drop").toString("base64url")])(
+    "cursor %s is 400",
+    async (cursor) => {
+      expectError(await api("GET", `/v1/databases?cursor=${encodeURIComponent(cursor)}`), 400, "invalid_request");
+    },
+  );
 
   it("an unknown query parameter is 400", async () => {
     expectError(await api("GET", "/v1/databases?limt=5"), 400, "invalid_request");

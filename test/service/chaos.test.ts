@@ -20,7 +20,14 @@ let postgres: RunningPostgres;
 let controlUrl: string;
 let token: string;
 let port: number;
-const config = () => JSON.stringify({ controlUrl, adminUrl: postgres.url, backupDir: path.join(dir, "backups"), key: key.toString("hex"), port });
+const config = () =>
+  JSON.stringify({
+    controlUrl,
+    adminUrl: postgres.url,
+    backupDir: path.join(dir, "backups"),
+    key: key.toString("hex"),
+    port,
+  });
 const key = randomBytes(32);
 let child: ChildProcess | undefined;
 
@@ -82,16 +89,35 @@ describe("a service killed mid-job", () => {
     const db = project.database;
     await settled(api, db.id);
     // Enough data that pg_restore takes a moment, so the kill lands while it runs.
-    await sql(db.connectionString, "CREATE TABLE big AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 300000) g");
+    await sql(
+      db.connectionString,
+      "CREATE TABLE big AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 300000) g",
+    );
     await sql(db.connectionString, "CREATE TABLE marker (v text); INSERT INTO marker VALUES ('A')");
     const backup = (await api("POST", `/v1/databases/${db.id}/backups`)).body.data;
-    await eventually(async () => expect((await api("GET", `/v1/databases/${db.id}/backups`)).body.data[0].status).toBe("completed"), { timeoutMs: 60_000 });
+    await eventually(
+      async () => expect((await api("GET", `/v1/databases/${db.id}/backups`)).body.data[0].status).toBe("completed"),
+      { timeoutMs: 60_000 },
+    );
     await sql(db.connectionString, "UPDATE marker SET v = 'B'");
 
-    const res = await api("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: backup.id } }, { "idempotency-key": "chaos-restore" });
+    const res = await api(
+      "POST",
+      `/v1/databases/${db.id}/restore`,
+      { source: { type: "backup", databaseId: db.id, backupId: backup.id } },
+      { "idempotency-key": "chaos-restore" },
+    );
     expect(res.status).toBe(200);
     // Wait until the scratch database exists (pg_restore is running into it), then kill.
-    await eventually(async () => expect(await sql(postgres.url, "SELECT datname FROM pg_database WHERE datname LIKE $1", [`${new URL(db.connectionString).pathname.slice(1)}_r%`])).toHaveLength(1), { intervalMs: 5 });
+    await eventually(
+      async () =>
+        expect(
+          await sql(postgres.url, "SELECT datname FROM pg_database WHERE datname LIKE $1", [
+            `${new URL(db.connectionString).pathname.slice(1)}_r%`,
+          ]),
+        ).toHaveLength(1),
+      { intervalMs: 5 },
+    );
     await kill9();
     // While the service is down, the data is entirely the old one.
     expect(await sql(db.connectionString, "SELECT v FROM marker")).toEqual([{ v: "B" }]);
@@ -101,12 +127,22 @@ describe("a service killed mid-job", () => {
     expect(final.status).toBe("ready");
     expect(await sql(db.connectionString, "SELECT v FROM marker")).toEqual([{ v: "A" }]);
     expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM big")).toEqual([{ n: 300000 }]);
-    await eventually(async () => expect(await sql(postgres.url, "SELECT datname FROM pg_database WHERE datname ~ '_[ro][0-9]+$'")).toEqual([]));
-    const runs = await sql<{ outcome: string | null }>(controlUrl, "SELECT r.outcome FROM job_runs r JOIN jobs j ON j.id = r.job_id WHERE j.kind = 'restore' ORDER BY r.id");
+    await eventually(async () =>
+      expect(await sql(postgres.url, "SELECT datname FROM pg_database WHERE datname ~ '_[ro][0-9]+$'")).toEqual([]),
+    );
+    const runs = await sql<{ outcome: string | null }>(
+      controlUrl,
+      "SELECT r.outcome FROM job_runs r JOIN jobs j ON j.id = r.job_id WHERE j.kind = 'restore' ORDER BY r.id",
+    );
     expect(runs.filter((r) => r.outcome === "restored")).toHaveLength(1);
     expect(runs.length).toBeGreaterThanOrEqual(2);
     // Posting the same restore again replays; it does not run a second time.
-    const replay = await again("POST", `/v1/databases/${db.id}/restore`, { source: { type: "backup", databaseId: db.id, backupId: backup.id } }, { "idempotency-key": "chaos-restore" });
+    const replay = await again(
+      "POST",
+      `/v1/databases/${db.id}/restore`,
+      { source: { type: "backup", databaseId: db.id, backupId: backup.id } },
+      { "idempotency-key": "chaos-restore" },
+    );
     expect(replay.status).toBe(200);
     expect(await sql(controlUrl, "SELECT id FROM jobs WHERE kind = 'restore'")).toHaveLength(1);
     await kill9();
@@ -116,7 +152,9 @@ describe("a service killed mid-job", () => {
     const url = await startChild();
     const api = client({ url }, token);
     const project = (await api("POST", "/v1/projects", { name: "chaos2", createDatabase: false })).body.data;
-    const created = await Promise.all(Array.from({ length: 8 }, (_, i) => api("POST", `/v1/projects/${project.id}/databases`, { name: `d${i}` })));
+    const created = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => api("POST", `/v1/projects/${project.id}/databases`, { name: `d${i}` })),
+    );
     await kill9();
     const again = client({ url: await startChild() }, token);
     for (const c of created) {
@@ -141,7 +179,11 @@ describe("a service killed mid-job", () => {
     expect(down.body.error.code).toBe("unavailable");
     expect(Number(down.headers.get("retry-after"))).toBeGreaterThan(0);
     expect((await fetch(`${url}/readyz`)).status).toBe(503);
-    postgres = await startPostgres({ dir: path.join(dir, "pg"), port: pgPort, settings: { fsync: "off", synchronous_commit: "off" } });
+    postgres = await startPostgres({
+      dir: path.join(dir, "pg"),
+      port: pgPort,
+      settings: { fsync: "off", synchronous_commit: "off" },
+    });
     await eventually(async () => expect((await api("GET", "/v1/databases?limit=1")).status).toBe(200));
     expect((await fetch(`${url}/readyz`)).status).toBe(200);
     await kill9();

@@ -18,9 +18,21 @@ function run(args: string[]): { code: number; stdout: string; stderr: string } {
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
-async function startServiceProcess(): Promise<{ url: string; token: string; stop(): Promise<number | null>; kill9(): Promise<void>; output(): string }> {
-  const before = existsSync(path.join(dir, "service.json")) ? await readFile(path.join(dir, "service.json"), "utf8") : "";
-  const proc = spawn(node, [mds, "service", "--embedded", dir, "--port", "0", "--log-level", "debug", "--spare-databases", "2"], { stdio: ["ignore", "pipe", "pipe"] });
+async function startServiceProcess(): Promise<{
+  url: string;
+  token: string;
+  stop(): Promise<number | null>;
+  kill9(): Promise<void>;
+  output(): string;
+}> {
+  const before = existsSync(path.join(dir, "service.json"))
+    ? await readFile(path.join(dir, "service.json"), "utf8")
+    : "";
+  const proc = spawn(
+    node,
+    [mds, "service", "--embedded", dir, "--port", "0", "--log-level", "debug", "--spare-databases", "2"],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
   let output = "";
   proc.stdout.on("data", (d: Buffer) => (output += d.toString()));
   proc.stderr.on("data", (d: Buffer) => (output += d.toString()));
@@ -75,10 +87,15 @@ describe("mds service --embedded and mds token", () => {
     const listed = run(["token", "list", "--embedded", dir]);
     expect(listed.stdout).toContain("team-a");
     expect(listed.stdout).not.toContain(newToken);
-    const id = listed.stdout.split("\n").find((l) => l.includes("team-a"))!.split("\t")[0]!;
+    const id = listed.stdout
+      .split("\n")
+      .find((l) => l.includes("team-a"))!
+      .split("\t")[0]!;
     expect(run(["token", "revoke", id, "--embedded", dir]).code).toBe(0);
     expect((await client(first, newToken)("GET", "/v1/databases")).status).toBe(401);
-    await eventually(async () => expect((await api("GET", `/v1/databases/${created.body.data.database.id}`)).body.data.status).toBe("ready"));
+    await eventually(async () =>
+      expect((await api("GET", `/v1/databases/${created.body.data.database.id}`)).body.data.status).toBe("ready"),
+    );
     expect(await first.stop()).toBe(0);
     const log = first.output();
     expect(log).not.toContain(first.token);
@@ -98,7 +115,9 @@ describe("mds service --embedded and mds token", () => {
   it("starts again after kill -9, taking over the PostgreSQL the dead service left running", async () => {
     const first = await startServiceProcess();
     running.push(first);
-    const project = (await client(first, first.token)("POST", "/v1/projects", { name: "after-kill", createDatabase: false })).body.data;
+    const project = (
+      await client(first, first.token)("POST", "/v1/projects", { name: "after-kill", createDatabase: false })
+    ).body.data;
     await first.kill9();
     const second = await startServiceProcess();
     running.push(second);
@@ -111,7 +130,16 @@ describe("mds service --embedded and mds token", () => {
   });
 
   it("token create works with the service stopped, and bad usage is a clear error", () => {
-    const made = run(["token", "create", "--workspace", "offline", "--scopes", "workspace:admin,offline_access", "--embedded", dir]);
+    const made = run([
+      "token",
+      "create",
+      "--workspace",
+      "offline",
+      "--scopes",
+      "workspace:admin,offline_access",
+      "--embedded",
+      dir,
+    ]);
     expect(made.code, made.stderr).toBe(0);
     expect(made.stdout.trim().split("\n").at(-1)).toMatch(/^mds_/);
     const noWorkspace = run(["token", "create", "--embedded", dir]);
@@ -135,9 +163,23 @@ describe("mds service --embedded and mds token", () => {
     const admin = "postgresql://postgres:Pa55-w0rd@127.0.0.1:5432/postgres";
     const service = (yaml: string) => {
       writeFileSync(file, yaml);
-      return run(["service", "--regions", file, "--database-url", admin, "--encryption-key-file", keyFile, "--backup-dir", path.join(dir, "b"), "--spare-databases", "0"]);
+      return run([
+        "service",
+        "--regions",
+        file,
+        "--database-url",
+        admin,
+        "--encryption-key-file",
+        keyFile,
+        "--backup-dir",
+        path.join(dir, "b"),
+        "--spare-databases",
+        "0",
+      ]);
     };
-    const bad = service(`us-east-1:\n  servers:\n    - { name: pg_a, adminUrl: "${admin}", maxDatabases: 0 }\n    - { name: pg-b, adminUrl: "${admin}", draining: yes-please }\n`);
+    const bad = service(
+      `us-east-1:\n  servers:\n    - { name: pg_a, adminUrl: "${admin}", maxDatabases: 0 }\n    - { name: pg-b, adminUrl: "${admin}", draining: yes-please }\n`,
+    );
     expect(bad.code).toBe(1);
     expect(bad.stderr.trim()).toBe(
       "mds: invalid regions: us-east-1.servers.0.name: a server name is 1 to 63 lowercase letters, digits and dashes, starting and ending with a letter or digit; " +

@@ -39,12 +39,28 @@ describe("data plane: TLS and the PgBouncer pooled endpoint", () => {
   let caFile: string;
 
   /** A pg client with the CA given explicitly (verify-full: pg checks the CA and that the host is in the certificate). */
-  const verified = (login: Pick<Login, "user" | "password" | "database">, endpoint: { host: string; port: number }, password = login.password) => {
-    const c = new pg.Client({ host: endpoint.host, port: endpoint.port, user: login.user, password, database: login.database, ssl: { ca: caCert }, connectionTimeoutMillis: 5000 });
+  const verified = (
+    login: Pick<Login, "user" | "password" | "database">,
+    endpoint: { host: string; port: number },
+    password = login.password,
+  ) => {
+    const c = new pg.Client({
+      host: endpoint.host,
+      port: endpoint.port,
+      user: login.user,
+      password,
+      database: login.database,
+      ssl: { ca: caCert },
+      connectionTimeoutMillis: 5000,
+    });
     c.on("error", () => {});
     return c;
   };
-  const refused = async (login: Login, endpoint: { host: string; port: number }, password = login.password): Promise<boolean> => {
+  const refused = async (
+    login: Login,
+    endpoint: { host: string; port: number },
+    password = login.password,
+  ): Promise<boolean> => {
     const c = verified(login, endpoint, password);
     try {
       await c.connect();
@@ -61,7 +77,9 @@ describe("data plane: TLS and the PgBouncer pooled endpoint", () => {
     const created = await api("POST", "/v1/projects", { name });
     expect(created.status).toBe(201);
     const db = created.body.data.database;
-    await eventually(async () => expect((await api("GET", `/v1/databases/${db.id}`)).body.data.status).toBe("ready"), { timeoutMs: 60_000 });
+    await eventually(async () => expect((await api("GET", `/v1/databases/${db.id}`)).body.data.status).toBe("ready"), {
+      timeoutMs: 60_000,
+    });
     return db;
   }
 
@@ -74,10 +92,18 @@ describe("data plane: TLS and the PgBouncer pooled endpoint", () => {
       postgresSettings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
       postgresTemplate: await templateCluster(),
       pooler: { poolSize, maxDbConnections: poolSize },
-      service: { rateLimit: { perSecond: 1000, burst: 1000 }, authRateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 1 },
+      service: {
+        rateLimit: { perSecond: 1000, burst: 1000 },
+        authRateLimit: { perSecond: 1000, burst: 1000 },
+        jobPollIntervalMs: 200,
+        spareDatabases: 1,
+      },
     });
     api = client(service, service.token);
-    const json = JSON.parse(await readFile(path.join(dir, "service.json"), "utf8")) as { caCert: string; caFile: string };
+    const json = JSON.parse(await readFile(path.join(dir, "service.json"), "utf8")) as {
+      caCert: string;
+      caFile: string;
+    };
     caCert = json.caCert;
     caFile = json.caFile;
   }, 120_000);
@@ -107,26 +133,46 @@ describe("data plane: TLS and the PgBouncer pooled endpoint", () => {
     await admin.connect();
     onTestFinished(() => admin.end());
     for (const endpoint of [login.direct, login.pooled]) {
-      const { stdout } = await run("psql", ["-XAtc", "SELECT current_database()", `host=${endpoint.host} port=${endpoint.port} user=${login.user} dbname=${login.database} sslmode=verify-full`], {
-        env: { ...process.env, PGPASSWORD: login.password, PGSSLROOTCERT: caFile, PGCONNECT_TIMEOUT: "10" },
-      });
+      const { stdout } = await run(
+        "psql",
+        [
+          "-XAtc",
+          "SELECT current_database()",
+          `host=${endpoint.host} port=${endpoint.port} user=${login.user} dbname=${login.database} sslmode=verify-full`,
+        ],
+        {
+          env: { ...process.env, PGPASSWORD: login.password, PGSSLROOTCERT: caFile, PGCONNECT_TIMEOUT: "10" },
+        },
+      );
       expect(stdout.trim()).toBe(login.database);
       const c = verified(login, endpoint);
       await c.connect();
       await c.query("SELECT 1");
       // Every server session of the login (PgBouncer's, for the pooled endpoint) is TLS too.
-      const { rows } = await admin.query<{ ssl: boolean }>("SELECT DISTINCT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.usename = $1", [login.user]);
+      const { rows } = await admin.query<{ ssl: boolean }>(
+        "SELECT DISTINCT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.usename = $1",
+        [login.user],
+      );
       expect(rows).toEqual([{ ssl: true }]);
       await c.end();
     }
     // The direct connection string as handed out works with libpq as it is (sslrootcert in it: verify-ca).
-    const { stdout } = await run("psql", ["-XAtc", "SELECT 1", login.direct.connectionString], { env: { ...process.env, PGCONNECT_TIMEOUT: "10" } });
+    const { stdout } = await run("psql", ["-XAtc", "SELECT 1", login.direct.connectionString], {
+      env: { ...process.env, PGCONNECT_TIMEOUT: "10" },
+    });
     expect(stdout.trim()).toBe("1");
     // A CA that did not sign the server's certificate is refused by both.
     const { generate } = await import("selfsigned");
     const other = (await generate([{ name: "commonName", value: "other" }], { keyType: "ec" })).cert;
     for (const endpoint of [login.direct, login.pooled]) {
-      const c = new pg.Client({ host: endpoint.host, port: endpoint.port, user: login.user, password: login.password, database: login.database, ssl: { ca: other } });
+      const c = new pg.Client({
+        host: endpoint.host,
+        port: endpoint.port,
+        user: login.user,
+        password: login.password,
+        database: login.database,
+        ssl: { ca: other },
+      });
       c.on("error", () => {});
       await expect(c.connect()).rejects.toThrow(/certificate/);
       await c.end().catch(() => {});
@@ -136,7 +182,15 @@ describe("data plane: TLS and the PgBouncer pooled endpoint", () => {
   it("PgBouncer refuses a client without TLS", async () => {
     const db = await readyDatabase("no-plain");
     const login = loginOf(db.connections[0]);
-    const c = new pg.Client({ host: login.pooled.host, port: login.pooled.port, user: login.user, password: login.password, database: login.database, ssl: false, connectionTimeoutMillis: 5000 });
+    const c = new pg.Client({
+      host: login.pooled.host,
+      port: login.pooled.port,
+      user: login.user,
+      password: login.password,
+      database: login.database,
+      ssl: false,
+      connectionTimeoutMillis: 5000,
+    });
     c.on("error", () => {});
     await expect(c.connect()).rejects.toThrow();
     await c.end().catch(() => {});
@@ -207,7 +261,10 @@ describe("data plane: TLS and the PgBouncer pooled endpoint", () => {
     const admin = new pg.Client({ connectionString: service.postgres.url });
     await admin.connect();
     const sample = async () => {
-      const { rows } = await admin.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND usename = $2", [login.database, login.user]);
+      const { rows } = await admin.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND usename = $2",
+        [login.database, login.user],
+      );
       peak = Math.max(peak, rows[0]!.n);
     };
     try {
@@ -219,7 +276,11 @@ describe("data plane: TLS and the PgBouncer pooled endpoint", () => {
           await new Promise((r) => setTimeout(r, 20));
         }
       })();
-      const results = await Promise.all(clients.map(async (c, i) => (await c.query<{ v: number }>("SELECT $1::int AS v, pg_sleep(0.05)", [i])).rows[0]!.v));
+      const results = await Promise.all(
+        clients.map(
+          async (c, i) => (await c.query<{ v: number }>("SELECT $1::int AS v, pg_sleep(0.05)", [i])).rows[0]!.v,
+        ),
+      );
       done = true;
       await sampler;
       await sample();

@@ -29,8 +29,11 @@ function expectError(res: { status: number; body: Json }, status: number, code: 
 }
 
 async function counts(): Promise<string> {
-  const rows = await sql(service.controlUrl, `SELECT (SELECT count(*) FROM projects) p, (SELECT count(*) FROM databases) d, (SELECT count(*) FROM connections) c,
-    (SELECT count(*) FROM backups) b, (SELECT count(*) FROM jobs) j, (SELECT count(*) FROM idempotency) i, (SELECT count(*) FROM tokens) t`);
+  const rows = await sql(
+    service.controlUrl,
+    `SELECT (SELECT count(*) FROM projects) p, (SELECT count(*) FROM databases) d, (SELECT count(*) FROM connections) c,
+    (SELECT count(*) FROM backups) b, (SELECT count(*) FROM jobs) j, (SELECT count(*) FROM idempotency) i, (SELECT count(*) FROM tokens) t`,
+  );
   return JSON.stringify(rows);
 }
 
@@ -39,7 +42,9 @@ beforeAll(async () => {
   api = client(service, service.token);
   project = (await api("POST", "/v1/projects", { name: "errors" })).body.data;
   database = project.database;
-  await eventually(async () => expect((await api("GET", `/v1/databases/${database.id}`)).body.data.status).toBe("ready"));
+  await eventually(async () =>
+    expect((await api("GET", `/v1/databases/${database.id}`)).body.data.status).toBe("ready"),
+  );
 });
 afterAll(async () => {
   await service?.stop();
@@ -51,7 +56,13 @@ describe("bad input is a clear 400 and changes nothing", () => {
     ["a JSON array", "POST", "/v1/projects", "[]", undefined],
     ["a JSON string", "POST", "/v1/projects", '"x"', undefined],
     ["wrong content type", "POST", "/v1/projects", "name=x", { "content-type": "application/x-www-form-urlencoded" }],
-    ["text/plain JSON", "POST", "/v1/databases", '{"projectId":"proj_c000000000000000000000000"}', { "content-type": "text/plain" }],
+    [
+      "text/plain JSON",
+      "POST",
+      "/v1/databases",
+      '{"projectId":"proj_c000000000000000000000000"}',
+      { "content-type": "text/plain" },
+    ],
     ["unknown field", "POST", "/v1/projects", { name: "x", nmae: "typo" }, undefined],
     ["wrong-typed field", "POST", "/v1/projects", { name: 5 }, undefined],
     ["empty name", "POST", "/v1/projects", { name: "   " }, undefined],
@@ -60,7 +71,13 @@ describe("bad input is a clear 400 and changes nothing", () => {
     ["unknown region", "POST", "/v1/projects", { region: "mars-1" }, undefined],
     ["missing projectId", "POST", "/v1/databases", {}, undefined],
     ["projectId off the pattern", "POST", "/v1/databases", { projectId: "proj-bad id" }, undefined],
-    ["unknown source type", "POST", "/v1/databases", { projectId: "proj_c000000000000000000000000", source: { type: "snapshot" } }, undefined],
+    [
+      "unknown source type",
+      "POST",
+      "/v1/databases",
+      { projectId: "proj_c000000000000000000000000", source: { type: "snapshot" } },
+      undefined,
+    ],
     ["path id off the pattern", "GET", "/v1/databases/db-not-valid", undefined, undefined],
     ["project path id off the pattern", "GET", "/v1/projects/has-dash/databases", undefined, undefined],
     ["isDefault false in PATCH", "PATCH", "/v1/databases/DBID", { isDefault: false }, undefined],
@@ -88,7 +105,11 @@ describe("bad input is a clear 400 and changes nothing", () => {
 
   it("a body over 64 KiB is 413 and changes nothing", async () => {
     const before = await counts();
-    expectError(await api("POST", "/v1/projects", { name: "x", logicalId: "a".repeat(70 * 1024) }), 413, "payload_too_large");
+    expectError(
+      await api("POST", "/v1/projects", { name: "x", logicalId: "a".repeat(70 * 1024) }),
+      413,
+      "payload_too_large",
+    );
     expect(await counts()).toBe(before);
   });
 });
@@ -106,7 +127,9 @@ describe("routing", () => {
   });
 
   it("echoes X-Request-Id or makes one", async () => {
-    const given = await fetch(`${service.url}/v1/databases`, { headers: { authorization: `Bearer ${service.token}`, "x-request-id": "req-123" } });
+    const given = await fetch(`${service.url}/v1/databases`, {
+      headers: { authorization: `Bearer ${service.token}`, "x-request-id": "req-123" },
+    });
     expect(given.headers.get("x-request-id")).toBe("req-123");
     const made = await fetch(`${service.url}/v1/databases`, { headers: { authorization: `Bearer ${service.token}` } });
     expect(made.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
@@ -132,7 +155,9 @@ describe("not found, conflict, unprocessable", () => {
     expectError(await api("DELETE", "/v1/connections/con_c000000000000000000000000"), 404, "not_found");
     expectError(await api("GET", "/v1/databases/db_c000000000000000000000000/backups"), 404, "not_found");
     expectError(
-      await api("POST", "/v1/databases/db_c000000000000000000000000/restore", { source: { type: "backup", databaseId: database.id, backupId: "bkp_c000000000000000000000000" } }),
+      await api("POST", "/v1/databases/db_c000000000000000000000000/restore", {
+        source: { type: "backup", databaseId: database.id, backupId: "bkp_c000000000000000000000000" },
+      }),
       404,
       "not_found",
     );
@@ -166,7 +191,11 @@ describe("not found, conflict, unprocessable", () => {
       });
       const r = client({ url: replica.url }, service.token);
       expectError(await r("POST", "/v1/projects", { region: "eu-west-3" }), 422, "region_unavailable");
-      expectError(await r("POST", `/v1/projects/${project.id}/databases`, { region: "ap-southeast-1" }), 422, "region_unavailable");
+      expectError(
+        await r("POST", `/v1/projects/${project.id}/databases`, { region: "ap-southeast-1" }),
+        422,
+        "region_unavailable",
+      );
     } finally {
       await replica?.stop();
     }
@@ -178,7 +207,9 @@ describe("unexpected errors", () => {
     // Break the control schema under the running service for one request.
     await sql(service.controlUrl, "ALTER TABLE backups RENAME COLUMN sha256 TO sha256_broken");
     try {
-      const res = await api("GET", `/v1/databases/${database.id}/backups`, undefined, { "x-request-id": "req-broken-1" });
+      const res = await api("GET", `/v1/databases/${database.id}/backups`, undefined, {
+        "x-request-id": "req-broken-1",
+      });
       expectError(res, 500, "internal_error");
       expect(res.body.error.message).toBe("internal error");
       expect(res.body.error.hint).toContain("req-broken-1");
@@ -201,7 +232,10 @@ describe("authentication", () => {
     expectError(await client(service, "mds_unknown")("GET", "/v1/databases"), 401, "unauthorized");
     const token = await service.createToken("revoked-ws");
     expect((await client(service, token)("GET", "/v1/databases")).status).toBe(200);
-    const [row] = await sql<{ id: string }>(service.controlUrl, "SELECT t.id FROM tokens t JOIN workspaces w ON w.id = t.workspace_id WHERE w.name = 'revoked-ws'");
+    const [row] = await sql<{ id: string }>(
+      service.controlUrl,
+      "SELECT t.id FROM tokens t JOIN workspaces w ON w.id = t.workspace_id WHERE w.name = 'revoked-ws'",
+    );
     const { revokeToken } = await import("../../src/service/tokens.ts");
     const { createPool } = await import("../../src/service/store/pool.ts");
     const pool = createPool(service.controlUrl, 1);
@@ -222,16 +256,24 @@ describe("authentication", () => {
   it("OAuth: client credentials, refresh rotation, and reuse detection revoking the chain", async () => {
     const [row] = await sql<{ id: string }>(service.controlUrl, "SELECT id FROM tokens WHERE name = 'embedded'");
     const form = (fields: Record<string, string>) =>
-      fetch(`${service.url}/oauth/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(fields).toString() });
+      fetch(`${service.url}/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams(fields).toString(),
+      });
     const bad = await form({ grant_type: "client_credentials", client_id: row!.id, client_secret: "wrong" });
     expectError({ status: bad.status, body: await bad.json() }, 401, "unauthorized");
-    const first = OAuthTokenResponse.parse(await (await form({ grant_type: "client_credentials", client_id: row!.id, client_secret: service.token })).json());
+    const first = OAuthTokenResponse.parse(
+      await (await form({ grant_type: "client_credentials", client_id: row!.id, client_secret: service.token })).json(),
+    );
     expect(first.scope).toBe("workspace:admin offline_access");
     expect(first.expires_in).toBe(3600);
     expect((await client(service, first.access_token)("GET", "/v1/databases")).status).toBe(200);
     // A refresh token never works as an access token.
     expectError(await client(service, first.refresh_token)("GET", "/v1/databases"), 401, "unauthorized");
-    const second = OAuthTokenResponse.parse(await (await form({ grant_type: "refresh_token", refresh_token: first.refresh_token })).json());
+    const second = OAuthTokenResponse.parse(
+      await (await form({ grant_type: "refresh_token", refresh_token: first.refresh_token })).json(),
+    );
     expect(second.refresh_token).not.toBe(first.refresh_token);
     expect((await client(service, second.access_token)("GET", "/v1/databases")).status).toBe(200);
     // Reusing the spent refresh token revokes the whole chain, including the newest tokens.
@@ -250,7 +292,11 @@ describe("authentication", () => {
     const res = await fetch(`${service.url}/oauth/token`, {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({ grant_type: "client_credentials", client_id: row!.id, client_secret: service.token }).toString(),
+      body: new URLSearchParams({
+        grant_type: "client_credentials",
+        client_id: row!.id,
+        client_secret: service.token,
+      }).toString(),
     });
     const tokens = OAuthTokenResponse.parse(await res.json());
     await sql(service.controlUrl, "UPDATE tokens SET expires_at = now() - interval '1 second' WHERE kind = 'access'");
@@ -277,8 +323,14 @@ describe("rate limiting", () => {
       expectError(limited, 429, "rate_limited");
       expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
       // Another token of the same workspace shares the spent budget (minting tokens buys nothing); another workspace has its own.
-      expect((await client({ url: replica.url }, await service.createToken("default"))("GET", "/v1/databases?limit=1")).status).toBe(429);
-      expect((await client({ url: replica.url }, await service.createToken("elsewhere"))("GET", "/v1/databases?limit=1")).status).toBe(200);
+      expect(
+        (await client({ url: replica.url }, await service.createToken("default"))("GET", "/v1/databases?limit=1"))
+          .status,
+      ).toBe(429);
+      expect(
+        (await client({ url: replica.url }, await service.createToken("elsewhere"))("GET", "/v1/databases?limit=1"))
+          .status,
+      ).toBe(200);
     } finally {
       await replica?.stop();
     }
@@ -288,12 +340,21 @@ describe("rate limiting", () => {
 describe("logs", () => {
   it("never contain a token, a password or a connection string", async () => {
     // Plant secrets everywhere a careless log line could pick them up.
-    const created = (await api("POST", `/v1/projects/${project.id}/databases`, { name: "planted" }, { "idempotency-key": "planted-key" })).body.data;
+    const created = (
+      await api(
+        "POST",
+        `/v1/projects/${project.id}/databases`,
+        { name: "planted" },
+        { "idempotency-key": "planted-key" },
+      )
+    ).body.data;
     const password: string = created.directConnection.pass;
     await client(service, `${service.token}x`)("GET", "/v1/databases");
     await api("POST", "/v1/projects", `{"name": "${password}"`); // malformed JSON holding a secret
     await api("POST", "/v1/projects", { name: "x", secret: password });
-    await eventually(async () => expect((await api("GET", `/v1/databases/${created.id}`)).body.data.status).toBe("ready"));
+    await eventually(async () =>
+      expect((await api("GET", `/v1/databases/${created.id}`)).body.data.status).toBe("ready"),
+    );
     expect(logLines.length).toBeGreaterThan(10);
     const all = logLines.join("\n");
     expect(all).not.toContain(service.token);

@@ -11,7 +11,12 @@ export type Response<T = unknown> = { status: number; headers: Headers; body: T 
 export type Json = any;
 
 export function client(service: Pick<TestService, "url">, token: string) {
-  return async function request(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Response<Json>> {
+  return async function request(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Response<Json>> {
     const init: RequestInit = { method, headers: { authorization: `Bearer ${token}`, ...headers } };
     if (body !== undefined) {
       init.body = typeof body === "string" ? body : JSON.stringify(body);
@@ -29,7 +34,11 @@ export function client(service: Pick<TestService, "url">, token: string) {
   };
 }
 
-export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
+export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(
+  url: string,
+  text: string,
+  params: unknown[] = [],
+): Promise<R[]> {
   const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
   c.on("error", () => {});
   await c.connect();
@@ -80,7 +89,9 @@ export async function completedBackup(api: Api, dbId: string): Promise<Json> {
   const created = await api("POST", `/v1/databases/${dbId}/backups`);
   if (created.status !== 201) throw new Error(`POST backups answered ${created.status}`);
   return eventually(async () => {
-    const found = ((await api("GET", `/v1/databases/${dbId}/backups`)).body.data as Json[]).find((b: Json) => b.id === (created.body as Json).data.id);
+    const found = ((await api("GET", `/v1/databases/${dbId}/backups`)).body.data as Json[]).find(
+      (b: Json) => b.id === (created.body as Json).data.id,
+    );
     if (found.status !== "completed") throw new Error(found.status);
     return found;
   });

@@ -28,7 +28,10 @@ describe("@prisma/management-api-sdk against mds service", () => {
     expect(defaultDb.connectionString).toMatch(/^postgresql:\/\//);
 
     // 3. POST /v1/projects/{projectId}/databases
-    const viaProject = await sdk.POST("/v1/projects/{projectId}/databases", { params: { path: { projectId: project.id } }, body: { name: "second", region: "inherit" } });
+    const viaProject = await sdk.POST("/v1/projects/{projectId}/databases", {
+      params: { path: { projectId: project.id } },
+      body: { name: "second", region: "inherit" },
+    });
     expect(viaProject.response.status).toBe(201);
     const second = viaProject.data!.data;
 
@@ -44,10 +47,14 @@ describe("@prisma/management-api-sdk against mds service", () => {
     await sql(defaultDb.connectionString!, "CREATE TABLE t (v text); INSERT INTO t VALUES ('before')");
 
     // 4. GET /v1/projects/{projectId}/databases
-    const perProject = await sdk.GET("/v1/projects/{projectId}/databases", { params: { path: { projectId: project.id }, query: { limit: 2 } } });
+    const perProject = await sdk.GET("/v1/projects/{projectId}/databases", {
+      params: { path: { projectId: project.id }, query: { limit: 2 } },
+    });
     expect(perProject.data!.data).toHaveLength(2);
     expect(perProject.data!.pagination.hasMore).toBe(true);
-    const next = await sdk.GET("/v1/projects/{projectId}/databases", { params: { path: { projectId: project.id }, query: { cursor: perProject.data!.pagination.nextCursor! } } });
+    const next = await sdk.GET("/v1/projects/{projectId}/databases", {
+      params: { path: { projectId: project.id }, query: { cursor: perProject.data!.pagination.nextCursor! } },
+    });
     expect(next.data!.data).toHaveLength(1);
 
     // 5. GET /v1/databases
@@ -55,14 +62,22 @@ describe("@prisma/management-api-sdk against mds service", () => {
     expect(all.data!.data.map((d) => d.id).sort()).toEqual([defaultDb.id, second.id, viaBody.data!.data.id].sort());
 
     // 7. PATCH /v1/databases/{databaseId}
-    const patched = await sdk.PATCH("/v1/databases/{databaseId}", { params: { path: { databaseId: second.id } }, body: { name: "renamed" } });
+    const patched = await sdk.PATCH("/v1/databases/{databaseId}", {
+      params: { path: { databaseId: second.id } },
+      body: { name: "renamed" },
+    });
     expect(patched.data!.data.name).toBe("renamed");
 
     // 8. POST /v1/databases/{targetDatabaseId}/restore (with a backup taken through our extension)
-    const backup = await fetch(`${service.url}/v1/databases/${defaultDb.id}/backups`, { method: "POST", headers: { authorization: `Bearer ${service.token}` } });
+    const backup = await fetch(`${service.url}/v1/databases/${defaultDb.id}/backups`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${service.token}` },
+    });
     const backupId = ((await backup.json()) as { data: { id: string } }).data.id;
     await eventually(async () => {
-      const list = await fetch(`${service.url}/v1/databases/${defaultDb.id}/backups`, { headers: { authorization: `Bearer ${service.token}` } });
+      const list = await fetch(`${service.url}/v1/databases/${defaultDb.id}/backups`, {
+        headers: { authorization: `Bearer ${service.token}` },
+      });
       expect(((await list.json()) as { data: { status: string }[] }).data[0]!.status).toBe("completed");
     });
     await sql(defaultDb.connectionString!, "UPDATE t SET v = 'after'");
@@ -83,24 +98,50 @@ describe("@prisma/management-api-sdk against mds service", () => {
     const created = await sdk.POST("/v1/projects", { body: { name: "public-surface", region: "us-east-1" } });
     const project = created.data!.data;
     const source = project.database!;
-    await eventually(async () => expect((await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: source.id } } })).data!.data.status).toBe("ready"));
+    await eventually(async () =>
+      expect(
+        (await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: source.id } } })).data!.data
+          .status,
+      ).toBe("ready"),
+    );
     await sql(source.connectionString!, "CREATE TABLE t (v text); INSERT INTO t VALUES ('source data')");
 
     // POST /v1/databases with logicalId, region "inherit" and a clone source.
     const cloned = await sdk.POST("/v1/databases", {
-      body: { projectId: project.id, name: "clone", region: "inherit", logicalId: "sdk/clone", source: { type: "database", databaseId: source.id } },
+      body: {
+        projectId: project.id,
+        name: "clone",
+        region: "inherit",
+        logicalId: "sdk/clone",
+        source: { type: "database", databaseId: source.id },
+      },
     });
     expect(cloned.error).toBeUndefined();
     expect(cloned.response.status).toBe(201);
     const clone = cloned.data!.data;
-    expect(clone).toMatchObject({ logicalId: "sdk/clone", source: { type: "database", databaseId: source.id }, region: { id: "us-east-1" } });
-    await eventually(async () => expect((await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: clone.id } } })).data!.data.status).toBe("ready"));
-    expect(await sql(clone.connections[0]!.endpoints.direct!.connectionString!, "SELECT v FROM t")).toEqual([{ v: "source data" }]);
-    const byLogicalId = await sdk.GET("/v1/databases", { params: { query: { projectId: project.id, logicalId: "sdk/clone" } } });
+    expect(clone).toMatchObject({
+      logicalId: "sdk/clone",
+      source: { type: "database", databaseId: source.id },
+      region: { id: "us-east-1" },
+    });
+    await eventually(async () =>
+      expect(
+        (await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: clone.id } } })).data!.data.status,
+      ).toBe("ready"),
+    );
+    expect(await sql(clone.connections[0]!.endpoints.direct!.connectionString!, "SELECT v FROM t")).toEqual([
+      { v: "source data" },
+    ]);
+    const byLogicalId = await sdk.GET("/v1/databases", {
+      params: { query: { projectId: project.id, logicalId: "sdk/clone" } },
+    });
     expect(byLogicalId.data!.data.map((d) => d.id)).toEqual([clone.id]);
 
     // PATCH /v1/databases/{databaseId} with logicalId.
-    const patched = await sdk.PATCH("/v1/databases/{databaseId}", { params: { path: { databaseId: clone.id } }, body: { logicalId: "sdk/clone-2" } });
+    const patched = await sdk.PATCH("/v1/databases/{databaseId}", {
+      params: { path: { databaseId: clone.id } },
+      body: { logicalId: "sdk/clone-2" },
+    });
     expect(patched.data!.data.logicalId).toBe("sdk/clone-2");
 
     // POST /v1/connections, GET /v1/connections?databaseId=, GET /v1/connections/{id}.
@@ -128,7 +169,12 @@ describe("@prisma/management-api-sdk against mds service", () => {
 
     // GET /v1/regions/postgres.
     const regions = await sdk.GET("/v1/regions/postgres");
-    expect(regions.data!.data.find((r) => r.id === "us-east-1")).toEqual({ id: "us-east-1", type: "region", name: "US East (N. Virginia)", status: "available" });
+    expect(regions.data!.data.find((r) => r.id === "us-east-1")).toEqual({
+      id: "us-east-1",
+      type: "region",
+      name: "US East (N. Virginia)",
+      status: "available",
+    });
 
     // GET /v1/databases/{databaseId}/usage.
     const usage = await sdk.GET("/v1/databases/{databaseId}/usage", { params: { path: { databaseId: source.id } } });
@@ -138,40 +184,74 @@ describe("@prisma/management-api-sdk against mds service", () => {
   });
 
   it("drives the public API's branches: create, list, get, promote, databases on them, soft delete", async () => {
-    const project = (await sdk.POST("/v1/projects", { body: { name: "sdk-branches", region: "us-east-1", createDatabase: false } })).data!.data;
-    const main = await sdk.POST("/v1/projects/{projectId}/branches", { params: { path: { projectId: project.id } }, body: { gitName: "main" } });
+    const project = (
+      await sdk.POST("/v1/projects", { body: { name: "sdk-branches", region: "us-east-1", createDatabase: false } })
+    ).data!.data;
+    const main = await sdk.POST("/v1/projects/{projectId}/branches", {
+      params: { path: { projectId: project.id } },
+      body: { gitName: "main" },
+    });
     expect(main.response.status).toBe(201);
-    expect(main.data!.data).toMatchObject({ type: "branch", gitName: "main", isDefault: true, role: "production", project: { id: project.id } });
+    expect(main.data!.data).toMatchObject({
+      type: "branch",
+      gitName: "main",
+      isDefault: true,
+      role: "production",
+      project: { id: project.id },
+    });
     const mainId = main.data!.data.id;
 
     // A database by git name creates its branch; listing by branchId and branchGitName finds it.
-    const db = await sdk.POST("/v1/databases", { body: { projectId: project.id, name: "pr-db", branchGitName: "pr-9" } });
+    const db = await sdk.POST("/v1/databases", {
+      body: { projectId: project.id, name: "pr-db", branchGitName: "pr-9" },
+    });
     expect(db.response.status).toBe(201);
     const prId = db.data!.data.branchId!;
     const pr = await sdk.GET("/v1/branches/{branchId}", { params: { path: { branchId: prId } } });
     expect(pr.data!.data).toMatchObject({ gitName: "pr-9", role: "preview", isDefault: false });
-    const listed = await sdk.GET("/v1/projects/{projectId}/branches", { params: { path: { projectId: project.id }, query: { gitNameContains: "pr-" } } });
+    const listed = await sdk.GET("/v1/projects/{projectId}/branches", {
+      params: { path: { projectId: project.id }, query: { gitNameContains: "pr-" } },
+    });
     expect(listed.data!.data.map((b) => b.id)).toEqual([prId]);
-    expect((await sdk.GET("/v1/databases", { params: { query: { branchId: prId } } })).data!.data.map((d) => d.id)).toEqual([db.data!.data.id]);
-    expect((await sdk.GET("/v1/databases", { params: { query: { projectId: project.id, branchGitName: "pr-9" } } })).data!.data).toHaveLength(1);
+    expect(
+      (await sdk.GET("/v1/databases", { params: { query: { branchId: prId } } })).data!.data.map((d) => d.id),
+    ).toEqual([db.data!.data.id]);
+    expect(
+      (await sdk.GET("/v1/databases", { params: { query: { projectId: project.id, branchGitName: "pr-9" } } })).data!
+        .data,
+    ).toHaveLength(1);
 
     // Promote, move the database back to main, then the preview branch can go.
-    const promoted = await sdk.PATCH("/v1/branches/{branchId}", { params: { path: { branchId: prId } }, body: { isDefault: true } });
+    const promoted = await sdk.PATCH("/v1/branches/{branchId}", {
+      params: { path: { branchId: prId } },
+      body: { isDefault: true },
+    });
     expect(promoted.data!.data.isDefault).toBe(true);
     await sdk.PATCH("/v1/branches/{branchId}", { params: { path: { branchId: mainId } }, body: { isDefault: true } });
     const refused = await sdk.DELETE("/v1/branches/{branchId}", { params: { path: { branchId: prId } } });
     expect(refused.response.status).toBe(409);
-    const moved = await sdk.PATCH("/v1/databases/{databaseId}", { params: { path: { databaseId: db.data!.data.id } }, body: { branchId: mainId } });
+    const moved = await sdk.PATCH("/v1/databases/{databaseId}", {
+      params: { path: { databaseId: db.data!.data.id } },
+      body: { branchId: mainId },
+    });
     expect(moved.data!.data.branchId).toBe(mainId);
-    expect((await sdk.DELETE("/v1/branches/{branchId}", { params: { path: { branchId: prId } } })).response.status).toBe(204);
-    expect((await sdk.GET("/v1/branches/{branchId}", { params: { path: { branchId: prId } } })).response.status).toBe(404);
+    expect(
+      (await sdk.DELETE("/v1/branches/{branchId}", { params: { path: { branchId: prId } } })).response.status,
+    ).toBe(204);
+    expect((await sdk.GET("/v1/branches/{branchId}", { params: { path: { branchId: prId } } })).response.status).toBe(
+      404,
+    );
     const production = await sdk.DELETE("/v1/branches/{branchId}", { params: { path: { branchId: mainId } } });
     expect(production.response.status).toBe(422);
   });
 
   it("gets the error bodies the SDK types describe", async () => {
-    const missing = await sdk.GET("/v1/databases/{databaseId}", { params: { path: { databaseId: "db_c000000000000000000000000" } } });
+    const missing = await sdk.GET("/v1/databases/{databaseId}", {
+      params: { path: { databaseId: "db_c000000000000000000000000" } },
+    });
     expect(missing.response.status).toBe(404);
-    expect(missing.error).toMatchObject({ error: { code: "not_found", message: expect.any(String), hint: expect.any(String) } });
+    expect(missing.error).toMatchObject({
+      error: { code: "not_found", message: expect.any(String), hint: expect.any(String) },
+    });
   });
 });

@@ -42,7 +42,12 @@ async function createDatabase(body: Record<string, unknown> = {}): Promise<Creat
   const db = res.body.data;
   await settled(db.id);
   const endpoints = db.connections[0].endpoints;
-  return { id: db.id, direct: endpoints.direct.connectionString, pooled: endpoints.pooled.connectionString, role: db.connections[0].directConnection.user };
+  return {
+    id: db.id,
+    direct: endpoints.direct.connectionString,
+    pooled: endpoints.pooled.connectionString,
+    role: db.connections[0].directConnection.user,
+  };
 }
 
 async function completedBackup(dbId: string): Promise<string> {
@@ -62,7 +67,15 @@ async function roleExists(server: string, role: string): Promise<boolean> {
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), "mds-servers-"));
-  service = await startTestService({ dir, logger: pino({ level: "info" }, capture), servers: [{ name: "one", maxDatabases: 4 }, { name: "two", maxDatabases: 4 }], service: { spareDatabases: 1 } });
+  service = await startTestService({
+    dir,
+    logger: pino({ level: "info" }, capture),
+    servers: [
+      { name: "one", maxDatabases: 4 },
+      { name: "two", maxDatabases: 4 },
+    ],
+    service: { spareDatabases: 1 },
+  });
   api = client(service, service.token);
   const project = await api("POST", "/v1/projects", { name: "servers", region: "us-east-1", createDatabase: false });
   expect(project.status).toBe(201);
@@ -87,7 +100,8 @@ describe("several servers in one region", () => {
     const placements = logged.map((l) => JSON.parse(l) as Json).filter((l) => l.msg === "placed a new database");
     expect(placements.map((l) => [l.database, l.server])).toEqual(placed.map((d, i) => [d.id, i % 2 ? "two" : "one"]));
     expect(placements[1]).toMatchObject({ region: "us-east-1", databasesOnServer: 0, maxDatabases: 4 });
-    for (const { postgresUrl } of service!.servers) expect(logged.join("")).not.toContain(new URL(postgresUrl).password);
+    for (const { postgresUrl } of service!.servers)
+      expect(logged.join("")).not.toContain(new URL(postgresUrl).password);
   });
 
   it("tenant logins, owner roles and databases exist only on their own server", async () => {
@@ -118,7 +132,9 @@ describe("several servers in one region", () => {
     await sql(a.direct, "INSERT INTO items VALUES ('after the backup')");
     await sql(b.direct, "CREATE TABLE mine (v int)");
 
-    const res = await api("POST", `/v1/databases/${b.id}/restore`, { source: { type: "backup", databaseId: a.id, backupId } });
+    const res = await api("POST", `/v1/databases/${b.id}/restore`, {
+      source: { type: "backup", databaseId: a.id, backupId },
+    });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     await settled(b.id);
     expect(await serverOf(b.direct)).toBe("two");
@@ -136,24 +152,36 @@ describe("several servers in one region", () => {
     const clone = await createDatabase({ source: { type: "database", databaseId: a.id } });
     placed.push(clone);
     expect(await serverOf(clone.direct)).toBe("two");
-    expect(await sql(clone.direct, "SELECT name FROM items ORDER BY name")).toEqual([{ name: "after the backup" }, { name: "from server one" }]);
+    expect(await sql(clone.direct, "SELECT name FROM items ORDER BY name")).toEqual([
+      { name: "after the backup" },
+      { name: "from server one" },
+    ]);
   });
 
   it("a region whose servers are all full answers 422 region_unavailable saying what to do, and reads as unavailable", async () => {
     // Two places left (one on each server) and five concurrent creations: exactly two get one, never a server's fifth.
     const racing = await Promise.all(Array.from({ length: 5 }, () => api("POST", "/v1/databases", { projectId })));
     expect(racing.map((r) => r.status).sort()).toEqual([201, 201, 422, 422, 422]);
-    expect(new Set(racing.filter((r) => r.status === 422).map((r) => r.body.error.code))).toEqual(new Set(["region_unavailable"]));
+    expect(new Set(racing.filter((r) => r.status === 422).map((r) => r.body.error.code))).toEqual(
+      new Set(["region_unavailable"]),
+    );
     for (const res of racing.filter((r) => r.status === 201)) {
       await settled(res.body.data.id);
       const endpoints = res.body.data.connections[0].endpoints;
-      placed.push({ id: res.body.data.id, direct: endpoints.direct.connectionString, pooled: endpoints.pooled.connectionString, role: res.body.data.connections[0].directConnection.user });
+      placed.push({
+        id: res.body.data.id,
+        direct: endpoints.direct.connectionString,
+        pooled: endpoints.pooled.connectionString,
+        role: res.body.data.connections[0].directConnection.user,
+      });
     }
     expect((await Promise.all(placed.slice(6).map((d) => serverOf(d.direct)))).sort()).toEqual(["one", "two"]);
     const full = await api("POST", "/v1/databases", { projectId });
     expect(full.status).toBe(422);
     expect(full.body.error.code).toBe("region_unavailable");
-    expect(full.body.error.message).toBe('region "us-east-1" has no room for a new database: every server of it is full or draining');
+    expect(full.body.error.message).toBe(
+      'region "us-east-1" has no room for a new database: every server of it is full or draining',
+    );
     // How full each server is counts every workspace's databases: the operator's log has it, the caller not.
     const warned = logged.map((l) => JSON.parse(l) as Json).filter((l) => l.msg.startsWith("a region has no room"));
     expect(warned.at(-1)).toMatchObject({ region: "us-east-1", servers: { one: "4/4", two: "4/4" } });
@@ -172,9 +200,15 @@ describe("several servers in one region", () => {
     await service!.stop();
     service = undefined;
     // Server "one" draining, "two" unbounded now.
-    service = await startTestService({ dir, servers: [{ name: "one", draining: true }, { name: "two" }], service: { spareDatabases: 1 } });
+    service = await startTestService({
+      dir,
+      servers: [{ name: "one", draining: true }, { name: "two" }],
+      service: { spareDatabases: 1 },
+    });
     api = client(service, service.token);
-    expect(await sql(service.controlUrl, "SELECT server FROM databases WHERE id = $1", [placed[0]!.id])).toEqual([{ server: "one" }]);
+    expect(await sql(service.controlUrl, "SELECT server FROM databases WHERE id = $1", [placed[0]!.id])).toEqual([
+      { server: "one" },
+    ]);
     // (A restarted embedded server listens on a new port: the strings handed out before name the old one.)
     const minted = await api("POST", `/v1/databases/${placed[0]!.id}/connections`, { name: "while-draining" });
     expect(minted.status).toBe(201);
@@ -188,6 +222,8 @@ describe("several servers in one region", () => {
     await service.stop();
     service = undefined;
     // Databases still live on server one: a regions file without it is refused at start, naming the server.
-    await expect(startTestService({ dir, servers: [{ name: "two" }] })).rejects.toThrow(/us-east-1: the regions file no longer lists server "one" \(\d+ databases\); list it again/);
+    await expect(startTestService({ dir, servers: [{ name: "two" }] })).rejects.toThrow(
+      /us-east-1: the regions file no longer lists server "one" \(\d+ databases\); list it again/,
+    );
   });
 });

@@ -24,19 +24,26 @@ afterAll(async () => {
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const spares = async (pool: pg.Pool) => (await pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'")).rows[0]!.n;
+const spares = async (pool: pg.Pool) =>
+  (await pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'mds_spare_%'"))
+    .rows[0]!.n;
 type FillerOptions = Omit<Parameters<typeof startSpareFiller>[0], "pools" | "logger">;
 type Filler = ReturnType<typeof startSpareFiller>;
 
 /** Runs `fn` with one filler per replica (`options`) on one server, then stops them and drops their spares. */
-async function withFillers(options: FillerOptions[], fn: (pool: pg.Pool, fillers: Filler[]) => Promise<void>): Promise<void> {
+async function withFillers(
+  options: FillerOptions[],
+  fn: (pool: pg.Pool, fillers: Filler[]) => Promise<void>,
+): Promise<void> {
   const pool = createPool(postgres.url, 4);
   const fillers = options.map((o) => startSpareFiller({ pools: [pool], logger: pino({ level: "silent" }), ...o }));
   try {
     await fn(pool, fillers);
   } finally {
     for (const filler of fillers) await filler.stop();
-    const { rows } = await pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'mds_spare_%'");
+    const { rows } = await pool.query<{ datname: string }>(
+      "SELECT datname FROM pg_database WHERE datname LIKE 'mds_spare_%'",
+    );
     for (const { datname } of rows) await pool.query(`DROP DATABASE "${datname}"`);
     await pool.end();
   }
@@ -56,10 +63,15 @@ it("makes no spare while work keeps arriving or a job runs, then fills the pool 
     await sleep(1500);
     expect(await spares(pool)).toBe(0);
     jobRunning = false;
-    await eventually(async () => expect(await spares(pool)).toBe(3), { timeoutMs: 20_000, what: "three spare databases" });
+    await eventually(async () => expect(await spares(pool)).toBe(3), {
+      timeoutMs: 20_000,
+      what: "three spare databases",
+    });
     // Spares are the superuser's alone: PUBLIC may not connect to them, and from their creation on no one but a
     // superuser can (CONNECTION LIMIT 0), so not even a crash before the REVOKE leaves one open.
-    const { rows } = await pool.query<{ ok: boolean }>("SELECT bool_and(NOT has_database_privilege('public', datname, 'CONNECT') AND datconnlimit = 0) AS ok FROM pg_database WHERE datname LIKE 'mds_spare_%'");
+    const { rows } = await pool.query<{ ok: boolean }>(
+      "SELECT bool_and(NOT has_database_privilege('public', datname, 'CONNECT') AND datconnlimit = 0) AS ok FROM pg_database WHERE datname LIKE 'mds_spare_%'",
+    );
     expect(rows[0]!.ok).toBe(true);
     await sleep(500);
     expect(await spares(pool)).toBe(3);
@@ -67,23 +79,29 @@ it("makes no spare while work keeps arriving or a job runs, then fills the pool 
 });
 
 it("still fills a server that is never quiet, once it has yielded for maxYieldMs", async () => {
-  await withFillers([{ target: 2, intervalMs: 100, quietMs: 300, maxYieldMs: 1000, busy: () => true }], async (pool, [filler]) => {
-    const started = Date.now();
-    let first = 0;
-    while ((await spares(pool)) < 2 && Date.now() - started < 20_000) {
-      filler!.wake();
-      if (!first && (await spares(pool)) > 0) first = Date.now() - started;
-      await sleep(50);
-    }
-    expect(await spares(pool)).toBe(2);
-    expect(first).toBeGreaterThanOrEqual(900);
-  });
+  await withFillers(
+    [{ target: 2, intervalMs: 100, quietMs: 300, maxYieldMs: 1000, busy: () => true }],
+    async (pool, [filler]) => {
+      const started = Date.now();
+      let first = 0;
+      while ((await spares(pool)) < 2 && Date.now() - started < 20_000) {
+        filler!.wake();
+        if (!first && (await spares(pool)) > 0) first = Date.now() - started;
+        await sleep(50);
+      }
+      expect(await spares(pool)).toBe(2);
+      expect(first).toBeGreaterThanOrEqual(900);
+    },
+  );
 });
 
 it("two replicas filling one server stop at the target together (at most one over)", async () => {
   const replica = { target: 3, intervalMs: 100, quietMs: 50 };
   await withFillers([replica, replica], async (pool) => {
-    await eventually(async () => expect(await spares(pool)).toBeGreaterThanOrEqual(3), { timeoutMs: 20_000, what: "three spare databases" });
+    await eventually(async () => expect(await spares(pool)).toBeGreaterThanOrEqual(3), {
+      timeoutMs: 20_000,
+      what: "three spare databases",
+    });
     await sleep(1000);
     // Each counts before each copy: two copies may start from one count (one over the target), never a pool each.
     expect(await spares(pool)).toBeLessThanOrEqual(4);

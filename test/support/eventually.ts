@@ -19,7 +19,10 @@ export interface EventuallyOptions {
  * may assert (`() => expect(x).toBe(y)`), throw, or be a condition (`() => list().length === 2`). On timeout it
  * throws an error that names `what` and carries the last failure in its message and as its cause.
  */
-export async function eventually<T>(probe: () => T | Promise<T>, options: EventuallyOptions = {}): Promise<Exclude<T, false>> {
+export async function eventually<T>(
+  probe: () => T | Promise<T>,
+  options: EventuallyOptions = {},
+): Promise<Exclude<T, false>> {
   const timeoutMs = options.timeoutMs ?? 45_000;
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
@@ -35,7 +38,10 @@ export async function eventually<T>(probe: () => T | Promise<T>, options: Eventu
     }
     if (Date.now() >= deadline) {
       const reason = last instanceof Error ? last.message : String(last);
-      throw new Error(`eventually timed out after ${timeoutMs} ms${options.what ? ` waiting for ${options.what}` : ""}: ${reason}`, { cause: last });
+      throw new Error(
+        `eventually timed out after ${timeoutMs} ms${options.what ? ` waiting for ${options.what}` : ""}: ${reason}`,
+        { cause: last },
+      );
     }
     await new Promise((r) => setTimeout(r, options.intervalMs ?? 100));
   }

@@ -1,5 +1,11 @@
 import { randomBytes } from "node:crypto";
-import type { Connection, Database, Project, PublicCreatedDatabase, PublicCreatedProject } from "../../src/contract/index.ts";
+import type {
+  Connection,
+  Database,
+  Project,
+  PublicCreatedDatabase,
+  PublicCreatedProject,
+} from "../../src/contract/index.ts";
 import type { CreatedConnection, MdsApi } from "../../src/operator/api.ts";
 
 // An in-memory Managed Database Service for unit tests of the loop: logicalId uniqueness, Idempotency-Key replay
@@ -41,7 +47,10 @@ export interface FakeApi extends MdsApi {
   /** Whether responses carry `logicalId` (default true, as the real service; false: another compatible service). */
   reportsLogicalId: boolean;
   /** The next POST of `operation` lands but its response is lost (the caller sees this error). */
-  loseNextResponse(operation: "createProject" | "createDatabase" | "createConnection" | "restoreDatabase", error: Error): void;
+  loseNextResponse(
+    operation: "createProject" | "createDatabase" | "createConnection" | "restoreDatabase",
+    error: Error,
+  ): void;
   /** Every list page reports this many items the client could not read (a foreign object; see src/client/list-items.ts). */
   unreadableItems: number;
   /** The service moved the database's server: every connection's endpoints get this host and these ports. */
@@ -69,8 +78,10 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
   const lostResponses = new Map<string, Error>();
   const restoreReadsLeft = new Map<string, number>();
   /** The wire form of `logicalId`: null when none was given, absent when this service does not report it. */
-  const withLogicalId = <T extends object>(value: T, logicalId: string | undefined): T & { logicalId?: string | null } =>
-    api.reportsLogicalId ? { ...value, logicalId: logicalId ?? null } : value;
+  const withLogicalId = <T extends object>(
+    value: T,
+    logicalId: string | undefined,
+  ): T & { logicalId?: string | null } => (api.reportsLogicalId ? { ...value, logicalId: logicalId ?? null } : value);
   async function landed<T>(op: string, result: Promise<T>): Promise<T> {
     const value = await result;
     const lost = lostResponses.get(op);
@@ -109,7 +120,8 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     const user = `u_${cid.slice(5, 15)}`;
     const pass = randomBytes(16).toString("hex");
     passwords.set(cid, pass);
-    const url = (port: number) => `postgresql://${user}:${pass}@db.example:${port}/d_${db.id.slice(4, 12)}?sslmode=require`;
+    const url = (port: number) =>
+      `postgresql://${user}:${pass}@db.example:${port}/d_${db.id.slice(4, 12)}?sslmode=require`;
     const conn: Connection = {
       id: cid,
       type: "connection",
@@ -127,7 +139,10 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
       ...conn,
       directConnection: publicApi ? null : { ...conn.directConnection, pass },
       endpoints: api.connectionStrings
-        ? { direct: { host: "db.example", port: 5432, connectionString: url(5432) }, pooled: { host: "pool.example", port: 6432, connectionString: url(6432) } }
+        ? {
+            direct: { host: "db.example", port: 5432, connectionString: url(5432) },
+            pooled: { host: "pool.example", port: 6432, connectionString: url(6432) },
+          }
         : { direct: { host: "db.example", port: 5432 }, pooled: { host: "pool.example", port: 6432 } },
     };
   }
@@ -147,12 +162,19 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
       else restoreReadsLeft.set(dbId, reads - 1);
     }
     const own = [...(connectionsOf.get(dbId) ?? [])].map((cid) => publicConnection(connections.get(cid) as Connection));
-    return structuredClone(withLogicalId({ ...rest, ...(publicApi ? { region: null as never } : {}), connections: own }, logicalId));
+    return structuredClone(
+      withLogicalId({ ...rest, ...(publicApi ? { region: null as never } : {}), connections: own }, logicalId),
+    );
   }
 
   function createDb(
     projectId: string,
-    body: { name?: string | undefined; isDefault?: boolean | undefined; logicalId?: string | undefined; source?: Database["source"] | undefined },
+    body: {
+      name?: string | undefined;
+      isDefault?: boolean | undefined;
+      logicalId?: string | undefined;
+      source?: Database["source"] | undefined;
+    },
   ): PublicCreatedDatabase {
     const p = projects.get(projectId);
     if (p === undefined) throw new FakeApiError("not_found", 404, `project "${projectId}" not found`);
@@ -227,7 +249,10 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     moveEndpoints(databaseId, to) {
       for (const cid of connectionsOf.get(databaseId) ?? []) {
         const c = connections.get(cid)!;
-        c.endpoints = { direct: { host: to.host, port: to.directPort }, pooled: { host: to.host, port: to.pooledPort } };
+        c.endpoints = {
+          direct: { host: to.host, port: to.directPort },
+          pooled: { host: to.host, port: to.pooledPort },
+        };
       }
     },
     loseNextResponse: (op, err) => lostResponses.set(op, err),
@@ -235,26 +260,32 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     failNext: (op, err) => failures.set(op, err),
     async createProject(body, o) {
       enter("createProject");
-      return landed("createProject", idempotent(o?.idempotencyKey, body, (): PublicCreatedProject => {
-        if (body.logicalId !== undefined && [...projects.values()].some((p) => p.logicalId === body.logicalId)) {
-          throw new FakeApiError("conflict", 409, "logicalId already used");
-        }
-        const pid = id("proj");
-        const p = {
-          id: pid,
-          type: "project" as const,
-          url: `https://api.example/v1/projects/${pid}`,
-          name: body.name ?? "p",
-          createdAt: now(),
-          defaultRegion: publicApi ? (null as never) : (body.region ?? "us-east-1"),
-          workspace: { id: "wksp_c000000000000000000000000", url: "https://api.example/w", name: "default" },
-          logicalId: body.logicalId,
-        };
-        projects.set(pid, p);
-        const database = body.createDatabase === false ? null : (({ project: _p, ...d }) => d)(createDb(pid, { name: "default", isDefault: true }));
-        const { logicalId, ...rest } = p;
-        return { ...withLogicalId(rest, logicalId), database };
-      }));
+      return landed(
+        "createProject",
+        idempotent(o?.idempotencyKey, body, (): PublicCreatedProject => {
+          if (body.logicalId !== undefined && [...projects.values()].some((p) => p.logicalId === body.logicalId)) {
+            throw new FakeApiError("conflict", 409, "logicalId already used");
+          }
+          const pid = id("proj");
+          const p = {
+            id: pid,
+            type: "project" as const,
+            url: `https://api.example/v1/projects/${pid}`,
+            name: body.name ?? "p",
+            createdAt: now(),
+            defaultRegion: publicApi ? (null as never) : (body.region ?? "us-east-1"),
+            workspace: { id: "wksp_c000000000000000000000000", url: "https://api.example/w", name: "default" },
+            logicalId: body.logicalId,
+          };
+          projects.set(pid, p);
+          const database =
+            body.createDatabase === false
+              ? null
+              : (({ project: _p, ...d }) => d)(createDb(pid, { name: "default", isDefault: true }));
+          const { logicalId, ...rest } = p;
+          return { ...withLogicalId(rest, logicalId), database };
+        }),
+      );
     },
     async getProject(pid) {
       enter("getProject");
@@ -265,7 +296,9 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     },
     async listProjects(params) {
       enter("listProjects");
-      const all = [...projects.values()].filter((p) => params?.logicalId === undefined || p.logicalId === params.logicalId).map(({ logicalId, ...rest }) => structuredClone(withLogicalId(rest, logicalId)));
+      const all = [...projects.values()]
+        .filter((p) => params?.logicalId === undefined || p.logicalId === params.logicalId)
+        .map(({ logicalId, ...rest }) => structuredClone(withLogicalId(rest, logicalId)));
       return { ...page(all, params), ...(api.unreadableItems > 0 ? { skipped: api.unreadableItems } : {}) };
     },
     async deleteProject(pid) {
@@ -274,7 +307,8 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
       const own = [...databases.values()].filter((d) => d.project.id === pid);
       if (publicApi) {
         // The public API deletes the default database with its project, and refuses while others exist (400).
-        if (own.some((d) => !d.isDefault)) throw new FakeApiError("invalid_request", 400, "Project cannot be deleted due to existing dependencies");
+        if (own.some((d) => !d.isDefault))
+          throw new FakeApiError("invalid_request", 400, "Project cannot be deleted due to existing dependencies");
         for (const d of own) dropDatabase(d.id);
       } else if (own.length > 0) throw new FakeApiError("conflict", 409, "project has databases");
       projects.delete(pid);
@@ -282,7 +316,10 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     async createDatabase(body, o) {
       enter("createDatabase");
       const { projectId: pid, ...rest } = body;
-      return landed("createDatabase", idempotent(o?.idempotencyKey, body, () => createDb(pid, rest)));
+      return landed(
+        "createDatabase",
+        idempotent(o?.idempotencyKey, body, () => createDb(pid, rest)),
+      );
     },
     async getDatabase(dbId) {
       enter("getDatabase");
@@ -293,7 +330,8 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
       enter("updateDatabase");
       const db = databases.get(dbId);
       if (!db) throw new FakeApiError("not_found", 404, "not found");
-      if (publicApi && "isDefault" in body) throw new FakeApiError("invalid_request", 400, "Unrecognized key: isDefault");
+      if (publicApi && "isDefault" in body)
+        throw new FakeApiError("invalid_request", 400, "Unrecognized key: isDefault");
       if (body.name !== undefined) db.name = body.name;
       if (body.isDefault) db.isDefault = true;
       return view(dbId);
@@ -323,15 +361,34 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     async listDatabases(params) {
       enter("listDatabases");
       const matching = [...databases.values()].filter(
-        (d) => (params?.projectId === undefined || d.project.id === params.projectId) && (params?.logicalId === undefined || d.logicalId === params.logicalId),
+        (d) =>
+          (params?.projectId === undefined || d.project.id === params.projectId) &&
+          (params?.logicalId === undefined || d.logicalId === params.logicalId),
       );
       // Only the page is read (a read can finish provisioning: see provisioningReads).
       const listed = page(matching, params);
-      return { ...listed, data: listed.data.map((d) => view(d.id)), ...(api.unreadableItems > 0 ? { skipped: api.unreadableItems } : {}) };
+      return {
+        ...listed,
+        data: listed.data.map((d) => view(d.id)),
+        ...(api.unreadableItems > 0 ? { skipped: api.unreadableItems } : {}),
+      };
     },
     async listBackups() {
       enter("listBackups");
-      return { data: [{ id: "bkp_c000000000000000000000001", type: "backup", backupType: "full", status: "completed", size: 1, createdAt: now() }], meta: { backupRetentionDays: 7 }, pagination: { hasMore: false, limit: 100 } };
+      return {
+        data: [
+          {
+            id: "bkp_c000000000000000000000001",
+            type: "backup",
+            backupType: "full",
+            status: "completed",
+            size: 1,
+            createdAt: now(),
+          },
+        ],
+        meta: { backupRetentionDays: 7 },
+        pagination: { hasMore: false, limit: 100 },
+      };
     },
     async createConnection(dbId, body, o) {
       enter("createConnection");

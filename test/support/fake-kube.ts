@@ -13,14 +13,19 @@ export interface FakeKube extends KubeClient {
   put(type: ResourceType, obj: KubeObject): KubeObject;
   read<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string): T | undefined;
   /** A cache view of one type (what an informer would hold). */
-  cache<T extends KubeObject>(type: ResourceType): { get(ns: string | undefined, name: string): T | undefined; list(): T[] };
+  cache<T extends KubeObject>(
+    type: ResourceType,
+  ): { get(ns: string | undefined, name: string): T | undefined; list(): T[] };
 }
 
 const clone = <T>(v: T): T => structuredClone(v);
 
 function mergePatch(target: unknown, patch: unknown): unknown {
   if (typeof patch !== "object" || patch === null || Array.isArray(patch)) return clone(patch);
-  const out: Record<string, unknown> = typeof target === "object" && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  const out: Record<string, unknown> =
+    typeof target === "object" && target !== null && !Array.isArray(target)
+      ? { ...(target as Record<string, unknown>) }
+      : {};
   for (const [k, v] of Object.entries(patch)) {
     if (v === null) delete out[k];
     else out[k] = mergePatch(out[k], v);
@@ -50,13 +55,18 @@ export function createFakeKube(): FakeKube {
 
   function existing(type: ResourceType, ns: string | undefined, name: string): KubeObject {
     const o = objects.get(keyOf(type, ns, name));
-    if (o === undefined) throw new KubeNotFoundError(`${type.kind} "${name}" not found`, { status: 404, code: "not_found" });
+    if (o === undefined)
+      throw new KubeNotFoundError(`${type.kind} "${name}" not found`, { status: 404, code: "not_found" });
     return o;
   }
 
   function checkVersion(current: KubeObject, wanted: string | undefined) {
     if (wanted !== undefined && wanted !== current.metadata.resourceVersion) {
-      throw new KubeConflictError(`the object has been modified`, { status: 409, code: "conflict", reason: "Conflict" });
+      throw new KubeConflictError(`the object has been modified`, {
+        status: 409,
+        code: "conflict",
+        reason: "Conflict",
+      });
     }
   }
 
@@ -77,20 +87,28 @@ export function createFakeKube(): FakeKube {
     cache(type) {
       return {
         get: (ns, name) => kube.read(type, ns, name),
-        list: () => [...objects.entries()].filter(([k]) => k.startsWith(`${type.plural}|`)).map(([, o]) => clone(o) as never),
+        list: () =>
+          [...objects.entries()].filter(([k]) => k.startsWith(`${type.plural}|`)).map(([, o]) => clone(o) as never),
       };
     },
     async get<T extends KubeObject>(type: ResourceType, ns: string | undefined, name: string) {
       return kube.read<T>(type, ns, name);
     },
     async list<T extends KubeObject>(type: ResourceType, o: ListOptions = {}): Promise<ObjectList<T>> {
-      const items = kube.cache<T>(type).list().filter((x) => o.namespace === undefined || x.metadata.namespace === o.namespace);
+      const items = kube
+        .cache<T>(type)
+        .list()
+        .filter((x) => o.namespace === undefined || x.metadata.namespace === o.namespace);
       return { items, metadata: { resourceVersion: String(rv) } };
     },
     async create(type, obj) {
       writes.push({ verb: "create", resource: type.plural, name: obj.metadata.name });
       if (objects.has(keyOf(type, obj.metadata.namespace, obj.metadata.name))) {
-        throw new KubeAlreadyExistsError(`${type.kind} "${obj.metadata.name}" already exists`, { status: 409, code: "already_exists", reason: "AlreadyExists" });
+        throw new KubeAlreadyExistsError(`${type.kind} "${obj.metadata.name}" already exists`, {
+          status: 409,
+          code: "already_exists",
+          reason: "AlreadyExists",
+        });
       }
       return kube.put(type, obj) as never;
     },
@@ -111,7 +129,8 @@ export function createFakeKube(): FakeKube {
       if (p.metadata) delete p.metadata.resourceVersion;
       delete p.status;
       const next = mergePatch(current, p) as KubeObject;
-      if (JSON.stringify(next["spec"]) !== JSON.stringify(current["spec"])) next.metadata.generation = (current.metadata.generation ?? 1) + 1;
+      if (JSON.stringify(next["spec"]) !== JSON.stringify(current["spec"]))
+        next.metadata.generation = (current.metadata.generation ?? 1) + 1;
       return store(type, next) as never;
     },
     async patchStatus(type, ns, name, patch) {
@@ -127,7 +146,8 @@ export function createFakeKube(): FakeKube {
       writes.push({ verb: "delete", resource: type.plural, name });
       const current = objects.get(keyOf(type, ns, name));
       if (current === undefined) return;
-      if (o.uid !== undefined && o.uid !== current.metadata.uid) throw new KubeConflictError("uid precondition failed", { status: 409, code: "conflict" });
+      if (o.uid !== undefined && o.uid !== current.metadata.uid)
+        throw new KubeConflictError("uid precondition failed", { status: 409, code: "conflict" });
       if ((current.metadata.finalizers ?? []).length > 0) {
         const next = clone(current);
         next.metadata.deletionTimestamp ??= new Date().toISOString();

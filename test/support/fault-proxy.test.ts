@@ -19,7 +19,9 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      const body = JSON.stringify({ data: { method: req.method, url: req.url, body: Buffer.concat(chunks).toString(), padding: "x".repeat(200) } });
+      const body = JSON.stringify({
+        data: { method: req.method, url: req.url, body: Buffer.concat(chunks).toString(), padding: "x".repeat(200) },
+      });
       res.writeHead(200, { "content-type": "application/json" });
       res.end(body);
     });
@@ -47,7 +49,10 @@ async function call(path: string, init: RequestInit = {}): Promise<Response> {
 
 describe("fault proxy", () => {
   it("forwards requests and counts them per route, per second and per credential", async () => {
-    const res = await call("/v1/databases/db_cabcdefghijklmnopqrstuvwx/connections?limit=2", { method: "POST", body: "{}" });
+    const res = await call("/v1/databases/db_cabcdefghijklmnopqrstuvwx/connections?limit=2", {
+      method: "POST",
+      body: "{}",
+    });
     expect(res.status).toBe(200);
     expect(((await res.json()) as { data: { body: string } }).data.body).toBe("{}");
     clock += 1500;
@@ -76,7 +81,9 @@ describe("fault proxy", () => {
 
   it("injects 5xx only on matching routes", async () => {
     proxy.inject({ match: { route: /restore$/ }, fault: { kind: "server-error", status: 503 } });
-    expect((await call("/v1/databases/db_cabcdefghijklmnopqrstuvwx/restore", { method: "POST", body: "{}" })).status).toBe(503);
+    expect(
+      (await call("/v1/databases/db_cabcdefghijklmnopqrstuvwx/restore", { method: "POST", body: "{}" })).status,
+    ).toBe(503);
     expect((await call("/v1/databases")).status).toBe(200);
   });
 
@@ -149,8 +156,12 @@ describe("fault proxy", () => {
 
 describe("helpers", () => {
   it("normalises ids out of routes", () => {
-    expect(normaliseRoute("get", "/v1/projects/proj_cabcdefghijklmnopqrstuvwx/databases?limit=1")).toBe("GET /v1/projects/:id/databases");
-    expect(normaliseRoute("DELETE", "/v1/connections/con_c0123456789abcdefghijklmn")).toBe("DELETE /v1/connections/:id");
+    expect(normaliseRoute("get", "/v1/projects/proj_cabcdefghijklmnopqrstuvwx/databases?limit=1")).toBe(
+      "GET /v1/projects/:id/databases",
+    );
+    expect(normaliseRoute("DELETE", "/v1/connections/con_c0123456789abcdefghijklmn")).toBe(
+      "DELETE /v1/connections/:id",
+    );
   });
   it("seeded random is reproducible", () => {
     const a = seededRandom(7);
@@ -161,7 +172,11 @@ describe("helpers", () => {
 
 describe("tcp proxy", () => {
   it("pipes bytes and drops every open connection on command", async () => {
-    const tcp = await startTcpProxy({ targetHost: "127.0.0.1", targetPort: Number(new URL(upstreamUrl).port), protocol: "http" });
+    const tcp = await startTcpProxy({
+      targetHost: "127.0.0.1",
+      targetPort: Number(new URL(upstreamUrl).port),
+      protocol: "http",
+    });
     try {
       // A long-lived request stands in for a watch.
       const agent = new http.Agent({ keepAlive: true });

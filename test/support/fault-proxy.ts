@@ -170,7 +170,8 @@ function chooseScheduled(schedule: FaultSchedule, random: () => number): Fault |
 
 export async function startFaultProxy(options: FaultProxyOptions): Promise<FaultProxy> {
   const target = new URL(options.target);
-  if (target.protocol !== "http:") throw new Error(`cannot start fault proxy: target ${target.protocol} is not supported, only http:`);
+  if (target.protocol !== "http:")
+    throw new Error(`cannot start fault proxy: target ${target.protocol} is not supported, only http:`);
   const now = options.now ?? Date.now;
   const host = options.host ?? "127.0.0.1";
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
@@ -211,7 +212,11 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
 
   function send(res: http.ServerResponse, status: number, body: string, headers: Record<string, string> = {}) {
     bump(counters.byStatus, String(status));
-    res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body), ...headers });
+    res.writeHead(status, {
+      "content-type": "application/json; charset=utf-8",
+      "content-length": Buffer.byteLength(body),
+      ...headers,
+    });
     res.end(body);
   }
 
@@ -280,14 +285,18 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
       const body = Buffer.concat(chunks);
       if (outage === "unavailable") {
         bump(counters.faults, "outage");
-        send(res, 503, errorBody("unavailable", "the service is unavailable (injected outage)"), { "retry-after": "1" });
+        send(res, 503, errorBody("unavailable", "the service is unavailable (injected outage)"), {
+          "retry-after": "1",
+        });
         return;
       }
       const fault = pickFault(method, route);
       if (fault !== undefined) bump(counters.faults, fault.kind);
       switch (fault?.kind) {
         case "rate-limit":
-          send(res, 429, errorBody("rate_limited", "too many requests (injected)"), { "retry-after": String(fault.retryAfterSeconds) });
+          send(res, 429, errorBody("rate_limited", "too many requests (injected)"), {
+            "retry-after": String(fault.retryAfterSeconds),
+          });
           return;
         case "server-error":
           send(

@@ -22,7 +22,13 @@ export interface KStatusResult {
 
 interface Obj {
   metadata?: { generation?: number | undefined; deletionTimestamp?: string | undefined } | undefined;
-  status?: { observedGeneration?: number | undefined; conditions?: { type: string; status: string; reason?: string | undefined; message?: string | undefined }[] | undefined } | undefined;
+  status?:
+    | {
+        observedGeneration?: number | undefined;
+        conditions?:
+          { type: string; status: string; reason?: string | undefined; message?: string | undefined }[] | undefined;
+      }
+    | undefined;
 }
 
 export function kstatusOf(obj: Obj): KStatusResult {
@@ -34,19 +40,26 @@ export function kstatusOf(obj: Obj): KStatusResult {
   const generation = obj.metadata?.generation;
   const observed = obj.status?.observedGeneration;
   if (generation !== undefined && observed !== undefined && observed !== generation) {
-    return { status: "InProgress", message: `generation is ${generation}, but latest observed generation is ${observed}`, reason: "LatestGenerationNotObserved" };
+    return {
+      status: "InProgress",
+      message: `generation is ${generation}, but latest observed generation is ${observed}`,
+      reason: "LatestGenerationNotObserved",
+    };
   }
   const conditions = obj.status?.conditions ?? [];
   // generic.go: one pass, first match of either abnormal-true condition decides.
   for (const c of conditions) {
-    if (c.type === "Reconciling" && c.status === "True") return { status: "InProgress", message: c.message ?? "", reason: c.reason ?? "" };
-    if (c.type === "Stalled" && c.status === "True") return { status: "Failed", message: c.message ?? "", reason: c.reason ?? "" };
+    if (c.type === "Reconciling" && c.status === "True")
+      return { status: "InProgress", message: c.message ?? "", reason: c.reason ?? "" };
+    if (c.type === "Stalled" && c.status === "True")
+      return { status: "Failed", message: c.message ?? "", reason: c.reason ?? "" };
   }
   // status.go checkReadyCondition: the first Ready condition with a known status decides.
   for (const c of conditions) {
     if (c.type !== "Ready") continue;
     if (c.status === "True") return { status: "Current", message: "Resource is Ready" };
-    if (c.status === "False" || c.status === "Unknown") return { status: "InProgress", message: c.message ?? "", reason: c.reason ?? "" };
+    if (c.status === "False" || c.status === "Unknown")
+      return { status: "InProgress", message: c.message ?? "", reason: c.reason ?? "" };
   }
   // status.go: "the absence of any known conditions means the resource is current".
   return { status: "Current", message: "Resource is current" };

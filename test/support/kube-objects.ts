@@ -25,7 +25,13 @@ export interface KubeObjects {
   list(apiVersion: string, kind: string, namespace?: string): Promise<KubeObject[]>;
   /** Creates, or merge-patches when it exists (like `kubectl apply` for our purposes). */
   apply(obj: KubeObject): Promise<KubeObject>;
-  mergePatch(apiVersion: string, kind: string, namespace: string, name: string, patch: Record<string, unknown>): Promise<KubeObject>;
+  mergePatch(
+    apiVersion: string,
+    kind: string,
+    namespace: string,
+    name: string,
+    patch: Record<string, unknown>,
+  ): Promise<KubeObject>;
   /** Resolves whether or not it existed. */
   remove(apiVersion: string, kind: string, namespace: string, name: string): Promise<void>;
   /** Secret data decoded from base64. */
@@ -46,7 +52,11 @@ function isNotFound(error: unknown): boolean {
 export function createKubeObjects(kubeconfig: KubeConfig | string): KubeObjects {
   const kubeConfig = loadKubeConfig(kubeconfig);
   const api = KubernetesObjectApi.makeApiClient(kubeConfig);
-  const header = (apiVersion: string, kind: string, namespace: string, name: string) => ({ apiVersion, kind, metadata: { namespace, name } });
+  const header = (apiVersion: string, kind: string, namespace: string, name: string) => ({
+    apiVersion,
+    kind,
+    metadata: { namespace, name },
+  });
 
   const self: KubeObjects = {
     kubeConfig,
@@ -74,7 +84,14 @@ export function createKubeObjects(kubeconfig: KubeConfig | string): KubeObjects 
     async mergePatch(apiVersion, kind, namespace, name, patch) {
       const head = header(apiVersion, kind, namespace, name);
       const metadata = { ...((patch["metadata"] as Record<string, unknown> | undefined) ?? {}), ...head.metadata };
-      return (await api.patch({ ...patch, ...head, metadata }, undefined, undefined, "chaos", undefined, PatchStrategy.MergePatch)) as KubeObject;
+      return (await api.patch(
+        { ...patch, ...head, metadata },
+        undefined,
+        undefined,
+        "chaos",
+        undefined,
+        PatchStrategy.MergePatch,
+      )) as KubeObject;
     },
     async remove(apiVersion, kind, namespace, name) {
       try {
@@ -102,5 +119,8 @@ export function conditionOf(obj: KubeObject | undefined, type: string): Conditio
 /** Ready=True computed from the current generation. */
 export function isReady(obj: KubeObject | undefined): boolean {
   const ready = conditionOf(obj, "Ready");
-  return ready?.status === "True" && (ready.observedGeneration === undefined || ready.observedGeneration === obj?.metadata.generation);
+  return (
+    ready?.status === "True" &&
+    (ready.observedGeneration === undefined || ready.observedGeneration === obj?.metadata.generation)
+  );
 }

@@ -27,7 +27,10 @@ describe("scanText", () => {
       for (const suffix of ["", "z", "zz"]) {
         const blob = Buffer.from(`${prefix}DATABASE_URL=postgresql://u:${password}@h/d${suffix}`).toString("base64");
         const findings = scanText(`data: ${blob}`, secrets, "dump");
-        expect(findings.map((f) => f.secret), `prefix ${prefix.length} suffix ${suffix.length}`).toEqual(["password"]);
+        expect(
+          findings.map((f) => f.secret),
+          `prefix ${prefix.length} suffix ${suffix.length}`,
+        ).toEqual(["password"]);
       }
     }
   });

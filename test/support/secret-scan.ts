@@ -58,7 +58,9 @@ function needlesFor(secrets: readonly PlantedSecret[]): Needle[] {
   const needles: Needle[] = [];
   for (const s of secrets) {
     if (s.value.length < minimumSecretLength) {
-      throw new Error(`cannot scan for secret "${s.name}": shorter than ${minimumSecretLength} characters, it would match by chance`);
+      throw new Error(
+        `cannot scan for secret "${s.name}": shorter than ${minimumSecretLength} characters, it would match by chance`,
+      );
     }
     const add = (form: SecretForm, text: string) => {
       if (!needles.some((n) => n.secret === s.name && n.text === text)) needles.push({ secret: s.name, form, text });
@@ -80,7 +82,8 @@ export function scanText(text: string, secrets: readonly PlantedSecret[], where:
   const lines = text.split("\n");
   lines.forEach((lineText, index) => {
     for (const needle of needles) {
-      if (lineText.includes(needle.text)) findings.push({ secret: needle.secret, form: needle.form, where, line: index + 1 });
+      if (lineText.includes(needle.text))
+        findings.push({ secret: needle.secret, form: needle.form, where, line: index + 1 });
     }
   });
   return dedupe(findings);
@@ -124,7 +127,12 @@ export const mdsCustomResources = [
 ] as const;
 
 interface Meta {
-  metadata?: { namespace?: string; name?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  metadata?: {
+    namespace?: string;
+    name?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
 }
 
 function scanObject(value: unknown, secrets: readonly PlantedSecret[], where: string): SecretFinding[] {
@@ -152,7 +160,8 @@ export async function scanKubernetes(
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const findings: SecretFinding[] = [];
-  const at = (kind: string, o: Meta, part = "") => `${kind} ${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}${part}`;
+  const at = (kind: string, o: Meta, part = "") =>
+    `${kind} ${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}${part}`;
 
   const events = await core.listEventForAllNamespaces({});
   for (const e of events.items) findings.push(...scanObject(e, secrets, at("event", e)));
@@ -160,13 +169,16 @@ export async function scanKubernetes(
   for (const cr of options.customResources ?? mdsCustomResources) {
     let list: { items?: unknown[] };
     try {
-      list = (await custom.listClusterCustomObject({ group: cr.group, version: cr.version, plural: cr.plural })) as { items?: unknown[] };
+      list = (await custom.listClusterCustomObject({ group: cr.group, version: cr.version, plural: cr.plural })) as {
+        items?: unknown[];
+      };
     } catch (error) {
       // A CRD that is not installed has nothing to leak.
       if ((error as { code?: number }).code === 404) continue;
       throw error;
     }
-    for (const item of list.items ?? []) findings.push(...scanObject(item, secrets, at(`${cr.plural}.${cr.group}`, item as Meta)));
+    for (const item of list.items ?? [])
+      findings.push(...scanObject(item, secrets, at(`${cr.plural}.${cr.group}`, item as Meta)));
   }
 
   const configMaps = await core.listConfigMapForAllNamespaces({});
@@ -182,5 +194,7 @@ export async function scanKubernetes(
 
 /** One line per finding, naming the secret's label and never its value. */
 export function formatFindings(findings: readonly SecretFinding[]): string {
-  return findings.map((f) => `${f.secret} (${f.form}) in ${f.where}${f.line === undefined ? "" : `:${f.line}`}`).join("\n");
+  return findings
+    .map((f) => `${f.secret} (${f.form}) in ${f.where}${f.line === undefined ? "" : `:${f.line}`}`)
+    .join("\n");
 }

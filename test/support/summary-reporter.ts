@@ -15,7 +15,11 @@ export default class SummaryReporter implements Reporter {
         else skipped++;
       }
       // A file that fails to load has no tests but must still count as a failure.
-      if (module.state() === "failed" && !Array.from(module.children.allTests()).some((t) => t.result().state === "failed")) failed++;
+      if (
+        module.state() === "failed" &&
+        !Array.from(module.children.allTests()).some((t) => t.result().state === "failed")
+      )
+        failed++;
     }
     process.stdout.write(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
   }

@@ -16,7 +16,13 @@ export interface TcpProxy {
   stop(): Promise<void>;
 }
 
-export async function startTcpProxy(options: { targetHost: string; targetPort: number; host?: string; port?: number; protocol?: string }): Promise<TcpProxy> {
+export async function startTcpProxy(options: {
+  targetHost: string;
+  targetPort: number;
+  host?: string;
+  port?: number;
+  protocol?: string;
+}): Promise<TcpProxy> {
   const host = options.host ?? "127.0.0.1";
   const pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
   let accepted = 0;

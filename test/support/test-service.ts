@@ -66,7 +66,9 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
 }
 
 /** What startTestService gives startEmbeddedService besides the directory (the chaos stack starts it the same way). */
-export async function testServiceOptions(options: Omit<TestServiceOptions, "dir"> = {}): Promise<Omit<EmbeddedServiceOptions, "dir">> {
+export async function testServiceOptions(
+  options: Omit<TestServiceOptions, "dir"> = {},
+): Promise<Omit<EmbeddedServiceOptions, "dir">> {
   return {
     port: 0,
     logger: options.logger ?? pino({ level: "silent" }),
@@ -74,6 +76,12 @@ export async function testServiceOptions(options: Omit<TestServiceOptions, "dir"
     postgresTemplate: await templateCluster(),
     ...(options.regionSettings ? { regionSettings: options.regionSettings } : {}),
     ...(options.servers ? { servers: options.servers } : {}),
-    service: { rateLimit: { perSecond: 1000, burst: 1000 }, authRateLimit: { perSecond: 1000, burst: 1000 }, jobPollIntervalMs: 200, spareDatabases: 2, ...options.service },
+    service: {
+      rateLimit: { perSecond: 1000, burst: 1000 },
+      authRateLimit: { perSecond: 1000, burst: 1000 },
+      jobPollIntervalMs: 200,
+      spareDatabases: 2,
+      ...options.service,
+    },
   };
 }

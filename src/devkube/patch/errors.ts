@@ -10,7 +10,12 @@ export class PatchError extends Error {
   readonly status: 400 | 409 | 422;
   readonly reason: string;
   readonly causes?: PatchCause[];
-  constructor(status: 400 | 409 | 422, reason: string, message: string, options?: { causes?: PatchCause[]; cause?: unknown }) {
+  constructor(
+    status: 400 | 409 | 422,
+    reason: string,
+    message: string,
+    options?: { causes?: PatchCause[]; cause?: unknown },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "PatchError";
     this.status = status;

@@ -113,7 +113,11 @@ export function fromFieldsV1(v: unknown): FieldNode {
 
 function sortedJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(sortedJson).join(",")}]`;
-  if (isObject(v)) return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${sortedJson(v[k])}`).join(",")}}`;
+  if (isObject(v))
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${sortedJson(v[k])}`)
+      .join(",")}}`;
   return JSON.stringify(v);
 }
 
@@ -190,7 +194,14 @@ export interface Comparison {
   removed: FieldNode;
 }
 
-function compareInto(a: unknown, b: unknown, path: string[], lookup: ListTypeLookup, out: Comparison, at: FieldNode[]): void {
+function compareInto(
+  a: unknown,
+  b: unknown,
+  path: string[],
+  lookup: ListTypeLookup,
+  out: Comparison,
+  at: FieldNode[],
+): void {
   // `at` holds the nodes of modified/added/removed at this position
   const [mod, add, rem] = at as [FieldNode, FieldNode, FieldNode];
   if (isObject(a) && isObject(b)) {
@@ -277,7 +288,9 @@ export function pathString(path: string[]): string {
           return `.${body}`;
         case "k": {
           const key = JSON.parse(body) as JsonObject;
-          return `[${Object.keys(key).map((k) => `${k}=${JSON.stringify(key[k])}`).join(",")}]`;
+          return `[${Object.keys(key)
+            .map((k) => `${k}=${JSON.stringify(key[k])}`)
+            .join(",")}]`;
         }
         case "v":
           return `[=${body}]`;

@@ -51,17 +51,25 @@ function parentOf(doc: unknown, parts: string[], op: string, path: string): { pa
       cur = Number.isInteger(i) && i < cur.length ? cur[i] : undefined;
     } else if (isObject(cur)) cur = Object.hasOwn(cur, p) ? cur[p] : undefined;
     else cur = undefined;
-    if (cur === undefined) throw notApplicable(`${op} operation does not apply: doc is missing path: ${JSON.stringify(path)}: missing value`);
+    if (cur === undefined)
+      throw notApplicable(
+        `${op} operation does not apply: doc is missing path: ${JSON.stringify(path)}: missing value`,
+      );
   }
-  if (!Array.isArray(cur) && !isObject(cur)) throw notApplicable(`${op} operation does not apply: doc is missing path: ${JSON.stringify(path)}: missing value`);
+  if (!Array.isArray(cur) && !isObject(cur))
+    throw notApplicable(`${op} operation does not apply: doc is missing path: ${JSON.stringify(path)}: missing value`);
   return { parent: cur, key: parts[parts.length - 1] ?? "" };
 }
 
 function arrayIndex(arr: unknown[], key: string, allowEnd: boolean, op: string, path: string): number {
   if (key === "-" && allowEnd) return arr.length;
-  if (!/^(0|[1-9]\d*)$/.test(key)) throw notApplicable(`${op} operation does not apply: invalid array index ${JSON.stringify(key)} in ${JSON.stringify(path)}`);
+  if (!/^(0|[1-9]\d*)$/.test(key))
+    throw notApplicable(
+      `${op} operation does not apply: invalid array index ${JSON.stringify(key)} in ${JSON.stringify(path)}`,
+    );
   const i = Number(key);
-  if (i > arr.length || (!allowEnd && i === arr.length)) throw notApplicable(`${op} operation does not apply: index out of bounds: ${i} in ${JSON.stringify(path)}`);
+  if (i > arr.length || (!allowEnd && i === arr.length))
+    throw notApplicable(`${op} operation does not apply: index out of bounds: ${i} in ${JSON.stringify(path)}`);
   return i;
 }
 
@@ -70,7 +78,8 @@ function getValue(doc: unknown, path: string, op: string): unknown {
   if (parts.length === 0) return doc;
   const { parent, key } = parentOf(doc, parts, op, path);
   if (Array.isArray(parent)) return parent[arrayIndex(parent, key, false, op, path)];
-  if (!Object.hasOwn(parent, key)) throw notApplicable(`${op} operation does not apply: doc is missing key: ${path}: missing value`);
+  if (!Object.hasOwn(parent, key))
+    throw notApplicable(`${op} operation does not apply: doc is missing key: ${path}: missing value`);
   return parent[key];
 }
 
@@ -89,7 +98,10 @@ function removeValue(doc: unknown, path: string, op: string): unknown {
   const { parent, key } = parentOf(doc, parts, op, path);
   if (Array.isArray(parent)) parent.splice(arrayIndex(parent, key, false, op, path), 1);
   else {
-    if (!Object.hasOwn(parent, key)) throw notApplicable(`${op} operation does not apply: doc is missing path: ${JSON.stringify(path)}: missing value`);
+    if (!Object.hasOwn(parent, key))
+      throw notApplicable(
+        `${op} operation does not apply: doc is missing path: ${JSON.stringify(path)}: missing value`,
+      );
     delete parent[key];
   }
   return doc;
@@ -104,7 +116,9 @@ export function applyJsonPatch(target: unknown, ops: unknown): unknown {
     return applyOps(clone(target), parseOps(ops));
   } catch (err) {
     if (!(err instanceof NotApplicable)) throw err;
-    throw new PatchError(422, "Invalid", "the server rejected our request due to an error in our request", { cause: err });
+    throw new PatchError(422, "Invalid", "the server rejected our request due to an error in our request", {
+      cause: err,
+    });
   }
 }
 
@@ -131,7 +145,8 @@ function applyOps(start: unknown, ops: Op[]): unknown {
         break;
       case "move": {
         if (o.from === undefined) throw notApplicable("move operation missing from");
-        if (o.path.startsWith(`${o.from}/`)) throw notApplicable(`move operation does not apply: cannot move ${o.from} into its own child ${o.path}`);
+        if (o.path.startsWith(`${o.from}/`))
+          throw notApplicable(`move operation does not apply: cannot move ${o.from} into its own child ${o.path}`);
         const v = getValue(doc, o.from, "move");
         doc = removeValue(doc, o.from, "move");
         doc = addValue(doc, o.path, v, "move");

@@ -16,7 +16,12 @@ export interface Manager {
 
 export type ListTypesArg = (path: string[]) => ListType | undefined;
 
-export function managerKey(m: { manager: string; operation: string; apiVersion: string; subresource?: string | undefined }): string {
+export function managerKey(m: {
+  manager: string;
+  operation: string;
+  apiVersion: string;
+  subresource?: string | undefined;
+}): string {
   return JSON.stringify([m.manager, m.operation, m.operation === "Update" ? m.apiVersion : "", m.subresource ?? ""]);
 }
 
@@ -42,7 +47,12 @@ export function decodeManagedFields(obj: JsonObject | undefined): Map<string, Ma
   for (const e of entries) {
     if (!isObject(e) || typeof e["manager"] !== "string") continue;
     const operation = e["operation"] === "Apply" ? "Apply" : "Update";
-    const m: Manager = { manager: e["manager"], operation, apiVersion: typeof e["apiVersion"] === "string" ? e["apiVersion"] : "", set: fromFieldsV1(e["fieldsV1"]) };
+    const m: Manager = {
+      manager: e["manager"],
+      operation,
+      apiVersion: typeof e["apiVersion"] === "string" ? e["apiVersion"] : "",
+      set: fromFieldsV1(e["fieldsV1"]),
+    };
     if (typeof e["time"] === "string") m.time = e["time"];
     if (typeof e["subresource"] === "string" && e["subresource"] !== "") m.subresource = e["subresource"];
     const key = managerKey(m);
@@ -55,7 +65,8 @@ export function decodeManagedFields(obj: JsonObject | undefined): Map<string, Ma
 
 function unionInto(a: FieldNode, b: FieldNode): FieldNode {
   const merged: FieldNode = { member: a.member || b.member, children: new Map(a.children) };
-  for (const [k, c] of b.children) merged.children.set(k, merged.children.has(k) ? unionInto(merged.children.get(k) ?? emptySet(), c) : c);
+  for (const [k, c] of b.children)
+    merged.children.set(k, merged.children.has(k) ? unionInto(merged.children.get(k) ?? emptySet(), c) : c);
   return merged;
 }
 

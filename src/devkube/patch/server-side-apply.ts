@@ -4,11 +4,30 @@
 // them; changing a field another manager owns is a conflict unless forced (ownership then moves).
 import { PatchError } from "./errors.ts";
 import type { Comparison, FieldNode, ListTypeLookup } from "./field-set.ts";
-import { compare, difference, emptySet, equalSets, intersection, isEmpty, itemElements, memberPaths, only, pathString, union } from "./field-set.ts";
+import {
+  compare,
+  difference,
+  emptySet,
+  equalSets,
+  intersection,
+  isEmpty,
+  itemElements,
+  memberPaths,
+  only,
+  pathString,
+  union,
+} from "./field-set.ts";
 import type { JsonObject } from "./json.ts";
 import { clone, isObject } from "./json.ts";
 import type { ListTypesArg, Manager } from "./managed-fields.ts";
-import { decodeManagedFields, encodeManagedFields, managerKey, ownedFields, stripManaged, withBuiltinListTypes } from "./managed-fields.ts";
+import {
+  decodeManagedFields,
+  encodeManagedFields,
+  managerKey,
+  ownedFields,
+  stripManaged,
+  withBuiltinListTypes,
+} from "./managed-fields.ts";
 
 export interface ApplyResult {
   object: Record<string, unknown>;
@@ -184,7 +203,11 @@ function conflictError(conflicts: { manager: Manager; path: string[] }[]): Patch
     if (m.operation === "Update") s += ` using ${m.apiVersion}`;
     return s;
   };
-  const causes = conflicts.map((c) => ({ type: "FieldManagerConflict", message: `conflict with ${describe(c.manager)}`, field: pathString(c.path) }));
+  const causes = conflicts.map((c) => ({
+    type: "FieldManagerConflict",
+    message: `conflict with ${describe(c.manager)}`,
+    field: pathString(c.path),
+  }));
   let message: string;
   const first = conflicts[0];
   if (conflicts.length === 1 && first !== undefined) {
@@ -279,7 +302,8 @@ export function serverSideApply(args: ServerSideApplyArgs): ApplyResult {
   const final = compare(base, merged, lookup);
   for (const m of managers.values()) m.set = difference(m.set, final.removed);
   self.set = appliedSet;
-  const objectChanged = live === undefined || !isEmpty(final.modified) || !isEmpty(final.added) || !isEmpty(final.removed);
+  const objectChanged =
+    live === undefined || !isEmpty(final.modified) || !isEmpty(final.added) || !isEmpty(final.removed);
   const managersChanged = previous === undefined || !equalSets(previous.set, appliedSet);
   if (objectChanged || managersChanged || previous?.time === undefined) self.time = args.now;
   else if (previous.time !== undefined) self.time = previous.time;
@@ -307,7 +331,11 @@ export function recordUpdate(args: RecordUpdateArgs): Record<string, unknown> {
   // subresource writes cannot touch managedFields (fieldmanager ignoreManagedFieldsFromRequestObject)
   const requested = args.subresource !== undefined ? "keep" : requestedManagedFields(args.updated);
   const managers =
-    requested === "keep" ? decodeManagedFields(args.old) : requested === "given" ? decodeManagedFields(args.updated) : new Map<string, Manager>();
+    requested === "keep"
+      ? decodeManagedFields(args.old)
+      : requested === "given"
+        ? decodeManagedFields(args.updated)
+        : new Map<string, Manager>();
   const old = withoutManagedFields(args.old);
   const updated = withoutManagedFields(args.updated) ?? {};
   const c = compare(old ?? {}, updated, lookup);

@@ -17,12 +17,15 @@ type Lookup = (path: string[]) => ListStrategy;
 
 function stripDirectives(value: unknown): unknown {
   if (Array.isArray(value)) {
-    return value.filter((v) => !(isObject(v) && v[directive] !== undefined && Object.keys(v).length === 1)).map(stripDirectives);
+    return value
+      .filter((v) => !(isObject(v) && v[directive] !== undefined && Object.keys(v).length === 1))
+      .map(stripDirectives);
   }
   if (!isObject(value)) return value;
   const out: JsonObject = {};
   for (const [k, v] of Object.entries(value)) {
-    if (k === directive || k === retainKeys || k.startsWith(setOrderPrefix) || k.startsWith(deletePrimitivePrefix)) continue;
+    if (k === directive || k === retainKeys || k.startsWith(setOrderPrefix) || k.startsWith(deletePrimitivePrefix))
+      continue;
     if (v === null) continue; // nulls in new content delete nothing (IgnoreUnmatchedNulls)
     out[k] = stripDirectives(v);
   }
@@ -34,15 +37,20 @@ function mergeMap(original: JsonObject, patch: JsonObject, path: string[], looku
   if (patchType !== undefined) {
     if (patchType === "replace") return stripDirectives(patch) as JsonObject;
     if (patchType === "delete") return undefined;
-    if (patchType !== "merge") throw badRequest(`unknown patch type: ${String(patchType)} in map: ${JSON.stringify(patch)}`);
+    if (patchType !== "merge")
+      throw badRequest(`unknown patch type: ${String(patchType)} in map: ${JSON.stringify(patch)}`);
   }
   const out = clone(original);
   const retain = patch[retainKeys];
   if (retain !== undefined) {
     if (!Array.isArray(retain)) throw badRequest("invalid patch format of retainKeys");
     for (const k of Object.keys(patch)) {
-      if (k === directive || k === retainKeys || k.startsWith(setOrderPrefix) || k.startsWith(deletePrimitivePrefix)) continue;
-      if (!retain.includes(k)) throw new PatchError(422, "Invalid", "the server rejected our request due to an error in our request", { cause: new Error("patch content doesn't match retainKeys list") });
+      if (k === directive || k === retainKeys || k.startsWith(setOrderPrefix) || k.startsWith(deletePrimitivePrefix))
+        continue;
+      if (!retain.includes(k))
+        throw new PatchError(422, "Invalid", "the server rejected our request due to an error in our request", {
+          cause: new Error("patch content doesn't match retainKeys list"),
+        });
     }
     for (const k of Object.keys(out)) if (!retain.includes(k)) delete out[k];
   }
@@ -59,7 +67,8 @@ function mergeMap(original: JsonObject, patch: JsonObject, path: string[], looku
     }
   }
   for (const [k, v] of Object.entries(patch)) {
-    if (k === directive || k === retainKeys || k.startsWith(setOrderPrefix) || k.startsWith(deletePrimitivePrefix)) continue;
+    if (k === directive || k === retainKeys || k.startsWith(setOrderPrefix) || k.startsWith(deletePrimitivePrefix))
+      continue;
     const childPath = [...path, k];
     if (v === null) {
       delete out[k];
@@ -78,7 +87,13 @@ function mergeMap(original: JsonObject, patch: JsonObject, path: string[], looku
   }
   for (const [field, order] of Object.entries(orders)) {
     const cur = out[field];
-    if (Array.isArray(cur)) out[field] = applyOrder(cur, order, Array.isArray(original[field]) ? (original[field] as unknown[]) : [], lookup([...path, field]));
+    if (Array.isArray(cur))
+      out[field] = applyOrder(
+        cur,
+        order,
+        Array.isArray(original[field]) ? (original[field] as unknown[]) : [],
+        lookup([...path, field]),
+      );
   }
   return out;
 }
@@ -88,7 +103,13 @@ function keyOf(item: unknown, mergeKey: string | undefined): unknown {
   return isObject(item) ? item[mergeKey] : undefined;
 }
 
-function mergeList(original: unknown[], patch: unknown[], path: string[], lookup: Lookup, hadOriginal: boolean): unknown[] {
+function mergeList(
+  original: unknown[],
+  patch: unknown[],
+  path: string[],
+  lookup: Lookup,
+  hadOriginal: boolean,
+): unknown[] {
   const strategy = lookup(path);
   const replaceItem = patch.find((p) => isObject(p) && p[directive] === "replace");
   if (replaceItem !== undefined) return stripDirectives(patch.filter((p) => p !== replaceItem)) as unknown[];
@@ -105,9 +126,13 @@ function mergeList(original: unknown[], patch: unknown[], path: string[], lookup
   }
   let out = clone(original);
   for (const p of patch) {
-    if (!isObject(p)) throw badRequest(`merging an object in a list needs the merge key ${JSON.stringify(mergeKey)}: ${JSON.stringify(p)}`);
+    if (!isObject(p))
+      throw badRequest(
+        `merging an object in a list needs the merge key ${JSON.stringify(mergeKey)}: ${JSON.stringify(p)}`,
+      );
     const key = p[mergeKey];
-    if (key === undefined) throw badRequest(`map: ${JSON.stringify(p)} does not contain declared merge key: ${mergeKey}`);
+    if (key === undefined)
+      throw badRequest(`map: ${JSON.stringify(p)} does not contain declared merge key: ${mergeKey}`);
     if (p[directive] === "delete") {
       out = out.filter((o) => !deepEqual(keyOf(o, mergeKey), key));
       continue;
@@ -130,7 +155,8 @@ function mergeList(original: unknown[], patch: unknown[], path: string[], lookup
 function applyOrder(merged: unknown[], order: unknown[], serverOrder: unknown[], strategy: ListStrategy): unknown[] {
   const mergeKey = strategy.merge ? strategy.mergeKey : undefined;
   const orderKey = (o: unknown): unknown => (mergeKey !== undefined && isObject(o) ? o[mergeKey] : o);
-  const indexIn = (list: unknown[], item: unknown): number => list.findIndex((x) => deepEqual(orderKey(x), keyOf(item, mergeKey)));
+  const indexIn = (list: unknown[], item: unknown): number =>
+    list.findIndex((x) => deepEqual(orderKey(x), keyOf(item, mergeKey)));
   const inPatch = merged.filter((m) => indexIn(order, m) >= 0).sort((a, b) => indexIn(order, a) - indexIn(order, b));
   const serverOnly = merged.filter((m) => indexIn(order, m) < 0);
   const out: unknown[] = [];

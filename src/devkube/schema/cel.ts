@@ -15,7 +15,11 @@ export interface CelProgram {
 }
 
 function buildEnvironment(optionalOldSelf: boolean): Environment {
-  const env = new Environment({ unlistedVariablesAreDyn: false, homogeneousAggregateLiterals: false, enableOptionalTypes: true });
+  const env = new Environment({
+    unlistedVariablesAreDyn: false,
+    homogeneousAggregateLiterals: false,
+    enableOptionalTypes: true,
+  });
   env.registerVariable("self", "dyn");
   env.registerVariable("oldSelf", optionalOldSelf ? "optional<dyn>" : "dyn");
   registerKubernetesLibraries(env);
@@ -77,7 +81,8 @@ function selectField(node: Node | "unknown", field: string, isRoot: boolean): No
   if (node.embeddedResource && (field === "apiVersion" || field === "kind" || field === "metadata")) return "unknown";
   const prop = node.properties?.[field];
   if (prop !== undefined) return prop;
-  if (node.additionalProperties !== undefined) return node.additionalProperties === true ? "unknown" : node.additionalProperties;
+  if (node.additionalProperties !== undefined)
+    return node.additionalProperties === true ? "unknown" : node.additionalProperties;
   return undefined;
 }
 
@@ -103,7 +108,12 @@ function checkSelects(ast: AstNode, root: Node, isRoot: boolean): string | undef
       const baseType = resolve(n.args[0]);
       visitArgs(n.args.slice(1));
       if (baseType !== "unknown" && baseType.type === "array") return baseType.items ?? "unknown";
-      if (baseType !== "unknown" && baseType.additionalProperties !== undefined && baseType.additionalProperties !== true) return baseType.additionalProperties;
+      if (
+        baseType !== "unknown" &&
+        baseType.additionalProperties !== undefined &&
+        baseType.additionalProperties !== true
+      )
+        return baseType.additionalProperties;
       return "unknown";
     }
     visitArgs(n.args);
@@ -118,20 +128,29 @@ function checkSelects(ast: AstNode, root: Node, isRoot: boolean): string | undef
 }
 
 /** Compiles one expression; throws an Error whose message reads like kube's "compilation failed: ..." detail. */
-export function compileCel(expression: string, expect: "bool" | "string", self?: { node: Node; isRoot: boolean }, optionalOldSelf = false): CelProgram {
+export function compileCel(
+  expression: string,
+  expect: "bool" | "string",
+  self?: { node: Node; isRoot: boolean },
+  optionalOldSelf = false,
+): CelProgram {
   const env = environment(optionalOldSelf);
   let parsed: ReturnType<Environment["parse"]>;
   try {
     parsed = env.parse(expression);
   } catch (err) {
-    throw new Error(`compilation failed: ERROR: <input>: Syntax error: ${firstLine((err as Error).message)}`, { cause: err });
+    throw new Error(`compilation failed: ERROR: <input>: Syntax error: ${firstLine((err as Error).message)}`, {
+      cause: err,
+    });
   }
   const checked = parsed.check();
   if (!checked.valid) {
     throw new Error(`compilation failed: ERROR: <input>: ${firstLine(checked.error?.message ?? "type error")}`);
   }
   if (checked.type !== expect && checked.type !== "dyn") {
-    throw new Error(expect === "bool" ? "cel expression must evaluate to a bool" : "messageExpression must evaluate to a string");
+    throw new Error(
+      expect === "bool" ? "cel expression must evaluate to a bool" : "messageExpression must evaluate to a string",
+    );
   }
   if (self !== undefined) {
     const problem = checkSelects(parsed.ast as unknown as AstNode, self.node, self.isRoot);
@@ -145,12 +164,23 @@ export function compileCel(expression: string, expect: "bool" | "string", self?:
 }
 
 /** The variables a ValidatingAdmissionPolicy's expressions see (all dyn; `authorizer` is not offered by devkube). */
-export const ADMISSION_VARIABLES = ["object", "oldObject", "request", "params", "namespaceObject", "variables"] as const;
+export const ADMISSION_VARIABLES = [
+  "object",
+  "oldObject",
+  "request",
+  "params",
+  "namespaceObject",
+  "variables",
+] as const;
 
 let admissionEnv: Environment | undefined;
 function admissionEnvironment(): Environment {
   if (admissionEnv === undefined) {
-    const env = new Environment({ unlistedVariablesAreDyn: false, homogeneousAggregateLiterals: false, enableOptionalTypes: true });
+    const env = new Environment({
+      unlistedVariablesAreDyn: false,
+      homogeneousAggregateLiterals: false,
+      enableOptionalTypes: true,
+    });
     for (const name of ADMISSION_VARIABLES) env.registerVariable(name, "dyn");
     registerKubernetesLibraries(env);
     registerIpLibraries(env);
@@ -177,12 +207,18 @@ export function compileAdmissionCel(expression: string, expect: "bool" | "string
   try {
     parsed = env.parse(expression);
   } catch (err) {
-    throw new Error(`compilation failed: ERROR: <input>: Syntax error: ${firstLine((err as Error).message)}`, { cause: err });
+    throw new Error(`compilation failed: ERROR: <input>: Syntax error: ${firstLine((err as Error).message)}`, {
+      cause: err,
+    });
   }
-  if (referencesIdent(parsed.ast, "authorizer")) throw new Error("compilation failed: devkube does not support the authorizer variable");
+  if (referencesIdent(parsed.ast, "authorizer"))
+    throw new Error("compilation failed: devkube does not support the authorizer variable");
   const checked = parsed.check();
   if (!checked.valid) {
-    const message = firstLine(checked.error?.message ?? "type error").replace(/^Unknown variable: (\S+)/, "undeclared reference to '$1'");
+    const message = firstLine(checked.error?.message ?? "type error").replace(
+      /^Unknown variable: (\S+)/,
+      "undeclared reference to '$1'",
+    );
     throw new Error(`compilation failed: ERROR: <input>: ${message}`);
   }
   if (expect !== "any" && checked.type !== expect && checked.type !== "dyn") {

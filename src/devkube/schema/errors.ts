@@ -47,15 +47,20 @@ const typeTitles: Record<FieldErrorType, string> = {
 };
 
 function make(type: FieldErrorType, field: string, detail: string, ...value: [] | [unknown]): FieldError {
-  const err: FieldError = value.length === 0 ? { type, field, message: "", detail } : { type, field, message: "", detail, badValue: value[0] };
+  const err: FieldError =
+    value.length === 0
+      ? { type, field, message: "", detail }
+      : { type, field, message: "", detail, badValue: value[0] };
   err.message = errorBody(err);
   return err;
 }
 
 export const required = (field: string, detail = ""): FieldError => make("FieldValueRequired", field, detail);
 export const forbidden = (field: string, detail: string): FieldError => make("FieldValueForbidden", field, detail);
-export const invalid = (field: string, value: unknown, detail: string): FieldError => make("FieldValueInvalid", field, detail, value);
-export const typeInvalid = (field: string, value: unknown, detail: string): FieldError => make("FieldValueTypeInvalid", field, detail, value);
+export const invalid = (field: string, value: unknown, detail: string): FieldError =>
+  make("FieldValueInvalid", field, detail, value);
+export const typeInvalid = (field: string, value: unknown, detail: string): FieldError =>
+  make("FieldValueTypeInvalid", field, detail, value);
 export const duplicate = (field: string, value: unknown): FieldError => make("FieldValueDuplicate", field, "", value);
 
 export function notSupported(field: string, value: unknown, supported: string[]): FieldError {
@@ -120,7 +125,12 @@ function formatGoNumber(n: number): string {
  * (for a FieldError this equals its message). An object without `detail` has its `message` taken
  * as the detail.
  */
-export function errorBody(err: { type: FieldErrorType; detail?: string | undefined; message?: string | undefined; badValue?: unknown }): string {
+export function errorBody(err: {
+  type: FieldErrorType;
+  detail?: string | undefined;
+  message?: string | undefined;
+  badValue?: unknown;
+}): string {
   const title = typeTitles[err.type];
   let s: string;
   if (
@@ -151,10 +161,17 @@ export function aggregateMessage(errors: FieldError[]): string {
 }
 
 /** The 422 Status kube-apiserver answers for invalid objects (apimachinery errors.NewInvalid). */
-export function invalidStatus(kind: string, group: string, name: string, errors: FieldError[]): Record<string, unknown> {
+export function invalidStatus(
+  kind: string,
+  group: string,
+  name: string,
+  errors: FieldError[],
+): Record<string, unknown> {
   const qualified = group === "" ? kind : `${kind}.${group}`;
   const message =
-    errors.length === 0 ? `${qualified} ${JSON.stringify(name)} is invalid` : `${qualified} ${JSON.stringify(name)} is invalid: ${aggregateMessage(errors)}`;
+    errors.length === 0
+      ? `${qualified} ${JSON.stringify(name)} is invalid`
+      : `${qualified} ${JSON.stringify(name)} is invalid: ${aggregateMessage(errors)}`;
   return {
     kind: "Status",
     apiVersion: "v1",
@@ -171,4 +188,3 @@ export function invalidStatus(kind: string, group: string, name: string, errors:
     code: 422,
   };
 }
-

@@ -37,14 +37,20 @@ function parseIp(s: string): CelIp | undefined {
   if (isIPv4(s)) {
     // Go's netip rejects leading zeros
     if (s.split(".").some((p) => p.length > 1 && p.startsWith("0"))) return undefined;
-    return new CelIp(4, s.split(".").reduce((acc, p) => (acc << 8n) | BigInt(Number(p)), 0n));
+    return new CelIp(
+      4,
+      s.split(".").reduce((acc, p) => (acc << 8n) | BigInt(Number(p)), 0n),
+    );
   }
   if (!isIPv6(s) || s.includes("%") || s.includes(".")) return undefined; // zones and IPv4-mapped forms are rejected
   const [head = "", tail] = s.split("::");
   const h = head === "" ? [] : head.split(":");
   const t = tail === undefined || tail === "" ? [] : tail.split(":");
   const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill("0"), ...t];
-  return new CelIp(6, groups.reduce((acc, g) => (acc << 16n) | BigInt(parseInt(g, 16)), 0n));
+  return new CelIp(
+    6,
+    groups.reduce((acc, g) => (acc << 16n) | BigInt(parseInt(g, 16)), 0n),
+  );
 }
 
 function parseCidr(s: string): CelCidr | undefined {
@@ -57,13 +63,19 @@ function parseCidr(s: string): CelCidr | undefined {
 
 function ipOf(s: string): CelIp {
   const ip = parseIp(s);
-  if (ip === undefined) throw new Error(`IP Address ${JSON.stringify(s)} parse error during conversion from string: ParseAddr(${JSON.stringify(s)}): unable to parse IP`);
+  if (ip === undefined)
+    throw new Error(
+      `IP Address ${JSON.stringify(s)} parse error during conversion from string: ParseAddr(${JSON.stringify(s)}): unable to parse IP`,
+    );
   return ip;
 }
 
 function cidrOf(s: string): CelCidr {
   const c = parseCidr(s);
-  if (c === undefined) throw new Error(`network address parse error during conversion from string: network address parse error during conversion from string: netip.ParsePrefix(${JSON.stringify(s)}): bad prefix`);
+  if (c === undefined)
+    throw new Error(
+      `network address parse error during conversion from string: network address parse error during conversion from string: netip.ParsePrefix(${JSON.stringify(s)}): bad prefix`,
+    );
   return c;
 }
 
@@ -74,11 +86,24 @@ export function registerIpLibraries(env: Environment): void {
   env.registerFunction("ip(string): IP", ipOf);
   env.registerFunction("IP.family(): int", (ip: CelIp) => BigInt(ip.family));
   env.registerFunction("IP.isUnspecified(): bool", (ip: CelIp) => ip.value === 0n);
-  env.registerFunction("IP.isLoopback(): bool", (ip: CelIp) => (ip.family === 4 ? ip.value >> 24n === 127n : ip.value === 1n));
-  env.registerFunction("IP.isLinkLocalMulticast(): bool", (ip: CelIp) => (ip.family === 4 ? ip.value >> 8n === 0xe00000n : ip.value >> 112n === 0xff02n));
-  env.registerFunction("IP.isLinkLocalUnicast(): bool", (ip: CelIp) => (ip.family === 4 ? ip.value >> 16n === 0xa9fen : ip.value >> 118n === 0x3fan));
+  env.registerFunction("IP.isLoopback(): bool", (ip: CelIp) =>
+    ip.family === 4 ? ip.value >> 24n === 127n : ip.value === 1n,
+  );
+  env.registerFunction("IP.isLinkLocalMulticast(): bool", (ip: CelIp) =>
+    ip.family === 4 ? ip.value >> 8n === 0xe00000n : ip.value >> 112n === 0xff02n,
+  );
+  env.registerFunction("IP.isLinkLocalUnicast(): bool", (ip: CelIp) =>
+    ip.family === 4 ? ip.value >> 16n === 0xa9fen : ip.value >> 118n === 0x3fan,
+  );
   env.registerFunction("IP.isGlobalUnicast(): bool", (ip: CelIp) => {
-    if (ip.family === 4) return ip.value !== 0n && ip.value !== 0xffffffffn && ip.value >> 24n !== 127n && ip.value >> 28n !== 0xen && ip.value >> 16n !== 0xa9fen;
+    if (ip.family === 4)
+      return (
+        ip.value !== 0n &&
+        ip.value !== 0xffffffffn &&
+        ip.value >> 24n !== 127n &&
+        ip.value >> 28n !== 0xen &&
+        ip.value >> 16n !== 0xa9fen
+      );
     return ip.value !== 0n && ip.value !== 1n && ip.value >> 120n !== 0xffn && ip.value >> 118n !== 0x3fan;
   });
   env.registerOperator("IP == IP", (a: CelIp, b: CelIp) => a.family === b.family && a.value === b.value);
@@ -86,7 +111,10 @@ export function registerIpLibraries(env: Environment): void {
   env.registerFunction("cidr(string): CIDR", cidrOf);
   env.registerFunction("CIDR.containsIP(IP): bool", (c: CelCidr, ip: CelIp) => c.contains(ip));
   env.registerFunction("CIDR.containsIP(string): bool", (c: CelCidr, s: string) => c.contains(ipOf(s)));
-  env.registerFunction("CIDR.containsCIDR(CIDR): bool", (c: CelCidr, o: CelCidr) => o.prefix >= c.prefix && c.contains(o.ip));
+  env.registerFunction(
+    "CIDR.containsCIDR(CIDR): bool",
+    (c: CelCidr, o: CelCidr) => o.prefix >= c.prefix && c.contains(o.ip),
+  );
   env.registerFunction("CIDR.containsCIDR(string): bool", (c: CelCidr, s: string) => {
     const o = cidrOf(s);
     return o.prefix >= c.prefix && c.contains(o.ip);
@@ -94,5 +122,8 @@ export function registerIpLibraries(env: Environment): void {
   env.registerFunction("CIDR.ip(): IP", (c: CelCidr) => c.ip);
   env.registerFunction("CIDR.masked(): CIDR", (c: CelCidr) => c.masked());
   env.registerFunction("CIDR.prefixLength(): int", (c: CelCidr) => BigInt(c.prefix));
-  env.registerOperator("CIDR == CIDR", (a: CelCidr, b: CelCidr) => a.prefix === b.prefix && a.ip.family === b.ip.family && a.ip.value === b.ip.value);
+  env.registerOperator(
+    "CIDR == CIDR",
+    (a: CelCidr, b: CelCidr) => a.prefix === b.prefix && a.ip.family === b.ip.family && a.ip.value === b.ip.value,
+  );
 }

@@ -6,7 +6,8 @@ import { isObject } from "./types.ts";
 
 function compareCel(a: unknown, b: unknown): number {
   if (typeof a === "string" && typeof b === "string") return a < b ? -1 : a > b ? 1 : 0;
-  if ((typeof a === "bigint" || typeof a === "number") && (typeof b === "bigint" || typeof b === "number")) return a < b ? -1 : a > b ? 1 : 0;
+  if ((typeof a === "bigint" || typeof a === "number") && (typeof b === "bigint" || typeof b === "number"))
+    return a < b ? -1 : a > b ? 1 : 0;
   if (typeof a === "boolean" && typeof b === "boolean") return Number(a) - Number(b);
   if (a instanceof Quantity && b instanceof Quantity) return a.compare(b);
   throw new Error("no such overload");
@@ -14,7 +15,8 @@ function compareCel(a: unknown, b: unknown): number {
 
 export function celEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
-  if ((typeof a === "bigint" || typeof a === "number") && (typeof b === "bigint" || typeof b === "number")) return Number(a) === Number(b);
+  if ((typeof a === "bigint" || typeof a === "number") && (typeof b === "bigint" || typeof b === "number"))
+    return Number(a) === Number(b);
   if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((v, i) => celEqual(v, b[i]));
   if (isObject(a) && isObject(b)) {
     const ka = Object.keys(a);
@@ -26,7 +28,14 @@ export function celEqual(a: unknown, b: unknown): boolean {
 // --- quantity (k8s.io/apimachinery resource.Quantity, exact as a fraction) ----------------------
 
 const quantityPattern = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$/;
-const binary: Record<string, bigint> = { Ki: 1n << 10n, Mi: 1n << 20n, Gi: 1n << 30n, Ti: 1n << 40n, Pi: 1n << 50n, Ei: 1n << 60n };
+const binary: Record<string, bigint> = {
+  Ki: 1n << 10n,
+  Mi: 1n << 20n,
+  Gi: 1n << 30n,
+  Ti: 1n << 40n,
+  Pi: 1n << 50n,
+  Ei: 1n << 60n,
+};
 const decimal: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
 const maxInt64 = (1n << 63n) - 1n;
 const minInt64 = -(1n << 63n);
@@ -76,7 +85,8 @@ function gcd(a: bigint, b: bigint): bigint {
 
 function quantityOf(s: string): Quantity {
   const q = Quantity.parse(s);
-  if (q === undefined) throw new Error("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'");
+  if (q === undefined)
+    throw new Error("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'");
   return q;
 }
 
@@ -109,7 +119,10 @@ function parseUrl(s: string): CelUrl | undefined {
 
 function urlOf(s: string): CelUrl {
   const u = parseUrl(s);
-  if (u === undefined) throw new Error(`URL parse error during conversion from string: parse ${JSON.stringify(s)}: invalid URI for request`);
+  if (u === undefined)
+    throw new Error(
+      `URL parse error during conversion from string: parse ${JSON.stringify(s)}: invalid URI for request`,
+    );
   return u;
 }
 
@@ -117,7 +130,9 @@ class SetsLibrary {}
 
 export function registerKubernetesLibraries(env: Environment): void {
   // lists (library/lists.go)
-  env.registerFunction("list.isSorted(): bool", (l: unknown[]) => l.every((v, i) => i === 0 || compareCel(l[i - 1], v) <= 0));
+  env.registerFunction("list.isSorted(): bool", (l: unknown[]) =>
+    l.every((v, i) => i === 0 || compareCel(l[i - 1], v) <= 0),
+  );
   env.registerFunction("list.sum(): dyn", (l: unknown[]) => {
     if (l.length === 0) return 0n;
     if (l.every((v) => typeof v === "bigint")) return (l as bigint[]).reduce((a, b) => a + b, 0n);
@@ -129,15 +144,22 @@ export function registerKubernetesLibraries(env: Environment): void {
   };
   env.registerFunction("list.min(): dyn", (l: unknown[]) => pick(l, 1));
   env.registerFunction("list.max(): dyn", (l: unknown[]) => pick(l, -1));
-  env.registerFunction("list.indexOf(dyn): int", (l: unknown[], v: unknown) => BigInt(l.findIndex((x) => celEqual(x, v))));
+  env.registerFunction("list.indexOf(dyn): int", (l: unknown[], v: unknown) =>
+    BigInt(l.findIndex((x) => celEqual(x, v))),
+  );
   env.registerFunction("list.lastIndexOf(dyn): int", (l: unknown[], v: unknown) => {
     for (let i = l.length - 1; i >= 0; i--) if (celEqual(l[i], v)) return BigInt(i);
     return -1n;
   });
 
   // regex (library/regex.go) and cel-go ext strings
-  env.registerFunction("string.find(string): string", (s: string, re: string) => new RegExp(re, "u").exec(s)?.[0] ?? "");
-  env.registerFunction("string.findAll(string): list<string>", (s: string, re: string) => [...s.matchAll(new RegExp(re, "gu"))].map((m) => m[0]));
+  env.registerFunction(
+    "string.find(string): string",
+    (s: string, re: string) => new RegExp(re, "u").exec(s)?.[0] ?? "",
+  );
+  env.registerFunction("string.findAll(string): list<string>", (s: string, re: string) =>
+    [...s.matchAll(new RegExp(re, "gu"))].map((m) => m[0]),
+  );
   env.registerFunction("string.findAll(string, int): list<string>", (s: string, re: string, n: bigint) => {
     const all = [...s.matchAll(new RegExp(re, "gu"))].map((m) => m[0]);
     return n < 0n ? all : all.slice(0, Number(n));
@@ -147,7 +169,9 @@ export function registerKubernetesLibraries(env: Environment): void {
     if (i < 0n || i > BigInt(chars.length)) throw new Error(`index out of range: ${i}`);
     return chars[Number(i)] ?? "";
   });
-  env.registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) => s.split(a).join(b));
+  env.registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) =>
+    s.split(a).join(b),
+  );
   env.registerFunction("string.replace(string, string, int): string", (s: string, a: string, b: string, n: bigint) => {
     const parts = s.split(a);
     if (n < 0n || Number(n) >= parts.length - 1) return parts.join(b);
@@ -158,11 +182,17 @@ export function registerKubernetesLibraries(env: Environment): void {
   // sets (cel-go ext.Sets)
   env.registerType("SetsLibrary", SetsLibrary);
   env.registerConstant("sets", "SetsLibrary", new SetsLibrary());
-  env.registerFunction("SetsLibrary.contains(list, list): bool", (_: SetsLibrary, a: unknown[], b: unknown[]) => b.every((x) => a.some((y) => celEqual(x, y))));
-  env.registerFunction("SetsLibrary.equivalent(list, list): bool", (_: SetsLibrary, a: unknown[], b: unknown[]) =>
-    b.every((x) => a.some((y) => celEqual(x, y))) && a.every((x) => b.some((y) => celEqual(x, y))),
+  env.registerFunction("SetsLibrary.contains(list, list): bool", (_: SetsLibrary, a: unknown[], b: unknown[]) =>
+    b.every((x) => a.some((y) => celEqual(x, y))),
   );
-  env.registerFunction("SetsLibrary.intersects(list, list): bool", (_: SetsLibrary, a: unknown[], b: unknown[]) => b.some((x) => a.some((y) => celEqual(x, y))));
+  env.registerFunction(
+    "SetsLibrary.equivalent(list, list): bool",
+    (_: SetsLibrary, a: unknown[], b: unknown[]) =>
+      b.every((x) => a.some((y) => celEqual(x, y))) && a.every((x) => b.some((y) => celEqual(x, y))),
+  );
+  env.registerFunction("SetsLibrary.intersects(list, list): bool", (_: SetsLibrary, a: unknown[], b: unknown[]) =>
+    b.some((x) => a.some((y) => celEqual(x, y))),
+  );
 
   // quantity (library/quantity.go)
   env.registerType("Quantity", Quantity);
@@ -174,7 +204,9 @@ export function registerKubernetesLibraries(env: Environment): void {
   env.registerFunction("Quantity.compareTo(Quantity): int", (a: Quantity, b: Quantity) => BigInt(a.compare(b)));
   env.registerFunction("Quantity.add(Quantity): Quantity", (a: Quantity, b: Quantity) => a.add(b));
   env.registerFunction("Quantity.add(int): Quantity", (a: Quantity, b: bigint) => a.add(new Quantity(b, 1n)));
-  env.registerFunction("Quantity.sub(Quantity): Quantity", (a: Quantity, b: Quantity) => a.add(new Quantity(-b.num, b.den)));
+  env.registerFunction("Quantity.sub(Quantity): Quantity", (a: Quantity, b: Quantity) =>
+    a.add(new Quantity(-b.num, b.den)),
+  );
   env.registerFunction("Quantity.sub(int): Quantity", (a: Quantity, b: bigint) => a.add(new Quantity(-b, 1n)));
   env.registerFunction("Quantity.sign(): int", (a: Quantity) => (a.num > 0n ? 1n : a.num < 0n ? -1n : 0n));
   env.registerFunction("Quantity.isInteger(): bool", (a: Quantity) => a.isInteger());
@@ -190,7 +222,9 @@ export function registerKubernetesLibraries(env: Environment): void {
   env.registerFunction("isURL(string): bool", (s: string) => parseUrl(s) !== undefined);
   env.registerFunction("URL.getScheme(): string", (u: CelUrl) => (u.pathOnly ? "" : u.url.protocol.replace(/:$/, "")));
   env.registerFunction("URL.getHost(): string", (u: CelUrl) => (u.pathOnly ? "" : u.url.host));
-  env.registerFunction("URL.getHostname(): string", (u: CelUrl) => (u.pathOnly ? "" : u.url.hostname.replace(/^\[(.*)\]$/, "$1")));
+  env.registerFunction("URL.getHostname(): string", (u: CelUrl) =>
+    u.pathOnly ? "" : u.url.hostname.replace(/^\[(.*)\]$/, "$1"),
+  );
   env.registerFunction("URL.getPort(): string", (u: CelUrl) => (u.pathOnly ? "" : u.url.port));
   env.registerFunction("URL.getEscapedPath(): string", (u: CelUrl) => u.url.pathname);
   env.registerFunction("URL.getQuery(): map<string, list<string>>", (u: CelUrl) => {

@@ -6,11 +6,30 @@ import type { JsonObject, Node } from "./types.ts";
 import { isObject } from "./types.ts";
 
 const objectMetaFields = new Set([
-  "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation", "creationTimestamp",
-  "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences", "finalizers", "managedFields",
+  "name",
+  "generateName",
+  "namespace",
+  "selfLink",
+  "uid",
+  "resourceVersion",
+  "generation",
+  "creationTimestamp",
+  "deletionTimestamp",
+  "deletionGracePeriodSeconds",
+  "labels",
+  "annotations",
+  "ownerReferences",
+  "finalizers",
+  "managedFields",
 ]);
 
-function pruneValue(value: unknown, node: Node | undefined, path: string, unknown: string[], isResourceRoot: boolean): void {
+function pruneValue(
+  value: unknown,
+  node: Node | undefined,
+  path: string,
+  unknown: string[],
+  isResourceRoot: boolean,
+): void {
   if (node === undefined || node.intOrString) return;
   if (Array.isArray(value)) {
     value.forEach((item, i) => pruneValue(item, node.items, `${path}[${i}]`, unknown, false));
@@ -40,7 +59,8 @@ function pruneValue(value: unknown, node: Node | undefined, path: string, unknow
       continue;
     }
     if (node.additionalProperties !== undefined) {
-      if (node.additionalProperties !== true) pruneValue(value[key], node.additionalProperties, childPath, unknown, false);
+      if (node.additionalProperties !== true)
+        pruneValue(value[key], node.additionalProperties, childPath, unknown, false);
       continue;
     }
     if (node.preserveUnknownFields) continue;

@@ -26,7 +26,9 @@ function re2Problem(pattern: string): string | undefined {
   const m = /\(\?<?[=!]|\\[1-9]|\\k</.exec(pattern);
   if (m === null) return undefined;
   const token = m[0];
-  return token.startsWith("(") ? `error parsing regexp: invalid or unsupported Perl syntax: \`${token}\`` : `error parsing regexp: invalid escape sequence: \`${token}\``;
+  return token.startsWith("(")
+    ? `error parsing regexp: invalid or unsupported Perl syntax: \`${token}\``
+    : `error parsing regexp: invalid escape sequence: \`${token}\``;
 }
 
 const join = (path: string, part: string): string => (path === "" ? part : `${path}.${part}`);
@@ -45,7 +47,12 @@ function bool(raw: Record<string, unknown>, key: string): boolean {
   return raw[key] === true;
 }
 
-function parseNode(raw: unknown, path: string, ctx: "root" | "property" | "items" | "additionalProperties" | "junctor", errors: FieldError[]): Node {
+function parseNode(
+  raw: unknown,
+  path: string,
+  ctx: "root" | "property" | "items" | "additionalProperties" | "junctor",
+  errors: FieldError[],
+): Node {
   const node: Node = {
     nullable: false,
     hasDefault: false,
@@ -95,7 +102,9 @@ function parseNode(raw: unknown, path: string, ctx: "root" | "property" | "items
     errors.push(forbidden(join(path, "type"), "must be empty if x-kubernetes-int-or-string is true"));
   }
   if (node.embeddedResource && node.type !== "object") {
-    errors.push(invalid(join(path, "type"), node.type ?? "", "must be object if x-kubernetes-embedded-resource is true"));
+    errors.push(
+      invalid(join(path, "type"), node.type ?? "", "must be object if x-kubernetes-embedded-resource is true"),
+    );
   }
 
   const props = raw["properties"];
@@ -104,7 +113,12 @@ function parseNode(raw: unknown, path: string, ctx: "root" | "property" | "items
     else {
       node.properties = {};
       for (const [name, sub] of Object.entries(props)) {
-        node.properties[name] = parseNode(sub, join(path, `properties[${name}]`), ctx === "junctor" ? "junctor" : "property", errors);
+        node.properties[name] = parseNode(
+          sub,
+          join(path, `properties[${name}]`),
+          ctx === "junctor" ? "junctor" : "property",
+          errors,
+        );
       }
       if (node.type !== undefined && node.type !== "object" && ctx !== "junctor") {
         errors.push(forbidden(join(path, "properties"), "must be empty for type other than object"));
@@ -113,14 +127,25 @@ function parseNode(raw: unknown, path: string, ctx: "root" | "property" | "items
   }
   const addl = raw["additionalProperties"];
   if (addl !== undefined) {
-    if (addl === false) errors.push(forbidden(join(path, "additionalProperties"), "must not be used with additionalProperties: false"));
+    if (addl === false)
+      errors.push(forbidden(join(path, "additionalProperties"), "must not be used with additionalProperties: false"));
     else if (addl === true) node.additionalProperties = true;
-    else node.additionalProperties = parseNode(addl, join(path, "additionalProperties"), ctx === "junctor" ? "junctor" : "additionalProperties", errors);
-    if (props !== undefined) errors.push(forbidden(join(path, "additionalProperties"), "additionalProperties and properties are mutual exclusive"));
+    else
+      node.additionalProperties = parseNode(
+        addl,
+        join(path, "additionalProperties"),
+        ctx === "junctor" ? "junctor" : "additionalProperties",
+        errors,
+      );
+    if (props !== undefined)
+      errors.push(
+        forbidden(join(path, "additionalProperties"), "additionalProperties and properties are mutual exclusive"),
+      );
   }
   const items = raw["items"];
   if (items !== undefined) {
-    if (Array.isArray(items)) errors.push(forbidden(join(path, "items"), "items must be a schema object and not an array"));
+    if (Array.isArray(items))
+      errors.push(forbidden(join(path, "items"), "items must be a schema object and not an array"));
     else node.items = parseNode(items, join(path, "items"), ctx === "junctor" ? "junctor" : "items", errors);
   } else if (node.type === "array" && ctx !== "junctor") {
     errors.push(required(join(path, "items"), "must be specified"));
@@ -145,41 +170,82 @@ function parseNode(raw: unknown, path: string, ctx: "root" | "property" | "items
     node.patternSource = raw["pattern"];
     const problem = re2Problem(raw["pattern"]);
     if (problem !== undefined) {
-      errors.push(invalid(join(path, "pattern"), raw["pattern"], `must be a valid regular expression, but isn't: ${problem}`));
+      errors.push(
+        invalid(join(path, "pattern"), raw["pattern"], `must be a valid regular expression, but isn't: ${problem}`),
+      );
     } else {
       try {
         node.pattern = new RegExp(raw["pattern"], "u");
       } catch (err) {
-        errors.push(invalid(join(path, "pattern"), raw["pattern"], `must be a valid regular expression, but isn't: error parsing regexp: ${(err as Error).message}`));
+        errors.push(
+          invalid(
+            join(path, "pattern"),
+            raw["pattern"],
+            `must be a valid regular expression, but isn't: error parsing regexp: ${(err as Error).message}`,
+          ),
+        );
       }
     }
   }
   if (raw["uniqueItems"] === true) {
-    errors.push(forbidden(join(path, "uniqueItems"), "uniqueItems cannot be set to true since the runtime complexity becomes quadratic"));
+    errors.push(
+      forbidden(
+        join(path, "uniqueItems"),
+        "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
+      ),
+    );
   }
 
   const listType = raw["x-kubernetes-list-type"];
   if (listType !== undefined) {
     if (listType === "atomic" || listType === "set" || listType === "map") node.listType = listType;
     else errors.push(notSupported(join(path, "x-kubernetes-list-type"), listType, ["atomic", "set", "map"]));
-    if (node.type !== "array") errors.push(invalid(join(path, "type"), node.type ?? "", "must be array if x-kubernetes-list-type is specified"));
+    if (node.type !== "array")
+      errors.push(invalid(join(path, "type"), node.type ?? "", "must be array if x-kubernetes-list-type is specified"));
   }
   const keys = raw["x-kubernetes-list-map-keys"];
   if (keys !== undefined) {
-    if (!Array.isArray(keys) || !keys.every((k) => typeof k === "string")) errors.push(invalid(join(path, "x-kubernetes-list-map-keys"), keys, "must be a list of strings"));
+    if (!Array.isArray(keys) || !keys.every((k) => typeof k === "string"))
+      errors.push(invalid(join(path, "x-kubernetes-list-map-keys"), keys, "must be a list of strings"));
     else node.listMapKeys = keys;
-    if (node.listType !== "map") errors.push(forbidden(join(path, "x-kubernetes-list-map-keys"), 'must not be specified if x-kubernetes-list-type is not "map"'));
+    if (node.listType !== "map")
+      errors.push(
+        forbidden(
+          join(path, "x-kubernetes-list-map-keys"),
+          'must not be specified if x-kubernetes-list-type is not "map"',
+        ),
+      );
   }
   if (node.listType === "map") {
     if (node.listMapKeys === undefined || node.listMapKeys.length === 0) {
-      errors.push(required(join(path, "x-kubernetes-list-map-keys"), 'must not be empty if x-kubernetes-list-type is "map"'));
+      errors.push(
+        required(join(path, "x-kubernetes-list-map-keys"), 'must not be empty if x-kubernetes-list-type is "map"'),
+      );
     } else if (node.items !== undefined) {
-      if (node.items.type !== "object") errors.push(invalid(join(path, "items.type"), node.items.type ?? "", 'must be object if parent array\'s x-kubernetes-list-type is "map"'));
+      if (node.items.type !== "object")
+        errors.push(
+          invalid(
+            join(path, "items.type"),
+            node.items.type ?? "",
+            'must be object if parent array\'s x-kubernetes-list-type is "map"',
+          ),
+        );
       for (const [i, k] of node.listMapKeys.entries()) {
         const prop = node.items.properties?.[k];
-        if (prop === undefined) errors.push(required(join(path, `items.properties[${k}]`), "entries for all x-kubernetes-list-map-keys must be specified"));
+        if (prop === undefined)
+          errors.push(
+            required(
+              join(path, `items.properties[${k}]`),
+              "entries for all x-kubernetes-list-map-keys must be specified",
+            ),
+          );
         else if (!(node.items.required ?? []).includes(k) && !prop.hasDefault) {
-          errors.push(required(join(path, `items.properties[${k}]`), "all x-kubernetes-list-map-keys must be required or have a default value"));
+          errors.push(
+            required(
+              join(path, `items.properties[${k}]`),
+              "all x-kubernetes-list-map-keys must be required or have a default value",
+            ),
+          );
         }
         void i;
       }
@@ -187,7 +253,8 @@ function parseNode(raw: unknown, path: string, ctx: "root" | "property" | "items
   }
   const mapType = raw["x-kubernetes-map-type"];
   if (mapType === "atomic" || mapType === "granular") node.mapType = mapType;
-  else if (mapType !== undefined) errors.push(notSupported(join(path, "x-kubernetes-map-type"), mapType, ["granular", "atomic"]));
+  else if (mapType !== undefined)
+    errors.push(notSupported(join(path, "x-kubernetes-map-type"), mapType, ["granular", "atomic"]));
 
   for (const j of ["allOf", "anyOf", "oneOf"] as const) {
     const list = raw[j];
@@ -198,12 +265,14 @@ function parseNode(raw: unknown, path: string, ctx: "root" | "property" | "items
   if (Object.hasOwn(raw, "default")) {
     node.hasDefault = true;
     node.default = raw["default"];
-    if (ctx === "junctor") errors.push(forbidden(join(path, "default"), "must not be set inside allOf/anyOf/oneOf/not"));
+    if (ctx === "junctor")
+      errors.push(forbidden(join(path, "default"), "must not be set inside allOf/anyOf/oneOf/not"));
   }
 
   const validations = raw["x-kubernetes-validations"];
   if (validations !== undefined) {
-    if (!Array.isArray(validations)) errors.push(invalid(join(path, "x-kubernetes-validations"), validations, "must be a list"));
+    if (!Array.isArray(validations))
+      errors.push(invalid(join(path, "x-kubernetes-validations"), validations, "must be a list"));
     else pendingRules.push({ node, raw: validations, path, isRoot: ctx === "root" });
   }
   return node;
@@ -215,14 +284,20 @@ let pendingRules: { node: Node; raw: unknown[]; path: string; isRoot: boolean }[
 /** The rule as kube-apiserver prints it in errors: the Go struct apiextensions.ValidationRule (%#v). */
 function ruleLiteral(raw: Record<string, unknown>): GoLiteral {
   const str = (k: string): string => JSON.stringify(typeof raw[k] === "string" ? raw[k] : "");
-  const ptr = (k: string, type: string): string => (raw[k] === undefined || raw[k] === null ? `(${type})(nil)` : `(${type})(0xc000a1e000)`);
+  const ptr = (k: string, type: string): string =>
+    raw[k] === undefined || raw[k] === null ? `(${type})(nil)` : `(${type})(0xc000a1e000)`;
   return new GoLiteral(
     `apiextensions.ValidationRule{Rule:${str("rule")}, Message:${str("message")}, MessageExpression:${str("messageExpression")}, ` +
       `Reason:${ptr("reason", "*apiextensions.FieldValueErrorReason")}, FieldPath:${str("fieldPath")}, OptionalOldSelf:${ptr("optionalOldSelf", "*bool")}}`,
   );
 }
 
-function parseRule(raw: unknown, path: string, errors: FieldError[], self: { node: Node; isRoot: boolean }): CompiledRule[] {
+function parseRule(
+  raw: unknown,
+  path: string,
+  errors: FieldError[],
+  self: { node: Node; isRoot: boolean },
+): CompiledRule[] {
   if (!isObject(raw) || typeof raw["rule"] !== "string") {
     errors.push(required(join(path, "rule"), ""));
     return [];
@@ -238,29 +313,36 @@ function parseRule(raw: unknown, path: string, errors: FieldError[], self: { nod
   const out: CompiledRule = { rule, program };
   if (typeof raw["message"] === "string") {
     out.message = raw["message"];
-    if (out.message.trim() === "") errors.push(invalid(join(path, "message"), out.message, "message must be non-empty if specified"));
-    if (out.message.includes("\n")) errors.push(invalid(join(path, "message"), out.message, "message must not contain line breaks"));
+    if (out.message.trim() === "")
+      errors.push(invalid(join(path, "message"), out.message, "message must be non-empty if specified"));
+    if (out.message.includes("\n"))
+      errors.push(invalid(join(path, "message"), out.message, "message must not contain line breaks"));
   }
   if (typeof raw["messageExpression"] === "string") {
     out.messageExpression = raw["messageExpression"];
     try {
       out.messageProgram = compileCel(raw["messageExpression"], "string", self);
     } catch (err) {
-      errors.push(invalid(join(path, "messageExpression"), ruleLiteral(raw), `messageExpression ${(err as Error).message}`));
+      errors.push(
+        invalid(join(path, "messageExpression"), ruleLiteral(raw), `messageExpression ${(err as Error).message}`),
+      );
     }
   }
   const reason = raw["reason"];
   if (reason !== undefined) {
-    if (typeof reason === "string" && (reasons as readonly string[]).includes(reason)) out.reason = reason as (typeof reasons)[number];
+    if (typeof reason === "string" && (reasons as readonly string[]).includes(reason))
+      out.reason = reason as (typeof reasons)[number];
     else errors.push(notSupported(join(path, "reason"), reason, [...reasons]));
   }
   if (typeof raw["fieldPath"] === "string") {
     out.fieldPath = raw["fieldPath"];
-    if (parseFieldPath(out.fieldPath) === undefined) errors.push(invalid(join(path, "fieldPath"), out.fieldPath, "fieldPath must be a valid path"));
+    if (parseFieldPath(out.fieldPath) === undefined)
+      errors.push(invalid(join(path, "fieldPath"), out.fieldPath, "fieldPath must be a valid path"));
   }
   if (raw["optionalOldSelf"] === true) {
     out.optionalOldSelf = true;
-    if (!program.usesOldSelf) errors.push(forbidden(join(path, "optionalOldSelf"), "may not be set if oldSelf is not used in rule"));
+    if (!program.usesOldSelf)
+      errors.push(forbidden(join(path, "optionalOldSelf"), "may not be set if oldSelf is not used in rule"));
   }
   return [out];
 }
@@ -302,7 +384,9 @@ export function parseStructural(raw: unknown): { root: Node; errors: FieldError[
   pendingRules = [];
   const root = parseNode(raw, "", "root", errors);
   for (const p of pendingRules) {
-    p.node.rules = p.raw.flatMap((v, i) => parseRule(v, join(p.path, `x-kubernetes-validations[${i}]`), errors, { node: p.node, isRoot: p.isRoot }));
+    p.node.rules = p.raw.flatMap((v, i) =>
+      parseRule(v, join(p.path, `x-kubernetes-validations[${i}]`), errors, { node: p.node, isRoot: p.isRoot }),
+    );
   }
   pendingRules = [];
   checkRootMetadata(root, errors);

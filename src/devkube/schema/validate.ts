@@ -35,7 +35,7 @@ const inBody = (path: string): string => `${path} in body`;
 function checkScalar(value: unknown, node: Node, path: string, out: FieldError[]): boolean {
   const actual = jsonType(value);
   if (value === null) {
-    if (node.nullable || node.type === undefined && !node.intOrString) return true;
+    if (node.nullable || (node.type === undefined && !node.intOrString)) return true;
     const want = node.intOrString ? "integer,string" : (node.type ?? "");
     out.push(typeInvalid(path, "null", `${inBody(path)} must be of type ${want}: "null"`));
     return false;
@@ -56,37 +56,61 @@ function checkScalar(value: unknown, node: Node, path: string, out: FieldError[]
     out.push(typeInvalid(path, value, `${inBody(path)} must be of type ${node.format}: ${JSON.stringify(value)}`));
   }
   if (node.enum !== undefined && !node.enum.some((e) => deepEqual(e, value))) {
-    out.push(notSupported(path, value, node.enum.map((e) => (typeof e === "string" ? e : JSON.stringify(e)))));
+    out.push(
+      notSupported(
+        path,
+        value,
+        node.enum.map((e) => (typeof e === "string" ? e : JSON.stringify(e))),
+      ),
+    );
   }
   if (typeof value === "string") {
     const len = [...value].length;
     if (node.maxLength !== undefined && len > node.maxLength) out.push(tooLong(path, value, node.maxLength));
-    if (node.minLength !== undefined && len < node.minLength) out.push(invalid(path, value, `${inBody(path)} should be at least ${node.minLength} chars long`));
-    if (node.pattern !== undefined && !node.pattern.test(value)) out.push(invalid(path, value, `${inBody(path)} should match '${node.patternSource ?? ""}'`));
+    if (node.minLength !== undefined && len < node.minLength)
+      out.push(invalid(path, value, `${inBody(path)} should be at least ${node.minLength} chars long`));
+    if (node.pattern !== undefined && !node.pattern.test(value))
+      out.push(invalid(path, value, `${inBody(path)} should match '${node.patternSource ?? ""}'`));
   }
   if (typeof value === "number") {
     if (node.maximum !== undefined) {
       if (node.exclusiveMaximum ? value >= node.maximum : value > node.maximum) {
-        out.push(invalid(path, value, `${inBody(path)} should be less than ${node.exclusiveMaximum ? "" : "or equal to "}${node.maximum}`));
+        out.push(
+          invalid(
+            path,
+            value,
+            `${inBody(path)} should be less than ${node.exclusiveMaximum ? "" : "or equal to "}${node.maximum}`,
+          ),
+        );
       }
     }
     if (node.minimum !== undefined) {
       if (node.exclusiveMinimum ? value <= node.minimum : value < node.minimum) {
-        out.push(invalid(path, value, `${inBody(path)} should be greater than ${node.exclusiveMinimum ? "" : "or equal to "}${node.minimum}`));
+        out.push(
+          invalid(
+            path,
+            value,
+            `${inBody(path)} should be greater than ${node.exclusiveMinimum ? "" : "or equal to "}${node.minimum}`,
+          ),
+        );
       }
     }
     if (node.multipleOf !== undefined && node.multipleOf !== 0) {
       const q = value / node.multipleOf;
-      if (Math.abs(q - Math.round(q)) > 1e-9) out.push(invalid(path, value, `${inBody(path)} should be a multiple of ${node.multipleOf}`));
+      if (Math.abs(q - Math.round(q)) > 1e-9)
+        out.push(invalid(path, value, `${inBody(path)} should be a multiple of ${node.multipleOf}`));
     }
   }
   if (Array.isArray(value)) {
-    if (node.minItems !== undefined && value.length < node.minItems) out.push(invalid(path, value.length, `${inBody(path)} should have at least ${node.minItems} items`));
-    if (node.maxItems !== undefined && value.length > node.maxItems) out.push(tooMany(path, value.length, node.maxItems));
+    if (node.minItems !== undefined && value.length < node.minItems)
+      out.push(invalid(path, value.length, `${inBody(path)} should have at least ${node.minItems} items`));
+    if (node.maxItems !== undefined && value.length > node.maxItems)
+      out.push(tooMany(path, value.length, node.maxItems));
   }
   if (isObject(value)) {
     const n = Object.keys(value).length;
-    if (node.minProperties !== undefined && n < node.minProperties) out.push(invalid(path, n, `${inBody(path)} should have at least ${node.minProperties} properties`));
+    if (node.minProperties !== undefined && n < node.minProperties)
+      out.push(invalid(path, n, `${inBody(path)} should have at least ${node.minProperties} properties`));
     if (node.maxProperties !== undefined && n > node.maxProperties) out.push(tooMany(path, n, node.maxProperties));
     for (const r of node.required ?? []) {
       if (!Object.hasOwn(value, r)) out.push(required(path === "" ? r : `${path}.${r}`));
@@ -118,7 +142,8 @@ function checkJunctors(value: unknown, node: Node, path: string, out: FieldError
 /** Schema checks only (junctor sub-schemas): no list-type checks, no CEL. */
 function validateSchemaOnly(value: unknown, node: Node, path: string, out: FieldError[]): void {
   if (!checkScalar(value, node, path, out)) return;
-  if (Array.isArray(value) && node.items !== undefined) value.forEach((v, i) => node.items && validateSchemaOnly(v, node.items, `${path}[${i}]`, out));
+  if (Array.isArray(value) && node.items !== undefined)
+    value.forEach((v, i) => node.items && validateSchemaOnly(v, node.items, `${path}[${i}]`, out));
   if (isObject(value)) {
     for (const [k, v] of Object.entries(value)) {
       const prop = node.properties?.[k] ?? (node.additionalProperties !== true ? node.additionalProperties : undefined);
@@ -152,7 +177,8 @@ function checkListType(value: unknown[], node: Node, path: string, out: FieldErr
 }
 
 function correlateItem(item: unknown, node: Node, old: Old): Old {
-  if (old === undefined || !Array.isArray(old.value) || node.listType !== "map" || node.listMapKeys === undefined) return undefined;
+  if (old === undefined || !Array.isArray(old.value) || node.listType !== "map" || node.listMapKeys === undefined)
+    return undefined;
   const key = mapKeyOf(item, node.listMapKeys);
   const match = old.value.find((o) => deepEqual(mapKeyOf(o, node.listMapKeys ?? []), key));
   return match === undefined ? undefined : { value: match };
@@ -176,7 +202,16 @@ function checkEmbedded(value: JsonObject, path: string, out: FieldError[]): void
  * with "."), `celPath` the CEL path (field.Path: map keys as "[key]"). `inherited` is the ratcheting
  * state of the nearest correlatable ancestor, used where no old value can be correlated.
  */
-function walk(value: unknown, node: Node, path: string, celPath: string, old: Old, ctx: Ctx, isRoot: boolean, inherited: boolean): void {
+function walk(
+  value: unknown,
+  node: Node,
+  path: string,
+  celPath: string,
+  old: Old,
+  ctx: Ctx,
+  isRoot: boolean,
+  inherited: boolean,
+): void {
   const unchanged = old !== undefined ? deepEqual(value, old.value) : inherited;
   const schemaErrs: FieldError[] = [];
   const typeOk = checkScalar(value, node, path, schemaErrs);
@@ -191,7 +226,9 @@ function walk(value: unknown, node: Node, path: string, celPath: string, old: Ol
   if (value !== null && node.rules.length > 0) evaluateRules(value, node, celPath, old, unchanged, ctx, isRoot);
   if (Array.isArray(value) && node.items !== undefined) {
     const items = node.items;
-    value.forEach((item, i) => walk(item, items, `${path}[${i}]`, `${celPath}[${i}]`, correlateItem(item, node, old), ctx, false, unchanged));
+    value.forEach((item, i) =>
+      walk(item, items, `${path}[${i}]`, `${celPath}[${i}]`, correlateItem(item, node, old), ctx, false, unchanged),
+    );
   } else if (isObject(value)) {
     const oldObj = old !== undefined && isObject(old.value) ? old.value : undefined;
     for (const [k, v] of Object.entries(value)) {
@@ -226,7 +263,15 @@ function runtimeErrorDetail(message: string, ruleText: string): string {
   return `${first} evaluating rule: ${ruleText}`;
 }
 
-function evaluateRules(value: unknown, node: Node, path: string, old: Old, unchanged: boolean, ctx: Ctx, isRoot: boolean): void {
+function evaluateRules(
+  value: unknown,
+  node: Node,
+  path: string,
+  old: Old,
+  unchanged: boolean,
+  ctx: Ctx,
+  isRoot: boolean,
+): void {
   const typeName = node.type ?? "";
   let self: unknown;
   let oldSelf: unknown;
@@ -241,7 +286,14 @@ function evaluateRules(value: unknown, node: Node, path: string, old: Old, uncha
     let result: unknown;
     try {
       // optionalOldSelf rules see oldSelf as a CEL optional (none on create)
-      const oldVar = rule.optionalOldSelf === true ? (old === undefined ? Optional.none() : Optional.of(oldSelf)) : old === undefined ? null : oldSelf;
+      const oldVar =
+        rule.optionalOldSelf === true
+          ? old === undefined
+            ? Optional.none()
+            : Optional.of(oldSelf)
+          : old === undefined
+            ? null
+            : oldSelf;
       result = rule.program.evaluate({ self, oldSelf: oldVar });
     } catch (err) {
       ctx.cel.push(invalid(path, typeName, runtimeErrorDetail((err as Error).message, ruleText)));
@@ -249,11 +301,14 @@ function evaluateRules(value: unknown, node: Node, path: string, old: Old, uncha
     }
     if (result === true) continue;
     if (result !== false) {
-      ctx.cel.push(invalid(path, typeName, `no such overload: rule did not evaluate to a bool evaluating rule: ${ruleText}`));
+      ctx.cel.push(
+        invalid(path, typeName, `no such overload: rule did not evaluate to a bool evaluating rule: ${ruleText}`),
+      );
       continue;
     }
     const field = rule.fieldPath !== undefined ? renderFieldPath(path, rule.fieldPath) : path;
-    let message = rule.message !== undefined && rule.message !== "" ? rule.message.trim() : `failed rule: ${rule.rule.trim()}`;
+    let message =
+      rule.message !== undefined && rule.message !== "" ? rule.message.trim() : `failed rule: ${rule.rule.trim()}`;
     if (rule.messageProgram !== undefined) {
       try {
         const m = rule.messageProgram.evaluate({ self, oldSelf: old === undefined ? null : oldSelf });

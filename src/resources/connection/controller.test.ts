@@ -22,28 +22,76 @@ let run: (ns: string, name: string) => ReturnType<typeof reconcileManaged>;
 beforeEach(async () => {
   kube = createFakeKube();
   api = createFakeApi();
-  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "t" }) });
+  kube.put(SecretType, {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: "mds-credentials", namespace: "ops" },
+    data: encodeData({ token: "t" }),
+  });
   const project = await api.createProject({ name: "p", createDatabase: false });
   dbId = (await api.createDatabase({ projectId: project.id, name: "orders" })).id;
-  kube.put(DatabaseType, { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "orders", namespace: "shop" }, spec: { projectId: project.id }, status: { id: dbId } });
+  kube.put(DatabaseType, {
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Database",
+    metadata: { name: "orders", namespace: "shop" },
+    spec: { projectId: project.id },
+    status: { id: dbId },
+  });
   const logger = pino({ level: "silent" });
-  const deps: LoopDeps = { kube, objects: kube.cache(ConnectionType), secrets: kube.cache<Secret>(SecretType), events: { record() {} }, logger, pollIntervals: poll, crashPoint: () => {} };
+  const deps: LoopDeps = {
+    kube,
+    objects: kube.cache(ConnectionType),
+    secrets: kube.cache<Secret>(SecretType),
+    events: { record() {} },
+    logger,
+    pollIntervals: poll,
+    crashPoint: () => {},
+  };
   const kind = connectionKind({
-    pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} }),
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
+    pool: createCredentialPool({
+      kube,
+      apiUrl: "x",
+      createApiClient: () => api,
+      logger,
+      pollIntervals: poll,
+      onRemoteChange: () => {},
+    }),
+    defaultCredentials: {
+      secretNamespace: "ops",
+      secretName: "mds-credentials",
+      key: "token",
+      fallbackNamespaces: "*" as const,
+    },
     instanceId: "unit",
     cache: (k: string) => kube.cache(k === "Database" ? DatabaseType : ConnectionType),
   });
   run = (ns, name) => reconcileManaged(deps, kind, `${ns}/${name}`);
 });
 
-const connection = (ns: string, spec: object) => kube.put(ConnectionType, { apiVersion: "mds.dev/v1alpha1", kind: "Connection", metadata: { name: "app", namespace: ns }, spec });
-const synced = (ns: string) => ((kube.read<KubeObject>(ConnectionType, ns, "app")!["status"] as { conditions?: { type: string; reason: string; message: string }[] }).conditions ?? []).find((c) => c.type === "Synced");
+const connection = (ns: string, spec: object) =>
+  kube.put(ConnectionType, {
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Connection",
+    metadata: { name: "app", namespace: ns },
+    spec,
+  });
+const synced = (ns: string) =>
+  (
+    (
+      kube.read<KubeObject>(ConnectionType, ns, "app")!["status"] as {
+        conditions?: { type: string; reason: string; message: string }[];
+      }
+    ).conditions ?? []
+  ).find((c) => c.type === "Synced");
 const calls = () => Object.values(api.calls).reduce((a, b) => a + b, 0);
 
 describe("Connection", () => {
   it("in the Database's namespace: mints its own login and publishes it", async () => {
-    connection("shop", { databaseRef: { name: "orders" }, connectionSecret: { name: "app-db" }, deletionPolicy: "Delete" });
+    connection("shop", {
+      databaseRef: { name: "orders" },
+      connectionSecret: { name: "app-db" },
+      deletionPolicy: "Delete",
+    });
     for (let i = 0; i < 3; i++) await run("shop", "app");
     const secret = kube.read<Secret>(SecretType, "shop", "app-db");
     expect(secret?.metadata.labels?.["mds.dev/database-id"]).toBe(dbId);
@@ -58,7 +106,10 @@ describe("Connection", () => {
     expect(synced("apps")?.message).toContain('add "apps" to its spec.connectionPolicy.allowedNamespaces');
     expect(calls()).toBe(before);
     const db = kube.read<KubeObject>(DatabaseType, "shop", "orders")!;
-    kube.put(DatabaseType, { ...db, spec: { ...(db["spec"] as object), connectionPolicy: { allowedNamespaces: ["apps"] } } });
+    kube.put(DatabaseType, {
+      ...db,
+      spec: { ...(db["spec"] as object), connectionPolicy: { allowedNamespaces: ["apps"] } },
+    });
     for (let i = 0; i < 3; i++) await run("apps", "app");
     expect(kube.read<Secret>(SecretType, "apps", "app")?.metadata.labels?.["mds.dev/database-id"]).toBe(dbId);
   });

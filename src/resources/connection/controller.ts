@@ -11,7 +11,11 @@ import { Connection } from "./schema.ts";
 // (spec.connectionPolicy.allowedNamespaces). With a databaseRef it acts with the Database's own credentials: the
 // Database's owner grants the namespace, and the token stays theirs.
 
-type DatabaseSpec = { credentials?: { secretRef: { name: string; key?: string } }; connectionPolicy?: { allowedNamespaces?: string[] }; managementPolicy?: string };
+type DatabaseSpec = {
+  credentials?: { secretRef: { name: string; key?: string } };
+  connectionPolicy?: { allowedNamespaces?: string[] };
+  managementPolicy?: string;
+};
 
 export function allows(db: KubeObject, namespace: string): boolean {
   if (db.metadata.namespace === namespace) return true;
@@ -20,18 +24,27 @@ export function allows(db: KubeObject, namespace: string): boolean {
 }
 
 const nothingToDo: ExternalClient<ConnectionObject> = {
-  observe: async () => ({ exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, drift: [], fastPoll: false }),
+  observe: async () => ({
+    exists: false,
+    status: {},
+    ready: { ok: false, reason: "Creating", message: "" },
+    drift: [],
+    fastPoll: false,
+  }),
   create: async () => Promise.reject(new Error("unreachable")),
   update: async () => {},
   delete: async () => ({ done: true }),
 };
 
-export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">): ManagedKind<ConnectionObject> {
+export function connectionKind(
+  ctx: Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
+): ManagedKind<ConnectionObject> {
   return {
     kind: "Connection",
     type: ConnectionType,
     parse: (raw) => parseOrTerminal(Connection, "Connection", raw) as ConnectionObject,
-    secretDatabaseIds: (obj) => [obj.status?.databaseId ?? obj.spec.databaseId].filter((id): id is string => id !== undefined),
+    secretDatabaseIds: (obj) =>
+      [obj.status?.databaseId ?? obj.spec.databaseId].filter((id): id is string => id !== undefined),
     async connect(obj) {
       const ns = obj.metadata.namespace ?? "default";
       const deleting = obj.metadata.deletionTimestamp !== undefined;
@@ -67,8 +80,15 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
             if (!deleting) withdrawn = { reason: "ReferenceNotAllowed", message };
           }
           // ObserveOnly promises nothing is minted for the database, through any resource.
-          if (!deleting && (db["spec"] as DatabaseSpec | undefined)?.managementPolicy === "ObserveOnly" && obj.status?.connection === undefined) {
-            throw new TerminalError("ReferenceNotAllowed", `database "${dbNs}/${ref.name}" is ObserveOnly: nothing is minted for it; set its managementPolicy to Full first`);
+          if (
+            !deleting &&
+            (db["spec"] as DatabaseSpec | undefined)?.managementPolicy === "ObserveOnly" &&
+            obj.status?.connection === undefined
+          ) {
+            throw new TerminalError(
+              "ReferenceNotAllowed",
+              `database "${dbNs}/${ref.name}" is ObserveOnly: nothing is minted for it; set its managementPolicy to Full first`,
+            );
           }
           databaseId = boundIdOf(db);
           credentials = { namespace: dbNs, spec: (db["spec"] ?? {}) as DatabaseSpec };
@@ -79,10 +99,14 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
           }
         }
       }
-      if (databaseId === undefined) throw new TerminalError("InvalidSpec", "set exactly one of databaseRef.name or databaseId");
+      if (databaseId === undefined)
+        throw new TerminalError("InvalidSpec", "set exactly one of databaseRef.name or databaseId");
       // By id, only with a token this namespace holds: the operator's own token is not lent to mint for any id.
       if (ref === undefined && obj.spec.credentials === undefined) {
-        throw new TerminalError("InvalidSpec", "a Connection by databaseId needs spec.credentials.secretRef (a token of the database's workspace in this namespace)");
+        throw new TerminalError(
+          "InvalidSpec",
+          "a Connection by databaseId needs spec.credentials.secretRef (a token of the database's workspace in this namespace)",
+        );
       }
       const api = await resolveCredentials(ctx, credentials.namespace, credentials.spec).catch((err: unknown) => {
         // The Database and its namespace's token are gone (its namespace deleted): nothing left to revoke with.
@@ -91,7 +115,11 @@ export function connectionKind(ctx: Pick<KindContext, "pool" | "defaultCredentia
       });
       if (api === undefined) return nothingToDo;
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
-      return { ...createConnectionExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, databaseId }), credentials: api.use, withdrawn };
+      return {
+        ...createConnectionExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, databaseId }),
+        credentials: api.use,
+        withdrawn,
+      };
     },
   };
 }
@@ -108,8 +136,11 @@ export const connectionRegistration = managedKind(
           connections
             .list()
             .filter((c) => {
-              const ref = (c["spec"] as { databaseRef?: { name: string; namespace?: string } } | undefined)?.databaseRef;
-              return ref?.name === db.metadata.name && (ref.namespace ?? c.metadata.namespace) === db.metadata.namespace;
+              const ref = (c["spec"] as { databaseRef?: { name: string; namespace?: string } } | undefined)
+                ?.databaseRef;
+              return (
+                ref?.name === db.metadata.name && (ref.namespace ?? c.metadata.namespace) === db.metadata.namespace
+              );
             })
             .map((c) => `${c.metadata.namespace ?? ""}/${c.metadata.name}`),
       },

@@ -11,7 +11,11 @@ import type { Connection } from "./schema.ts";
 // mint under a name of its own (a mint whose answer was lost is found by that name and revoked), rotated and
 // recovered like any connection Secret's, revoked on deletion. A database that is gone takes its connections with it.
 
-export type ConnectionObject = Connection & { apiVersion: string; kind: string; metadata: Connection["metadata"] & { name: string } };
+export type ConnectionObject = Connection & {
+  apiVersion: string;
+  kind: string;
+  metadata: Connection["metadata"] & { name: string };
+};
 
 export interface ConnectionExternalDeps {
   api: MdsApi;
@@ -22,7 +26,8 @@ export interface ConnectionExternalDeps {
 
 export function createConnectionExternal(deps: ConnectionExternalDeps): ExternalClient<ConnectionObject> {
   const { api, mirror, instanceId, databaseId } = deps;
-  const nameFor = (obj: ConnectionObject) => connectionNameOf(instanceId, "Connection", obj.metadata.namespace ?? "default", obj.metadata.name);
+  const nameFor = (obj: ConnectionObject) =>
+    connectionNameOf(instanceId, "Connection", obj.metadata.namespace ?? "default", obj.metadata.name);
   const connections = connectionOwner<ConnectionObject>({
     api,
     mirror,
@@ -39,7 +44,13 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
       const db = await mirror.getDatabase(databaseId);
       const minted = remoteIdOf(obj) !== undefined;
       if (db === undefined || !minted) {
-        return { exists: false, status: {}, ready: { ok: false, reason: db === undefined ? "RemoteNotFound" : "Creating", message: "" }, drift: [], fastPoll: db !== undefined };
+        return {
+          exists: false,
+          status: {},
+          ready: { ok: false, reason: db === undefined ? "RemoteNotFound" : "Creating", message: "" },
+          drift: [],
+          fastPoll: db !== undefined,
+        };
       }
       const current = obj.status?.connection?.id;
       const secret = secretTargetOf(obj, db, current);
@@ -54,14 +65,27 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
     },
 
     async create(obj): Promise<Creation> {
-      if ((await mirror.getDatabase(databaseId)) === undefined) throw new WaitingError("DatabaseNotReady", `database "${databaseId}" not found at the service`);
+      if ((await mirror.getDatabase(databaseId)) === undefined)
+        throw new WaitingError("DatabaseNotReady", `database "${databaseId}" not found at the service`);
       const name = nameFor(obj);
-      const { credentials, leaked } = await mintNamed({ api, mirror, databaseId, name, idempotencyKey: idempotencyKeyOf("connection", databaseId, name), keep: [] });
+      const { credentials, leaked } = await mintNamed({
+        api,
+        mirror,
+        databaseId,
+        name,
+        idempotencyKey: idempotencyKeyOf("connection", databaseId, name),
+        keep: [],
+      });
       const db = await mirror.getDatabase(databaseId);
       const secret = db === undefined ? undefined : secretTargetOf(obj, db, credentials.connectionId);
       if (secret === undefined) for (const id of leaked) await revoke(obj, id);
       // With a Secret to write, the loop revokes them after writing it (one of them may be what the Secret names now).
-      return { id: credentials.connectionId, adopted: false, status: { databaseId }, ...(secret === undefined ? {} : { credentials, secret, leaked }) };
+      return {
+        id: credentials.connectionId,
+        adopted: false,
+        status: { databaseId },
+        ...(secret === undefined ? {} : { credentials, secret, leaked }),
+      };
     },
 
     async update() {},

@@ -25,19 +25,28 @@ import { age, condition } from "../printer-columns.ts";
 export const DatabaseReference = z
   .object({
     name: z.string().min(1).max(253).describe("Name of the Database resource."),
-    namespace: z.string().min(1).max(63).optional().describe("Its namespace; defaults to the Connection's. Another namespace must be allowed by the Database."),
+    namespace: z
+      .string()
+      .min(1)
+      .max(63)
+      .optional()
+      .describe("Its namespace; defaults to the Connection's. Another namespace must be allowed by the Database."),
   })
   .describe("A Database resource, possibly in another namespace.");
 
 export const ConnectionSpec = z
   .object({
-    databaseRef: DatabaseReference.optional().describe("The Database whose connection this is. Exactly one of databaseRef and databaseId. Immutable."),
+    databaseRef: DatabaseReference.optional().describe(
+      "The Database whose connection this is. Exactly one of databaseRef and databaseId. Immutable.",
+    ),
     databaseId: z
       .string()
       .regex(idPattern("db"))
       .max(80)
       .optional()
-      .describe("The remote id (db_…) of the database, for one no Database resource manages. Exactly one of databaseRef and databaseId. Immutable."),
+      .describe(
+        "The remote id (db_…) of the database, for one no Database resource manages. Exactly one of databaseRef and databaseId. Immutable.",
+      ),
     connectionSecret: ConnectionSecret.optional(),
     credentials: Credentials.optional().describe(
       "The API token, required with databaseId (the operator's own token is never lent by id); with databaseRef the Database's own credentials are used.",
@@ -45,7 +54,9 @@ export const ConnectionSpec = z
     deletionPolicy: z
       .enum(["Delete", "Retain"])
       .default("Delete")
-      .describe("What happens to the connection when this resource is deleted: Delete (default) revokes it and deletes the Secret; Retain keeps both."),
+      .describe(
+        "What happens to the connection when this resource is deleted: Delete (default) revokes it and deletes the Secret; Retain keeps both.",
+      ),
     deletionProtection: DeletionProtection,
   })
   .meta({
@@ -53,7 +64,8 @@ export const ConnectionSpec = z
       exactlyOne("databaseRef", "databaseId", "databaseRef.name or databaseId"),
       {
         rule: "!has(self.databaseId) || has(self.credentials)",
-        message: "a Connection by databaseId needs credentials.secretRef: a token of the database's workspace in this namespace",
+        message:
+          "a Connection by databaseId needs credentials.secretRef: a token of the database's workspace in this namespace",
       },
       ...immutableFields("databaseRef", "databaseId"),
       secretNameUnchanged,
@@ -108,4 +120,10 @@ export const connectionDefinition: KindDefinition = {
 };
 
 /** The kind's address for the Kubernetes client. */
-export const ConnectionType: ResourceType = { group, version, plural: connectionDefinition.plural, kind: "Connection", namespaced: true };
+export const ConnectionType: ResourceType = {
+  group,
+  version,
+  plural: connectionDefinition.plural,
+  kind: "Connection",
+  namespaced: true,
+};

@@ -26,29 +26,47 @@ beforeEach(async () => {
   api = createFakeApi();
   clock = Date.parse("2026-11-21T10:00:00Z");
   crash = undefined;
-  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "tok" }) });
+  kube.put(SecretType, {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: "mds-credentials", namespace: "ops" },
+    data: encodeData({ token: "tok" }),
+  });
   await seed();
   const logger = pino({ level: "silent" });
   // A crash point ends the process: the next reconcile runs in a new reconciler that remembers nothing.
   let restart = false;
   const build = () => {
     const kind = restoreKind({
-    kube,
-    cache: () => kube.cache(DatabaseType),
-    secrets: kube.cache<Secret>(SecretType),
-    pool: createCredentialPool({ kube, apiUrl: "x", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} }),
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
-    events: { record() {} },
-    pollIntervals: poll,
-    crashPoint: (name) => {
-      if (name === crash) {
-        crash = undefined;
-        restart = true;
-        throw new Error(`simulated crash at ${name}`);
-      }
-    },
+      kube,
+      cache: () => kube.cache(DatabaseType),
+      secrets: kube.cache<Secret>(SecretType),
+      pool: createCredentialPool({
+        kube,
+        apiUrl: "x",
+        createApiClient: () => api,
+        logger,
+        pollIntervals: poll,
+        onRemoteChange: () => {},
+      }),
+      defaultCredentials: {
+        secretNamespace: "ops",
+        secretName: "mds-credentials",
+        key: "token",
+        fallbackNamespaces: "*" as const,
+      },
+      events: { record() {} },
+      pollIntervals: poll,
+      crashPoint: (name) => {
+        if (name === crash) {
+          crash = undefined;
+          restart = true;
+          throw new Error(`simulated crash at ${name}`);
+        }
+      },
     });
-    return (key: string) => reconcileOneShot({ kube, events: { record() {} }, logger, now: () => new Date(clock) }, kind, key);
+    return (key: string) =>
+      reconcileOneShot({ kube, events: { record() {} }, logger, now: () => new Date(clock) }, kind, key);
   };
   let current = build();
   reconcile = async (key) => {
@@ -62,8 +80,23 @@ beforeEach(async () => {
 async function seed() {
   const project = await api.createProject({ name: "p", createDatabase: false });
   dbId = (await api.createDatabase({ projectId: project.id, name: "inv" })).id;
-  kube.put(DatabaseType, { apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name: "inv", namespace: "default" }, spec: { projectId: project.id }, status: { id: dbId, secretName: "inv" } });
-  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "inv", namespace: "default", labels: { "app.kubernetes.io/managed-by": "mds-operator", "mds.dev/database-id": dbId } }, data: {} });
+  kube.put(DatabaseType, {
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Database",
+    metadata: { name: "inv", namespace: "default" },
+    spec: { projectId: project.id },
+    status: { id: dbId, secretName: "inv" },
+  });
+  kube.put(SecretType, {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: {
+      name: "inv",
+      namespace: "default",
+      labels: { "app.kubernetes.io/managed-by": "mds-operator", "mds.dev/database-id": dbId },
+    },
+    data: {},
+  });
 }
 
 const applyRestore = (name: string) =>
@@ -71,9 +104,14 @@ const applyRestore = (name: string) =>
     apiVersion: "mds.dev/v1alpha1",
     kind: "DatabaseRestore",
     metadata: { name, namespace: "default" },
-    spec: { target: { databaseRef: { name: "inv" } }, source: { databaseRef: { name: "inv" }, latest: true }, idempotencyKey: "k1" },
+    spec: {
+      target: { databaseRef: { name: "inv" } },
+      source: { databaseRef: { name: "inv" }, latest: true },
+      idempotencyKey: "k1",
+    },
   });
-const restoreStatus = (name: string) => kube.read<KubeObject>(DatabaseRestoreType, "default", name)?.["status"] as Record<string, unknown> | undefined;
+const restoreStatus = (name: string) =>
+  kube.read<KubeObject>(DatabaseRestoreType, "default", name)?.["status"] as Record<string, unknown> | undefined;
 async function settle(name: string, rounds = 5) {
   for (let i = 0; i < rounds; i++) await reconcile(`default/${name}`);
 }
@@ -82,9 +120,17 @@ describe("DatabaseRestore", () => {
   it("resolves latest once, restores, and records the key on the Database and its Secret", async () => {
     applyRestore("r1");
     await settle("r1");
-    expect(restoreStatus("r1")).toMatchObject({ phase: "Succeeded", backupId: "bkp_c000000000000000000000001", targetDatabaseId: dbId });
+    expect(restoreStatus("r1")).toMatchObject({
+      phase: "Succeeded",
+      backupId: "bkp_c000000000000000000000001",
+      targetDatabaseId: dbId,
+    });
     expect(api.calls["restoreDatabase"]).toBe(1);
-    const ledger = (kube.read<KubeObject>(DatabaseType, "default", "inv")!["status"] as { restoreLedger: { key: string; phase: string }[] }).restoreLedger;
+    const ledger = (
+      kube.read<KubeObject>(DatabaseType, "default", "inv")!["status"] as {
+        restoreLedger: { key: string; phase: string }[];
+      }
+    ).restoreLedger;
     expect(ledger.map((e) => [e.key, e.phase])).toEqual([["k1", "Succeeded"]]);
     expect(restoreKeysOf(kube.read<Secret>(SecretType, "default", "inv"))).toEqual(["k1"]);
   });
@@ -184,7 +230,9 @@ describe("DatabaseRestore by databaseId", () => {
     });
     const before = Object.values(api.calls).reduce((a, b) => a + b, 0);
     await settle("foreign", 2);
-    const synced = (restoreStatus("foreign")?.["conditions"] as { type: string; reason: string }[] | undefined)?.find((c) => c.type === "Synced");
+    const synced = (restoreStatus("foreign")?.["conditions"] as { type: string; reason: string }[] | undefined)?.find(
+      (c) => c.type === "Synced",
+    );
     expect(synced?.reason).toBe("InvalidSpec");
     expect(Object.values(api.calls).reduce((a, b) => a + b, 0)).toBe(before);
     expect(api.restores).toBe(0);
@@ -214,4 +262,3 @@ describe("DatabaseRestore ledger before the POST", () => {
     expect(keysAtPost).toEqual([["k1"]]);
   });
 });
-

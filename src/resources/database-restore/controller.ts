@@ -35,10 +35,21 @@ function readyOf(status: DatabaseRestoreStatus, reason: string | undefined): Con
   const phase = status.phase ?? "Pending";
   const ok = phase === "Succeeded" || phase === "Skipped";
   const fallback = phase === "Failed" ? "RemoteFailure" : phase === "Running" ? "Restoring" : "DatabaseNotReady";
-  return { type: "Ready", status: ok ? "True" : "False", reason: ok ? "Available" : (reason ?? fallback), message: status.message ?? "" };
+  return {
+    type: "Ready",
+    status: ok ? "True" : "False",
+    reason: ok ? "Available" : (reason ?? fallback),
+    message: status.message ?? "",
+  };
 }
 
-export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials" | "cache" | "secrets" | "kube" | "events" | "crashPoint" | "pollIntervals">, settings: RestoreSettings = {}): OneShotKind<RestoreObject> {
+export function restoreKind(
+  ctx: Pick<
+    KindContext,
+    "pool" | "defaultCredentials" | "cache" | "secrets" | "kube" | "events" | "crashPoint" | "pollIntervals"
+  >,
+  settings: RestoreSettings = {},
+): OneShotKind<RestoreObject> {
   const replayWindowMs = settings.replayWindowMs ?? 23 * 3600_000;
   const ledger = { kube: ctx.kube, databases: ctx.cache("Database"), secrets: ctx.secrets };
   // Keys whose POST the service has acknowledged in this process; after a restart one replay-safe re-POST confirms.
@@ -62,9 +73,17 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
     ledgered.add(`${target.id}|${key}`);
   }
 
-  const write = (run: Run, fields: Partial<DatabaseRestoreStatus>) => run.writeStatus(fields, readyOf({ ...(run.obj.status ?? {}), ...fields }, fields.reason));
+  const write = (run: Run, fields: Partial<DatabaseRestoreStatus>) =>
+    run.writeStatus(fields, readyOf({ ...(run.obj.status ?? {}), ...fields }, fields.reason));
 
-  async function finish(run: Run, target: { ns: string; name: string | undefined; id: string }, key: string, phase: "Succeeded" | "Failed", reason: string, message: string): Promise<Outcome> {
+  async function finish(
+    run: Run,
+    target: { ns: string; name: string | undefined; id: string },
+    key: string,
+    phase: "Succeeded" | "Failed",
+    reason: string,
+    message: string,
+  ): Promise<Outcome> {
     const s = run.obj.status ?? {};
     const completedAt = iso(run.now());
     await recordLedger(ledger, target.ns, target.name, target.id, {
@@ -77,7 +96,12 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
       ...(s.sourceDatabaseId === undefined ? {} : { sourceDatabaseId: s.sourceDatabaseId }),
     });
     const written = await write(run, { phase, reason, message, completedAt });
-    ctx.events.record(written, phase === "Succeeded" ? "Normal" : "Warning", phase === "Succeeded" ? "RestoreSucceeded" : reason, message);
+    ctx.events.record(
+      written,
+      phase === "Succeeded" ? "Normal" : "Warning",
+      phase === "Succeeded" ? "RestoreSucceeded" : reason,
+      message,
+    );
     run.log.info({ phase, reason }, "Restore finished");
     return done();
   }
@@ -93,28 +117,49 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
     // spec's "by id needs spec.credentials" rule could be sidestepped by naming the ids in status.
     const targetId = obj.spec.target.databaseId ?? boundIdOf(targetDb);
     if (targetId === undefined) {
-      throw new WaitingError("DatabaseNotReady", targetDb === undefined ? `target database "${targetName}" not found` : `target database "${targetName}" has no remote id yet`);
+      throw new WaitingError(
+        "DatabaseNotReady",
+        targetDb === undefined
+          ? `target database "${targetName}" not found`
+          : `target database "${targetName}" has no remote id yet`,
+      );
     }
     const target = { ns, name: targetName, id: targetId };
-    if (obj.status?.requestedAt === undefined && (targetDb?.["spec"] as { managementPolicy?: string } | undefined)?.managementPolicy === "ObserveOnly") {
+    if (
+      obj.status?.requestedAt === undefined &&
+      (targetDb?.["spec"] as { managementPolicy?: string } | undefined)?.managementPolicy === "ObserveOnly"
+    ) {
       // ObserveOnly promises the operator never changes the database, through any resource.
-      throw new TerminalError("ReferenceNotAllowed", `target database "${targetName}" is ObserveOnly: the operator does not restore into it; set its managementPolicy to Full first`);
+      throw new TerminalError(
+        "ReferenceNotAllowed",
+        `target database "${targetName}" is ObserveOnly: the operator does not restore into it; set its managementPolicy to Full first`,
+      );
     }
     // The token: the restore's own, else the one that manages the target Database resource. By id (target or
     // source) only with the restore's own: the operator's token is never lent to act on an arbitrary database.
-    if ((obj.spec.target.databaseId !== undefined || obj.spec.source.databaseId !== undefined) && obj.spec.credentials === undefined) {
-      throw new TerminalError("InvalidSpec", "a restore by databaseId (target or source) needs spec.credentials.secretRef (a token of the database's workspace in this namespace)");
+    if (
+      (obj.spec.target.databaseId !== undefined || obj.spec.source.databaseId !== undefined) &&
+      obj.spec.credentials === undefined
+    ) {
+      throw new TerminalError(
+        "InvalidSpec",
+        "a restore by databaseId (target or source) needs spec.credentials.secretRef (a token of the database's workspace in this namespace)",
+      );
     }
     const sourceName = obj.spec.source.databaseRef?.name;
     const sourceIdOfSpec = () => {
-      const id = obj.spec.source.databaseId ?? boundIdOf(sourceName === undefined ? undefined : ctx.cache("Database").get(ns, sourceName));
-      if (id === undefined) throw new WaitingError("DatabaseNotReady", `source database "${sourceName}" not found or has no remote id yet`);
+      const id =
+        obj.spec.source.databaseId ??
+        boundIdOf(sourceName === undefined ? undefined : ctx.cache("Database").get(ns, sourceName));
+      if (id === undefined)
+        throw new WaitingError("DatabaseNotReady", `source database "${sourceName}" not found or has no remote id yet`);
       return id;
     };
     /** Whether the status' resolved restore is the one the spec asks for (a `latest` backup is resolved once, so any). */
     const recordedAgrees = (sourceId: string) => {
       const s = obj.status ?? {};
-      const backupOk = s.backupId !== undefined && (obj.spec.source.backupId === undefined || s.backupId === obj.spec.source.backupId);
+      const backupOk =
+        s.backupId !== undefined && (obj.spec.source.backupId === undefined || s.backupId === obj.spec.source.backupId);
       return s.targetDatabaseId === targetId && s.sourceDatabaseId === sourceId && backupOk;
     };
     if (obj.status?.requestedAt !== undefined && !recordedAgrees(sourceIdOfSpec())) {
@@ -125,16 +170,32 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
         `status records a restore of backup "${s.backupId ?? "?"}" of database "${s.sourceDatabaseId ?? "?"}" into "${s.targetDatabaseId ?? "?"}", but the spec resolves to target "${targetId}" and source "${sourceIdOfSpec()}"; nothing is done. Create a new DatabaseRestore`,
       );
     }
-    const spec = obj.spec.credentials !== undefined ? { credentials: obj.spec.credentials } : ((targetDb?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } });
+    const spec =
+      obj.spec.credentials !== undefined
+        ? { credentials: obj.spec.credentials }
+        : ((targetDb?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } });
     const { api, mirror, use } = await resolveCredentials(ctx, ns, spec);
     // Which token acts is recorded before it does anything (written only when it changes).
-    if (!jsonEqual(obj.status?.credentials, credentialStatusOf(use))) await run.writeStatus({ credentials: credentialStatusOf(use) });
+    if (!jsonEqual(obj.status?.credentials, credentialStatusOf(use)))
+      await run.writeStatus({ credentials: credentialStatusOf(use) });
 
     if (obj.status?.requestedAt === undefined) {
       if (ledgerHas(ledger, ns, targetName, targetId, restoreKey)) {
         const message = `A restore with idempotencyKey "${restoreKey}" was already applied to database "${targetId}"; use a new key to restore again`;
-        const written = await write(run, { phase: "Skipped", reason: "ReconcileSuccess", idempotencyKey: restoreKey, targetDatabaseId: targetId, message, completedAt: iso(run.now()) });
-        ctx.events.record(written, "Normal", "Skipped", `Restore "${restoreKey}" already applied to database "${targetId}"`);
+        const written = await write(run, {
+          phase: "Skipped",
+          reason: "ReconcileSuccess",
+          idempotencyKey: restoreKey,
+          targetDatabaseId: targetId,
+          message,
+          completedAt: iso(run.now()),
+        });
+        ctx.events.record(
+          written,
+          "Normal",
+          "Skipped",
+          `Restore "${restoreKey}" already applied to database "${targetId}"`,
+        );
         return done();
       }
       const sourceId = sourceIdOfSpec();
@@ -142,15 +203,31 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
         const backupId = await resolveBackup(api, sourceId, obj.spec.source.backupId);
         // `latest` resolves once: recorded before anything else happens.
         const message = `Restoring backup "${backupId}" into database "${targetId}"`;
-        await write(run, { phase: "Pending", idempotencyKey: restoreKey, targetDatabaseId: targetId, sourceDatabaseId: sourceId, backupId, message });
+        await write(run, {
+          phase: "Pending",
+          idempotencyKey: restoreKey,
+          targetDatabaseId: targetId,
+          sourceDatabaseId: sourceId,
+          backupId,
+          message,
+        });
       }
       const db = await api.getDatabase(targetId);
       if (db.status === "provisioning" || db.status === "recovering") {
-        await write(run, { phase: "Pending", message: `Waiting for database "${targetId}" (status ${db.status}) before restoring` });
+        await write(run, {
+          phase: "Pending",
+          message: `Waiting for database "${targetId}" (status ${db.status}) before restoring`,
+        });
         return requeueAfter(ctx.pollIntervals.fastMs);
       }
       const requestedAt = iso(run.now());
-      await write(run, { phase: "Running", requestedAt, targetSourceBefore: sourceKeyOf(db.source), reason: "Restoring", message: `Restore of backup "${run.obj.status?.backupId}" requested` });
+      await write(run, {
+        phase: "Running",
+        requestedAt,
+        targetSourceBefore: sourceKeyOf(db.source),
+        reason: "Restoring",
+        message: `Restore of backup "${run.obj.status?.backupId}" requested`,
+      });
       notSent.add(`${targetId}|${restoreKey}`);
       await recordRunning(run, target, restoreKey);
       await ctx.crashPoint("restore:before-post");
@@ -166,7 +243,10 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
       const current = await api.getDatabase(targetId);
       if (!api.replaysIdempotencyKeys()) {
         const requested = sourceKeyOf({ type: "backup", databaseId: sourceId, backupId });
-        if (current.status === "recovering" || (sourceKeyOf(current.source) === requested && s.targetSourceBefore !== requested)) {
+        if (
+          current.status === "recovering" ||
+          (sourceKeyOf(current.source) === requested && s.targetSourceBefore !== requested)
+        ) {
           acknowledged.add(ackKey);
         } else {
           const message = `The restore was requested at ${requestedAt} but its answer was lost, the service does not replay requests and database "${targetId}" shows no sign of it; it is not repeated. Check the database's data, then create a new DatabaseRestore if needed`;
@@ -187,7 +267,14 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
         const code = errorCode(err);
         if (code === "unprocessable" || code === "invalid_request" || code === "not_found") {
           notSent.delete(ackKey);
-          return finish(run, target, restoreKey, "Failed", "RemoteFailure", `The service refused the restore: ${messageOf(err)}`);
+          return finish(
+            run,
+            target,
+            restoreKey,
+            "Failed",
+            "RemoteFailure",
+            `The service refused the restore: ${messageOf(err)}`,
+          );
         }
         throw err;
       }
@@ -195,16 +282,35 @@ export function restoreKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
       acknowledged.add(ackKey);
       await ctx.crashPoint("restore:after-post");
       run.log.info({ targetId, backupId }, "Requested restore");
-      ctx.events.record(run.obj, "Normal", "RestoreStarted", `Restoring backup "${backupId}" into database "${targetId}"`);
+      ctx.events.record(
+        run.obj,
+        "Normal",
+        "RestoreStarted",
+        `Restoring backup "${backupId}" into database "${targetId}"`,
+      );
     }
     const db = await api.getDatabase(targetId);
     mirror.putDatabase(db);
     if (db.status === "recovering" || db.status === "provisioning") return requeueAfter(ctx.pollIntervals.fastMs);
     acknowledged.delete(ackKey);
     if (db.status === "failure") {
-      return finish(run, target, restoreKey, "Failed", "RemoteFailure", `The service reports the restore failed; database "${targetId}" keeps its previous data`);
+      return finish(
+        run,
+        target,
+        restoreKey,
+        "Failed",
+        "RemoteFailure",
+        `The service reports the restore failed; database "${targetId}" keeps its previous data`,
+      );
     }
-    return finish(run, target, restoreKey, "Succeeded", "Available", `Restored backup "${backupId}" into database "${targetId}"`);
+    return finish(
+      run,
+      target,
+      restoreKey,
+      "Succeeded",
+      "Available",
+      `Restored backup "${backupId}" into database "${targetId}"`,
+    );
   }
 
   return {
@@ -232,7 +338,10 @@ export function restoreRegistration(settings: RestoreSettings = {}) {
               .list(db.metadata.namespace ?? "")
               .filter((r) => {
                 const phase = (r["status"] as { phase?: string } | undefined)?.phase;
-                return r.metadata.namespace === db.metadata.namespace && (phase === undefined || phase === "Pending" || phase === "Running");
+                return (
+                  r.metadata.namespace === db.metadata.namespace &&
+                  (phase === undefined || phase === "Pending" || phase === "Running")
+                );
               })
               .map((r) => `${r.metadata.namespace ?? ""}/${r.metadata.name}`),
         },

@@ -8,8 +8,18 @@ export function restoreRequestKey(targetDatabaseId: string, key: string): string
   return idempotencyKeyOf("restore", targetDatabaseId, key);
 }
 
-export async function startRestore(api: MdsApi, target: string, source: string, backupId: string, key: string): Promise<RemoteDatabase> {
-  return api.restoreDatabase(target, { source: { type: "backup", databaseId: source, backupId } }, { idempotencyKey: restoreRequestKey(target, key) });
+export async function startRestore(
+  api: MdsApi,
+  target: string,
+  source: string,
+  backupId: string,
+  key: string,
+): Promise<RemoteDatabase> {
+  return api.restoreDatabase(
+    target,
+    { source: { type: "backup", databaseId: source, backupId } },
+    { idempotencyKey: restoreRequestKey(target, key) },
+  );
 }
 
 /** A database's source as one comparable string. */

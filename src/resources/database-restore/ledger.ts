@@ -20,7 +20,12 @@ export interface LedgerDeps {
 }
 
 /** The target's connection Secret: by the name its Database publishes, else any of ours holding its id. */
-function targetSecret(deps: LedgerDeps, ns: string, targetDb: KubeObject | undefined, targetId: string): Secret | undefined {
+function targetSecret(
+  deps: LedgerDeps,
+  ns: string,
+  targetDb: KubeObject | undefined,
+  targetId: string,
+): Secret | undefined {
   const status = targetDb?.["status"] as { secretName?: string } | undefined;
   const spec = targetDb?.["spec"] as { connectionSecret?: { name?: string } } | undefined;
   const name = status?.secretName ?? spec?.connectionSecret?.name ?? targetDb?.metadata.name;
@@ -29,7 +34,13 @@ function targetSecret(deps: LedgerDeps, ns: string, targetDb: KubeObject | undef
   return deps.secrets.list(ns).find((s) => s.metadata.labels?.[labels.databaseId] === targetId);
 }
 
-export function ledgerHas(deps: LedgerDeps, ns: string, targetName: string | undefined, targetId: string, key: string): boolean {
+export function ledgerHas(
+  deps: LedgerDeps,
+  ns: string,
+  targetName: string | undefined,
+  targetId: string,
+  key: string,
+): boolean {
   const targetDb = targetName === undefined ? undefined : deps.databases.get(ns, targetName);
   const status = targetDb?.["status"] as { restoreLedger?: RestoreLedgerEntry[] } | undefined;
   if (remoteIdOf(targetDb) === targetId && (status?.restoreLedger ?? []).some((e) => e.key === key)) return true;
@@ -37,7 +48,13 @@ export function ledgerHas(deps: LedgerDeps, ns: string, targetName: string | und
 }
 
 /** Records the entry on the Database's status and the key on its Secret; a conflict is retried in process. */
-export async function recordLedger(deps: LedgerDeps, ns: string, targetName: string | undefined, targetId: string, entry: RestoreLedgerEntry): Promise<void> {
+export async function recordLedger(
+  deps: LedgerDeps,
+  ns: string,
+  targetName: string | undefined,
+  targetId: string,
+  entry: RestoreLedgerEntry,
+): Promise<void> {
   await retryInProcess(
     async () => {
       if (targetName !== undefined) {
@@ -52,13 +69,21 @@ export async function recordLedger(deps: LedgerDeps, ns: string, targetName: str
           });
         }
       }
-      const secret = targetSecret(deps, ns, targetName === undefined ? undefined : deps.databases.get(ns, targetName), targetId);
+      const secret = targetSecret(
+        deps,
+        ns,
+        targetName === undefined ? undefined : deps.databases.get(ns, targetName),
+        targetId,
+      );
       if (secret === undefined) return;
       const live = await deps.kube.get<Secret>(SecretType, ns, secret.metadata.name);
       const keys = restoreKeysOf(live);
       if (live === undefined || keys.includes(entry.key)) return;
       await deps.kube.patch(SecretType, ns, secret.metadata.name, {
-        metadata: { resourceVersion: live.metadata.resourceVersion, annotations: { [annotations.restores]: JSON.stringify([...keys, entry.key].slice(-100)) } },
+        metadata: {
+          resourceVersion: live.metadata.resourceVersion,
+          annotations: { [annotations.restores]: JSON.stringify([...keys, entry.key].slice(-100)) },
+        },
       });
     },
     { retryable: isKubeConflict },

@@ -10,16 +10,24 @@ const databaseId = z.string().regex(idPattern("db")).max(80);
 
 export const RestoreTarget = z
   .object({
-    databaseRef: LocalObjectReference.optional().describe("The Database resource (same namespace) whose data is replaced."),
+    databaseRef: LocalObjectReference.optional().describe(
+      "The Database resource (same namespace) whose data is replaced.",
+    ),
     databaseId: databaseId.optional().describe("The remote id (db_…) of the database whose data is replaced."),
   })
-  .meta({ "x-kubernetes-validations": [exactlyOne("databaseRef", "databaseId", "target.databaseRef.name or target.databaseId")] })
+  .meta({
+    "x-kubernetes-validations": [
+      exactlyOne("databaseRef", "databaseId", "target.databaseRef.name or target.databaseId"),
+    ],
+  })
   .describe("The database to restore into. Its data is replaced; its credentials keep working.");
 export type RestoreTarget = z.infer<typeof RestoreTarget>;
 
 export const RestoreSource = z
   .object({
-    databaseRef: LocalObjectReference.optional().describe("The Database resource (same namespace) whose backup is restored."),
+    databaseRef: LocalObjectReference.optional().describe(
+      "The Database resource (same namespace) whose backup is restored.",
+    ),
     databaseId: databaseId.optional().describe("The remote id (db_…) of the database whose backup is restored."),
     backupId: z.string().regex(idPattern("bkp")).max(80).optional().describe("The backup to restore (bkp_…)."),
     latest: z
@@ -63,7 +71,8 @@ export const DatabaseRestoreSpec = z
       { rule: "self == oldSelf", message: "spec is immutable: create a new DatabaseRestore to restore again" },
       {
         rule: "!(has(self.target.databaseId) || has(self.source.databaseId)) || has(self.credentials)",
-        message: "a restore by databaseId (target or source) needs credentials.secretRef: a token of the database's workspace in this namespace",
+        message:
+          "a restore by databaseId (target or source) needs credentials.secretRef: a token of the database's workspace in this namespace",
       },
     ],
   })
@@ -91,13 +100,22 @@ export const DatabaseRestoreStatus = z
     idempotencyKey: z.string().max(253).optional().describe("The key in effect (spec.idempotencyKey or its default)."),
     targetDatabaseId: z.string().max(80).optional().describe("The resolved target database (db_…)."),
     sourceDatabaseId: z.string().max(80).optional().describe("The resolved source database (db_…)."),
-    backupId: z.string().max(80).optional().describe("The resolved backup (bkp_…), recorded before the restore starts."),
-    requestedAt: z.iso.datetime().optional().describe("When the restore was requested; written before the request is sent."),
+    backupId: z
+      .string()
+      .max(80)
+      .optional()
+      .describe("The resolved backup (bkp_…), recorded before the restore starts."),
+    requestedAt: z.iso
+      .datetime()
+      .optional()
+      .describe("When the restore was requested; written before the request is sent."),
     targetSourceBefore: z
       .string()
       .max(256)
       .optional()
-      .describe("The target's source as the service reported it just before the request (type:databaseId:backupId): a restore whose answer was lost shows as its change."),
+      .describe(
+        "The target's source as the service reported it just before the request (type:databaseId:backupId): a restore whose answer was lost shows as its change.",
+      ),
     completedAt: z.iso.datetime().optional().describe("When the restore reached a final phase."),
     credentials: CredentialStatus.optional(),
     observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
@@ -139,4 +157,10 @@ export const databaseRestoreDefinition: KindDefinition = {
 };
 
 /** The kind's address for the Kubernetes client. */
-export const DatabaseRestoreType: ResourceType = { group, version, plural: databaseRestoreDefinition.plural, kind: "DatabaseRestore", namespaced: true };
+export const DatabaseRestoreType: ResourceType = {
+  group,
+  version,
+  plural: databaseRestoreDefinition.plural,
+  kind: "DatabaseRestore",
+  namespaced: true,
+};

@@ -29,11 +29,14 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
         if (projectId === undefined) {
           throw new WaitingError(
             "ProjectNotReady",
-            project === undefined ? `project "${obj.spec.projectRef.name}" not found in namespace "${ns}"` : `project "${obj.spec.projectRef.name}" has no remote id yet`,
+            project === undefined
+              ? `project "${obj.spec.projectRef.name}" not found in namespace "${ns}"`
+              : `project "${obj.spec.projectRef.name}" has no remote id yet`,
           );
         }
       }
-      if (projectId === undefined) throw new TerminalError("InvalidSpec", "set exactly one of projectRef.name or projectId");
+      if (projectId === undefined)
+        throw new TerminalError("InvalidSpec", "set exactly one of projectRef.name or projectId");
       const api = await resolveCredentials(ctx, ns, obj.spec);
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
       const external = createDatabaseExternal({
@@ -58,7 +61,12 @@ export const databaseRegistration = managedKind(
         keys: (project, databases) =>
           databases
             .list(project.metadata.namespace ?? "")
-            .filter((db) => db.metadata.namespace === project.metadata.namespace && (db["spec"] as { projectRef?: { name: string } } | undefined)?.projectRef?.name === project.metadata.name)
+            .filter(
+              (db) =>
+                db.metadata.namespace === project.metadata.namespace &&
+                (db["spec"] as { projectRef?: { name: string } } | undefined)?.projectRef?.name ===
+                  project.metadata.name,
+            )
             .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
       },
       wakeOtherClaimants("Database"),
@@ -68,7 +76,12 @@ export const databaseRegistration = managedKind(
         keys: (source, databases) =>
           databases
             .list(source.metadata.namespace ?? "")
-            .filter((db) => db.metadata.namespace === source.metadata.namespace && (db["spec"] as { source?: { type?: string; databaseRef?: { name: string } } } | undefined)?.source?.databaseRef?.name === source.metadata.name)
+            .filter(
+              (db) =>
+                db.metadata.namespace === source.metadata.namespace &&
+                (db["spec"] as { source?: { type?: string; databaseRef?: { name: string } } } | undefined)?.source
+                  ?.databaseRef?.name === source.metadata.name,
+            )
             .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
       },
     ],

@@ -1,7 +1,13 @@
 import type { CreateDatabaseBody, SourceBody } from "../../contract/index.ts";
 import type { MdsApi } from "../../operator/api.ts";
 import { TerminalError } from "../../operator/errors.ts";
-import { connectionNameOf, idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
+import {
+  connectionNameOf,
+  idempotencyKeyOf,
+  logicalIdOf,
+  notCreatedHere,
+  remoteIdOf,
+} from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
@@ -16,7 +22,11 @@ import type { Database } from "./schema.ts";
 // Idempotency-Key (our service replays it; the public API ignores it); credentials recovery by replay where the
 // server announced it, else mint + revoke.
 
-export type DatabaseObject = Database & { apiVersion: string; kind: string; metadata: Database["metadata"] & { name: string } };
+export type DatabaseObject = Database & {
+  apiVersion: string;
+  kind: string;
+  metadata: Database["metadata"] & { name: string };
+};
 
 export interface DatabaseExternalDeps {
   api: MdsApi;
@@ -29,10 +39,12 @@ export interface DatabaseExternalDeps {
 
 export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClient<DatabaseObject> {
   const { api, mirror, instanceId, projectId } = deps;
-  const logicalIdFor = (obj: DatabaseObject) => logicalIdOf(instanceId, obj.metadata.namespace ?? "default", obj.metadata.name);
+  const logicalIdFor = (obj: DatabaseObject) =>
+    logicalIdOf(instanceId, obj.metadata.namespace ?? "default", obj.metadata.name);
   const nameFor = (obj: DatabaseObject) => obj.spec.displayName ?? obj.metadata.name;
   // An adopted database keeps its name unless spec.displayName asks for another: adoption renames nothing by itself.
-  const wantedNameOf = (obj: DatabaseObject) => (obj.spec.externalId !== undefined && obj.spec.displayName === undefined ? undefined : nameFor(obj));
+  const wantedNameOf = (obj: DatabaseObject) =>
+    obj.spec.externalId !== undefined && obj.spec.displayName === undefined ? undefined : nameFor(obj);
 
   async function bodyFor(obj: DatabaseObject): Promise<CreateDatabaseBody> {
     const source = await sourceOf(api, obj, deps.databaseIdOf);
@@ -51,18 +63,36 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
   }
 
   const lookup = (obj: DatabaseObject) =>
-    findByLogicalId(() => api.listDatabases({ projectId, logicalId: logicalIdFor(obj), limit: 1 }), "database", logicalIdFor(obj));
+    findByLogicalId(
+      () => api.listDatabases({ projectId, logicalId: logicalIdFor(obj), limit: 1 }),
+      "database",
+      logicalIdFor(obj),
+    );
 
   const createKey = (obj: DatabaseObject) => idempotencyKeyOf("create-database", logicalIdFor(obj), projectId);
 
   return {
     async observe(obj): Promise<Observation> {
       const id = remoteIdOf(obj);
-      if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, drift: [], fastPoll: true };
+      if (id === undefined)
+        return {
+          exists: false,
+          status: {},
+          ready: { ok: false, reason: "Creating", message: "" },
+          drift: [],
+          fastPoll: true,
+        };
       if (!(await boundToOwn(obj, () => lookup(obj)))) throw notCreatedHere("database", id);
       const known = mirror.peekDatabase(id);
       const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
-      if (db === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, drift: [], fastPoll: false };
+      if (db === undefined)
+        return {
+          exists: false,
+          status: {},
+          ready: { ok: false, reason: "RemoteNotFound", message: "" },
+          drift: [],
+          fastPoll: false,
+        };
       if (db.project.id !== projectId) {
         // Checked before anything is written or minted: an externalId (or an id annotation written by hand) may be a
         // typo, or another team's database in the same workspace.
@@ -78,7 +108,10 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         status: { id: db.id, ...statusOf(db), ...(secret === undefined ? {} : { endpoints: secret.endpoints }) },
         ready: readinessWithSecret(db, secret),
         // isDefault is chosen at creation only: the public API cannot change it afterwards (its PATCH takes no isDefault).
-        drift: wantedName === undefined || db.name === wantedName ? [] : [{ field: "displayName", desired: wantedName, actual: db.name }],
+        drift:
+          wantedName === undefined || db.name === wantedName
+            ? []
+            : [{ field: "displayName", desired: wantedName, actual: db.name }],
         fastPoll: db.status === "provisioning" || db.status === "recovering",
         pollAfterMs: db.status === "provisioning" ? pollDelayOf(db) : undefined,
         secret,
@@ -134,7 +167,8 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     connections: connectionOwner<DatabaseObject>({
       api,
       mirror,
-      connectionName: (obj) => connectionNameOf(instanceId, "Database", obj.metadata.namespace ?? "default", obj.metadata.name),
+      connectionName: (obj) =>
+        connectionNameOf(instanceId, "Database", obj.metadata.namespace ?? "default", obj.metadata.name),
       // The database's original connection is ours when we created it; an adopted (externalId) one's is not.
       ownsOriginal: (obj) => obj.spec.externalId === undefined,
       async plan(obj, target) {
@@ -145,7 +179,9 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
             ours !== undefined && ours.id === target.databaseId && api.replaysIdempotencyKeys()
               ? async () => {
                   const replay = await api.createDatabase(await bodyFor(obj), { idempotencyKey: createKey(obj) });
-                  return replay.id === target.databaseId ? replay.connections.find((c) => c.id === replay.defaultConnectionId) : undefined;
+                  return replay.id === target.databaseId
+                    ? replay.connections.find((c) => c.id === replay.defaultConnectionId)
+                    : undefined;
                 }
               : undefined,
           // After a crash right after the POST the lost one is the original connection; an adopted (externalId)
@@ -173,14 +209,18 @@ function sourceStatusOf(source: SourceBody | undefined): { source?: SourceBody }
 }
 
 /** A clone's source as the spec names it, without asking the service (for a create found again by logicalId). */
-function cloneSourceOfSpec(obj: DatabaseObject, databaseIdOf: DatabaseExternalDeps["databaseIdOf"]): SourceBody | undefined {
+function cloneSourceOfSpec(
+  obj: DatabaseObject,
+  databaseIdOf: DatabaseExternalDeps["databaseIdOf"],
+): SourceBody | undefined {
   const s = obj.spec.source;
   if (s?.type !== "database") return undefined;
-  const id = s.databaseId ?? (s.databaseRef === undefined ? undefined : databaseIdOf(obj.metadata.namespace ?? "default", s.databaseRef.name));
+  const id =
+    s.databaseId ??
+    (s.databaseRef === undefined ? undefined : databaseIdOf(obj.metadata.namespace ?? "default", s.databaseRef.name));
   return id === undefined ? undefined : { type: "database", databaseId: id };
 }
 
 function statusOf(db: RemoteDatabase) {
   return { projectId: db.project.id, remoteStatus: db.status, ...(db.region === null ? {} : { region: db.region.id }) };
 }
-

@@ -71,7 +71,9 @@ export const DatabaseSource = z
       },
     ],
   })
-  .describe("What the database starts with: empty, a backup, or a clone of another database. Omitted means empty. Immutable.");
+  .describe(
+    "What the database starts with: empty, a backup, or a clone of another database. Omitted means empty. Immutable.",
+  );
 export type DatabaseSource = z.infer<typeof DatabaseSource>;
 
 export const DatabaseSpec = z
@@ -100,16 +102,26 @@ export const DatabaseSpec = z
     isDefault: z
       .boolean()
       .default(false)
-      .describe("Create this database as the project's default. Applied at creation only: the public API cannot change it afterwards, so a later edit is not sent."),
+      .describe(
+        "Create this database as the project's default. Applied at creation only: the public API cannot change it afterwards, so a later edit is not sent.",
+      ),
     source: DatabaseSource.optional(),
     connectionSecret: ConnectionSecret.optional(),
     connectionPolicy: z
       .object({
         allowedNamespaces: z
-          .array(z.string().max(63).regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$/).describe('A namespace name, or "*" for any.'))
+          .array(
+            z
+              .string()
+              .max(63)
+              .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$/)
+              .describe('A namespace name, or "*" for any.'),
+          )
           .max(64)
           .optional()
-          .describe('Namespaces whose Connection resources may reference this database ("*": any). Its own always may.'),
+          .describe(
+            'Namespaces whose Connection resources may reference this database ("*": any). Its own always may.',
+          ),
       })
       .optional()
       .describe(
@@ -239,4 +251,10 @@ export const databaseDefinition: KindDefinition = {
 };
 
 /** The kind's address for the Kubernetes client. */
-export const DatabaseType: ResourceType = { group, version, plural: databaseDefinition.plural, kind: "Database", namespaced: true };
+export const DatabaseType: ResourceType = {
+  group,
+  version,
+  plural: databaseDefinition.plural,
+  kind: "Database",
+  namespaced: true,
+};

@@ -18,27 +18,45 @@ export async function sourceOf(
   if (s === undefined || s.type === "empty") return undefined;
   if (s.type === "database" && s.databaseId !== undefined && obj.spec.credentials === undefined) {
     // As for restores by id: the operator's token is never lent to copy an arbitrary database named by id.
-    throw new TerminalError("InvalidSpec", "a clone by source.databaseId needs spec.credentials.secretRef (a token of the source database's workspace in this namespace)");
+    throw new TerminalError(
+      "InvalidSpec",
+      "a clone by source.databaseId needs spec.credentials.secretRef (a token of the source database's workspace in this namespace)",
+    );
   }
   const ns = obj.metadata.namespace ?? "default";
   const sourceId = s.databaseId ?? (s.databaseRef === undefined ? undefined : databaseIdOf(ns, s.databaseRef.name));
-  if (s.type === "database") return { type: "database", databaseId: await readySource(api, sourceId, s.databaseRef?.name, ns) };
+  if (s.type === "database")
+    return { type: "database", databaseId: await readySource(api, sourceId, s.databaseRef?.name, ns) };
   if (sourceId === undefined) {
-    throw new WaitingError("DatabaseNotReady", `source database "${s.databaseRef?.name}" has no remote id yet; waiting for it`);
+    throw new WaitingError(
+      "DatabaseNotReady",
+      `source database "${s.databaseRef?.name}" has no remote id yet; waiting for it`,
+    );
   }
   const backupId = await resolveBackup(api, sourceId, s.backupId);
   return { type: "backup", databaseId: sourceId, backupId };
 }
 
 /** The clone source's id once it exists and is ready at the service; until then a retrying SourceNotReady. */
-async function readySource(api: MdsApi, sourceId: string | undefined, refName: string | undefined, ns: string): Promise<string> {
+async function readySource(
+  api: MdsApi,
+  sourceId: string | undefined,
+  refName: string | undefined,
+  ns: string,
+): Promise<string> {
   const what = refName === undefined ? `source database "${sourceId}"` : `source database "${refName}"`;
   if (sourceId === undefined) {
-    throw new WaitingError("SourceNotReady", `${what} not found in namespace "${ns}" or not created yet; the clone is created once it is ready`);
+    throw new WaitingError(
+      "SourceNotReady",
+      `${what} not found in namespace "${ns}" or not created yet; the clone is created once it is ready`,
+    );
   }
   const db = await api.getDatabase(sourceId);
   if (db.status !== "ready") {
-    throw new WaitingError("SourceNotReady", `${what} (${sourceId}) is ${db.status}, not ready; the clone is created once it is ready`);
+    throw new WaitingError(
+      "SourceNotReady",
+      `${what} (${sourceId}) is ${db.status}, not ready; the clone is created once it is ready`,
+    );
   }
   return sourceId;
 }

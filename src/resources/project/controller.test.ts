@@ -25,9 +25,21 @@ beforeEach(() => {
   kube = createFakeKube();
   api = createFakeApi();
   crash = undefined;
-  kube.put(SecretType, { apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: "ops" }, data: encodeData({ token: "tok" }) });
+  kube.put(SecretType, {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: "mds-credentials", namespace: "ops" },
+    data: encodeData({ token: "tok" }),
+  });
   const logger = pino({ level: "silent" });
-  pool = createCredentialPool({ kube, apiUrl: "http://api.invalid", createApiClient: () => api, logger, pollIntervals: poll, onRemoteChange: () => {} });
+  pool = createCredentialPool({
+    kube,
+    apiUrl: "http://api.invalid",
+    createApiClient: () => api,
+    logger,
+    pollIntervals: poll,
+    onRemoteChange: () => {},
+  });
   const deps: LoopDeps = {
     kube,
     objects: kube.cache(ProjectType),
@@ -44,7 +56,12 @@ beforeEach(() => {
   };
   const kind = projectKind({
     pool,
-    defaultCredentials: { secretNamespace: "ops", secretName: "mds-credentials", key: "token", fallbackNamespaces: "*" as const },
+    defaultCredentials: {
+      secretNamespace: "ops",
+      secretName: "mds-credentials",
+      key: "token",
+      fallbackNamespaces: "*" as const,
+    },
     instanceId: "unit",
     cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   });
@@ -52,8 +69,18 @@ beforeEach(() => {
 });
 
 const apply = (name: string, spec: object) =>
-  kube.put(ProjectType, { apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name, namespace: "default" }, spec });
-const statusOf = (name: string) => kube.read<KubeObject>(ProjectType, "default", name)?.["status"] as { id: string; defaultDatabase?: { id: string; status: string }; conditions: { type: string; status: string; reason: string }[] };
+  kube.put(ProjectType, {
+    apiVersion: "mds.dev/v1alpha1",
+    kind: "Project",
+    metadata: { name, namespace: "default" },
+    spec,
+  });
+const statusOf = (name: string) =>
+  kube.read<KubeObject>(ProjectType, "default", name)?.["status"] as {
+    id: string;
+    defaultDatabase?: { id: string; status: string };
+    conditions: { type: string; status: string; reason: string }[];
+  };
 // Each round of converge is a requeue: the fast interval passes on a fake clock (only Date is faked).
 afterEach(() => {
   vi.useRealTimers();
@@ -88,7 +115,9 @@ describe("Project", () => {
     await converge("shop");
     expect(api.projects.size).toBe(1);
     const db = [...api.databases.values()][0]!;
-    expect(decodeData(kube.read<Secret>(SecretType, "default", "shop-db")!)["PGPASSWORD"]).toBe(api.passwords.get(db.defaultConnectionId));
+    expect(decodeData(kube.read<Secret>(SecretType, "default", "shop-db")!)["PGPASSWORD"]).toBe(
+      api.passwords.get(db.defaultConnectionId),
+    );
     expect(api.calls["createConnection"] ?? 0).toBe(0);
   });
 
@@ -114,7 +143,11 @@ describe("Project", () => {
     // The mirror's full list (no logicalId) proved absence; no per-object lookup.
     expect(api.calls["listProjects"]).toBe(1);
 
-    const earlier = await api.createProject({ name: "old", createDatabase: false, logicalId: logicalIdOf("unit", "default", "old") });
+    const earlier = await api.createProject({
+      name: "old",
+      createDatabase: false,
+      logicalId: logicalIdOf("unit", "default", "old"),
+    });
     await (await pool.resolve({ namespace: "ops", name: "mds-credentials", key: "token" })).mirror.refresh();
     apply("old", {});
     await converge("old");
@@ -129,7 +162,10 @@ describe("Project", () => {
     const extra = await api.createDatabase({ projectId: id, name: "extra" });
     await kube.delete(ProjectType, "default", "temp");
     await run("temp");
-    expect(statusOf("temp").conditions.find((c) => c.type === "Ready")).toMatchObject({ status: "False", reason: "WaitingForDatabases" });
+    expect(statusOf("temp").conditions.find((c) => c.type === "Ready")).toMatchObject({
+      status: "False",
+      reason: "WaitingForDatabases",
+    });
     expect(api.projects.has(id)).toBe(true);
     await api.deleteDatabase(extra.id);
     await run("temp");

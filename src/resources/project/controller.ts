@@ -9,7 +9,9 @@ import { managerOtherThan, protectingDatabaseOf, seenWithOwnCredentials, wakeOth
 // The Project kind: parsed by its schema, connected through its credentials; its Secret is its default database's.
 // Adoption is exclusive (../adoption.ts): one Project resource manages a remote project; the others are refused.
 
-export function projectKind(ctx: Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">): ManagedKind<ProjectObject> {
+export function projectKind(
+  ctx: Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
+): ManagedKind<ProjectObject> {
   return {
     kind: "Project",
     type: ProjectType,
@@ -20,10 +22,17 @@ export function projectKind(ctx: Pick<KindContext, "pool" | "defaultCredentials"
       const api = await resolveCredentials(ctx, obj.metadata.namespace ?? "default", obj.spec);
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
       // A protected Database that adopted one of the project's databases (its default one) holds the deletion.
-      const protectedBy = (databaseId: string) => protectingDatabaseOf(ctx.cache("Database"), databaseId, seenWithOwnCredentials(ctx, "database"));
-      return { ...createProjectExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, protectedBy }), credentials: api.use };
+      const protectedBy = (databaseId: string) =>
+        protectingDatabaseOf(ctx.cache("Database"), databaseId, seenWithOwnCredentials(ctx, "database"));
+      return {
+        ...createProjectExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, protectedBy }),
+        credentials: api.use,
+      };
     },
   };
 }
 
-export const projectRegistration = managedKind({ kind: "Project", type: ProjectType, wakeOn: [wakeOtherClaimants("Project")] }, projectKind);
+export const projectRegistration = managedKind(
+  { kind: "Project", type: ProjectType, wakeOn: [wakeOtherClaimants("Project")] },
+  projectKind,
+);

@@ -9,11 +9,18 @@ import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../ope
  * deletes it with the project. "Still has databases" (our 409, the public API's 400) is a wait, not an error.
  * A database a protected Database resource manages blocks it all: the project's default database would go with it.
  */
-export async function deleteProject(api: MdsApi, mirror: RemoteMirror, id: string, protectedBy: (databaseId: string) => Promise<string | undefined>): Promise<Deletion> {
-  const listed: { data: RemoteDatabase[]; skipped?: number | undefined } = await api.listDatabases({ projectId: id, limit: 100 }).catch((err: unknown) => {
-    if (isApiNotFound(err)) return { data: [] as RemoteDatabase[] };
-    throw err;
-  });
+export async function deleteProject(
+  api: MdsApi,
+  mirror: RemoteMirror,
+  id: string,
+  protectedBy: (databaseId: string) => Promise<string | undefined>,
+): Promise<Deletion> {
+  const listed: { data: RemoteDatabase[]; skipped?: number | undefined } = await api
+    .listDatabases({ projectId: id, limit: 100 })
+    .catch((err: unknown) => {
+      if (isApiNotFound(err)) return { data: [] as RemoteDatabase[] };
+      throw err;
+    });
   for (const d of listed.data) {
     const guard = await protectedBy(d.id);
     if (guard === undefined) continue;
@@ -29,7 +36,12 @@ export async function deleteProject(api: MdsApi, mirror: RemoteMirror, id: strin
     return {
       done: false,
       reason: "WaitingForDatabases",
-      message: `Project "${id}" still has ${count} database(s) (${others.slice(0, 3).map((d) => d.id).join(", ") || "unreadable"}); it is deleted after them`,
+      message: `Project "${id}" still has ${count} database(s) (${
+        others
+          .slice(0, 3)
+          .map((d) => d.id)
+          .join(", ") || "unreadable"
+      }); it is deleted after them`,
     };
   }
   for (const d of listed.data) {
@@ -46,7 +58,11 @@ export async function deleteProject(api: MdsApi, mirror: RemoteMirror, id: strin
   } catch (err) {
     if (isApiNotFound(err)) return { done: true };
     if (isApiConflict(err) || errorCode(err) === "invalid_request") {
-      return { done: false, reason: "WaitingForDatabases", message: `Project "${id}" still has databases (the service said: ${messageOf(err)}); waiting` };
+      return {
+        done: false,
+        reason: "WaitingForDatabases",
+        message: `Project "${id}" still has databases (the service said: ${messageOf(err)}); waiting`,
+      };
     }
     throw err;
   }

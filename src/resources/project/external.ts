@@ -1,6 +1,12 @@
 import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
 import type { MdsApi } from "../../operator/api.ts";
-import { connectionNameOf, idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
+import {
+  connectionNameOf,
+  idempotencyKeyOf,
+  logicalIdOf,
+  notCreatedHere,
+  remoteIdOf,
+} from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
@@ -9,7 +15,11 @@ import { createdWith, readinessWithSecret, secretTargetOf, stripSecrets } from "
 import { deleteProject } from "./deletion.ts";
 import type { Project } from "./schema.ts";
 
-export type ProjectObject = Project & { apiVersion: string; kind: string; metadata: Project["metadata"] & { name: string } };
+export type ProjectObject = Project & {
+  apiVersion: string;
+  kind: string;
+  metadata: Project["metadata"] & { name: string };
+};
 
 export interface ProjectExternalDeps {
   api: MdsApi;
@@ -21,7 +31,8 @@ export interface ProjectExternalDeps {
 
 export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient<ProjectObject> {
   const { api, mirror, instanceId } = deps;
-  const logicalIdFor = (obj: ProjectObject) => logicalIdOf(instanceId, obj.metadata.namespace ?? "default", obj.metadata.name);
+  const logicalIdFor = (obj: ProjectObject) =>
+    logicalIdOf(instanceId, obj.metadata.namespace ?? "default", obj.metadata.name);
   const createKey = (obj: ProjectObject) => idempotencyKeyOf("create-project", logicalIdFor(obj));
   const bodyFor = (obj: ProjectObject): CreateProjectBody => ({
     name: obj.spec.displayName ?? obj.metadata.name,
@@ -30,7 +41,8 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
     ...(obj.spec.region === undefined ? {} : { region: obj.spec.region }),
     ...(obj.spec.workspaceId === undefined ? {} : { workspaceId: obj.spec.workspaceId }),
   });
-  const lookup = (obj: ProjectObject) => findByLogicalId(() => api.listProjects({ logicalId: logicalIdFor(obj), limit: 1 }), "project", logicalIdFor(obj));
+  const lookup = (obj: ProjectObject) =>
+    findByLogicalId(() => api.listProjects({ logicalId: logicalIdFor(obj), limit: 1 }), "project", logicalIdFor(obj));
 
   async function defaultDatabaseOf(projectId: string): Promise<RemoteDatabase | undefined> {
     let db = mirror.databasesOf(projectId).find((d) => d.isDefault);
@@ -50,10 +62,24 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
   return {
     async observe(obj): Promise<Observation> {
       const id = remoteIdOf(obj);
-      if (id === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "Creating", message: "" }, drift: [], fastPoll: true };
+      if (id === undefined)
+        return {
+          exists: false,
+          status: {},
+          ready: { ok: false, reason: "Creating", message: "" },
+          drift: [],
+          fastPoll: true,
+        };
       if (!(await boundToOwn(obj, () => lookup(obj)))) throw notCreatedHere("project", id);
       const project = await mirror.getProject(id);
-      if (project === undefined) return { exists: false, status: {}, ready: { ok: false, reason: "RemoteNotFound", message: "" }, drift: [], fastPoll: false };
+      if (project === undefined)
+        return {
+          exists: false,
+          status: {},
+          ready: { ok: false, reason: "RemoteNotFound", message: "" },
+          drift: [],
+          fastPoll: false,
+        };
       const status: Record<string, unknown> = {
         id: project.id,
         url: project.url,
@@ -124,7 +150,8 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
     connections: connectionOwner<ProjectObject>({
       api,
       mirror,
-      connectionName: (obj) => connectionNameOf(instanceId, "Project", obj.metadata.namespace ?? "default", obj.metadata.name),
+      connectionName: (obj) =>
+        connectionNameOf(instanceId, "Project", obj.metadata.namespace ?? "default", obj.metadata.name),
       // The database's original connection is ours when we created it; an adopted (externalId) one's is not.
       ownsOriginal: (obj) => obj.spec.externalId === undefined,
       async plan(obj, target) {
@@ -136,11 +163,16 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
               ? async () => {
                   const replay = await api.createProject(bodyFor(obj), { idempotencyKey: createKey(obj) });
                   const db = replay.database;
-                  return replay.id === ours.id && db?.id === target.databaseId ? db.connections.find((c) => c.id === db.defaultConnectionId) : undefined;
+                  return replay.id === ours.id && db?.id === target.databaseId
+                    ? db.connections.find((c) => c.id === db.defaultConnectionId)
+                    : undefined;
                 }
               : undefined,
           // Read before minting: minting makes the mirror forget the database.
-          originalConnectionId: ours !== undefined ? originalConnectionOf(mirror.databasesOf(ours.id).find((d) => d.id === target.databaseId)) : undefined,
+          originalConnectionId:
+            ours !== undefined
+              ? originalConnectionOf(mirror.databasesOf(ours.id).find((d) => d.id === target.databaseId))
+              : undefined,
         };
       },
     }),

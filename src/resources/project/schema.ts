@@ -60,7 +60,8 @@ export const ProjectSpec = z
       ...immutableFields("region", "workspaceId", "externalId"),
       {
         rule: "has(self.connectionSecret) == has(oldSelf.connectionSecret)",
-        message: "connectionSecret cannot be added or removed after creation: the default database is created with the project",
+        message:
+          "connectionSecret cannot be added or removed after creation: the default database is created with the project",
       },
       secretNameUnchanged,
     ],
@@ -127,10 +128,22 @@ export const projectDefinition: KindDefinition = {
     condition("Synced"),
     { name: "REGION", type: "string", jsonPath: ".status.defaultRegion", description: "Default region." },
     { name: "ID", type: "string", jsonPath: ".status.id", description: "Remote project id." },
-    { name: "SECRET", type: "string", jsonPath: ".status.secretName", description: "Default database's Secret.", priority: 1 },
+    {
+      name: "SECRET",
+      type: "string",
+      jsonPath: ".status.secretName",
+      description: "Default database's Secret.",
+      priority: 1,
+    },
     age,
   ],
 };
 
 /** The kind's address for the Kubernetes client. */
-export const ProjectType: ResourceType = { group, version, plural: projectDefinition.plural, kind: "Project", namespaced: true };
+export const ProjectType: ResourceType = {
+  group,
+  version,
+  plural: projectDefinition.plural,
+  kind: "Project",
+  namespaced: true,
+};

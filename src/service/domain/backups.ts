@@ -13,7 +13,12 @@ import { inTransaction } from "../store/pool.ts";
 // ones come from the API, daily ones from the maintenance pass (scheduler.ts).
 
 /** The newest backups of a database of the workspace, newest first; 404 for an unknown database. */
-export async function backupPage(deps: ServiceDeps, workspaceId: string, databaseId: string, q: { limit?: number | undefined }) {
+export async function backupPage(
+  deps: ServiceDeps,
+  workspaceId: string,
+  databaseId: string,
+  q: { limit?: number | undefined },
+) {
   const limit = q.limit ?? 100;
   const db = await getDatabase(deps.pool, workspaceId, databaseId);
   if (!db) throw notFound("database", databaseId);
@@ -36,7 +41,12 @@ type QuotaConfig = Pick<ServiceConfig, "backupsPerWorkspace" | "backupBytesPerWo
  * (they are the service's promise) but their bytes count: a workspace near its limit has its manual backups refused
  * first. Nothing is deleted to make room: a refused request is a 409 that names the limit.
  */
-async function checkBackupQuota(client: pg.PoolClient, config: QuotaConfig, workspaceId: string, input: { estimate: number; except?: string }): Promise<void> {
+async function checkBackupQuota(
+  client: pg.PoolClient,
+  config: QuotaConfig,
+  workspaceId: string,
+  input: { estimate: number; except?: string },
+): Promise<void> {
   await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [quotaLock, workspaceId]);
   const { rows } = await client.query<{ manual: number; bytes: string }>(
     `SELECT count(*) FILTER (WHERE b.trigger = 'manual')::int AS manual, coalesce(sum(coalesce(b.size, b.reserved_bytes, 0)), 0)::text AS bytes
@@ -47,7 +57,10 @@ async function checkBackupQuota(client: pg.PoolClient, config: QuotaConfig, work
   const { manual, bytes } = rows[0]!;
   const hint = `backups expire ${config.backupRetentionDays} days after they were taken; or ask the service's operator to raise`;
   if (input.except === undefined && manual >= config.backupsPerWorkspace) {
-    throw conflict(`cannot take a backup: this workspace keeps ${manual} manual backups, its limit is ${config.backupsPerWorkspace}`, `${hint} backupsPerWorkspace`);
+    throw conflict(
+      `cannot take a backup: this workspace keeps ${manual} manual backups, its limit is ${config.backupsPerWorkspace}`,
+      `${hint} backupsPerWorkspace`,
+    );
   }
   if (Number(bytes) + input.estimate > config.backupBytesPerWorkspace) {
     throw conflict(
@@ -63,10 +76,16 @@ async function checkBackupQuota(client: pg.PoolClient, config: QuotaConfig, work
  */
 export async function backupEstimate(deps: ServiceDeps, db: DatabaseRow): Promise<number> {
   try {
-    const { rows } = await serverPool(deps, db).query<{ size: string }>("SELECT coalesce((SELECT pg_catalog.pg_database_size(oid) FROM pg_catalog.pg_database WHERE datname = $1), 0)::text AS size", [db.pg_name]);
+    const { rows } = await serverPool(deps, db).query<{ size: string }>(
+      "SELECT coalesce((SELECT pg_catalog.pg_database_size(oid) FROM pg_catalog.pg_database WHERE datname = $1), 0)::text AS size",
+      [db.pg_name],
+    );
     return Number(rows[0]!.size);
   } catch {
-    const { rows } = await deps.pool.query<{ size: string }>("SELECT coalesce((SELECT size FROM backups WHERE database_id = $1 AND status = 'completed' ORDER BY created_at DESC LIMIT 1), 0)::text AS size", [db.id]);
+    const { rows } = await deps.pool.query<{ size: string }>(
+      "SELECT coalesce((SELECT size FROM backups WHERE database_id = $1 AND status = 'completed' ORDER BY created_at DESC LIMIT 1), 0)::text AS size",
+      [db.id],
+    );
     return Number(rows[0]!.size);
   }
 }
@@ -83,7 +102,12 @@ export async function reserveBeforeDump(deps: ServiceDeps, db: DatabaseRow, back
       try {
         await checkBackupQuota(client, deps.config, db.workspace_id, { estimate, except: backupId });
       } catch (err) {
-        throw new JobFatalError(err instanceof ServiceError ? `${err.message} (the database grew after the backup was requested)` : (err as Error).message, { cause: err });
+        throw new JobFatalError(
+          err instanceof ServiceError
+            ? `${err.message} (the database grew after the backup was requested)`
+            : (err as Error).message,
+          { cause: err },
+        );
       }
     }
     await client.query("UPDATE backups SET reserved_bytes = $2 WHERE id = $1", [backupId, estimate]);
@@ -91,7 +115,12 @@ export async function reserveBeforeDump(deps: ServiceDeps, db: DatabaseRow, back
 }
 
 /** POST …/backups, in one transaction with its Idempotency-Key record. `respond` renders it: that rendering is what a replay returns. */
-export function takeBackup(deps: ServiceDeps, request: CreationRequest, databaseId: string, respond: (backup: BackupRow) => StoredResponse): Promise<Creation> {
+export function takeBackup(
+  deps: ServiceDeps,
+  request: CreationRequest,
+  databaseId: string,
+  respond: (backup: BackupRow) => StoredResponse,
+): Promise<Creation> {
   return createOnce(deps, request, async (client) => {
     const db = await getDatabase(client, request.workspaceId, databaseId, true);
     if (!db) throw notFound("database", databaseId);
@@ -105,7 +134,12 @@ export function takeBackup(deps: ServiceDeps, request: CreationRequest, database
  * The backup's row and its job; runs in the caller's transaction. `reserved`: what it counts against the byte quota
  * until it completes; none given (daily backups), its database's last archive's size.
  */
-export async function insertBackup(client: Pick<pg.Pool, "query">, databaseId: string, trigger: "manual" | "daily", reserved?: number): Promise<BackupRow> {
+export async function insertBackup(
+  client: Pick<pg.Pool, "query">,
+  databaseId: string,
+  trigger: "manual" | "daily",
+  reserved?: number,
+): Promise<BackupRow> {
   const id = newId("backup");
   const { rows } = await client.query<BackupRow>(
     `INSERT INTO backups (id, database_id, status, trigger, reserved_bytes)

@@ -20,7 +20,11 @@ import { inTransaction } from "../store/pool.ts";
 // branch, then counts it), then database rows.
 
 /** The project's branch lock: "exclusive" to change its set of branches, "shared" to pick one of them. */
-async function lockBranches(client: pg.PoolClient, projectId: string, mode: "exclusive" | "shared" = "exclusive"): Promise<void> {
+async function lockBranches(
+  client: pg.PoolClient,
+  projectId: string,
+  mode: "exclusive" | "shared" = "exclusive",
+): Promise<void> {
   const fn = mode === "exclusive" ? "pg_advisory_xact_lock" : "pg_advisory_xact_lock_shared";
   await client.query(`SELECT ${fn}(hashtextextended($1, 0))`, [`branches of ${projectId}`]);
 }
@@ -29,21 +33,33 @@ async function lockBranches(client: pg.PoolClient, projectId: string, mode: "exc
  * Inserts a branch under the exclusive branch lock: the project's first is production and default whatever was
  * asked, and takes the project's live databases (until then on no branch: logicalIds stay unique, the branch is new).
  */
-async function insertBranch(client: pg.PoolClient, project: ProjectRow, gitName: string, wantDefault: boolean): Promise<BranchRow> {
-  const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM branches WHERE project_id = $1 AND deleted_at IS NULL", [project.id]);
+async function insertBranch(
+  client: pg.PoolClient,
+  project: ProjectRow,
+  gitName: string,
+  wantDefault: boolean,
+): Promise<BranchRow> {
+  const { rows } = await client.query<{ n: string }>(
+    "SELECT count(*) AS n FROM branches WHERE project_id = $1 AND deleted_at IS NULL",
+    [project.id],
+  );
   const first = Number(rows[0]!.n) === 0;
   const isDefault = first || wantDefault;
-  if (isDefault && !first) await client.query("UPDATE branches SET is_default = false, updated_at = now() WHERE project_id = $1 AND is_default AND deleted_at IS NULL", [project.id]);
+  if (isDefault && !first)
+    await client.query(
+      "UPDATE branches SET is_default = false, updated_at = now() WHERE project_id = $1 AND is_default AND deleted_at IS NULL",
+      [project.id],
+    );
   const id = newId("branch");
-  await client.query("INSERT INTO branches (id, project_id, workspace_id, git_name, is_default, role) VALUES ($1, $2, $3, $4, $5, $6)", [
-    id,
-    project.id,
-    project.workspace_id,
-    gitName,
-    isDefault,
-    first ? "production" : "preview",
-  ]);
-  if (first) await client.query("UPDATE databases SET branch_id = $2 WHERE project_id = $1 AND branch_id IS NULL AND deleted_at IS NULL", [project.id, id]);
+  await client.query(
+    "INSERT INTO branches (id, project_id, workspace_id, git_name, is_default, role) VALUES ($1, $2, $3, $4, $5, $6)",
+    [id, project.id, project.workspace_id, gitName, isDefault, first ? "production" : "preview"],
+  );
+  if (first)
+    await client.query(
+      "UPDATE databases SET branch_id = $2 WHERE project_id = $1 AND branch_id IS NULL AND deleted_at IS NULL",
+      [project.id, id],
+    );
   return (await getBranch(client, project.workspace_id, id, "share"))!;
 }
 
@@ -60,7 +76,11 @@ export async function createBranch(
     if (!project) throw notFound("project", projectId);
     await lockBranches(client, projectId);
     const existing = await findBranch(client, projectId, { gitName: input.gitName });
-    if (existing) throw conflict(`cannot create branch: gitName ${echo(input.gitName, 255)} is already used by branch "${existing.id}"`, `existing branch id: ${existing.id}`);
+    if (existing)
+      throw conflict(
+        `cannot create branch: gitName ${echo(input.gitName, 255)} is already used by branch "${existing.id}"`,
+        `existing branch id: ${existing.id}`,
+      );
     return respond(await insertBranch(client, project, input.gitName, input.isDefault ?? false));
   });
 }
@@ -70,15 +90,32 @@ export async function branchPage(
   deps: ServiceDeps,
   workspaceId: string,
   projectId: string,
-  q: { cursor?: string | undefined; limit?: number | undefined; gitName?: string | undefined; gitNameContains?: string | undefined },
+  q: {
+    cursor?: string | undefined;
+    limit?: number | undefined;
+    gitName?: string | undefined;
+    gitNameContains?: string | undefined;
+  },
 ) {
   if (q.gitName !== undefined && q.gitNameContains !== undefined) {
-    throw unprocessable("gitName and gitNameContains cannot be combined", "pass gitName for an exact match or gitNameContains for a substring, not both");
+    throw unprocessable(
+      "gitName and gitNameContains cannot be combined",
+      "pass gitName for an exact match or gitNameContains for a substring, not both",
+    );
   }
   const project = await getProject(deps.pool, workspaceId, projectId);
   if (!project) throw notFound("project", projectId);
   const limit = q.limit ?? 100;
-  return paginate(await listBranches(deps.pool, { projectId, gitName: q.gitName, gitNameContains: q.gitNameContains, cursor: decodeCursor(q.cursor), limit }), limit);
+  return paginate(
+    await listBranches(deps.pool, {
+      projectId,
+      gitName: q.gitName,
+      gitNameContains: q.gitNameContains,
+      cursor: decodeCursor(q.cursor),
+      limit,
+    }),
+    limit,
+  );
 }
 
 export async function readBranch(deps: ServiceDeps, workspaceId: string, id: string): Promise<BranchRow> {
@@ -104,16 +141,28 @@ export async function updateBranch(
     const branch = await getBranch(client, workspaceId, id, "update");
     if (!branch) throw notFound("branch", id);
     if (input.gitName !== undefined && input.gitName !== branch.git_name) {
-      throw unprocessable(`a branch's gitName cannot be changed (branch "${id}" is ${echo(branch.git_name, 255)})`, "create a branch with the new gitName and move the databases to it");
+      throw unprocessable(
+        `a branch's gitName cannot be changed (branch "${id}" is ${echo(branch.git_name, 255)})`,
+        "create a branch with the new gitName and move the databases to it",
+      );
     }
     if (input.role !== undefined && input.role !== branch.role) {
-      throw unprocessable(`a branch's role cannot be changed (branch "${id}" is ${branch.role})`, "a project's first branch is its production branch, every later one a preview; only isDefault can be changed");
+      throw unprocessable(
+        `a branch's role cannot be changed (branch "${id}" is ${branch.role})`,
+        "a project's first branch is its production branch, every later one a preview; only isDefault can be changed",
+      );
     }
     if (input.isDefault === false && branch.is_default) {
-      throw unprocessable(`branch "${id}" is the project's default and cannot be demoted`, "make another branch the default instead (PATCH it with isDefault: true)");
+      throw unprocessable(
+        `branch "${id}" is the project's default and cannot be demoted`,
+        "make another branch the default instead (PATCH it with isDefault: true)",
+      );
     }
     if (input.isDefault === true && !branch.is_default) {
-      await client.query("UPDATE branches SET is_default = false, updated_at = now() WHERE project_id = $1 AND is_default AND deleted_at IS NULL", [branch.project_id]);
+      await client.query(
+        "UPDATE branches SET is_default = false, updated_at = now() WHERE project_id = $1 AND is_default AND deleted_at IS NULL",
+        [branch.project_id],
+      );
       await client.query("UPDATE branches SET is_default = true, updated_at = now() WHERE id = $1", [id]);
     }
   });
@@ -129,11 +178,26 @@ export async function deleteBranch(deps: ServiceDeps, workspaceId: string, id: s
     // FOR UPDATE waits for a database being put on the branch (it holds KEY SHARE), so the count below includes it.
     const branch = await getBranch(client, workspaceId, id, "update");
     if (!branch) throw notFound("branch", id);
-    if (branch.role === "production") throw unprocessable(`branch "${id}" is the project's production branch and cannot be deleted`, "a project's production branch goes with its project");
-    if (branch.is_default) throw unprocessable(`branch "${id}" is the project's default branch and cannot be deleted`, "make another branch the default first (PATCH it with isDefault: true)");
-    const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM databases WHERE branch_id = $1 AND deleted_at IS NULL", [id]);
+    if (branch.role === "production")
+      throw unprocessable(
+        `branch "${id}" is the project's production branch and cannot be deleted`,
+        "a project's production branch goes with its project",
+      );
+    if (branch.is_default)
+      throw unprocessable(
+        `branch "${id}" is the project's default branch and cannot be deleted`,
+        "make another branch the default first (PATCH it with isDefault: true)",
+      );
+    const { rows } = await client.query<{ n: string }>(
+      "SELECT count(*) AS n FROM databases WHERE branch_id = $1 AND deleted_at IS NULL",
+      [id],
+    );
     const members = Number(rows[0]!.n);
-    if (members > 0) throw conflict(`cannot delete branch "${id}": ${members} database(s) are still on it`, `delete them or move them to another branch first (GET /v1/databases?branchId=${id})`);
+    if (members > 0)
+      throw conflict(
+        `cannot delete branch "${id}": ${members} database(s) are still on it`,
+        `delete them or move them to another branch first (GET /v1/databases?branchId=${id})`,
+      );
     await client.query("UPDATE branches SET deleted_at = now(), updated_at = now() WHERE id = $1", [id]);
   });
 }
@@ -145,7 +209,11 @@ export async function deleteBranch(deps: ServiceDeps, workspaceId: string, id: s
  * is held (KEY SHARE) until the caller commits, so it cannot be deleted under the database, and the branch lock
  * (shared) too, so a first branch made meanwhile waits and then takes this database.
  */
-export async function branchForDatabase(client: pg.PoolClient, project: ProjectRow, input: { branchId?: string | undefined; branchGitName?: string | undefined }): Promise<string | null> {
+export async function branchForDatabase(
+  client: pg.PoolClient,
+  project: ProjectRow,
+  input: { branchId?: string | undefined; branchGitName?: string | undefined },
+): Promise<string | null> {
   if (input.branchGitName !== undefined) {
     await lockBranches(client, project.id, "exclusive");
     const existing = await findBranch(client, project.id, { gitName: input.branchGitName }, "share");
@@ -156,7 +224,10 @@ export async function branchForDatabase(client: pg.PoolClient, project: ProjectR
     const branch = await getBranch(client, project.workspace_id, input.branchId, "share");
     if (!branch) throw notFound("branch", input.branchId);
     if (branch.project_id !== project.id) {
-      throw unprocessable(`branch "${branch.id}" belongs to project "${branch.project_id}", not to the database's project "${project.id}"`, "pass a branch of the database's project (or branchGitName to use or create one there)");
+      throw unprocessable(
+        `branch "${branch.id}" belongs to project "${branch.project_id}", not to the database's project "${project.id}"`,
+        "pass a branch of the database's project (or branchGitName to use or create one there)",
+      );
     }
     return branch.id;
   }
@@ -165,5 +236,6 @@ export async function branchForDatabase(client: pg.PoolClient, project: ProjectR
 
 /** GET /v1/databases: `branchId` and `branchGitName` are two ways to name one branch, so not both. */
 export function checkBranchFilter(q: { branchId?: string | undefined; branchGitName?: string | undefined }): void {
-  if (q.branchId !== undefined && q.branchGitName !== undefined) throw invalidRequest("invalid query: branchId and branchGitName cannot be combined", "filter by one of them");
+  if (q.branchId !== undefined && q.branchGitName !== undefined)
+    throw invalidRequest("invalid query: branchId and branchGitName cannot be combined", "filter by one of them");
 }

@@ -24,7 +24,10 @@ type ConnectionQuery = { databaseId?: string | undefined; cursor?: string | unde
 /** A page of live connections with their databases, in the workspace (CONTRACT §7 order and cursor). */
 export async function connectionPage(deps: ServiceDeps, workspaceId: string, q: ConnectionQuery) {
   const limit = q.limit ?? 100;
-  const { items, pagination } = paginate(await listConnections(deps.pool, { workspaceId, databaseId: q.databaseId, cursor: decodeCursor(q.cursor), limit }), limit);
+  const { items, pagination } = paginate(
+    await listConnections(deps.pool, { workspaceId, databaseId: q.databaseId, cursor: decodeCursor(q.cursor), limit }),
+    limit,
+  );
   const databases = await databasesByIds(deps.pool, workspaceId, [...new Set(items.map((c) => c.database_id))]);
   // A database deleted between the two reads drops its connections from the page rather than failing it.
   const views = items.flatMap((connection): ConnectionView[] => {
@@ -35,13 +38,22 @@ export async function connectionPage(deps: ServiceDeps, workspaceId: string, q: 
 }
 
 /** GET /v1/databases/{id}/connections: unlike the `databaseId` filter of /v1/connections, an unknown database is 404. */
-export async function databaseConnectionPage(deps: ServiceDeps, workspaceId: string, databaseId: string, q: Omit<ConnectionQuery, "databaseId">) {
+export async function databaseConnectionPage(
+  deps: ServiceDeps,
+  workspaceId: string,
+  databaseId: string,
+  q: Omit<ConnectionQuery, "databaseId">,
+) {
   if (!(await getDatabase(deps.pool, workspaceId, databaseId))) throw notFound("database", databaseId);
   return connectionPage(deps, workspaceId, { ...q, databaseId });
 }
 
 /** Inserts a login role's connection row; the password exists only in memory and in the caller's response. */
-async function insertConnection(client: pg.PoolClient, databaseId: string, name: string): Promise<{ connection: ConnectionRow; password: string; verifier: string }> {
+async function insertConnection(
+  client: pg.PoolClient,
+  databaseId: string,
+  name: string,
+): Promise<{ connection: ConnectionRow; password: string; verifier: string }> {
   const id = newId("connection");
   const password = randomPassword();
   const verifier = await scramVerifier(password);
@@ -93,7 +105,12 @@ export function mintConnection(
     const { connection, password, verifier } = await insertConnection(client, db.id, input.name);
     const pool = serverPool(deps, db);
     await ensureOwnerRole(pool, db.owner_role);
-    await ensureLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier }, tenantLimitsOf(deps.config, db.region));
+    await ensureLoginRole(
+      pool,
+      db.owner_role,
+      { roleName: connection.role_name, verifier },
+      tenantLimitsOf(deps.config, db.region),
+    );
     return respond({ db, connection, password });
   });
 }
@@ -118,18 +135,32 @@ async function lockConnection(client: pg.PoolClient, workspaceId: string, id: st
 }
 
 /** Same login, new password: the old password stops at once and its sessions end before this returns. */
-export function rotateConnection(deps: ServiceDeps, request: CreationRequest, id: string, respond: (issued: IssuedConnection) => StoredResponse): Promise<Creation> {
+export function rotateConnection(
+  deps: ServiceDeps,
+  request: CreationRequest,
+  id: string,
+  respond: (issued: IssuedConnection) => StoredResponse,
+): Promise<Creation> {
   return createOnce(deps, request, async (client) => {
     const { connection, db } = await lockConnection(client, request.workspaceId, id);
     // Provisioning writes the verifiers it read when it started: a rotation now could be overwritten by the old one.
-    if (db.status === "provisioning") throw conflict(`cannot rotate connection "${id}": its database is provisioning`, "wait until the database is ready, then retry");
+    if (db.status === "provisioning")
+      throw conflict(
+        `cannot rotate connection "${id}": its database is provisioning`,
+        "wait until the database is ready, then retry",
+      );
     const password = randomPassword();
     const verifier = await scramVerifier(password);
     await client.query("UPDATE connections SET verifier = $2 WHERE id = $1", [id, verifier]);
     // Unlike the public API's best-effort revocation, the old password stops at once and its sessions end.
     const pool = serverPool(deps, db);
     await ensureOwnerRole(pool, db.owner_role);
-    await rotateLoginRole(pool, db.owner_role, { roleName: connection.role_name, verifier }, tenantLimitsOf(deps.config, db.region));
+    await rotateLoginRole(
+      pool,
+      db.owner_role,
+      { roleName: connection.role_name, verifier },
+      tenantLimitsOf(deps.config, db.region),
+    );
     return respond({ db, connection, password });
   });
 }

@@ -34,10 +34,26 @@ export async function createProjectDatabase(
       const project = await getProject(client, request.workspaceId, projectId, input.isDefault ? "update" : "share");
       if (!project) throw notFound("project", projectId);
       branchId = await branchForDatabase(client, project, input);
-      return respond(await createDatabaseRows(deps, client, { project, name: input.name, region: input.region, isDefault: input.isDefault ?? false, source: input.source, logicalId: input.logicalId, branchId }));
+      return respond(
+        await createDatabaseRows(deps, client, {
+          project,
+          name: input.name,
+          region: input.region,
+          isDefault: input.isDefault ?? false,
+          source: input.source,
+          logicalId: input.logicalId,
+          branchId,
+        }),
+      );
     });
   } catch (err) {
-    return logicalIdConflict(deps, err, { table: "databases", scopeColumn: "project_id", scope: projectId, logicalId: input.logicalId, branchId });
+    return logicalIdConflict(deps, err, {
+      table: "databases",
+      scopeColumn: "project_id",
+      scope: projectId,
+      logicalId: input.logicalId,
+      branchId,
+    });
   }
 }
 
@@ -68,14 +84,30 @@ type DatabaseQuery = {
 export async function databasePage(deps: ServiceDeps, workspaceId: string, q: DatabaseQuery) {
   checkBranchFilter(q);
   const limit = q.limit ?? 100;
-  const rows = await listDatabases(deps.pool, { workspaceId, projectId: q.projectId, logicalId: q.logicalId, branchId: q.branchId, branchGitName: q.branchGitName, cursor: decodeCursor(q.cursor), limit });
+  const rows = await listDatabases(deps.pool, {
+    workspaceId,
+    projectId: q.projectId,
+    logicalId: q.logicalId,
+    branchId: q.branchId,
+    branchGitName: q.branchGitName,
+    cursor: decodeCursor(q.cursor),
+    limit,
+  });
   const { items, pagination } = paginate(rows, limit);
-  const connections = await connectionsOf(deps.pool, items.map((d) => d.id));
+  const connections = await connectionsOf(
+    deps.pool,
+    items.map((d) => d.id),
+  );
   return { items: items.map((db): DatabaseView => ({ db, connections: connections.get(db.id) ?? [] })), pagination };
 }
 
 /** GET /v1/projects/{id}/databases: unlike the `projectId` filter, an unknown project is 404. */
-export async function projectDatabasePage(deps: ServiceDeps, workspaceId: string, projectId: string, q: Omit<DatabaseQuery, "projectId">) {
+export async function projectDatabasePage(
+  deps: ServiceDeps,
+  workspaceId: string,
+  projectId: string,
+  q: Omit<DatabaseQuery, "projectId">,
+) {
   const project = await getProject(deps.pool, workspaceId, projectId);
   if (!project) throw notFound("project", projectId);
   return databasePage(deps, workspaceId, { ...q, projectId });
@@ -98,7 +130,13 @@ export async function updateDatabase(
   deps: ServiceDeps,
   workspaceId: string,
   id: string,
-  input: { name?: string | undefined; logicalId?: string | undefined; isDefault?: true | undefined; branchId?: string | undefined; branchGitName?: string | undefined },
+  input: {
+    name?: string | undefined;
+    logicalId?: string | undefined;
+    isDefault?: true | undefined;
+    branchId?: string | undefined;
+    branchGitName?: string | undefined;
+  },
 ): Promise<DatabaseView> {
   // For the 409 of a race lost at the unique index: the logicalId and branch the failed write was about.
   let projectId: string | undefined;
@@ -111,40 +149,67 @@ export async function updateDatabase(
       projectId = found.project_id;
       branchId = found.branch_id;
       // Project, then branches, then the database: the order creates take, so none of them deadlocks with another.
-      const project = await getProject(client, workspaceId, found.project_id, input.isDefault === true ? "update" : "share");
+      const project = await getProject(
+        client,
+        workspaceId,
+        found.project_id,
+        input.isDefault === true ? "update" : "share",
+      );
       if (!project) throw notFound("database", id);
       const moves = input.branchId !== undefined || input.branchGitName !== undefined;
       const target = moves ? await branchForDatabase(client, project, input) : undefined;
       const db = await getDatabase(client, workspaceId, id, true);
       if (!db) throw notFound("database", id);
       branchId = db.branch_id;
-      if (input.name !== undefined) await client.query("UPDATE databases SET name = $2 WHERE id = $1", [id, input.name]);
+      if (input.name !== undefined)
+        await client.query("UPDATE databases SET name = $2 WHERE id = $1", [id, input.name]);
       if (target !== undefined && target !== db.branch_id) {
         if (db.logical_id !== null) {
           const holder = await logicalIdHolder(client, db.project_id, target, db.logical_id);
-          if (holder) throw conflict(`cannot move database: its logicalId "${db.logical_id}" is already used on branch "${target}" by database "${holder}"`, `existing database id: ${holder}`);
+          if (holder)
+            throw conflict(
+              `cannot move database: its logicalId "${db.logical_id}" is already used on branch "${target}" by database "${holder}"`,
+              `existing database id: ${holder}`,
+            );
         }
         [branchId, logicalId] = [target, db.logical_id ?? undefined];
         await client.query("UPDATE databases SET branch_id = $2 WHERE id = $1", [id, target]);
       }
       if (input.logicalId !== undefined && input.logicalId !== db.logical_id) {
         const holder = await logicalIdHolder(client, db.project_id, db.branch_id, input.logicalId);
-        if (holder) throw conflict(`cannot update database: logicalId "${input.logicalId}" already used by database "${holder}"`, `existing database id: ${holder}`);
+        if (holder)
+          throw conflict(
+            `cannot update database: logicalId "${input.logicalId}" already used by database "${holder}"`,
+            `existing database id: ${holder}`,
+          );
         await client.query("UPDATE databases SET logical_id = $2 WHERE id = $1", [id, input.logicalId]);
       }
       if (input.isDefault === true && !db.is_default) {
-        await client.query("UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL", [db.project_id]);
+        await client.query(
+          "UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL",
+          [db.project_id],
+        );
         await client.query("UPDATE databases SET is_default = true WHERE id = $1", [id]);
       }
     });
   } catch (err) {
-    return logicalIdConflict(deps, err, { table: "databases", scopeColumn: "project_id", scope: projectId ?? "", logicalId, branchId }, "update");
+    return logicalIdConflict(
+      deps,
+      err,
+      { table: "databases", scopeColumn: "project_id", scope: projectId ?? "", logicalId, branchId },
+      "update",
+    );
   }
   return readDatabase(deps, workspaceId, id);
 }
 
 /** The live database of the project's branch (or of its databases on no branch) holding that logicalId. */
-async function logicalIdHolder(client: pg.PoolClient, projectId: string, branchId: string | null, logicalId: string): Promise<string | undefined> {
+async function logicalIdHolder(
+  client: pg.PoolClient,
+  projectId: string,
+  branchId: string | null,
+  logicalId: string,
+): Promise<string | undefined> {
   const { rows } = await client.query<{ id: string }>(
     "SELECT id FROM databases WHERE project_id = $1 AND branch_id IS NOT DISTINCT FROM $2 AND logical_id = $3 AND deleted_at IS NULL",
     [projectId, branchId, logicalId],
@@ -164,8 +229,15 @@ export async function deleteDatabase(deps: ServiceDeps, workspaceId: string, id:
     const db = await getDatabase(client, workspaceId, id, true);
     if (!db) throw notFound("database", id);
     if (db.is_default) {
-      const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM databases WHERE project_id = $1 AND id <> $2 AND deleted_at IS NULL", [db.project_id, id]);
-      if (Number(rows[0]!.n) > 0) throw conflict(`cannot delete database "${id}": it is the project's default database and the project has other databases`, "make another database the default first (PATCH isDefault: true)");
+      const { rows } = await client.query<{ n: string }>(
+        "SELECT count(*) AS n FROM databases WHERE project_id = $1 AND id <> $2 AND deleted_at IS NULL",
+        [db.project_id, id],
+      );
+      if (Number(rows[0]!.n) > 0)
+        throw conflict(
+          `cannot delete database "${id}": it is the project's default database and the project has other databases`,
+          "make another database the default first (PATCH isDefault: true)",
+        );
     }
     await client.query("UPDATE databases SET deleted_at = now(), is_default = false WHERE id = $1", [id]);
     const { rows: logins } = await client.query<{ role_name: string }>(
@@ -179,7 +251,10 @@ export async function deleteDatabase(deps: ServiceDeps, workspaceId: string, id:
       // A server out of reach must not make the database undeletable: the tenant guard ends any session of a revoked
       // login it finds (and shuts the login), and the drop job drops them.
       await revokeLoginRole(pool, role_name).catch((err: Error) =>
-        deps.logger.warn({ database: id, err: { message: err.message } }, "cannot revoke a deleted database's login yet; the tenant guard and the drop job will"),
+        deps.logger.warn(
+          { database: id, err: { message: err.message } },
+          "cannot revoke a deleted database's login yet; the tenant guard and the drop job will",
+        ),
       );
     }
   });

@@ -6,6 +6,9 @@ export async function checkReady(deps: Pick<ServiceDeps, "pool">): Promise<void>
   try {
     await deps.pool.query("SELECT 1");
   } catch (err) {
-    throw new ServiceError("unavailable", "the control database is unreachable", "retry later", { cause: err, headers: { "retry-after": "5" } });
+    throw new ServiceError("unavailable", "the control database is unreachable", "retry later", {
+      cause: err,
+      headers: { "retry-after": "5" },
+    });
   }
 }

@@ -32,7 +32,10 @@ const quotaLock = 7_221_024;
  */
 async function checkDatabaseQuota(client: pg.PoolClient, limit: number, workspaceId: string): Promise<void> {
   await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [quotaLock, workspaceId]);
-  const { rows } = await client.query<{ n: number }>("SELECT count(*)::int AS n FROM databases WHERE workspace_id = $1 AND deleted_at IS NULL", [workspaceId]);
+  const { rows } = await client.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM databases WHERE workspace_id = $1 AND deleted_at IS NULL",
+    [workspaceId],
+  );
   if (rows[0]!.n >= limit) {
     throw conflict(
       `cannot create a database: this workspace has ${rows[0]!.n} live databases, its limit is ${limit}`,
@@ -45,7 +48,15 @@ async function checkDatabaseQuota(client: pg.PoolClient, limit: number, workspac
 export async function createDatabaseRows(
   deps: ServiceDeps,
   client: pg.PoolClient,
-  input: { project: ProjectRow; name?: string | undefined; region?: string | undefined; isDefault: boolean; source?: SourceBody | undefined; logicalId?: string | undefined; branchId?: string | null | undefined },
+  input: {
+    project: ProjectRow;
+    name?: string | undefined;
+    region?: string | undefined;
+    isDefault: boolean;
+    source?: SourceBody | undefined;
+    logicalId?: string | undefined;
+    branchId?: string | null | undefined;
+  },
 ): Promise<NewDatabase> {
   const { project } = input;
   const region = resolveRegion(deps, input.region, project.default_region);
@@ -55,12 +66,20 @@ export async function createDatabaseRows(
       "SELECT id FROM databases WHERE project_id = $1 AND branch_id IS NOT DISTINCT FROM $3 AND logical_id = $2 AND deleted_at IS NULL",
       [project.id, input.logicalId, input.branchId ?? null],
     );
-    if (rows[0]) throw conflict(`cannot create database: logicalId "${input.logicalId}" already used by database "${rows[0].id}"`, `existing database id: ${rows[0].id}`);
+    if (rows[0])
+      throw conflict(
+        `cannot create database: logicalId "${input.logicalId}" already used by database "${rows[0].id}"`,
+        `existing database id: ${rows[0].id}`,
+      );
   }
   const source = input.source ?? { type: "empty" as const };
   if (source.type === "backup") await checkBackupSource(client, project.workspace_id, source);
   if (source.type === "database") await checkCloneSource(client, project.workspace_id, source);
-  if (input.isDefault) await client.query("UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL", [project.id]);
+  if (input.isDefault)
+    await client.query(
+      "UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL",
+      [project.id],
+    );
   const id = newId("database");
   // Last of the checks: a placement may make the region's creations wait for each other until this one commits.
   const server = await placeDatabase(deps, client, region, id);
@@ -74,7 +93,21 @@ export async function createDatabaseRows(
   await client.query(
     `INSERT INTO databases (id, project_id, workspace_id, name, region, server, status, is_default, pg_name, owner_role, source, logical_id, default_connection_id, branch_id)
      VALUES ($1, $2, $3, $4, $5, $6, 'provisioning', $7, $8, $9, $10, $11, $12, $13)`,
-    [id, project.id, project.workspace_id, name, region, server.name, input.isDefault, pgName, ownerRoleOf(pgName), JSON.stringify(source), input.logicalId ?? null, connectionId, input.branchId ?? null],
+    [
+      id,
+      project.id,
+      project.workspace_id,
+      name,
+      region,
+      server.name,
+      input.isDefault,
+      pgName,
+      ownerRoleOf(pgName),
+      JSON.stringify(source),
+      input.logicalId ?? null,
+      connectionId,
+      input.branchId ?? null,
+    ],
   );
   const { rows: conns } = await client.query<ConnectionRow>(
     `INSERT INTO connections (id, database_id, name, role_name, verifier) VALUES ($1, $2, $3, $4, $5)

@@ -19,40 +19,66 @@ export type NewProject = { project: ProjectRow; database: NewDatabase | null };
 export async function createProject(
   deps: ServiceDeps,
   request: CreationRequest,
-  input: { name?: string | undefined; region?: string | undefined; workspaceId?: string | undefined; createDatabase?: boolean | undefined; logicalId?: string | undefined },
+  input: {
+    name?: string | undefined;
+    region?: string | undefined;
+    workspaceId?: string | undefined;
+    createDatabase?: boolean | undefined;
+    logicalId?: string | undefined;
+  },
   respond: (created: NewProject) => StoredResponse,
 ): Promise<Creation> {
   const { workspaceId } = request;
   // A token acts in its own workspace only; naming another one is as if it did not exist.
-  if (input.workspaceId !== undefined && input.workspaceId !== workspaceId) throw notFound("workspace", input.workspaceId);
+  if (input.workspaceId !== undefined && input.workspaceId !== workspaceId)
+    throw notFound("workspace", input.workspaceId);
   const region = resolveRegion(deps, input.region, undefined);
   try {
     return await createOnce(deps, request, async (client) => {
       if (input.logicalId !== undefined) {
-        const { rows } = await client.query<{ id: string }>("SELECT id FROM projects WHERE workspace_id = $1 AND logical_id = $2 AND deleted_at IS NULL", [workspaceId, input.logicalId]);
-        if (rows[0]) throw conflict(`cannot create project: logicalId "${input.logicalId}" already used by project "${rows[0].id}"`, `existing project id: ${rows[0].id}`);
+        const { rows } = await client.query<{ id: string }>(
+          "SELECT id FROM projects WHERE workspace_id = $1 AND logical_id = $2 AND deleted_at IS NULL",
+          [workspaceId, input.logicalId],
+        );
+        if (rows[0])
+          throw conflict(
+            `cannot create project: logicalId "${input.logicalId}" already used by project "${rows[0].id}"`,
+            `existing project id: ${rows[0].id}`,
+          );
       }
       const id = newId("project");
-      await client.query("INSERT INTO projects (id, workspace_id, name, default_region, logical_id) VALUES ($1, $2, $3, $4, $5)", [
-        id,
-        workspaceId,
-        input.name ?? generatedName("project"),
-        region,
-        input.logicalId ?? null,
-      ]);
+      await client.query(
+        "INSERT INTO projects (id, workspace_id, name, default_region, logical_id) VALUES ($1, $2, $3, $4, $5)",
+        [id, workspaceId, input.name ?? generatedName("project"), region, input.logicalId ?? null],
+      );
       const project = (await getProject(client, workspaceId, id))!;
-      const database = input.createDatabase === false ? null : await createDatabaseRows(deps, client, { project, name: project.name, region, isDefault: true });
+      const database =
+        input.createDatabase === false
+          ? null
+          : await createDatabaseRows(deps, client, { project, name: project.name, region, isDefault: true });
       return respond({ project, database });
     });
   } catch (err) {
-    return logicalIdConflict(deps, err, { table: "projects", scopeColumn: "workspace_id", scope: workspaceId, logicalId: input.logicalId });
+    return logicalIdConflict(deps, err, {
+      table: "projects",
+      scopeColumn: "workspace_id",
+      scope: workspaceId,
+      logicalId: input.logicalId,
+    });
   }
 }
 
 /** A page of the workspace's live projects (CONTRACT §7 order and cursor). */
-export async function projectPage(deps: ServiceDeps, workspaceId: string, q: { cursor?: string | undefined; limit?: number | undefined; logicalId?: string | undefined }) {
+export async function projectPage(
+  deps: ServiceDeps,
+  workspaceId: string,
+  q: { cursor?: string | undefined; limit?: number | undefined; logicalId?: string | undefined },
+) {
   const limit = q.limit ?? 100;
-  return paginate(await listProjects(deps.pool, { workspaceId, cursor: decodeCursor(q.cursor), limit, logicalId: q.logicalId }), limit);
+  return paginate(
+    await listProjects(deps.pool, { workspaceId, cursor: decodeCursor(q.cursor), limit, logicalId: q.logicalId }),
+    limit,
+  );
 }
 
 /** The live project of the workspace, or 404. */
@@ -67,10 +93,20 @@ export async function deleteProject(deps: ServiceDeps, workspaceId: string, id: 
   await inTransaction(deps.pool, async (client) => {
     const project = await getProject(client, workspaceId, id, "update");
     if (!project) throw notFound("project", id);
-    const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM databases WHERE project_id = $1 AND deleted_at IS NULL", [id]);
-    if (Number(rows[0]!.n) > 0) throw conflict(`cannot delete project "${id}": it still has ${rows[0]!.n} database(s)`, "delete its databases first");
+    const { rows } = await client.query<{ n: string }>(
+      "SELECT count(*) AS n FROM databases WHERE project_id = $1 AND deleted_at IS NULL",
+      [id],
+    );
+    if (Number(rows[0]!.n) > 0)
+      throw conflict(
+        `cannot delete project "${id}": it still has ${rows[0]!.n} database(s)`,
+        "delete its databases first",
+      );
     await client.query("UPDATE projects SET deleted_at = now() WHERE id = $1", [id]);
     // Its branches go with it (soft-deleted too: no database is on them any more).
-    await client.query("UPDATE branches SET deleted_at = now(), updated_at = now() WHERE project_id = $1 AND deleted_at IS NULL", [id]);
+    await client.query(
+      "UPDATE branches SET deleted_at = now(), updated_at = now() WHERE project_id = $1 AND deleted_at IS NULL",
+      [id],
+    );
   });
 }

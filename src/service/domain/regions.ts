@@ -8,7 +8,9 @@ import { regionHasRoom } from "../servers.ts";
 // draining nor full); creating in another one is 422.
 
 /** The six regions of the family, in the contract's order. */
-export async function regionAvailability(deps: Pick<ServiceDeps, "servers" | "pool">): Promise<{ id: Region; available: boolean }[]> {
+export async function regionAvailability(
+  deps: Pick<ServiceDeps, "servers" | "pool">,
+): Promise<{ id: Region; available: boolean }[]> {
   return Promise.all(regionIds.map(async (id) => ({ id, available: await regionHasRoom(deps, id) })));
 }
 
@@ -16,7 +18,11 @@ export async function regionAvailability(deps: Pick<ServiceDeps, "servers" | "po
 export function resolveRegion(deps: ServiceDeps, wanted: string | undefined, fallback: string | undefined): Region {
   const region = (wanted === undefined || wanted === "inherit" ? fallback : wanted) ?? enabledRegions(deps.config)[0];
   if (!region || !deps.servers.has(region as Region)) {
-    throw new ServiceError("region_unavailable", `region "${region}" is not available on this service`, `available regions: ${enabledRegions(deps.config).join(", ")}`);
+    throw new ServiceError(
+      "region_unavailable",
+      `region "${region}" is not available on this service`,
+      `available regions: ${enabledRegions(deps.config).join(", ")}`,
+    );
   }
   return region as Region;
 }

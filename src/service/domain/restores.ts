@@ -27,10 +27,21 @@ export async function startRestore(
       if (!db) throw notFound("database", id);
       await checkBackupSource(client, workspaceId, source);
       if (db.status === "provisioning" || db.status === "recovering") {
-        throw conflict(`cannot restore database "${id}": it is ${db.status}`, "wait until the database is ready or failed, then retry");
+        throw conflict(
+          `cannot restore database "${id}": it is ${db.status}`,
+          "wait until the database is ready or failed, then retry",
+        );
       }
-      await client.query("UPDATE databases SET status = 'recovering', source = $2 WHERE id = $1", [id, JSON.stringify(source)]);
-      await enqueueJob(client, { kind: "restore", targetId: id, payload: { backupId: source.backupId, sourceDatabaseId: source.databaseId }, idempotencyKey: typeof idempotencyKey === "string" ? idempotencyKey : null });
+      await client.query("UPDATE databases SET status = 'recovering', source = $2 WHERE id = $1", [
+        id,
+        JSON.stringify(source),
+      ]);
+      await enqueueJob(client, {
+        kind: "restore",
+        targetId: id,
+        payload: { backupId: source.backupId, sourceDatabaseId: source.databaseId },
+        idempotencyKey: typeof idempotencyKey === "string" ? idempotencyKey : null,
+      });
       const updated = (await getDatabase(client, workspaceId, id))!;
       const connections = await connectionsOf(client, [id]);
       return respond({ db: updated, connections: connections.get(id) ?? [] });

@@ -2,14 +2,26 @@ import { serverPool, type ServiceDeps } from "../deps.ts";
 import { notFound } from "../errors.ts";
 import { getDatabase } from "../store.ts";
 
-export type Usage = { start: Date; end: Date; generatedAt: Date; bytes: number; transactions: number; sessions: number };
+export type Usage = {
+  start: Date;
+  end: Date;
+  generatedAt: Date;
+  bytes: number;
+  transactions: number;
+  sessions: number;
+};
 
 /**
  * GET /v1/databases/{id}/usage, read from the database's PostgreSQL server at request time (PUBLIC-API.md says what
  * each number means here). The period defaults to the current month so far. A database that does not exist on its
  * server yet reads as 0.
  */
-export async function measureUsage(deps: ServiceDeps, workspaceId: string, id: string, period: { startDate?: string | undefined; endDate?: string | undefined }): Promise<Usage> {
+export async function measureUsage(
+  deps: ServiceDeps,
+  workspaceId: string,
+  id: string,
+  period: { startDate?: string | undefined; endDate?: string | undefined },
+): Promise<Usage> {
   const db = await getDatabase(deps.pool, workspaceId, id);
   if (!db) throw notFound("database", id);
   const now = new Date();

@@ -22,7 +22,10 @@ export function backupRoutes(app: FastifyInstance, deps: ServiceDeps): void {
     const raw = jsonBody(req);
     // No fields: an empty object (or no body) only.
     parseWith(ListBackupsQuery.pick({}), raw, "request body");
-    const taken = await takeBackup(deps, creationRequest(req, raw), id, (backup) => ({ status: 201, body: { data: renderBackup(backup) } }));
+    const taken = await takeBackup(deps, creationRequest(req, raw), id, (backup) => ({
+      status: 201,
+      body: { data: renderBackup(backup) },
+    }));
     return sendCreation(reply, taken);
   });
 }

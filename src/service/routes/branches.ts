@@ -1,5 +1,13 @@
 import type { FastifyInstance } from "fastify";
-import { BranchId, branchIdPattern, CreateBranchBody, ListBranchesQuery, ProjectId, projectIdPattern, UpdateBranchBody } from "../../contract/index.ts";
+import {
+  BranchId,
+  branchIdPattern,
+  CreateBranchBody,
+  ListBranchesQuery,
+  ProjectId,
+  projectIdPattern,
+  UpdateBranchBody,
+} from "../../contract/index.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { branchPage, createBranch, deleteBranch, readBranch, updateBranch } from "../domain/branches.ts";
 import { creationRequest, jsonBody, parseWith, pathId, principalOf, sendCreation } from "../http.ts";
@@ -9,8 +17,10 @@ import { renderBranch } from "../render.ts";
 // 422 on create, and on PATCH everything but isDefault (a gitName rename, a role change, an unknown field) is 422.
 
 export function branchRoutes(app: FastifyInstance, deps: ServiceDeps): void {
-  const projectIdOf = (params: unknown) => pathId(ProjectId, (params as { projectId?: string }).projectId, "project id", projectIdPattern);
-  const branchIdOf = (params: unknown) => pathId(BranchId, (params as { branchId?: string }).branchId, "branch id", branchIdPattern);
+  const projectIdOf = (params: unknown) =>
+    pathId(ProjectId, (params as { projectId?: string }).projectId, "project id", projectIdPattern);
+  const branchIdOf = (params: unknown) =>
+    pathId(BranchId, (params as { branchId?: string }).branchId, "branch id", branchIdPattern);
 
   app.post("/v1/projects/:projectId/branches", async (req, reply) => {
     const id = projectIdOf(req.params);
@@ -19,7 +29,10 @@ export function branchRoutes(app: FastifyInstance, deps: ServiceDeps): void {
     const issues = CreateBranchBody.safeParse(raw).error?.issues ?? [];
     const gitNameOnly = issues.length > 0 && issues.every((i) => i.path[0] === "gitName");
     const body = parseWith(CreateBranchBody, raw, "request body", gitNameOnly ? "unprocessable" : "invalid_request");
-    const created = await createBranch(deps, creationRequest(req, raw), id, body, (branch) => ({ status: 201, body: { data: renderBranch(deps.config, branch) } }));
+    const created = await createBranch(deps, creationRequest(req, raw), id, body, (branch) => ({
+      status: 201,
+      body: { data: renderBranch(deps.config, branch) },
+    }));
     return sendCreation(reply, created);
   });
 

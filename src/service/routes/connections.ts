@@ -9,11 +9,20 @@ import {
   RotateConnectionBody,
 } from "../../contract/index.ts";
 import type { ServiceDeps } from "../deps.ts";
-import { connectionPage, databaseConnectionPage, mintConnection, readConnection, revokeConnection, rotateConnection, type ConnectionView } from "../domain/connections.ts";
+import {
+  connectionPage,
+  databaseConnectionPage,
+  mintConnection,
+  readConnection,
+  revokeConnection,
+  rotateConnection,
+  type ConnectionView,
+} from "../domain/connections.ts";
 import { creationRequest, databaseIdOf, jsonBody, parseWith, pathId, principalOf, sendCreation } from "../http.ts";
 import { renderConnection, renderCreatedConnection, renderIssuedConnection } from "../render.ts";
 
-const connectionIdOf = (params: unknown) => pathId(ConnectionId, (params as { connectionId?: string }).connectionId, "connection id", connectionIdPattern);
+const connectionIdOf = (params: unknown) =>
+  pathId(ConnectionId, (params as { connectionId?: string }).connectionId, "connection id", connectionIdPattern);
 
 export function connectionRoutes(app: FastifyInstance, deps: ServiceDeps): void {
   const renderPage = ({ items, pagination }: { items: ConnectionView[]; pagination: unknown }) => ({
@@ -31,10 +40,15 @@ export function connectionRoutes(app: FastifyInstance, deps: ServiceDeps): void 
     const databaseId = databaseIdOf((req.params as { databaseId?: string }).databaseId);
     const raw = jsonBody(req);
     const body = parseWith(CreateConnectionBody, raw, "request body");
-    const minted = await mintConnection(deps, creationRequest(req, raw), { databaseId, name: body.name }, ({ db, connection, password }) => ({
-      status: 201,
-      body: { data: renderCreatedConnection(deps.config, db, connection, password) },
-    }));
+    const minted = await mintConnection(
+      deps,
+      creationRequest(req, raw),
+      { databaseId, name: body.name },
+      ({ db, connection, password }) => ({
+        status: 201,
+        body: { data: renderCreatedConnection(deps.config, db, connection, password) },
+      }),
+    );
     return sendCreation(reply, minted);
   });
 

@@ -1,7 +1,13 @@
 import type { FastifyInstance } from "fastify";
 import { CreateDatabaseBody, ListDatabasesQuery, RestoreBody, UpdateDatabaseBody } from "../../contract/index.ts";
 import type { ServiceDeps } from "../deps.ts";
-import { createProjectDatabase, databasePage, deleteDatabase, readDatabase, updateDatabase } from "../domain/databases.ts";
+import {
+  createProjectDatabase,
+  databasePage,
+  deleteDatabase,
+  readDatabase,
+  updateDatabase,
+} from "../domain/databases.ts";
 import { startRestore } from "../domain/restores.ts";
 import { creationRequest, databaseIdOf, jsonBody, parseWith, principalOf, sendCreation } from "../http.ts";
 import { renderCreatedDatabaseConnections, renderDatabase } from "../render.ts";
@@ -11,10 +17,16 @@ export function databaseRoutes(app: FastifyInstance, deps: ServiceDeps): void {
   app.post("/v1/databases", async (req, reply) => {
     const raw = jsonBody(req);
     const { projectId, ...body } = parseWith(CreateDatabaseBody, raw, "request body");
-    const created = await createProjectDatabase(deps, creationRequest(req, raw), projectId, body, ({ row, connection, password }) => ({
-      status: 201,
-      body: { data: renderCreatedDatabaseConnections(deps.config, row, connection, password) },
-    }));
+    const created = await createProjectDatabase(
+      deps,
+      creationRequest(req, raw),
+      projectId,
+      body,
+      ({ row, connection, password }) => ({
+        status: 201,
+        body: { data: renderCreatedDatabaseConnections(deps.config, row, connection, password) },
+      }),
+    );
     return sendCreation(reply, created);
   });
 

@@ -15,13 +15,21 @@ function formOf(req: FastifyRequest): URLSearchParams {
     try {
       const value = JSON.parse(raw) as unknown;
       if (value && typeof value === "object" && !Array.isArray(value)) {
-        return new URLSearchParams(Object.entries(value as Record<string, unknown>).filter(([, v]) => typeof v === "string") as [string, string][]);
+        return new URLSearchParams(
+          Object.entries(value as Record<string, unknown>).filter(([, v]) => typeof v === "string") as [
+            string,
+            string,
+          ][],
+        );
       }
     } catch {
       // fall through
     }
   }
-  throw invalidRequest("token requests must be application/x-www-form-urlencoded", "send grant_type and its parameters as a form");
+  throw invalidRequest(
+    "token requests must be application/x-www-form-urlencoded",
+    "send grant_type and its parameters as a form",
+  );
 }
 
 /** RFC 6749 §2.3.1: form-urlencoded id and secret inside HTTP Basic. A malformed escape (`%zz`) is the caller's error. */
@@ -30,12 +38,21 @@ function basicCredentials(encoded: string): { clientId: string; clientSecret: st
   try {
     return { clientId: decodeURIComponent(id ?? ""), clientSecret: decodeURIComponent(secret.join(":")) };
   } catch {
-    throw invalidRequest("malformed HTTP Basic credentials: a percent-escape is invalid", "percent-encode client_id and client_secret, or send them in the form");
+    throw invalidRequest(
+      "malformed HTTP Basic credentials: a percent-escape is invalid",
+      "percent-encode client_id and client_secret, or send them in the form",
+    );
   }
 }
 
 /** RFC 6749 §5.1: the token response. */
-const renderTokens = (t: IssuedTokens) => ({ access_token: t.accessToken, token_type: "Bearer" as const, expires_in: t.expiresIn, refresh_token: t.refreshToken, scope: t.scopes.join(" ") });
+const renderTokens = (t: IssuedTokens) => ({
+  access_token: t.accessToken,
+  token_type: "Bearer" as const,
+  expires_in: t.expiresIn,
+  refresh_token: t.refreshToken,
+  scope: t.scopes.join(" "),
+});
 
 export function oauthRoutes(app: FastifyInstance, deps: ServiceDeps): void {
   app.post("/oauth/token", async (req, reply) => {
@@ -49,13 +66,21 @@ export function oauthRoutes(app: FastifyInstance, deps: ServiceDeps): void {
     takeAuthAttempt(deps, req, (grant === "refresh_token" ? form.get("refresh_token") : clientSecret) ?? "");
     reply.header("cache-control", "no-store");
     if (grant === "client_credentials") {
-      if (!clientId || !clientSecret) throw invalidRequest("client_credentials needs client_id and client_secret", "client_id is the service token's id, client_secret the token");
+      if (!clientId || !clientSecret)
+        throw invalidRequest(
+          "client_credentials needs client_id and client_secret",
+          "client_id is the service token's id, client_secret the token",
+        );
       const scopes = form.get("scope")?.split(" ").filter(Boolean);
       return renderTokens(await grantClientCredentials(deps, { clientId, clientSecret, scopes }));
     }
     if (grant === "refresh_token") {
       const token = form.get("refresh_token");
-      if (!token) throw invalidRequest("refresh_token grant needs refresh_token", "pass the refresh_token of the last token response");
+      if (!token)
+        throw invalidRequest(
+          "refresh_token grant needs refresh_token",
+          "pass the refresh_token of the last token response",
+        );
       return renderTokens(await grantRefreshToken(deps, token));
     }
     throw invalidRequest(`unsupported grant_type ${echo(grant ?? "")}`, "use client_credentials or refresh_token");

@@ -1,5 +1,12 @@
 import type { FastifyInstance } from "fastify";
-import { CreateProjectBody, CreateProjectDatabaseBody, ListDatabasesQuery, ListProjectsQuery, ProjectId, projectIdPattern } from "../../contract/index.ts";
+import {
+  CreateProjectBody,
+  CreateProjectDatabaseBody,
+  ListDatabasesQuery,
+  ListProjectsQuery,
+  ProjectId,
+  projectIdPattern,
+} from "../../contract/index.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { createProjectDatabase, projectDatabasePage } from "../domain/databases.ts";
 import { createProject, deleteProject, projectPage, readProject } from "../domain/projects.ts";
@@ -7,7 +14,8 @@ import { creationRequest, jsonBody, parseWith, pathId, principalOf, sendCreation
 import { renderCreatedDatabase, renderCreatedProject, renderDatabase, renderProject } from "../render.ts";
 
 export function projectRoutes(app: FastifyInstance, deps: ServiceDeps): void {
-  const projectIdOf = (params: unknown) => pathId(ProjectId, (params as { projectId?: string }).projectId, "project id", projectIdPattern);
+  const projectIdOf = (params: unknown) =>
+    pathId(ProjectId, (params as { projectId?: string }).projectId, "project id", projectIdPattern);
 
   app.post("/v1/projects", async (req, reply) => {
     const raw = jsonBody(req);
@@ -41,10 +49,16 @@ export function projectRoutes(app: FastifyInstance, deps: ServiceDeps): void {
     const id = projectIdOf(req.params);
     const raw = jsonBody(req);
     const body = parseWith(CreateProjectDatabaseBody, raw, "request body");
-    const created = await createProjectDatabase(deps, creationRequest(req, raw), id, body, ({ row, connection, password }) => ({
-      status: 201,
-      body: { data: renderCreatedDatabase(deps.config, row, connection, password) },
-    }));
+    const created = await createProjectDatabase(
+      deps,
+      creationRequest(req, raw),
+      id,
+      body,
+      ({ row, connection, password }) => ({
+        status: 201,
+        body: { data: renderCreatedDatabase(deps.config, row, connection, password) },
+      }),
+    );
     return sendCreation(reply, created);
   });
 

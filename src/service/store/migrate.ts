@@ -15,7 +15,9 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
   await withClient(pool, async (client) => {
     await client.query("SELECT pg_advisory_lock($1)", [migrationLock]);
     try {
-      await client.query("CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())");
+      await client.query(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+      );
       const { rows } = await client.query<{ name: string }>("SELECT name FROM schema_migrations");
       const done = new Set(rows.map((r) => r.name));
       for (const file of files) {

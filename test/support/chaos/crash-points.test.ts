@@ -7,7 +7,9 @@ import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, ste
 
 describe("crash points", () => {
   it("gives every operator crash point a chaos step", () => {
-    const byStep = Object.fromEntries(["create", "update", "secret", "rotate", "restore", "delete"].map((s) => [s, crashPointsForStep(s as never)]));
+    const byStep = Object.fromEntries(
+      ["create", "update", "secret", "rotate", "restore", "delete"].map((s) => [s, crashPointsForStep(s as never)]),
+    );
     expect(Object.values(byStep).flat().sort()).toEqual([...crashPoints].sort());
     expect(byStep["update"]).toEqual(["database:after-update"]);
     expect(byStep["restore"]).toEqual(["restore:before-post", "restore:after-post"]);
@@ -17,8 +19,16 @@ describe("crash points", () => {
 
   it("keeps one of after-create and after-secret of a kind: a crash at the first skips the second", () => {
     const create = crashPointsForStep("create");
-    expect(reachableTogether(create, () => 0.9)).toEqual(["project:after-create", "database:after-create", "connection:after-create"]);
-    expect(reachableTogether(create, () => 0.1)).toEqual(["project:after-secret", "database:after-secret", "connection:after-secret"]);
+    expect(reachableTogether(create, () => 0.9)).toEqual([
+      "project:after-create",
+      "database:after-create",
+      "connection:after-create",
+    ]);
+    expect(reachableTogether(create, () => 0.1)).toEqual([
+      "project:after-secret",
+      "database:after-secret",
+      "connection:after-secret",
+    ]);
     expect(reachableTogether(["database:after-update"], () => 0.1)).toEqual(["database:after-update"]);
   });
 
@@ -27,7 +37,10 @@ describe("crash points", () => {
     const dir = await mkdtemp(path.join(tmpdir(), "mds-crash-points-"));
     try {
       const log = path.join(dir, "operator.log");
-      await writeFile(log, '{"msg":"Operator started"}\nmds operator: crash point database:after-secret reached (1): killing this process\n');
+      await writeFile(
+        log,
+        '{"msg":"Operator started"}\nmds operator: crash point database:after-secret reached (1): killing this process\n',
+      );
       expect(await reachedCrashPoint(log)).toBe("database:after-secret");
       expect(await reachedCrashPoint(path.join(dir, "missing.log"))).toBeUndefined();
     } finally {

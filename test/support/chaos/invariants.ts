@@ -7,7 +7,14 @@ import { isReady, type KubeObject, type KubeObjects } from "../kube-objects.ts";
 
 export const mdsApiVersion = "mds.dev/v1alpha1";
 
-export type InvariantName = "one-remote-per-resource" | "ready-secret-connects" | "retired-revoked" | "restore-at-most-once" | "no-stuck-finalizer" | "no-secret-leak" | "converged";
+export type InvariantName =
+  | "one-remote-per-resource"
+  | "ready-secret-connects"
+  | "retired-revoked"
+  | "restore-at-most-once"
+  | "no-stuck-finalizer"
+  | "no-secret-leak"
+  | "converged";
 
 export interface Violation {
   invariant: InvariantName;
@@ -33,7 +40,8 @@ async function apiGet(ctx: InvariantContext, path: string): Promise<{ status: nu
   return { status: res.status, body: text === "" ? undefined : (JSON.parse(text) as unknown) };
 }
 
-const logicalIdOf = (instanceId: string, obj: KubeObject) => `k8s:${instanceId}:${obj.metadata.namespace ?? ""}/${obj.metadata.name}`;
+const logicalIdOf = (instanceId: string, obj: KubeObject) =>
+  `k8s:${instanceId}:${obj.metadata.namespace ?? ""}/${obj.metadata.name}`;
 
 /** Rows in the control database per logicalId, deleted ones included: a duplicate deleted later was still a duplicate. */
 async function remoteRowsByLogicalId(controlUrl: string, prefix: string): Promise<Map<string, number>> {
@@ -53,7 +61,9 @@ async function remoteRowsByLogicalId(controlUrl: string, prefix: string): Promis
 }
 
 /** Restores that really swapped data in, per target database, from the service's job records. */
-export async function restoresPerTarget(controlUrl: string): Promise<Map<string, { restored: number; jobs: number; keys: string[] }>> {
+export async function restoresPerTarget(
+  controlUrl: string,
+): Promise<Map<string, { restored: number; jobs: number; keys: string[] }>> {
   const client = new pg.Client({ connectionString: controlUrl });
   await client.connect();
   try {
@@ -66,7 +76,9 @@ export async function restoresPerTarget(controlUrl: string): Promise<Map<string,
         WHERE j.kind = 'restore'
         GROUP BY j.target_id`,
     );
-    return new Map(result.rows.map((r) => [r.target_id, { restored: Number(r.restored), jobs: Number(r.jobs), keys: r.keys }]));
+    return new Map(
+      result.rows.map((r) => [r.target_id, { restored: Number(r.restored), jobs: Number(r.jobs), keys: r.keys }]),
+    );
   } finally {
     await client.end();
   }
@@ -93,11 +105,15 @@ export interface InvariantExpectations {
   restoreKeysByTarget?: Map<string, Set<string>>;
 }
 
-export async function checkInvariants(ctx: InvariantContext, expectations: InvariantExpectations = {}): Promise<Violation[]> {
+export async function checkInvariants(
+  ctx: InvariantContext,
+  expectations: InvariantExpectations = {},
+): Promise<Violation[]> {
   const violations: Violation[] = [];
   const resources: KubeObject[] = [];
   for (const ns of ctx.namespaces) {
-    for (const kind of ["Project", "Database", "DatabaseRestore", "Connection"]) resources.push(...(await ctx.kube.list(mdsApiVersion, kind, ns)));
+    for (const kind of ["Project", "Database", "DatabaseRestore", "Connection"])
+      resources.push(...(await ctx.kube.list(mdsApiVersion, kind, ns)));
   }
 
   // 1. One remote object per resource by logicalId.
@@ -106,25 +122,42 @@ export async function checkInvariants(ctx: InvariantContext, expectations: Invar
     const collection = obj.kind === "Project" ? "projects" : "databases";
     const reply = await apiGet(ctx, `/v1/${collection}?logicalId=${encodeURIComponent(logicalId)}`);
     if (reply.status !== 200) {
-      violations.push({ invariant: "one-remote-per-resource", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: lookup by logicalId answered ${reply.status}` });
+      violations.push({
+        invariant: "one-remote-per-resource",
+        detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: lookup by logicalId answered ${reply.status}`,
+      });
       continue;
     }
     const found = ((reply.body as { data: Array<{ id: string }> }).data ?? []).map((d) => d.id);
-    if (found.length > 1) violations.push({ invariant: "one-remote-per-resource", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: ${found.length} remote objects (${found.join(", ")})` });
+    if (found.length > 1)
+      violations.push({
+        invariant: "one-remote-per-resource",
+        detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: ${found.length} remote objects (${found.join(", ")})`,
+      });
     // A Ready resource must be found by its logicalId (else the lookup the operator relies on, or this check, is broken).
     if (found.length === 0 && isReady(obj) && obj.spec?.["externalId"] === undefined) {
-      violations.push({ invariant: "one-remote-per-resource", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name} is Ready but no remote object has its logicalId` });
+      violations.push({
+        invariant: "one-remote-per-resource",
+        detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name} is Ready but no remote object has its logicalId`,
+      });
     }
     const id = obj.status?.["id"];
     if (typeof id === "string" && found.length === 1 && found[0] !== id && obj.spec?.["externalId"] === undefined) {
-      violations.push({ invariant: "one-remote-per-resource", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: status.id ${id} but logicalId names ${found[0]}` });
+      violations.push({
+        invariant: "one-remote-per-resource",
+        detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: status.id ${id} but logicalId names ${found[0]}`,
+      });
     }
   }
   if (ctx.controlUrl !== undefined) {
     for (const ns of ctx.namespaces) {
       const rows = await remoteRowsByLogicalId(ctx.controlUrl, `k8s:${ctx.instanceId}:${ns}/`);
       for (const [logicalId, n] of rows) {
-        if (n > 1) violations.push({ invariant: "one-remote-per-resource", detail: `${n} remote rows (deleted included) for logicalId ${logicalId}` });
+        if (n > 1)
+          violations.push({
+            invariant: "one-remote-per-resource",
+            detail: `${n} remote rows (deleted included) for logicalId ${logicalId}`,
+          });
       }
     }
   }
@@ -133,34 +166,60 @@ export async function checkInvariants(ctx: InvariantContext, expectations: Invar
   for (const obj of resources.filter((o) => o.kind !== "DatabaseRestore" && isReady(o))) {
     const secretName = obj.status?.["secretName"];
     if (typeof secretName !== "string") {
-      if (obj.kind === "Database") violations.push({ invariant: "ready-secret-connects", detail: `Database ${obj.metadata.namespace}/${obj.metadata.name} is Ready without status.secretName` });
+      if (obj.kind === "Database")
+        violations.push({
+          invariant: "ready-secret-connects",
+          detail: `Database ${obj.metadata.namespace}/${obj.metadata.name} is Ready without status.secretName`,
+        });
       continue;
     }
     const data = await ctx.kube.secretData(obj.metadata.namespace ?? "", secretName);
     if (data === undefined) {
-      violations.push({ invariant: "ready-secret-connects", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name} is Ready but Secret ${secretName} is missing` });
+      violations.push({
+        invariant: "ready-secret-connects",
+        detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name} is Ready but Secret ${secretName} is missing`,
+      });
       continue;
     }
     for (const key of ["DATABASE_URL", "DIRECT_URL"]) {
       const url = data[key];
       if (url === undefined) {
-        violations.push({ invariant: "ready-secret-connects", detail: `Secret ${obj.metadata.namespace}/${secretName} has no ${key}` });
+        violations.push({
+          invariant: "ready-secret-connects",
+          detail: `Secret ${obj.metadata.namespace}/${secretName} has no ${key}`,
+        });
         continue;
       }
       const failure = await connects(url);
-      if (failure !== undefined) violations.push({ invariant: "ready-secret-connects", detail: `Secret ${obj.metadata.namespace}/${secretName} ${key} does not connect (${failure})` });
+      if (failure !== undefined)
+        violations.push({
+          invariant: "ready-secret-connects",
+          detail: `Secret ${obj.metadata.namespace}/${secretName} ${key} does not connect (${failure})`,
+        });
     }
   }
 
   // 2b. A login replaced by a rotation is revoked once its grace period is over: at most one retired connection per
   // Secret, and none past its grace (30 s of slack for the requeue), checked at the service.
   for (const obj of resources.filter((o) => o.kind !== "DatabaseRestore")) {
-    const retiring = (obj.status?.["rotation"] as { retiring?: { id: string; revokeAt: string } } | undefined)?.retiring;
+    const retiring = (obj.status?.["rotation"] as { retiring?: { id: string; revokeAt: string } } | undefined)
+      ?.retiring;
     if (retiring === undefined || Date.now() - Date.parse(retiring.revokeAt) < 30_000) continue;
-    const dbId = obj.kind === "Project" ? (obj.status?.["defaultDatabase"] as { id?: string } | undefined)?.id : ((obj.status?.["databaseId"] ?? obj.status?.["id"]) as string | undefined);
+    const dbId =
+      obj.kind === "Project"
+        ? (obj.status?.["defaultDatabase"] as { id?: string } | undefined)?.id
+        : ((obj.status?.["databaseId"] ?? obj.status?.["id"]) as string | undefined);
     const reply = await apiGet(ctx, `/v1/databases/${dbId ?? ""}`);
-    const alive = reply.status === 200 && ((reply.body as { data?: { connections?: { id: string }[] } }).data?.connections ?? []).some((c) => c.id === retiring.id);
-    if (alive) violations.push({ invariant: "retired-revoked", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: connection ${retiring.id} still works past its grace period (${retiring.revokeAt})` });
+    const alive =
+      reply.status === 200 &&
+      ((reply.body as { data?: { connections?: { id: string }[] } }).data?.connections ?? []).some(
+        (c) => c.id === retiring.id,
+      );
+    if (alive)
+      violations.push({
+        invariant: "retired-revoked",
+        detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name}: connection ${retiring.id} still works past its grace period (${retiring.revokeAt})`,
+      });
   }
 
   // 3. No restore ran twice: the service's job records, per target.
@@ -170,7 +229,10 @@ export async function checkInvariants(ctx: InvariantContext, expectations: Invar
       const seen = perTarget.get(target);
       if (seen === undefined) continue;
       if (seen.restored > keys.size) {
-        violations.push({ invariant: "restore-at-most-once", detail: `database ${target}: ${seen.restored} restores ran for ${keys.size} DatabaseRestore key(s) (${seen.jobs} restore jobs)` });
+        violations.push({
+          invariant: "restore-at-most-once",
+          detail: `database ${target}: ${seen.restored} restores ran for ${keys.size} DatabaseRestore key(s) (${seen.jobs} restore jobs)`,
+        });
       }
     }
   }
@@ -178,12 +240,18 @@ export async function checkInvariants(ctx: InvariantContext, expectations: Invar
   // 4. No finalizer stuck: nothing may still be deleting once the iteration is over.
   for (const obj of resources) {
     if (obj.metadata.deletionTimestamp !== undefined) {
-      violations.push({ invariant: "no-stuck-finalizer", detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name} still deleting (finalizers ${JSON.stringify(obj.metadata.finalizers ?? [])})` });
+      violations.push({
+        invariant: "no-stuck-finalizer",
+        detail: `${obj.kind} ${obj.metadata.namespace}/${obj.metadata.name} still deleting (finalizers ${JSON.stringify(obj.metadata.finalizers ?? [])})`,
+      });
     }
   }
 
   // 5. No planted secret in any log, Event or status.
-  const findings = [...(await scanFiles(ctx.logFiles, ctx.planted)), ...(await scanKubernetes(ctx.kube.kubeConfig, ctx.planted))];
+  const findings = [
+    ...(await scanFiles(ctx.logFiles, ctx.planted)),
+    ...(await scanKubernetes(ctx.kube.kubeConfig, ctx.planted)),
+  ];
   if (findings.length > 0) violations.push({ invariant: "no-secret-leak", detail: formatFindings(findings) });
 
   return violations;
@@ -197,7 +265,16 @@ export async function collectSecretValues(kube: KubeObjects, namespaces: string[
 }
 
 /** The passwords and URLs in those of `secrets` the operator manages (labelled `<namespace>/<name>.<key>`). */
-export function connectionSecretValues(secrets: ReadonlyArray<{ metadata: { name?: string | undefined; namespace?: string | undefined; labels?: Record<string, string> | undefined }; data?: Record<string, string> | undefined }>): PlantedSecret[] {
+export function connectionSecretValues(
+  secrets: ReadonlyArray<{
+    metadata: {
+      name?: string | undefined;
+      namespace?: string | undefined;
+      labels?: Record<string, string> | undefined;
+    };
+    data?: Record<string, string> | undefined;
+  }>,
+): PlantedSecret[] {
   const out: PlantedSecret[] = [];
   for (const s of secrets) {
     if (s.metadata.labels?.["app.kubernetes.io/managed-by"] !== "mds-operator") continue;

@@ -1,8 +1,21 @@
 import { readFile } from "node:fs/promises";
 import pg from "pg";
-import { checkInvariants, collectSecretValues, mdsApiVersion, type InvariantContext, type Violation } from "./invariants.ts";
+import {
+  checkInvariants,
+  collectSecretValues,
+  mdsApiVersion,
+  type InvariantContext,
+  type Violation,
+} from "./invariants.ts";
 import { crashPoints } from "../../../src/operator/crash-points.ts";
-import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, stepOf, type ChaosStep } from "./crash-points.ts";
+import {
+  armValue,
+  crashPointsForStep,
+  reachableTogether,
+  reachedCrashPoint,
+  stepOf,
+  type ChaosStep,
+} from "./crash-points.ts";
 import { seededRandom, type FaultSchedule } from "../fault-proxy.ts";
 import { conditionOf, isReady, type KubeObject } from "../kube-objects.ts";
 import type { ChaosStack, OperatorProcess } from "./stack.ts";
@@ -66,7 +79,10 @@ async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline) throw new Timeout(`${what} did not happen within ${timeoutMs / 1000} s${last instanceof Error ? ` (last error: ${last.message})` : ""}`);
+    if (Date.now() > deadline)
+      throw new Timeout(
+        `${what} did not happen within ${timeoutMs / 1000} s${last instanceof Error ? ` (last error: ${last.message})` : ""}`,
+      );
     await sleep(150);
   }
 }
@@ -117,7 +133,8 @@ class Supervisor {
     this.processes.set(slot, proc);
     void proc.exited.then(async ({ code, signal }) => {
       if (this.processes.get(slot) !== proc) return;
-      const point = armed && signal === "SIGKILL" && !proc.signalled ? await reachedCrashPoint(proc.logFile) : undefined;
+      const point =
+        armed && signal === "SIGKILL" && !proc.signalled ? await reachedCrashPoint(proc.logFile) : undefined;
       if (point !== undefined) {
         this.crashPointHits.push(point);
         this.queue = this.queue.filter((p) => p !== point);
@@ -173,7 +190,11 @@ class Supervisor {
         if (this.unexpectedExits.length >= 3) {
           clearInterval(check);
           const last = this.unexpectedExits[this.unexpectedExits.length - 1];
-          reject(new Error(`the operator keeps exiting by itself (last: code ${String(last?.code)}, signal ${String(last?.signal)}); see ${last?.logFile ?? "its log"}`));
+          reject(
+            new Error(
+              `the operator keeps exiting by itself (last: code ${String(last?.code)}, signal ${String(last?.signal)}); see ${last?.logFile ?? "its log"}`,
+            ),
+          );
         }
       }, 200);
       check.unref();
@@ -210,18 +231,32 @@ async function withDatabase<T>(url: string, fn: (client: pg.Client) => Promise<T
   }
 }
 
-async function apiCall(stack: ChaosStack, method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+async function apiCall(
+  stack: ChaosStack,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: unknown }> {
   // The harness talks to the service directly, not through the fault proxy: its own calls must not fail.
   const res = await fetch(stack.api.directUrl + path, {
     method,
-    headers: { authorization: `Bearer ${stack.api.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    headers: {
+      authorization: `Bearer ${stack.api.token}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await res.text();
   return { status: res.status, body: text === "" ? undefined : (JSON.parse(text) as unknown) };
 }
 
-async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, timeoutMs: number, note: (line: string) => void): Promise<void> {
+async function runStep(
+  stack: ChaosStack,
+  step: ChaosStep,
+  s: IterationState,
+  timeoutMs: number,
+  note: (line: string) => void,
+): Promise<void> {
   const kube = stack.kube;
   const get = (kind: string, name: string) => kube.get(mdsApiVersion, kind, s.ns, name);
   switch (step) {
@@ -230,24 +265,39 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
         apiVersion: mdsApiVersion,
         kind: "Project",
         metadata: { name: s.project, namespace: s.ns },
-        spec: { displayName: `chaos ${s.ns}`, deletionPolicy: "Delete", connectionSecret: { name: `${s.project}-conn`, rotation: { gracePeriod: "2s" } } },
+        spec: {
+          displayName: `chaos ${s.ns}`,
+          deletionPolicy: "Delete",
+          connectionSecret: { name: `${s.project}-conn`, rotation: { gracePeriod: "2s" } },
+        },
       });
       await kube.apply({
         apiVersion: mdsApiVersion,
         kind: "Database",
         metadata: { name: s.database, namespace: s.ns },
-        spec: { projectRef: { name: s.project }, displayName: `db ${s.ns}`, deletionPolicy: "Delete", connectionSecret: { name: s.databaseSecret, rotation: { gracePeriod: "2s" } } },
+        spec: {
+          projectRef: { name: s.project },
+          displayName: `db ${s.ns}`,
+          deletionPolicy: "Delete",
+          connectionSecret: { name: s.databaseSecret, rotation: { gracePeriod: "2s" } },
+        },
       });
       await kube.apply({
         apiVersion: mdsApiVersion,
         kind: "Connection",
         metadata: { name: s.connection, namespace: s.ns },
-        spec: { databaseRef: { name: s.database }, connectionSecret: { name: `${s.connection}-conn`, rotation: { gracePeriod: "2s" } } },
+        spec: {
+          databaseRef: { name: s.database },
+          connectionSecret: { name: `${s.connection}-conn`, rotation: { gracePeriod: "2s" } },
+        },
       });
       await waitFor(
         "Project, Database and Connection Ready",
         timeoutMs,
-        async () => isReady(await get("Project", s.project)) && isReady(await get("Database", s.database)) && isReady(await get("Connection", s.connection)),
+        async () =>
+          isReady(await get("Project", s.project)) &&
+          isReady(await get("Database", s.database)) &&
+          isReady(await get("Connection", s.connection)),
       );
       const db = await get("Database", s.database);
       s.databaseId = db?.status?.["id"] as string | undefined;
@@ -275,7 +325,8 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
         for (const [kind, name, secretName] of publishers(s)) {
           const data = await kube.secretData(s.ns, secretName);
           if (data?.["DATABASE_URL"] === undefined || !isReady(await get(kind, name))) return false;
-          if (!(await withDatabase(data["DATABASE_URL"], async (c) => (await c.query("select 1")).rowCount === 1))) return false;
+          if (!(await withDatabase(data["DATABASE_URL"], async (c) => (await c.query("select 1")).rowCount === 1)))
+            return false;
         }
         return true;
       });
@@ -286,8 +337,13 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
       const trigger = `${s.ns}-${Date.now().toString(36)}`;
       const before = new Map<string, string | undefined>();
       for (const [kind, name, secretName] of publishers(s)) {
-        before.set(secretName, (await kube.get("v1", "Secret", s.ns, secretName))?.metadata.labels?.["mds.dev/connection-id"]);
-        await kube.mergePatch(mdsApiVersion, kind, s.ns, name, { metadata: { annotations: { "mds.dev/rotate": trigger } } });
+        before.set(
+          secretName,
+          (await kube.get("v1", "Secret", s.ns, secretName))?.metadata.labels?.["mds.dev/connection-id"],
+        );
+        await kube.mergePatch(mdsApiVersion, kind, s.ns, name, {
+          metadata: { annotations: { "mds.dev/rotate": trigger } },
+        });
       }
       let why = "";
       await waitFor("Secrets rotated, the old logins retired", timeoutMs, async () => {
@@ -296,11 +352,15 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
           const rotation = obj?.status?.["rotation"] as { trigger?: string; retiring?: unknown } | undefined;
           const now = (await kube.get("v1", "Secret", s.ns, secretName))?.metadata.labels?.["mds.dev/connection-id"];
           why = `${kind} ${name}: ready ${isReady(obj)}, rotation ${JSON.stringify(rotation)}, Secret's connection ${now} (was ${before.get(secretName)}), conditions ${JSON.stringify(obj?.status?.["conditions"])}`;
-          if (!isReady(obj) || rotation?.trigger !== trigger || now === undefined || now === before.get(secretName)) return false;
+          if (!isReady(obj) || rotation?.trigger !== trigger || now === undefined || now === before.get(secretName))
+            return false;
           if (rotation.retiring !== undefined) return false;
           const data = await kube.secretData(s.ns, secretName);
           why = `${kind} ${name}: its Secret does not connect`;
-          if (!(await withDatabase(data?.["DATABASE_URL"] ?? "", async (c) => (await c.query("select 1")).rowCount === 1))) return false;
+          if (
+            !(await withDatabase(data?.["DATABASE_URL"] ?? "", async (c) => (await c.query("select 1")).rowCount === 1))
+          )
+            return false;
         }
         return true;
       }).catch((err: unknown) => Promise.reject(new Error(`${(err as Error).message}; last seen: ${why}`)));
@@ -320,7 +380,10 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
       if (backupId === undefined) throw new Error(`cannot take a backup: HTTP ${backup.status}`);
       await waitFor("backup completed", timeoutMs, async () => {
         const list = await apiCall(stack, "GET", `/v1/databases/${s.databaseId ?? ""}/backups`);
-        return ((list.body as { data?: Array<{ id: string; status: string }> }).data ?? []).find((b) => b.id === backupId)?.status === "completed";
+        return (
+          ((list.body as { data?: Array<{ id: string; status: string }> }).data ?? []).find((b) => b.id === backupId)
+            ?.status === "completed"
+        );
       });
       await withDatabase(url, (c) => c.query("insert into chaos values ('after-backup')"));
       const key = `${s.ns}/${s.restore}`;
@@ -329,7 +392,10 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
         apiVersion: mdsApiVersion,
         kind: "DatabaseRestore",
         metadata: { name: s.restore, namespace: s.ns },
-        spec: { target: { databaseRef: { name: s.database } }, source: { databaseRef: { name: s.database }, backupId } },
+        spec: {
+          target: { databaseRef: { name: s.database } },
+          source: { databaseRef: { name: s.database }, backupId },
+        },
       };
       await kube.apply(restore);
       const phase = await waitFor("restore finished", timeoutMs, async () => {
@@ -339,24 +405,36 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
       });
       if (phase !== "Succeeded") {
         const r = await get("DatabaseRestore", s.restore);
-        note(`restore ended ${phase} (${String(r?.status?.["reason"] ?? "")}): ${String(r?.status?.["message"] ?? "")}`);
+        note(
+          `restore ended ${phase} (${String(r?.status?.["reason"] ?? "")}): ${String(r?.status?.["message"] ?? "")}`,
+        );
         if (phase === "Failed" && r?.status?.["reason"] === "OutcomeUnknown") return;
         throw new Error(`restore ended ${phase}, not Succeeded`);
       }
-      const rows = await withDatabase(url, async (c) => (await c.query<{ v: string }>("select v from chaos order by v")).rows.map((r) => r.v));
-      if (JSON.stringify(rows) !== JSON.stringify(["before-backup"])) throw new Error(`restored data is ${JSON.stringify(rows)}, expected only the backup's row`);
+      const rows = await withDatabase(url, async (c) =>
+        (await c.query<{ v: string }>("select v from chaos order by v")).rows.map((r) => r.v),
+      );
+      if (JSON.stringify(rows) !== JSON.stringify(["before-backup"]))
+        throw new Error(`restored data is ${JSON.stringify(rows)}, expected only the backup's row`);
       // A re-applied DatabaseRestore must be Skipped and leave newer data alone.
       await withDatabase(url, (c) => c.query("insert into chaos values ('after-restore')"));
       await kube.remove(mdsApiVersion, "DatabaseRestore", s.ns, s.restore);
-      await waitFor("DatabaseRestore gone", timeoutMs, async () => (await get("DatabaseRestore", s.restore)) === undefined);
+      await waitFor(
+        "DatabaseRestore gone",
+        timeoutMs,
+        async () => (await get("DatabaseRestore", s.restore)) === undefined,
+      );
       await kube.apply(restore);
       const again = await waitFor("re-applied restore settled", timeoutMs, async () => {
         const p = (await get("DatabaseRestore", s.restore))?.status?.["phase"];
         return p === "Succeeded" || p === "Failed" || p === "Skipped" ? (p as string) : undefined;
       });
       if (again !== "Skipped") throw new Error(`re-applied DatabaseRestore ended ${again}, expected Skipped`);
-      const after = await withDatabase(url, async (c) => (await c.query<{ v: string }>("select v from chaos order by v")).rows.map((r) => r.v));
-      if (!after.includes("after-restore")) throw new Error("a second restore ran: the row written after the first restore is gone");
+      const after = await withDatabase(url, async (c) =>
+        (await c.query<{ v: string }>("select v from chaos order by v")).rows.map((r) => r.v),
+      );
+      if (!after.includes("after-restore"))
+        throw new Error("a second restore ran: the row written after the first restore is gone");
       return;
     }
     case "delete": {
@@ -365,10 +443,18 @@ async function runStep(stack: ChaosStack, step: ChaosStep, s: IterationState, ti
       await waitFor("Connection deleted", timeoutMs, async () => (await get("Connection", s.connection)) === undefined);
       await kube.remove(mdsApiVersion, "Database", s.ns, s.database);
       await kube.remove(mdsApiVersion, "Project", s.ns, s.project);
-      await waitFor("resources deleted", timeoutMs, async () => (await get("Database", s.database)) === undefined && (await get("Project", s.project)) === undefined);
+      await waitFor(
+        "resources deleted",
+        timeoutMs,
+        async () =>
+          (await get("Database", s.database)) === undefined && (await get("Project", s.project)) === undefined,
+      );
       if (s.databaseId !== undefined) {
         const remote = await apiCall(stack, "GET", `/v1/databases/${s.databaseId}`);
-        if (remote.status !== 404) throw new Error(`remote database ${s.databaseId} still exists after delete with deletionPolicy Delete (HTTP ${remote.status})`);
+        if (remote.status !== 404)
+          throw new Error(
+            `remote database ${s.databaseId} still exists after delete with deletionPolicy Delete (HTTP ${remote.status})`,
+          );
       }
       return;
     }
@@ -414,9 +500,18 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
     const started = Date.now();
     const ns = `chaos-${options.seed}-${i}`;
     await stack.kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
-    const s: IterationState = { ns, project: "proj", database: "db", databaseSecret: "db-conn", restore: "restore-1", connection: "app", restoreKeysByTarget: new Map() };
+    const s: IterationState = {
+      ns,
+      project: "proj",
+      database: "db",
+      databaseSecret: "db-conn",
+      restore: "restore-1",
+      connection: "app",
+      restoreKeysByTarget: new Map(),
+    };
     const twoReplicas = random() < 0.3;
-    const replicas = options.replicas === undefined || options.replicas === "random" ? (twoReplicas ? 2 : 1) : options.replicas;
+    const replicas =
+      options.replicas === undefined || options.replicas === "random" ? (twoReplicas ? 2 : 1) : options.replicas;
     const supervisor = new Supervisor(stack, replicas);
     const violations: Violation[] = [];
     let watchDrops = 0;
@@ -427,13 +522,26 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
     const schedule: FaultSchedule | undefined =
       options.faults === false
         ? undefined
-        : { seed: options.seed * 7919 + i, rates: { "rate-limit": 0.03, "server-error": 0.03, reset: 0.02, slow: 0.02, truncate: 0.01, "reset-after-forward": 0.01 }, retryAfterSeconds: 1, slowDelayMs: 300 };
+        : {
+            seed: options.seed * 7919 + i,
+            rates: {
+              "rate-limit": 0.03,
+              "server-error": 0.03,
+              reset: 0.02,
+              slow: 0.02,
+              truncate: 0.01,
+              "reset-after-forward": 0.01,
+            },
+            retryAfterSeconds: 1,
+            slowDelayMs: 300,
+          };
     stack.apiProxy.setSchedule(schedule);
     supervisor.start();
 
     try {
       for (const step of options.steps ?? steps) {
-        const candidates = options.crashSteps === undefined || options.crashSteps.includes(step) ? crashPointsForStep(step) : [];
+        const candidates =
+          options.crashSteps === undefined || options.crashSteps.includes(step) ? crashPointsForStep(step) : [];
         // With two replicas every crash costs a lease failover (up to 15 s), and the standby, armed with the same
         // points, usually crashes again where the leader did when it redoes the work: one point per step keeps a
         // step within its timeout.
@@ -475,10 +583,16 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
         }
         const stepStarted = Date.now();
         try {
-          await Promise.race([runStep(stack, step, s, timeoutMs, (line) => log(`  [${ns}] ${step}: ${line}`)), supervisor.failure()]);
+          await Promise.race([
+            runStep(stack, step, s, timeoutMs, (line) => log(`  [${ns}] ${step}: ${line}`)),
+            supervisor.failure(),
+          ]);
         } catch (error) {
           const message = error instanceof Error ? error.message : String(error);
-          violations.push({ invariant: error instanceof Timeout && step === "delete" ? "no-stuck-finalizer" : "converged", detail: `${step}: ${message}` });
+          violations.push({
+            invariant: error instanceof Timeout && step === "delete" ? "no-stuck-finalizer" : "converged",
+            detail: `${step}: ${message}`,
+          });
           log(`  [${ns}] ${step}: ${message}`);
           await Promise.all(disruptions);
           misses += supervisor.disarm().length;
@@ -517,16 +631,37 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
     };
     results.push(result);
     log(formatRow(result));
-    log(`    step seconds: ${Object.entries(stepSeconds).map(([k, v]) => `${k} ${v}`).join(", ")}`);
+    log(
+      `    step seconds: ${Object.entries(stepSeconds)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ")}`,
+    );
     for (const v of violations) log(`    VIOLATION ${v.invariant}: ${v.detail}`);
   }
-  return { iterations: results, crashes, violations: results.reduce((n, r) => n + r.violations.length, 0), crashPointsHit };
+  return {
+    iterations: results,
+    crashes,
+    violations: results.reduce((n, r) => n + r.violations.length, 0),
+    crashPointsHit,
+  };
 }
 
-export const tableHeader = "iter  replicas  crash-points  not-reached  kills  watch-drops  outages  api-faults  seconds  violations";
+export const tableHeader =
+  "iter  replicas  crash-points  not-reached  kills  watch-drops  outages  api-faults  seconds  violations";
 
 export function formatRow(r: IterationResult): string {
-  const cells = [r.iteration, r.replicas, r.crashPoints, r.crashPointsNotReached, r.randomKills, r.watchDrops, r.outages, r.apiFaults, r.seconds, r.violations.length];
+  const cells = [
+    r.iteration,
+    r.replicas,
+    r.crashPoints,
+    r.crashPointsNotReached,
+    r.randomKills,
+    r.watchDrops,
+    r.outages,
+    r.apiFaults,
+    r.seconds,
+    r.violations.length,
+  ];
   const widths = [4, 8, 12, 11, 5, 11, 7, 10, 7, 10];
   return cells.map((c, k) => String(c).padStart(widths[k] ?? 6)).join("  ");
 }
@@ -535,9 +670,14 @@ export function formatReport(report: ChaosReport): string {
   const lines = [tableHeader, ...report.iterations.map(formatRow)];
   const hits = Object.entries(report.crashPointsHit).sort();
   if (hits.length > 0) lines.push("", "crash points hit:", ...hits.map(([name, n]) => `  ${name.padEnd(40)} ${n}`));
-  const violations = report.iterations.flatMap((r) => r.violations.map((v) => `  iteration ${r.iteration}: ${v.invariant}: ${v.detail}`));
+  const violations = report.iterations.flatMap((r) =>
+    r.violations.map((v) => `  iteration ${r.iteration}: ${v.invariant}: ${v.detail}`),
+  );
   if (violations.length > 0) lines.push("", "violations:", ...violations);
-  lines.push("", `chaos: ${report.iterations.length} iterations, ${report.crashes} crashes injected, ${report.violations} invariant violations`);
+  lines.push(
+    "",
+    `chaos: ${report.iterations.length} iterations, ${report.crashes} crashes injected, ${report.violations} invariant violations`,
+  );
   return lines.join("\n");
 }
 
@@ -590,18 +730,31 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
     let kills = 0;
     let missed = 0;
     stack.apiProxy.resetStats();
-    stack.apiProxy.setSchedule({ seed: options.seed * 31 + i, rates: { "rate-limit": 0.02, "server-error": 0.02, reset: 0.01, "reset-after-forward": 0.01, truncate: 0.01 }, retryAfterSeconds: 1 });
+    stack.apiProxy.setSchedule({
+      seed: options.seed * 31 + i,
+      rates: { "rate-limit": 0.02, "server-error": 0.02, reset: 0.01, "reset-after-forward": 0.01, truncate: 0.01 },
+      retryAfterSeconds: 1,
+    });
 
     /** Kills the operator `kills` times while `action` has started work; then one undisturbed run until `done`. */
     const storm = async (phase: string, done: () => Promise<boolean>) => {
       for (let k = 0; k < options.killsPerPhase; k++) {
         const point = random() < 0.5 && points.length > 0 ? points[Math.floor(random() * points.length)] : undefined;
         const count = 1 + Math.floor(random() * 3);
-        const proc = stack.startOperator({ identity: `storm-${++launches}`, leaderElect: false, ...(point === undefined ? {} : { crashPoint: `${point}:${count}` }) });
+        const proc = stack.startOperator({
+          identity: `storm-${++launches}`,
+          leaderElect: false,
+          ...(point === undefined ? {} : { crashPoint: `${point}:${count}` }),
+        });
         // Count the delay from the moment it serves (informers synced), so the kill lands in reconcile work, not in
         // Node's start-up.
         const delay = Math.floor(random() * 2000);
-        const exit = await Promise.race([proc.exited, untilStarted(proc.logFile).then(() => sleep(delay)).then(() => undefined)]);
+        const exit = await Promise.race([
+          proc.exited,
+          untilStarted(proc.logFile)
+            .then(() => sleep(delay))
+            .then(() => undefined),
+        ]);
         if (exit !== undefined) {
           if (exit.signal === "SIGKILL" && point !== undefined) {
             pointHits++;
@@ -618,7 +771,10 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
       try {
         await waitFor(`${phase} converged`, timeoutMs, done);
       } catch (error) {
-        violations.push({ invariant: phase === "delete" ? "no-stuck-finalizer" : "converged", detail: `${phase}: ${error instanceof Error ? error.message : String(error)}` });
+        violations.push({
+          invariant: phase === "delete" ? "no-stuck-finalizer" : "converged",
+          detail: `${phase}: ${error instanceof Error ? error.message : String(error)}`,
+        });
       } finally {
         await calm.kill("SIGTERM");
       }
@@ -631,7 +787,12 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
     };
     try {
       await kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
-      await kube.apply({ apiVersion: mdsApiVersion, kind: "Project", metadata: { name: "proj", namespace: ns }, spec: { deletionPolicy: "Delete" } });
+      await kube.apply({
+        apiVersion: mdsApiVersion,
+        kind: "Project",
+        metadata: { name: "proj", namespace: ns },
+        spec: { deletionPolicy: "Delete" },
+      });
       for (const name of names) {
         await kube.apply({
           apiVersion: mdsApiVersion,
@@ -643,17 +804,27 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
       await storm("create", async () => allReady());
       for (const name of names) await kube.remove("v1", "Secret", ns, `${name}-conn`);
       await storm("secret", async () => {
-        for (const name of names) if ((await kube.secretData(ns, `${name}-conn`))?.["DATABASE_URL"] === undefined) return false;
+        for (const name of names)
+          if ((await kube.secretData(ns, `${name}-conn`))?.["DATABASE_URL"] === undefined) return false;
         return allReady();
       });
       // Check while everything exists: one remote per resource, every Secret connects.
       const ctx = await invariantContext(stack, ns);
       stack.apiProxy.setSchedule(undefined);
       violations.push(...(await checkInvariants(ctx)));
-      stack.apiProxy.setSchedule({ seed: options.seed * 37 + i, rates: { "rate-limit": 0.02, "server-error": 0.02, reset: 0.01 }, retryAfterSeconds: 1 });
+      stack.apiProxy.setSchedule({
+        seed: options.seed * 37 + i,
+        rates: { "rate-limit": 0.02, "server-error": 0.02, reset: 0.01 },
+        retryAfterSeconds: 1,
+      });
       for (const name of names) await kube.remove(mdsApiVersion, "Database", ns, name);
       await kube.remove(mdsApiVersion, "Project", ns, "proj");
-      await storm("delete", async () => (await kube.list(mdsApiVersion, "Database", ns)).length === 0 && (await kube.get(mdsApiVersion, "Project", ns, "proj")) === undefined);
+      await storm(
+        "delete",
+        async () =>
+          (await kube.list(mdsApiVersion, "Database", ns)).length === 0 &&
+          (await kube.get(mdsApiVersion, "Project", ns, "proj")) === undefined,
+      );
       stack.apiProxy.setSchedule(undefined);
       violations.push(...(await checkInvariants(ctx)));
     } finally {
@@ -676,5 +847,10 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
     log(formatRow(result));
     for (const v of violations) log(`    VIOLATION ${v.invariant}: ${v.detail}`);
   }
-  return { iterations: results, crashes, violations: results.reduce((n, r) => n + r.violations.length, 0), crashPointsHit };
+  return {
+    iterations: results,
+    crashes,
+    violations: results.reduce((n, r) => n + r.violations.length, 0),
+    crashPointsHit,
+  };
 }

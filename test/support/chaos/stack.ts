@@ -135,15 +135,28 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
   const stack = await startStack({
     dir,
     instanceId,
-    service: await testServiceOptions({ logger: serviceLogger, ...(options.service === undefined ? {} : { service: options.service }) }),
+    service: await testServiceOptions({
+      logger: serviceLogger,
+      ...(options.service === undefined ? {} : { service: options.service }),
+    }),
     devkube: { logger: pino({ level: "debug" }, kubeRequests.stream) },
     // The harness's own calls (backups, invariants) go to the service directly: the truth, whatever the operator's
     // counterpart.
     api: async (serviceUrl) => {
-      if (options.api === "emulator") emulator = await startPublicApiEmulator({ upstream: serviceUrl, ...(options.emulatorFaults ? { faults: options.emulatorFaults } : {}) });
+      if (options.api === "emulator")
+        emulator = await startPublicApiEmulator({
+          upstream: serviceUrl,
+          ...(options.emulatorFaults ? { faults: options.emulatorFaults } : {}),
+        });
       const proxy = await startFaultProxy({ target: emulator?.url ?? serviceUrl });
       apiProxy = proxy;
-      return { url: proxy.url, stop: async () => { await proxy.stop(); await emulator?.stop(); } };
+      return {
+        url: proxy.url,
+        stop: async () => {
+          await proxy.stop();
+          await emulator?.stop();
+        },
+      };
     },
     kube: async (devkubeUrl) => {
       const url = new URL(devkubeUrl);
@@ -160,7 +173,10 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       { name: "service API token", value: service.token },
       { name: "devkube token", value: devkube.token },
     ];
-    for (const [name, url] of [["control database password", service.controlUrl], ["PostgreSQL superuser password", service.postgres.url]] as const) {
+    for (const [name, url] of [
+      ["control database password", service.controlUrl],
+      ["PostgreSQL superuser password", service.postgres.url],
+    ] as const) {
       const password = decodeURIComponent(new URL(url).password);
       if (password.length >= 8 && !planted.some((p) => p.value === password)) planted.push({ name, value: password });
     }
@@ -174,10 +190,14 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
         identity: o.identity,
         logFile,
         args: [
-          "--poll-fast", options.pollFast ?? "300ms",
-          "--poll-slow", options.pollSlow ?? "30s",
-          "--metrics-address", "off",
-          "--log-level", options.logLevel ?? "debug",
+          "--poll-fast",
+          options.pollFast ?? "300ms",
+          "--poll-slow",
+          options.pollSlow ?? "30s",
+          "--metrics-address",
+          "off",
+          "--log-level",
+          options.logLevel ?? "debug",
           o.leaderElect ? "--leader-elect" : "--no-leader-elect",
           ...(o.args ?? []),
         ],

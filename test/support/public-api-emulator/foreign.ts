@@ -4,7 +4,11 @@ import type { DatabaseOverrides, Json } from "./rules.ts";
 // service never sends (SDK ~7683-7745, ~8671, ~9563). The operator must list past them and never touch them.
 
 const base = "https://api.prisma.io/v1";
-const project = { id: "proj_cforeignconsole0000000000", url: `${base}/projects/proj_cforeignconsole0000000000`, name: "made in the console" };
+const project = {
+  id: "proj_cforeignconsole0000000000",
+  url: `${base}/projects/proj_cforeignconsole0000000000`,
+  name: "made in the console",
+};
 const cloned = "db_cforeignclone00000000000000";
 
 export const foreignDatabase: Json = {
@@ -42,10 +46,20 @@ export const foreignProject: Json = {
   createdAt: "2020-01-01T00:00:00.000Z",
   defaultRegion: null,
   logicalId: null,
-  workspace: { id: "wksp_cforeignworkspace00000000000", url: `${base}/workspaces/wksp_cforeignworkspace00000000000`, name: "console" },
+  workspace: {
+    id: "wksp_cforeignworkspace00000000000",
+    url: `${base}/workspaces/wksp_cforeignworkspace00000000000`,
+    name: "console",
+  },
 };
 
-export const foreignBackup: Json = { id: "bkp_cforeignincremental000000000", type: "backup", backupType: "incremental", status: "unknown", createdAt: "2020-01-01T00:00:00.000Z" };
+export const foreignBackup: Json = {
+  id: "bkp_cforeignincremental000000000",
+  type: "backup",
+  backupType: "incremental",
+  status: "unknown",
+  createdAt: "2020-01-01T00:00:00.000Z",
+};
 
 /** Objects of the upstream service shown with foreign-looking fields (none today; the clone above is synthetic). */
 export const foreignOverrides: DatabaseOverrides = new Map();

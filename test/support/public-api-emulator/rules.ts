@@ -78,8 +78,18 @@ export function publicConnection(c: unknown): unknown {
 export function publicCreatedConnection(c: unknown): unknown {
   if (!isObject(c)) return c;
   const endpoints = isObject(c["endpoints"]) ? c["endpoints"] : {};
-  const pooled = isObject(endpoints["pooled"]) ? endpoints["pooled"] : isObject(endpoints["direct"]) ? endpoints["direct"] : {};
-  return { ...(publicConnection(c) as Json), connectionString: pooled["connectionString"], host: null, pass: null, user: null };
+  const pooled = isObject(endpoints["pooled"])
+    ? endpoints["pooled"]
+    : isObject(endpoints["direct"])
+      ? endpoints["direct"]
+      : {};
+  return {
+    ...(publicConnection(c) as Json),
+    connectionString: pooled["connectionString"],
+    host: null,
+    pass: null,
+    user: null,
+  };
 }
 
 /** Overrides for objects the operator did not create (see foreign.ts), by database id. */
@@ -104,7 +114,11 @@ export function publicDatabase(d: unknown, overrides: DatabaseOverrides): unknow
 
 export function publicProject(p: unknown, overrides: DatabaseOverrides): unknown {
   if (!isObject(p)) return p;
-  return { ...p, logicalId: p["logicalId"] ?? null, ...("database" in p ? { database: p["database"] === null ? null : publicDatabase(p["database"], overrides) } : {}) };
+  return {
+    ...p,
+    logicalId: p["logicalId"] ?? null,
+    ...("database" in p ? { database: p["database"] === null ? null : publicDatabase(p["database"], overrides) } : {}),
+  };
 }
 
 export function publicBackup(b: unknown): unknown {

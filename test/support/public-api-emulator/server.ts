@@ -2,7 +2,18 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { seededRandom } from "../fault-proxy.ts";
 import { foreignBackup, foreignDatabase, foreignProject, foreignOverrides } from "./foreign.ts";
-import { mapData, pick, publicBackup, publicCreatedConnection, publicDatabase, publicError, publicProject, requestFields, withoutHint, type Json } from "./rules.ts";
+import {
+  mapData,
+  pick,
+  publicBackup,
+  publicCreatedConnection,
+  publicDatabase,
+  publicError,
+  publicProject,
+  requestFields,
+  withoutHint,
+  type Json,
+} from "./rules.ts";
 
 // The public Management API in front of a real mds service: the operator talks to it as to the public API (rules.ts
 // says which documented behaviour each rewrite follows), while databases, connections and restores stay real. Faults
@@ -27,7 +38,10 @@ export type PublicApiEmulator = {
 };
 
 const id = String.raw`[A-Za-z0-9_]+`;
-const route = (method: string, pattern: string) => ({ method, re: new RegExp(`^${pattern.replaceAll(":id", `(${id})`)}$`) });
+const route = (method: string, pattern: string) => ({
+  method,
+  re: new RegExp(`^${pattern.replaceAll(":id", `(${id})`)}$`),
+});
 const routes = {
   createProject: route("POST", "/v1/projects"),
   listProjects: route("GET", "/v1/projects"),
@@ -72,16 +86,27 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   }
 }
 
-export async function startPublicApiEmulator(options: { upstream: string; faults?: EmulatorFaults }): Promise<PublicApiEmulator> {
+export async function startPublicApiEmulator(options: {
+  upstream: string;
+  faults?: EmulatorFaults;
+}): Promise<PublicApiEmulator> {
   const random = seededRandom(options.faults?.seed ?? 1);
   const stats = { lost: 0, errors: 0, requests: 0 };
   let down = false;
 
-  async function upstream(method: string, path: string, auth: string | undefined, body?: unknown): Promise<{ status: number; body: unknown }> {
+  async function upstream(
+    method: string,
+    path: string,
+    auth: string | undefined,
+    body?: unknown,
+  ): Promise<{ status: number; body: unknown }> {
     // No Idempotency-Key ever goes upstream: the public API ignores it, so a re-sent POST acts twice.
     const res = await fetch(`${options.upstream}${path}`, {
       method,
-      headers: { ...(auth ? { authorization: auth } : {}), ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        ...(auth ? { authorization: auth } : {}),
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     const text = await res.text();
@@ -110,7 +135,12 @@ export async function startPublicApiEmulator(options: { upstream: string; faults
         const fields = requestFields[name === "updateDatabase" ? "updateDatabase" : name];
         const res = await forward(pick(raw, fields));
         if (res.status >= 300) return res;
-        return { status: res.status, body: mapData(res.body, (d) => (name === "createProject" ? publicProject(d, foreignOverrides) : publicDatabase(d, foreignOverrides))) };
+        return {
+          status: res.status,
+          body: mapData(res.body, (d) =>
+            name === "createProject" ? publicProject(d, foreignOverrides) : publicDatabase(d, foreignOverrides),
+          ),
+        };
       }
       case "createBranch":
         return forward(pick(raw, requestFields.createBranch));
@@ -128,7 +158,8 @@ export async function startPublicApiEmulator(options: { upstream: string; faults
       case "deleteDatabase": {
         const db = await upstream("GET", `/v1/databases/${pathId!}`, auth);
         const data = (db.body as { data?: Json } | undefined)?.data;
-        if (db.status === 200 && data?.["isDefault"] === true) return publicError(403, "forbidden", "Cannot delete the default environment");
+        if (db.status === 200 && data?.["isDefault"] === true)
+          return publicError(403, "forbidden", "Cannot delete the default environment");
         return forward();
       }
       case "deleteProject": {
@@ -136,7 +167,8 @@ export async function startPublicApiEmulator(options: { upstream: string; faults
         const list = await upstream("GET", `/v1/projects/${pathId!}/databases`, auth);
         if (list.status !== 200) return list;
         const dbs = ((list.body as { data: Json[] }).data ?? []) as Json[];
-        if (dbs.some((d) => d["isDefault"] !== true)) return publicError(400, "bad_request", "Project cannot be deleted due to existing dependencies");
+        if (dbs.some((d) => d["isDefault"] !== true))
+          return publicError(400, "bad_request", "Project cannot be deleted due to existing dependencies");
         for (const d of dbs) {
           const gone = await upstream("DELETE", `/v1/databases/${String(d["id"])}`, auth);
           if (gone.status >= 300 && gone.status !== 404) return gone;
@@ -157,7 +189,9 @@ export async function startPublicApiEmulator(options: { upstream: string; faults
         if (res.status !== 200) return res;
         const body = mapData(res.body, (d) => publicDatabase(d, foreignOverrides)) as { data: unknown[] };
         // The console's clone is on no branch: it shows in an unfiltered first page, or one of databases on no branch.
-        const unfiltered = !/[?&](cursor|logicalId|projectId|branchGitName)=/.test(query) && (!/[?&]branchId=/.test(query) || /[?&]branchId=unassigned(&|$)/.test(query));
+        const unfiltered =
+          !/[?&](cursor|logicalId|projectId|branchGitName)=/.test(query) &&
+          (!/[?&]branchId=/.test(query) || /[?&]branchId=unassigned(&|$)/.test(query));
         if (name === "listDatabases" && unfiltered) body.data = [foreignDatabase, ...body.data];
         return { status: 200, body };
       }
@@ -166,12 +200,21 @@ export async function startPublicApiEmulator(options: { upstream: string; faults
         if (res.status !== 200) return res;
         const body = mapData(res.body, publicBackup) as { data: unknown[]; pagination?: Json };
         // An incremental backup of unknown state, older than every other: newest-first order keeps it last.
-        return { status: 200, body: { ...body, data: [...body.data, foreignBackup], pagination: { ...body.pagination, limit: null } } };
+        return {
+          status: 200,
+          body: { ...body, data: [...body.data, foreignBackup], pagination: { ...body.pagination, limit: null } },
+        };
       }
       default: {
         const res = await forward();
         if (res.status >= 300) return res;
-        return { status: res.status, body: name === "project" ? mapData(res.body, (p) => publicProject(p, foreignOverrides)) : mapData(res.body, (d) => publicDatabase(d, foreignOverrides)) };
+        return {
+          status: res.status,
+          body:
+            name === "project"
+              ? mapData(res.body, (p) => publicProject(p, foreignOverrides))
+              : mapData(res.body, (d) => publicDatabase(d, foreignOverrides)),
+        };
       }
     }
   }
