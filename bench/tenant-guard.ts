@@ -9,8 +9,8 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import pino from "pino";
-import { startEmbeddedService } from "../src/service/embedded.ts";
-import { serverStateSql, startTenantGuard, type TenantGuard } from "../src/service/tenant-guard.ts";
+import { startEmbeddedService } from "../src/service/embedded/stack.ts";
+import { serverStateSql, startTenantGuard, type TenantGuard } from "../src/service/guard/tenant-guard.ts";
 
 const arg = (name: string, fallback: number) =>
   Number(process.argv.find((_, i) => process.argv[i - 1] === name) ?? fallback);

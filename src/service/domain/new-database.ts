@@ -1,14 +1,14 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { newId, type SourceBody } from "../../contract/index.ts";
-import { randomPassword, scramVerifier } from "../crypto.ts";
-import type { ServiceDeps } from "../deps.ts";
-import { conflict } from "../errors.ts";
-import { enqueueJob } from "../jobs.ts";
-import type { ConnectionRow, DatabaseRow, ProjectRow } from "../rows.ts";
-import { newPgName, ownerRoleOf } from "../pg-names.ts";
-import { getDatabase } from "../store.ts";
-import { placeDatabase } from "../servers.ts";
+import { randomPassword, scramVerifier } from "../shared/crypto.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { conflict } from "../shared/errors.ts";
+import { enqueueJob } from "../queue/jobs.ts";
+import type { ConnectionRow, DatabaseRow, ProjectRow } from "../store/rows.ts";
+import { newPgName, ownerRoleOf } from "../placement/pg-names.ts";
+import { getDatabase } from "../store/queries.ts";
+import { placeDatabase } from "../placement/servers.ts";
 import { resolveRegion } from "./regions.ts";
 import { checkBackupSource, checkCloneSource } from "./sources.ts";
 

@@ -1,8 +1,8 @@
-import type { ServiceDeps } from "../deps.ts";
-import { conflict, notFound } from "../errors.ts";
-import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
-import { enqueueJob } from "../jobs.ts";
-import { connectionsOf, getDatabase } from "../store.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { conflict, notFound } from "../shared/errors.ts";
+import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "./idempotency.ts";
+import { enqueueJob } from "../queue/jobs.ts";
+import { connectionsOf, getDatabase } from "../store/queries.ts";
 import type { DatabaseView } from "./databases.ts";
 import { checkBackupSource } from "./sources.ts";
 

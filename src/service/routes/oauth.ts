@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import type { ServiceDeps } from "../deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import { grantClientCredentials, grantRefreshToken, type IssuedTokens } from "../domain/oauth.ts";
-import { echo, invalidRequest } from "../errors.ts";
-import { takeAuthAttempt } from "../http.ts";
+import { echo, invalidRequest } from "../shared/errors.ts";
+import { takeAuthAttempt } from "../http/request.ts";
 
 // POST /oauth/token (CONTRACT §9): client_credentials (client_id = a service token's id, client_secret = the token)
 // and refresh_token with rotation (domain/oauth.ts). Every request counts against the budget of its address and secret.

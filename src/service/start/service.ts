@@ -1,22 +1,22 @@
 import type pg from "pg";
 import type { Logger } from "pino";
-import { findPostgresBinaries } from "../postgres/index.ts";
+import { findPostgresBinaries } from "../../postgres/index.ts";
 import { createApp } from "./app.ts";
-import { describeIssues, ServiceConfig, type ServiceConfigInput } from "./config.ts";
-import type { ServiceDeps } from "./deps.ts";
-import { privateDirectory } from "./dump.ts";
-import { jobHandlers } from "./job-handlers.ts";
-import { JobRunner } from "./jobs.ts";
-import { createServiceLogger } from "./logger.ts";
-import { createMetrics } from "./metrics.ts";
-import { RateLimiter } from "./rate-limit.ts";
-import { startScheduler } from "./scheduler.ts";
-import { openServers, reconcileServers } from "./servers.ts";
-import { startSpareFiller } from "./spares.ts";
-import { startTenantGuard } from "./tenant-guard.ts";
-import { applyTenantLimits } from "./tenant-limits.ts";
-import { migrate } from "./store/migrate.ts";
-import { createPool } from "./store/pool.ts";
+import { describeIssues, ServiceConfig, type ServiceConfigInput } from "../config/config.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { privateDirectory } from "../jobs/dump.ts";
+import { jobHandlers } from "../jobs/handlers.ts";
+import { JobRunner } from "../queue/jobs.ts";
+import { createServiceLogger } from "../runtime/logger.ts";
+import { createMetrics } from "../runtime/metrics.ts";
+import { RateLimiter } from "../runtime/rate-limit.ts";
+import { startScheduler } from "../jobs/scheduler.ts";
+import { openServers, reconcileServers } from "../placement/servers.ts";
+import { startSpareFiller } from "../placement/spares.ts";
+import { startTenantGuard } from "../guard/tenant-guard.ts";
+import { applyTenantLimits } from "../guard/tenant-limits.ts";
+import { migrate } from "../store/migrate.ts";
+import { createPool } from "../store/pool.ts";
 
 // The service's wiring: pools, migrations, hardening, job workers, spares, the scheduler and the HTTP server.
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Region, regionIds } from "../contract/index.ts";
+import { Region, regionIds } from "../../contract/index.ts";
 import { RegionConfig, type ServerConfig } from "./region-config.ts";
 
 export {

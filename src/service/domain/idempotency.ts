@@ -1,9 +1,9 @@
 import type pg from "pg";
-import { idempotencyReplayHeader } from "../contract/index.ts";
-import { decrypt, encrypt, sha256Hex } from "./crypto.ts";
-import type { ServiceDeps } from "./deps.ts";
-import { invalidRequest, unprocessable } from "./errors.ts";
-import { inTransaction } from "./store/pool.ts";
+import { idempotencyReplayHeader } from "../../contract/index.ts";
+import { decrypt, encrypt, sha256Hex } from "../shared/crypto.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { invalidRequest, unprocessable } from "../shared/errors.ts";
+import { inTransaction } from "../store/pool.ts";
 
 export type StoredResponse = { status: number; body: unknown };
 

@@ -1,10 +1,10 @@
 import type pg from "pg";
 import type { Logger } from "pino";
-import type { Region } from "../contract/index.ts";
-import { enabledRegions, lockTimeoutOf, type ServerConfig, type ServiceConfig } from "./config.ts";
-import type { ServiceDeps } from "./deps.ts";
-import { ServiceError } from "./errors.ts";
-import { createPool } from "./store/pool.ts";
+import type { Region } from "../../contract/index.ts";
+import { enabledRegions, lockTimeoutOf, type ServerConfig, type ServiceConfig } from "../config/config.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { ServiceError } from "../shared/errors.ts";
+import { createPool } from "../store/pool.ts";
 
 // A region is one or more PostgreSQL servers (regions file). A database lives on one of them for its whole life: the
 // `server` column of its row names it, and every operation on the database goes to that server through `serverOf`.

@@ -1,11 +1,11 @@
 import { ArchiveError } from "./backup-archive.ts";
-import { lockTimeoutOf } from "./config.ts";
-import { adminUrlOf, serverPool, type ServiceDeps } from "./deps.ts";
+import { lockTimeoutOf } from "../config/config.ts";
+import { adminUrlOf, serverPool, type ServiceDeps } from "../runtime/deps.ts";
 import { dumpDatabase, restoreDatabase, verifyArchive, type ArchiveKey } from "./dump.ts";
 import { jobLoginName, withOwnerLogin } from "./job-login.ts";
-import { JobFatalError } from "./jobs.ts";
-import type { ServerRef } from "./servers.ts";
-import { getBackup } from "./store.ts";
+import { JobFatalError } from "../queue/jobs.ts";
+import type { ServerRef } from "../placement/servers.ts";
+import { getBackup } from "../store/queries.ts";
 
 // "Dump database X as its owner" and "restore an archive into database Y as its owner": what backups, restores,
 // creation from a backup (and clones) are made of. Neither ever runs as the region's superuser (see job-login.ts).

@@ -1,10 +1,10 @@
 import type { Logger } from "pino";
 import type pg from "pg";
-import { tenantLimitsOf, type ServiceConfig } from "./config.ts";
-import type { Region } from "../contract/index.ts";
-import { databaseLimitStatement, loginLimitStatements } from "./provisioner.ts";
-import type { RegionServer } from "./servers.ts";
-import { inTransaction } from "./store/pool.ts";
+import { tenantLimitsOf, type ServiceConfig } from "../config/config.ts";
+import type { Region } from "../../contract/index.ts";
+import { databaseLimitStatement, loginLimitStatements } from "../placement/provisioner.ts";
+import type { RegionServer } from "../placement/servers.ts";
+import { inTransaction } from "../store/pool.ts";
 
 // New databases and logins get their region's limits when they are made (provisioner.ts). This brings the ones made
 // before (older versions of the service, or other settings) to the region's current limits at start, touching only

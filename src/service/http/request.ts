@@ -1,11 +1,11 @@
 import { createHash } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
-import { DatabaseId, databaseIdPattern } from "../contract/index.ts";
-import type { ServiceDeps } from "./deps.ts";
-import { echo, invalidRequest, ServiceError } from "./errors.ts";
-import type { Creation, CreationRequest } from "./idempotency.ts";
-import { findPrincipal, requiredScopes, type Principal } from "./tokens.ts";
+import { DatabaseId, databaseIdPattern } from "../../contract/index.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { echo, invalidRequest, ServiceError } from "../shared/errors.ts";
+import type { Creation, CreationRequest } from "../domain/idempotency.ts";
+import { findPrincipal, requiredScopes, type Principal } from "../domain/tokens.ts";
 
 // Request plumbing shared by the routes: bodies, ids, queries, auth, the request and response of a creation.
 

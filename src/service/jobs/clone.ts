@@ -1,11 +1,11 @@
 import { rm } from "node:fs/promises";
 import path from "node:path";
-import type { ServiceDeps } from "./deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import { privateDirectory } from "./dump.ts";
-import { JobFatalError, type Job } from "./jobs.ts";
+import { JobFatalError, type Job } from "../queue/jobs.ts";
 import { archiveKey, dumpAsOwner, restoreAsOwner } from "./owner-dump.ts";
-import type { DatabaseRow } from "./rows.ts";
-import { getDatabaseById } from "./store.ts";
+import type { DatabaseRow } from "../store/rows.ts";
+import { getDatabaseById } from "../store/queries.ts";
 
 // `source: { type: "database" }`: a new database that starts as a copy of a live one. The copy is a pg_dump
 // snapshot of the source (consistent, and read-only for the source) restored into the new database by its

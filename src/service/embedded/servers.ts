@@ -1,7 +1,7 @@
 import { copyFile, mkdir, chmod } from "node:fs/promises";
 import path from "node:path";
 import type { Logger } from "pino";
-import { startPgBouncer, startPostgres, type RunningPgBouncer, type RunningPostgres } from "../postgres/index.ts";
+import { startPgBouncer, startPostgres, type RunningPgBouncer, type RunningPostgres } from "../../postgres/index.ts";
 
 // The PostgreSQL servers of the embedded stack. The first one (DIR/postgres) also holds the control database; each
 // further one (DIR/servers/<name>/) is a server of its own, with its own data directory, certificate and PgBouncer,

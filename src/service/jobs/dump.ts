@@ -5,7 +5,7 @@ import { chmod, mkdir, open, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { ArchiveError, archiveMagic, openArchive, sealArchive } from "./backup-archive.ts";
-import { pinnedSessionOptions } from "../postgres/session-options.ts";
+import { pinnedSessionOptions } from "../../postgres/session-options.ts";
 import type { DatabaseLogin } from "./job-login.ts";
 
 // pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The

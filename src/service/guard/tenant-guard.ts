@@ -1,10 +1,10 @@
 import type pg from "pg";
 import type { Logger } from "pino";
-import type { Region } from "../contract/index.ts";
-import { tenantLimitsOf, type ServiceConfig, type TenantLimits } from "./config.ts";
-import { databaseLimitStatement, ident } from "./provisioner.ts";
+import type { Region } from "../../contract/index.ts";
+import { tenantLimitsOf, type ServiceConfig, type TenantLimits } from "../config/config.ts";
+import { databaseLimitStatement, ident } from "../placement/provisioner.ts";
 import { alterBriefly } from "./tenant-limits.ts";
-import type { RegionServer } from "./servers.ts";
+import type { RegionServer } from "../placement/servers.ts";
 
 // A tenant login acts as its database's owner, so it can undo what the service set on its database and session:
 // `ALTER DATABASE <own> CONNECTION LIMIT -1` (then hold as many sessions as its logins allow), `IS_TEMPLATE true`

@@ -1,14 +1,14 @@
 import { createHmac } from "node:crypto";
 import { rm } from "node:fs/promises";
 import path from "node:path";
-import { tenantLimitsOf } from "./config.ts";
-import type { ServiceDeps } from "./deps.ts";
-import { serverPool } from "./deps.ts";
+import { tenantLimitsOf } from "../config/config.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { serverPool } from "../runtime/deps.ts";
 import { cloneInto } from "./clone.ts";
-import { reserveBeforeDump } from "./domain/backups.ts";
+import { reserveBeforeDump } from "../domain/backups.ts";
 import { privateDirectory } from "./dump.ts";
 import { jobLoginName } from "./job-login.ts";
-import { JobFatalError, type Job, type JobHandler, type JobKind } from "./jobs.ts";
+import { JobFatalError, type Job, type JobHandler, type JobKind } from "../queue/jobs.ts";
 import {
   allowConnections,
   createDatabase,
@@ -18,9 +18,9 @@ import {
   provisionDatabase,
   revokeLoginRole,
   swapDatabases,
-} from "./provisioner.ts";
-import { inTransaction } from "./store/pool.ts";
-import { getDatabaseById } from "./store.ts";
+} from "../placement/provisioner.ts";
+import { inTransaction } from "../store/pool.ts";
+import { getDatabaseById } from "../store/queries.ts";
 import { archiveKey, dumpAsOwner, restoreAsOwner, usableBackup } from "./owner-dump.ts";
 
 // The durable work behind the API: every step can be repeated after a crash, and a job that gives up leaves a

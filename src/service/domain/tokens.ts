@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { newId } from "../contract/index.ts";
-import { hashToken, randomSecret } from "./crypto.ts";
+import { newId } from "../../contract/index.ts";
+import { hashToken, randomSecret } from "../shared/crypto.ts";
 
 export const requiredScopes = ["workspace:admin", "offline_access"] as const;
 export const defaultScopes: string[] = [...requiredScopes];

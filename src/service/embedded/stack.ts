@@ -3,10 +3,10 @@ import path from "node:path";
 import tls from "node:tls";
 import pg from "pg";
 import type { Logger } from "pino";
-import { regionIds } from "../contract/index.ts";
-import { startPostgres, type RunningPgBouncer, type RunningPostgres, type ServerTls } from "../postgres/index.ts";
-import { parseKey, randomSecret } from "./crypto.ts";
-import { defaultServerName, ServerName, type RegionInput, type RegionSettings } from "./config.ts";
+import { regionIds } from "../../contract/index.ts";
+import { startPostgres, type RunningPgBouncer, type RunningPostgres, type ServerTls } from "../../postgres/index.ts";
+import { parseKey, randomSecret } from "../shared/crypto.ts";
+import { defaultServerName, ServerName, type RegionInput, type RegionSettings } from "../config/config.ts";
 import {
   serverDir,
   shareCa,
@@ -15,11 +15,11 @@ import {
   type EmbeddedServer,
   type EmbeddedServerStack,
   type ServerStackOptions,
-} from "./embedded-servers.ts";
-import { startService, type RunningService, type StartServiceOptions } from "./start.ts";
-import { migrate } from "./store/migrate.ts";
-import { createPool } from "./store/pool.ts";
-import { createServiceToken, findPrincipal } from "./tokens.ts";
+} from "./servers.ts";
+import { startService, type RunningService, type StartServiceOptions } from "../start/service.ts";
+import { migrate } from "../store/migrate.ts";
+import { createPool } from "../store/pool.ts";
+import { createServiceToken, findPrincipal } from "../domain/tokens.ts";
 
 export const controlDatabase = "mds_control";
 

@@ -1,7 +1,7 @@
 import { rm } from "node:fs/promises";
-import type { ServiceDeps } from "./deps.ts";
-import { insertBackup } from "./domain/backups.ts";
-import { inTransaction } from "./store/pool.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { insertBackup } from "../domain/backups.ts";
+import { inTransaction } from "../store/pool.ts";
 
 const schedulerLock = 7_221_002;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeIssues, ServiceConfig } from "./config.ts";
+import { describeIssues, ServiceConfig } from "../config/config.ts";
 import { chooseServer } from "./servers.ts";
 
 const admin = (port: number) => `postgresql://postgres:s3cret@127.0.0.1:${port}/postgres`;

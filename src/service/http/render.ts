@@ -9,9 +9,9 @@ import {
   type Database,
   type Project,
   type Region,
-} from "../contract/index.ts";
-import { publicEndpoint, serverConfigOf, type ServiceConfig } from "./config.ts";
-import type { BackupRow, BranchRow, ConnectionRow, DatabaseRow, ProjectRow } from "./rows.ts";
+} from "../../contract/index.ts";
+import { publicEndpoint, serverConfigOf, type ServiceConfig } from "../config/config.ts";
+import type { BackupRow, BranchRow, ConnectionRow, DatabaseRow, ProjectRow } from "../store/rows.ts";
 
 // Rows → wire resources. Secrets (passwords) are inputs only at creation time; everything else masks them.
 

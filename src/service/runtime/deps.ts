@@ -1,11 +1,11 @@
 import type pg from "pg";
 import type { Logger } from "pino";
-import type { Region } from "../contract/index.ts";
-import type { ServiceConfig } from "./config.ts";
-import { JobFatalError } from "./jobs.ts";
+import type { Region } from "../../contract/index.ts";
+import type { ServiceConfig } from "../config/config.ts";
+import { JobFatalError } from "../queue/jobs.ts";
 import type { Metrics } from "./metrics.ts";
 import type { RateLimiter } from "./rate-limit.ts";
-import { serverOf, type RegionServer, type ServerRef } from "./servers.ts";
+import { serverOf, type RegionServer, type ServerRef } from "../placement/servers.ts";
 
 /** Everything the HTTP app and the job handlers need; built by startService (or a test). */
 export type ServiceDeps = {

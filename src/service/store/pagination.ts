@@ -1,4 +1,4 @@
-import { echo, invalidRequest } from "./errors.ts";
+import { echo, invalidRequest } from "../shared/errors.ts";
 
 // Keyset pagination on (created_at, id): a walk returns every item that existed throughout exactly once,
 // whatever is inserted or deleted meanwhile. The cursor is opaque to clients: base64url of "<timestamp µs>|<id>".

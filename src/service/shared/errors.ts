@@ -1,4 +1,4 @@
-import { errorStatus, type ErrorCode } from "../contract/index.ts";
+import { errorStatus, type ErrorCode } from "../../contract/index.ts";
 
 /** An error that becomes a CONTRACT §8 response. `message` and `hint` are shown to callers: never put secrets in them. */
 export class ServiceError extends Error {

@@ -1,7 +1,7 @@
 import type pg from "pg";
-import { randomPassword, scramVerifier } from "./crypto.ts";
-import { ident, literal, revokeLoginRole } from "./provisioner.ts";
-import { inTransaction } from "./store/pool.ts";
+import { randomPassword, scramVerifier } from "../shared/crypto.ts";
+import { ident, literal, revokeLoginRole } from "../placement/provisioner.ts";
+import { inTransaction } from "../store/pool.ts";
 
 // pg_dump and pg_restore never log in as the region's superuser: a tenant function they call (a CHECK constraint,
 // a column default, a trigger, an index expression) could RESET ROLE and own the server. They log in as a login

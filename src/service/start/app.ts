@@ -1,19 +1,19 @@
 import { randomUUID } from "node:crypto";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
-import { errorBody } from "../contract/index.ts";
-import type { ServiceDeps } from "./deps.ts";
-import { echo, ServiceError } from "./errors.ts";
-import { authenticate } from "./http.ts";
-import { replayAnnouncement } from "./idempotency.ts";
-import { backupRoutes } from "./routes/backups.ts";
-import { branchRoutes } from "./routes/branches.ts";
-import { connectionRoutes } from "./routes/connections.ts";
-import { databaseRoutes } from "./routes/databases.ts";
-import { healthRoutes } from "./routes/health.ts";
-import { oauthRoutes } from "./routes/oauth.ts";
-import { projectRoutes } from "./routes/projects.ts";
-import { regionRoutes } from "./routes/regions.ts";
-import { usageRoutes } from "./routes/usage.ts";
+import { errorBody } from "../../contract/index.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { echo, ServiceError } from "../shared/errors.ts";
+import { authenticate } from "../http/request.ts";
+import { replayAnnouncement } from "../domain/idempotency.ts";
+import { backupRoutes } from "../routes/backups.ts";
+import { branchRoutes } from "../routes/branches.ts";
+import { connectionRoutes } from "../routes/connections.ts";
+import { databaseRoutes } from "../routes/databases.ts";
+import { healthRoutes } from "../routes/health.ts";
+import { oauthRoutes } from "../routes/oauth.ts";
+import { projectRoutes } from "../routes/projects.ts";
+import { regionRoutes } from "../routes/regions.ts";
+import { usageRoutes } from "../routes/usage.ts";
 
 export const bodyLimitBytes = 64 * 1024;
 

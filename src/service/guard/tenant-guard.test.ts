@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { TenantLimits } from "./config.ts";
+import type { TenantLimits } from "../config/config.ts";
 import { putBackInTurn, sessionsToEnd, type LoginOwner, type ServerSession } from "./tenant-guard.ts";
 
 const limits: TenantLimits = {

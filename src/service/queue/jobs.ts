@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import type { Logger } from "pino";
-import { inTransaction } from "./store/pool.ts";
+import { inTransaction } from "../store/pool.ts";
 
 export type JobKind = "provision" | "backup" | "restore" | "drop";
 export type Job = {

@@ -1,8 +1,8 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService } from "../../test/support/test-service.ts";
+import { startTestService, type TestService } from "../../../test/support/test-service.ts";
 import { withOwnerLogin, type DatabaseLogin } from "./job-login.ts";
-import { createPool } from "./store/pool.ts";
+import { createPool } from "../store/pool.ts";
 
 // withOwnerLogin alone, on a real server: the first session of the job login is the program's; once it exists nobody
 // logs in as the login again, whatever password tenant code sets on it, and any other session is ended.
