@@ -2,7 +2,6 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import type { Region } from "../../contract/index.ts";
 import { enabledRegions, lockTimeoutOf, type ServerConfig, type ServiceConfig } from "../config/config.ts";
-import type { ServiceDeps } from "../runtime/deps.ts";
 import { ServiceError } from "../shared/errors.ts";
 import { createPool } from "../store/pool.ts";
 
@@ -12,13 +11,16 @@ import { createPool } from "../store/pool.ts";
 /** One server of one region, with the service's superuser pool on it (regions listing the same server share the pool). */
 export type RegionServer = { region: Region; name: string; config: ServerConfig; pool: pg.Pool };
 
+/** The servers of each region, in the regions file's order (ServiceDeps.servers, which imports this file, not back). */
+export type RegionServers = Map<Region, RegionServer[]>;
+
 /** What locates a database: its region and the name of its server there (null: the region's first, see serverConfigOf). */
 export type ServerRef = { region: string; server: string | null };
 
 /** A pool per distinct admin URL; the servers of every region in config order. */
-export function openServers(config: ServiceConfig): { servers: Map<Region, RegionServer[]>; pools: pg.Pool[] } {
+export function openServers(config: ServiceConfig): { servers: RegionServers; pools: pg.Pool[] } {
   const byUrl = new Map<string, pg.Pool>();
-  const servers = new Map<Region, RegionServer[]>();
+  const servers: RegionServers = new Map();
   for (const region of enabledRegions(config)) {
     servers.set(
       region,
@@ -38,7 +40,7 @@ export function openServers(config: ServiceConfig): { servers: Map<Region, Regio
 }
 
 /** The server a database lives on. A region or server the regions file no longer has is 422 / 503, never a crash. */
-export function serverOf(deps: Pick<ServiceDeps, "servers">, at: ServerRef): RegionServer {
+export function serverOf(deps: { servers: RegionServers }, at: ServerRef): RegionServer {
   const servers = deps.servers.get(at.region as Region);
   if (!servers)
     throw new ServiceError(
@@ -116,7 +118,7 @@ const placementLock = 7_221_002;
  * server's last place; without bounds a race only skews the balance by one, so nothing waits.
  */
 export async function placeDatabase(
-  deps: Pick<ServiceDeps, "servers" | "logger">,
+  deps: { servers: RegionServers; logger: Logger },
   client: pg.PoolClient,
   region: Region,
   databaseId: string,
@@ -159,7 +161,7 @@ export async function placeDatabase(
 }
 
 /** Whether `region` takes a new database now (a server neither draining nor full). */
-export async function regionHasRoom(deps: Pick<ServiceDeps, "servers" | "pool">, region: Region): Promise<boolean> {
+export async function regionHasRoom(deps: { servers: RegionServers; pool: pg.Pool }, region: Region): Promise<boolean> {
   const servers = deps.servers.get(region);
   if (!servers) return false;
   if (servers.every((s) => s.config.draining)) return false;

@@ -1,11 +1,10 @@
 import type pg from "pg";
 import type { Logger } from "pino";
-import type { Region } from "../../contract/index.ts";
 import type { ServiceConfig } from "../config/config.ts";
 import { JobFatalError } from "../queue/jobs.ts";
 import type { Metrics } from "./metrics.ts";
 import type { RateLimiter } from "./rate-limit.ts";
-import { serverOf, type RegionServer, type ServerRef } from "../placement/servers.ts";
+import { serverOf, type RegionServers, type ServerRef } from "../placement/servers.ts";
 
 /** Everything the HTTP app and the job handlers need; built by startService (or a test). */
 export type ServiceDeps = {
@@ -13,7 +12,7 @@ export type ServiceDeps = {
   /** The control database. */
   pool: pg.Pool;
   /** The servers of each region, in the regions file's order, with superuser pools (regions on one server share a pool). */
-  servers: Map<Region, RegionServer[]>;
+  servers: RegionServers;
   /** Where pg_dump and pg_restore live. */
   bindir: string;
   logger: Logger;
