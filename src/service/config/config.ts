@@ -42,7 +42,7 @@ export const ServiceConfig = z.strictObject({
   /** Live connections (login roles) one workspace may have, all databases together; past it minting one is 409. */
   connectionsPerWorkspace: z.number().int().min(1).default(100),
   /**
-   * How often the tenant guard (tenant-guard.ts) looks at each region server: it puts back the database limits a
+   * How often the tenant guard (guard/tenant-guard.ts) looks at each region server: it puts back the database limits a
    * tenant changed and ends sessions past the connection limits or idle in a transaction too long.
    */
   tenantGuardIntervalMs: z.number().int().min(100).max(3_600_000).default(2000),
@@ -54,7 +54,7 @@ export const ServiceConfig = z.strictObject({
     .default(10 * 60_000),
   /**
    * Empty databases kept ready per region server so provisioning renames one instead of running CREATE DATABASE: the
-   * largest burst of creates that stays fast (spares.ts). Each costs ~7.5 MB on the server.
+   * largest burst of creates that stays fast (placement/spares.ts). Each costs ~7.5 MB on the server.
    */
   spareDatabases: z.number().int().min(0).max(1000).default(64),
   jobConcurrency: z.number().int().min(1).max(32).default(4),
@@ -130,7 +130,7 @@ export function lockTimeoutOf(config: ServiceConfig, region: string): number {
 
 /**
  * The configured server a database lives on. `server` null: a row written before databases recorded their server
- * (the service fills those in at start, see servers.ts) or by an older replica meanwhile: the region's first server,
+ * (the service fills those in at start, see placement/servers.ts) or by an older replica meanwhile: the region's first server,
  * which was then its only one. Undefined when the region or the server is not configured.
  */
 export function serverConfigOf(

@@ -83,7 +83,7 @@ const serverFields = {
 const regionFields = {
   /** This region's bound on lock waits of the service's sessions (default: the service's `lockTimeoutMs`). */
   lockTimeoutMs: z.number().int().min(1).optional(),
-  // Tenant limits (see tenant-limits.ts): one tenant must not take every connection slot of a shared server.
+  // Tenant limits (see guard/tenant-limits.ts): one tenant must not take every connection slot of a shared server.
   /** Sessions one tenant login may hold at once (the role's CONNECTION LIMIT). */
   loginConnectionLimit: z.number().int().min(1).max(10_000).default(20),
   /** Sessions all logins of one tenant database may hold together (the database's CONNECTION LIMIT). */

@@ -9,8 +9,8 @@ import type { BackupRow, DatabaseRow } from "../store/rows.ts";
 import { getDatabase, listBackups } from "../store/queries.ts";
 import { inTransaction } from "../store/pool.ts";
 
-// A backup is a row and a `backup` job (job-handlers.ts) that pg_dumps the database into a sealed archive. Manual
-// ones come from the API, daily ones from the maintenance pass (scheduler.ts).
+// A backup is a row and a `backup` job (jobs/handlers.ts) that pg_dumps the database into a sealed archive. Manual
+// ones come from the API, daily ones from the maintenance pass (jobs/scheduler.ts).
 
 /** The newest backups of a database of the workspace, newest first; 404 for an unknown database. */
 export async function backupPage(

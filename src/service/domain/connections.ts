@@ -12,7 +12,7 @@ import type { ConnectionRow, DatabaseRow } from "../store/rows.ts";
 import { databasesByIds, getConnection, getDatabase, listConnections } from "../store/queries.ts";
 import { inTransaction } from "../store/pool.ts";
 
-// A connection is a login role of one database (provisioner.ts): minting, rotating and revoking change the row and
+// A connection is a login role of one database (placement/provisioner.ts): minting, rotating and revoking change the row and
 // the role together, in the transaction that holds the database's row lock.
 
 export type ConnectionView = { connection: ConnectionRow; db: DatabaseRow };

@@ -13,7 +13,7 @@ import { resolveRegion } from "./regions.ts";
 import { checkBackupSource, checkCloneSource } from "./sources.ts";
 
 // The rows of a new database, shared by both database creations and by a project's default database. Only rows and
-// a job: the provision job makes the PostgreSQL database and roles (job-handlers.ts), so a create answers at once.
+// a job: the provision job makes the PostgreSQL database and roles (jobs/handlers.ts), so a create answers at once.
 
 /** A new database's row and first connection; the password exists only here and in the creation's response. */
 export type NewDatabase = { row: DatabaseRow; connection: ConnectionRow; password: string };
@@ -83,7 +83,7 @@ export async function createDatabaseRows(
   const id = newId("database");
   // Last of the checks: a placement may make the region's creations wait for each other until this one commits.
   const server = await placeDatabase(deps, client, region, id);
-  // Random, never of the id: every tenant can read the catalog (pg-names.ts).
+  // Random, never of the id: every tenant can read the catalog (placement/pg-names.ts).
   const pgName = newPgName();
   const name = input.name ?? generatedName("database");
   const connectionId = newId("connection");

@@ -7,7 +7,7 @@ import type { DatabaseView } from "./databases.ts";
 import { checkBackupSource } from "./sources.ts";
 
 /**
- * POST /v1/databases/{id}/restore: sets `recovering` and queues a `restore` job (job-handlers.ts), which replaces the
+ * POST /v1/databases/{id}/restore: sets `recovering` and queues a `restore` job (jobs/handlers.ts), which replaces the
  * data at once or not at all. A restore destroys data, so its Idempotency-Key is kept far longer than a creation's
  * and is recorded on the job. `respond` renders the database as it now is: that rendering is what a replay returns.
  */

@@ -6,7 +6,7 @@ import { databaseLimitStatement, loginLimitStatements } from "../placement/provi
 import type { RegionServer } from "../placement/servers.ts";
 import { inTransaction } from "../store/pool.ts";
 
-// New databases and logins get their region's limits when they are made (provisioner.ts). This brings the ones made
+// New databases and logins get their region's limits when they are made (placement/provisioner.ts). This brings the ones made
 // before (older versions of the service, or other settings) to the region's current limits at start, touching only
 // those that differ, so a restart over 10,000 databases costs two catalog queries per region server. Each server is
 // asked only about the databases and logins that live on it (after reconcileServers recorded every database's server).

@@ -62,7 +62,7 @@ export function oauthRoutes(app: FastifyInstance, deps: ServiceDeps): void {
     const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? "");
     if (basic) ({ clientId, clientSecret } = basicCredentials(basic[1]!));
     const grant = form.get("grant_type");
-    // Counted per address and secret (http.ts, attemptKey): a neighbour's bad secret never spends this one's budget.
+    // Counted per address and secret (http/request.ts, attemptKey): a neighbour's bad secret never spends this one's budget.
     takeAuthAttempt(deps, req, (grant === "refresh_token" ? form.get("refresh_token") : clientSecret) ?? "");
     reply.header("cache-control", "no-store");
     if (grant === "client_credentials") {

@@ -1,6 +1,6 @@
 /**
  * Token buckets by key, in memory (each replica enforces its own share). Keys are workspaces for the API budget and
- * client addresses for authentication attempts (see http.ts).
+ * client addresses for authentication attempts (see http/request.ts).
  *
  * Memory is bounded by `maxKeys` without forgetting active clients: past the bound, buckets that have refilled are
  * dropped first (a full bucket is the same as none), and only if that is not enough the least recently seen ones.

@@ -1,4 +1,4 @@
-// Rows of the control database, as the queries in store.ts select them.
+// Rows of the control database, as the queries in queries.ts select them.
 export type WorkspaceRow = { id: string; name: string };
 export type ProjectRow = {
   id: string;
