@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import pino from "pino";
-import { startEmbeddedService } from "../src/service/embedded.ts";
+import { startEmbeddedService } from "../src/service/embedded/stack.ts";
 
 const n = Number(process.argv[2] ?? 60);
 const settings = Object.fromEntries(process.argv.slice(3).map((a) => a.split("=", 2) as [string, string]));

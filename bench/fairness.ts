@@ -18,9 +18,9 @@ import { parseArgs } from "node:util";
 import { startChaosStack, type ChaosStack, type OperatorProcess } from "../test/support/chaos/stack.ts";
 import { mdsApiVersion } from "../test/support/chaos/invariants.ts";
 import { isReady, type KubeObject } from "../test/support/kube-objects.ts";
-import { createServiceToken } from "../src/service/tokens.ts";
+import { createServiceToken } from "../src/service/domain/tokens.ts";
 import { createPool } from "../src/service/store/pool.ts";
-import { sparePrefix } from "../src/service/provisioner.ts";
+import { sparePrefix } from "../src/service/placement/provisioner.ts";
 import { shippedOperator } from "./shipped-operator.ts";
 
 const { values } = parseArgs({

@@ -18,7 +18,7 @@ import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { createPool } from "../src/service/store/pool.ts";
-import { createServiceToken } from "../src/service/tokens.ts";
+import { createServiceToken } from "../src/service/domain/tokens.ts";
 import { startChaosStack, type ChaosStack } from "../test/support/chaos/stack.ts";
 import { mdsApiVersion } from "../test/support/chaos/invariants.ts";
 import { conditionOf, createKubeObjects, isReady, type KubeObject } from "../test/support/kube-objects.ts";

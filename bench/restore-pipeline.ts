@@ -11,8 +11,8 @@ import type { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import pg from "pg";
 import { startPostgres } from "../src/postgres/index.ts";
-import { openArchive, sealArchive } from "../src/service/backup-archive.ts";
-import { feed } from "../src/service/dump.ts";
+import { openArchive, sealArchive } from "../src/service/jobs/backup-archive.ts";
+import { feed } from "../src/service/jobs/dump.ts";
 
 const rounds = 5;
 const dir = await mkdtemp(path.join(os.tmpdir(), "mds-restore-pipeline-"));

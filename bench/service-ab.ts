@@ -39,7 +39,7 @@ type Side = {
 };
 
 async function start(name: string, root: string): Promise<Side> {
-  const { startEmbeddedService } = (await import(pathToFileURL(path.join(root, "src/service/embedded.ts")).href)) as {
+  const { startEmbeddedService } = (await import(pathToFileURL(path.join(root, "src/service/index.ts")).href)) as {
     startEmbeddedService(o: object): Promise<Embedded>;
   };
   const dir = await mkdtemp(path.join(os.tmpdir(), `mds-ab-${name}-`));

@@ -14,11 +14,11 @@ import { pipeline } from "node:stream/promises";
 import pg from "pg";
 import pino from "pino";
 import { startPostgres } from "../src/postgres/index.ts";
-import { openArchive } from "../src/service/backup-archive.ts";
+import { openArchive } from "../src/service/jobs/backup-archive.ts";
 import { randomBytes } from "node:crypto";
-import { startEmbeddedService } from "../src/service/embedded.ts";
-import { startService } from "../src/service/start.ts";
-import { createServiceToken } from "../src/service/tokens.ts";
+import { startEmbeddedService } from "../src/service/embedded/stack.ts";
+import { startService } from "../src/service/start/service.ts";
+import { createServiceToken } from "../src/service/domain/tokens.ts";
 
 const quick = process.argv.includes("--quick");
 const onlyArg = process.argv.find((a, i) => process.argv[i - 1] === "--only");

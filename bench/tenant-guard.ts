@@ -1,4 +1,4 @@
-// node bench/tenant-guard.ts: what the tenant guard (src/service/tenant-guard.ts) costs. With 100 tenant sessions
+// node bench/tenant-guard.ts: what the tenant guard (src/service/guard/tenant-guard.ts) costs. With 100 tenant sessions
 // open on the server (five databases, twenty sessions each): the time of one guard pass, and the create latency
 // (POST → ready, concurrency 1) in blocks that alternate, in one run on one server, between no guard, the guard at
 // its default interval and the guard at 100 ms (twenty times as often). Prints a table; records nothing.
@@ -9,8 +9,8 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import pino from "pino";
-import { startEmbeddedService } from "../src/service/embedded.ts";
-import { serverStateSql, startTenantGuard, type TenantGuard } from "../src/service/tenant-guard.ts";
+import { startEmbeddedService } from "../src/service/embedded/stack.ts";
+import { serverStateSql, startTenantGuard, type TenantGuard } from "../src/service/guard/tenant-guard.ts";
 
 const arg = (name: string, fallback: number) =>
   Number(process.argv.find((_, i) => process.argv[i - 1] === name) ?? fallback);

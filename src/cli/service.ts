@@ -3,8 +3,8 @@ import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { Region } from "../contract/index.ts";
-import { describeIssues, RegionConfig } from "../service/config.ts";
-import { parseKey } from "../service/crypto.ts";
+import { describeIssues, RegionConfig } from "../service/config/config.ts";
+import { parseKey } from "../service/shared/crypto.ts";
 import { createServiceLogger, startEmbeddedService, startService } from "../service/index.ts";
 
 export const serviceUsage = `usage: mds service [options]

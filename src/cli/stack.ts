@@ -18,7 +18,7 @@ import {
 import pino, { type Logger } from "pino";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { startDevkube, type Devkube } from "../devkube/index.ts";
-import { startEmbeddedService, type EmbeddedService, type EmbeddedServiceOptions } from "../service/embedded.ts";
+import { startEmbeddedService, type EmbeddedService, type EmbeddedServiceOptions } from "../service/embedded/stack.ts";
 import { renderCrdFiles } from "../resources/crd.ts";
 
 // The whole local stack, once: PostgreSQL and the embedded service, devkube with the CRDs (rendered from

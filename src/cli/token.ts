@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { withEmbeddedControl } from "../service/embedded.ts";
+import { withEmbeddedControl } from "../service/embedded/stack.ts";
 import { createServiceToken, listServiceTokens, revokeToken } from "../service/index.ts";
 import { migrate } from "../service/store/migrate.ts";
 import { createPool } from "../service/store/pool.ts";

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { decrypt, encrypt, parseKey, scramVerifier } from "./crypto.ts";
-import { ServiceError } from "./errors.ts";
-import { parseIdempotencyKey, requestHash } from "./idempotency.ts";
-import { decodeCursor, encodeCursor, paginate } from "./pagination.ts";
-import { ident } from "./provisioner.ts";
-import { RateLimiter } from "./rate-limit.ts";
+import { decrypt, encrypt, parseKey, scramVerifier } from "./shared/crypto.ts";
+import { ServiceError } from "./shared/errors.ts";
+import { parseIdempotencyKey, requestHash } from "./domain/idempotency.ts";
+import { decodeCursor, encodeCursor, paginate } from "./store/pagination.ts";
+import { ident } from "./placement/provisioner.ts";
+import { RateLimiter } from "./runtime/rate-limit.ts";
 
 describe("rate limiter", () => {
   it("allows the burst, then asks to wait, then refills", () => {

@@ -15,7 +15,7 @@ import {
 } from "../../src/client/index.ts";
 import { newId, type PublicDatabase as Database } from "../../src/contract/index.ts";
 import type { MdsApi } from "../../src/operator/api.ts";
-import { listServiceTokens } from "../../src/service/tokens.ts";
+import { listServiceTokens } from "../../src/service/domain/tokens.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { eventually } from "../support/eventually.ts";
 import { scanText } from "../support/secret-scan.ts";

@@ -5,7 +5,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findPostgresBinaries } from "../../src/postgres/index.ts";
-import { openArchive, recordPlaintextLength, sealArchive } from "../../src/service/backup-archive.ts";
+import { openArchive, recordPlaintextLength, sealArchive } from "../../src/service/jobs/backup-archive.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, withDatabase, type Json } from "../service/helpers.ts";
 

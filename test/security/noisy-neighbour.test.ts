@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPool } from "../../src/service/store/pool.ts";
-import { createServiceToken } from "../../src/service/tokens.ts";
+import { createServiceToken } from "../../src/service/domain/tokens.ts";
 import { startChaosStack, type ChaosStack } from "../support/chaos/stack.ts";
 import { mdsApiVersion } from "../support/chaos/invariants.ts";
 import { conditionOf, isReady, type KubeObject } from "../support/kube-objects.ts";

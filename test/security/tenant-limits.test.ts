@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RateLimiter } from "../../src/service/rate-limit.ts";
+import { RateLimiter } from "../../src/service/runtime/rate-limit.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, type Json } from "../service/helpers.ts";
 

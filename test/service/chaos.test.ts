@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findFreePort, startPostgres, type RunningPostgres } from "../../src/postgres/index.ts";
-import { createServiceToken } from "../../src/service/tokens.ts";
+import { createServiceToken } from "../../src/service/domain/tokens.ts";
 import { migrate } from "../../src/service/store/migrate.ts";
 import { createPool } from "../../src/service/store/pool.ts";
 import { client, eventually, sql, tryConnect, withDatabase, type Json } from "./helpers.ts";

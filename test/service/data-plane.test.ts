@@ -7,7 +7,7 @@ import pg from "pg";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { templateCluster } from "../../src/postgres/index.ts";
-import { startEmbeddedService, type EmbeddedService } from "../../src/service/embedded.ts";
+import { startEmbeddedService, type EmbeddedService } from "../../src/service/embedded/stack.ts";
 import { client, eventually, type Json } from "./helpers.ts";
 
 // The data plane of the embedded stack: TLS on PostgreSQL and PgBouncer (clients verify with the stack's CA), the

@@ -236,7 +236,7 @@ describe("authentication", () => {
       service.controlUrl,
       "SELECT t.id FROM tokens t JOIN workspaces w ON w.id = t.workspace_id WHERE w.name = 'revoked-ws'",
     );
-    const { revokeToken } = await import("../../src/service/tokens.ts");
+    const { revokeToken } = await import("../../src/service/domain/tokens.ts");
     const { createPool } = await import("../../src/service/store/pool.ts");
     const pool = createPool(service.controlUrl, 1);
     await revokeToken(pool, row!.id);

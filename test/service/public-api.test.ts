@@ -105,7 +105,7 @@ describe("public API: clone a database (source: database)", () => {
     const { project, db: source } = await readyProject("clone-retry");
     await sql(source.connectionString, "CREATE TABLE items (id int PRIMARY KEY); INSERT INTO items VALUES (1), (2)");
     const admin = (database: string) => withDatabase(service.postgresUrl, database);
-    // PostgreSQL names are random (pg-names.ts): the control database records them.
+    // PostgreSQL names are random (src/service/placement/pg-names.ts): the control database records them.
     const pgNameOf = async (id: string): Promise<string> =>
       (await controlQuery("SELECT pg_name FROM databases WHERE id = $1", [id])).rows[0].pg_name;
     const sourcePg = await pgNameOf(source.id);

@@ -1,8 +1,8 @@
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Backup, BackupList, Database, dataOf } from "../../src/contract/index.ts";
-import { runMaintenance } from "../../src/service/scheduler.ts";
-import type { ServiceDeps } from "../../src/service/deps.ts";
+import { runMaintenance } from "../../src/service/jobs/scheduler.ts";
+import type { ServiceDeps } from "../../src/service/runtime/deps.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, tryConnect, type Json } from "./helpers.ts";
 

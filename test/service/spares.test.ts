@@ -5,7 +5,7 @@ import type pg from "pg";
 import pino from "pino";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startPostgres, type RunningPostgres } from "../../src/postgres/index.ts";
-import { startSpareFiller } from "../../src/service/spares.ts";
+import { startSpareFiller } from "../../src/service/placement/spares.ts";
 import { createPool } from "../../src/service/store/pool.ts";
 import { eventually } from "../support/eventually.ts";
 

@@ -3,9 +3,9 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pino, { type Logger } from "pino";
 import { templateCluster } from "../../src/postgres/index.ts";
-import { startEmbeddedService, type EmbeddedServiceOptions } from "../../src/service/embedded.ts";
+import { startEmbeddedService, type EmbeddedServiceOptions } from "../../src/service/embedded/stack.ts";
 import { createPool } from "../../src/service/store/pool.ts";
-import { createServiceToken } from "../../src/service/tokens.ts";
+import { createServiceToken } from "../../src/service/domain/tokens.ts";
 
 export type TestService = {
   url: string;

@@ -1,16 +1,16 @@
 import type pg from "pg";
 import { newId } from "../../contract/index.ts";
-import { serverPool, type ServiceDeps } from "../deps.ts";
-import type { ServiceConfig } from "../config.ts";
-import { conflict, notFound, ServiceError } from "../errors.ts";
-import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
-import { enqueueJob, JobFatalError } from "../jobs.ts";
-import type { BackupRow, DatabaseRow } from "../rows.ts";
-import { getDatabase, listBackups } from "../store.ts";
+import { serverPool, type ServiceDeps } from "../runtime/deps.ts";
+import type { ServiceConfig } from "../config/config.ts";
+import { conflict, notFound, ServiceError } from "../shared/errors.ts";
+import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "./idempotency.ts";
+import { enqueueJob, JobFatalError } from "../queue/jobs.ts";
+import type { BackupRow, DatabaseRow } from "../store/rows.ts";
+import { getDatabase, listBackups } from "../store/queries.ts";
 import { inTransaction } from "../store/pool.ts";
 
-// A backup is a row and a `backup` job (job-handlers.ts) that pg_dumps the database into a sealed archive. Manual
-// ones come from the API, daily ones from the maintenance pass (scheduler.ts).
+// A backup is a row and a `backup` job (jobs/handlers.ts) that pg_dumps the database into a sealed archive. Manual
+// ones come from the API, daily ones from the maintenance pass (jobs/scheduler.ts).
 
 /** The newest backups of a database of the workspace, newest first; 404 for an unknown database. */
 export async function backupPage(

@@ -1,11 +1,11 @@
 import type pg from "pg";
 import { newId } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
-import { conflict, echo, invalidRequest, notFound, unprocessable } from "../errors.ts";
-import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
-import { decodeCursor, paginate } from "../pagination.ts";
-import type { BranchRow, ProjectRow } from "../rows.ts";
-import { findBranch, getBranch, getProject, listBranches } from "../store.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { conflict, echo, invalidRequest, notFound, unprocessable } from "../shared/errors.ts";
+import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "./idempotency.ts";
+import { decodeCursor, paginate } from "../store/pagination.ts";
+import type { BranchRow, ProjectRow } from "../store/rows.ts";
+import { findBranch, getBranch, getProject, listBranches } from "../store/queries.ts";
 import { inTransaction } from "../store/pool.ts";
 
 // Branches, as the public API has them (PUBLIC-API.md "Branches"): the first branch of a project is its production

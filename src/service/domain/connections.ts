@@ -1,18 +1,18 @@
 import type pg from "pg";
 import { newId } from "../../contract/index.ts";
-import { tenantLimitsOf } from "../config.ts";
-import { randomPassword, scramVerifier } from "../crypto.ts";
-import { serverPool, type ServiceDeps } from "../deps.ts";
-import { conflict, notFound } from "../errors.ts";
-import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
-import { decodeCursor, paginate } from "../pagination.ts";
-import { newPgName } from "../pg-names.ts";
-import { ensureLoginRole, ensureOwnerRole, revokeLoginRole, rotateLoginRole } from "../provisioner.ts";
-import type { ConnectionRow, DatabaseRow } from "../rows.ts";
-import { databasesByIds, getConnection, getDatabase, listConnections } from "../store.ts";
+import { tenantLimitsOf } from "../config/config.ts";
+import { randomPassword, scramVerifier } from "../shared/crypto.ts";
+import { serverPool, type ServiceDeps } from "../runtime/deps.ts";
+import { conflict, notFound } from "../shared/errors.ts";
+import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "./idempotency.ts";
+import { decodeCursor, paginate } from "../store/pagination.ts";
+import { newPgName } from "../placement/pg-names.ts";
+import { ensureLoginRole, ensureOwnerRole, revokeLoginRole, rotateLoginRole } from "../placement/provisioner.ts";
+import type { ConnectionRow, DatabaseRow } from "../store/rows.ts";
+import { databasesByIds, getConnection, getDatabase, listConnections } from "../store/queries.ts";
 import { inTransaction } from "../store/pool.ts";
 
-// A connection is a login role of one database (provisioner.ts): minting, rotating and revoking change the row and
+// A connection is a login role of one database (placement/provisioner.ts): minting, rotating and revoking change the row and
 // the role together, in the transaction that holds the database's row lock.
 
 export type ConnectionView = { connection: ConnectionRow; db: DatabaseRow };

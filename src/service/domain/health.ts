@@ -1,5 +1,5 @@
-import type { ServiceDeps } from "../deps.ts";
-import { ServiceError } from "../errors.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { ServiceError } from "../shared/errors.ts";
 
 /** Ready means the control database answers: without it no /v1 request can be served. */
 export async function checkReady(deps: Pick<ServiceDeps, "pool">): Promise<void> {

@@ -1,5 +1,5 @@
-import type { ServiceDeps } from "../deps.ts";
-import { conflict } from "../errors.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { conflict } from "../shared/errors.ts";
 
 // A logicalId is unique per workspace (projects) or per branch (databases; per project for databases on no branch). Creates and updates check it in their
 // transaction; a concurrent one can still take it between the check and the write, and then the unique index says so.

@@ -1,19 +1,19 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { newId, type SourceBody } from "../../contract/index.ts";
-import { randomPassword, scramVerifier } from "../crypto.ts";
-import type { ServiceDeps } from "../deps.ts";
-import { conflict } from "../errors.ts";
-import { enqueueJob } from "../jobs.ts";
-import type { ConnectionRow, DatabaseRow, ProjectRow } from "../rows.ts";
-import { newPgName, ownerRoleOf } from "../pg-names.ts";
-import { getDatabase } from "../store.ts";
-import { placeDatabase } from "../servers.ts";
+import { randomPassword, scramVerifier } from "../shared/crypto.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { conflict } from "../shared/errors.ts";
+import { enqueueJob } from "../queue/jobs.ts";
+import type { ConnectionRow, DatabaseRow, ProjectRow } from "../store/rows.ts";
+import { newPgName, ownerRoleOf } from "../placement/pg-names.ts";
+import { getDatabase } from "../store/queries.ts";
+import { placeDatabase } from "../placement/servers.ts";
 import { resolveRegion } from "./regions.ts";
 import { checkBackupSource, checkCloneSource } from "./sources.ts";
 
 // The rows of a new database, shared by both database creations and by a project's default database. Only rows and
-// a job: the provision job makes the PostgreSQL database and roles (job-handlers.ts), so a create answers at once.
+// a job: the provision job makes the PostgreSQL database and roles (jobs/handlers.ts), so a create answers at once.
 
 /** A new database's row and first connection; the password exists only here and in the creation's response. */
 export type NewDatabase = { row: DatabaseRow; connection: ConnectionRow; password: string };
@@ -83,7 +83,7 @@ export async function createDatabaseRows(
   const id = newId("database");
   // Last of the checks: a placement may make the region's creations wait for each other until this one commits.
   const server = await placeDatabase(deps, client, region, id);
-  // Random, never of the id: every tenant can read the catalog (pg-names.ts).
+  // Random, never of the id: every tenant can read the catalog (placement/pg-names.ts).
   const pgName = newPgName();
   const name = input.name ?? generatedName("database");
   const connectionId = newId("connection");

@@ -1,9 +1,9 @@
 import type pg from "pg";
-import { hashToken, randomSecret } from "../crypto.ts";
-import type { ServiceDeps } from "../deps.ts";
-import { ServiceError } from "../errors.ts";
+import { hashToken, randomSecret } from "../shared/crypto.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { ServiceError } from "../shared/errors.ts";
 import { inTransaction } from "../store/pool.ts";
-import { newTokenId } from "../tokens.ts";
+import { newTokenId } from "./tokens.ts";
 
 // The OAuth grants of POST /oauth/token (CONTRACT §9). An access token lasts `accessTokenTtlSeconds`; its refresh
 // token is single-use, and presenting a spent one revokes its whole chain. Both are stored only hashed.

@@ -1,10 +1,10 @@
 import { newId } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
-import { conflict, notFound } from "../errors.ts";
-import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
-import { decodeCursor, paginate } from "../pagination.ts";
-import type { ProjectRow } from "../rows.ts";
-import { getProject, listProjects } from "../store.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { conflict, notFound } from "../shared/errors.ts";
+import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "./idempotency.ts";
+import { decodeCursor, paginate } from "../store/pagination.ts";
+import type { ProjectRow } from "../store/rows.ts";
+import { getProject, listProjects } from "../store/queries.ts";
 import { inTransaction } from "../store/pool.ts";
 import { logicalIdConflict } from "./logical-id.ts";
 import { createDatabaseRows, generatedName, type NewDatabase } from "./new-database.ts";

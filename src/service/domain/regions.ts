@@ -1,8 +1,8 @@
 import { regionIds, type Region } from "../../contract/index.ts";
-import { enabledRegions } from "../config.ts";
-import type { ServiceDeps } from "../deps.ts";
-import { ServiceError } from "../errors.ts";
-import { regionHasRoom } from "../servers.ts";
+import { enabledRegions } from "../config/config.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { ServiceError } from "../shared/errors.ts";
+import { regionHasRoom } from "../placement/servers.ts";
 
 // A region is available when this service has a PostgreSQL server for it that takes new databases (one neither
 // draining nor full); creating in another one is 422.

@@ -1,13 +1,13 @@
-import type { ServiceDeps } from "../deps.ts";
-import { conflict, notFound } from "../errors.ts";
-import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "../idempotency.ts";
-import { enqueueJob } from "../jobs.ts";
-import { connectionsOf, getDatabase } from "../store.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
+import { conflict, notFound } from "../shared/errors.ts";
+import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "./idempotency.ts";
+import { enqueueJob } from "../queue/jobs.ts";
+import { connectionsOf, getDatabase } from "../store/queries.ts";
 import type { DatabaseView } from "./databases.ts";
 import { checkBackupSource } from "./sources.ts";
 
 /**
- * POST /v1/databases/{id}/restore: sets `recovering` and queues a `restore` job (job-handlers.ts), which replaces the
+ * POST /v1/databases/{id}/restore: sets `recovering` and queues a `restore` job (jobs/handlers.ts), which replaces the
  * data at once or not at all. A restore destroys data, so its Idempotency-Key is kept far longer than a creation's
  * and is recorded on the job. `respond` renders the database as it now is: that rendering is what a replay returns.
  */

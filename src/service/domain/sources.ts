@@ -1,9 +1,9 @@
 import type pg from "pg";
-import { notFound, unprocessable } from "../errors.ts";
-import { getBackup, getDatabase } from "../store.ts";
+import { notFound, unprocessable } from "../shared/errors.ts";
+import { getBackup, getDatabase } from "../store/queries.ts";
 
 // Where a database's data comes from, checked in the caller's transaction against the caller's workspace: a backup
-// (at creation or restore) or a live database (a clone, copied by the provision job: clone.ts).
+// (at creation or restore) or a live database (a clone, copied by the provision job: jobs/clone.ts).
 
 /** `source: backup`: 404 for an unknown database or backup, 422 for a backup that is not completed. */
 export async function checkBackupSource(

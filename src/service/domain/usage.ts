@@ -1,6 +1,6 @@
-import { serverPool, type ServiceDeps } from "../deps.ts";
-import { notFound } from "../errors.ts";
-import { getDatabase } from "../store.ts";
+import { serverPool, type ServiceDeps } from "../runtime/deps.ts";
+import { notFound } from "../shared/errors.ts";
+import { getDatabase } from "../store/queries.ts";
 
 export type Usage = {
   start: Date;

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from "fastify";
 import { ListBackupsQuery } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import { backupPage, takeBackup } from "../domain/backups.ts";
-import { creationRequest, databaseIdOf, jsonBody, parseWith, principalOf, sendCreation } from "../http.ts";
-import { renderBackup } from "../render.ts";
+import { creationRequest, databaseIdOf, jsonBody, parseWith, principalOf, sendCreation } from "../http/request.ts";
+import { renderBackup } from "../http/render.ts";
 
 export function backupRoutes(app: FastifyInstance, deps: ServiceDeps): void {
   app.get("/v1/databases/:databaseId/backups", async (req) => {

@@ -8,10 +8,10 @@ import {
   projectIdPattern,
   UpdateBranchBody,
 } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import { branchPage, createBranch, deleteBranch, readBranch, updateBranch } from "../domain/branches.ts";
-import { creationRequest, jsonBody, parseWith, pathId, principalOf, sendCreation } from "../http.ts";
-import { renderBranch } from "../render.ts";
+import { creationRequest, jsonBody, parseWith, pathId, principalOf, sendCreation } from "../http/request.ts";
+import { renderBranch } from "../http/render.ts";
 
 // The public API's branches (PUBLIC-API.md "Branches"). Its status codes where it documents them: a bad gitName is
 // 422 on create, and on PATCH everything but isDefault (a gitName rename, a role change, an unknown field) is 422.

@@ -8,7 +8,7 @@ import {
   ListQuery,
   RotateConnectionBody,
 } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import {
   connectionPage,
   databaseConnectionPage,
@@ -18,8 +18,16 @@ import {
   rotateConnection,
   type ConnectionView,
 } from "../domain/connections.ts";
-import { creationRequest, databaseIdOf, jsonBody, parseWith, pathId, principalOf, sendCreation } from "../http.ts";
-import { renderConnection, renderCreatedConnection, renderIssuedConnection } from "../render.ts";
+import {
+  creationRequest,
+  databaseIdOf,
+  jsonBody,
+  parseWith,
+  pathId,
+  principalOf,
+  sendCreation,
+} from "../http/request.ts";
+import { renderConnection, renderCreatedConnection, renderIssuedConnection } from "../http/render.ts";
 
 const connectionIdOf = (params: unknown) =>
   pathId(ConnectionId, (params as { connectionId?: string }).connectionId, "connection id", connectionIdPattern);

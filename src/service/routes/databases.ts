@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { CreateDatabaseBody, ListDatabasesQuery, RestoreBody, UpdateDatabaseBody } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import {
   createProjectDatabase,
   databasePage,
@@ -9,8 +9,8 @@ import {
   updateDatabase,
 } from "../domain/databases.ts";
 import { startRestore } from "../domain/restores.ts";
-import { creationRequest, databaseIdOf, jsonBody, parseWith, principalOf, sendCreation } from "../http.ts";
-import { renderCreatedDatabaseConnections, renderDatabase } from "../render.ts";
+import { creationRequest, databaseIdOf, jsonBody, parseWith, principalOf, sendCreation } from "../http/request.ts";
+import { renderCreatedDatabaseConnections, renderDatabase } from "../http/render.ts";
 
 export function databaseRoutes(app: FastifyInstance, deps: ServiceDeps): void {
   // The seed's endpoint 2: connection strings only in `connections` (POST /v1/projects/{id}/databases has the full form).

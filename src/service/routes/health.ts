@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import type { ServiceDeps } from "../deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import { checkReady } from "../domain/health.ts";
 
 export function healthRoutes(app: FastifyInstance, deps: ServiceDeps): void {

@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import type { ServiceDeps } from "../deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import { grantClientCredentials, grantRefreshToken, type IssuedTokens } from "../domain/oauth.ts";
-import { echo, invalidRequest } from "../errors.ts";
-import { takeAuthAttempt } from "../http.ts";
+import { echo, invalidRequest } from "../shared/errors.ts";
+import { takeAuthAttempt } from "../http/request.ts";
 
 // POST /oauth/token (CONTRACT §9): client_credentials (client_id = a service token's id, client_secret = the token)
 // and refresh_token with rotation (domain/oauth.ts). Every request counts against the budget of its address and secret.
@@ -62,7 +62,7 @@ export function oauthRoutes(app: FastifyInstance, deps: ServiceDeps): void {
     const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? "");
     if (basic) ({ clientId, clientSecret } = basicCredentials(basic[1]!));
     const grant = form.get("grant_type");
-    // Counted per address and secret (http.ts, attemptKey): a neighbour's bad secret never spends this one's budget.
+    // Counted per address and secret (http/request.ts, attemptKey): a neighbour's bad secret never spends this one's budget.
     takeAuthAttempt(deps, req, (grant === "refresh_token" ? form.get("refresh_token") : clientSecret) ?? "");
     reply.header("cache-control", "no-store");
     if (grant === "client_credentials") {

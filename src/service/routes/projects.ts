@@ -7,11 +7,11 @@ import {
   ProjectId,
   projectIdPattern,
 } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import { createProjectDatabase, projectDatabasePage } from "../domain/databases.ts";
 import { createProject, deleteProject, projectPage, readProject } from "../domain/projects.ts";
-import { creationRequest, jsonBody, parseWith, pathId, principalOf, sendCreation } from "../http.ts";
-import { renderCreatedDatabase, renderCreatedProject, renderDatabase, renderProject } from "../render.ts";
+import { creationRequest, jsonBody, parseWith, pathId, principalOf, sendCreation } from "../http/request.ts";
+import { renderCreatedDatabase, renderCreatedProject, renderDatabase, renderProject } from "../http/render.ts";
 
 export function projectRoutes(app: FastifyInstance, deps: ServiceDeps): void {
   const projectIdOf = (params: unknown) =>

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { regionNames } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import { regionAvailability } from "../domain/regions.ts";
 
 // GET /v1/regions/postgres, as the public API has it: the six regions of the family, `available` where this

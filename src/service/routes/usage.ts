@@ -1,8 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import { UsageQuery } from "../../contract/index.ts";
-import type { ServiceDeps } from "../deps.ts";
+import type { ServiceDeps } from "../runtime/deps.ts";
 import { measureUsage } from "../domain/usage.ts";
-import { databaseIdOf, parseWith, principalOf } from "../http.ts";
+import { databaseIdOf, parseWith, principalOf } from "../http/request.ts";
 
 const bytesPerGiB = 1024 ** 3;
 

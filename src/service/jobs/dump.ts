@@ -1,0 +1,255 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { chmod, mkdir, open, rename, rm, stat } from "node:fs/promises";
+import path from "node:path";
+import type { Readable, Writable } from "node:stream";
+import { ArchiveError, archiveMagic, openArchive, sealArchive } from "./backup-archive.ts";
+import { pinnedSessionOptions } from "../../postgres/session-options.ts";
+import type { DatabaseLogin } from "./job-login.ts";
+
+// pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
+// password goes through PGPASSWORD, never argv, so it cannot show in `ps` or in an error that quotes the command.
+// Archives never touch the disk in plain text: pg_dump's output is sealed on its way to the file (backup-archive.ts),
+// and a restore feeds pg_restore authenticated plaintext through a pipe.
+
+function connectionEnv(login: DatabaseLogin, database: string): Record<string, string> {
+  return {
+    PGHOST: login.host,
+    PGPORT: login.port,
+    PGUSER: login.user,
+    PGPASSWORD: login.password,
+    PGDATABASE: database,
+    PGSSLMODE: login.sslmode,
+    PGCONNECT_TIMEOUT: "10",
+    // Ends a session whose client was killed (a job past its time limit) even while it waits on a lock. (lock_timeout
+    // cannot be bounded here: archives begin with SET lock_timeout = 0; pg_dump has --lock-wait-timeout.) The rest
+    // pins what the tenant's `ALTER DATABASE … SET` must not change for the job (read-only, timeouts, role…).
+    PGOPTIONS: `-c client_connection_check_interval=1000 ${pinnedSessionOptions(0)}`,
+  };
+}
+
+type Child = { child: ChildProcess; done: Promise<void> };
+
+function start(program: string, args: string[], env: Record<string, string>, signal?: AbortSignal): Child {
+  const child = spawn(program, args, {
+    env,
+    stdio: ["pipe", "pipe", "pipe"],
+    ...(signal ? { signal, killSignal: "SIGKILL" as const } : {}),
+  });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+  const done = new Promise<void>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (code, sig) => {
+      if (code === 0) resolve();
+      else reject(new Error(`${path.basename(program)} failed (${sig ?? `exit ${code}`}): ${stderr.trim()}`));
+    });
+  });
+  done.catch(() => {});
+  return { child, done };
+}
+
+/**
+ * Writes `chunks` into a child's stdin with backpressure. If the child stops reading (pg_restore --list needs only
+ * the table of contents), the rest is still consumed, so an archive is always authenticated to its end.
+ */
+export async function feed(chunks: AsyncIterable<Buffer>, stdin: Writable): Promise<void> {
+  let open = true;
+  stdin.on("error", () => (open = false));
+  for await (const chunk of chunks) {
+    // A child that exited has its stdin destroyed by Node without an 'error': a write then returns false and
+    // neither 'drain' nor 'close' (already past) ever comes. Waiting for them hung backups forever once
+    // pg_restore --list had read the table of contents and exited while we were still writing.
+    if (stdin.destroyed) open = false;
+    if (open && !stdin.write(chunk) && !stdin.destroyed) await drainedOrClosed(stdin);
+  }
+  stdin.end();
+}
+
+/** Removes the listener that did not fire: one per wait would pile up on a long restore's stdin. */
+function drainedOrClosed(stream: Writable): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      stream.off("drain", done);
+      stream.off("close", done);
+      resolve();
+    };
+    stream.once("drain", done);
+    stream.once("close", done);
+  });
+}
+
+async function* hashing(source: AsyncIterable<Buffer>, hash: ReturnType<typeof createHash>): AsyncGenerator<Buffer> {
+  for await (const chunk of source) {
+    hash.update(chunk);
+    yield chunk;
+  }
+}
+
+/** Backups are the tenant's data: only the service's user may list or read them. */
+export async function privateDirectory(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await chmod(dir, 0o700);
+}
+
+export type ArchiveKey = { key: Buffer; context: string };
+
+/**
+ * Dumps `database` as `login` into `file`, sealed under `archive` (custom format inside), atomically: the file
+ * appears complete or not at all, mode 0600. pg_dump waits at most `lockTimeoutMs` for a table lock.
+ */
+export async function dumpDatabase(input: {
+  bindir: string;
+  login: DatabaseLogin;
+  database: string;
+  file: string;
+  archive: ArchiveKey;
+  lockTimeoutMs: number;
+  signal?: AbortSignal;
+}): Promise<{ size: number; sha256: string }> {
+  const tmp = `${input.file}.partial`;
+  await rm(tmp, { force: true });
+  try {
+    const hash = createHash("sha256");
+    const handle = await open(tmp, "wx", 0o600);
+    try {
+      // -Z1: dumps are compressed cheaply; the restore side pays the inflating.
+      const dump = start(
+        path.join(input.bindir, "pg_dump"),
+        ["-Fc", "-Z1", "--no-owner", "--no-acl", `--lock-wait-timeout=${input.lockTimeoutMs}`],
+        connectionEnv(input.login, input.database),
+        input.signal,
+      );
+      dump.child.stdin!.end();
+      const write = (async () => {
+        for await (const chunk of hashing(
+          sealArchive(dump.child.stdout as Readable, input.archive.key, input.archive.context),
+          hash,
+        ))
+          await handle.write(chunk);
+      })();
+      // A failed write must not leave pg_dump blocked on a pipe nobody reads.
+      write.catch(() => dump.child.kill("SIGKILL"));
+      await Promise.all([dump.done, write]);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    // A backup nobody can read is worse than none: it must open to its end and pg_restore must list its contents.
+    await listArchive({
+      bindir: input.bindir,
+      file: tmp,
+      archive: input.archive,
+      ...(input.signal ? { signal: input.signal } : {}),
+    });
+    await rename(tmp, input.file);
+    return { size: (await stat(input.file)).size, sha256: hash.digest("hex") };
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
+}
+
+async function sha256File(file: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
+
+/** A sealed archive (backup-archive.ts), or else a plain pg_dump archive taken before backups were encrypted. */
+async function isSealed(file: string): Promise<boolean> {
+  const handle = await open(file, "r");
+  try {
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(archiveMagic.length), 0, archiveMagic.length, 0);
+    return bytesRead === archiveMagic.length && buffer.equals(archiveMagic);
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Before anything is touched: a plain archive must match the checksum the control database recorded. Returns whether
+ * the archive is sealed, and that verdict holds for the restore (restoreDatabase's `plainSha256`): a file swapped for
+ * another kind later is refused, never re-judged. A sealed archive is not read ahead (that was ~10 % of a restore,
+ * BENCHMARKS.md): each record authenticates before pg_restore sees a byte of it, and the authenticated final flag and
+ * the backup id in the key refuse a truncated or swapped file. A restore that fails on the way never replaces
+ * anything: it fills a scratch database (a restore) or a database that is not ready yet and is dropped (create from a
+ * backup).
+ */
+export async function verifyArchive(file: string, sha256: string): Promise<{ sealed: boolean }> {
+  if (await isSealed(file)) return { sealed: true };
+  const actual = await sha256File(file);
+  if (actual !== sha256) throw new Error("backup archive is corrupt (checksum mismatch)");
+  return { sealed: false };
+}
+
+/**
+ * Streams the authenticated plaintext of `file` into a pg_restore run; both must succeed. With `plainSha256` the
+ * archive may be plain (pre-encryption) and is authenticated by that checksum over the very bytes fed; without it,
+ * it must be sealed.
+ */
+async function pipeToRestore(input: {
+  bindir: string;
+  file: string;
+  archive: ArchiveKey;
+  plainSha256?: string;
+  args: string[];
+  env: Record<string, string>;
+  signal?: AbortSignal;
+}): Promise<void> {
+  const hash = input.plainSha256 ? createHash("sha256") : undefined;
+  const restore = start(path.join(input.bindir, "pg_restore"), input.args, input.env, input.signal);
+  restore.child.stdout!.resume();
+  const bytes = createReadStream(input.file) as AsyncIterable<Buffer>;
+  const plaintext = openArchive(hash ? hashing(bytes, hash) : bytes, input.archive.key, input.archive.context, {
+    allowPlain: hash !== undefined,
+  });
+  const feeding = feed(plaintext, restore.child.stdin!).catch((err: unknown) => {
+    // Never let pg_restore see the end of input after a failed check: it must not finish a partial restore.
+    restore.child.kill("SIGKILL");
+    throw err;
+  });
+  await Promise.all([feeding, restore.done]);
+  if (hash && hash.digest("hex") !== input.plainSha256)
+    throw new ArchiveError("it changed while it was restored (checksum mismatch)");
+}
+
+async function listArchive(input: {
+  bindir: string;
+  file: string;
+  archive: ArchiveKey;
+  signal?: AbortSignal;
+}): Promise<void> {
+  await pipeToRestore({ ...input, args: ["--list"], env: {} });
+}
+
+/**
+ * Restores the archive `file` into the existing, empty `database` as `login`; objects are created as `role` (the
+ * owner). Data reaches pg_restore only after its record authenticated; a truncated or altered archive fails the
+ * restore (pg_restore is killed before it sees the end of input). Reading from a pipe, pg_restore runs one job.
+ * Its lock waits are bounded only by the job's time limit: in the scratch database only the tenant can hold locks.
+ */
+export async function restoreDatabase(input: {
+  bindir: string;
+  login: DatabaseLogin;
+  database: string;
+  file: string;
+  /** Only for a plain archive, as verifyArchive judged it: a sealed one is authenticated by its records. */
+  plainSha256?: string;
+  archive: ArchiveKey;
+  role: string;
+  signal?: AbortSignal;
+}): Promise<void> {
+  await pipeToRestore({
+    bindir: input.bindir,
+    file: input.file,
+    archive: input.archive,
+    ...(input.plainSha256 ? { plainSha256: input.plainSha256 } : {}),
+    args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", "-d", input.database],
+    // Commits stay synchronous: with them asynchronous, a server crash and restart between pg_restore's exit and the
+    // next statement would lose its last commits unseen, and the swap (or "ready") would follow on what is left.
+    env: connectionEnv(input.login, input.database),
+    ...(input.signal ? { signal: input.signal } : {}),
+  });
+}

@@ -1,0 +1,41 @@
+import { errorStatus, type ErrorCode } from "../../contract/index.ts";
+
+/** An error that becomes a CONTRACT §8 response. `message` and `hint` are shown to callers: never put secrets in them. */
+export class ServiceError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly hint: string;
+  readonly headers: Record<string, string>;
+  constructor(
+    code: ErrorCode,
+    message: string,
+    hint = "",
+    options?: ErrorOptions & { headers?: Record<string, string> },
+  ) {
+    super(message, options);
+    this.name = "ServiceError";
+    this.code = code;
+    this.status = errorStatus[code];
+    this.hint = hint;
+    this.headers = options?.headers ?? {};
+  }
+}
+
+/**
+ * What a client sent, as an error message may quote it: at most a short prefix (a 60 KB path id was echoed whole),
+ * JSON-quoted so control characters cannot forge lines in a client's log.
+ */
+export const echo = (sent: unknown, max = 64): string => {
+  const text = String(sent);
+  return JSON.stringify(text.length > max ? `${text.slice(0, max)}…` : text);
+};
+
+export const invalidRequest = (message: string, hint = "") => new ServiceError("invalid_request", message, hint);
+export const notFound = (what: string, id: string) =>
+  new ServiceError(
+    "not_found",
+    `${what} ${echo(id)} not found`,
+    `check the id; ${what}s of other workspaces are not visible to this token`,
+  );
+export const conflict = (message: string, hint = "") => new ServiceError("conflict", message, hint);
+export const unprocessable = (message: string, hint = "") => new ServiceError("unprocessable", message, hint);
