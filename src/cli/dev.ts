@@ -28,7 +28,7 @@ export function nextSteps(dir: string): string {
     "",
     ...steps.map(([cmd, comment]) => `  ${comment === "" ? cmd : cmd.padEnd(width) + comment}`),
     "",
-    `Then try a restore: src/operator/README.md. Logs: ${rel}/operator.log, ${rel}/service.log, ${rel}/devkube.log.`,
+    `Then try a restore: docs/first-database.md. Logs: ${rel}/operator.log, ${rel}/service.log, ${rel}/devkube.log.`,
     "Press Ctrl-C to stop everything.",
   ].join("\n");
 }
