@@ -1,13 +1,14 @@
 // npm run bench:service: create latency and throughput, list latency over 10,000 databases, restore time of a
 // 100 MB database against a plain `pg_dump | pg_restore` and against `pg_restore -j2` of the same stored archive,
 // the data plane (connect-and-query through PgBouncer against direct, 1,000 pooled clients at once) and creates with
-// TLS on against a stack without it. Prints a table and records it in BENCHMARKS.md.
-// `--quick` shrinks every size (for a smoke run); `--no-write` leaves BENCHMARKS.md alone; `--only a,b` runs only
+// TLS on against a stack without it. Prints a table and records the run in bench/history/<date>-service.md (its
+// figures then go into BENCHMARKS.md's table by hand). `--quick` shrinks every size (for a smoke run); `--no-write`
+// records nothing; `--only a,b` runs only
 // those parts of creates, list, restore, pooler, tls (then nothing is recorded).
 // Never prints a password or a connection string: endpoints appear as host, port and sslmode.
 import { spawn } from "node:child_process";
 import { createReadStream, createWriteStream } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -635,9 +636,10 @@ console.log(table);
 console.log(`\nmachine: ${machine}`);
 
 if (write && !quick) {
-  const file = path.resolve("BENCHMARKS.md");
+  const date = new Date().toISOString().slice(0, 10);
+  const file = path.resolve("bench", "history", `${date}-service.md`);
   const section = [
-    "## Service",
+    `# Service (${date})`,
     "",
     `Command: \`npm run bench:service\` (bench/service.ts). Date: ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC.`,
     `Machine: ${machine}. Load average at the end: ${load1!.toFixed(1)} (1 min), ${load5!.toFixed(1)} (5 min).`,
@@ -654,19 +656,8 @@ if (write && !quick) {
     table,
     "",
   ].join("\n");
-  let text = "";
-  try {
-    text = await readFile(file, "utf8");
-  } catch {
-    text = "# Benchmarks\n\n";
-  }
-  const start = text.indexOf("## Service\n");
-  if (start >= 0) {
-    const end = text.indexOf("\n## ", start + 1);
-    text = text.slice(0, start) + section + (end >= 0 ? text.slice(end + 1) : "");
-  } else {
-    text = text.trimEnd() + "\n\n" + section;
-  }
+  // One file per run: the history keeps every run; BENCHMARKS.md's table keeps only today's figures.
+  const text = section;
   await writeFile(file, text);
   console.log(`recorded in ${file}`);
 }

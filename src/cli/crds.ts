@@ -3,7 +3,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { renderCrdBundle, renderCrdFiles } from "../resources/crd.ts";
 
-const help = `usage: mds crds [--out <dir>] [--check] [--stdout]
+export const crdsHelp = `usage: mds crds [--out <dir>] [--check] [--stdout]
 
 Writes the CustomResourceDefinitions of every kind of src/resources/index.ts, generated from
 src/resources/*/schema.ts, into <dir> (default: crds), with the Kustomization that lists them.
@@ -72,11 +72,11 @@ export async function runCrds(argv: string[]): Promise<number> {
       strict: true,
     }));
   } catch (err) {
-    console.error(`mds crds: ${err instanceof Error ? err.message : String(err)}\n\n${help}`);
+    console.error(`mds crds: ${err instanceof Error ? err.message : String(err)}\n\n${crdsHelp}`);
     return 2;
   }
   if (values.help) {
-    console.log(help);
+    console.log(crdsHelp);
     return 0;
   }
   if (values.stdout) {

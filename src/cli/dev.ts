@@ -4,7 +4,7 @@ import { startDevStack } from "./dev-stack.ts";
 
 // `mds dev` (`npm start`): the whole local stack until Ctrl-C. See dev-stack.ts for what runs and where.
 
-const help = `usage: mds dev [--dir <dir>]
+export const devHelp = `usage: mds dev [--dir <dir>]
 
 Runs a private PostgreSQL, the service, devkube with the mds CRDs, a credentials Secret and the operator
 (supervised: restarted when it dies). State lives in <dir> (default .mds) and survives restarts.
@@ -28,7 +28,7 @@ export function nextSteps(dir: string): string {
     "",
     ...steps.map(([cmd, comment]) => `  ${comment === "" ? cmd : cmd.padEnd(width) + comment}`),
     "",
-    `Then try a restore: src/operator/README.md. Logs: ${rel}/operator.log, ${rel}/service.log, ${rel}/devkube.log.`,
+    `Then try a restore: docs/first-database.md. Logs: ${rel}/operator.log, ${rel}/service.log, ${rel}/devkube.log.`,
     "Press Ctrl-C to stop everything.",
   ].join("\n");
 }
@@ -42,11 +42,11 @@ export async function runDev(argv: string[]): Promise<number> {
       strict: true,
     }));
   } catch (err) {
-    console.error(`mds dev: ${err instanceof Error ? err.message : String(err)}\n\n${help}`);
+    console.error(`mds dev: ${err instanceof Error ? err.message : String(err)}\n\n${devHelp}`);
     return 2;
   }
   if (values.help) {
-    console.log(help);
+    console.log(devHelp);
     return 0;
   }
   const dir = path.resolve(values.dir ?? ".mds");

@@ -5,7 +5,7 @@ import { startDevkube } from "../devkube/index.ts";
 // `mds devkube --dir DIR [--port P] [--host H] [--log-level L]`: the Kubernetes-compatible
 // development server. Objects persist under DIR; DIR/kubeconfig is (re)written once it serves.
 
-const HELP = `usage: mds devkube --dir DIR [--port P] [--host H] [--log-level L]
+export const devkubeHelp = `usage: mds devkube --dir DIR [--port P] [--host H] [--log-level L]
 
   --dir DIR         where objects, certificates, the token and the kubeconfig live (required)
   --port P          port to listen on (default 6443; 0 picks a free port)
@@ -27,15 +27,15 @@ export async function runDevkube(argv: string[]): Promise<number> {
       strict: true,
     }));
   } catch (err) {
-    console.error(`mds devkube: ${(err as Error).message}\n\n${HELP}`);
+    console.error(`mds devkube: ${(err as Error).message}\n\n${devkubeHelp}`);
     return 2;
   }
   if (values.help) {
-    console.log(HELP);
+    console.log(devkubeHelp);
     return 0;
   }
   if (!values.dir) {
-    console.error(`mds devkube: --dir is required\n\n${HELP}`);
+    console.error(`mds devkube: --dir is required\n\n${devkubeHelp}`);
     return 2;
   }
   const port = Number(values.port);

@@ -95,7 +95,7 @@ export interface ListBackupsQuery {
 }
 
 // What the client returns: every shape the public API may send (src/contract/public-responses.ts); our service
-// sends the stricter shapes of CONTRACT.md, which these accept.
+// sends the stricter shapes of src/contract/, which these accept.
 type Project = PublicProject;
 type CreatedProject = PublicCreatedProject;
 type Database = PublicDatabase;

@@ -16,7 +16,7 @@ import { Backup, CreatedConnection, CreatedDatabase, CreatedProject, Database, P
 
 // The client's schemas against the truth about the public API, the SDK's OpenAPI types: every response shape those
 // types allow must be one the client reads (checked by the compiler: `npm run typecheck`), and every shape our own
-// service sends (the strict schemas of CONTRACT.md) too.
+// service sends (the strict schemas of src/contract/) too.
 
 type Json<Op extends keyof operations, Status extends number> =
   operations[Op]["responses"] extends Record<Status, { content: { "application/json": infer T } }> ? T : never;

@@ -17,9 +17,9 @@ import {
 } from "./resources.ts";
 
 // What a client must accept: every shape the public Management API of this family may send (the OpenAPI types of
-// @prisma/management-api-sdk, see /work/shared/reference/public-api.md). Derived from the strict schemas of
+// @prisma/management-api-sdk, see src/contract/PUBLIC-API.md). Derived from the strict schemas of
 // resources.ts by loosening exactly the fields where the public API allows more, so there is one schema source: our
-// service renders and tests the strict shapes (CONTRACT.md), the client reads these.
+// service renders and tests the strict shapes (src/contract/), the client reads these.
 
 /** A known value, or one a newer server added (read as a plain string; callers treat it as "unknown"). */
 const openEnum = <T extends z.ZodEnum>(known: T) => z.union([known, z.string()]);

@@ -1,5 +1,6 @@
 // The named points where a test may simulate a crash (OperatorOptions.crashPoint; off in production). Each sits
-// between two writes whose order the crash-safety argument depends on.
+// between two writes whose order the crash-safety argument depends on (docs/design.md#crash-points); the table of
+// docs/crash-points.md is generated from this list (npm run docs:reference).
 export const crashPoints = [
   "project:after-create", // POST /v1/projects answered; Secret not yet written
   "project:after-secret", // Secret written; external-id annotation and status not yet

@@ -6,7 +6,7 @@ import type { Logger } from "pino";
 // Leader election over a coordination.k8s.io/v1 Lease, as client-go does it (15 s lease, 10 s renew deadline,
 // 2 s retry), with one difference that matters for safety: isLeader() turns false the moment the renew deadline
 // passes, whether or not the renew loop has noticed (a starved event loop or a hung request must not leave a
-// deposed leader writing; see cilium#42920 in reference/perf-reliability.md §3.3).
+// deposed leader writing; see cilium#42920).
 
 export interface LeaseRecord {
   holderIdentity?: string | undefined;

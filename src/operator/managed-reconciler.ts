@@ -13,7 +13,7 @@ import { connectionSecrets, publishedStatus, type SecretTarget } from "./secret-
 import { reportError, splitKey, synced, writeStatus, type ConditionUpdate } from "./status.ts";
 import { pausedAnnotation, pollIntervalOf, reconcileRequestedAnnotation } from "./annotations.ts";
 
-// The one generic loop (src/operator/RECONCILE.md, "The loop") for every kind with a remote object:
+// The one generic loop (docs/design.md#the-loop) for every kind with a remote object:
 //   get → deleting? (observe → delete per policy → release Secret → drop finalizer) → paused?
 //       → ensure finalizer → observe → create if absent → update if drifted → publish Secret → status
 // With managementPolicy ObserveOnly it stops after observe: status and drift, no write to the service, no Secret.

@@ -3,7 +3,7 @@ import type { ConnectionCredentials, ConnectionSecretSpec } from "./connection-s
 import { TerminalError } from "./errors.ts";
 import type { ConnectionOwner, Publisher, SecretTarget } from "./secret-publisher.ts";
 
-// Rotation with overlap: a new connection is minted and published, the replaced one keeps working for the grace
+// Rotation with overlap (docs/design.md#rotation): a new connection is minted and published, the replaced one keeps working for the grace
 // period, then it is revoked. The order makes every crash safe:
 //   status.rotation.pending (the name to mint under) → mint → Secret → status (connection, retiring) … grace … revoke
 // - a crash before the Secret write repeats the mint under the same name and Idempotency-Key (replayed where the

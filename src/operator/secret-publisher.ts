@@ -18,7 +18,7 @@ import type { EventRecorder } from "./events.ts";
 import { retryInProcess } from "./outcome.ts";
 import { rotateStep, rotationPolicyOf, type RotationStatus } from "./rotation.ts";
 
-// The connection Secret as a component: publish the credentials of a creation, keep the Secret current (rebuild a
+// The connection Secret as a component (docs/design.md#the-secrets-write-order): publish the credentials of a creation, keep the Secret current (rebuild a
 // missing or edited one, recover lost credentials, revoke the connections whose password nobody holds), release it
 // (Retain) or delete it (Delete). Used by the managed loop for any kind that publishes credentials; the credential
 // calls themselves come from the kind (ConnectionOwner, built with connectionOwner() in recover-credentials.ts).

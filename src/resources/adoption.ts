@@ -3,7 +3,7 @@ import { ReconcileError } from "../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../operator/identity.ts";
 import { resolveCredentials, type KindContext, type KindRegistration, type ObjectCache } from "../operator/kind.ts";
 
-// Adoption is exclusive: one remote object, one managing resource (per operator, as its informer caches see it).
+// Adoption is exclusive (docs/design.md#adoption): one remote object, one managing resource (per operator, as its informer caches see it).
 // Of the resources of a kind that claim the same remote id, one manages it; the others are refused before they
 // write, mint or delete anything (the managed loop: AdoptionConflict, and deletionPolicy Delete deletes nothing).
 //

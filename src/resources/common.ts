@@ -2,7 +2,7 @@ import { z } from "zod";
 
 // Pieces shared by the three kinds. Every field carries a description: it is what `kubectl explain` shows.
 
-// The service's regions (CONTRACT.md §5). Kept here, not imported from the wire contract, because the CRD is a
+// The service's regions (src/contract/, Region). Kept here, not imported from the wire contract, because the CRD is a
 // user-facing API of its own: a new service region must be a deliberate CRD change, not a silent one.
 export const Region = z
   .enum(["us-east-1", "us-west-1", "eu-west-3", "eu-central-1", "ap-northeast-1", "ap-southeast-1"])

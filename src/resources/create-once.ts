@@ -4,7 +4,7 @@ import { annotatedOnlyIdOf } from "../operator/identity.ts";
 import type { KubeObject } from "../kube/types.ts";
 import type { Lookup, RemoteMirror } from "../operator/remote-mirror.ts";
 
-// Creating without duplicates (src/operator/RECONCILE.md, "Why creation cannot duplicate or lose credentials"), written once for every kind with a logicalId.
+// Creating without duplicates (docs/design.md#creating-without-duplicates), written once for every kind with a logicalId.
 
 /** The object with this logicalId; `undefined` only when the service said so (a failed lookup throws). */
 export async function findByLogicalId<R>(

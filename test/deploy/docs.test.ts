@@ -1,27 +1,15 @@
-// The documentation stays true: generated parts match their sources, the troubleshooting table covers every
-// condition reason with the health the Argo CD scripts really give, and relative links resolve.
-import { readFile, readdir, stat } from "node:fs/promises";
-import { dirname, join } from "node:path";
+// The documentation stays true: the troubleshooting table covers every condition reason with the health the Argo CD
+// scripts really give. Generated pages: test/docs/generated.test.ts; links, paths and names: test/docs/doc-references.test.ts.
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { conditionReasons } from "../../src/resources/conditions.ts";
 import { customizationsDir } from "./argocd-cm.ts";
 import { requireLua, runHealthScript } from "./lua.ts";
-import { metricsDocPath, renderMetricsDoc } from "./metrics-doc.ts";
-import { referencePath, renderReference } from "./reference.ts";
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 const read = (path: string) => readFile(join(repoRoot, path), "utf8");
-
-describe("generated documentation (npm run docs:reference)", () => {
-  it("docs/reference.md documents every field of the CRDs (if not: npm run docs:reference)", async () => {
-    expect(await readFile(referencePath, "utf8")).toBe(await renderReference());
-  });
-
-  it("docs/metrics.md lists exactly the metrics the operator registers (if not: npm run docs:reference)", async () => {
-    expect(await readFile(metricsDocPath, "utf8")).toBe(await renderMetricsDoc());
-  });
-});
 
 describe("docs/troubleshooting.md", () => {
   let rows: Map<string, { condition: string; argo: string }>;
@@ -56,22 +44,6 @@ describe("docs/troubleshooting.md", () => {
 });
 
 describe("links", () => {
-  it("every relative link in docs/ and deploy/README.md points at a file that exists", async () => {
-    const files = [...(await readdir(join(repoRoot, "docs"))).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`), "deploy/README.md"];
-    const broken: string[] = [];
-    for (const file of files) {
-      // Code spans (regular expressions in the reference) are not links.
-      const text = (await read(file)).replace(/`[^`\n]*`/g, "");
-      for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
-        const target = (m[1] ?? "").split("#")[0] ?? "";
-        if (target === "" || /^[a-z]+:/.test(target)) continue;
-        const exists = await stat(join(repoRoot, dirname(file), target)).then(() => true, () => false);
-        if (!exists) broken.push(`${file}: ${target}`);
-      }
-    }
-    expect(broken).toEqual([]);
-  });
-
   it("docs/e2e.md documents the variables that point the end-to-end suite at a real cluster", async () => {
     const text = await read("docs/e2e.md");
     for (const name of ["MDS_E2E_KUBECONFIG", "MDS_E2E_CONTEXT", "MDS_E2E_KEEP_NAMESPACES"]) expect(text).toContain(`\`${name}\``);

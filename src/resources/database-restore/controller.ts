@@ -13,7 +13,7 @@ import { sourceKeyOf, startRestore } from "./external.ts";
 import { ledgerHas, recordLedger } from "./ledger.ts";
 import { DatabaseRestore, terminalRestorePhases, type DatabaseRestoreStatus } from "./schema.ts";
 
-// A restore destroys data and GitOps re-applies manifests, so it runs at most once per idempotencyKey and target:
+// Restore exactly once (docs/design.md#restore-exactly-once). A restore destroys data and GitOps re-applies manifests, so it runs at most once per idempotencyKey and target:
 // - the key is looked up in the target's ledger (Database status and its connection Secret, which outlives it);
 // - requestedAt (and the target's source) is written before the POST. A POST whose outcome is unknown (a crash, a
 //   lost answer) is sent again only to a server that announced Idempotency-Key replay, within its window. Any other

@@ -172,7 +172,7 @@ async function isSealed(file: string): Promise<boolean> {
  * Before anything is touched: a plain archive must match the checksum the control database recorded. Returns whether
  * the archive is sealed, and that verdict holds for the restore (restoreDatabase's `plainSha256`): a file swapped for
  * another kind later is refused, never re-judged. A sealed archive is not read ahead (that was ~10 % of a restore,
- * BENCHMARKS.md): each record authenticates before pg_restore sees a byte of it, and the authenticated final flag and
+ * bench/history/2026-11-24-service-data-plane-tls-create-tail.md): each record authenticates before pg_restore sees a byte of it, and the authenticated final flag and
  * the backup id in the key refuse a truncated or swapped file. A restore that fails on the way never replaces
  * anything: it fills a scratch database (a restore) or a database that is not ready yet and is dropped (create from a
  * backup).

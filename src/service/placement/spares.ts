@@ -10,8 +10,7 @@ import { ident, sparePrefix } from "./provisioner.ts";
  *
  * The filler yields: it makes a spare only once no job has been enqueued for `quietMs` and none of this replica's
  * jobs runs (another replica's work does not hold it back). A CREATE DATABASE beside a create's own work made that
- * create 2–5× slower, and beside a create's own CREATE DATABASE (no spare left) up to 0.7 s (BENCHMARKS.md, "The create
- * tail"). So a burst of creates runs on the spares alone, and the pool is refilled in the pause after it: size
+ * create 2–5× slower, and beside a create's own CREATE DATABASE (no spare left) up to 0.7 s (bench/history/2026-11-24-service-data-plane-tls-create-tail.md#the-create-tail-p99-at-concurrency-1). So a burst of creates runs on the spares alone, and the pool is refilled in the pause after it: size
  * `target` for the largest burst you expect.
  */
 export function startSpareFiller(input: {

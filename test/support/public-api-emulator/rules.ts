@@ -2,7 +2,7 @@
 // the documented behaviour it comes from. Sources: the OpenAPI types of @prisma/management-api-sdk 1.80.0
 // (node_modules/@prisma/management-api-sdk/dist/index.d.ts, "SDK" below, line numbers of that file) and the
 // endpoint pages of the public documentation (prisma.io/docs/rest-api/endpoints/..., "docs" below), as read on
-// 2026-11-23; /work/shared/reference/public-api.md has the table.
+// 2026-11-23; src/contract/PUBLIC-API.md has the table.
 //
 // Requests:
 // - No POST declares an `Idempotency-Key` header (SDK: `header?: never` on every operation; the word appears nowhere):
@@ -18,7 +18,7 @@
 //   (PUBLIC-API.md "Branches"), so the emulator forwards them and only reshapes as everywhere (no hint, no replay).
 //
 // Responses:
-// - Our `X-Idempotency-Replay` announcement is never sent (the public API does not replay; TEAM.md's shared decision).
+// - Our `X-Idempotency-Replay` announcement is never sent (the public API does not replay).
 // - Error bodies are `{ error: { code, message, hint? } }` (SDK ~1867): the emulator sends them without `hint`.
 // - `DELETE /v1/databases/{id}` of a project's default database: 403 "Cannot delete the default environment"
 //   (SDK ~8214), whether or not the project has other databases.

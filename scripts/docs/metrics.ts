@@ -1,8 +1,8 @@
 // The metrics table of docs/metrics.md, rendered from the operator's own registry (src/operator/metrics.ts and the
 // API client's src/client/prometheus-hooks.ts), so
 // the reference lists exactly what /metrics serves. `npm run docs:reference` rewrites the block between the
-// markers; docs.test.ts fails when it drifts.
-import { readFile, writeFile } from "node:fs/promises";
+// markers; test/docs/generated.test.ts fails when it drifts.
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { prometheusHooks } from "../../src/client/index.ts";
@@ -34,9 +34,4 @@ export async function renderMetricsDoc(): Promise<string> {
   const end = text.indexOf(endMarker);
   if (begin < 0 || end < begin) throw new Error(`${metricsDocPath} lacks the generated-block markers`);
   return `${text.slice(0, begin + beginMarker.length)}\n${await renderMetricsTable()}\n${text.slice(end)}`;
-}
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  await writeFile(metricsDocPath, await renderMetricsDoc());
-  console.log(`wrote ${metricsDocPath}`);
 }
