@@ -89,7 +89,8 @@ export async function revokeOwnConnection(args: {
 
 /**
  * The revocations of the Secret component for one owner: what a recovery, a crash or a rotation left to revoke.
- * Each goes through ConnectionCalls.revoke, so through the ownership check above.
+ * Each goes through ConnectionCalls.revoke, so through the ownership check above. One closure over the owner, longer
+ * than 80 lines only because it holds four short functions.
  */
 export function revocations<T extends SecretOwner>(deps: Omit<PublisherDeps, "secrets" | "crashPoint">, obj: T) {
   const ns = obj.metadata.namespace;

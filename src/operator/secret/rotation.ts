@@ -71,7 +71,11 @@ export interface RotationContext<T extends SecretOwner> {
   record(reason: string, message: string): void;
 }
 
-/** One rotation step; returns the connection the Secret holds, the rotation status and when to look again. */
+/**
+ * One rotation step; returns the connection the Secret holds, the rotation status and when to look again. Over 80
+ * lines on purpose: it is the write order above read top to bottom (finish a crashed rotation, retire, start one),
+ * and split into parts the order that makes each crash safe would no longer be visible in one place.
+ */
 export async function rotateStep<T extends SecretOwner>(
   ctx: RotationContext<T>,
 ): Promise<{ connectionId: string; rotation: RotationStatus | undefined; wakeInMs: number | undefined }> {
