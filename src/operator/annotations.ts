@@ -1,8 +1,13 @@
-import { parseDuration } from "./rotation.ts";
+import { parseDuration } from "./duration.ts";
 
 // The annotations a user puts on a resource to steer the managed loop (documented in the operator README). Metadata
 // changes do not change `generation`: none of them counts as a spec change.
 
+/**
+ * The remote id, written right after a create (status may not be written yet when a crash follows): identity.ts reads
+ * it as a last resort, and only once proven by logicalId.
+ */
+export const externalIdAnnotation = "mds.dev/external-id";
 /** "true": the loop leaves the resource alone (deletion still runs). */
 export const pausedAnnotation = "mds.dev/paused";
 /** Any new value asks for a reconcile now (the watch event enqueues it); status.lastHandledReconcileAt echoes it. */

@@ -1,8 +1,7 @@
 import { createHash } from "node:crypto";
-import type { CreatedConnection } from "./api.ts";
 import type { KubeObject } from "../kube/types.ts";
-import { annotations, parseConnectionString, type ConnectionCredentials } from "./connection-secret.ts";
-import { ReconcileError, TerminalError } from "./errors.ts";
+import { externalIdAnnotation } from "./annotations.ts";
+import { TerminalError } from "./errors.ts";
 
 /**
  * The caller-chosen key every create carries: stable across operator restarts and cluster rebuilds (instanceId is
@@ -31,7 +30,7 @@ export function connectionNameOf(instanceId: string, kind: string, namespace: st
 }
 
 /**
- * Whether `name` is `base` or one of its rotations' names (`<base cut to fit>-r<time>`, recover-credentials.ts): the
+ * Whether `name` is `base` or one of its rotations' names (`<base cut to fit>-r<time>`, secret/recovery.ts): the
  * names a resource mints under, so the only connections (besides the original one of a database it created) it may
  * ever revoke.
  */
@@ -42,37 +41,6 @@ export function isNameOf(name: string, base: string): boolean {
 }
 
 /**
- * Credentials out of a creation response's connection (the only place they ever appear). The public API may leave
- * out the direct endpoint or its connection string: then the operator cannot build a Secret and says so.
- */
-export function credentialsFromCreated(connection: CreatedConnection): ConnectionCredentials {
-  const direct = connection.endpoints.direct;
-  const connectionString = direct?.connectionString ?? connection.endpoints.pooled?.connectionString;
-  if (direct === undefined || connectionString === undefined) {
-    throw new ReconcileError(
-      "RemoteIncomplete",
-      `the service created connection "${connection.id}" without ${direct === undefined ? "a direct endpoint" : "a connection string"}; the connection Secret cannot be built from it`,
-    );
-  }
-  const parsed = parseConnectionString(connectionString);
-  const pooled = connection.endpoints.pooled;
-  return {
-    connectionId: connection.id,
-    connectionName: connection.name,
-    user: parsed.user,
-    password: parsed.password,
-    database: parsed.database,
-    sslmode: parsed.sslmode,
-    ...(parsed.sslrootcert === undefined ? {} : { sslrootcert: parsed.sslrootcert }),
-    direct: { host: direct.host, port: direct.port },
-    pooled: pooled === undefined ? undefined : { host: pooled.host, port: pooled.port },
-    ...(connection.endpoints.accelerate?.connectionString === undefined
-      ? {}
-      : { accelerateUrl: connection.endpoints.accelerate.connectionString }),
-  };
-}
-
-/**
  * The remote id a resource is bound to: `spec.externalId` (adoption), else `status.id`, else the annotation the loop
  * writes right after a create (status may not be written yet when a crash follows). Every kind with a remote object.
  */
@@ -80,7 +48,7 @@ export function remoteIdOf(obj: KubeObject | undefined): string | undefined {
   if (obj === undefined) return undefined;
   const spec = obj["spec"] as { externalId?: string } | undefined;
   const status = obj["status"] as { id?: string } | undefined;
-  return spec?.externalId ?? status?.id ?? obj.metadata.annotations?.[annotations.externalId];
+  return spec?.externalId ?? status?.id ?? obj.metadata.annotations?.[externalIdAnnotation];
 }
 
 /**
@@ -91,7 +59,7 @@ export function annotatedOnlyIdOf(obj: KubeObject): string | undefined {
   const spec = obj["spec"] as { externalId?: string } | undefined;
   const status = obj["status"] as { id?: string } | undefined;
   return spec?.externalId === undefined && status?.id === undefined
-    ? obj.metadata.annotations?.[annotations.externalId]
+    ? obj.metadata.annotations?.[externalIdAnnotation]
     : undefined;
 }
 
@@ -99,7 +67,7 @@ export function annotatedOnlyIdOf(obj: KubeObject): string | undefined {
 export function notCreatedHere(kind: string, id: string): TerminalError {
   return new TerminalError(
     "AdoptionRefused",
-    `the annotation ${annotations.externalId} names ${kind} "${id}", which this resource did not create; remove the annotation, or adopt it with spec.externalId`,
+    `the annotation ${externalIdAnnotation} names ${kind} "${id}", which this resource did not create; remove the annotation, or adopt it with spec.externalId`,
   );
 }
 

@@ -6,7 +6,7 @@ import { createInformer, type Informer } from "../kube/informer.ts";
 import type { KubeConfig } from "../kube/kubeconfig.ts";
 import { SecretType, type KubeObject, type ResourceType, type Secret } from "../kube/types.ts";
 import type { CreateApiClient, MdsApi } from "./api.ts";
-import { annotations, managedSecretSelector } from "./connection-secret.ts";
+import { annotations, managedSecretSelector } from "./secret/render.ts";
 import { createCredentialPool, type OperatorCredentials } from "./credentials.ts";
 import { createCredentialsGuard, credentialsSecretOf } from "./credentials-guard.ts";
 import { createDeletionProtectionAudit } from "./deletion-protection-audit.ts";

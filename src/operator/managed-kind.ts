@@ -1,8 +1,9 @@
 import type { KubeObject, ResourceType } from "../kube/types.ts";
 import type { Condition } from "./conditions.ts";
-import type { ConnectionCredentials, ConnectionSecretSpec } from "./connection-secret.ts";
+import type { ConnectionCredentials } from "./secret/connection-credentials.ts";
+import type { ConnectionSecretSpec } from "./secret/spec.ts";
 import type { CredentialUse } from "./credentials.ts";
-import type { ConnectionOwner, SecretTarget } from "./secret-publisher.ts";
+import type { ConnectionCalls, SecretTarget } from "./secret/types.ts";
 
 // The seam between the managed loop (managed-reconciler.ts) and a kind: what a kind's object looks like to the loop,
 // and the data its external client returns. A kind's code imports these types; only the loop acts on them.
@@ -68,7 +69,7 @@ export interface ExternalClient<T extends ManagedObject> {
   update(obj: T): Promise<void>;
   delete(obj: T): Promise<Deletion>;
   /** A kind that publishes credentials: how they are recovered and revoked. */
-  connections?: ConnectionOwner<T> | undefined;
+  connections?: ConnectionCalls<T> | undefined;
   /** The token this client acts with (status.credentials). */
   credentials?: CredentialUse | undefined;
   /**

@@ -4,7 +4,7 @@ import { createFakeKube, type FakeKube } from "../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
 import { databaseKind } from "../resources/database/controller.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
-import { decodeData, encodeData } from "./connection-secret.ts";
+import { decodeData, encodeData } from "./secret/render.ts";
 import { createCredentialPool } from "./credentials.ts";
 import { idempotencyKeyOf, logicalIdOf } from "./identity.ts";
 import { classifyError } from "./errors.ts";

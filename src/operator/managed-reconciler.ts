@@ -3,22 +3,23 @@ import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject, Secret } from "../kube/types.ts";
 import { jsonEqual } from "./conditions.ts";
 import { credentialStatusOf, type SecretKeyRef } from "./credentials.ts";
-import { annotations, type ConnectionSecretSpec } from "./connection-secret.ts";
 import type { ExternalClient, ManagedKind, ManagedObject, Observation } from "./managed-kind.ts";
 import { ReconcileError, TerminalError, WaitingError, classifyError, messageOf } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import { done, failed, requeueAfter, type Outcome } from "./outcome.ts";
-import { connectionSecrets, publishedStatus, type SecretTarget } from "./secret-publisher.ts";
+import { connectionSecrets, publishedStatus } from "./secret/publisher.ts";
+import { secretNameOf } from "./secret/spec.ts";
+import type { SecretTarget } from "./secret/types.ts";
 import { reportError, splitKey, synced, writeStatus, type ConditionUpdate } from "./status.ts";
-import { pausedAnnotation, pollIntervalOf, reconcileRequestedAnnotation } from "./annotations.ts";
+import { externalIdAnnotation, pausedAnnotation, pollIntervalOf, reconcileRequestedAnnotation } from "./annotations.ts";
 
 // The one generic loop (docs/design.md#the-loop) for every kind with a remote object:
 //   get → deleting? (observe → delete per policy → release Secret → drop finalizer) → paused?
 //       → ensure finalizer → observe → create if absent → update if drifted → publish Secret → status
 // With managementPolicy ObserveOnly it stops after observe: status and drift, no write to the service, no Secret.
 // A kind supplies only a ManagedKind (parse, connect) whose ExternalClient returns data and throws typed errors.
-// Only this loop logs, emits Events and writes status; the Secret is the connection-Secret component's.
+// Only this loop logs, emits Events and writes status; the Secret is the Secret component's (secret/).
 
 export interface LoopDeps {
   kube: KubeClient;
@@ -33,13 +34,6 @@ export interface LoopDeps {
   /** Keeps the credentials Secret of a resolved token while this resource depends on it (credentials-guard.ts). */
   guardCredentials?: (ref: SecretKeyRef) => Promise<void>;
   now?: () => Date;
-}
-
-export function secretNameOf(obj: {
-  metadata: { name: string };
-  spec: { connectionSecret?: ConnectionSecretSpec | undefined };
-}): string {
-  return obj.spec.connectionSecret?.name ?? obj.metadata.name;
 }
 
 export async function reconcileManaged<T extends ManagedObject>(
@@ -182,7 +176,7 @@ class LoopRun<T extends ManagedObject> {
       if (this.obj.status?.secretName !== undefined)
         await this.secrets.delete(this.obj.status.secretName, this.kind.secretDatabaseIds?.(this.obj) ?? []);
       this.obj = await this.deps.kube.patch<T>(this.kind.type, this.obj.metadata.namespace, this.obj.metadata.name, {
-        metadata: { annotations: { [annotations.externalId]: null } },
+        metadata: { annotations: { [externalIdAnnotation]: null } },
       });
       const gone = {
         id: undefined,
@@ -320,7 +314,7 @@ class LoopRun<T extends ManagedObject> {
       for (const id of creation.leaked ?? []) await owner.revoke(this.obj, creation.secret.databaseId, id);
     }
     this.obj = await this.deps.kube.patch<T>(this.kind.type, this.obj.metadata.namespace, this.obj.metadata.name, {
-      metadata: { annotations: { [annotations.externalId]: creation.id } },
+      metadata: { annotations: { [externalIdAnnotation]: creation.id } },
     });
     const verb = creation.adopted ? "Adopted" : "Created";
     this.log.info({ id: creation.id, adopted: creation.adopted }, `${verb} ${this.kind.kind}`);

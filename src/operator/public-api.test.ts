@@ -5,7 +5,7 @@ import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
 import { databaseKind } from "../resources/database/controller.ts";
 import { projectKind } from "../resources/project/controller.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
-import { annotations, decodeData, encodeData } from "./connection-secret.ts";
+import { annotations, decodeData, encodeData } from "./secret/render.ts";
 import { createCredentialPool } from "./credentials.ts";
 import type { EventRecorder } from "./events.ts";
 import { connectionNameOf } from "./identity.ts";

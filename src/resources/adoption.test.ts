@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { createFakeKube } from "../../test/support/fake-kube.ts";
 import { createFakeApi } from "../../test/support/fake-api.ts";
 import { SecretType, type KubeObject } from "../kube/types.ts";
-import { encodeData } from "../operator/connection-secret.ts";
+import { encodeData } from "../operator/secret/render.ts";
 import { createCredentialPool } from "../operator/credentials.ts";
 import { reconcileManaged } from "../operator/managed-reconciler.ts";
 import type { ObjectCache } from "../operator/kind.ts";

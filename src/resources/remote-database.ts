@@ -1,12 +1,11 @@
 import type { CreatedConnection, MdsApi } from "../operator/api.ts";
 import { ReconcileError, WaitingError } from "../operator/errors.ts";
-import { credentialsFromCreated } from "../operator/identity.ts";
-import { originalConnectionOf } from "../operator/recover-credentials.ts";
+import { credentialsFromCreated } from "../operator/secret/connection-credentials.ts";
+import { originalConnectionOf } from "../operator/secret/revocation.ts";
 import type { Creation, Observation } from "../operator/managed-kind.ts";
-import { secretNameOf } from "../operator/managed-reconciler.ts";
 import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "../operator/remote-mirror.ts";
-import type { SecretTarget } from "../operator/secret-publisher.ts";
-import type { ConnectionSecret } from "./common.ts";
+import type { SecretTarget } from "../operator/secret/types.ts";
+import { secretNameOf, type ConnectionSecretSpec } from "../operator/secret/spec.ts";
 
 // What the kinds that publish a database's credentials (Project for its default database, Database) read the same
 // way from the service's answers: readiness, the Secret's target, credentials out of a creation response.
@@ -65,7 +64,7 @@ export function readinessWithSecret(db: RemoteDatabase, secret: SecretTarget | u
 }
 
 export function secretTargetOf(
-  obj: { metadata: { name: string }; spec: { connectionSecret?: ConnectionSecret | undefined } },
+  obj: { metadata: { name: string }; spec: { connectionSecret?: ConnectionSecretSpec | undefined } },
   db: RemoteDatabase,
   preferredConnectionId: string | undefined,
 ): SecretTarget | undefined {
@@ -94,7 +93,7 @@ export function secretTargetOf(
  * recovery), and the answer's unusable one is revoked.
  */
 export function createdWith(
-  obj: { metadata: { name: string }; spec: { connectionSecret?: ConnectionSecret | undefined } },
+  obj: { metadata: { name: string }; spec: { connectionSecret?: ConnectionSecretSpec | undefined } },
   id: string,
   status: Record<string, unknown>,
   answer: { defaultConnectionId?: string | null | undefined; connections: CreatedConnection[] },

@@ -3,7 +3,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
-import { decodeData } from "../../src/operator/connection-secret.ts";
+import { decodeData } from "../../src/operator/secret/render.ts";
 import { DatabaseRestoreType, DatabaseType } from "../../src/resources/types.ts";
 import { eventually, startStack, type Stack } from "./helpers.ts";
 

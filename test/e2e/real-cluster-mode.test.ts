@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
 import { runKubectl } from "../support/kubectl.ts";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
-import { decodeData } from "../../src/operator/connection-secret.ts";
+import { decodeData } from "../../src/operator/secret/render.ts";
 import { DatabaseType, ProjectType } from "../../src/resources/types.ts";
 import { eventually, manifests, namespaceFlagNeeded, realClusterFromEnv, startStack, type Stack } from "./helpers.ts";
 

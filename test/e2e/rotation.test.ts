@@ -1,7 +1,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
-import { decodeData } from "../../src/operator/connection-secret.ts";
+import { decodeData } from "../../src/operator/secret/render.ts";
 import type { Operator } from "../../src/operator/index.ts";
 import { DatabaseType } from "../../src/resources/types.ts";
 import { counterparts, eventually, manifests, startStack, type Stack } from "./helpers.ts";

@@ -7,7 +7,7 @@ import pg from "pg";
 import { generate } from "selfsigned";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
-import { decodeData } from "../../src/operator/connection-secret.ts";
+import { decodeData } from "../../src/operator/secret/render.ts";
 import { DatabaseType } from "../../src/resources/types.ts";
 import { eventually, manifests, startStack, type Stack } from "./helpers.ts";
 

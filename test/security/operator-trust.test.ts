@@ -1,14 +1,8 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
-import {
-  annotations,
-  credentialsHash,
-  decodeData,
-  encodeData,
-  labels,
-  managedByValue,
-} from "../../src/operator/connection-secret.ts";
+import { annotations, decodeData, encodeData, labels, managedByValue } from "../../src/operator/secret/render.ts";
+import { credentialsHash } from "../../src/operator/secret/connection-credentials.ts";
 import { ConnectionType, DatabaseRestoreType, DatabaseType } from "../../src/resources/types.ts";
 import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.ts";
 import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "../e2e/helpers.ts";

@@ -3,7 +3,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
 import { createFakeKube, type FakeKube } from "../../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../../kube/types.ts";
-import { encodeData } from "../../operator/connection-secret.ts";
+import { encodeData } from "../../operator/secret/render.ts";
 import { createCredentialPool } from "../../operator/credentials.ts";
 import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconciler.ts";
 import { ConnectionType, DatabaseType } from "../types.ts";

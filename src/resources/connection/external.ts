@@ -2,7 +2,7 @@ import type { MdsApi } from "../../operator/api.ts";
 import { WaitingError } from "../../operator/errors.ts";
 import { connectionNameOf, idempotencyKeyOf, isNameOf, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
-import { connectionOwner, mintNamed } from "../../operator/recover-credentials.ts";
+import { connectionCalls, mintNamed } from "../../operator/secret/recovery.ts";
 import type { RemoteMirror } from "../../operator/remote-mirror.ts";
 import { readinessWithSecret, secretTargetOf } from "../remote-database.ts";
 import type { Connection } from "./schema.ts";
@@ -28,7 +28,7 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
   const { api, mirror, instanceId, databaseId } = deps;
   const nameFor = (obj: ConnectionObject) =>
     connectionNameOf(instanceId, "Connection", obj.metadata.namespace ?? "default", obj.metadata.name);
-  const connections = connectionOwner<ConnectionObject>({
+  const connections = connectionCalls<ConnectionObject>({
     api,
     mirror,
     connectionName: nameFor,

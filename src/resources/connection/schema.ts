@@ -3,19 +3,21 @@ import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
-  Binding,
-  ConnectionSecret,
-  PublishedConnection,
   Credentials,
   DeletionProtection,
   ObjectMeta,
-  RotationStatus,
   exactlyOne,
   idPattern,
   immutableFields,
   managedStatusFields,
-  secretNameUnchanged,
 } from "../common.ts";
+import {
+  Binding,
+  ConnectionSecret,
+  PublishedConnection,
+  RotationStatus,
+  secretNameUnchanged,
+} from "../../operator/secret/spec.ts";
 import type { KindDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 

@@ -9,7 +9,8 @@ import {
   remoteIdOf,
 } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
-import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
+import { connectionCalls } from "../../operator/secret/recovery.ts";
+import { originalConnectionOf } from "../../operator/secret/revocation.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
 import { createdWith, pollDelayOf, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
@@ -164,7 +165,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       return deleteDatabase(api, mirror, id);
     },
 
-    connections: connectionOwner<DatabaseObject>({
+    connections: connectionCalls<DatabaseObject>({
       api,
       mirror,
       connectionName: (obj) =>

@@ -3,11 +3,7 @@ import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
-  Binding,
   DeletionProtection,
-  PublishedConnection,
-  RotationStatus,
-  ConnectionSecret,
   Credentials,
   DeletionPolicy,
   LocalObjectReference,
@@ -16,10 +12,16 @@ import {
   exactlyOne,
   idPattern,
   immutableFields,
-  secretNameUnchanged,
   managedStatusFields,
   ManagementPolicy,
 } from "../common.ts";
+import {
+  Binding,
+  ConnectionSecret,
+  PublishedConnection,
+  RotationStatus,
+  secretNameUnchanged,
+} from "../../operator/secret/spec.ts";
 import type { KindDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 

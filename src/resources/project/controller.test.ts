@@ -2,7 +2,7 @@ import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createFakeKube, type FakeKube } from "../../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../../kube/types.ts";
-import { decodeData, encodeData } from "../../operator/connection-secret.ts";
+import { decodeData, encodeData } from "../../operator/secret/render.ts";
 import { createCredentialPool, type CredentialPool } from "../../operator/credentials.ts";
 import { logicalIdOf } from "../../operator/identity.ts";
 import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconciler.ts";

@@ -8,7 +8,8 @@ import {
   remoteIdOf,
 } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
-import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
+import { connectionCalls } from "../../operator/secret/recovery.ts";
+import { originalConnectionOf } from "../../operator/secret/revocation.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
 import { createdWith, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
@@ -147,7 +148,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
       return deleteProject(api, mirror, id, deps.protectedBy);
     },
 
-    connections: connectionOwner<ProjectObject>({
+    connections: connectionCalls<ProjectObject>({
       api,
       mirror,
       connectionName: (obj) =>

@@ -3,21 +3,23 @@ import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import {
-  Binding,
   DeletionProtection,
-  PublishedConnection,
-  RotationStatus,
-  ConnectionSecret,
   Credentials,
   DeletionPolicy,
   ObjectMeta,
   Region,
   idPattern,
   immutableFields,
-  secretNameUnchanged,
   managedStatusFields,
   ManagementPolicy,
 } from "../common.ts";
+import {
+  Binding,
+  ConnectionSecret,
+  PublishedConnection,
+  RotationStatus,
+  secretNameUnchanged,
+} from "../../operator/secret/spec.ts";
 import type { KindDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 

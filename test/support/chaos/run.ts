@@ -333,7 +333,7 @@ async function runStep(
       return;
     }
     case "rotate": {
-      // Each publisher rotates once on demand; the replaced login is revoked after its grace period (2 s).
+      // Each Secret owner rotates once on demand; the replaced login is revoked after its grace period (2 s).
       const trigger = `${s.ns}-${Date.now().toString(36)}`;
       const before = new Map<string, string | undefined>();
       for (const [kind, name, secretName] of publishers(s)) {

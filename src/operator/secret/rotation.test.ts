@@ -1,15 +1,17 @@
 import { pino } from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
-import { createFakeKube, type FakeKube } from "../../test/support/fake-kube.ts";
-import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
-import { databaseKind } from "../resources/database/controller.ts";
-import { DatabaseType, ProjectType } from "../resources/types.ts";
-import { decodeData, encodeData } from "./connection-secret.ts";
-import { createCredentialPool } from "./credentials.ts";
-import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
-import { connectionNameOf } from "./identity.ts";
-import { parseDuration, rotateAnnotation, type RotationStatus } from "./rotation.ts";
+import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
+import { createFakeKube, type FakeKube } from "../../../test/support/fake-kube.ts";
+import { SecretType, type KubeObject, type Secret } from "../../kube/types.ts";
+import { databaseKind } from "../../resources/database/controller.ts";
+import { DatabaseType, ProjectType } from "../../resources/types.ts";
+import { decodeData, encodeData } from "./render.ts";
+import { createCredentialPool } from "../credentials.ts";
+import { reconcileManaged, type LoopDeps } from "../managed-reconciler.ts";
+import { connectionNameOf } from "../identity.ts";
+import { parseDuration } from "../duration.ts";
+import { rotateAnnotation } from "./rotation.ts";
+import type { RotationStatus } from "./spec.ts";
 
 // Rotation with overlap through the managed loop (Database kind), against both kinds of server: one that replays
 // Idempotency-Keys and the public API, which does not. Time is a fake Date; a crash point throws, as the process would

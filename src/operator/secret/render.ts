@@ -1,8 +1,11 @@
 import { createHash } from "node:crypto";
-import type { OwnerReference, Secret } from "../kube/types.ts";
+import type { OwnerReference, Secret } from "../../kube/types.ts";
+import { connectionUrl, credentialsHash, type ConnectionCredentials, type Endpoint } from "./connection-credentials.ts";
+import type { ConnectionSecretSpec } from "./spec.ts";
 
-// The connection Secret: fixed keys, optional template keys from fixed variables, labels naming the remote ids,
-// a hash of the data so pods can roll on change. Pure functions; the loop decides when to write.
+// The connection Secret rendered from credentials and the spec: fixed keys, optional template keys from fixed
+// variables (spec.ts lists them), labels naming the remote ids, a hash of the data so pods can roll on change; and
+// read back: the credentials the operator itself wrote. Pure functions; publisher.ts decides when to write.
 
 export const labels = {
   managedBy: "app.kubernetes.io/managed-by",
@@ -16,7 +19,6 @@ export const annotations = {
   dataHash: "mds.dev/data-hash",
   credentialsHash: "mds.dev/credentials-hash",
   restores: "mds.dev/restores",
-  externalId: "mds.dev/external-id",
   /** `<Kind>/<name>` of the resource that publishes this Secret (in its namespace): routes Secret events to it. */
   owner: "mds.dev/owner",
   /**
@@ -26,79 +28,8 @@ export const annotations = {
   revoke: "mds.dev/revoke",
 } as const;
 
-/** What a resource's spec says about its connection Secret (the CRD schema: src/resources/common.ts). */
-export interface ConnectionSecretSpec {
-  name?: string | undefined;
-  endpoint?: "pooled" | "direct" | "accelerate" | undefined;
-  /** The servicebinding.io Provisioned Service form: Secret type servicebinding.io/postgresql and its keys. */
-  serviceBinding?: boolean | undefined;
-  /** Scheduled rotation with overlap: durations such as 720h, 1h30m, 45s. */
-  rotation?: { every?: string | undefined; gracePeriod?: string | undefined } | undefined;
-  template?: Record<string, string> | undefined;
-  /** The server's CA from the spec: the Secret carries it (ca.crt) and its URLs verify the server with it. */
-  tls?:
-    { caCert: string; mountPath?: string | undefined; sslmode?: "verify-full" | "verify-ca" | undefined } | undefined;
-  labels?: Record<string, string> | undefined;
-  annotations?: Record<string, string> | undefined;
-}
-
-export interface Endpoint {
-  host: string;
-  port: number;
-}
-
-/** Everything needed to connect; lives only in memory and in the Secret. */
-export interface ConnectionCredentials {
-  connectionId: string;
-  connectionName: string;
-  user: string;
-  password: string;
-  database: string;
-  sslmode: string;
-  /**
-   * The CA file the service's connection strings name (`sslrootcert`): a path on the service's machine, useful to
-   * clients that share it (the embedded stack). Carried into the URLs and PGSSLROOTCERT.
-   */
-  sslrootcert?: string | undefined;
-  direct: Endpoint;
-  pooled?: Endpoint | undefined;
-  /**
-   * The accelerate endpoint's connection string, kept verbatim: the public API's is not a PostgreSQL URL
-   * (`prisma+postgres://…?api_key=…`) and cannot be rebuilt from the login.
-   */
-  accelerateUrl?: string | undefined;
-}
-
 /** The Secret type of the servicebinding.io Provisioned Service contract for PostgreSQL. */
 export const serviceBindingType = "servicebinding.io/postgresql";
-
-/** Parses a postgresql:// URL of a creation response into its parts. */
-export function parseConnectionString(url: string): {
-  user: string;
-  password: string;
-  host: string;
-  port: number;
-  database: string;
-  sslmode: string;
-  sslrootcert?: string;
-} {
-  const u = new URL(url);
-  return {
-    user: decodeURIComponent(u.username),
-    password: decodeURIComponent(u.password),
-    host: u.hostname,
-    port: u.port === "" ? 5432 : Number(u.port),
-    database: decodeURIComponent(u.pathname.replace(/^\//, "")),
-    sslmode: u.searchParams.get("sslmode") ?? "prefer",
-    ...(u.searchParams.get("sslrootcert") ? { sslrootcert: u.searchParams.get("sslrootcert")! } : {}),
-  };
-}
-
-export function connectionUrl(c: ConnectionCredentials, endpoint: Endpoint): string {
-  const enc = encodeURIComponent;
-  const root = c.sslrootcert === undefined ? "" : `&sslrootcert=${enc(c.sslrootcert)}`;
-  return `postgresql://${enc(c.user)}:${enc(c.password)}@${endpoint.host}:${endpoint.port}/${enc(c.database)}?sslmode=${enc(c.sslmode)}${root}`;
-}
 
 /** The credentials as the Secret's URLs should carry them: with spec.tls, verifying the server with its CA. */
 function withTls(c: ConnectionCredentials, spec: ConnectionSecretSpec | undefined): ConnectionCredentials {
@@ -172,12 +103,6 @@ export function hashData(data: Record<string, string>): string {
   const h = createHash("sha256");
   for (const key of Object.keys(data).sort()) h.update(`${key}\u0000${data[key]}\u0000`);
   return h.digest("hex");
-}
-
-/** Proves the credentials are the operator's; the accelerate URL joins only when there is one (older Secrets hash the same). */
-export function credentialsHash(connectionId: string, user: string, password: string, accelerateUrl?: string): string {
-  const extra = accelerateUrl === undefined ? "" : `\u0000${accelerateUrl}`;
-  return createHash("sha256").update(`${connectionId}\u0000${user}\u0000${password}${extra}`).digest("hex");
 }
 
 export function decodeData(secret: Secret): Record<string, string> {
@@ -297,16 +222,4 @@ export function secretUpToDate(current: Secret, desired: Secret): boolean {
     sameMap(cm.annotations, dm.annotations) &&
     owners(cm.ownerReferences) === owners(dm.ownerReferences)
   );
-}
-
-/** The restore ledger on a Secret: the idempotency keys applied to its database. */
-export function restoreKeysOf(secret: Secret | undefined): string[] {
-  const raw = secret?.metadata.annotations?.[annotations.restores];
-  if (raw === undefined) return [];
-  try {
-    const parsed: unknown = JSON.parse(raw);
-    return Array.isArray(parsed) ? parsed.filter((k): k is string => typeof k === "string") : [];
-  } catch {
-    return [];
-  }
 }

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
-import type { ConnectionCredentials, ConnectionSecretSpec } from "./connection-secret.ts";
-import { TerminalError } from "./errors.ts";
-import type { ConnectionOwner, Publisher, SecretTarget } from "./secret-publisher.ts";
+import { parseDuration } from "../duration.ts";
+import type { ConnectionCredentials } from "./connection-credentials.ts";
+import type { ConnectionSecretSpec, RotationStatus } from "./spec.ts";
+import type { ConnectionCalls, SecretOwner, SecretTarget } from "./types.ts";
 
 // Rotation with overlap (docs/design.md#rotation): a new connection is minted and published, the replaced one keeps working for the grace
 // period, then it is revoked. The order makes every crash safe:
@@ -20,33 +21,9 @@ const rotationSuffix = /^-r[0-9a-z]{1,10}$/;
 /** Without spec.connectionSecret.rotation.gracePeriod, an on-demand rotation keeps the old credentials this long. */
 export const defaultGracePeriodMs = 10 * 60_000;
 
-export interface RotationStatus {
-  lastRotationTime?: string | undefined;
-  nextRotationTime?: string | undefined;
-  /** The last value of the mds.dev/rotate annotation acted on. */
-  trigger?: string | undefined;
-  /**
-   * A rotation in progress: the suffix of the connection name it mints under, since when, its trigger, and the
-   * connection the Secret held when it started (the one it replaces).
-   */
-  pending?: { suffix: string; since: string; trigger?: string | undefined; replaces: string } | undefined;
-  /** The connection the last rotation replaced: it works until revokeAt. */
-  retiring?: { id: string; name: string; revokeAt: string } | undefined;
-}
-
 export interface RotationPolicy {
   everyMs: number | undefined;
   gracePeriodMs: number;
-}
-
-const units: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-
-/** A Kubernetes-style duration ("720h", "1h30m", "45s", "500ms") in milliseconds. */
-export function parseDuration(text: string): number {
-  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
-  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text)
-    throw new TerminalError("InvalidSpec", `"${text.slice(0, 40)}" is not a duration such as 720h, 1h30m or 45s`);
-  return parts.reduce((sum, p) => sum + Number(p[1]) * units[p[2]!]!, 0);
 }
 
 export function rotationPolicyOf(spec: ConnectionSecretSpec | undefined): RotationPolicy {
@@ -72,9 +49,9 @@ function jittered(everyMs: number, uid: string | undefined): number {
   return Math.round(everyMs * (1 - 0.1 * f));
 }
 
-export interface RotationContext<T extends Publisher> {
+export interface RotationContext<T extends SecretOwner> {
   obj: T & { status?: { rotation?: RotationStatus | undefined } | undefined };
-  owner: ConnectionOwner<T>;
+  calls: ConnectionCalls<T>;
   target: SecretTarget;
   /** The connection the Secret holds now (it is current; re-read live while a rotation is pending). */
   published: string;
@@ -94,8 +71,12 @@ export interface RotationContext<T extends Publisher> {
   record(reason: string, message: string): void;
 }
 
-/** One rotation step; returns the connection the Secret holds, the rotation status and when to look again. */
-export async function rotateStep<T extends Publisher>(
+/**
+ * One rotation step; returns the connection the Secret holds, the rotation status and when to look again. Over 80
+ * lines on purpose: it is the write order above read top to bottom (finish a crashed rotation, retire, start one),
+ * and split into parts the order that makes each crash safe would no longer be visible in one place.
+ */
+export async function rotateStep<T extends SecretOwner>(
   ctx: RotationContext<T>,
 ): Promise<{ connectionId: string; rotation: RotationStatus | undefined; wakeInMs: number | undefined }> {
   const { obj, policy, now, target } = ctx;
@@ -156,7 +137,7 @@ export async function rotateStep<T extends Publisher>(
       ...(requested ? { trigger } : {}),
     };
     if (r.pending === undefined) await ctx.saveStatus({ rotation: { ...r, pending } });
-    const minted = await ctx.owner.mint(obj, target, pending.suffix);
+    const minted = await ctx.calls.mint(obj, target, pending.suffix);
     await ctx.crashPoint("after-rotate-mint");
     await ctx.publish(minted.credentials);
     await ctx.crashPoint("after-rotate-secret");

@@ -1,15 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { setCondition } from "./conditions.ts";
 import { createHash } from "node:crypto";
-import {
-  buildSecret,
-  credentialsFromSecret,
-  credentialsHash,
-  decodeData,
-  secretData,
-  serviceBindingType,
-  type ConnectionCredentials,
-} from "./connection-secret.ts";
+import { credentialsHash, type ConnectionCredentials } from "./connection-credentials.ts";
+import { buildSecret, credentialsFromSecret, decodeData, secretData, serviceBindingType } from "./render.ts";
 
 const creds: ConnectionCredentials = {
   connectionId: "con_1",
@@ -78,16 +70,6 @@ describe("connection Secret", () => {
     const edited = { ...s, data: { ...s.data, PGPASSWORD: Buffer.from("other").toString("base64") } };
     expect(credentialsFromSecret(edited, { direct: creds.direct })).toBeUndefined();
     expect(decodeData(s)["PGUSER"]).toBe("u@x");
-  });
-
-  it("keeps lastTransitionTime while a condition's status does not change", () => {
-    const t1 = new Date("2026-01-01T00:00:00Z");
-    const t2 = new Date("2026-01-01T01:00:00Z");
-    const a = setCondition(undefined, { type: "Ready", status: "False", reason: "Creating", message: "x" }, t1);
-    const b = setCondition(a, { type: "Ready", status: "False", reason: "Provisioning", message: "y" }, t2);
-    expect(b[0]!.lastTransitionTime).toBe("2026-01-01T00:00:00Z");
-    const c = setCondition(b, { type: "Ready", status: "True", reason: "Available", message: "" }, t2);
-    expect(c[0]!.lastTransitionTime).toBe("2026-01-01T01:00:00Z");
   });
 
   it("publishes the servicebinding.io form when asked: its type and well-known keys beside ours", () => {

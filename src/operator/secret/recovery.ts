@@ -1,33 +1,13 @@
-import { errorCode, isApiNotFound, type CreatedConnection, type MdsApi } from "./api.ts";
-import type { ConnectionCredentials } from "./connection-secret.ts";
-import { ReconcileError } from "./errors.ts";
-import { credentialsFromCreated, idempotencyKeyOf, isNameOf } from "./identity.ts";
-import type { ConnectionOwner, SecretTarget } from "./secret-publisher.ts";
-import type { RemoteMirror } from "./remote-mirror.ts";
+import { errorCode, type CreatedConnection, type MdsApi } from "../api.ts";
+import { ReconcileError } from "../errors.ts";
+import { idempotencyKeyOf } from "../identity.ts";
+import type { RemoteMirror } from "../remote-mirror.ts";
+import { credentialsFromCreated, type ConnectionCredentials } from "./connection-credentials.ts";
+import { isOwnConnection, revokeOwnConnection } from "./revocation.ts";
+import type { ConnectionCalls, SecretTarget } from "./types.ts";
 
-/**
- * The connection the server made together with the database. The public API may answer `defaultConnectionId: null`
- * and name that connection itself; then it is the oldest one, if it was made with the database (within a minute of
- * it): a later one was minted afterwards, by us (under our name) or by someone else, and is not ours to revoke.
- */
-export function originalConnectionOf(
-  db:
-    | {
-        createdAt: string;
-        defaultConnectionId?: string | null | undefined;
-        connections: { id: string; createdAt: string }[];
-      }
-    | undefined,
-): string | undefined {
-  if (db === undefined) return undefined;
-  if (db.defaultConnectionId) return db.defaultConnectionId;
-  const oldest = [...db.connections].sort(
-    (a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id),
-  )[0];
-  return oldest !== undefined && Date.parse(oldest.createdAt) - Date.parse(db.createdAt) <= 60_000
-    ? oldest.id
-    : undefined;
-}
+// Recovery: credentials for a Secret that lost them (replayed creation, else a new connection), a rotation's mint,
+// and connectionCalls(), which builds a kind's ConnectionCalls from its RecoveryPlan.
 
 /**
  * Credentials whose password was lost (a missing or edited Secret, a crash between the create and the Secret
@@ -49,7 +29,7 @@ export async function replayOrMint(args: {
   originalConnectionId: string | null | undefined;
   /** Connections that must not be revoked as lost (one being retired after a rotation). */
   keep?: string[] | undefined;
-  /** Revokes a lost connection if it is the resource's own (ConnectionOwner.revoke): used when the mint's answer is unusable. */
+  /** Revokes a lost connection if it is the owner's own (ConnectionCalls.revoke): used when the mint's answer is unusable. */
   revokeLost: (id: string) => Promise<unknown>;
 }): Promise<{ credentials: ConnectionCredentials; revoke: string[] }> {
   const { api, target, previousConnectionId } = args;
@@ -150,36 +130,19 @@ export interface RecoveryPlan {
 }
 
 /**
- * Whether the connection is one this resource minted on its own database: one of its names (first mint, rotations),
- * or the connection the server made with a database this resource created (`ownsOriginal`: not an adopted one, whose
- * original connection someone else may hold). Decided from the service's own list of the database's connections,
- * never from an annotation, a label or a status: those are anyone's to write who can write the namespace.
+ * A kind's ConnectionCalls: recovery through replayOrMint with the kind's plan, revocation only of the owner's own
+ * connections (revocation.ts; one already gone is done). The kind writes only its plan.
  */
-export function isOwnConnection(
-  connection: { id: string; name: string } | undefined,
-  ownName: string,
-  original: { ownsOriginal: boolean; originalConnectionId: string | undefined },
-): boolean {
-  if (connection === undefined) return false;
-  return (
-    isNameOf(connection.name, ownName) || (original.ownsOriginal && connection.id === original.originalConnectionId)
-  );
-}
-
-/**
- * A kind's ConnectionOwner: recovery through replayOrMint with the kind's plan, revocation only of the resource's
- * own connections (one already gone is done). The kind writes only its plan.
- */
-export function connectionOwner<T>(args: {
+export function connectionCalls<T>(args: {
   api: MdsApi;
   mirror: RemoteMirror;
   connectionName: (obj: T) => string;
   /** Whether the original connection of the target database is this resource's (it created the database). */
   ownsOriginal: (obj: T) => boolean;
   plan: (obj: T, target: SecretTarget) => Promise<RecoveryPlan>;
-}): ConnectionOwner<T> {
+}): ConnectionCalls<T> {
   const { api, mirror } = args;
-  const owner: ConnectionOwner<T> = {
+  const calls: ConnectionCalls<T> = {
     owns(obj, target, id) {
       const connection = target.connections.find((c) => c.id === id);
       return isOwnConnection(connection, args.connectionName(obj), {
@@ -189,7 +152,7 @@ export function connectionOwner<T>(args: {
     },
     async recover(obj, target, previousConnectionId, keep) {
       const plan = await args.plan(obj, target);
-      const revokeLost = (id: string) => owner.revoke(obj, target.databaseId, id);
+      const revokeLost = (id: string) => calls.revoke(obj, target.databaseId, id);
       return replayOrMint({
         api,
         mirror,
@@ -213,32 +176,14 @@ export function connectionOwner<T>(args: {
         keep: [],
       });
     },
-    async revoke(obj, databaseId, id) {
-      // Read fresh, not from the mirror: the one check between an id anyone could have written and a DELETE made
-      // with the database owner's token. Its cost is one GET per revocation, which is rare.
-      let db: Awaited<ReturnType<MdsApi["getDatabase"]>>;
-      try {
-        db = await api.getDatabase(databaseId);
-      } catch (err) {
-        if (isApiNotFound(err)) return "absent"; // the database, and so its connections, are gone
-        throw err;
-      }
-      const connection = db.connections.find((c) => c.id === id);
-      if (connection === undefined) return "absent"; // gone, or another database's: either way, nothing to call
-      if (
-        !isOwnConnection(connection, args.connectionName(obj), {
-          ownsOriginal: args.ownsOriginal(obj),
-          originalConnectionId: originalConnectionOf(db),
-        })
-      )
-        return "refused";
-      try {
-        await api.deleteConnection(id);
-      } catch (err) {
-        if (!isApiNotFound(err)) throw err;
-      }
-      return "revoked";
-    },
+    revoke: (obj, databaseId, id) =>
+      revokeOwnConnection({
+        api,
+        databaseId,
+        id,
+        ownName: args.connectionName(obj),
+        ownsOriginal: args.ownsOriginal(obj),
+      }),
   };
-  return owner;
+  return calls;
 }
