@@ -12,7 +12,7 @@ import type { ConnectionCalls, PublisherDeps, SecretOwner, SecretTarget } from "
 // The publisher: when and in which order the owner's Secret is written. Publish the credentials of a creation, keep
 // the Secret current (rebuild a missing or edited one, recover lost credentials, revoke the connections whose
 // password nobody holds), rotate it, release it (Retain) or delete it (Delete). The write order is what makes every
-// crash safe: README.md, "Write order". Used by the managed loop for every kind whose resources own a Secret; the
+// crash safe: README.md#write-order-and-why, and docs/design.md#the-secrets-write-order. Used by the managed loop for every kind whose resources own a Secret; the
 // calls at the service come from the kind (ConnectionCalls, built with connectionCalls() in recovery.ts).
 
 /** The status fields that name the published Secret and connection (status.binding: servicebinding.io). */
