@@ -128,80 +128,134 @@ export const operatorOptions: Record<Key, { flag: string; env: string; help: str
   kubeconfig: {
     flag: "kubeconfig",
     env: "KUBECONFIG",
-    help: "kubeconfig file (default: in-cluster config, else ~/.kube/config)",
+    help: "kubeconfig file to reach the Kubernetes API (default: the in-cluster config, else ~/.kube/config); set it only when running outside the cluster",
   },
-  context: { flag: "context", env: "MDS_KUBE_CONTEXT", help: "kubeconfig context (default: the current one)" },
-  apiUrl: { flag: "api-url", env: "MDS_API_URL", help: "URL of the Managed Database Service API (required)" },
+  context: {
+    flag: "context",
+    env: "MDS_KUBE_CONTEXT",
+    help: "kubeconfig context to use (default: the current one); set it when the kubeconfig holds several clusters",
+  },
+  apiUrl: {
+    flag: "api-url",
+    env: "MDS_API_URL",
+    help: "base URL of the Managed Database Service API every kind talks to (required; no default)",
+  },
   credentialsSecret: {
     flag: "credentials-secret",
     env: "MDS_CREDENTIALS_SECRET",
-    help: "<namespace>/<name> of the Secret with the default API token (default mds-system/mds-credentials)",
+    help: "<namespace>/<name> of the Secret holding the default API token (default mds-system/mds-credentials); change it when you install into another namespace",
   },
   credentialsKey: {
     flag: "credentials-key",
     env: "MDS_CREDENTIALS_KEY",
-    help: "key of the token in that Secret (default token)",
+    help: "key of the token in that Secret (default token); change it to reuse a Secret whose key has another name",
   },
   credentialsFallbackNamespaces: {
     flag: "credentials-fallback-namespaces",
     env: "MDS_CREDENTIALS_FALLBACK_NAMESPACES",
-    help: "namespaces whose resources may use the default API token when they have no mds-credentials Secret of their own (comma-separated, * for all; default: the credentials Secret's namespace)",
+    help: "namespaces whose resources may use the default API token when they have no mds-credentials Secret of their own (comma-separated, * for all; default: the credentials Secret's namespace only); widen it only when those teams may share one workspace",
   },
   namespaces: {
     flag: "namespaces",
     env: "MDS_WATCH_NAMESPACES",
-    help: "comma-separated namespaces to watch (default: all)",
+    help: "comma-separated namespaces to watch (default: all); set it to run one operator per namespace or with namespaced RBAC",
   },
   instanceId: {
     flag: "instance-id",
     env: "MDS_INSTANCE_ID",
-    help: "stable id of this installation, part of every logicalId k8s:<id>:<ns>/<name> (default: default)",
+    help: "stable id of this installation, part of every logicalId k8s:<id>:<ns>/<name> (default: default); give each cluster sharing a workspace its own, and keep it across rebuilds of a cluster so re-created resources adopt their objects again",
   },
-  concurrency: { flag: "concurrency", env: "MDS_CONCURRENCY", help: "workers per kind (default 4)" },
+  concurrency: {
+    flag: "concurrency",
+    env: "MDS_CONCURRENCY",
+    help: "reconcile workers per kind (default 4); raise it when the work-queue depth stays high and the API budget has room",
+  },
   pollFast: {
     flag: "poll-fast",
     env: "MDS_POLL_FAST",
-    help: "poll interval while provisioning or recovering (default 1s)",
+    help: "poll interval of objects that are provisioning or recovering (default 1s); lengthen it to spend less of the API budget while many are in flight",
   },
-  pollSlow: { flag: "poll-slow", env: "MDS_POLL_SLOW", help: "resync interval of settled objects (default 5m)" },
+  pollSlow: {
+    flag: "poll-slow",
+    env: "MDS_POLL_SLOW",
+    help: "resync interval of settled objects, which also bounds how late a remote change is seen (default 5m); lengthen it when many objects share one token's budget",
+  },
   leaderElect: {
     flag: "leader-elect",
     env: "MDS_LEADER_ELECT",
-    help: "elect a leader through a Lease (default true; --no-leader-elect)",
+    help: "elect one active replica through a Lease (default true); turn it off (--no-leader-elect) only when exactly one replica can ever run",
   },
   leaseNamespace: {
     flag: "lease-namespace",
     env: "POD_NAMESPACE",
-    help: "namespace of the Lease (default: the credentials Secret's namespace)",
+    help: "namespace of the Lease (default: the credentials Secret's namespace); set it when the operator may not write Leases there",
   },
-  leaseName: { flag: "lease-name", env: "MDS_LEASE_NAME", help: "name of the Lease (default mds-operator)" },
+  leaseName: {
+    flag: "lease-name",
+    env: "MDS_LEASE_NAME",
+    help: "name of the Lease (default mds-operator); give two installations in one namespace different names",
+  },
   identity: {
     flag: "identity",
     env: "POD_NAME",
-    help: "this replica's identity in the Lease (default <hostname>_<random>)",
+    help: "this replica's identity in the Lease (default <hostname>_<random>); a stable one lets a restarted replica take its lease back at once",
   },
   metricsAddress: {
     flag: "metrics-address",
     env: "MDS_METRICS_ADDRESS",
-    help: "listen address of /metrics, /healthz, /readyz (default :8080; off disables)",
+    help: "listen address of /metrics, /healthz and /readyz (default :8080; off disables them); change it when the port is taken, but probes need it",
   },
-  logLevel: { flag: "log-level", env: "MDS_LOG_LEVEL", help: `log level: ${levels.join(", ")} (default info)` },
-  apiRate: { flag: "api-rate", env: "MDS_API_RATE", help: "API requests per second per credential (default 10)" },
+  logLevel: {
+    flag: "log-level",
+    env: "MDS_LOG_LEVEL",
+    help: `log level: ${levels.join(", ")} (default info); debug or trace while troubleshooting`,
+  },
+  apiRate: {
+    flag: "api-rate",
+    env: "MDS_API_RATE",
+    help: "API requests per second per credential, shared by every kind using that token (default 10, under the service's 20/s per workspace); raise it only when the API grants more, since it answers 429 past its budget",
+  },
   apiBurst: {
     flag: "api-burst",
     env: "MDS_API_BURST",
-    help: "API requests at once per credential after a quiet spell (default 20)",
+    help: "API requests at once per credential after a quiet spell (default 20); raise it with --api-rate, never above the API's burst",
   },
   restoreReplayWindow: {
     flag: "restore-replay-window",
     env: "MDS_RESTORE_REPLAY_WINDOW",
-    help: "how long after requestedAt an interrupted restore is re-sent with its Idempotency-Key; after it, OutcomeUnknown (default 23h, at most 24h)",
+    help: "how long after requestedAt a restore interrupted by a restart or a lost answer is re-sent with its Idempotency-Key, to an API that announced replay (default 23h, at most 24h, the service's replay window); past it the restore is Failed with reason OutcomeUnknown. Shorten it only for an API that replays for less time",
   },
 };
 
 export function operatorHelp(): string {
-  const rows = Object.values(operatorOptions).map((o) => `  --${o.flag.padEnd(20)} ${o.env.padEnd(24)} ${o.help}`);
-  return ["usage: mds operator [options]", "", "  flag                   environment variable", ...rows].join("\n");
+  // Each flag on its own line, its help wrapped below it: the texts say what, the default and when to change it.
+  const rows = Object.values(operatorOptions).flatMap((o) => [
+    `  --${o.flag} (env ${o.env})`,
+    ...wrap(o.help, 6, 110),
+    "",
+  ]);
+  return [
+    "usage: mds operator [options]",
+    "",
+    "Every option is a flag or an environment variable; the flag wins.",
+    "",
+    ...rows,
+  ]
+    .join("\n")
+    .trimEnd();
+}
+
+function wrap(text: string, indent: number, width: number): string[] {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    if (line !== "" && indent + line.length + 1 + word.length > width) {
+      lines.push(" ".repeat(indent) + line);
+      line = word;
+    } else line = line === "" ? word : `${line} ${word}`;
+  }
+  if (line !== "") lines.push(" ".repeat(indent) + line);
+  return lines;
 }
 
 export class ConfigError extends Error {

@@ -7,24 +7,33 @@ import { describeIssues, RegionConfig } from "../service/config/config.ts";
 import { parseKey } from "../service/shared/crypto.ts";
 import { createServiceLogger, startEmbeddedService, startService } from "../service/index.ts";
 
-export const serviceUsage = `usage: mds service [options]
+export const serviceUsage = `usage: mds service (--embedded DIR | --database-url URL --regions FILE --backup-dir DIR) [options]
 
-Runs the Managed Database Service API.
+Runs the Managed Database Service API. Every option but --embedded is also an environment variable; the flag wins.
 
-  --embedded DIR            private PostgreSQL under DIR for control data and all six regions;
-                            writes DIR/service.json = { url, token } once listening
-  --database-url URL        control database (env MDS_DATABASE_URL)
-  --regions FILE            JSON or YAML: { "<region>": { adminUrl, host?, port?, sslmode?, caCert?, pooler?, accelerate? } }
-                            or several servers: { "<region>": { servers: [{ name, adminUrl, …, maxDatabases?, draining? }] } }
-                            (env MDS_REGIONS_FILE, or MDS_REGIONS as inline JSON)
-  --encryption-key-file F   32-byte key (hex or base64) for stored creation responses (env MDS_ENCRYPTION_KEY)
-  --backup-dir DIR          where pg_dump archives go (env MDS_BACKUP_DIR)
-  --host HOST               listen address (env MDS_HOST, default 127.0.0.1)
-  --port PORT               listen port, 0 = a free one (env MDS_PORT, default 8080)
-  --base-url URL            what clients reach, prefix of every resource url (env MDS_BASE_URL)
-  --log-level LEVEL         trace|debug|info|warn|error|silent (env MDS_LOG_LEVEL, default info)
-  --backup-retention-days N (env MDS_BACKUP_RETENTION_DAYS, default 7)
-  --spare-databases N       empty databases kept ready per server for fast creates (env MDS_SPARE_DATABASES, default 64)
+  --embedded DIR            everything on this machine: a private PostgreSQL (TLS, PgBouncer) under DIR for control
+                            data and all six regions, backups in DIR/backups, the key in DIR/secret.key; once listening
+                            it writes DIR/service.json = { url, token, caFile, caCert } (0600). For development and tests;
+                            the same DIR keeps the data and the token across restarts
+  --database-url URL        control database, migrated at start (env MDS_DATABASE_URL); required without --embedded
+  --regions FILE            region servers, JSON or YAML (env MDS_REGIONS_FILE, or MDS_REGIONS as inline JSON):
+                            { "<region>": { adminUrl, host?, port?, sslmode?, caCert?, pooler?, accelerate? } }, or several
+                            servers: { "<region>": { servers: [{ name, adminUrl, …, maxDatabases?, draining? }] } };
+                            a region left out answers 422 region_unavailable. Guide: docs/service.md
+  --encryption-key-file F   32-byte key (hex or base64) that encrypts backups and stored creation responses (env
+                            MDS_ENCRYPTION_KEY); required without --embedded. Changing it makes existing backups unreadable
+  --backup-dir DIR          where the encrypted pg_dump archives go (env MDS_BACKUP_DIR); required without --embedded
+  --host HOST               listen address (env MDS_HOST, default 127.0.0.1); 0.0.0.0 to serve other machines
+  --port PORT               listen port (env MDS_PORT, default 8080); 0 picks a free one
+  --base-url URL            the URL clients reach, prefix of every resource url (env MDS_BASE_URL, default
+                            http://HOST:PORT); set it behind a proxy or load balancer
+  --log-level LEVEL         trace|debug|info|warn|error|fatal|silent (env MDS_LOG_LEVEL, default info); debug logs
+                            one line per request
+  --backup-retention-days N days backups are kept before the maintenance pass deletes them (env
+                            MDS_BACKUP_RETENTION_DAYS, default 7)
+  --spare-databases N       empty databases kept ready per region server so a burst of creates skips CREATE DATABASE
+                            (env MDS_SPARE_DATABASES, default 64, ~470 MB per server; 0 for none); size it for the
+                            largest burst of creates you expect
 `;
 
 const Port = z.coerce.number().int().min(0).max(65535);
