@@ -2,8 +2,9 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 
-// The service's rooms (README, "Rooms") stack in one order: a room imports only rooms below it, and no file
-// imports itself back through others. Type-only imports count: a circle of types is still a circle to read.
+// The service's rooms (README.md, "Code layout: a folder per concern") stack in one order: a room imports only rooms
+// below it, and no file imports itself back through others. Type-only imports count: a circle of types is still a
+// circle to read.
 const serviceDir = import.meta.dirname;
 
 function sourceFiles(dir: string): string[] {
