@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments, stringify } from "yaml";
-import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
+import { startDevkube, type Devkube } from "@mds/devkube";
 import { kubectl, type KubectlResult } from "./kubectl.ts";
 
 let devkube: Devkube;

@@ -6,13 +6,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { eventually } from "../../test/support/eventually.ts";
-import { runKubectl } from "../../test/support/kubectl.ts";
+import { eventually } from "../test/support/eventually.ts";
+import { runKubectl } from "../test/support/kubectl.ts";
 import { startDevStack, type DevStack } from "./dev-stack.ts";
 
 // `mds dev` end to end, as a newcomer uses it: start, kubectl apply -f examples/, connect with the Secret's
 // DATABASE_URL; the supervised operator comes back after a kill; a restart keeps everything.
-const examples = fileURLToPath(new URL("../../examples", import.meta.url));
+const examples = fileURLToPath(new URL("../examples", import.meta.url));
 
 async function query(url: string): Promise<string> {
   const client = new pg.Client({ connectionString: url });

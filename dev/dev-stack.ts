@@ -1,7 +1,7 @@
 import { mkdir, readFile, rm, symlink, unlink, writeFile, rename } from "node:fs/promises";
 import { createServer } from "node:net";
 import path from "node:path";
-import { kubectlPath } from "../devkube/kubectl-path.ts";
+import { kubectlPath } from "@mds/devkube/kubectl-path";
 import { credentialsSecret, startStack, until } from "./stack.ts";
 
 // `mds dev`: the whole local stack in one process tree, state under one directory (default .mds/):

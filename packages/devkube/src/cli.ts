@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { pino } from "pino";
-import { startDevkube } from "../devkube/index.ts";
+import { startDevkube } from "./index.ts";
 
 // `mds devkube --dir DIR [--port P] [--host H] [--log-level L]`: the Kubernetes-compatible
 // development server. Objects persist under DIR; DIR/kubeconfig is (re)written once it serves.

@@ -17,9 +17,9 @@ import {
 } from "@kubernetes/client-node";
 import pino, { type Logger } from "pino";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
-import { startDevkube, type Devkube } from "../devkube/index.ts";
-import { startEmbeddedService, type EmbeddedService, type EmbeddedServiceOptions } from "../service/embedded.ts";
-import { renderCrdFiles } from "../resources/crd.ts";
+import { startDevkube, type Devkube } from "@mds/devkube";
+import { startEmbeddedService, type EmbeddedService, type EmbeddedServiceOptions } from "../src/service/embedded.ts";
+import { renderCrdFiles } from "../src/resources/crd.ts";
 
 // The whole local stack, once: PostgreSQL and the embedded service, devkube with the CRDs (rendered from
 // src/resources, as `mds crds` writes them), the credentials Secret, and operator child processes started the way
@@ -27,7 +27,7 @@ import { renderCrdFiles } from "../resources/crd.ts";
 // one supervised operator; the chaos harness and the operator benchmarks (test/support/chaos/stack.ts) add their
 // fault proxy, public-API emulator and TCP proxy through the `api` and `kube` seams.
 
-const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
+const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 export const credentialsSecret = { namespace: "mds-system", name: "mds-credentials", key: "token" };
 
 /** Something put between the operator and a part of the stack (a proxy): the URL the operator gets instead. */
