@@ -19,7 +19,7 @@ import pino, { type Logger } from "pino";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
 import { startDevkube, type Devkube } from "@mds/devkube";
 import { startEmbeddedService, type EmbeddedService, type EmbeddedServiceOptions } from "../src/service/embedded.ts";
-import { renderCrdFiles } from "../src/resources/crd.ts";
+import { renderCrdFiles } from "../src/resources/crd-files.ts";
 
 // The whole local stack, once: PostgreSQL and the embedded service, devkube with the CRDs (rendered from
 // src/resources, as `mds crds` writes them), the credentials Secret, and operator child processes started the way

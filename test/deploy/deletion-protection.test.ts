@@ -3,7 +3,7 @@
 // Databases and Projects. The operator does not run: the objects carry no finalizer, so a delete that is admitted
 // removes them at once.
 import { mkdtemp, rm } from "node:fs/promises";
-import { kinds } from "../../src/resources/crd.ts";
+import { kinds } from "../../src/resources/crd-files.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -4,7 +4,7 @@
 // fails loudly, so the emulation cannot drift from the Dockerfile unnoticed. image.test.ts runs the result;
 // image-run.test.ts compares it with the /app of the image scripts/build-image.sh built.
 import { spawn } from "node:child_process";
-import { cp, mkdir, readFile, readdir, rm, symlink, writeFile } from "node:fs/promises";
+import { cp, mkdir, readFile, readdir, realpath, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -124,7 +124,13 @@ async function emulateProdDeps(dockerfile: Dockerfile, nodeModules: string): Pro
   const app = dirname(nodeModules);
   const production = await productionLockEntries();
   const topLevel = production.filter(([path]) => path.split("node_modules/").length === 2);
-  await Promise.all(topLevel.map(([path]) => cp(join(repoRoot, path), join(app, path), { recursive: true, verbatimSymlinks: true })));
+  // From each package's real path: a node_modules whose entries are links (a worktree sharing another's install) is
+  // copied, never linked, so nothing below writes into the install it came from.
+  await Promise.all(
+    topLevel.map(async ([path]) =>
+      cp(await realpath(join(repoRoot, path)), join(app, path), { recursive: true, verbatimSymlinks: true }),
+    ),
+  );
   for (const [path, p] of production) {
     for (const [name, target] of Object.entries(p.bin ?? {})) {
       const binDir = join(app, path.slice(0, path.lastIndexOf("node_modules/") + "node_modules".length), ".bin");

@@ -1,6 +1,6 @@
 import { base, known } from "./builtins.ts";
 import { invalid, type FieldCause } from "./errors.ts";
-import type { ListTypes } from "./managed-fields.ts";
+import type { ListTypes } from "./patch/index.ts";
 import type { BuiltinTable, ResourceType } from "./resource-type.ts";
 import { compileAdmissionCel } from "./schema/cel.ts";
 import { AGE_COLUMN, age, column, NAME_COLUMN } from "./table.ts";

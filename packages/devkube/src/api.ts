@@ -17,9 +17,16 @@ import {
   qualified,
   unsupportedMediaType,
 } from "./errors.ts";
-import { recordUpdate, serverSideApply, type ListTypes } from "./managed-fields.ts";
-import { decodeObject, pruneUnknown, validateMeta } from "./object-checks.ts";
-import { applyJsonPatch, applyMergePatch, applyStrategicMergePatch, PatchError } from "./patch/index.ts";
+import { serverSideApply } from "./last-applied.ts";
+import { decodeObject, pruneUnknown, validateMeta, type FieldValidation } from "./object-checks.ts";
+import {
+  applyJsonPatch,
+  applyMergePatch,
+  applyStrategicMergePatch,
+  PatchError,
+  recordUpdate,
+  type ListTypes,
+} from "./patch/index.ts";
 import { errorBody } from "./schema/index.ts";
 import { evaluateJsonPath } from "./jsonpath.ts";
 import type { UserInfo } from "./rbac.ts";
@@ -31,7 +38,6 @@ import { clone, isObj, jsonEqual, metaOf, str, timeNow, type Obj } from "./types
 
 // Object semantics shared by every resource: what a kube-apiserver registry + etcd store do.
 
-export type FieldValidation = "Strict" | "Warn" | "Ignore";
 /** `user`: who asks; ValidatingAdmissionPolicies are evaluated for requests that name one (not for devkube's own writes). */
 export interface WriteOptions {
   dryRun: boolean;
@@ -571,7 +577,7 @@ export class Api {
     }
 
     validateMeta(rt, next, old);
-    pruneUnknown(rt, next, opts, warnings);
+    pruneUnknown(rt, next, opts.fieldValidation, warnings);
     if (rt.prepare) rt.prepare(next, { operation: old ? "update" : "create", old });
     const isCrd = rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions";
     if (isCrd) {

@@ -1,7 +1,6 @@
 import { badRequest, invalid, type FieldCause } from "./errors.ts";
 import { apiVersionOf, type ResourceType } from "./resource-type.ts";
 import { clone, isObj, metaOf, type Obj } from "./types.ts";
-import type { WriteOptions } from "./api.ts";
 
 // Checks every write passes before kind rules: body shape, metadata validity, unknown fields.
 
@@ -109,8 +108,11 @@ export function validateMeta(rt: ResourceType, obj: Obj, old: Obj | undefined): 
   if (causes.length > 0) throw invalid(rt.kind, rt.group, name, causes);
 }
 
+/** The `fieldValidation` query parameter of a write: what to do with unknown fields. */
+export type FieldValidation = "Strict" | "Warn" | "Ignore";
+
 /** Drops unknown fields (typed decoding or structural pruning); Strict rejects, Warn warns. */
-export function pruneUnknown(rt: ResourceType, obj: Obj, opts: WriteOptions, warnings: string[]): void {
+export function pruneUnknown(rt: ResourceType, obj: Obj, fieldValidation: FieldValidation, warnings: string[]): void {
   const unknown: string[] = [];
   const meta = metaOf(obj);
   for (const k of Object.keys(meta)) {
@@ -135,12 +137,12 @@ export function pruneUnknown(rt: ResourceType, obj: Obj, opts: WriteOptions, war
     Object.assign(obj, pruned.object);
   }
   if (unknown.length === 0) return;
-  if (opts.fieldValidation === "Strict") {
+  if (fieldValidation === "Strict") {
     throw badRequest(
       `${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: strict decoding error: ${unknown.map((f) => `unknown field "${f}"`).join(", ")}`,
     );
   }
-  if (opts.fieldValidation === "Warn") for (const f of unknown) warnings.push(`unknown field "${f}"`);
+  if (fieldValidation === "Warn") for (const f of unknown) warnings.push(`unknown field "${f}"`);
 }
 
 const META_NESTED: Record<string, string[]> = {

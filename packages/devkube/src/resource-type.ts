@@ -1,4 +1,4 @@
-import type { ListTypes } from "./managed-fields.ts";
+import type { ListTypes } from "./patch/index.ts";
 import type { CompiledSchema } from "./schema/index.ts";
 import type { Obj } from "./types.ts";
 

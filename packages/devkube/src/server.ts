@@ -6,7 +6,8 @@ import type { TLSSocket } from "node:tls";
 import { timingSafeEqual } from "node:crypto";
 import type { Logger } from "pino";
 import { parse as parseYaml } from "yaml";
-import type { Api, DeleteOptions, FieldValidation, WriteOptions, WriteResult } from "./api.ts";
+import type { Api, DeleteOptions, WriteOptions, WriteResult } from "./api.ts";
+import type { FieldValidation } from "./object-checks.ts";
 import {
   aggregatedCore,
   aggregatedGroups,

@@ -1,7 +1,7 @@
 import { randomInt } from "node:crypto";
 import { base, known } from "./builtins.ts";
 import { invalid, type FieldCause } from "./errors.ts";
-import type { ListTypes } from "./managed-fields.ts";
+import type { ListTypes } from "./patch/index.ts";
 import type { BuiltinTable, PrepareContext, ResourceType } from "./resource-type.ts";
 import { AGE_COLUMN, age, column, NAME_COLUMN } from "./table.ts";
 import { isObj, jsonEqual, metaOf, type Obj } from "./types.ts";

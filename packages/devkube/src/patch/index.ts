@@ -7,3 +7,4 @@ export { applyJsonPatch } from "./json-patch.ts";
 export { applyStrategicMergePatch } from "./strategic-merge.ts";
 export { serverSideApply, recordUpdate } from "./server-side-apply.ts";
 export type { ApplyResult, ServerSideApplyArgs, RecordUpdateArgs } from "./server-side-apply.ts";
+export type { ListTypes } from "./managed-fields.ts";

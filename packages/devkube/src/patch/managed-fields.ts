@@ -14,7 +14,7 @@ export interface Manager {
   set: FieldNode;
 }
 
-export type ListTypesArg = (path: string[]) => ListType | undefined;
+export type ListTypes = (path: string[]) => ListType | undefined;
 
 export function managerKey(m: {
   manager: string;
@@ -26,7 +26,7 @@ export function managerKey(m: {
 }
 
 /** Lists with built-in semantics that every kind shares (and conditions, conventionally keyed by type). */
-export function withBuiltinListTypes(listTypes: ListTypesArg | undefined): ListTypeLookup {
+export function withBuiltinListTypes(listTypes: ListTypes | undefined): ListTypeLookup {
   return (path) => {
     const given = listTypes?.(path);
     if (given !== undefined) return given;

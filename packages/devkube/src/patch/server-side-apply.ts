@@ -19,7 +19,7 @@ import {
 } from "./field-set.ts";
 import type { JsonObject } from "./json.ts";
 import { clone, isObject } from "./json.ts";
-import type { ListTypesArg, Manager } from "./managed-fields.ts";
+import type { ListTypes, Manager } from "./managed-fields.ts";
 import {
   decodeManagedFields,
   encodeManagedFields,
@@ -41,7 +41,7 @@ export interface ServerSideApplyArgs {
   subresource?: "status";
   /** RFC3339 time recorded in managedFields */
   now: string;
-  listTypes?: ListTypesArg;
+  listTypes?: ListTypes;
   /** main-resource write of a kind with a status subresource: status is neither merged nor owned */
   ignoreStatus?: boolean;
 }
@@ -53,7 +53,7 @@ export interface RecordUpdateArgs {
   operation: "Update";
   subresource?: "status";
   now: string;
-  listTypes?: ListTypesArg;
+  listTypes?: ListTypes;
   /** main-resource write of a kind with a status subresource: status changes are not recorded */
   ignoreStatus?: boolean;
 }
