@@ -3,21 +3,9 @@ import { createServer } from "node:net";
 import path from "node:path";
 import { kubectlPath } from "@mds/devkube/kubectl-path";
 import { credentialsSecret, startStack, until } from "./stack.ts";
+const devInstanceId = "dev";
 
-// `mds dev`: the whole local stack in one process tree, state under one directory (default .mds/):
-//   service/   the embedded service and its private PostgreSQL (control data, every region, backups)
-//   devkube/   devkube's objects, certificates, token and kubeconfig
-//   ports.json the ports chosen on first start, reused so kubeconfig and env stay valid across restarts
-//   env        KUBECONFIG, MDS_API_URL, MDS_TOKEN, KUBECTL, NODE_EXTRA_CA_CERTS and PGSSLROOTCERT (the stack's CA)
-//              (KEY=value lines); activate: the same as exports + PATH
-//   operator.pid, operator.log   the supervised operator child
-// stack.ts starts the parts (the chaos harness starts them the same way); this adds the directory's lock, fixed
-// ports, the env files, kubectl, and one supervised operator.
-
-export { credentialsSecret };
-export const devInstanceId = "dev";
-
-export interface DevStackOptions {
+interface DevStackOptions {
   dir: string;
   /** Progress lines for the terminal (never secrets). */
   say?: (line: string) => void;
@@ -152,7 +140,7 @@ async function stopOrphanPostgres(dataDir: string): Promise<void> {
 
 // KEY=value lines that dotenv parsers (node --env-file, python-dotenv) read, plus a last line that makes
 // `source .mds/env` export them, so kubectl started from that shell sees KUBECONFIG.
-export function renderEnvFile(env: Record<string, string>): string {
+function renderEnvFile(env: Record<string, string>): string {
   const quote = (v: string) => (/^[A-Za-z0-9_./:@%+,=-]*$/.test(v) ? v : `'${v.replaceAll("'", "'\\''")}'`);
   const lines = Object.entries(env).map(([k, v]) => `${k}=${quote(v)}`);
   return [...lines, `export ${Object.keys(env).join(" ")}`, ""].join("\n");

@@ -31,12 +31,12 @@ const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 export const credentialsSecret = { namespace: "mds-system", name: "mds-credentials", key: "token" };
 
 /** Something put between the operator and a part of the stack (a proxy): the URL the operator gets instead. */
-export interface Seam {
+interface Seam {
   url: string;
   stop(): Promise<void>;
 }
 
-export interface StackOptions {
+interface StackOptions {
   /** Parts keep their state under it: service/, devkube/. */
   dir: string;
   /** The operator's --instance-id. */
@@ -64,7 +64,7 @@ export interface OperatorProcess {
   kill(signal: NodeJS.Signals): Promise<void>;
 }
 
-export interface StartOperatorOptions {
+interface StartOperatorOptions {
   identity: string;
   /** Appended to its output. */
   logFile: string;
@@ -78,14 +78,14 @@ export interface StartOperatorOptions {
   entry?: string;
 }
 
-export interface Supervisor {
+interface Supervisor {
   pid(): number | undefined;
   /** Resolves after the next (re)start. */
   nextStart(): Promise<number>;
   stop(): Promise<void>;
 }
 
-export interface SuperviseOptions {
+interface SuperviseOptions {
   identity: string;
   logFile: string;
   /** Holds the current child's pid while it runs. */
@@ -120,7 +120,7 @@ function status(err: unknown): number | undefined {
 }
 
 // Only the status: client-node errors can carry request headers with the bearer token.
-export function errorText(err: unknown): string {
+function errorText(err: unknown): string {
   if (err instanceof ApiException) return `HTTP ${err.code}`;
   return err instanceof Error ? err.message : String(err);
 }
@@ -139,11 +139,11 @@ export async function until(check: () => Promise<boolean>, what: string, timeout
   throw new Error(`timed out waiting for ${what}${last ? `: ${errorText(last)}` : ""}`);
 }
 
-export function fileLogger(file: string, level = "info"): Logger {
+function fileLogger(file: string, level = "info"): Logger {
   return pino({ level }, pino.destination({ dest: file, append: true, mkdir: true, sync: false }));
 }
 
-export async function applyCrds(kc: KubeConfig): Promise<string[]> {
+async function applyCrds(kc: KubeConfig): Promise<string[]> {
   const api = kc.makeApiClient(ApiextensionsV1Api);
   const names: string[] = [];
   for (const text of renderCrdFiles().values()) {
@@ -173,7 +173,7 @@ export async function applyCrds(kc: KubeConfig): Promise<string[]> {
 }
 
 /** deploy/base's deletion-protection policy: the same file a cluster install applies, so the local stack enforces it too. */
-export const deletionProtectionPolicyFile = path.join(repoRoot, "deploy/base/deletion-protection.yaml");
+const deletionProtectionPolicyFile = path.join(repoRoot, "deploy/base/deletion-protection.yaml");
 
 /**
  * Installs (or updates) the ValidatingAdmissionPolicy and its binding from deploy/base, which devkube evaluates as a
@@ -230,7 +230,7 @@ async function createOrReplace(
   }
 }
 
-export async function applyCredentials(kc: KubeConfig, token: string): Promise<void> {
+async function applyCredentials(kc: KubeConfig, token: string): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
   try {
     await core.createNamespace({ body: { metadata: { name: credentialsSecret.namespace } } });

@@ -13,7 +13,7 @@ import { isObj, metaOf, type Obj } from "./types.ts";
 // (Deny), returned as a Warning header (Warn) or ignored (Audit: devkube has no audit log). Expression errors
 // follow failurePolicy. Wording, status codes and order follow the upstream dispatcher.
 
-export type Operation = "CREATE" | "UPDATE" | "DELETE";
+type Operation = "CREATE" | "UPDATE" | "DELETE";
 
 export interface AdmissionRequest {
   operation: Operation;
@@ -54,7 +54,7 @@ interface Decision {
 }
 
 /** Converts an object from one served version of a resource to another (matchPolicy Equivalent). */
-export type Converter = (from: ResourceType, to: ResourceType, obj: Obj) => Obj;
+type Converter = (from: ResourceType, to: ResourceType, obj: Obj) => Obj;
 
 const EXEMPT_KINDS = [
   "ValidatingAdmissionPolicy",

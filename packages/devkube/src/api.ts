@@ -58,13 +58,13 @@ export interface DeleteOptions {
   dryRun: boolean;
   user?: UserInfo;
 }
-export interface ListOptions {
+interface ListOptions {
   label?: Selector;
   field?: Selector;
   limit?: number;
   continueToken?: string;
 }
-export interface ListResult {
+interface ListResult {
   items: Obj[];
   resourceVersion: string;
   continueToken?: string;

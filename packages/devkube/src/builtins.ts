@@ -123,7 +123,7 @@ function checkBase64(value: string): number | undefined {
 const MICRO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$/;
 
 /** metav1.MicroTime decoding: exactly six fractional digits, like Go's layout "…05.000000Z07:00". */
-export function checkMicroTime(kind: string, value: unknown): void {
+function checkMicroTime(kind: string, value: unknown): void {
   if (value === undefined || value === null) return;
   const prefix = `${kind} in version "v1" cannot be handled as a ${kind}:`;
   if (typeof value !== "string") throw badRequest(`${prefix} unable to decode MicroTime`);

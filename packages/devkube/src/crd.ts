@@ -283,9 +283,3 @@ export function crdResourceTypes(crd: Obj): ResourceType[] {
       return rt;
     });
 }
-
-export function isEstablished(crd: Obj): boolean {
-  const status = crd["status"];
-  if (!isObj(status) || !Array.isArray(status["conditions"])) return false;
-  return status["conditions"].some((c) => isObj(c) && c["type"] === "Established" && c["status"] === "True");
-}

@@ -1,12 +1,12 @@
 import type { Obj } from "./types.ts";
 
 // Every non-2xx answer is a Kubernetes Status object; ApiError carries one through the code.
-export interface StatusCause {
+interface StatusCause {
   reason?: string;
   message: string;
   field?: string;
 }
-export interface StatusDetails {
+interface StatusDetails {
   name?: string;
   group?: string;
   kind?: string;
@@ -39,7 +39,7 @@ export function failureStatus(code: number, reason: string, message: string, det
 }
 
 /** What kube calls a resource in messages: "configmaps" or "widgets.example.com". */
-export interface ResourceName {
+interface ResourceName {
   group: string;
   plural: string;
 }
@@ -56,9 +56,6 @@ function details(r: ResourceName, name: string): StatusDetails {
 
 export function notFound(r: ResourceName, name: string): ApiError {
   return new ApiError(404, "NotFound", `${qualified(r)} "${name}" not found`, details(r, name));
-}
-export function alreadyExists(r: ResourceName, name: string): ApiError {
-  return new ApiError(409, "AlreadyExists", `${qualified(r)} "${name}" already exists`, details(r, name));
 }
 export function conflict(
   r: ResourceName,

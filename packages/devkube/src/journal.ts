@@ -9,9 +9,9 @@ import type { Obj } from "./types.ts";
  * background, coalesced (an fsync per write costs ~30 ms on our disks, i.e. 30 writes/s), so only
  * a machine crash can lose the last fraction of a second. A torn last line is ignored.
  */
-export type JournalRecord = { rv: number; k: string; o: Obj } | { rv: number; k: string; d: string } | { rv: number };
+type JournalRecord = { rv: number; k: string; o: Obj } | { rv: number; k: string; d: string } | { rv: number };
 
-export interface LoadedState {
+interface LoadedState {
   rv: number;
   objects: Map<string, Map<string, Obj>>;
 }

@@ -1,28 +1,12 @@
 import { badRequest, invalid, type FieldCause } from "./errors.ts";
 import { apiVersionOf, type ResourceType } from "./resource-type.ts";
+import { objectMetaFields } from "./schema/index.ts";
 import { clone, isObj, metaOf, type Obj } from "./types.ts";
 
 // Checks every write passes before kind rules: body shape, metadata validity, unknown fields.
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const META_FIELDS = new Set([
-  "name",
-  "generateName",
-  "namespace",
-  "selfLink",
-  "uid",
-  "resourceVersion",
-  "generation",
-  "creationTimestamp",
-  "deletionTimestamp",
-  "deletionGracePeriodSeconds",
-  "labels",
-  "annotations",
-  "ownerReferences",
-  "finalizers",
-  "managedFields",
-]);
 
 export function validateMeta(rt: ResourceType, obj: Obj, old: Obj | undefined): void {
   const meta = metaOf(obj);
@@ -116,7 +100,7 @@ export function pruneUnknown(rt: ResourceType, obj: Obj, fieldValidation: FieldV
   const unknown: string[] = [];
   const meta = metaOf(obj);
   for (const k of Object.keys(meta)) {
-    if (!META_FIELDS.has(k)) {
+    if (!objectMetaFields.has(k)) {
       unknown.push(`metadata.${k}`);
       delete meta[k];
     }

@@ -72,7 +72,7 @@ function gvPath(group: string, version: string): string {
   return group ? `apis/${group}/${version}` : `api/${version}`;
 }
 
-export function schemaName(rt: ResourceType): string {
+function schemaName(rt: ResourceType): string {
   const g = rt.group ? rt.group.split(".").reverse().join(".") : "io.k8s.api.core";
   return `${g}.${rt.version}.${rt.kind}`;
 }
@@ -98,6 +98,18 @@ function operations(rt: ResourceType): Obj {
   });
   const base = `/${gvPath(rt.group, rt.version)}${rt.namespaced ? "/namespaces/{namespace}" : ""}/${rt.plural}`;
   const patchTypes = rt.custom ? PATCH_TYPES_CR : PATCH_TYPES_BUILTIN;
+  // An object and each of its subresources: read, replace, patch.
+  const objectOps = (): Obj => ({
+    get: op("get"),
+    put: op("put", { parameters: writeParams, requestBody: { content: { "*/*": { schema: ref } }, required: true } }),
+    patch: op("patch", {
+      parameters: [...writeParams, param("force", "boolean")],
+      requestBody: {
+        content: Object.fromEntries(patchTypes.map((t) => [t, { schema: { type: "object" } }])),
+        required: true,
+      },
+    }),
+  });
   const paths: Obj = {
     [base]: {
       get: op("list"),
@@ -108,15 +120,7 @@ function operations(rt: ResourceType): Obj {
       parameters: rt.namespaced ? [{ name: "namespace", in: "path", required: true, schema: { type: "string" } }] : [],
     },
     [`${base}/{name}`]: {
-      get: op("get"),
-      put: op("put", { parameters: writeParams, requestBody: { content: { "*/*": { schema: ref } }, required: true } }),
-      patch: op("patch", {
-        parameters: [...writeParams, param("force", "boolean")],
-        requestBody: {
-          content: Object.fromEntries(patchTypes.map((t) => [t, { schema: { type: "object" } }])),
-          required: true,
-        },
-      }),
+      ...objectOps(),
       delete: op("delete", { parameters: [param("dryRun"), param("propagationPolicy")] }),
       parameters: [
         { name: "name", in: "path", required: true, schema: { type: "string" } },
@@ -125,17 +129,7 @@ function operations(rt: ResourceType): Obj {
     },
   };
   for (const sub of rt.subresources) {
-    paths[`${base}/{name}/${sub}`] = {
-      get: op("get"),
-      put: op("put", { parameters: writeParams, requestBody: { content: { "*/*": { schema: ref } }, required: true } }),
-      patch: op("patch", {
-        parameters: [...writeParams, param("force", "boolean")],
-        requestBody: {
-          content: Object.fromEntries(patchTypes.map((t) => [t, { schema: { type: "object" } }])),
-          required: true,
-        },
-      }),
-    };
+    paths[`${base}/{name}/${sub}`] = objectOps();
   }
   return paths;
 }

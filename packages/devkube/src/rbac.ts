@@ -87,7 +87,7 @@ export class TokenIssuer {
   }
 }
 
-export interface Rule {
+interface Rule {
   verbs: string[];
   apiGroups: string[];
   resources: string[];

@@ -17,7 +17,7 @@ import {
   apiResourceList,
   apiVersions,
 } from "./discovery.ts";
-import { ApiError, badRequest, failureStatus, methodNotAllowed, pathNotFound, unsupportedMediaType } from "./errors.ts";
+import { ApiError, badRequest, methodNotAllowed, pathNotFound, unsupportedMediaType } from "./errors.ts";
 import { buildOpenApi, type OpenApiDocs } from "./openapi.ts";
 import { decodeProtobuf, PROTOBUF_TYPE } from "./protobuf.ts";
 import type { Registry } from "./registry.ts";
@@ -37,12 +37,7 @@ import { buildTable, type IncludeObject } from "./table.ts";
 import { isObj, metaOf, type Obj } from "./types.ts";
 import type { WatchHub } from "./watch.ts";
 
-// The HTTP surface: authentication, content negotiation, routing to discovery, OpenAPI and
-// resources, and Kubernetes Status errors.
-
-export type { Authorizer, RequestAttributes, UserInfo } from "./rbac.ts";
-
-export interface AppDeps {
+interface AppDeps {
   api: Api;
   store: Store;
   registry: Registry;
@@ -690,7 +685,7 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-export function sendJson(res: ServerResponse, code: number, body: unknown, contentType = "application/json"): void {
+function sendJson(res: ServerResponse, code: number, body: unknown, contentType = "application/json"): void {
   const text = JSON.stringify(body);
   res.writeHead(code, {
     "Content-Type": contentType,
@@ -699,5 +694,3 @@ export function sendJson(res: ServerResponse, code: number, body: unknown, conte
   });
   res.end(text);
 }
-
-export { failureStatus };

@@ -1,14 +1,14 @@
 import { Journal } from "./journal.ts";
 import { clone, metaOf, type Obj } from "./types.ts";
 
-export type EventType = "ADDED" | "MODIFIED" | "DELETED";
+type EventType = "ADDED" | "MODIFIED" | "DELETED";
 export interface StoreEvent {
   type: EventType;
   rv: number;
   object: Obj;
   previous: Obj | undefined;
 }
-export type StoreListener = (storageKey: string, event: StoreEvent) => void;
+type StoreListener = (storageKey: string, event: StoreEvent) => void;
 
 interface History {
   start: number;

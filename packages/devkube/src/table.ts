@@ -64,7 +64,7 @@ interface TableShape {
 }
 
 /** Column definitions and cell values for one resource type: built-in printer or CRD printer columns. */
-export function tableShape(rt: ResourceType): TableShape {
+function tableShape(rt: ResourceType): TableShape {
   if (rt.table) return rt.table;
   const printer =
     rt.printerColumns && rt.printerColumns.length > 0
@@ -107,7 +107,7 @@ function printerCell(c: PrinterColumn, obj: Obj, now: Date): unknown {
 
 export type IncludeObject = "None" | "Metadata" | "Object";
 
-export function tableRow(shape: TableShape, obj: Obj, include: IncludeObject, now: Date): Obj {
+function tableRow(shape: TableShape, obj: Obj, include: IncludeObject, now: Date): Obj {
   const row: Obj = { cells: shape.cells(obj, now) };
   if (include === "Object") row["object"] = obj;
   else if (include === "Metadata")

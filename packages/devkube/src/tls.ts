@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 
 const run = promisify(execFile);
 
-export interface TlsMaterial {
+interface TlsMaterial {
   caCert: string;
   serverCert: string;
   serverKey: string;
@@ -46,6 +46,26 @@ export async function ensureTls(dir: string, host: string): Promise<TlsMaterial>
     await rename(tmpKey, caKey);
     await rename(tmpCrt, caCrt);
   }
+  // Both leaf certificates: signed by the CA for 825 days (the most Apple's and browsers' clients accept).
+  const signWithCa = (csr: string, extfile: string, out: string) =>
+    openssl([
+      "x509",
+      "-req",
+      "-in",
+      csr,
+      "-CA",
+      caCrt,
+      "-CAkey",
+      caKey,
+      "-CAcreateserial",
+      "-days",
+      "825",
+      "-sha256",
+      "-extfile",
+      extfile,
+      "-out",
+      out,
+    ]);
   const srvKey = path.join(pki, "server.key");
   const srvCsr = path.join(pki, "server.csr");
   const srvCrt = path.join(pki, "server.crt");
@@ -60,24 +80,7 @@ export async function ensureTls(dir: string, host: string): Promise<TlsMaterial>
   );
   await openssl(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", srvKey]);
   await openssl(["req", "-new", "-key", srvKey, "-subj", "/CN=devkube", "-out", srvCsr]);
-  await openssl([
-    "x509",
-    "-req",
-    "-in",
-    srvCsr,
-    "-CA",
-    caCrt,
-    "-CAkey",
-    caKey,
-    "-CAcreateserial",
-    "-days",
-    "825",
-    "-sha256",
-    "-extfile",
-    ext,
-    "-out",
-    srvCrt,
-  ]);
+  await signWithCa(srvCsr, ext, srvCrt);
   // the kubeconfig's "cert" context: a client certificate for CN=devkube-admin, O=system:masters
   const cliKey = path.join(pki, "admin.key");
   const cliCrt = path.join(pki, "admin.crt");
@@ -96,24 +99,7 @@ export async function ensureTls(dir: string, host: string): Promise<TlsMaterial>
       "-out",
       cliCsr,
     ]);
-    await openssl([
-      "x509",
-      "-req",
-      "-in",
-      cliCsr,
-      "-CA",
-      caCrt,
-      "-CAkey",
-      caKey,
-      "-CAcreateserial",
-      "-days",
-      "825",
-      "-sha256",
-      "-extfile",
-      cliExt,
-      "-out",
-      `${cliCrt}.tmp`,
-    ]);
+    await signWithCa(cliCsr, cliExt, `${cliCrt}.tmp`);
     await rename(`${cliKey}.tmp`, cliKey);
     await rename(`${cliCrt}.tmp`, cliCrt);
   }

@@ -42,8 +42,3 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
 export function timeNow(date = new Date()): string {
   return date.toISOString().replace(/\.\d+Z$/, "Z");
 }
-
-/** metav1.MicroTime: six fractional digits. */
-export function microTimeNow(date = new Date()): string {
-  return date.toISOString().replace(/\.(\d+)Z$/, (_m, ms: string) => `.${ms.padEnd(6, "0")}Z`);
-}

@@ -11,7 +11,7 @@ import { metaOf, type Obj } from "./types.ts";
 // (an object leaving the selector is reported as DELETED), per-type "too old" judgement,
 // bookmarks and timeouts.
 
-export interface WatchRequest {
+interface WatchRequest {
   rt: ResourceType;
   namespace: string | undefined;
   label: Selector | undefined;
@@ -26,7 +26,7 @@ export interface WatchRequest {
 
 const TOO_LARGE_WAIT_MS = 3000;
 
-export interface WatchSettings {
+interface WatchSettings {
   bookmarkIntervalMs: number;
   maxWatchSeconds: number;
 }

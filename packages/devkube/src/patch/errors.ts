@@ -1,6 +1,6 @@
 // Errors of patch application, carrying the HTTP status and Status reason kube-apiserver answers with.
 
-export interface PatchCause {
+interface PatchCause {
   type: string;
   field: string;
   message: string;

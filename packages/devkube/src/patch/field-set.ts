@@ -53,7 +53,7 @@ export function intersection(a: FieldNode, b: FieldNode): FieldNode {
   return prune(out);
 }
 
-export function copy(s: FieldNode): FieldNode {
+function copy(s: FieldNode): FieldNode {
   return { member: s.member, children: new Map([...s.children].map(([k, c]) => [k, copy(c)])) };
 }
 
@@ -121,7 +121,7 @@ function sortedJson(v: unknown): string {
   return JSON.stringify(v);
 }
 
-export function keyElement(item: unknown, keys: string[]): string | undefined {
+function keyElement(item: unknown, keys: string[]): string | undefined {
   if (!isObject(item)) return undefined;
   const key: JsonObject = {};
   for (const k of keys) {
@@ -131,7 +131,7 @@ export function keyElement(item: unknown, keys: string[]): string | undefined {
   return `k:${sortedJson(key)}`;
 }
 
-export const valueElement = (v: unknown): string => `v:${sortedJson(v)}`;
+const valueElement = (v: unknown): string => `v:${sortedJson(v)}`;
 
 /** The element identifying each item of a list, by its list type (index for atomic-like fallbacks). */
 export function itemElements(list: unknown[], lt: ListType): string[] {

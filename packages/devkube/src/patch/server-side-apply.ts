@@ -46,7 +46,7 @@ export interface ServerSideApplyArgs {
   ignoreStatus?: boolean;
 }
 
-export interface RecordUpdateArgs {
+interface RecordUpdateArgs {
   old: Record<string, unknown> | undefined;
   updated: Record<string, unknown>;
   manager: string;

@@ -135,14 +135,7 @@ export function compileCel(
   optionalOldSelf = false,
 ): CelProgram {
   const env = environment(optionalOldSelf);
-  let parsed: ReturnType<Environment["parse"]>;
-  try {
-    parsed = env.parse(expression);
-  } catch (err) {
-    throw new Error(`compilation failed: ERROR: <input>: Syntax error: ${firstLine((err as Error).message)}`, {
-      cause: err,
-    });
-  }
+  const parsed = parseOrThrow(env, expression);
   const checked = parsed.check();
   if (!checked.valid) {
     throw new Error(`compilation failed: ERROR: <input>: ${firstLine(checked.error?.message ?? "type error")}`);
@@ -164,14 +157,7 @@ export function compileCel(
 }
 
 /** The variables a ValidatingAdmissionPolicy's expressions see (all dyn; `authorizer` is not offered by devkube). */
-export const ADMISSION_VARIABLES = [
-  "object",
-  "oldObject",
-  "request",
-  "params",
-  "namespaceObject",
-  "variables",
-] as const;
+const ADMISSION_VARIABLES = ["object", "oldObject", "request", "params", "namespaceObject", "variables"] as const;
 
 let admissionEnv: Environment | undefined;
 function admissionEnvironment(): Environment {
@@ -197,20 +183,24 @@ function referencesIdent(node: unknown, name: string): boolean {
   return referencesIdent(args, name);
 }
 
+/** Parses, or throws an Error worded like kube's syntax errors. */
+function parseOrThrow(env: Environment, expression: string): ReturnType<Environment["parse"]> {
+  try {
+    return env.parse(expression);
+  } catch (err) {
+    throw new Error(`compilation failed: ERROR: <input>: Syntax error: ${firstLine((err as Error).message)}`, {
+      cause: err,
+    });
+  }
+}
+
 /**
  * Compiles an admission-policy expression (validation, messageExpression, matchCondition, variable) against
  * object/oldObject/request/params/namespaceObject/variables; throws an Error worded like kube's "compilation failed: ...".
  */
 export function compileAdmissionCel(expression: string, expect: "bool" | "string" | "any"): CelProgram {
   const env = admissionEnvironment();
-  let parsed: ReturnType<Environment["parse"]>;
-  try {
-    parsed = env.parse(expression);
-  } catch (err) {
-    throw new Error(`compilation failed: ERROR: <input>: Syntax error: ${firstLine((err as Error).message)}`, {
-      cause: err,
-    });
-  }
+  const parsed = parseOrThrow(env, expression);
   if (referencesIdent(parsed.ast, "authorizer"))
     throw new Error("compilation failed: devkube does not support the authorizer variable");
   const checked = parsed.check();
@@ -259,9 +249,4 @@ export function toCel(value: unknown, node: Node | undefined, isRoot = false): u
     return out;
   }
   return value;
-}
-
-/** CEL values back to printable JSON-ish values (for messageExpression results). */
-export function celToString(v: unknown): string {
-  return typeof v === "string" ? v : String(v);
 }

@@ -1,7 +1,7 @@
 // Field errors worded exactly like k8s.io/apimachinery/pkg/util/validation/field, and the 422 Status
 // kube-apiserver builds from them (apimachinery errors.NewInvalid).
 
-export type FieldErrorType =
+type FieldErrorType =
   | "FieldValueRequired"
   | "FieldValueInvalid"
   | "FieldValueNotSupported"
@@ -91,7 +91,7 @@ export class GoLiteral {
 }
 
 /** Go's fmt %#v / %v / %q rendering of a decoded JSON value, as field.Error prints bad values. */
-export function formatGoValue(value: unknown, nested = false): string {
+function formatGoValue(value: unknown, nested = false): string {
   if (value instanceof GoLiteral) return value.text;
   if (value === null || value === undefined) return nested ? "interface {}(nil)" : "null";
   if (typeof value === "string") return JSON.stringify(value);

@@ -8,11 +8,10 @@ import { parseStructural } from "./structural.ts";
 import { prune, pruneInPlace } from "./prune.ts";
 import { applyDefaults } from "./defaults.ts";
 import { validateDefault, validateObject } from "./validate.ts";
+export { SchemaError, invalidStatus, formatFieldError, errorBody } from "./errors.ts";
+export { objectMetaFields } from "./prune.ts";
 
-export type { FieldError, FieldErrorType } from "./errors.ts";
-export { SchemaError, invalidStatus, formatFieldError, errorBody, aggregateMessage } from "./errors.ts";
-
-export type ListTypeInfo = { type: "atomic" | "set" | "map"; keys?: string[] };
+type ListTypeInfo = { type: "atomic" | "set" | "map"; keys?: string[] };
 
 export interface CompiledSchema {
   /** Drops unknown fields (never apiVersion/kind/metadata at the root); returns their paths for fieldValidation=Strict/Warn. */

@@ -3,7 +3,7 @@
 import type { Environment } from "@marcbachmann/cel-js";
 import { isIPv4, isIPv6 } from "node:net";
 
-export class CelIp {
+class CelIp {
   readonly family: 4 | 6;
   readonly value: bigint;
   constructor(family: 4 | 6, value: bigint) {
@@ -15,7 +15,7 @@ export class CelIp {
   }
 }
 
-export class CelCidr {
+class CelCidr {
   readonly ip: CelIp;
   readonly prefix: number;
   constructor(ip: CelIp, prefix: number) {

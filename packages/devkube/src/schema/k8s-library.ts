@@ -13,7 +13,7 @@ function compareCel(a: unknown, b: unknown): number {
   throw new Error("no such overload");
 }
 
-export function celEqual(a: unknown, b: unknown): boolean {
+function celEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if ((typeof a === "bigint" || typeof a === "number") && (typeof b === "bigint" || typeof b === "number"))
     return Number(a) === Number(b);
@@ -40,7 +40,7 @@ const decimal: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M: 6, G: 9,
 const maxInt64 = (1n << 63n) - 1n;
 const minInt64 = -(1n << 63n);
 
-export class Quantity {
+class Quantity {
   readonly num: bigint;
   readonly den: bigint;
   constructor(num: bigint, den: bigint) {
@@ -92,7 +92,7 @@ function quantityOf(s: string): Quantity {
 
 // --- url (library.URLs: url.ParseRequestURI semantics: absolute URI or absolute path) ------------
 
-export class CelUrl {
+class CelUrl {
   readonly url: URL;
   readonly pathOnly: boolean;
   constructor(url: URL, pathOnly: boolean) {

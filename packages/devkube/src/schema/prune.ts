@@ -5,7 +5,8 @@
 import type { JsonObject, Node } from "./types.ts";
 import { isObject } from "./types.ts";
 
-const objectMetaFields = new Set([
+/** ObjectMeta's fields: what survives pruning of `metadata` (also in typed decoding of built-in kinds). */
+export const objectMetaFields: ReadonlySet<string> = new Set([
   "name",
   "generateName",
   "namespace",

@@ -70,12 +70,3 @@ export function deepEqual(a: unknown, b: unknown): boolean {
   }
   return false;
 }
-
-export function deepCopy<T>(v: T): T {
-  return structuredClone(v);
-}
-
-/** "spec" + "x" -> "spec.x"; root "" + "x" -> "x". */
-export function childPath(path: string, key: string): string {
-  return path === "" ? key : `${path}.${key}`;
-}
