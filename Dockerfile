@@ -22,14 +22,12 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
+# src/ is all the product: devkube (packages/devkube/) and the local stack that starts it (dev/) are development
+# and test tools outside it, so neither is in the build context, and `npm ci --omit=dev` below leaves out devkube and
+# the packages only it needs (it is a devDependency).
 COPY src ./src
-# devkube and the commands that start it (`mds dev`, `mds devkube`) are development and test tools: they are compiled
-# (type-checked) with the rest, then removed, so the image carries none of their code; `mds devkube` in the image
-# says so. deploy/image/dev-only.txt lists them for this file and for scripts/build-image.sh alike.
-COPY deploy/image/dev-only.txt ./
 RUN node node_modules/typescript/bin/tsc -p tsconfig.build.json \
- && cd src && find . -type f ! -name '*.ts' -exec cp --parents {} ../dist/ \; \
- && cd ../dist && xargs rm -r < ../dev-only.txt
+ && cd src && find . -type f ! -name '*.ts' -exec cp --parents {} ../dist/ \;
 
 # 2. Production dependencies only.
 FROM ${NODE_IMAGE} AS prod-deps

@@ -2,6 +2,22 @@ import js from "@eslint/js";
 import globals from "globals";
 import tseslint from "typescript-eslint";
 
+// What the product (src/, less its tests) must never import: test support and benchmarks, devkube (a devDependency,
+// not installed in the image) and the local stack (dev/). A later block that sets no-restricted-imports for part of
+// src/ replaces this list for those files, so each such block spreads it in.
+const productImportPatterns = [
+  {
+    regex: "^\\.{1,2}/(.*/)?(test|bench)/",
+    message: "src/ is the product: it must not import test support or benchmarks (test/, bench/).",
+  },
+  {
+    regex: "^@mds/devkube(/|$)|^\\.{1,2}/(.*/)?(packages|dev)/",
+    message:
+      "src/ is the product: it must not import devkube (@mds/devkube, packages/devkube/) or the local stack (dev/); the image holds neither.",
+  },
+];
+const productDynamicImportMessage = "src/ is the product: it must not import test/, bench/, dev/ or devkube.";
+
 export default tseslint.config(
   { ignores: ["node_modules/", "dist/", ".mds/", "coverage/", ".tmp/", ".image/"] },
   js.configs.recommended,
@@ -17,28 +33,37 @@ export default tseslint.config(
     },
   },
   // The product (src/, less its tests) is what dist/ and the image hold: it must not import test support or
-  // benchmarks (test/support/: the chaos harness, fault proxy, emulator, fakes). test/deploy/image.test.ts checks
-  // the same on the compiled file set.
+  // benchmarks (test/support/: the chaos harness, fault proxy, emulator, fakes), devkube or dev/.
+  // test/deploy/image.test.ts checks the same on the compiled file set.
   {
     files: ["src/**/*.ts"],
     ignores: ["src/**/*.test.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: productImportPatterns }],
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector: "ImportExpression[source.value=/^\\.{1,2}\\/(.*\\/)?(test|bench|dev|packages)\\//]",
+          message: productDynamicImportMessage,
+        },
+        { selector: "ImportExpression[source.value=/^@mds\\/devkube/]", message: productDynamicImportMessage },
+      ],
+    },
+  },
+  // devkube is a package of its own that knows nothing of mds: it imports neither the product nor the local stack.
+  {
+    files: ["packages/devkube/**/*.ts"],
     rules: {
       "no-restricted-imports": [
         "error",
         {
           patterns: [
             {
-              regex: "^\\.{1,2}/(.*/)?(test|bench)/",
-              message: "src/ is the product: it must not import test support or benchmarks (test/, bench/).",
+              regex: "^\\.{1,2}/(.*/)?(src|dev|test|bench)/",
+              message:
+                "devkube stands alone: it must not import mds (src/), the local stack (dev/), tests or benchmarks.",
             },
           ],
-        },
-      ],
-      "no-restricted-syntax": [
-        "error",
-        {
-          selector: "ImportExpression[source.value=/^\\.{1,2}\\/(.*\\/)?(test|bench)\\//]",
-          message: "src/ is the product: it must not import test support or benchmarks (test/, bench/).",
         },
       ],
     },
@@ -52,6 +77,7 @@ export default tseslint.config(
         "error",
         {
           patterns: [
+            ...productImportPatterns,
             {
               group: ["**/resources/**", "**/resources"],
               message:
@@ -70,6 +96,7 @@ export default tseslint.config(
         "error",
         {
           patterns: [
+            ...productImportPatterns,
             {
               group: ["./*", "../routes/*"],
               message: "routes do not import each other: put the shared operation in src/service/domain/",

@@ -4,7 +4,7 @@ import { configDefaults, defineConfig } from "vitest/config";
 // and keep parallelism at the machine's two cores.
 export default defineConfig({
   test: {
-    include: ["src/**/*.test.ts", "test/**/*.test.ts"],
+    include: ["src/**/*.test.ts", "packages/*/src/**/*.test.ts", "dev/**/*.test.ts", "test/**/*.test.ts"],
     // test/image/ builds and runs the container image (minutes): `npm run test:image`, see vitest.image.config.ts.
     exclude: [...configDefaults.exclude, "test/image/**"],
     testTimeout: 60_000,

@@ -115,7 +115,7 @@ async function runParent(): Promise<void> {
   const n = Number(values.objects);
   const settleMs = Number(values.settle) * 1000;
   const { parse } = await import("yaml");
-  const { startDevkube } = await import("../src/devkube/index.ts");
+  const { startDevkube } = await import("@mds/devkube");
   const { createKubeObjects } = await import("../test/support/kube-objects.ts");
   const dir = await mkdtemp(path.join(tmpdir(), "mds-bench-rss-"));
   console.log(`operator-rss: ${n} Databases, state in ${dir}`);

@@ -1,4 +1,4 @@
-// The operator as the image ships it, for benchmarks that start it as a process (src/cli/stack.ts's `entry`): src/
+// The operator as the image ships it, for benchmarks that start it as a process (dev/stack.ts's `entry`): src/
 // compiled as the Dockerfile does (tsc -p tsconfig.build.json, then the non-TypeScript files), laid out as /app is
 // (dist/, node_modules, package.json, bin/mds.js from deploy/image/), and the image's environment (NODE_ENV and the
 // glibc malloc settings of the Dockerfile's ENV line). node_modules is the repository's (dev dependencies too: they

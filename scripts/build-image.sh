@@ -4,7 +4,7 @@
 # The Dockerfile needs node:24-bookworm-slim from a registry. This script builds the same image from what a Debian
 # machine reaches: a Debian root filesystem made by mmdebstrap (Essential packages plus what Node needs), the Node 24
 # binary that npm's `node` package installed into node_modules/, and the same /app as the Dockerfile (compiled dist/
-# less deploy/image/dev-only.txt, production node_modules from `npm ci --omit=dev`, package.json, bin/mds.js).
+# of src/, which holds no devkube, production node_modules from `npm ci --omit=dev`, package.json, bin/mds.js).
 # It imports the tarball into podman as mds:<version> (mds-service:<version> for --target service) with the
 # Dockerfile's ENV, WORKDIR, USER and ENTRYPOINT, and writes the tarball, its sha256 and a CycloneDX SBOM beside it.
 # docs/image.md tells how to run and verify it. Needs: mmdebstrap and podman (Debian packages), root.
@@ -49,7 +49,6 @@ step "compiling dist/ and installing production dependencies into $app"
 rm -rf "$app" && mkdir -p "$app/bin"
 "$node_bin" node_modules/typescript/bin/tsc -p tsconfig.build.json --outDir "$app/dist"
 (cd src && find . -type f ! -name '*.ts' -exec cp --parents {} "$app/dist/" \;)
-(cd "$app/dist" && xargs rm -r < "$repo/deploy/image/dev-only.txt")
 cp package.json package-lock.json "$app/"
 (cd "$app" && PATH="$(dirname "$node_bin"):$PATH" npm ci --omit=dev --no-audit --no-fund --ignore-scripts --prefer-offline --loglevel=error)
 rm "$app/package-lock.json"

@@ -1,8 +1,9 @@
 // Renders docs/cli.md, every command's options, from the help texts the commands print (src/cli/*.ts), so the
 // page says exactly what `mds <command> --help` says.
 import { crdsHelp } from "../../src/cli/crds.ts";
-import { devHelp } from "../../src/cli/dev.ts";
-import { devkubeHelp } from "../../src/cli/devkube.ts";
+import { devHelp } from "../../dev/dev.ts";
+import { devkubeHelp } from "../../packages/devkube/src/cli.ts";
+import { devCommands } from "../../dev/commands.ts";
 import { usage } from "../../src/cli/main.ts";
 import { operatorOptions } from "../../src/cli/operator-config.ts";
 import { serviceUsage } from "../../src/cli/service.ts";
@@ -22,7 +23,7 @@ export function renderCli(): string {
     "",
     "`npx mds <command> --help` prints the same. The operator's settings in a cluster: [install.md](install.md).",
     "",
-    ...block(usage()),
+    ...block(usage(devCommands)),
     "## mds operator",
     "",
     "Every option is a flag and an environment variable; the flag wins. A bad value stops it at once, naming both.",

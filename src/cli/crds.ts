@@ -1,7 +1,7 @@
 import { mkdir, readFile, writeFile, readdir, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { renderCrdBundle, renderCrdFiles } from "../resources/crd.ts";
+import { renderCrdBundle, renderCrdFiles } from "../resources/crd-files.ts";
 
 export const crdsHelp = `usage: mds crds [--out <dir>] [--check] [--stdout]
 

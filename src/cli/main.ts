@@ -1,20 +1,15 @@
 // `mds <command>`: each command lives in its own module, loaded only when used so that
-// `mds token` does not pay for devkube or the operator.
-import { existsSync, readFileSync } from "node:fs";
+// `mds token` does not pay for the operator.
+import { readFileSync } from "node:fs";
 
-interface Command {
+export interface Command {
   summary: string;
   run: (argv: string[]) => Promise<number>;
-  /** A development and test tool that runs devkube: the container image leaves devkube's code out. */
-  devOnly?: true;
 }
 
-const commands: Record<string, Command> = {
-  dev: {
-    summary: "run the whole local stack: PostgreSQL, service, devkube, operator (npm start)",
-    devOnly: true,
-    run: async (a) => (await import("./dev.ts")).runDev(a),
-  },
+// The product's commands: what the image runs. The development commands (`mds dev`, `mds devkube`) live outside
+// src/ and only a source checkout's bin/mds.js adds them: the image compiles src/ alone.
+const productCommands: Record<string, Command> = {
   operator: {
     summary: "run the operator against the current kubeconfig or in-cluster config",
     run: async (a) => {
@@ -31,22 +26,14 @@ const commands: Record<string, Command> = {
     summary: "create, list and revoke service tokens",
     run: async (a) => (await import("./token.ts")).runToken(a),
   },
-  devkube: {
-    summary: "run devkube, the Kubernetes-compatible development server",
-    devOnly: true,
-    run: async (a) => (await import("./devkube.ts")).runDevkube(a),
-  },
   crds: {
     summary: "write crds/*.yaml from the resource schemas",
     run: async (a) => (await import("./crds.ts")).runCrds(a),
   },
 };
 
-// The production image removes devkube/ and the CLI modules that start it (deploy/image/dev-only.txt); the same
-// relative path holds in src/ (a checkout) and dist/ (the image), so its absence tells which build this is.
-function devkubeIncluded(): boolean {
-  return existsSync(new URL("../devkube/", import.meta.url));
-}
+// Named so that `mds dev` in the image says where to run it instead of "unknown command".
+const developmentCommands = ["dev", "devkube"];
 
 // package.json sits two levels up both from src/cli/ (a checkout) and from /app/dist/cli/ (the image).
 export function version(): string {
@@ -54,8 +41,10 @@ export function version(): string {
     .version;
 }
 
-export function usage(): string {
-  const available = Object.entries(commands).filter(([, c]) => !c.devOnly || devkubeIncluded());
+/** `mds --help`: the product's commands, after `devCommands` (those a source checkout adds, bin/mds.js). */
+export function usage(devCommands: Record<string, Command> = {}): string {
+  const commands = { ...devCommands, ...productCommands };
+  const available = Object.entries(commands);
   const width = Math.max(...available.map(([name]) => name.length));
   const lines = available.map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
   return [
@@ -68,10 +57,12 @@ export function usage(): string {
   ].join("\n");
 }
 
-export async function main(argv: string[]): Promise<number> {
+/** Runs `mds <argv>`; `devCommands`: the development commands a source checkout adds (bin/mds.js). */
+export async function main(argv: string[], devCommands: Record<string, Command> = {}): Promise<number> {
+  const commands = { ...devCommands, ...productCommands };
   const [name, ...rest] = argv;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    console.log(usage());
+    console.log(usage(devCommands));
     return name === undefined ? 2 : 0;
   }
   if (name === "--version" || name === "-v" || name === "version") {
@@ -79,14 +70,14 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const command = commands[name];
-  if (!command) {
-    console.error(`mds: unknown command "${name}"\n\n${usage()}`);
-    return 2;
-  }
-  if (command.devOnly && !devkubeIncluded()) {
+  if (!command && developmentCommands.includes(name)) {
     console.error(
       `mds: "${name}" is a development and test tool and is not in this image (the production image leaves devkube out); run it from a source checkout (npm start, or node bin/mds.js ${name})`,
     );
+    return 2;
+  }
+  if (!command) {
+    console.error(`mds: unknown command "${name}"\n\n${usage(devCommands)}`);
     return 2;
   }
   return command.run(rest);

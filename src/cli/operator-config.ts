@@ -4,7 +4,7 @@ import { parseArgs } from "node:util";
 // The one configuration schema of `mds operator`: every option is a flag and an environment variable
 // (flags win). Parsed once at start; a bad value stops the process with a message naming the flag and the variable.
 
-export const levels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+const levels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
 /** "250ms", "2s", "5m", "1h" or a plain number of milliseconds. */
 export function parseDuration(text: string): number | undefined {

@@ -64,33 +64,33 @@ export interface ClientOptions {
 }
 
 /** The last argument of every method. */
-export interface RequestOptions {
+interface RequestOptions {
   /** Aborts the call at once, waits included. */
   signal?: AbortSignal;
   /** Sent as `Idempotency-Key`; makes a POST safe to retry and replays its first response. */
   idempotencyKey?: string;
 }
 
-export type CreateProjectInput = z.input<typeof CreateProjectBody>;
-export type CreateDatabaseInput = z.input<typeof CreateDatabaseBody>;
-export type CreateProjectDatabaseInput = z.input<typeof CreateProjectDatabaseBody>;
-export type UpdateDatabaseInput = z.input<typeof UpdateDatabaseBody>;
-export type RestoreDatabaseInput = z.input<typeof RestoreBody>;
-export type CreateConnectionInput = z.input<typeof CreateConnectionBody>;
+type CreateProjectInput = z.input<typeof CreateProjectBody>;
+type CreateDatabaseInput = z.input<typeof CreateDatabaseBody>;
+type CreateProjectDatabaseInput = z.input<typeof CreateProjectDatabaseBody>;
+type UpdateDatabaseInput = z.input<typeof UpdateDatabaseBody>;
+type RestoreDatabaseInput = z.input<typeof RestoreBody>;
+type CreateConnectionInput = z.input<typeof CreateConnectionBody>;
 
-export interface ListQuery {
+interface ListQuery {
   cursor?: string | undefined;
   /** Page size, 1-100 (service default 100). */
   limit?: number | undefined;
 }
-export interface ListProjectsQuery extends ListQuery {
+interface ListProjectsQuery extends ListQuery {
   logicalId?: string | undefined;
 }
-export interface ListDatabasesQuery extends ListQuery {
+interface ListDatabasesQuery extends ListQuery {
   projectId?: string | undefined;
   logicalId?: string | undefined;
 }
-export interface ListBackupsQuery {
+interface ListBackupsQuery {
   limit?: number | undefined;
 }
 
@@ -104,7 +104,7 @@ type CreatedDatabase = PublicCreatedDatabase;
 type Connection = PublicConnection;
 type CreatedConnection = PublicCreatedConnection;
 type Backup = PublicBackup;
-export type BackupList = Omit<z.infer<typeof PublicBackupList>, "data"> & { data: Backup[]; skipped?: number };
+type BackupList = Omit<z.infer<typeof PublicBackupList>, "data"> & { data: Backup[]; skipped?: number };
 
 export interface MdsClient {
   createProject(body: CreateProjectInput, opts?: RequestOptions): Promise<CreatedProject>;

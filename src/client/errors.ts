@@ -17,15 +17,14 @@ export const ServiceErrorCodes = [
   "internal_error",
   "unavailable",
 ] as const;
-export type ServiceErrorCode = (typeof ServiceErrorCodes)[number];
+type ServiceErrorCode = (typeof ServiceErrorCodes)[number];
 
-export const ClientErrorCodes = ["contract_violation", "timeout", "network_error", "aborted"] as const;
-export type ClientErrorCode = (typeof ClientErrorCodes)[number];
+type ClientErrorCode = "contract_violation" | "timeout" | "network_error" | "aborted";
 
 /** A known code, or whatever code a compatible service sent that we do not know. */
-export type MdsErrorCode = ServiceErrorCode | ClientErrorCode | (string & {});
+type MdsErrorCode = ServiceErrorCode | ClientErrorCode | (string & {});
 
-export interface MdsApiErrorDetails {
+interface MdsApiErrorDetails {
   code: MdsErrorCode;
   status?: number | undefined;
   hint?: string | undefined;

@@ -1,7 +1,7 @@
 // Metrics hooks: plain callbacks so the caller chooses the metrics library. A hook that throws
 // is ignored; it must never break a call.
 
-export interface AttemptEvent {
+interface AttemptEvent {
   /** Client method, e.g. `getDatabase`. */
   operation: string;
   method: string;
@@ -26,13 +26,13 @@ export interface RequestEvent {
   durationMs: number;
 }
 
-export interface ThrottleEvent {
+interface ThrottleEvent {
   operation: string;
   /** Time held by the shared rate budget (its token bucket, or a pause a 429 set). */
   waitedMs: number;
 }
 
-export interface RetryEvent {
+interface RetryEvent {
   operation: string;
   /** The attempt that failed. */
   attempt: number;
@@ -41,7 +41,7 @@ export interface RetryEvent {
   delayMs: number;
 }
 
-export interface SkippedItemEvent {
+interface SkippedItemEvent {
   /** The list method, e.g. `listDatabases`. */
   operation: string;
 }

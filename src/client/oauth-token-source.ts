@@ -45,7 +45,7 @@ const OAuthErrorBody = z.union([
 // Without `expires_in` we assume the contract's default lifetime.
 const defaultLifetimeMs = 3_600_000;
 
-export interface OAuthDeps {
+interface OAuthDeps {
   dispatcher: Dispatcher | undefined;
   clock: Clock;
   timeoutMs: number;

@@ -77,7 +77,7 @@ export class RateBudget {
 }
 
 /** The settings with defaults filled in; throws a TypeError naming a bad one. */
-export function resolveRateLimit(options: RateLimitOptions): Required<RateLimitOptions> {
+function resolveRateLimit(options: RateLimitOptions): Required<RateLimitOptions> {
   const requestsPerSecond = options.requestsPerSecond ?? defaultRateLimit.requestsPerSecond;
   const burst = options.burst ?? defaultRateLimit.burst;
   if (!(requestsPerSecond > 0) || !Number.isFinite(requestsPerSecond)) {

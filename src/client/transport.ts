@@ -29,9 +29,9 @@ import {
 } from "./retry-policy.ts";
 import type { TokenSource } from "./token-source.ts";
 
-export type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE";
+type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE";
 
-export interface TransportConfig {
+interface TransportConfig {
   baseUrl: string;
   tokenSource: TokenSource;
   dispatcher: Dispatcher | undefined;

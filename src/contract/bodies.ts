@@ -12,7 +12,7 @@ export const Name = z
   .min(1, { error: "must not be empty" })
   .max(64, { error: "must be at most 64 characters" })
   .refine((s) => !controlCharacters.test(s), { error: "must not contain control characters" });
-export const LogicalId = z.string().regex(/^[A-Za-z0-9._:/-]{1,128}$/, {
+const LogicalId = z.string().regex(/^[A-Za-z0-9._:/-]{1,128}$/, {
   error: "must be 1-128 characters of A-Z a-z 0-9 . _ : / -",
 });
 
@@ -46,7 +46,7 @@ export type CreateProjectDatabaseBody = z.input<typeof CreateProjectDatabaseBody
  * A branch's git name, by the rules of `git check-ref-format --branch` (so every name git allows for a branch, and
  * nothing it refuses), bounded to 255 characters.
  */
-export const GitName = z
+const GitName = z
   .string({ error: "must be a string" })
   .min(1, { error: "must not be empty" })
   .max(255, { error: "must be at most 255 characters" })

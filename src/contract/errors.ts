@@ -16,7 +16,6 @@ export const errorStatus = {
   unavailable: 503,
 } as const;
 export type ErrorCode = keyof typeof errorStatus;
-export const errorCodes = Object.keys(errorStatus) as ErrorCode[];
 
 export const ErrorBody = z.object({
   error: z.object({

@@ -6,8 +6,8 @@ export const projectIdPattern = /^(proj_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 export const databaseIdPattern = /^(db_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 // Our own ids for the extensions follow the same shape with their own prefixes.
 export const connectionIdPattern = /^(con_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
-export const backupIdPattern = /^(bkp_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
-export const workspaceIdPattern = /^(wksp_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
+const backupIdPattern = /^(bkp_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
+const workspaceIdPattern = /^(wksp_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 // The public API's branch ids (`br_…`, SDK: "/v1/databases?branchId=<br_xxx>").
 export const branchIdPattern = /^(br_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 
@@ -20,7 +20,7 @@ export const BackupId = z.string().regex(backupIdPattern, { error: `must match $
 export const WorkspaceId = z.string().regex(workspaceIdPattern, { error: `must match ${workspaceIdPattern.source}` });
 export const BranchId = z.string().regex(branchIdPattern, { error: `must match ${branchIdPattern.source}` });
 
-export const idPrefixes = {
+const idPrefixes = {
   project: "proj_",
   database: "db_",
   connection: "con_",
@@ -28,7 +28,7 @@ export const idPrefixes = {
   workspace: "wksp_",
   branch: "br_",
 } as const;
-export type IdKind = keyof typeof idPrefixes;
+type IdKind = keyof typeof idPrefixes;
 
 const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
 

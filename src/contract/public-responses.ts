@@ -30,7 +30,7 @@ const DateTime = z.iso.datetime({ offset: true });
 const PublicSource = z
   .union([...Source.options, z.object({ type: z.literal("database"), databaseId: z.string() })])
   .nullable();
-export type PublicSource = z.infer<typeof PublicSource>;
+type PublicSource = z.infer<typeof PublicSource>;
 
 export const PublicConnection = Connection.extend({
   createdAt: DateTime,

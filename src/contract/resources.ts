@@ -10,8 +10,8 @@ const CreatedAt = z.iso.datetime({ offset: false });
 export const DatabaseStatus = z.enum(["provisioning", "ready", "recovering", "failure"]);
 export type DatabaseStatus = z.infer<typeof DatabaseStatus>;
 
-export const Ref = z.object({ id: z.string(), url: Url, name: z.string() });
-export type Ref = z.infer<typeof Ref>;
+const Ref = z.object({ id: z.string(), url: Url, name: z.string() });
+type Ref = z.infer<typeof Ref>;
 
 export const RegionRef = z.object({ id: z.string(), name: z.string() });
 
@@ -23,7 +23,7 @@ export const Source = z.discriminatedUnion("type", [
 export type Source = z.infer<typeof Source>;
 
 export const Endpoint = z.object({ host: z.string(), port: z.number().int() });
-export const EndpointWithSecret = Endpoint.extend({ connectionString: z.string() });
+const EndpointWithSecret = Endpoint.extend({ connectionString: z.string() });
 export type Endpoint = z.infer<typeof Endpoint>;
 
 const endpointsOf = <T extends z.ZodType>(endpoint: T) =>
@@ -92,8 +92,8 @@ export const CreatedDatabase = Database.extend(creationFields);
 export type CreatedDatabase = z.infer<typeof CreatedDatabase>;
 
 /** The database nested in a project creation response: creation form, without `project`. */
-export const ProjectDatabase = z.object({ ...databaseFields, ...creationFields });
-export type ProjectDatabase = z.infer<typeof ProjectDatabase>;
+const ProjectDatabase = z.object({ ...databaseFields, ...creationFields });
+type ProjectDatabase = z.infer<typeof ProjectDatabase>;
 
 export const Project = z.object({
   id: ProjectId,

@@ -18,11 +18,11 @@ export class KubeNotFoundError extends KubeError {}
 /** 409: a stale resourceVersion (reason Conflict) or a name already taken (reason AlreadyExists). */
 export class KubeConflictError extends KubeError {}
 export class KubeAlreadyExistsError extends KubeConflictError {}
-export class KubeInvalidError extends KubeError {}
-export class KubeForbiddenError extends KubeError {}
+class KubeInvalidError extends KubeError {}
+class KubeForbiddenError extends KubeError {}
 /** 410: a watch or list continue token too old; the caller relists. */
 export class KubeGoneError extends KubeError {}
-export class KubeUnavailableError extends KubeError {}
+class KubeUnavailableError extends KubeError {}
 
 export function isKubeConflict(err: unknown): err is KubeConflictError {
   return err instanceof KubeConflictError;

@@ -5,7 +5,7 @@ import path from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually } from "../../test/support/eventually.ts";
-import { startDevkube, type Devkube } from "../devkube/index.ts";
+import { startDevkube, type Devkube } from "@mds/devkube";
 import { createKubeClient, type KubeClient } from "./client.ts";
 import { KubeConflictError, KubeNotFoundError } from "./errors.ts";
 import { createInformer, type Informer } from "./informer.ts";

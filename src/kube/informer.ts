@@ -5,9 +5,9 @@ import { KubeError, KubeGoneError, kubeErrorFor } from "./errors.ts";
 import type { KubeConfig } from "./kubeconfig.ts";
 import { pathOf, stripObject, type KubeObject, type ResourceType } from "./types.ts";
 
-export type InformerEvent = "add" | "update" | "delete";
+type InformerEvent = "add" | "update" | "delete";
 
-export interface InformerOptions<T extends KubeObject> {
+interface InformerOptions<T extends KubeObject> {
   kubeConfig: KubeConfig;
   client: KubeClient;
   type: ResourceType;

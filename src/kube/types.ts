@@ -10,7 +10,7 @@ export interface OwnerReference {
   blockOwnerDeletion?: boolean | undefined;
 }
 
-export interface ObjectMeta {
+interface ObjectMeta {
   name: string;
   namespace?: string | undefined;
   uid?: string | undefined;
@@ -62,10 +62,6 @@ export const LeaseType: ResourceType = {
   kind: "Lease",
   namespaced: true,
 };
-
-export function apiVersionOf(type: ResourceType): string {
-  return type.group === "" ? type.version : `${type.group}/${type.version}`;
-}
 
 /** The URL path of a collection (namespace undefined = all namespaces) or of one object. */
 export function pathOf(type: ResourceType, namespace?: string, name?: string, subresource?: string): string {

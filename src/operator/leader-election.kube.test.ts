@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { parseKubeConfig } from "../kube/kubeconfig.ts";
 import pino from "pino";
-import { startDevkube, type Devkube } from "../devkube/index.ts";
+import { startDevkube, type Devkube } from "@mds/devkube";
 import { eventually } from "../../test/support/eventually.ts";
 import { runKubectl } from "../../test/support/kubectl.ts";
 import { createLeaderElector, createLeaseClient } from "./leader-election.ts";

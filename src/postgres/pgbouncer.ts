@@ -9,7 +9,7 @@ import type { Logger } from "pino";
 import { PostgresError, PostgresNotFoundError } from "./errors.ts";
 import { postgresOsUser } from "./os-user.ts";
 import { pinnedSessionOptions } from "./session-options.ts";
-import { findFreePort } from "./start-postgres.ts";
+import { findFreePort, isAlive } from "./start-postgres.ts";
 import type { ServerTls } from "./tls.ts";
 
 // PgBouncer in front of one PostgreSQL server, in transaction mode, for the `pooled` endpoint.
@@ -261,15 +261,6 @@ export type RunningPgBouncer = {
   maxDbConnections: number;
   stop(): Promise<void>;
 };
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** A PgBouncer left running on `dir` by a process killed with -9 is stopped: its port and pool would linger. */
 async function stopOrphan(pidFile: string, configFile: string, logger: Logger | undefined): Promise<void> {

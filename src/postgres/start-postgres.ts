@@ -327,7 +327,8 @@ export async function startPostgres(options: StartPostgresOptions): Promise<Runn
   }
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process with this pid exists (signal 0 checks without sending anything). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

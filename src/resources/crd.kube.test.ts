@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startDevkube, type Devkube } from "../devkube/index.ts";
+import { startDevkube, type Devkube } from "@mds/devkube";
 import { runKubectl } from "../../test/support/kubectl.ts";
 
 // The generated CRDs installed the way a user installs them (kubectl apply -f crds/) and exercised with the

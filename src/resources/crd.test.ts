@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { evaluate } from "@marcbachmann/cel-js";
 import { fileURLToPath } from "node:url";
-import { kinds, crdOf, openApiSchemaOf } from "./crd.ts";
+import { crdOf, openApiSchemaOf } from "./crd.ts";
+import { kinds } from "./crd-files.ts";
 import { findCrdDrift } from "../cli/crds.ts";
 
 type Json = { [key: string]: unknown };

@@ -2,6 +2,3 @@
 export const group = "mds.dev";
 export const version = "v1alpha1";
 export const apiVersion = `${group}/${version}`;
-
-// Finalizer and annotation/label keys live beside the group so they share its prefix.
-export const finalizer = `${group}/finalizer`;

@@ -8,7 +8,7 @@ import { DatabaseStatus } from "../../src/resources/database/schema.ts";
 import { ProjectStatus } from "../../src/resources/project/schema.ts";
 import { DatabaseRestoreStatus, RestorePhase } from "../../src/resources/database-restore/schema.ts";
 import { apiVersion } from "../../src/resources/group.ts";
-import { kinds } from "../../src/resources/crd.ts";
+import { kinds } from "../../src/resources/crd-files.ts";
 import { argocdCmPath, customizationsDir, readHealthScripts, renderArgocdCm } from "./argocd-cm.ts";
 import { requireLua, runHealthScript } from "./lua.ts";
 import { setCondition, stallingReasons, type Condition } from "../../src/operator/conditions.ts";

@@ -3,12 +3,12 @@
 // Databases and Projects. The operator does not run: the objects carry no finalizer, so a delete that is admitted
 // removes them at once.
 import { mkdtemp, rm } from "node:fs/promises";
-import { kinds } from "../../src/resources/crd.ts";
+import { kinds } from "../../src/resources/crd-files.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments, stringify } from "yaml";
-import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
+import { startDevkube, type Devkube } from "@mds/devkube";
 import { kubectl, type KubectlResult } from "./kubectl.ts";
 
 let devkube: Devkube;

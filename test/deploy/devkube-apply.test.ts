@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
-import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
+import { startDevkube, type Devkube } from "@mds/devkube";
 import { kubectl } from "./kubectl.ts";
 
 const installs = ["deploy", "deploy/overlays/single-namespace", "deploy/overlays/with-service"];

@@ -1,10 +1,10 @@
 // The image's /app as the Dockerfile makes it, without a Docker engine: the runtime stage's COPY steps are read from
-// the Dockerfile and each is emulated (the build stage's tsc and its removal of deploy/image/dev-only.txt, the
+// the Dockerfile and each is emulated (the build stage's tsc over src/, the
 // prod-deps stage's `npm ci --omit=dev` from package-lock.json, the context files). A COPY this file cannot emulate
 // fails loudly, so the emulation cannot drift from the Dockerfile unnoticed. image.test.ts runs the result;
 // image-run.test.ts compares it with the /app of the image scripts/build-image.sh built.
 import { spawn } from "node:child_process";
-import { cp, mkdir, readFile, readdir, rm, symlink, writeFile } from "node:fs/promises";
+import { cp, mkdir, readFile, readdir, realpath, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -87,6 +87,8 @@ export function run(command: string, args: string[], cwd: string, env: Record<st
 
 interface LockEntry {
   version?: string;
+  resolved?: string;
+  link?: boolean;
   dev?: boolean;
   devOptional?: boolean;
   bin?: Record<string, string>;
@@ -98,25 +100,20 @@ interface Lockfile {
   packages: Record<string, LockEntry>;
 }
 
-/** package-lock.json's entries that `npm ci --omit=dev` installs. */
+/** package-lock.json's entries that `npm ci --omit=dev` installs. A link (`file:` dependency such as @mds/devkube)
+ * carries no dev flag of its own: its target's entry (packages/devkube) does. */
 export async function productionLockEntries(): Promise<[string, LockEntry][]> {
   const lock = JSON.parse(await readFile(join(repoRoot, "package-lock.json"), "utf8")) as Lockfile;
-  return Object.entries(lock.packages).filter(([path, p]) => path.startsWith("node_modules/") && !p.dev && !p.devOptional);
+  const production = (p: LockEntry | undefined): boolean =>
+    p !== undefined && !p.dev && !p.devOptional && (!p.link || production(lock.packages[p.resolved ?? ""]));
+  return Object.entries(lock.packages).filter(([path, p]) => path.startsWith("node_modules/") && production(p));
 }
 
-// build stage: tsc, the non-TypeScript assets (SQL migrations) beside the output, then whatever dev-only.txt names
-// removed if the stage says so.
-async function emulateBuild(dockerfile: Dockerfile, dist: string): Promise<void> {
+// build stage: tsc, the non-TypeScript assets (SQL migrations) beside the output.
+async function emulateBuild(dist: string): Promise<void> {
   const tsc = await run(process.execPath, [join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", dist], repoRoot);
   if (tsc.code !== 0) throw new Error(`tsc -p tsconfig.build.json failed, so the image build would fail:\n${tsc.output}`);
   await cp(join(repoRoot, "src"), dist, { recursive: true, filter: (src) => !src.endsWith(".ts") });
-  const build = stage(dockerfile, "build").instructions;
-  const removes = build.some((i) => i.keyword === "COPY" && i.args === "deploy/image/dev-only.txt ./") &&
-    build.some((i) => i.keyword === "RUN" && i.args.includes("cd ../dist && xargs rm -r < ../dev-only.txt"));
-  if (removes) {
-    const list = (await readFile(join(repoRoot, "deploy/image/dev-only.txt"), "utf8")).split("\n").filter((l) => l.trim() !== "");
-    for (const path of list) await rm(join(dist, path), { recursive: true });
-  }
 }
 
 // prod-deps stage: the production packages of package-lock.json as `npm ci --omit=dev` lays them out (copied from the
@@ -127,7 +124,13 @@ async function emulateProdDeps(dockerfile: Dockerfile, nodeModules: string): Pro
   const app = dirname(nodeModules);
   const production = await productionLockEntries();
   const topLevel = production.filter(([path]) => path.split("node_modules/").length === 2);
-  await Promise.all(topLevel.map(([path]) => cp(join(repoRoot, path), join(app, path), { recursive: true, verbatimSymlinks: true })));
+  // From each package's real path: a node_modules whose entries are links (a worktree sharing another's install) is
+  // copied, never linked, so nothing below writes into the install it came from.
+  await Promise.all(
+    topLevel.map(async ([path]) =>
+      cp(await realpath(join(repoRoot, path)), join(app, path), { recursive: true, verbatimSymlinks: true }),
+    ),
+  );
   for (const [path, p] of production) {
     for (const [name, target] of Object.entries(p.bin ?? {})) {
       const binDir = join(app, path.slice(0, path.lastIndexOf("node_modules/") + "node_modules".length), ".bin");
@@ -149,7 +152,7 @@ export async function assembleDockerfileApp(dockerfile: Dockerfile, app: string)
     const from = /--from=(\S+)/.exec(copy.args)?.[1];
     const [source = "", dest = ""] = copy.args.replace(/--from=\S+\s*/, "").split(/\s+/);
     const target = join(app, dest);
-    if (from === "build" && source === "/app/dist") await emulateBuild(dockerfile, target);
+    if (from === "build" && source === "/app/dist") await emulateBuild(target);
     else if (from === "prod-deps" && source === "/app/node_modules") await emulateProdDeps(dockerfile, target);
     else if (from === undefined) {
       await mkdir(dest.endsWith("/") ? target : dirname(target), { recursive: true });

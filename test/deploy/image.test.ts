@@ -1,5 +1,5 @@
 // The container image, without a Docker engine: the Dockerfile is checked statically, and the file set it
-// produces (compiled dist/ less devkube, production dependencies only, package.json, the image's entry point) is
+// produces (compiled dist/ of src/, which holds no devkube, production dependencies only, package.json, the image's entry point) is
 // assembled in a temporary directory by emulating its COPY steps (image-files.ts) and run, so `mds operator` is proven
 // to start from exactly what the image holds. The image itself, built and run in podman: test/image/image-run.test.ts
 // (`npm run test:image`).
@@ -8,7 +8,7 @@ import { mkdtemp, readFile, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDevkube } from "../../src/devkube/index.ts";
+import { startDevkube } from "@mds/devkube";
 import { eventually } from "../support/eventually.ts";
 import { assembleDockerfileApp, chain as chainOf, listFiles, readDockerfile, repoRoot, stage as stageOf, type Dockerfile } from "./image-files.ts";
 import { kubectl } from "./kubectl.ts";
@@ -79,6 +79,8 @@ describe("Dockerfile", () => {
       .flatMap((i) => i.args.split(/\s+/).slice(0, -1));
     for (const source of copied) expect({ source, admitted: admitted.includes(source.replace(/\/$/, "")) }).toEqual({ source, admitted: true });
     for (const path of admitted) await expect(stat(join(repoRoot, path))).resolves.toBeDefined();
+    // devkube (packages/devkube/) and the local stack (dev/) never reach the build.
+    expect(admitted.filter((path) => /^(packages|dev)(\/|$)/.test(path))).toEqual([]);
   });
 });
 
@@ -109,13 +111,25 @@ describe("the image's file set", () => {
     expect(files.filter((f) => /testing|fake|chaos|fault-proxy|emulator/i.test(f))).toEqual([]);
   });
 
-  it("leaves devkube out: no dist/devkube, no CLI module that starts it, and `mds dev`/`mds devkube` say why", async () => {
-    const files = await listFiles(join(dir, "dist"));
-    expect(files.filter((f) => f.startsWith("devkube/"))).toEqual([]);
-    const devOnly = (await readFile(join(repoRoot, "deploy/image/dev-only.txt"), "utf8")).split("\n").filter((l) => l !== "");
-    expect(files.filter((f) => devOnly.includes(f))).toEqual([]);
-    // devkube is about a third of the compiled code: what the image no longer carries.
-    expect(devOnly).toContain("devkube");
+  it("holds no devkube: no module of packages/devkube/ or dev/, no package only devkube needs, and `mds dev`/`mds devkube` say why", async () => {
+    const files = (await listFiles(dir)).filter((f) => !f.startsWith("node_modules/"));
+    expect(files.length).toBeGreaterThan(50);
+    // dist/ is src/ compiled: nothing else (dev/commands.ts, dev/stack.ts) and no folder named after devkube.
+    const devkubeModules = (await listFiles(join(repoRoot, "packages/devkube/src"))).filter((f) => f.endsWith(".ts") && !f.endsWith(".test.ts"));
+    expect(devkubeModules.length).toBeGreaterThan(30);
+    expect(files.filter((f) => /devkube|(^|\/)dev\/|(^|\/)packages\//.test(f))).toEqual([]);
+    // No compiled file names devkube's package or its entry points.
+    const texts = await Promise.all(files.filter((f) => f.endsWith(".js")).map(async (f) => ({ f, text: await readFile(join(dir, f), "utf8") })));
+    const mentions = texts.filter(({ text }) => /@mds\/devkube|packages\/devkube|startDevkube|dev\/commands/.test(text)).map(({ f }) => f);
+    expect(mentions).toEqual([]);
+    // Production dependencies only: devkube is a devDependency, so neither it nor what only it needs is installed.
+    const modules = await readdir(join(dir, "node_modules"));
+    expect(modules).not.toContain("@mds");
+    const devkubePackage = JSON.parse(await readFile(join(repoRoot, "packages/devkube/package.json"), "utf8")) as { dependencies: Record<string, string> };
+    const rootPackage = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+    const devkubeOnly = Object.keys(devkubePackage.dependencies).filter((name) => !(name in rootPackage.dependencies));
+    expect(devkubeOnly).toContain("@marcbachmann/cel-js");
+    for (const name of devkubeOnly) await expect(stat(join(dir, "node_modules", name))).rejects.toThrow(/ENOENT/);
     for (const command of ["dev", "devkube"]) {
       const result = await run(process.execPath, ["bin/mds.js", command], dir);
       expect(result).toMatchObject({ code: 2 });
@@ -123,6 +137,30 @@ describe("the image's file set", () => {
     }
     const help = await run(process.execPath, ["bin/mds.js", "--help"], dir);
     expect(help.output).not.toMatch(/^\s+(dev|devkube)\s/m);
+  });
+
+  it("loads only what it holds: every import of a compiled module is a file in dist/, a Node built-in or an installed production package", async () => {
+    const modules = new Set(await readdir(join(dir, "node_modules")));
+    const scoped = [...modules].filter((m) => m.startsWith("@"));
+    for (const scope of scoped) for (const name of await readdir(join(dir, "node_modules", scope))) modules.add(`${scope}/${name}`);
+    const files = (await listFiles(join(dir, "dist"))).filter((f) => f.endsWith(".js"));
+    const unresolved: string[] = [];
+    for (const file of files) {
+      const text = await readFile(join(dir, "dist", file), "utf8");
+      const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?\sfrom\s+"([^"]+)"|\bimport\(\s*"([^"]+)"\s*\)|(?:^|\n)\s*import\s+"([^"]+)"/g)].map((m) => m[1] ?? m[2] ?? m[3] ?? "");
+      for (const spec of specifiers) {
+        if (spec.startsWith("node:")) continue;
+        if (spec.startsWith(".")) {
+          const target = join(dir, "dist", file, "..", spec);
+          if (!target.startsWith(join(dir, "dist") + "/") || !(await stat(target).then(() => true, () => false))) unresolved.push(`${file}: ${spec}`);
+          continue;
+        }
+        const name = spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : (spec.split("/")[0] ?? "");
+        if (!modules.has(name)) unresolved.push(`${file}: ${spec}`);
+      }
+    }
+    expect(files.length).toBeGreaterThan(50);
+    expect(unresolved).toEqual([]);
   });
 
   it("loads every command the image keeps (their imports never reach devkube) and prints the version", async () => {

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { startDevkube, type Devkube, type DevkubeOptions } from "../../src/devkube/index.ts";
+import { startDevkube, type Devkube, type DevkubeOptions } from "@mds/devkube";
 import { runKubectl, type KubectlResult } from "../support/kubectl.ts";
 
 export { eventually } from "../support/eventually.ts";

@@ -380,7 +380,7 @@ describe("wait and watch", () => {
 
   it("streams get -w rows", async () => {
     const { spawn } = await import("node:child_process");
-    const { kubectlPath } = await import("../../src/devkube/kubectl-path.ts");
+    const { kubectlPath } = await import("@mds/devkube/kubectl-path");
     const child = spawn(await kubectlPath(), [
       `--kubeconfig=${h.devkube.kubeconfigPath}`,
       `--cache-dir=${h.dir}/kube-cache`,

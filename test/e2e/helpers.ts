@@ -7,7 +7,7 @@ import { parseAllDocuments, stringify } from "yaml";
 import { pino, type Logger } from "pino";
 import { it } from "vitest";
 import { Registry } from "prom-client";
-import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
+import { startDevkube, type Devkube } from "@mds/devkube";
 import { runKubectl } from "../support/kubectl.ts";
 import { createKubeClient, type KubeClient } from "../../src/kube/client.ts";
 import { loadKubeConfig, parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";

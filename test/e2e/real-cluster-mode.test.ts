@@ -5,7 +5,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDevkube, type Devkube } from "../../src/devkube/index.ts";
+import { startDevkube, type Devkube } from "@mds/devkube";
 import { runKubectl } from "../support/kubectl.ts";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
 import { decodeData } from "../../src/operator/secret/render.ts";

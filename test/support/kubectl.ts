@@ -1,8 +1,8 @@
 import { spawn } from "node:child_process";
 import { tmpdir } from "node:os";
-import { kubectlPath } from "../../src/devkube/kubectl-path.ts";
+import { kubectlPath } from "@mds/devkube/kubectl-path";
 
-// Runs the real kubectl 1.32 (src/devkube/kubectl-path.ts) against a kubeconfig, in a fixed environment.
+// Runs the real kubectl 1.32 (packages/devkube/src/kubectl-path.ts) against a kubeconfig, in a fixed environment.
 
 export interface KubectlResult {
   code: number;

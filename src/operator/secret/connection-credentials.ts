@@ -33,7 +33,7 @@ export interface ConnectionCredentials {
 }
 
 /** Parses a postgresql:// URL of a creation response into its parts. */
-export function parseConnectionString(url: string): {
+function parseConnectionString(url: string): {
   user: string;
   password: string;
   host: string;

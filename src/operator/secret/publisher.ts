@@ -26,7 +26,7 @@ export function publishedStatus(target: SecretTarget, connectionId: string): Rec
  * Under Retain it never has one: `kubectl delete --cascade=foreground` makes the garbage collector delete owned
  * objects before any finalizer could release them, and these credentials exist nowhere else.
  */
-export function ownerReferenceOf(obj: SecretOwner): OwnerReference | undefined {
+function ownerReferenceOf(obj: SecretOwner): OwnerReference | undefined {
   if (obj.metadata.uid === undefined || (obj.spec.deletionPolicy ?? "Retain") !== "Delete") return undefined;
   return {
     apiVersion: obj.apiVersion,

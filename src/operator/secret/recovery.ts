@@ -17,7 +17,7 @@ import type { ConnectionCalls, SecretTarget } from "./types.ts";
  * one, and any other of our name (a mint whose answer was lost: the public API does not replay, so that POST created
  * a connection nobody will ever see the password of).
  */
-export async function replayOrMint(args: {
+async function replayOrMint(args: {
   api: MdsApi;
   mirror: RemoteMirror;
   target: SecretTarget;
@@ -122,7 +122,7 @@ export async function mintNamed(args: {
 }
 
 /** What a kind knows about recovering one object's credentials: whether its creation can be replayed, and how. */
-export interface RecoveryPlan {
+interface RecoveryPlan {
   /** Replays the creation and returns its default connection if it is still the target's; undefined: not ours. */
   replay: (() => Promise<CreatedConnection | undefined>) | undefined;
   /** The database's original connection: lost when no Secret ever named a newer one. */

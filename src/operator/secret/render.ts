@@ -37,9 +37,9 @@ function withTls(c: ConnectionCredentials, spec: ConnectionSecretSpec | undefine
   return { ...c, sslmode: spec.tls.sslmode ?? "verify-full", sslrootcert: spec.tls.mountPath ?? defaultCaMountPath };
 }
 
-export const defaultCaMountPath = "/etc/mds/ca.crt";
+const defaultCaMountPath = "/etc/mds/ca.crt";
 /** The Secret key of the CA (spec.connectionSecret.tls.caCert). */
-export const caKey = "ca.crt";
+const caKey = "ca.crt";
 
 export function secretData(
   service: ConnectionCredentials,
@@ -99,7 +99,7 @@ export function secretData(
   return data;
 }
 
-export function hashData(data: Record<string, string>): string {
+function hashData(data: Record<string, string>): string {
   const h = createHash("sha256");
   for (const key of Object.keys(data).sort()) h.update(`${key}\u0000${data[key]}\u0000`);
   return h.digest("hex");
@@ -159,7 +159,7 @@ export function credentialsFromSecret(
   };
 }
 
-export interface SecretInput {
+interface SecretInput {
   namespace: string;
   name: string;
   credentials: ConnectionCredentials;

@@ -19,9 +19,9 @@ export const rotateAnnotation = "mds.dev/rotate";
 /** The suffix a rotation mints under: `-r` and the time in base 36 (at most 12 characters: any date to come). */
 const rotationSuffix = /^-r[0-9a-z]{1,10}$/;
 /** Without spec.connectionSecret.rotation.gracePeriod, an on-demand rotation keeps the old credentials this long. */
-export const defaultGracePeriodMs = 10 * 60_000;
+const defaultGracePeriodMs = 10 * 60_000;
 
-export interface RotationPolicy {
+interface RotationPolicy {
   everyMs: number | undefined;
   gracePeriodMs: number;
 }
@@ -49,7 +49,7 @@ function jittered(everyMs: number, uid: string | undefined): number {
   return Math.round(everyMs * (1 - 0.1 * f));
 }
 
-export interface RotationContext<T extends SecretOwner> {
+interface RotationContext<T extends SecretOwner> {
   obj: T & { status?: { rotation?: RotationStatus | undefined } | undefined };
   calls: ConnectionCalls<T>;
   target: SecretTarget;

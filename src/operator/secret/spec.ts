@@ -6,7 +6,7 @@ import { objectName, secretKey } from "../../kube/names.ts";
 // import these, so a new template variable or Secret option is one edit here plus its use in render.ts.
 
 // The variables a template may use: plain substitution, no code is evaluated.
-export const templateVariables = [
+const templateVariables = [
   "host",
   "port",
   "user",
@@ -33,8 +33,8 @@ const stringMap = (what: string) =>
 // The Secret's mds.dev/ labels and annotations are the operator's records (the ids it holds, what to revoke, the
 // restore ledger): a spec must not set them, or anyone who can write the resource could steer what the operator does
 // with another namespace's token. The apiserver refuses them (CEL); the operator's parse refuses them too.
-export const operatorKeyPrefix = "mds.dev/";
-export const operatorKeysMessage = `mds.dev/ keys are the operator's: remove them from connectionSecret.labels and connectionSecret.annotations`;
+const operatorKeyPrefix = "mds.dev/";
+const operatorKeysMessage = `mds.dev/ keys are the operator's: remove them from connectionSecret.labels and connectionSecret.annotations`;
 const secretMetadataMap = (what: string) =>
   stringMap(what)
     .refine((m) => Object.keys(m).every((k) => !k.startsWith(operatorKeyPrefix)), { message: operatorKeysMessage })
@@ -52,14 +52,14 @@ const duration = z
   .regex(/^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$/, { message: "a duration such as 720h, 1h30m or 45s" })
   .describe("A duration such as 720h, 1h30m or 45s.");
 
-export const SecretEndpoint = z
+const SecretEndpoint = z
   .enum(["pooled", "direct", "accelerate"])
   .default("pooled")
   .describe(
     "Which endpoint DATABASE_URL points at: pooled (default; the pooler when the region has one), direct, or " +
       "accelerate (the connection's accelerate endpoint, ACCELERATE_URL; pooled when the connection has none).",
   );
-export type SecretEndpoint = z.infer<typeof SecretEndpoint>;
+type SecretEndpoint = z.infer<typeof SecretEndpoint>;
 
 export const ConnectionSecret = z
   .object({

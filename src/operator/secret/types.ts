@@ -8,7 +8,7 @@ import type { ConnectionSecretSpec, RotationStatus } from "./spec.ts";
 // The types the component's files share (kept apart so that publisher.ts, rotation.ts and recovery.ts import them
 // without importing each other).
 
-export type SecretEndpoints = { direct: Endpoint; pooled?: Endpoint | undefined };
+type SecretEndpoints = { direct: Endpoint; pooled?: Endpoint | undefined };
 
 /** Where and for what the connection Secret is published. */
 export interface SecretTarget {

@@ -4,7 +4,6 @@ import { RegionConfig, type ServerConfig } from "./region-config.ts";
 
 export {
   defaultServerName,
-  isLoopbackHost,
   publicEndpoint,
   RegionConfig,
   ServerConfig,

@@ -13,7 +13,7 @@ const SslMode = z.enum(["disable", "allow", "prefer", "require", "verify-ca", "v
 const plaintextModes: readonly string[] = ["disable", "allow", "prefer"];
 
 /** 127.0.0.0/8, ::1 and localhost: traffic that never leaves the machine. */
-export function isLoopbackHost(host: string): boolean {
+function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, "").toLowerCase();
   return h === "localhost" || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
 }

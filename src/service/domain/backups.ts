@@ -74,7 +74,7 @@ async function checkBackupQuota(
  * What a backup of `db` reserves: the database's size on its server, a bound above its archive's (pg_dump writes the
  * rows compressed, and no index). A server out of reach: its last archive's size (the job checks again before pg_dump).
  */
-export async function backupEstimate(deps: ServiceDeps, db: DatabaseRow): Promise<number> {
+async function backupEstimate(deps: ServiceDeps, db: DatabaseRow): Promise<number> {
   try {
     const { rows } = await serverPool(deps, db).query<{ size: string }>(
       "SELECT coalesce((SELECT pg_catalog.pg_database_size(oid) FROM pg_catalog.pg_database WHERE datname = $1), 0)::text AS size",

@@ -17,7 +17,7 @@ import { inTransaction } from "../store/pool.ts";
 
 export type ConnectionView = { connection: ConnectionRow; db: DatabaseRow };
 /** A connection just minted or rotated: its password exists only here and in the response. */
-export type IssuedConnection = ConnectionView & { password: string };
+type IssuedConnection = ConnectionView & { password: string };
 
 type ConnectionQuery = { databaseId?: string | undefined; cursor?: string | undefined; limit?: number | undefined };
 

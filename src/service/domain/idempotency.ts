@@ -51,7 +51,7 @@ export function requestHash(method: string, path: string, body: unknown): string
  * Runs inside the creation's transaction: takes the key's lock (a concurrent duplicate waits, then replays),
  * and returns the stored response if there is one. Same key with another request is 422.
  */
-export async function lookupIdempotent(
+async function lookupIdempotent(
   client: pg.PoolClient,
   key: Buffer,
   input: { workspaceId: string; key: string; hash: string },
@@ -72,7 +72,7 @@ export async function lookupIdempotent(
   return { status: row.status, body: JSON.parse(decrypt(key, row.response)) };
 }
 
-export async function storeIdempotent(
+async function storeIdempotent(
   client: pg.PoolClient,
   key: Buffer,
   input: { workspaceId: string; key: string; hash: string; response: StoredResponse; restore?: boolean },

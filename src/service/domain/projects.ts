@@ -10,7 +10,7 @@ import { logicalIdConflict } from "./logical-id.ts";
 import { createDatabaseRows, generatedName, type NewDatabase } from "./new-database.ts";
 import { resolveRegion } from "./regions.ts";
 
-export type NewProject = { project: ProjectRow; database: NewDatabase | null };
+type NewProject = { project: ProjectRow; database: NewDatabase | null };
 
 /**
  * POST /v1/projects: the project and (unless `createDatabase: false`) its default database, in one transaction with

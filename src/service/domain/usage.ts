@@ -2,7 +2,7 @@ import { serverPool, type ServiceDeps } from "../runtime/deps.ts";
 import { notFound } from "../shared/errors.ts";
 import { getDatabase } from "../store/queries.ts";
 
-export type Usage = {
+type Usage = {
   start: Date;
   end: Date;
   generatedAt: Date;

@@ -21,10 +21,10 @@ import { migrate } from "../store/migrate.ts";
 import { createPool } from "../store/pool.ts";
 import { createServiceToken, findPrincipal } from "../domain/tokens.ts";
 
-export const controlDatabase = "mds_control";
+const controlDatabase = "mds_control";
 
 /** The control database URL of an embedded directory whose server runs, if it answers. */
-export async function runningEmbeddedControlUrl(dir: string): Promise<string | undefined> {
+async function runningEmbeddedControlUrl(dir: string): Promise<string | undefined> {
   try {
     const { controlUrl } = JSON.parse(await readFile(path.join(dir, "control.json"), "utf8")) as {
       controlUrl?: unknown;

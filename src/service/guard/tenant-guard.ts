@@ -28,7 +28,7 @@ export type ServerSession = { pid: number; login: string; database: string; idle
  * revoked (itself, or its database deleted).
  */
 export type LoginOwner = { database: string; workspace: string; region: string; revoked: boolean };
-export type SessionVerdict = {
+type SessionVerdict = {
   pid: number;
   reason: "revoked" | "idle in transaction" | "login limit" | "database limit" | "workspace limit";
 };

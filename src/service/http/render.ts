@@ -15,7 +15,6 @@ import type { BackupRow, BranchRow, ConnectionRow, DatabaseRow, ProjectRow } fro
 
 // Rows → wire resources. Secrets (passwords) are inputs only at creation time; everything else masks them.
 
-export type Urls = { baseUrl: string };
 const url = (base: string, collection: string, id: string) => `${base}/v1/${collection}/${id}`;
 
 type HostPort = { host: string; port: number };
@@ -30,7 +29,7 @@ type Endpoints = {
 };
 
 /** The endpoints of the server the database lives on (its own host, port and pooler, never another server's). */
-export function endpointsOf(config: ServiceConfig, db: Pick<DatabaseRow, "region" | "server">): Endpoints {
+function endpointsOf(config: ServiceConfig, db: Pick<DatabaseRow, "region" | "server">): Endpoints {
   const r = serverConfigOf(config, db);
   if (!r) throw new Error(`region ${db.region} has no server ${db.server ?? ""} configured`);
   const direct = publicEndpoint(r);
@@ -52,7 +51,7 @@ export function endpointsOf(config: ServiceConfig, db: Pick<DatabaseRow, "region
   };
 }
 
-export function connectionString(
+function connectionString(
   host: string,
   port: number,
   user: string,
@@ -117,7 +116,7 @@ export function renderIssuedConnection(config: ServiceConfig, db: DatabaseRow, c
   };
 }
 
-export function renderApiKey(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string): ApiKey {
+function renderApiKey(config: ServiceConfig, db: DatabaseRow, c: ConnectionRow, password: string): ApiKey {
   const { database: _database, ...rest } = renderConnection(config, db, c);
   const e = endpointsOf(config, db);
   return {

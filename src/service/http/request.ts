@@ -76,7 +76,7 @@ const rateLimited = (message: string, wait: number) =>
  * has its own budget, so a team's bad token never spends another's; one token, or guesses at one token, share a
  * budget. 16 characters: "mds_at_" and 9 random ones at least (54 bits), so no team can aim at another's budget.
  */
-export function attemptKey(address: string, credential: string): string {
+function attemptKey(address: string, credential: string): string {
   return `${address} ${createHash("sha256").update(credential.slice(0, 16)).digest("base64url").slice(0, 22)}`;
 }
 

@@ -26,7 +26,7 @@ import { archiveKey, dumpAsOwner, restoreAsOwner, usableBackup } from "./owner-d
 // The durable work behind the API: every step can be repeated after a crash, and a job that gives up leaves a
 // clean state (status `failure`, old data in place, no scratch database).
 
-export function backupFile(deps: ServiceDeps, databaseId: string, backupId: string): string {
+function backupFile(deps: ServiceDeps, databaseId: string, backupId: string): string {
   return path.join(deps.config.backupDir, databaseId, `${backupId}.dump`);
 }
 

@@ -19,7 +19,7 @@ import { inTransaction } from "../store/pool.ts";
 /** Where and as whom a client program logs in. The password only ever goes to PGPASSWORD. */
 export type DatabaseLogin = { host: string; port: string; user: string; password: string; sslmode: string };
 
-export type OwnerLoginInput = {
+type OwnerLoginInput = {
   /** Superuser pool of the region server (creates and drops the role; runs nothing inside a tenant database). */
   pool: pg.Pool;
   /** The region's admin URL: host, port and sslmode of the server (its credentials are not used). */

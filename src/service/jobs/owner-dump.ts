@@ -17,7 +17,7 @@ export const archiveKey = (deps: ServiceDeps, backupId: string): ArchiveKey => (
 });
 
 /** `sealed` as verifyArchive judged the file: the restore holds to it. */
-export type UsableBackup = { id: string; path: string; sha256: string; sealed: boolean };
+type UsableBackup = { id: string; path: string; sha256: string; sealed: boolean };
 
 export async function usableBackup(deps: ServiceDeps, backupId: string): Promise<UsableBackup> {
   const backup = await getBackup(deps.pool, backupId);

@@ -12,7 +12,7 @@ export const ident = (name: string): string => {
 };
 export const literal = (text: string): string => `'${text.replace(/'/g, "''")}'`;
 
-export type LoginRole = { roleName: string; verifier: string };
+type LoginRole = { roleName: string; verifier: string };
 
 // The limits are zod-checked integers (RegionConfig), so they can be inlined into DDL, which takes no parameters.
 const int = (n: number): string => String(Math.trunc(n));
@@ -35,7 +35,7 @@ async function roleExists(pool: pg.Pool, role: string): Promise<boolean> {
   return (rowCount ?? 0) > 0;
 }
 
-export async function databaseExists(pool: pg.Pool, name: string): Promise<boolean> {
+async function databaseExists(pool: pg.Pool, name: string): Promise<boolean> {
   const { rowCount } = await pool.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
   return (rowCount ?? 0) > 0;
 }
@@ -87,7 +87,7 @@ export const sparePrefix = "mds_spare_";
  * Takes a pre-created empty database (see spares.ts) by renaming it: a rename is ~1 ms where CREATE DATABASE copies
  * template1. Two workers racing for one spare: one rename fails, it tries the next. False when none is left.
  */
-export async function claimSpare(pool: pg.Pool, name: string): Promise<boolean> {
+async function claimSpare(pool: pg.Pool, name: string): Promise<boolean> {
   const { rows } = await pool.query<{ datname: string }>(
     "SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname LIMIT 8",
     [`${sparePrefix}%`],
@@ -186,7 +186,7 @@ export async function provisionDatabase(
  * returns once they are gone, so a revoked credential is not still in use after the API answered. Call it after
  * the role lost its password or LOGIN, so no new session can start meanwhile.
  */
-export async function endSessions(pool: pg.Pool, roleName: string): Promise<void> {
+async function endSessions(pool: pg.Pool, roleName: string): Promise<void> {
   // Clients of a PgBouncer in front of the server outlive their server sessions (pgbouncer.ts). Job logins never pass one.
   if (!roleName.startsWith("mds_job_")) await endPooledSessions(pool, roleName);
   // A terminated backend leaves pg_stat_activity a moment later; 250 rounds of 20 ms bound a stuck one.

@@ -24,7 +24,7 @@ export class JobFatalError extends Error {
  * `outcome` says what this attempt did; with `durable` it is written at once (e.g. "restored", which must survive a
  * crash right after), otherwise with the end of the run.
  */
-export type JobContext = {
+type JobContext = {
   attempt: number;
   runId: string;
   outcome(text: string, options?: { durable?: boolean }): Promise<void>;
@@ -37,7 +37,7 @@ export type JobHandler = {
   fail(job: Job, err: Error): Promise<void>;
 };
 
-export type JobRunnerOptions = {
+type JobRunnerOptions = {
   pool: pg.Pool;
   /** Connections that hold job locks for whole runs: one per worker. */
   lockPool: pg.Pool;
@@ -86,7 +86,7 @@ const lockJobSql = `
 const slotBase = 7_221_100;
 const takeSlotSql = `SELECT s FROM generate_series(0, $2::int - 1) s WHERE pg_try_advisory_xact_lock(${slotBase} + s, hashtext($1)) LIMIT 1`;
 
-export class JobTimeoutError extends Error {
+class JobTimeoutError extends Error {
   constructor(ms: number) {
     super(`job attempt exceeded its time limit of ${Math.round(ms / 1000)} s`);
     this.name = "JobTimeoutError";

@@ -4,7 +4,7 @@ import pino, { type DestinationStream, type Logger } from "pino";
  * Paths that could carry a secret if someone ever logged the object holding them. The code never logs tokens,
  * passwords or connection strings; this is the second line of defence (tests plant secrets and scan all output).
  */
-export const redactPaths = [
+const redactPaths = [
   "req.headers.authorization",
   "headers.authorization",
   "authorization",

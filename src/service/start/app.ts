@@ -15,7 +15,7 @@ import { projectRoutes } from "../routes/projects.ts";
 import { regionRoutes } from "../routes/regions.ts";
 import { usageRoutes } from "../routes/usage.ts";
 
-export const bodyLimitBytes = 64 * 1024;
+const bodyLimitBytes = 64 * 1024;
 
 /** Errors that mean "PostgreSQL is not reachable": 503 with Retry-After rather than 500. */
 function isUnavailable(err: unknown): boolean {

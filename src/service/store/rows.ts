@@ -1,5 +1,4 @@
 // Rows of the control database, as the queries in queries.ts select them.
-export type WorkspaceRow = { id: string; name: string };
 export type ProjectRow = {
   id: string;
   workspace_id: string;

@@ -2,8 +2,8 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { Writable } from "node:stream";
 import pino from "pino";
-import type { Devkube } from "../../../src/devkube/index.ts";
-import { credentialsSecret, startStack, type OperatorProcess } from "../../../src/cli/stack.ts";
+import type { Devkube } from "@mds/devkube";
+import { credentialsSecret, startStack, type OperatorProcess } from "../../../dev/stack.ts";
 import { testServiceOptions } from "../test-service.ts";
 import { startFaultProxy, type FaultProxy } from "../fault-proxy.ts";
 import { startPublicApiEmulator, type EmulatorFaults, type PublicApiEmulator } from "../public-api-emulator/server.ts";
@@ -11,7 +11,7 @@ import { createKubeObjects, type KubeObjects } from "../kube-objects.ts";
 import type { PlantedSecret } from "../secret-scan.ts";
 import { startTcpProxy, type TcpProxy } from "../tcp-proxy.ts";
 
-// The whole local stack for chaos runs and operator benchmarks: the product's stack (src/cli/stack.ts, as `mds dev`
+// The whole local stack for chaos runs and operator benchmarks: the product's stack (dev/stack.ts, as `mds dev`
 // runs it: PostgreSQL and the service, devkube with the CRDs, the credentials Secret, operator child processes) with
 // test settings (those of test-service.ts) and three seams: the fault proxy (and the public-API emulator, with
 // `api: "emulator"`) in front of the service, and a TCP proxy in front of devkube (to cut watches). Operators start
@@ -27,7 +27,7 @@ export interface StartOperatorOptions {
   /** Extra flags, e.g. ["--poll-slow", "30s"]. */
   args?: string[];
   env?: Record<string, string>;
-  /** The `mds` entry script (default bin/mds.js; see src/cli/stack.ts). */
+  /** The `mds` entry script (default bin/mds.js; see dev/stack.ts). */
   entry?: string;
 }
 
