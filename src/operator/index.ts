@@ -12,7 +12,7 @@ import { createCredentialsGuard, credentialsSecretOf } from "./credentials-guard
 import { createDeletionProtectionAudit } from "./deletion-protection-audit.ts";
 import { createEventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
-import type { KindContext, KindRegistration, ObjectCache } from "./kind.ts";
+import type { ControllerContext, Controller, ObjectCache } from "./controller.ts";
 import { operatorMetrics, reportApiContexts, type OperatorMetrics, type StateSource } from "./metrics.ts";
 import { summarizeResources } from "./resource-state.ts";
 import { applyOutcome, notLeaderRequeueMs, type Outcome } from "./outcome.ts";
@@ -23,8 +23,8 @@ import { splitKey } from "./status.ts";
 export interface OperatorOptions {
   kubeConfig: KubeConfig;
   apiUrl: string;
-  /** The kinds to reconcile (src/resources/index.ts: operatorKinds()). */
-  kinds: KindRegistration[];
+  /** One controller per kind to reconcile (src/resources/index.ts: controllers()). */
+  controllers: Controller[];
   /** The operator's own API token Secret, and which namespaces may fall back to it (default: its own). */
   defaultCredentials: OperatorCredentials;
   /** undefined = all namespaces */
@@ -81,9 +81,9 @@ export function createOperator(options: OperatorOptions): Operator {
   // API calls, attempts, retries and throttled time by operation: the client's mds_client_* metrics.
   const apiHooks: ClientHooks = prometheusHooks(options.metrics);
 
-  const kinds = new Map(options.kinds.map((k) => [k.kind, k]));
+  const kinds = new Map(options.controllers.map((k) => [k.kind, k]));
   const queues = new Map<string, WorkQueue>(
-    options.kinds.map((k) => [
+    options.controllers.map((k) => [
       k.kind,
       createWorkQueue(undefined, queueObserver(metrics, controllerName(k.kind)), {
         order: options.queueOrder ?? "namespaces",
@@ -153,8 +153,8 @@ export function createOperator(options: OperatorOptions): Operator {
   }
 
   // One informer per kind: an event enqueues its own key and wakes what depends on it (wakeOn of other kinds).
-  for (const reg of options.kinds) {
-    const dependants = options.kinds.flatMap((other) =>
+  for (const reg of options.controllers) {
+    const dependants = options.controllers.flatMap((other) =>
       (other.wakeOn ?? []).filter((w) => w.kind === reg.kind).map((w) => ({ kind: other.kind, keys: w.keys })),
     );
     const cache = makeInformers(reg.type, (event, obj) => {
@@ -200,7 +200,7 @@ export function createOperator(options: OperatorOptions): Operator {
   }
 
   // The credentials Secrets the resources act with stay until the last resource that needs one to be deleted is gone.
-  const loopFinalizers = new Set(options.kinds.map((k) => `${k.type.group}/finalizer`));
+  const loopFinalizers = new Set(options.controllers.map((k) => `${k.type.group}/finalizer`));
   const guard = createCredentialsGuard({
     kube,
     dependents: () =>
@@ -246,7 +246,7 @@ export function createOperator(options: OperatorOptions): Operator {
       }
     },
   });
-  const context: KindContext = {
+  const context: ControllerContext = {
     kube,
     pool,
     defaultCredentials: options.defaultCredentials,
@@ -313,7 +313,7 @@ export function createOperator(options: OperatorOptions): Operator {
       if (started) return;
       started = true;
       await Promise.all(informers.map((i) => i.start()));
-      for (const reg of options.kinds) {
+      for (const reg of options.controllers) {
         const queue = queues.get(reg.kind)!;
         const workers = reg.workers?.(options.concurrency) ?? options.concurrency;
         initControllerRuntime(metrics, controllerName(reg.kind), workers);

@@ -4,7 +4,7 @@ import type { KubeObject, Secret } from "../kube/types.ts";
 import { jsonEqual } from "./conditions.ts";
 import { credentialStatusOf, type SecretKeyRef } from "./credentials.ts";
 import { annotations, type ConnectionSecretSpec } from "./connection-secret.ts";
-import type { ExternalClient, ManagedKind, ManagedObject, Observation } from "./managed-kind.ts";
+import type { ExternalClient, ManagedHandler, ManagedObject, Observation } from "./managed-handler.ts";
 import { ReconcileError, TerminalError, WaitingError, classifyError, messageOf } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
@@ -17,11 +17,13 @@ import { pausedAnnotation, pollIntervalOf, reconcileRequestedAnnotation } from "
 //   get → deleting? (observe → delete per policy → release Secret → drop finalizer) → paused?
 //       → ensure finalizer → observe → create if absent → update if drifted → publish Secret → status
 // With managementPolicy ObserveOnly it stops after observe: status and drift, no write to the service, no Secret.
-// A kind supplies only a ManagedKind (parse, connect) whose ExternalClient returns data and throws typed errors.
+// A kind supplies only a ManagedHandler (parse, connect) whose ExternalClient returns data and throws typed errors.
 // Only this loop logs, emits Events and writes status; the Secret is the connection-Secret component's.
 
 export interface LoopDeps {
   kube: KubeClient;
+  /** The reasons that stall this kind (progress.ts). */
+  stalling: ReadonlySet<string>;
   /** The object cache (informer) of the kind. */
   objects: { get(namespace: string | undefined, name: string): KubeObject | undefined };
   /** The labelled Secret cache. */
@@ -44,7 +46,7 @@ export function secretNameOf(obj: {
 
 export async function reconcileManaged<T extends ManagedObject>(
   deps: LoopDeps,
-  kind: ManagedKind<T>,
+  kind: ManagedHandler<T>,
   key: string,
 ): Promise<Outcome> {
   const [namespace, name] = splitKey(key);
@@ -65,7 +67,7 @@ export async function reconcileManaged<T extends ManagedObject>(
 class LoopRun<T extends ManagedObject> {
   obj: T;
   private readonly deps: LoopDeps;
-  private readonly kind: ManagedKind<T>;
+  private readonly kind: ManagedHandler<T>;
   private readonly log: Logger;
   private readonly now: () => Date;
   private readonly finalizer: string;
@@ -76,7 +78,7 @@ class LoopRun<T extends ManagedObject> {
   /** The Synced condition of a reconcile that got through: True, unless an annotation was invalid. */
   private synced: ConditionUpdate = synced;
 
-  constructor(deps: LoopDeps, kind: ManagedKind<T>, obj: T, log: Logger, now: () => Date) {
+  constructor(deps: LoopDeps, kind: ManagedHandler<T>, obj: T, log: Logger, now: () => Date) {
     this.deps = deps;
     this.kind = kind;
     this.obj = obj;
@@ -425,6 +427,6 @@ class LoopRun<T extends ManagedObject> {
       // Drift is ObserveOnly's report: in Full the loop corrects it.
       ...(this.observeOnly ? {} : { drift: undefined }),
     };
-    this.obj = await writeStatus(this.deps.kube, this.kind.type, this.obj, { ...always, ...fields }, conds, this.now());
+    this.obj = await writeStatus(this.deps, this.kind.type, this.obj, { ...always, ...fields }, conds, this.now());
   }
 }

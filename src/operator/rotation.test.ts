@@ -3,13 +3,14 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
 import { createFakeKube, type FakeKube } from "../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
-import { databaseKind } from "../resources/database/controller.ts";
+import { databaseHandler } from "../resources/database/controller.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
 import { decodeData, encodeData } from "./connection-secret.ts";
 import { createCredentialPool } from "./credentials.ts";
 import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
 import { connectionNameOf } from "./identity.ts";
 import { parseDuration, rotateAnnotation, type RotationStatus } from "./rotation.ts";
+import { stallingReasons } from "../resources/index.ts";
 
 // Rotation with overlap through the managed loop (Database kind), against both kinds of server: one that replays
 // Idempotency-Keys and the public API, which does not. Time is a fake Date; a crash point throws, as the process would
@@ -52,6 +53,7 @@ async function setup(publicApi: boolean) {
   });
   const deps: LoopDeps = {
     kube,
+    stalling: new Set(stallingReasons()),
     objects: kube.cache(DatabaseType),
     secrets: kube.cache<Secret>(SecretType),
     events: { record: (_o, _t, reason) => events.push(reason) },
@@ -64,7 +66,7 @@ async function setup(publicApi: boolean) {
       }
     },
   };
-  const kind = databaseKind({
+  const kind = databaseHandler({
     pool,
     defaultCredentials: {
       secretNamespace: "ops",

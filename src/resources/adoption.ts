@@ -1,7 +1,12 @@
 import type { KubeObject } from "../kube/types.ts";
 import { ReconcileError } from "../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../operator/identity.ts";
-import { resolveCredentials, type KindContext, type KindRegistration, type ObjectCache } from "../operator/kind.ts";
+import {
+  resolveCredentials,
+  type ControllerContext,
+  type Controller,
+  type ObjectCache,
+} from "../operator/controller.ts";
 
 // Adoption is exclusive: one remote object, one managing resource (per operator, as its informer caches see it).
 // Of the resources of a kind that claim the same remote id, one manages it; the others are refused before they
@@ -53,7 +58,7 @@ export type SeenByClaimant = (claimant: KubeObject, id: string) => Promise<boole
 
 /** SeenByClaimant through the operator's credential pool: the claimant's token as its own reconcile would pick it. */
 export function seenWithOwnCredentials(
-  ctx: Pick<KindContext, "pool" | "defaultCredentials">,
+  ctx: Pick<ControllerContext, "pool" | "defaultCredentials">,
   kind: "database" | "project",
 ): SeenByClaimant {
   return async (claimant, id) => {
@@ -104,7 +109,7 @@ export async function managerOtherThan(
 }
 
 /** Wakes the other claimants of a changed resource's remote id: a refused one may now come first. */
-export function wakeOtherClaimants(kind: string): NonNullable<KindRegistration["wakeOn"]>[number] {
+export function wakeOtherClaimants(kind: string): NonNullable<Controller["wakeOn"]>[number] {
   return {
     kind,
     keys(changed, own) {

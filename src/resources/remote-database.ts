@@ -2,7 +2,7 @@ import type { CreatedConnection, MdsApi } from "../operator/api.ts";
 import { ReconcileError, WaitingError } from "../operator/errors.ts";
 import { credentialsFromCreated } from "../operator/identity.ts";
 import { originalConnectionOf } from "../operator/recover-credentials.ts";
-import type { Creation, Observation } from "../operator/managed-kind.ts";
+import type { Creation, Observation } from "../operator/managed-handler.ts";
 import { secretNameOf } from "../operator/managed-reconciler.ts";
 import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "../operator/remote-mirror.ts";
 import type { SecretTarget } from "../operator/secret-publisher.ts";
@@ -25,6 +25,9 @@ function endpointsOf(connection: Pick<MirroredConnection, "endpoints"> | undefin
  * Fast polling that starts quick and backs off with the database's age: a database created 200 ms ago is looked
  * at again in 100 ms, one created seconds ago at the fast interval (the caller's cap).
  */
+/** A remote database the service reports failed needs a person: the kinds that show one are Stalled by it. */
+export const remoteDatabaseStallingReasons = ["RemoteFailure"] as const;
+
 export function pollDelayOf(db: RemoteDatabase, now = Date.now()): number {
   const age = now - Date.parse(db.createdAt);
   return Number.isFinite(age) ? Math.max(100, Math.round(age / 2)) : 1_000;

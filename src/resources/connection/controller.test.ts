@@ -7,8 +7,9 @@ import { encodeData } from "../../operator/connection-secret.ts";
 import { createCredentialPool } from "../../operator/credentials.ts";
 import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconciler.ts";
 import { ConnectionType, DatabaseType } from "../types.ts";
-import { connectionKind } from "./controller.ts";
+import { connectionHandler } from "./controller.ts";
 import { isNameOf } from "../../operator/identity.ts";
+import { stallingReasons } from "../index.ts";
 
 // The Connection kind's refusals happen before any API call: nothing is minted for a namespace the Database does
 // not allow, nor by id with the operator's own token.
@@ -40,6 +41,7 @@ beforeEach(async () => {
   const logger = pino({ level: "silent" });
   const deps: LoopDeps = {
     kube,
+    stalling: new Set(stallingReasons()),
     objects: kube.cache(ConnectionType),
     secrets: kube.cache<Secret>(SecretType),
     events: { record() {} },
@@ -47,7 +49,7 @@ beforeEach(async () => {
     pollIntervals: poll,
     crashPoint: () => {},
   };
-  const kind = connectionKind({
+  const kind = connectionHandler({
     pool: createCredentialPool({
       kube,
       apiUrl: "x",

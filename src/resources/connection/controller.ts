@@ -1,11 +1,17 @@
 import type { KubeObject } from "../../kube/types.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
-import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
-import type { ExternalClient, ManagedKind } from "../../operator/managed-kind.ts";
+import {
+  resolveCredentials,
+  managedController,
+  parseOrTerminal,
+  type ControllerContext,
+} from "../../operator/controller.ts";
+import type { ExternalClient, ManagedHandler } from "../../operator/managed-handler.ts";
 import { ConnectionType } from "./schema.ts";
 import { createConnectionExternal, type ConnectionObject } from "./external.ts";
 import { Connection } from "./schema.ts";
+import { remoteDatabaseStallingReasons } from "../remote-database.ts";
 
 // The Connection kind: one connection of a Database, in the Database's namespace or in one the Database allows
 // (spec.connectionPolicy.allowedNamespaces). With a databaseRef it acts with the Database's own credentials: the
@@ -36,9 +42,9 @@ const nothingToDo: ExternalClient<ConnectionObject> = {
   delete: async () => ({ done: true }),
 };
 
-export function connectionKind(
-  ctx: Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
-): ManagedKind<ConnectionObject> {
+export function connectionHandler(
+  ctx: Pick<ControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
+): ManagedHandler<ConnectionObject> {
   return {
     kind: "Connection",
     type: ConnectionType,
@@ -124,10 +130,13 @@ export function connectionKind(
   };
 }
 
-export const connectionRegistration = managedKind(
+export const connectionController = managedController(
   {
     kind: "Connection",
     type: ConnectionType,
+    // A connection has nothing the loop updates remotely.
+    steps: ["create", "secret", "rotate", "delete"],
+    stallingReasons: ["ReferenceNotAllowed", ...remoteDatabaseStallingReasons],
     // A Database that gets its id, changes its policy or its credentials wakes its Connections, in any namespace.
     wakeOn: [
       {
@@ -146,5 +155,5 @@ export const connectionRegistration = managedKind(
       },
     ],
   },
-  connectionKind,
+  connectionHandler,
 );

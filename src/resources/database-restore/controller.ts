@@ -4,10 +4,15 @@ import { ReconcileError, TerminalError, WaitingError, messageOf } from "../../op
 import { boundIdOf } from "../../operator/identity.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
-import { resolveCredentials, oneShotKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
-import type { OneShotKind, OneShotRun } from "../../operator/one-shot-reconciler.ts";
+import {
+  resolveCredentials,
+  oneShotController,
+  parseOrTerminal,
+  type ControllerContext,
+} from "../../operator/controller.ts";
+import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
-import { resolveBackup } from "../remote-database.ts";
+import { remoteDatabaseStallingReasons, resolveBackup } from "../remote-database.ts";
 import { DatabaseRestoreType } from "./schema.ts";
 import { sourceKeyOf, startRestore } from "./external.ts";
 import { ledgerHas, recordLedger } from "./ledger.ts";
@@ -28,6 +33,12 @@ export interface RestoreSettings {
   replayWindowMs?: number | undefined;
 }
 
+/** Where a test may simulate a crash (src/operator/crash-points.ts): around the one POST that restores. */
+export const restoreCrashPoints = {
+  beforePost: "restore:before-post", // requestedAt and ledger written; restore not yet requested
+  afterPost: "restore:after-post", // restore requested; outcome not yet followed
+} as const;
+
 const iso = (d: Date) => d.toISOString().replace(/\.\d+Z$/, "Z");
 
 /** Ready follows the phase: True once it Succeeded or was Skipped. */
@@ -43,13 +54,13 @@ function readyOf(status: DatabaseRestoreStatus, reason: string | undefined): Con
   };
 }
 
-export function restoreKind(
+export function restoreHandler(
   ctx: Pick<
-    KindContext,
+    ControllerContext,
     "pool" | "defaultCredentials" | "cache" | "secrets" | "kube" | "events" | "crashPoint" | "pollIntervals"
   >,
   settings: RestoreSettings = {},
-): OneShotKind<RestoreObject> {
+): OneShotHandler<RestoreObject> {
   const replayWindowMs = settings.replayWindowMs ?? 23 * 3600_000;
   const ledger = { kube: ctx.kube, databases: ctx.cache("Database"), secrets: ctx.secrets };
   // Keys whose POST the service has acknowledged in this process; after a restart one replay-safe re-POST confirms.
@@ -230,7 +241,7 @@ export function restoreKind(
       });
       notSent.add(`${targetId}|${restoreKey}`);
       await recordRunning(run, target, restoreKey);
-      await ctx.crashPoint("restore:before-post");
+      await ctx.crashPoint(restoreCrashPoints.beforePost);
     }
     const s = run.obj.status ?? {};
     const { backupId, sourceDatabaseId: sourceId, requestedAt } = s;
@@ -280,7 +291,7 @@ export function restoreKind(
       }
       notSent.delete(ackKey);
       acknowledged.add(ackKey);
-      await ctx.crashPoint("restore:after-post");
+      await ctx.crashPoint(restoreCrashPoints.afterPost);
       run.log.info({ targetId, backupId }, "Requested restore");
       ctx.events.record(
         run.obj,
@@ -322,11 +333,13 @@ export function restoreKind(
   };
 }
 
-export function restoreRegistration(settings: RestoreSettings = {}) {
-  return oneShotKind(
+export function restoreController(settings: RestoreSettings = {}) {
+  return oneShotController(
     {
       kind: "DatabaseRestore",
       type: DatabaseRestoreType,
+      crashPoints: Object.values(restoreCrashPoints),
+      stallingReasons: ["ReferenceNotAllowed", "OutcomeUnknown", ...remoteDatabaseStallingReasons],
       // Restores are few and each waits on the service: two workers at most.
       workers: (concurrency) => Math.max(1, Math.min(concurrency, 2)),
       // A target that gets its remote id, or finishes provisioning, wakes the restores still waiting in its namespace.
@@ -347,6 +360,6 @@ export function restoreRegistration(settings: RestoreSettings = {}) {
         },
       ],
     },
-    (ctx) => restoreKind(ctx, settings),
+    (ctx) => restoreHandler(ctx, settings),
   );
 }

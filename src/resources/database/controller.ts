@@ -1,19 +1,25 @@
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
-import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
-import type { ManagedKind } from "../../operator/managed-kind.ts";
+import {
+  resolveCredentials,
+  managedController,
+  parseOrTerminal,
+  type ControllerContext,
+} from "../../operator/controller.ts";
+import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { DatabaseType } from "./schema.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
+import { remoteDatabaseStallingReasons } from "../remote-database.ts";
 import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
 
 // The Database kind: parsed by its schema, connected through its credentials and its project's remote id, woken when
 // its project changes (it waits for the project's id).
 // Adoption is exclusive (../adoption.ts): one Database resource manages a remote database; the others are refused.
 
-export type DatabaseContext = Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">;
+export type DatabaseContext = Pick<ControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">;
 
-export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> {
+export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseObject> {
   return {
     kind: "Database",
     type: DatabaseType,
@@ -51,10 +57,11 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
   };
 }
 
-export const databaseRegistration = managedKind(
+export const databaseController = managedController(
   {
     kind: "Database",
     type: DatabaseType,
+    stallingReasons: remoteDatabaseStallingReasons,
     wakeOn: [
       {
         kind: "Project",
@@ -86,5 +93,5 @@ export const databaseRegistration = managedKind(
       },
     ],
   },
-  databaseKind,
+  databaseHandler,
 );

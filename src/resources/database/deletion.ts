@@ -1,5 +1,5 @@
 import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
-import type { Deletion } from "../../operator/managed-kind.ts";
+import type { Deletion } from "../../operator/managed-handler.ts";
 import type { RemoteMirror } from "../../operator/remote-mirror.ts";
 
 /**

@@ -8,7 +8,7 @@ import {
   notCreatedHere,
   remoteIdOf,
 } from "../../operator/identity.ts";
-import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
+import type { Creation, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";

@@ -20,7 +20,7 @@ import {
   managedStatusFields,
   ManagementPolicy,
 } from "../common.ts";
-import type { KindDefinition } from "../crd.ts";
+import type { CrdDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 
 export const DatabaseSource = z
@@ -230,7 +230,7 @@ export const Database = z
 export type Database = z.infer<typeof Database>;
 
 /** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
-export const databaseDefinition: KindDefinition = {
+export const databaseDefinition: CrdDefinition = {
   kind: "Database",
   plural: "databases",
   singular: "database",

@@ -9,7 +9,8 @@ import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconcil
 import type { Outcome } from "../../operator/outcome.ts";
 import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
 import { DatabaseType, ProjectType } from "../types.ts";
-import { projectKind } from "./controller.ts";
+import { projectHandler } from "./controller.ts";
+import { stallingReasons } from "../index.ts";
 
 // The Project kind through the generic loop: its default database's Secret, crash recovery by replay, and
 // Delete that waits for the project's other databases.
@@ -42,6 +43,7 @@ beforeEach(() => {
   });
   const deps: LoopDeps = {
     kube,
+    stalling: new Set(stallingReasons()),
     objects: kube.cache(ProjectType),
     secrets: kube.cache<Secret>(SecretType),
     events: { record() {} },
@@ -54,7 +56,7 @@ beforeEach(() => {
       }
     },
   };
-  const kind = projectKind({
+  const kind = projectHandler({
     pool,
     defaultCredentials: {
       secretNamespace: "ops",

@@ -1,17 +1,23 @@
 import { remoteIdOf } from "../../operator/identity.ts";
-import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
-import type { ManagedKind } from "../../operator/managed-kind.ts";
+import {
+  resolveCredentials,
+  managedController,
+  parseOrTerminal,
+  type ControllerContext,
+} from "../../operator/controller.ts";
+import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { ProjectType } from "./schema.ts";
 import { createProjectExternal, type ProjectObject } from "./external.ts";
 import { Project } from "./schema.ts";
+import { remoteDatabaseStallingReasons } from "../remote-database.ts";
 import { managerOtherThan, protectingDatabaseOf, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
 
 // The Project kind: parsed by its schema, connected through its credentials; its Secret is its default database's.
 // Adoption is exclusive (../adoption.ts): one Project resource manages a remote project; the others are refused.
 
-export function projectKind(
-  ctx: Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
-): ManagedKind<ProjectObject> {
+export function projectHandler(
+  ctx: Pick<ControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
+): ManagedHandler<ProjectObject> {
   return {
     kind: "Project",
     type: ProjectType,
@@ -32,7 +38,15 @@ export function projectKind(
   };
 }
 
-export const projectRegistration = managedKind(
-  { kind: "Project", type: ProjectType, wakeOn: [wakeOtherClaimants("Project")] },
-  projectKind,
+export const projectController = managedController(
+  {
+    kind: "Project",
+    type: ProjectType,
+    wakeOn: [wakeOtherClaimants("Project")],
+    // A project has nothing the loop updates remotely.
+    steps: ["create", "secret", "rotate", "delete"],
+    // Its default database's failure.
+    stallingReasons: remoteDatabaseStallingReasons,
+  },
+  projectHandler,
 );

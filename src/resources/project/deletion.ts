@@ -1,6 +1,6 @@
 import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
 import { messageOf } from "../../operator/errors.ts";
-import type { Deletion } from "../../operator/managed-kind.ts";
+import type { Deletion } from "../../operator/managed-handler.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 
 /**
