@@ -11,19 +11,23 @@ import { createHealthApp, listenHealth } from "../operator/health-server.ts";
 import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
 import { controllers, crashPoints } from "../resources/index.ts";
+import { mdsRemote, type MdsRemote } from "../resources/remote-api.ts";
 import { defaultRateLimit } from "../client/index.ts";
 
 // `mds operator`: configuration, logger, kubeconfig, leader election, health and metrics around the reconcilers
 // that src/operator's createOperator builds.
 
 /** The operator's options as the command builds them: every kind of the registry, with the restore's setting. */
-export type RuntimeOperatorOptions = Omit<OperatorOptions, "controllers"> & { restoreReplayWindowMs?: number };
+export type RuntimeOperatorOptions = Omit<OperatorOptions<MdsRemote>, "controllers" | "remote"> & {
+  restoreReplayWindowMs?: number;
+};
 export type CreateOperator = (options: RuntimeOperatorOptions) => Operator;
 
-/** createOperator with the registry's kinds (src/resources/index.ts). */
+/** createOperator with the registry's controllers (src/resources/index.ts) and the service they call. */
 export const createOperatorWithKinds: CreateOperator = ({ restoreReplayWindowMs, ...options }) =>
   createOperator({
     ...options,
+    remote: mdsRemote,
     controllers: controllers(
       restoreReplayWindowMs === undefined ? {} : { restore: { replayWindowMs: restoreReplayWindowMs } },
     ),

@@ -8,6 +8,7 @@ import {
   type CredentialPool,
   type CredentialUse,
   type OperatorCredentials,
+  type RemoteState,
   type SecretKeyRef,
 } from "./credentials.ts";
 import { loopStallingReasons } from "./conditions.ts";
@@ -35,10 +36,13 @@ export interface ObjectCache {
   withRemoteId?(id: string): KubeObject[];
 }
 
-/** What a controller's code may use: shared clients, the caches of every registered kind, the operator's settings. */
-export interface ControllerContext {
+/**
+ * What a controller's code may use: shared clients, the caches of every registered kind, the operator's settings.
+ * `R`: what each credential gives (its client and mirror), whose methods only the kinds know.
+ */
+export interface ControllerContext<R extends RemoteState = RemoteState> {
   kube: KubeClient;
-  pool: CredentialPool;
+  pool: CredentialPool<R>;
   /** The operator's own credentials Secret and the namespaces that may fall back to it. */
   defaultCredentials: OperatorCredentials;
   /** For logicalId "k8s:<instanceId>:<namespace>/<name>" and connection names. */
@@ -53,7 +57,7 @@ export interface ControllerContext {
   crashPoint: (name: string) => void | Promise<void>;
 }
 
-export interface Controller {
+export interface Controller<R extends RemoteState = RemoteState> {
   kind: string;
   type: ResourceType;
   /** Every crash point its objects may pass (`<prefix>:<point>`); MDS_CRASH_POINT accepts these. */
@@ -65,7 +69,7 @@ export interface Controller {
   /** Changes of another kind's objects that wake objects of this kind: the keys (`namespace/name`) to enqueue. */
   wakeOn?: { kind: string; keys(changed: KubeObject, own: ObjectCache): string[] }[] | undefined;
   /** Builds the reconciler of one key. */
-  reconciler(ctx: ControllerContext): (key: string) => Promise<Outcome>;
+  reconciler(ctx: ControllerContext<R>): (key: string) => Promise<Outcome>;
 }
 
 /** What a kind declares besides its handler; the loop's own crash points and stalling reasons are added to it. */
@@ -82,10 +86,10 @@ export interface ControllerBase {
  * A kind with a remote object, reconciled by the managed loop. `steps`: the loop's steps its objects pass (default:
  * all); each brings its crash points (crash-points.ts), e.g. a kind without a remote update leaves out "update".
  */
-export function managedController<T extends ManagedObject>(
+export function managedController<T extends ManagedObject, R extends RemoteState>(
   base: ControllerBase & { steps?: readonly ManagedStep[] },
-  build: (ctx: ControllerContext) => ManagedHandler<T>,
-): Controller {
+  build: (ctx: ControllerContext<R>) => ManagedHandler<T>,
+): Controller<R> {
   const { steps = managedSteps, ...rest } = base;
   const controller = declared(rest, managedCrashPointsOf(base.kind, steps));
   return {
@@ -105,10 +109,10 @@ export function managedController<T extends ManagedObject>(
 }
 
 /** A one-shot operation, reconciled by the one-shot loop; `crashPoints`: the ones its handler's steps pass. */
-export function oneShotController<T extends StatusObject>(
+export function oneShotController<T extends StatusObject, R extends RemoteState>(
   base: ControllerBase & { crashPoints?: readonly string[] },
-  build: (ctx: ControllerContext) => OneShotHandler<T>,
-): Controller {
+  build: (ctx: ControllerContext<R>) => OneShotHandler<T>,
+): Controller<R> {
   const { crashPoints = [], ...rest } = base;
   const controller = declared(rest, crashPoints);
   return {
@@ -147,11 +151,11 @@ export function parseOrTerminal<T>(schema: z.ZodType<T>, kind: string, raw: Kube
  * The API client of a resource in `namespace` with `spec.credentials` (or none): the token chooseCredentials picks,
  * and which one it is (the loops write it to status.credentials).
  */
-export async function resolveCredentials(
-  ctx: Pick<ControllerContext, "pool" | "defaultCredentials">,
+export async function resolveCredentials<R extends RemoteState>(
+  ctx: Pick<ControllerContext<R>, "pool" | "defaultCredentials">,
   namespace: string,
   spec: { credentials?: { secretRef: { name: string; key?: string | undefined } } | undefined },
-): Promise<ApiContext & { use: CredentialUse }> {
+): Promise<ApiContext<R> & { use: CredentialUse }> {
   const use = await chooseCredentials(ctx.pool, ctx.defaultCredentials, namespace, spec.credentials?.secretRef);
   return { ...(await ctx.pool.resolve(use.ref)), use };
 }

@@ -14,6 +14,8 @@ import { applyOutcome, type Outcome } from "./outcome.ts";
 import { createWorkQueue } from "./work-queue.ts";
 import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
 import { stallingReasons } from "../resources/index.ts";
+import { createRemoteMirror } from "../resources/remote-mirror.ts";
+import type { MdsRemote } from "../resources/remote-api.ts";
 
 // The generic loop with the Database kind, against a fake kube seam and a fake service: state is asserted, not
 // call sequences, except where the count of calls or writes is the behaviour (steady state, no duplicates).
@@ -46,7 +48,8 @@ beforeEach(async () => {
   });
   const logger = pino({ level: "silent" });
   const recorder: EventRecorder = { record: (_o, type, reason, message) => events.push({ type, reason, message }) };
-  const pool = createCredentialPool({
+  const pool = createCredentialPool<MdsRemote>({
+    createMirror: createRemoteMirror,
     kube,
     apiUrl: "http://api.invalid",
     createApiClient: () => api,
@@ -330,7 +333,8 @@ describe("the managed loop (Database)", () => {
         crashPoint: () => {},
       },
       databaseHandler({
-        pool: createCredentialPool({
+        pool: createCredentialPool<MdsRemote>({
+          createMirror: createRemoteMirror,
           kube,
           apiUrl: "x",
           createApiClient: () => api,

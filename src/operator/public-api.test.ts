@@ -13,6 +13,8 @@ import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
 import type { Outcome } from "./outcome.ts";
 import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
 import { stallingReasons } from "../resources/index.ts";
+import { createRemoteMirror } from "../resources/remote-mirror.ts";
+import type { MdsRemote } from "../resources/remote-api.ts";
 
 // The operator's promises against the public Management API (the fake's public mode: Idempotency-Key ignored, no
 // replay announced, its status codes and legal nulls): no duplicate database, no lost or leaked credentials, every
@@ -39,7 +41,8 @@ function setUp(publicApi: boolean) {
   });
   const logger = pino({ level: "silent" });
   const recorder: EventRecorder = { record: (_o, type, reason, message) => events.push({ type, reason, message }) };
-  const pool = createCredentialPool({
+  const pool = createCredentialPool<MdsRemote>({
+    createMirror: createRemoteMirror,
     kube,
     apiUrl: "http://api.invalid",
     createApiClient: () => api,

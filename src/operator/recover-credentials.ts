@@ -1,9 +1,8 @@
-import { errorCode, isApiNotFound, type CreatedConnection, type MdsApi } from "./api.ts";
+import { errorCode, isApiNotFound, type ConnectionApi, type ConnectionMirror, type CreatedConnection } from "./api.ts";
 import type { ConnectionCredentials } from "./connection-secret.ts";
 import { ReconcileError } from "./errors.ts";
 import { credentialsFromCreated, idempotencyKeyOf, isNameOf } from "./identity.ts";
 import type { ConnectionOwner, SecretTarget } from "./secret-publisher.ts";
-import type { RemoteMirror } from "./remote-mirror.ts";
 
 /**
  * The connection the server made together with the database. The public API may answer `defaultConnectionId: null`
@@ -38,8 +37,8 @@ export function originalConnectionOf(
  * a connection nobody will ever see the password of).
  */
 export async function replayOrMint(args: {
-  api: MdsApi;
-  mirror: RemoteMirror;
+  api: ConnectionApi;
+  mirror: ConnectionMirror;
   target: SecretTarget;
   previousConnectionId: string | undefined;
   connectionName: string;
@@ -112,8 +111,8 @@ export async function replayOrMint(args: {
  * `keep`: connections of that name that must live on (one being retired).
  */
 export async function mintNamed(args: {
-  api: MdsApi;
-  mirror: RemoteMirror;
+  api: ConnectionApi;
+  mirror: ConnectionMirror;
   databaseId: string;
   name: string;
   idempotencyKey: string;
@@ -171,8 +170,8 @@ export function isOwnConnection(
  * own connections (one already gone is done). The kind writes only its plan.
  */
 export function connectionOwner<T>(args: {
-  api: MdsApi;
-  mirror: RemoteMirror;
+  api: ConnectionApi;
+  mirror: ConnectionMirror;
   connectionName: (obj: T) => string;
   /** Whether the original connection of the target database is this resource's (it created the database). */
   ownsOriginal: (obj: T) => boolean;
@@ -216,7 +215,7 @@ export function connectionOwner<T>(args: {
     async revoke(obj, databaseId, id) {
       // Read fresh, not from the mirror: the one check between an id anyone could have written and a DELETE made
       // with the database owner's token. Its cost is one GET per revocation, which is rare.
-      let db: Awaited<ReturnType<MdsApi["getDatabase"]>>;
+      let db: Awaited<ReturnType<ConnectionApi["getDatabase"]>>;
       try {
         db = await api.getDatabase(databaseId);
       } catch (err) {

@@ -11,6 +11,8 @@ import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
 import { connectionNameOf } from "./identity.ts";
 import { parseDuration, rotateAnnotation, type RotationStatus } from "./rotation.ts";
 import { stallingReasons } from "../resources/index.ts";
+import { createRemoteMirror } from "../resources/remote-mirror.ts";
+import type { MdsRemote } from "../resources/remote-api.ts";
 
 // Rotation with overlap through the managed loop (Database kind), against both kinds of server: one that replays
 // Idempotency-Keys and the public API, which does not. Time is a fake Date; a crash point throws, as the process would
@@ -43,7 +45,8 @@ async function setup(publicApi: boolean) {
     status: { id: project.id },
   });
   const logger = pino({ level: "silent" });
-  const pool = createCredentialPool({
+  const pool = createCredentialPool<MdsRemote>({
+    createMirror: createRemoteMirror,
     kube,
     apiUrl: "x",
     createApiClient: () => api,

@@ -11,6 +11,8 @@ import { managerOtherThan, protectingDatabaseOf, wakeOtherClaimants, type SeenBy
 import { databaseHandler } from "./database/controller.ts";
 import { DatabaseType, ProjectType } from "./types.ts";
 import { stallingReasons } from "./index.ts";
+import { createRemoteMirror } from "./remote-mirror.ts";
+import type { MdsRemote } from "./remote-api.ts";
 
 // Adoption is exclusive: the rule that picks the one manager of a remote id (status.id recorded, then the oldest,
 // then namespace/name), and what it means for the loop: a second claimant acts on nothing, even when an older
@@ -155,7 +157,8 @@ describe.each([false, true])("the loop with a second claimant (public API: %s)",
       metadata: { name: "mds-credentials", namespace: "ops" },
       data: encodeData({ token: "t0ken" }),
     });
-    const pool = createCredentialPool({
+    const pool = createCredentialPool<MdsRemote>({
+      createMirror: createRemoteMirror,
       kube,
       apiUrl: "http://api.invalid",
       createApiClient: () => api,

@@ -1,12 +1,8 @@
 import type { KubeObject } from "../kube/types.ts";
 import { ReconcileError } from "../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../operator/identity.ts";
-import {
-  resolveCredentials,
-  type ControllerContext,
-  type Controller,
-  type ObjectCache,
-} from "../operator/controller.ts";
+import { resolveCredentials, type Controller, type ObjectCache } from "../operator/controller.ts";
+import type { MdsControllerContext } from "./remote-api.ts";
 
 // Adoption is exclusive: one remote object, one managing resource (per operator, as its informer caches see it).
 // Of the resources of a kind that claim the same remote id, one manages it; the others are refused before they
@@ -58,7 +54,7 @@ export type SeenByClaimant = (claimant: KubeObject, id: string) => Promise<boole
 
 /** SeenByClaimant through the operator's credential pool: the claimant's token as its own reconcile would pick it. */
 export function seenWithOwnCredentials(
-  ctx: Pick<ControllerContext, "pool" | "defaultCredentials">,
+  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials">,
   kind: "database" | "project",
 ): SeenByClaimant {
   return async (claimant, id) => {

@@ -1,10 +1,11 @@
-import type { CreatedConnection, MdsApi } from "../operator/api.ts";
+import type { CreatedConnection } from "../operator/api.ts";
+import type { MdsApi } from "./remote-api.ts";
 import { ReconcileError, WaitingError } from "../operator/errors.ts";
 import { credentialsFromCreated } from "../operator/identity.ts";
 import { originalConnectionOf } from "../operator/recover-credentials.ts";
 import type { Creation, Observation } from "../operator/managed-handler.ts";
 import { secretNameOf } from "../operator/managed-reconciler.ts";
-import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "../operator/remote-mirror.ts";
+import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "./remote-mirror.ts";
 import type { SecretTarget } from "../operator/secret-publisher.ts";
 import type { ConnectionSecret } from "./common.ts";
 

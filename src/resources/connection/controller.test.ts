@@ -10,6 +10,8 @@ import { ConnectionType, DatabaseType } from "../types.ts";
 import { connectionHandler } from "./controller.ts";
 import { isNameOf } from "../../operator/identity.ts";
 import { stallingReasons } from "../index.ts";
+import { createRemoteMirror } from "../remote-mirror.ts";
+import type { MdsRemote } from "../remote-api.ts";
 
 // The Connection kind's refusals happen before any API call: nothing is minted for a namespace the Database does
 // not allow, nor by id with the operator's own token.
@@ -50,7 +52,8 @@ beforeEach(async () => {
     crashPoint: () => {},
   };
   const kind = connectionHandler({
-    pool: createCredentialPool({
+    pool: createCredentialPool<MdsRemote>({
+      createMirror: createRemoteMirror,
       kube,
       apiUrl: "x",
       createApiClient: () => api,

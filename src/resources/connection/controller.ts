@@ -1,17 +1,13 @@
 import type { KubeObject } from "../../kube/types.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
-import {
-  resolveCredentials,
-  managedController,
-  parseOrTerminal,
-  type ControllerContext,
-} from "../../operator/controller.ts";
+import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
 import type { ExternalClient, ManagedHandler } from "../../operator/managed-handler.ts";
 import { ConnectionType } from "./schema.ts";
 import { createConnectionExternal, type ConnectionObject } from "./external.ts";
 import { Connection } from "./schema.ts";
 import { remoteDatabaseStallingReasons } from "../remote-database.ts";
+import type { MdsControllerContext } from "../remote-api.ts";
 
 // The Connection kind: one connection of a Database, in the Database's namespace or in one the Database allows
 // (spec.connectionPolicy.allowedNamespaces). With a databaseRef it acts with the Database's own credentials: the
@@ -43,7 +39,7 @@ const nothingToDo: ExternalClient<ConnectionObject> = {
 };
 
 export function connectionHandler(
-  ctx: Pick<ControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
+  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
 ): ManagedHandler<ConnectionObject> {
   return {
     kind: "Connection",

@@ -10,6 +10,8 @@ import { DatabaseRestoreType, DatabaseType } from "../types.ts";
 import { reconcileOneShot } from "../../operator/one-shot-reconciler.ts";
 import { restoreHandler } from "./controller.ts";
 import { stallingReasons } from "../index.ts";
+import { createRemoteMirror } from "../remote-mirror.ts";
+import type { MdsRemote } from "../remote-api.ts";
 
 // Restore at most once per key and target: wiped status, re-applied resource, crash before the POST beyond the
 // replay window (OutcomeUnknown, never a second request).
@@ -42,7 +44,8 @@ beforeEach(async () => {
       kube,
       cache: () => kube.cache(DatabaseType),
       secrets: kube.cache<Secret>(SecretType),
-      pool: createCredentialPool({
+      pool: createCredentialPool<MdsRemote>({
+        createMirror: createRemoteMirror,
         kube,
         apiUrl: "x",
         createApiClient: () => api,

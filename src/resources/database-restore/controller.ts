@@ -4,12 +4,7 @@ import { ReconcileError, TerminalError, WaitingError, messageOf } from "../../op
 import { boundIdOf } from "../../operator/identity.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
-import {
-  resolveCredentials,
-  oneShotController,
-  parseOrTerminal,
-  type ControllerContext,
-} from "../../operator/controller.ts";
+import { resolveCredentials, oneShotController, parseOrTerminal } from "../../operator/controller.ts";
 import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { remoteDatabaseStallingReasons, resolveBackup } from "../remote-database.ts";
@@ -17,6 +12,7 @@ import { DatabaseRestoreType } from "./schema.ts";
 import { sourceKeyOf, startRestore } from "./external.ts";
 import { ledgerHas, recordLedger } from "./ledger.ts";
 import { DatabaseRestore, terminalRestorePhases, type DatabaseRestoreStatus } from "./schema.ts";
+import type { MdsControllerContext } from "../remote-api.ts";
 
 // A restore destroys data and GitOps re-applies manifests, so it runs at most once per idempotencyKey and target:
 // - the key is looked up in the target's ledger (Database status and its connection Secret, which outlives it);
@@ -56,7 +52,7 @@ function readyOf(status: DatabaseRestoreStatus, reason: string | undefined): Con
 
 export function restoreHandler(
   ctx: Pick<
-    ControllerContext,
+    MdsControllerContext,
     "pool" | "defaultCredentials" | "cache" | "secrets" | "kube" | "events" | "crashPoint" | "pollIntervals"
   >,
   settings: RestoreSettings = {},
@@ -360,6 +356,6 @@ export function restoreController(settings: RestoreSettings = {}) {
         },
       ],
     },
-    (ctx) => restoreHandler(ctx, settings),
+    (ctx: MdsControllerContext) => restoreHandler(ctx, settings),
   );
 }

@@ -1,23 +1,19 @@
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
-import {
-  resolveCredentials,
-  managedController,
-  parseOrTerminal,
-  type ControllerContext,
-} from "../../operator/controller.ts";
+import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
 import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { DatabaseType } from "./schema.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
 import { remoteDatabaseStallingReasons } from "../remote-database.ts";
 import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
+import type { MdsControllerContext } from "../remote-api.ts";
 
 // The Database kind: parsed by its schema, connected through its credentials and its project's remote id, woken when
 // its project changes (it waits for the project's id).
 // Adoption is exclusive (../adoption.ts): one Database resource manages a remote database; the others are refused.
 
-export type DatabaseContext = Pick<ControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">;
+export type DatabaseContext = Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">;
 
 export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseObject> {
   return {

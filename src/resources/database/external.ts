@@ -1,5 +1,5 @@
 import type { CreateDatabaseBody, SourceBody } from "../../contract/index.ts";
-import type { MdsApi } from "../../operator/api.ts";
+import type { MdsApi } from "../remote-api.ts";
 import { TerminalError } from "../../operator/errors.ts";
 import {
   connectionNameOf,
@@ -10,7 +10,7 @@ import {
 } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
-import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
+import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
 import { createdWith, pollDelayOf, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
 import { deleteDatabase } from "./deletion.ts";

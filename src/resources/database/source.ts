@@ -1,5 +1,5 @@
 import type { SourceBody } from "../../contract/index.ts";
-import type { MdsApi } from "../../operator/api.ts";
+import type { MdsApi } from "../remote-api.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { resolveBackup } from "../remote-database.ts";
 import type { Database } from "./schema.ts";

@@ -1,22 +1,18 @@
 import { remoteIdOf } from "../../operator/identity.ts";
-import {
-  resolveCredentials,
-  managedController,
-  parseOrTerminal,
-  type ControllerContext,
-} from "../../operator/controller.ts";
+import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
 import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { ProjectType } from "./schema.ts";
 import { createProjectExternal, type ProjectObject } from "./external.ts";
 import { Project } from "./schema.ts";
 import { remoteDatabaseStallingReasons } from "../remote-database.ts";
 import { managerOtherThan, protectingDatabaseOf, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
+import type { MdsControllerContext } from "../remote-api.ts";
 
 // The Project kind: parsed by its schema, connected through its credentials; its Secret is its default database's.
 // Adoption is exclusive (../adoption.ts): one Project resource manages a remote project; the others are refused.
 
 export function projectHandler(
-  ctx: Pick<ControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
+  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
 ): ManagedHandler<ProjectObject> {
   return {
     kind: "Project",

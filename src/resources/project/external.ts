@@ -1,5 +1,5 @@
 import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
-import type { MdsApi } from "../../operator/api.ts";
+import type { MdsApi } from "../remote-api.ts";
 import {
   connectionNameOf,
   idempotencyKeyOf,
@@ -9,7 +9,7 @@ import {
 } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
-import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
+import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
 import { createdWith, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
 import { deleteProject } from "./deletion.ts";

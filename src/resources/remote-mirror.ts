@@ -1,5 +1,11 @@
 import type { Logger } from "pino";
-import { errorCode, isApiNotFound, type Connection, type Database, type MdsApi, type Project } from "./api.ts";
+import type {
+  PublicConnection as Connection,
+  PublicDatabase as Database,
+  PublicProject as Project,
+} from "../contract/index.ts";
+import { errorCode, isApiNotFound } from "../operator/api.ts";
+import type { MdsApi } from "./remote-api.ts";
 
 // Remote state mirrored by paginated lists: a resync of N databases costs ⌈N/100⌉ calls, not N. Objects that
 // are provisioning or recovering are read one by one (fast polling) until they settle.
