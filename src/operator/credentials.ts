@@ -99,6 +99,7 @@ export type EvictionReason = "refused" | "idle" | "rotated" | "capacity";
 /** After a 401 the token is not tried again for this long, doubling per refusal in a row up to `maxMs`. */
 export const refusedBackoff = { initialMs: 5_000, maxMs: 300_000 } as const;
 
+// eslint-disable-next-line max-lines-per-function -- a factory: its closure is the pool's state (contexts, refusals, cached Secrets); each method is short
 export function createCredentialPool<R extends RemoteState>(options: {
   kube: KubeClient;
   apiUrl: string;

@@ -66,6 +66,7 @@ export interface Operator {
   isReady(): boolean;
 }
 
+// eslint-disable-next-line max-lines-per-function -- wiring: informers, queues, caches, pool and workers share one closure; each helper is short
 export function createOperator<R extends RemoteState>(options: OperatorOptions<R>): Operator {
   const logger = options.logger;
   const metrics = operatorMetrics(options.metrics);

@@ -22,13 +22,24 @@ function endpointsOf(connection: Pick<MirroredConnection, "endpoints"> | undefin
   };
 }
 
+/** A remote database the service reports failed needs a person: the kinds that show one are Stalled by it. */
+export const remoteDatabaseStallingReasons = ["RemoteFailure"] as const;
+
+/** No remote object (yet: `Creating`, polled fast; or gone: `RemoteNotFound`). */
+export function absent(reason: "Creating" | "RemoteNotFound"): Observation {
+  return {
+    exists: false,
+    status: {},
+    ready: { ok: false, reason, message: "" },
+    drift: [],
+    fastPoll: reason === "Creating",
+  };
+}
+
 /**
  * Fast polling that starts quick and backs off with the database's age: a database created 200 ms ago is looked
  * at again in 100 ms, one created seconds ago at the fast interval (the caller's cap).
  */
-/** A remote database the service reports failed needs a person: the kinds that show one are Stalled by it. */
-export const remoteDatabaseStallingReasons = ["RemoteFailure"] as const;
-
 export function pollDelayOf(db: RemoteDatabase, now = Date.now()): number {
   const age = now - Date.parse(db.createdAt);
   return Number.isFinite(age) ? Math.max(100, Math.round(age / 2)) : 1_000;

@@ -77,6 +77,7 @@ export type Lookup<T> = { known: true; value: T | undefined } | { known: false }
 
 const settled = (db: Pick<Database, "status">) => db.status === "ready" || db.status === "failure";
 
+// eslint-disable-next-line max-lines-per-function -- a factory: its closure is the mirror's state (entries, indexes, page cursors, suspects); each function is short
 export function createRemoteMirror(options: {
   api: MdsApi;
   logger: Logger;

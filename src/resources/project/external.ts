@@ -29,6 +29,7 @@ export interface ProjectExternalDeps {
   protectedBy: (databaseId: string) => Promise<string | undefined>;
 }
 
+// eslint-disable-next-line max-lines-per-function -- a factory: observe, create, update and delete share the client, mirror and ids in its closure; each is short
 export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient<ProjectObject> {
   const { api, mirror, instanceId } = deps;
   const logicalIdFor = (obj: ProjectObject) =>
