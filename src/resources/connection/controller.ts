@@ -6,6 +6,8 @@ import type { ExternalClient, ManagedHandler } from "../../operator/managed-hand
 import { ConnectionType } from "./schema.ts";
 import { createConnectionExternal, type ConnectionObject } from "./external.ts";
 import { Connection } from "./schema.ts";
+import { readDatabase } from "../database/read.ts";
+import { DatabaseType } from "../database/schema.ts";
 import { remoteDatabaseStallingReasons } from "../remote-database.ts";
 import type { MdsControllerContext } from "../remote-api.ts";
 
@@ -13,15 +15,12 @@ import type { MdsControllerContext } from "../remote-api.ts";
 // (spec.connectionPolicy.allowedNamespaces). With a databaseRef it acts with the Database's own credentials: the
 // Database's owner grants the namespace, and the token stays theirs.
 
-type DatabaseSpec = {
-  credentials?: { secretRef: { name: string; key?: string } };
-  connectionPolicy?: { allowedNamespaces?: string[] };
-  managementPolicy?: string;
-};
+/** The spec whose credentials a Connection acts with: its own (by id) or its Database's (by reference). */
+type CredentialsSpec = Parameters<typeof resolveCredentials>[2];
 
 export function allows(db: KubeObject, namespace: string): boolean {
   if (db.metadata.namespace === namespace) return true;
-  const allowed = (db["spec"] as DatabaseSpec | undefined)?.connectionPolicy?.allowedNamespaces ?? [];
+  const allowed = readDatabase(db)?.spec.connectionPolicy?.allowedNamespaces ?? [];
   return allowed.includes(namespace) || allowed.includes("*");
 }
 
@@ -54,11 +53,12 @@ export function connectionHandler(
       let withdrawn: { reason: string; message: string } | undefined;
       let gone = false;
       // Its own token by id; the Database's (in the Database's namespace) by reference.
-      let credentials = { namespace: ns, spec: obj.spec as DatabaseSpec };
+      let credentials: { namespace: string; spec: CredentialsSpec } = { namespace: ns, spec: obj.spec };
       const ref = obj.spec.databaseRef;
       if (ref !== undefined) {
         const dbNs = ref.namespace ?? ns;
-        const db = ctx.cache("Database").get(dbNs, ref.name);
+        const db = ctx.cache(DatabaseType.kind).get(dbNs, ref.name);
+        const dbSpec = readDatabase(db)?.spec;
         if (db === undefined) {
           // Never mint without the Database's consent and token; a deletion still revokes what was minted.
           if (!deleting) throw new WaitingError("DatabaseNotReady", `database "${dbNs}/${ref.name}" not found`);
@@ -82,18 +82,14 @@ export function connectionHandler(
             if (!deleting) withdrawn = { reason: "ReferenceNotAllowed", message };
           }
           // ObserveOnly promises nothing is minted for the database, through any resource.
-          if (
-            !deleting &&
-            (db["spec"] as DatabaseSpec | undefined)?.managementPolicy === "ObserveOnly" &&
-            obj.status?.connection === undefined
-          ) {
+          if (!deleting && dbSpec?.managementPolicy === "ObserveOnly" && obj.status?.connection === undefined) {
             throw new TerminalError(
               "ReferenceNotAllowed",
               `database "${dbNs}/${ref.name}" is ObserveOnly: nothing is minted for it; set its managementPolicy to Full first`,
             );
           }
           databaseId = boundIdOf(db);
-          credentials = { namespace: dbNs, spec: (db["spec"] ?? {}) as DatabaseSpec };
+          credentials = { namespace: dbNs, spec: dbSpec ?? {} };
           if (databaseId === undefined) {
             // Never got a database id, so never minted anything: a deletion has nothing to revoke.
             if (deleting) return nothingToDo;
@@ -136,7 +132,7 @@ export const connectionController = managedController(
     // A Database that gets its id, changes its policy or its credentials wakes its Connections, in any namespace.
     wakeOn: [
       {
-        kind: "Database",
+        kind: DatabaseType.kind,
         keys: (db, connections) =>
           connections
             .list()

@@ -9,6 +9,8 @@ import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconci
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { remoteDatabaseStallingReasons, resolveBackup } from "../remote-database.ts";
 import { DatabaseRestoreType } from "./schema.ts";
+import { readDatabase } from "../database/read.ts";
+import { DatabaseType } from "../database/schema.ts";
 import { sourceKeyOf, startRestore } from "./external.ts";
 import { ledgerHas, recordLedger } from "./ledger.ts";
 import { DatabaseRestore, terminalRestorePhases, type DatabaseRestoreStatus } from "./schema.ts";
@@ -59,7 +61,7 @@ export function restoreHandler(
   settings: RestoreSettings = {},
 ): OneShotHandler<RestoreObject> {
   const replayWindowMs = settings.replayWindowMs ?? 23 * 3600_000;
-  const ledger = { kube: ctx.kube, databases: ctx.cache("Database"), secrets: ctx.secrets };
+  const ledger = { kube: ctx.kube, databases: ctx.cache(DatabaseType.kind), secrets: ctx.secrets };
   // Keys whose POST the service has acknowledged in this process; after a restart one replay-safe re-POST confirms.
   const acknowledged = new Set<string>();
   // Keys with no POST that may have acted: requested in this process and every POST so far refused (a 4xx).
@@ -120,7 +122,7 @@ export function restoreHandler(
     const ns = obj.metadata.namespace ?? "default";
     const restoreKey = obj.spec.idempotencyKey ?? `${ns}/${obj.metadata.name}`;
     const targetName = obj.spec.target.databaseRef?.name;
-    const targetDb = targetName === undefined ? undefined : ctx.cache("Database").get(ns, targetName);
+    const targetDb = targetName === undefined ? undefined : ctx.cache(DatabaseType.kind).get(ns, targetName);
     // Everything is resolved from the spec. Status is the record of a started restore, but anyone who may write the
     // status subresource writes it too: it is used only where it agrees with what the spec resolves to, else the
     // spec's "by id needs spec.credentials" rule could be sidestepped by naming the ids in status.
@@ -134,10 +136,7 @@ export function restoreHandler(
       );
     }
     const target = { ns, name: targetName, id: targetId };
-    if (
-      obj.status?.requestedAt === undefined &&
-      (targetDb?.["spec"] as { managementPolicy?: string } | undefined)?.managementPolicy === "ObserveOnly"
-    ) {
+    if (obj.status?.requestedAt === undefined && readDatabase(targetDb)?.spec.managementPolicy === "ObserveOnly") {
       // ObserveOnly promises the operator never changes the database, through any resource.
       throw new TerminalError(
         "ReferenceNotAllowed",
@@ -159,7 +158,7 @@ export function restoreHandler(
     const sourceIdOfSpec = () => {
       const id =
         obj.spec.source.databaseId ??
-        boundIdOf(sourceName === undefined ? undefined : ctx.cache("Database").get(ns, sourceName));
+        boundIdOf(sourceName === undefined ? undefined : ctx.cache(DatabaseType.kind).get(ns, sourceName));
       if (id === undefined)
         throw new WaitingError("DatabaseNotReady", `source database "${sourceName}" not found or has no remote id yet`);
       return id;

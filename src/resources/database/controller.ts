@@ -3,6 +3,8 @@ import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
 import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
 import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { DatabaseType } from "./schema.ts";
+import { readDatabase } from "./read.ts";
+import { ProjectType } from "../project/schema.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
 import { remoteDatabaseStallingReasons } from "../remote-database.ts";
@@ -21,12 +23,13 @@ export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseOb
     type: DatabaseType,
     parse: (raw) => parseOrTerminal(Database, "Database", raw) as DatabaseObject,
     secretDatabaseIds: (obj) => [remoteIdOf(obj)].filter((id): id is string => id !== undefined),
-    managerOtherThan: (obj) => managerOtherThan(ctx.cache("Database"), obj, seenWithOwnCredentials(ctx, "database")),
+    managerOtherThan: (obj) =>
+      managerOtherThan(ctx.cache(DatabaseType.kind), obj, seenWithOwnCredentials(ctx, "database")),
     async connect(obj) {
       const ns = obj.metadata.namespace ?? "default";
       let projectId = obj.spec.projectId;
       if (projectId === undefined && obj.spec.projectRef !== undefined) {
-        const project = ctx.cache("Project").get(ns, obj.spec.projectRef.name);
+        const project = ctx.cache(ProjectType.kind).get(ns, obj.spec.projectRef.name);
         projectId = boundIdOf(project) ?? obj.status?.projectId;
         if (projectId === undefined) {
           throw new WaitingError(
@@ -46,7 +49,7 @@ export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseOb
         mirror: api.mirror,
         instanceId: ctx.instanceId,
         projectId,
-        databaseIdOf: (namespace, name) => boundIdOf(ctx.cache("Database").get(namespace, name)),
+        databaseIdOf: (namespace, name) => boundIdOf(ctx.cache(DatabaseType.kind).get(namespace, name)),
       });
       return { ...external, credentials: api.use };
     },
@@ -60,15 +63,14 @@ export const databaseController = managedController(
     stallingReasons: remoteDatabaseStallingReasons,
     wakeOn: [
       {
-        kind: "Project",
+        kind: ProjectType.kind,
         keys: (project, databases) =>
           databases
             .list(project.metadata.namespace ?? "")
             .filter(
               (db) =>
                 db.metadata.namespace === project.metadata.namespace &&
-                (db["spec"] as { projectRef?: { name: string } } | undefined)?.projectRef?.name ===
-                  project.metadata.name,
+                readDatabase(db)?.spec.projectRef?.name === project.metadata.name,
             )
             .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
       },
@@ -82,8 +84,7 @@ export const databaseController = managedController(
             .filter(
               (db) =>
                 db.metadata.namespace === source.metadata.namespace &&
-                (db["spec"] as { source?: { type?: string; databaseRef?: { name: string } } } | undefined)?.source
-                  ?.databaseRef?.name === source.metadata.name,
+                readDatabase(db)?.spec.source?.databaseRef?.name === source.metadata.name,
             )
             .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
       },

@@ -2,6 +2,7 @@ import { remoteIdOf } from "../../operator/identity.ts";
 import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
 import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { ProjectType } from "./schema.ts";
+import { DatabaseType } from "../database/schema.ts";
 import { createProjectExternal, type ProjectObject } from "./external.ts";
 import { Project } from "./schema.ts";
 import { remoteDatabaseStallingReasons } from "../remote-database.ts";
@@ -19,13 +20,14 @@ export function projectHandler(
     type: ProjectType,
     parse: (raw) => parseOrTerminal(Project, "Project", raw) as ProjectObject,
     secretDatabaseIds: (obj) => [obj.status?.defaultDatabase?.id].filter((id): id is string => id !== undefined),
-    managerOtherThan: (obj) => managerOtherThan(ctx.cache("Project"), obj, seenWithOwnCredentials(ctx, "project")),
+    managerOtherThan: (obj) =>
+      managerOtherThan(ctx.cache(ProjectType.kind), obj, seenWithOwnCredentials(ctx, "project")),
     async connect(obj) {
       const api = await resolveCredentials(ctx, obj.metadata.namespace ?? "default", obj.spec);
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
       // A protected Database that adopted one of the project's databases (its default one) holds the deletion.
       const protectedBy = (databaseId: string) =>
-        protectingDatabaseOf(ctx.cache("Database"), databaseId, seenWithOwnCredentials(ctx, "database"));
+        protectingDatabaseOf(ctx.cache(DatabaseType.kind), databaseId, seenWithOwnCredentials(ctx, "database"));
       return {
         ...createProjectExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, protectedBy }),
         credentials: api.use,
