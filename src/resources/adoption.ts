@@ -3,6 +3,7 @@ import { ReconcileError } from "../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../operator/identity.ts";
 import { resolveCredentials, type Controller, type ObjectCache } from "../operator/controller.ts";
 import type { MdsControllerContext } from "./remote-api.ts";
+import { readDatabase } from "./database/read.ts";
 
 // Adoption is exclusive: one remote object, one managing resource (per operator, as its informer caches see it).
 // Of the resources of a kind that claim the same remote id, one manages it; the others are refused before they
@@ -134,7 +135,7 @@ export async function protectingDatabaseOf(
       (db) =>
         db.metadata.deletionTimestamp === undefined &&
         boundIdOf(db) === databaseId &&
-        (db["spec"] as { deletionProtection?: boolean } | undefined)?.deletionProtection === true,
+        readDatabase(db)?.spec.deletionProtection === true,
     )
     .sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
   for (const db of protecting) if (await seen(db, databaseId)) return key(db);

@@ -7,6 +7,7 @@ import { ConnectionType } from "./schema.ts";
 import { createConnectionExternal, type ConnectionObject } from "./external.ts";
 import { Connection } from "./schema.ts";
 import { readDatabase } from "../database/read.ts";
+import { typedReader } from "../read.ts";
 import { DatabaseType } from "../database/schema.ts";
 import { remoteDatabaseStallingReasons } from "../remote-database.ts";
 import type { MdsControllerContext } from "../remote-api.ts";
@@ -14,6 +15,8 @@ import type { MdsControllerContext } from "../remote-api.ts";
 // The Connection kind: one connection of a Database, in the Database's namespace or in one the Database allows
 // (spec.connectionPolicy.allowedNamespaces). With a databaseRef it acts with the Database's own credentials: the
 // Database's owner grants the namespace, and the token stays theirs.
+
+const readConnection = typedReader(Connection).read;
 
 /** The spec whose credentials a Connection acts with: its own (by id) or its Database's (by reference). */
 type CredentialsSpec = Parameters<typeof resolveCredentials>[2];
@@ -137,8 +140,7 @@ export const connectionController = managedController(
           connections
             .list()
             .filter((c) => {
-              const ref = (c["spec"] as { databaseRef?: { name: string; namespace?: string } } | undefined)
-                ?.databaseRef;
+              const ref = readConnection(c)?.spec.databaseRef;
               return (
                 ref?.name === db.metadata.name && (ref.namespace ?? c.metadata.namespace) === db.metadata.namespace
               );

@@ -10,6 +10,7 @@ import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { remoteDatabaseStallingReasons, resolveBackup } from "../remote-database.ts";
 import { DatabaseRestoreType } from "./schema.ts";
 import { readDatabase } from "../database/read.ts";
+import { typedReader } from "../read.ts";
 import { DatabaseType } from "../database/schema.ts";
 import { sourceKeyOf, startRestore } from "./external.ts";
 import { ledgerHas, recordLedger } from "./ledger.ts";
@@ -36,6 +37,8 @@ export const restoreCrashPoints = {
   beforePost: "restore:before-post", // requestedAt and ledger written; restore not yet requested
   afterPost: "restore:after-post", // restore requested; outcome not yet followed
 } as const;
+
+const readRestore = typedReader(DatabaseRestore).read;
 
 const iso = (d: Date) => d.toISOString().replace(/\.\d+Z$/, "Z");
 
@@ -179,9 +182,7 @@ export function restoreHandler(
       );
     }
     const spec =
-      obj.spec.credentials !== undefined
-        ? { credentials: obj.spec.credentials }
-        : ((targetDb?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } });
+      obj.spec.credentials !== undefined ? { credentials: obj.spec.credentials } : (readDatabase(targetDb)?.spec ?? {});
     const { api, mirror, use } = await resolveCredentials(ctx, ns, spec);
     // Which token acts is recorded before it does anything (written only when it changes).
     if (!jsonEqual(obj.status?.credentials, credentialStatusOf(use)))
@@ -342,12 +343,12 @@ export function restoreController(settings: RestoreSettings = {}) {
       // A target that gets its remote id, or finishes provisioning, wakes the restores still waiting in its namespace.
       wakeOn: [
         {
-          kind: "Database",
+          kind: DatabaseType.kind,
           keys: (db, restores) =>
             restores
               .list(db.metadata.namespace ?? "")
               .filter((r) => {
-                const phase = (r["status"] as { phase?: string } | undefined)?.phase;
+                const phase = readRestore(r)?.status?.phase;
                 return (
                   r.metadata.namespace === db.metadata.namespace &&
                   (phase === undefined || phase === "Pending" || phase === "Running")
