@@ -81,11 +81,21 @@ export default tseslint.config(
             {
               group: ["**/resources/**", "**/resources"],
               message:
-                "src/operator knows no kind: put kind-specific code in src/resources and plug it in through a KindRegistration.",
+                "src/operator knows no kind: put kind-specific code in src/resources and plug it in through a Controller.",
             },
           ],
         },
       ],
+    },
+  },
+  {
+    // The loop and the kinds stay readable in one screen per function (issue 25): a longer one says why, with
+    // `// eslint-disable-next-line max-lines-per-function -- <why>`.
+    files: ["src/operator/**/*.ts", "src/resources/**/*.ts"],
+    // The Secret component's files are being moved into one folder (issue 25 item 2); they get the rule there.
+    ignores: ["src/**/*.test.ts"],
+    rules: {
+      "max-lines-per-function": ["error", { max: 80, skipBlankLines: true, skipComments: true }],
     },
   },
   {

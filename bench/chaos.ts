@@ -8,7 +8,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { crashPoints } from "../src/operator/crash-points.ts";
+import { crashPoints } from "../src/resources/index.ts";
 import { formatReport, runChaos, runCrashStorm, tableHeader } from "../test/support/chaos/run.ts";
 import { startChaosStack } from "../test/support/chaos/stack.ts";
 
@@ -53,7 +53,7 @@ const stack = await startChaosStack({
   api: values.api,
   ...(values.api === "emulator" && !values["no-faults"] ? { emulatorFaults: { loseResponse, seed } } : {}),
 });
-console.log(`crash points: ${crashPoints.join(", ")}`);
+console.log(`crash points: ${crashPoints().join(", ")}`);
 console.log(tableHeader);
 let exitCode = 1;
 try {

@@ -1,13 +1,13 @@
 // Renders docs/conditions.md, every condition reason the operator writes, from src/resources/conditions.ts
-// (`conditionReasons`, each with what it means) and src/operator/conditions.ts (`stallingReasons`: the ones that set
-// Stalled=True). What to do about each is docs/troubleshooting.md's table, checked against the same list.
-import { stallingReasons } from "../../src/operator/conditions.ts";
+// (`conditionReasons`, each with what it means) and src/resources/index.ts (`stallingReasons()`: the ones that set
+// Stalled=True, the loop's and every kind's). What to do about each is docs/troubleshooting.md's table, checked against the same list.
+import { stallingReasons } from "../../src/resources/index.ts";
 import { conditionReasons } from "../../src/resources/conditions.ts";
 
 export const conditionsDoc = "docs/conditions.md";
 
 export function renderConditions(): string {
-  const stalling = new Set<string>(stallingReasons);
+  const stalling = new Set<string>(stallingReasons());
   const rows = Object.entries(conditionReasons).map(
     ([reason, meaning]) => `| \`${reason}\` | ${stalling.has(reason) ? "yes" : ""} | ${meaning.replace(/\|/g, "\\|")} |`,
   );

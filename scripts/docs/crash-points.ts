@@ -1,10 +1,10 @@
-// Renders docs/crash-points.md from the operator's list of crash points. The list is read through `crashPointNames`
-// below and nowhere else: when the declarations move (into the kinds' folders), re-point that one function.
-import { crashPoints } from "../../src/operator/crash-points.ts";
+// Renders docs/crash-points.md from the registry's list of crash points (each kind declares its own in its folder;
+// the loop's shared ones get the kind's prefix). The list is read through `crashPointNames` below and nowhere else.
+import { crashPoints } from "../../src/resources/index.ts";
 
 /** Every crash point name, `<kind>:<step>`. The one place this generator reads them from. */
 export function crashPointNames(): readonly string[] {
-  return crashPoints;
+  return crashPoints();
 }
 
 export const crashPointsDoc = "docs/crash-points.md";

@@ -10,22 +10,25 @@ import { createLeaderElector, createLeaseClient, type LeaseClient } from "../ope
 import { createHealthApp, listenHealth } from "../operator/health-server.ts";
 import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
-import { crashPoints } from "../operator/crash-points.ts";
-import { operatorKinds } from "../resources/index.ts";
+import { controllers, crashPoints } from "../resources/index.ts";
+import { mdsRemote, type MdsRemote } from "../resources/remote-api.ts";
 import { defaultRateLimit } from "../client/index.ts";
 
 // `mds operator`: configuration, logger, kubeconfig, leader election, health and metrics around the reconcilers
 // that src/operator's createOperator builds.
 
 /** The operator's options as the command builds them: every kind of the registry, with the restore's setting. */
-export type RuntimeOperatorOptions = Omit<OperatorOptions, "kinds"> & { restoreReplayWindowMs?: number };
+export type RuntimeOperatorOptions = Omit<OperatorOptions<MdsRemote>, "controllers" | "remote"> & {
+  restoreReplayWindowMs?: number;
+};
 export type CreateOperator = (options: RuntimeOperatorOptions) => Operator;
 
-/** createOperator with the registry's kinds (src/resources/index.ts). */
+/** createOperator with the registry's controllers (src/resources/index.ts) and the service they call. */
 export const createOperatorWithKinds: CreateOperator = ({ restoreReplayWindowMs, ...options }) =>
   createOperator({
     ...options,
-    kinds: operatorKinds(
+    remote: mdsRemote,
+    controllers: controllers(
       restoreReplayWindowMs === undefined ? {} : { restore: { replayWindowMs: restoreReplayWindowMs } },
     ),
   });
@@ -211,9 +214,13 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
 /**
  * Test-only: MDS_CRASH_POINT=<name>[:<count>][,<name>[:<count>]...] kills this process (SIGKILL, no cleanup) the
  * count-th time the operator reaches one of the named points, so chaos tests can crash it exactly between two steps
- * of an algorithm. An unknown name is an error: a misspelt point would otherwise never fire and prove nothing.
+ * of an algorithm. The names are the registered controllers' (src/resources/index.ts). An unknown name is an error: a misspelt point would otherwise never fire and prove nothing.
  */
-export function crashPointFromEnv(value: string | undefined, kill: () => void): ((name: string) => void) | undefined {
+export function crashPointFromEnv(
+  value: string | undefined,
+  kill: () => void,
+  known: readonly string[] = crashPoints(),
+): ((name: string) => void) | undefined {
   if (value === undefined || value.trim() === "") return undefined;
   const armed = new Map<string, { count: number; seen: number }>();
   for (const item of value
@@ -222,8 +229,8 @@ export function crashPointFromEnv(value: string | undefined, kill: () => void): 
     .filter((s) => s !== "")) {
     const m = /^(.+?)(?::(\d+))?$/.exec(item);
     const name = m?.[1] ?? item;
-    if (!(crashPoints as readonly string[]).includes(name))
-      throw new Error(`MDS_CRASH_POINT: unknown crash point "${name}" (known: ${crashPoints.join(", ")})`);
+    if (!known.includes(name))
+      throw new Error(`MDS_CRASH_POINT: unknown crash point "${name}" (known: ${known.join(", ")})`);
     armed.set(name, { count: Math.max(1, Number(m?.[2] ?? "1")), seen: 0 });
   }
   return (name) => {

@@ -1,57 +1,31 @@
-import type {
-  CreateDatabaseBody,
-  CreateProjectBody,
-  ListDatabasesParams,
-  ListProjectsParams,
-  Page,
-  PublicBackup,
-  PublicConnection,
-  PublicCreatedConnection,
-  PublicCreatedProject,
-  PublicDatabase,
-  PublicDatabaseWithCredentials,
-  PublicProject,
-  RestoreBody,
-  UpdateDatabaseBody,
-} from "../contract/index.ts";
+import type { PublicCreatedConnection, PublicDatabase } from "../contract/index.ts";
 
-// The part of the service client (src/client) the operator uses. Unit tests pass a fake of exactly this. Responses
-// have the shapes the public API may send (src/contract/public-responses.ts), of which our service's are a part.
+// The service as src/operator sees it. The operator builds and rate-limits one client per credential
+// (credentials.ts) without knowing its methods: each kind's calls are declared beside the kinds
+// (src/resources/remote-api.ts, `MdsApi`). Only the components every kind shares call the service from here: the
+// Secret component mints, reads and revokes a database's connections (`ConnectionApi`, which MdsApi extends).
+
 export interface CallOptions {
   signal?: AbortSignal;
   idempotencyKey?: string;
 }
 
-export type Project = PublicProject;
-export type Database = PublicDatabase;
-export type Connection = PublicConnection;
 export type CreatedConnection = PublicCreatedConnection;
 
-export interface MdsApi {
-  createProject(body: CreateProjectBody, options?: CallOptions): Promise<PublicCreatedProject>;
-  getProject(id: string, options?: CallOptions): Promise<Project>;
-  listProjects(params?: ListProjectsParams, options?: CallOptions): Promise<Page<Project>>;
-  deleteProject(id: string, options?: CallOptions): Promise<void>;
-  /** POST /v1/databases: the endpoint that takes `logicalId` in the public API too. */
-  createDatabase(body: CreateDatabaseBody, options?: CallOptions): Promise<PublicDatabaseWithCredentials>;
-  getDatabase(id: string, options?: CallOptions): Promise<Database>;
-  updateDatabase(id: string, body: UpdateDatabaseBody, options?: CallOptions): Promise<Database>;
-  deleteDatabase(id: string, options?: CallOptions): Promise<void>;
-  restoreDatabase(id: string, body: RestoreBody, options?: CallOptions): Promise<Database>;
-  listDatabases(params?: ListDatabasesParams, options?: CallOptions): Promise<Page<Database>>;
-  listBackups(
-    databaseId: string,
-    params?: { limit?: number },
-    options?: CallOptions,
-  ): Promise<{ data: PublicBackup[] }>;
+/** The calls of the Secret component (recover-credentials.ts): a database's connections, minted and revoked. */
+export interface ConnectionApi {
   createConnection(databaseId: string, body: { name: string }, options?: CallOptions): Promise<CreatedConnection>;
   deleteConnection(id: string, options?: CallOptions): Promise<void>;
+  /** Read for its connections (which of them are the resource's own). */
+  getDatabase(id: string, options?: CallOptions): Promise<PublicDatabase>;
   /** Whether the server has announced that it replays Idempotency-Keys: only then may a POST be sent again. */
   replaysIdempotencyKeys(): boolean;
 }
 
-/** Builds the client of one credential (one rate budget per credential). */
-export type CreateApiClient = (options: { baseUrl: string; token: string }) => MdsApi;
+/** What the Secret component needs of a credential's mirror: to forget a database whose connections it changed. */
+export interface ConnectionMirror {
+  forgetDatabase(id: string): void;
+}
 
 export function errorCode(err: unknown): string | undefined {
   if (typeof err !== "object" || err === null) return undefined;

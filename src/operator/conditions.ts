@@ -40,7 +40,7 @@ export const loopReasons = {
   ObserveOnly:
     "managementPolicy is ObserveOnly: the operator mirrors the remote object and reports drift, and changes nothing.",
   AdoptionRefused:
-    "spec.externalId names an object the resource's credentials cannot see, or (a Database) one of another project; nothing was changed or minted. Fix spec.externalId, spec.credentials or spec.projectRef.",
+    "spec.externalId names an object the resource's credentials cannot see (or, for a resource with a parent reference, one of another parent); nothing was changed or minted. Fix spec.externalId, spec.credentials or the reference.",
   AdoptionConflict:
     "Another resource of the same kind already manages this remote object (the message names it); this one updates, mints and deletes nothing remote, and deleting it deletes nothing remote. Delete it, or let the other one go (delete it with deletionPolicy Retain, or make it ObserveOnly).",
   InvalidSpec: "The spec cannot be acted on (for example an unknown region or a reference to itself); fix the spec.",
@@ -59,19 +59,17 @@ export type LoopReason = keyof typeof loopReasons;
 
 /**
  * The reasons after which the operator gets no further without a person (a spec edit, a new token, a look at the
- * service): a Ready or Synced False with one of them sets Stalled=True, so kstatus reads Failed and Argo CD Degraded
- * (its health script names the same list; test/deploy/argocd-health.test.ts checks that).
+ * service): a Ready or Synced False with one of them sets Stalled=True, so kstatus reads Failed and Argo CD Degraded.
+ * These are the loops' own; a kind adds its own (`stallingReasons` of its controller), and the Argo CD health script
+ * names them all (src/resources/index.ts `stallingReasons()`; test/deploy/argocd-health.test.ts checks that).
  */
-export const stallingReasons = [
+export const loopStallingReasons = [
   "InvalidSpec",
   "AdoptionRefused",
   "AdoptionConflict",
-  "ReferenceNotAllowed",
   "CredentialsInvalid",
   "Conflict",
-  "RemoteFailure",
   "RemoteNotFound",
-  "OutcomeUnknown",
 ] as const;
 
 export interface ConditionInput {

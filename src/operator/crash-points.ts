@@ -1,36 +1,38 @@
 // The named points where a test may simulate a crash (OperatorOptions.crashPoint; off in production). Each sits
-// between two writes whose order the crash-safety argument depends on (docs/design.md#crash-points); the table of
-// docs/crash-points.md is generated from this list (npm run docs:reference).
-export const crashPoints = [
-  "project:after-create", // POST /v1/projects answered; Secret not yet written
-  "project:after-secret", // Secret written; external-id annotation and status not yet
-  "database:after-create", // POST .../databases answered; Secret not yet written
-  "database:after-secret",
-  "database:after-update", // remote PATCH answered; status not yet (Project has no remote update)
-  "project:after-recover", // Secret rebuild: credentials replayed or a connection minted; Secret not yet written
-  "project:before-revoke", // rebuilt Secret written; the connection whose password was lost not yet revoked
-  "database:after-recover",
-  "database:before-revoke",
-  "project:after-delete", // remote DELETE done (deletionPolicy Delete); Secret not yet deleted
-  "project:before-finalizer-drop", // Secret deleted or released; finalizer not yet removed
-  "database:after-delete",
-  "database:before-finalizer-drop",
-  "project:after-rotate-mint", // rotation: a new connection minted (status.rotation.pending recorded); Secret not yet
-  "project:after-rotate-secret", // rotated Secret written; status does not name the new connection nor the retiring one
-  "project:before-retire", // a retiring connection's grace period ended; not yet revoked
-  "database:after-rotate-mint",
-  "database:after-rotate-secret",
-  "database:before-retire",
-  "connection:after-create", // a Connection's first mint answered; Secret not yet written
-  "connection:after-secret",
-  "connection:after-recover",
-  "connection:before-revoke",
-  "connection:after-rotate-mint",
-  "connection:after-rotate-secret",
-  "connection:before-retire",
-  "connection:after-delete", // connections revoked (deletionPolicy Delete); Secret not yet deleted
-  "connection:before-finalizer-drop",
-  "restore:before-post", // requestedAt and ledger written; restore not yet requested
-  "restore:after-post", // restore requested; outcome not yet followed
-] as const;
-export type CrashPoint = (typeof crashPoints)[number];
+// between two writes whose order the crash-safety argument depends on. A point's name is `<prefix>:<point>`: the
+// managed loop and the Secret component name theirs with the kind in lower case (`controllerCrashPoints`); a kind's
+// own code names its own (declared in its folder). src/resources/index.ts lists them all (`crashPoints()`).
+
+/** The points the managed loop and the Secret component pass, by the step that passes them. */
+const managedCrashPoints = {
+  create: [
+    "after-create", // POST answered; Secret not yet written
+    "after-secret", // Secret written; external-id annotation and status not yet
+  ],
+  update: [
+    "after-update", // remote update answered; status not yet
+  ],
+  secret: [
+    "after-recover", // Secret rebuild: credentials replayed or a connection minted; Secret not yet written
+    "before-revoke", // rebuilt Secret written; the connection whose password was lost not yet revoked
+  ],
+  rotate: [
+    "after-rotate-mint", // a new connection minted (status.rotation.pending recorded); Secret not yet written
+    "after-rotate-secret", // rotated Secret written; status does not name the new connection nor the retiring one
+    "before-retire", // a retiring connection's grace period ended; not yet revoked
+  ],
+  delete: [
+    "after-delete", // remote DELETE done (deletionPolicy Delete); Secret not yet deleted
+    "before-finalizer-drop", // Secret deleted or released; finalizer not yet removed
+  ],
+} as const;
+export type ManagedStep = keyof typeof managedCrashPoints;
+export const managedSteps = Object.keys(managedCrashPoints) as ManagedStep[];
+
+/** The prefix of the loop's points for a kind: its name in lower case. */
+const crashPointPrefixOf = (kind: string) => kind.toLowerCase();
+
+/** The managed loop's points of a kind that passes `steps`. */
+export function managedCrashPointsOf(kind: string, steps: readonly ManagedStep[]): string[] {
+  return steps.flatMap((step) => managedCrashPoints[step].map((point) => `${crashPointPrefixOf(kind)}:${point}`));
+}

@@ -28,6 +28,7 @@ export function credentialsSecretOf(obj: KubeObject): string | undefined {
   return (obj["status"] as { credentials?: { secret?: string } } | undefined)?.credentials?.secret;
 }
 
+// eslint-disable-next-line max-lines-per-function -- closure factory: the guard's short functions share its cache and timers
 export function createCredentialsGuard(options: {
   kube: KubeClient;
   /** Every cached object that needs the operator to be deleted (it carries the loop's finalizer). */

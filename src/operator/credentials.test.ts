@@ -6,6 +6,8 @@ import { chooseCredentials, createCredentialPool, type OperatorCredentials } fro
 import { createCredentialsGuard, credentialsFinalizer, credentialsLabel } from "./credentials-guard.ts";
 import { WaitingError } from "./errors.ts";
 import { createMetricsRegistry, operatorMetrics, reportApiContexts } from "./metrics.ts";
+import { createRemoteMirror } from "../resources/remote-mirror.ts";
+import type { MdsRemote } from "../resources/remote-api.ts";
 
 // Which token a resource acts with (spec, its namespace's mds-credentials, the operator's where allowed), and the
 // finalizer that keeps a team's credentials Secret while resources need it.
@@ -20,7 +22,8 @@ const secret = (namespace: string, name: string, token = "t0ken-0123456789"): Se
 
 function setup() {
   const kube = createFakeKube();
-  const pool = createCredentialPool({
+  const pool = createCredentialPool<MdsRemote>({
+    createMirror: createRemoteMirror,
     kube,
     apiUrl: "http://api.invalid",
     createApiClient: () => ({}) as never,
@@ -73,7 +76,8 @@ describe("credentials guard", () => {
       namespaces: [undefined],
       logger: pino({ level: "silent" }),
     });
-    const guarded = createCredentialPool({
+    const guarded = createCredentialPool<MdsRemote>({
+      createMirror: createRemoteMirror,
       kube,
       apiUrl: "x",
       createApiClient: () => ({ replaysIdempotencyKeys: () => true }) as never,
@@ -184,7 +188,8 @@ describe("API contexts: a team's bad tokens cost that team, not the operator (is
     const calls = { clients: 0, garbage: 0, valid: 0 };
     let now = 1_000_000;
     const registry = createMetricsRegistry();
-    const pool = createCredentialPool({
+    const pool = createCredentialPool<MdsRemote>({
+      createMirror: createRemoteMirror,
       kube,
       apiUrl: "http://api.invalid",
       // The service refuses any token that starts with "garbage" (401), and answers the others.

@@ -2,9 +2,9 @@ import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import type { KubeClient } from "../kube/client.ts";
 import { SecretType, type Secret } from "../kube/types.ts";
-import { errorCode, type CreateApiClient, type MdsApi } from "./api.ts";
+import type { ClientHooks, ClientLogger, RateLimitOptions } from "../client/index.ts";
+import { errorCode } from "./api.ts";
 import { WaitingError } from "./errors.ts";
-import { createRemoteMirror, type RemoteMirror } from "./remote-mirror.ts";
 
 export interface SecretKeyRef {
   namespace: string;
@@ -13,15 +13,55 @@ export interface SecretKeyRef {
 }
 
 /**
+ * What one credential gives the kinds: a client of the service and a mirror of remote state that polls with it. The
+ * operator builds both per token from a `RemoteDefinition` and never calls their methods: the kinds declare them
+ * (src/resources/remote-api.ts).
+ */
+export interface RemoteState {
+  api: object;
+  mirror: Poller;
+}
+interface Poller {
+  /** Lists remote state every `intervalMs` until stopped. */
+  start(intervalMs: number): void;
+  stop(): void;
+}
+
+/** How the operator builds a credential's `RemoteState`. */
+export interface RemoteDefinition<R extends RemoteState> {
+  /** The client of one token: the operator passes its metrics hooks, logger and rate budget. */
+  client(options: {
+    baseUrl: string;
+    token: string;
+    hooks: ClientHooks;
+    logger: ClientLogger;
+    rateLimit?: RateLimitOptions;
+  }): R["api"];
+  /** The client's methods that write: refused by a replica that is not the leader (index.ts). */
+  writes: readonly string[];
+  /** The credential's mirror over its (already guarded) client; `onChange` wakes the resources of a changed id. */
+  mirror(options: MirrorOptions<R["api"]>): R["mirror"];
+}
+interface MirrorOptions<Api> {
+  api: Api;
+  logger: Logger;
+  /** Settled entries younger than this are served without a call. */
+  maxAgeMs: number;
+  /** An unsettled entry is read again at most this often. */
+  fastMs: number;
+  onChange: (what: string, id: string) => void;
+}
+
+/**
  * One API client (so one rate budget) and one remote mirror per distinct token. Contexts are not kept forever (issue
  * 22: a team rotating garbage tokens piled up pollers): a context goes when the service refuses its token (401), when
  * no resource has resolved it for `idleMs`, when the last Secret that held its token now holds another, and, past
  * `maxContexts`, the least recently used goes first.
  */
-export interface ApiContext {
+export interface ApiContext<R extends RemoteState = RemoteState> {
   id: string;
-  api: MdsApi;
-  mirror: RemoteMirror;
+  api: R["api"];
+  mirror: R["mirror"];
 }
 
 /** A namespace's own credentials Secret: this name, the token under key "token" (docs/many-teams.md). */
@@ -43,13 +83,13 @@ export interface OperatorCredentials {
   fallbackNamespaces?: "*" | readonly string[] | undefined;
 }
 
-export interface CredentialPool {
-  resolve(ref: SecretKeyRef): Promise<ApiContext>;
+export interface CredentialPool<R extends RemoteState = RemoteState> {
+  resolve(ref: SecretKeyRef): Promise<ApiContext<R>>;
   /** Keeps the Secret of `ref` (resolved before) while the resource depends on it: credentials-guard.ts. */
   guard(ref: SecretKeyRef): Promise<void>;
   /** Whether a Secret exists (cached briefly, found or not): a namespace's own credentials Secret is optional. */
   hasSecret(namespace: string, name: string): Promise<boolean>;
-  contexts(): ApiContext[];
+  contexts(): ApiContext<R>[];
   stop(): void;
 }
 
@@ -59,13 +99,17 @@ export type EvictionReason = "refused" | "idle" | "rotated" | "capacity";
 /** After a 401 the token is not tried again for this long, doubling per refusal in a row up to `maxMs`. */
 export const refusedBackoff = { initialMs: 5_000, maxMs: 300_000 } as const;
 
-export function createCredentialPool(options: {
+// eslint-disable-next-line max-lines-per-function -- a factory: its closure is the pool's state (contexts, refusals, cached Secrets); each method is short
+export function createCredentialPool<R extends RemoteState>(options: {
   kube: KubeClient;
   apiUrl: string;
-  createApiClient: CreateApiClient;
+  /** The client of one token (index.ts: the remote definition's, with metrics, logger, budget and leader gate). */
+  createApiClient: (options: { baseUrl: string; token: string }) => R["api"];
+  /** The mirror of one token (the remote definition's `mirror`). */
+  createMirror: (options: MirrorOptions<R["api"]>) => R["mirror"];
   logger: Logger;
   pollIntervals: { fastMs: number; slowMs: number };
-  onRemoteChange: (kind: "database" | "project", id: string) => void;
+  onRemoteChange: (what: string, id: string) => void;
   /** How long a token read from a Secret is trusted before it is read again (a rotated token takes effect). */
   tokenTtlMs?: number;
   /** Adds the credentials finalizer (absent: Secrets are not guarded, as in unit tests). */
@@ -79,14 +123,15 @@ export function createCredentialPool(options: {
   /** Reports the number of live contexts and each eviction (metrics.ts: mds_operator_api_contexts). */
   onContexts?: (live: number, evicted?: EvictionReason) => void;
   now?: () => number;
-}): CredentialPool {
+}): CredentialPool<R> {
   const tokenTtlMs = options.tokenTtlMs ?? 30_000;
   const maxContexts = options.maxContexts ?? 500;
   const idleMs = options.idleMs ?? options.pollIntervals.slowMs * 4;
   const backoff = options.backoff ?? refusedBackoff;
   const now = options.now ?? (() => Date.now());
   // In least-recently-resolved order (re-inserted on every resolve), so the first entry is the one to drop.
-  const contexts = new Map<string, ApiContext & { usedAt: number; refs: Set<string> }>();
+  type Entry = ApiContext<R> & { usedAt: number; refs: Set<string> };
+  const contexts = new Map<string, Entry>();
   /** Which token (context id) each Secret key last held: a Secret that now holds another token no longer uses the old one. */
   const tokenOfRef = new Map<string, string>();
   /** Tokens the service refused (401): not tried again before `retryAt`. Bounded like the contexts. */
@@ -183,9 +228,9 @@ export function createCredentialPool(options: {
     },
   };
 
-  function open(id: string, token: string) {
+  function open(id: string, token: string): Entry {
     const api = watchRefusals(options.createApiClient({ baseUrl: options.apiUrl, token }), id);
-    const mirror = createRemoteMirror({
+    const mirror = options.createMirror({
       api,
       logger: options.logger.child({ credential: id }),
       maxAgeMs: options.pollIntervals.slowMs * 2 + 5_000,
@@ -220,7 +265,7 @@ export function createCredentialPool(options: {
   }
 
   /** A 401 from any call (a reconcile's or the mirror's polling) drops the context and backs the token off. */
-  function watchRefusals(api: MdsApi, id: string): MdsApi {
+  function watchRefusals<Api extends object>(api: Api, id: string): Api {
     const onRefused = () => {
       // Calls in flight together are refused together: one refusal, one step of backoff.
       if (!contexts.has(id)) return;

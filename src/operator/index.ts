@@ -1,18 +1,22 @@
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
-import { createClient, prometheusHooks, type ClientHooks } from "../client/index.ts";
+import { prometheusHooks, type ClientHooks } from "../client/index.ts";
 import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { createInformer, type Informer } from "../kube/informer.ts";
 import type { KubeConfig } from "../kube/kubeconfig.ts";
 import { SecretType, type KubeObject, type ResourceType, type Secret } from "../kube/types.ts";
-import type { CreateApiClient, MdsApi } from "./api.ts";
 import { annotations, managedSecretSelector } from "./secret/render.ts";
-import { createCredentialPool, type OperatorCredentials } from "./credentials.ts";
+import {
+  createCredentialPool,
+  type OperatorCredentials,
+  type RemoteDefinition,
+  type RemoteState,
+} from "./credentials.ts";
 import { createCredentialsGuard, credentialsSecretOf } from "./credentials-guard.ts";
 import { createDeletionProtectionAudit } from "./deletion-protection-audit.ts";
 import { createEventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
-import type { KindContext, KindRegistration, ObjectCache } from "./kind.ts";
+import type { ControllerContext, Controller, ObjectCache } from "./controller.ts";
 import { operatorMetrics, reportApiContexts, type OperatorMetrics, type StateSource } from "./metrics.ts";
 import { summarizeResources } from "./resource-state.ts";
 import { applyOutcome, notLeaderRequeueMs, type Outcome } from "./outcome.ts";
@@ -20,11 +24,13 @@ import { createWorkQueue, type QueueObserver, type WorkQueue } from "./work-queu
 import { ReconcileError, classifyError } from "./errors.ts";
 import { splitKey } from "./status.ts";
 
-export interface OperatorOptions {
+export interface OperatorOptions<R extends RemoteState = RemoteState> {
   kubeConfig: KubeConfig;
   apiUrl: string;
-  /** The kinds to reconcile (src/resources/index.ts: operatorKinds()). */
-  kinds: KindRegistration[];
+  /** One controller per kind to reconcile (src/resources/index.ts: controllers()). */
+  controllers: Controller<R>[];
+  /** The service the controllers call: its client and mirror per credential (src/resources/remote-api.ts). */
+  remote: RemoteDefinition<R>;
   /** The operator's own API token Secret, and which namespaces may fall back to it (default: its own). */
   defaultCredentials: OperatorCredentials;
   /** undefined = all namespaces */
@@ -43,8 +49,8 @@ export interface OperatorOptions {
   crashPoint?: (name: string) => void | Promise<void>;
   /** Rate budget shared by every caller of one credential (default: the client's, 10 requests/s, burst 20). */
   apiRateLimit?: { requestsPerSecond: number; burst: number };
-  /** Test seam: the API client of one credential (default: src/client with Prometheus hooks). */
-  createApiClient?: CreateApiClient;
+  /** Test seam: the API client of one credential (default: the remote definition's, with Prometheus hooks). */
+  createApiClient?: ((options: { baseUrl: string; token: string }) => R["api"]) | undefined;
   /** Test seam: the Kubernetes client (default: built from kubeConfig). */
   kube?: KubeClient;
   /**
@@ -60,17 +66,20 @@ export interface Operator {
   isReady(): boolean;
 }
 
-export function createOperator(options: OperatorOptions): Operator {
+// eslint-disable-next-line max-lines-per-function -- wiring: informers, queues, caches, pool and workers share one closure; each helper is short
+export function createOperator<R extends RemoteState>(options: OperatorOptions<R>): Operator {
   const logger = options.logger;
   const metrics = operatorMetrics(options.metrics);
   const kube = countWrites(options.kube ?? createKubeClient(options.kubeConfig), metrics.kubeWrites, options.canWrite);
   const namespaces = options.namespaces ?? [undefined];
   const crashPoint = options.crashPoint ?? (() => {});
-  const createApiClient: CreateApiClient = (o) => gateApiWrites(buildApiClient(o), options.canWrite);
-  const buildApiClient: CreateApiClient =
+  const writes = new Set(options.remote.writes);
+  const createApiClient = (o: { baseUrl: string; token: string }) =>
+    gateApiWrites(buildApiClient(o), writes, options.canWrite);
+  const buildApiClient =
     options.createApiClient ??
-    (({ baseUrl, token }) =>
-      createClient({
+    (({ baseUrl, token }: { baseUrl: string; token: string }) =>
+      options.remote.client({
         baseUrl,
         token,
         hooks: apiHooks,
@@ -81,9 +90,9 @@ export function createOperator(options: OperatorOptions): Operator {
   // API calls, attempts, retries and throttled time by operation: the client's mds_client_* metrics.
   const apiHooks: ClientHooks = prometheusHooks(options.metrics);
 
-  const kinds = new Map(options.kinds.map((k) => [k.kind, k]));
+  const kinds = new Map(options.controllers.map((k) => [k.kind, k]));
   const queues = new Map<string, WorkQueue>(
-    options.kinds.map((k) => [
+    options.controllers.map((k) => [
       k.kind,
       createWorkQueue(undefined, queueObserver(metrics, controllerName(k.kind)), {
         order: options.queueOrder ?? "namespaces",
@@ -153,8 +162,8 @@ export function createOperator(options: OperatorOptions): Operator {
   }
 
   // One informer per kind: an event enqueues its own key and wakes what depends on it (wakeOn of other kinds).
-  for (const reg of options.kinds) {
-    const dependants = options.kinds.flatMap((other) =>
+  for (const reg of options.controllers) {
+    const dependants = options.controllers.flatMap((other) =>
       (other.wakeOn ?? []).filter((w) => w.kind === reg.kind).map((w) => ({ kind: other.kind, keys: w.keys })),
     );
     const cache = makeInformers(reg.type, (event, obj) => {
@@ -200,7 +209,7 @@ export function createOperator(options: OperatorOptions): Operator {
   }
 
   // The credentials Secrets the resources act with stay until the last resource that needs one to be deleted is gone.
-  const loopFinalizers = new Set(options.kinds.map((k) => `${k.type.group}/finalizer`));
+  const loopFinalizers = new Set(options.controllers.map((k) => `${k.type.group}/finalizer`));
   const guard = createCredentialsGuard({
     kube,
     dependents: () =>
@@ -236,6 +245,7 @@ export function createOperator(options: OperatorOptions): Operator {
     protect: (secret) => guard.protect(secret),
     apiUrl: options.apiUrl,
     createApiClient,
+    createMirror: options.remote.mirror,
     logger,
     pollIntervals: options.pollIntervals,
     onContexts: reportApiContexts(metrics),
@@ -246,7 +256,7 @@ export function createOperator(options: OperatorOptions): Operator {
       }
     },
   });
-  const context: KindContext = {
+  const context: ControllerContext<R> = {
     kube,
     pool,
     defaultCredentials: options.defaultCredentials,
@@ -313,7 +323,7 @@ export function createOperator(options: OperatorOptions): Operator {
       if (started) return;
       started = true;
       await Promise.all(informers.map((i) => i.start()));
-      for (const reg of options.kinds) {
+      for (const reg of options.controllers) {
         const queue = queues.get(reg.kind)!;
         const workers = reg.workers?.(options.concurrency) ?? options.concurrency;
         initControllerRuntime(metrics, controllerName(reg.kind), workers);
@@ -409,23 +419,12 @@ export class NotLeaderError extends ReconcileError {
   }
 }
 
-// Typed by the interface, so a renamed write method cannot slip past the gate.
-const apiWrites = new Set<string>([
-  "createProject",
-  "deleteProject",
-  "createDatabase",
-  "updateDatabase",
-  "deleteDatabase",
-  "restoreDatabase",
-  "createConnection",
-  "deleteConnection",
-] satisfies (keyof MdsApi)[]);
-
-function gateApiWrites(api: MdsApi, canWrite: () => boolean): MdsApi {
+/** The remote definition's write methods refuse to run on a replica that is not the leader. */
+function gateApiWrites<Api extends object>(api: Api, writes: ReadonlySet<string>, canWrite: () => boolean): Api {
   return new Proxy(api, {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof prop !== "string" || typeof value !== "function" || !apiWrites.has(prop)) return value;
+      if (typeof prop !== "string" || typeof value !== "function" || !writes.has(prop)) return value;
       return (...args: unknown[]) => {
         if (!canWrite()) return Promise.reject(new NotLeaderError(prop));
         return (value as (...a: unknown[]) => unknown).apply(target, args);

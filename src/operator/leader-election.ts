@@ -137,6 +137,7 @@ export interface LeaderElector {
   observedLeader(): string | undefined;
 }
 
+// eslint-disable-next-line max-lines-per-function -- a factory: its closure is the elector's state machine (client-go's leaderelection); each step is short
 export function createLeaderElector(options: LeaderElectorOptions): LeaderElector {
   const leaseDurationMs = options.leaseDurationMs ?? 15_000;
   const renewDeadlineMs = options.renewDeadlineMs ?? 10_000;

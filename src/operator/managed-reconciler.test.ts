@@ -2,7 +2,7 @@ import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createFakeKube, type FakeKube } from "../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
-import { databaseKind } from "../resources/database/controller.ts";
+import { databaseHandler } from "../resources/database/controller.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
 import { decodeData, encodeData } from "./secret/render.ts";
 import { createCredentialPool } from "./credentials.ts";
@@ -13,6 +13,9 @@ import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
 import { applyOutcome, type Outcome } from "./outcome.ts";
 import { createWorkQueue } from "./work-queue.ts";
 import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
+import { stallingReasons } from "../resources/index.ts";
+import { createRemoteMirror } from "../resources/remote-mirror.ts";
+import type { MdsRemote } from "../resources/remote-api.ts";
 
 // The generic loop with the Database kind, against a fake kube seam and a fake service: state is asserted, not
 // call sequences, except where the count of calls or writes is the behaviour (steady state, no duplicates).
@@ -45,7 +48,8 @@ beforeEach(async () => {
   });
   const logger = pino({ level: "silent" });
   const recorder: EventRecorder = { record: (_o, type, reason, message) => events.push({ type, reason, message }) };
-  const pool = createCredentialPool({
+  const pool = createCredentialPool<MdsRemote>({
+    createMirror: createRemoteMirror,
     kube,
     apiUrl: "http://api.invalid",
     createApiClient: () => api,
@@ -55,6 +59,7 @@ beforeEach(async () => {
   });
   const deps: LoopDeps = {
     kube,
+    stalling: new Set(stallingReasons()),
     objects: kube.cache(DatabaseType),
     secrets: kube.cache<Secret>(SecretType),
     events: recorder,
@@ -67,7 +72,7 @@ beforeEach(async () => {
       }
     },
   };
-  const kind = databaseKind({
+  const kind = databaseHandler({
     pool,
     defaultCredentials: {
       secretNamespace: "ops",
@@ -319,6 +324,7 @@ describe("the managed loop (Database)", () => {
     const staleRun = await reconcileManaged(
       {
         kube,
+        stalling: new Set(stallingReasons()),
         objects: { get: () => stale },
         secrets: kube.cache<Secret>(SecretType),
         events: { record: (_o, type, reason, message) => events.push({ type, reason, message }) },
@@ -326,8 +332,9 @@ describe("the managed loop (Database)", () => {
         pollIntervals: poll,
         crashPoint: () => {},
       },
-      databaseKind({
-        pool: createCredentialPool({
+      databaseHandler({
+        pool: createCredentialPool<MdsRemote>({
+          createMirror: createRemoteMirror,
           kube,
           apiUrl: "x",
           createApiClient: () => api,

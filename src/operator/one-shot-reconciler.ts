@@ -11,7 +11,7 @@ import { reportError, splitKey, synced, writeStatus, type ConditionUpdate, type 
 //   live get → parse (failure → Synced=False InvalidSpec) → finished? → kind's step → Synced=True
 // It reads the object live, never from the cache: acting on a stale phase could run a destructive action twice.
 
-export interface OneShotKind<T extends StatusObject> {
+export interface OneShotHandler<T extends StatusObject> {
   kind: string;
   type: ResourceType;
   /** Parses a raw object; throws TerminalError(InvalidSpec) with a message that says what to fix. */
@@ -33,6 +33,8 @@ export interface OneShotRun<T extends StatusObject> {
 
 export interface OneShotDeps {
   kube: KubeClient;
+  /** The reasons that stall this kind (progress.ts). */
+  stalling: ReadonlySet<string>;
   events: EventRecorder;
   logger: Logger;
   now?: () => Date;
@@ -40,19 +42,19 @@ export interface OneShotDeps {
 
 export async function reconcileOneShot<T extends StatusObject>(
   deps: OneShotDeps,
-  kind: OneShotKind<T>,
+  handler: OneShotHandler<T>,
   key: string,
 ): Promise<Outcome> {
   const [namespace, name] = splitKey(key);
-  const raw = await deps.kube.get<KubeObject>(kind.type, namespace, name);
+  const raw = await deps.kube.get<KubeObject>(handler.type, namespace, name);
   if (raw === undefined) return done();
   const log = deps.logger.child({ namespace, name, generation: raw.metadata.generation });
   const now = deps.now ?? (() => new Date());
   let obj: StatusObject = raw;
   try {
-    const parsed = kind.parse(raw);
+    const parsed = handler.parse(raw);
     obj = parsed;
-    if (kind.finished(parsed)) return done();
+    if (handler.finished(parsed)) return done();
     const run: OneShotRun<T> = {
       get obj() {
         return obj as T;
@@ -61,8 +63,8 @@ export async function reconcileOneShot<T extends StatusObject>(
       now,
       async writeStatus(fields, ready) {
         obj = await writeStatus(
-          deps.kube,
-          kind.type,
+          deps,
+          handler.type,
           obj as T,
           fields,
           ready === undefined ? [] : [ready, synced],
@@ -71,9 +73,9 @@ export async function reconcileOneShot<T extends StatusObject>(
         return obj as T;
       },
     };
-    return await kind.step(run);
+    return await handler.step(run);
   } catch (err) {
-    await reportError(deps, kind.type, obj, err, log, now());
+    await reportError(deps, handler.type, obj, err, log, now());
     return failed(err);
   }
 }

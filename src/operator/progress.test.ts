@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { jsonEqual, setCondition, type Condition } from "./conditions.ts";
 import { withProgress, type ProgressInput } from "./progress.ts";
+import { stallingReasons } from "../resources/index.ts";
 
 const t0 = new Date("2026-01-01T00:00:00Z");
 const t1 = new Date("2026-01-01T01:00:00Z");
-const base: ProgressInput = { generation: 2, deleting: false, rotating: false };
+const base: ProgressInput = { generation: 2, deleting: false, rotating: false, stalling: new Set(stallingReasons()) };
 
 function conds(ready?: [string, string], synced?: [string, string]): Condition[] {
   let list: Condition[] = [];

@@ -1,4 +1,4 @@
-import { setCondition, stallingReasons, type Condition } from "./conditions.ts";
+import { setCondition, type Condition } from "./conditions.ts";
 
 // kstatus (sigs.k8s.io/cli-utils pkg/kstatus/status: Flux's health checks, `wait` and `dependsOn`, kpt, Config Sync)
 // reads a custom resource by two abnormal-true conditions before anything else: Reconciling=True → InProgress,
@@ -11,8 +11,6 @@ import { setCondition, stallingReasons, type Condition } from "./conditions.ts";
 // --for=condition=Reconciling=False` works. Both are derived from data that only changes when the state does, so a
 // resync that learns nothing writes nothing (no timestamp churn).
 
-const stalling = new Set<string>(stallingReasons);
-
 export interface ProgressInput {
   generation: number | undefined;
   deleting: boolean;
@@ -20,6 +18,8 @@ export interface ProgressInput {
   rotating: boolean;
   /** A terminal error being reported (errors.ts): stalls whatever its reason. */
   terminal?: { reason: string; message: string } | undefined;
+  /** The reasons that stall (conditions.ts `loopStallingReasons` and the kind's own). */
+  stalling: ReadonlySet<string>;
 }
 
 export function withProgress(conditions: Condition[] | undefined, input: ProgressInput, now: Date): Condition[] {
@@ -27,7 +27,8 @@ export function withProgress(conditions: Condition[] | undefined, input: Progres
   const ready = find("Ready");
   const synced = find("Synced");
   const stall =
-    input.terminal ?? [synced, ready].find((c) => c !== undefined && c.status === "False" && stalling.has(c.reason));
+    input.terminal ??
+    [synced, ready].find((c) => c !== undefined && c.status === "False" && input.stalling.has(c.reason));
   const set = (
     list: Condition[] | undefined,
     type: "Reconciling" | "Stalled",

@@ -2,8 +2,8 @@ import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createFakeKube, type FakeKube } from "../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
-import { databaseKind } from "../resources/database/controller.ts";
-import { projectKind } from "../resources/project/controller.ts";
+import { databaseHandler } from "../resources/database/controller.ts";
+import { projectHandler } from "../resources/project/controller.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
 import { annotations, decodeData, encodeData } from "./secret/render.ts";
 import { createCredentialPool } from "./credentials.ts";
@@ -12,6 +12,9 @@ import { connectionNameOf } from "./identity.ts";
 import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
 import type { Outcome } from "./outcome.ts";
 import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
+import { stallingReasons } from "../resources/index.ts";
+import { createRemoteMirror } from "../resources/remote-mirror.ts";
+import type { MdsRemote } from "../resources/remote-api.ts";
 
 // The operator's promises against the public Management API (the fake's public mode: Idempotency-Key ignored, no
 // replay announced, its status codes and legal nulls): no duplicate database, no lost or leaked credentials, every
@@ -38,7 +41,8 @@ function setUp(publicApi: boolean) {
   });
   const logger = pino({ level: "silent" });
   const recorder: EventRecorder = { record: (_o, type, reason, message) => events.push({ type, reason, message }) };
-  const pool = createCredentialPool({
+  const pool = createCredentialPool<MdsRemote>({
+    createMirror: createRemoteMirror,
     kube,
     apiUrl: "http://api.invalid",
     createApiClient: () => api,
@@ -65,10 +69,10 @@ function setUp(publicApi: boolean) {
     instanceId: "unit",
     cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   };
-  const databaseDeps: LoopDeps = { ...common, objects: kube.cache(DatabaseType) };
-  const projectDeps: LoopDeps = { ...common, objects: kube.cache(ProjectType) };
-  const databases = databaseKind(kindDeps);
-  const projects = projectKind(kindDeps);
+  const databaseDeps: LoopDeps = { ...common, stalling: new Set(stallingReasons()), objects: kube.cache(DatabaseType) };
+  const projectDeps: LoopDeps = { ...common, stalling: new Set(stallingReasons()), objects: kube.cache(ProjectType) };
+  const databases = databaseHandler(kindDeps);
+  const projects = projectHandler(kindDeps);
   runDatabase = (name) => reconcileManaged(databaseDeps, databases, `default/${name}`);
   runProject = (name) => reconcileManaged(projectDeps, projects, `default/${name}`);
 }

@@ -25,9 +25,15 @@ export interface ConditionUpdate {
 
 export const synced: ConditionUpdate = { type: "Synced", status: "True", reason: "ReconcileSuccess", message: "" };
 
+/** What a status write needs besides the object: the client, and the reasons that stall the object's kind. */
+interface StatusDeps {
+  kube: KubeClient;
+  stalling: ReadonlySet<string>;
+}
+
 /** Merges `fields` and `conditions` into the object's status; returns the object as written (or as it was). */
 export async function writeStatus<T extends StatusObject>(
-  kube: KubeClient,
+  deps: StatusDeps,
   type: ResourceType,
   obj: T,
   fields: Record<string, unknown>,
@@ -40,7 +46,12 @@ export async function writeStatus<T extends StatusObject>(
   const merged: Record<string, unknown> = { ...(obj.status ?? {}), ...fields };
   conditions = withProgress(
     conditions,
-    { generation, deleting: obj.metadata.deletionTimestamp !== undefined, rotating: rotationPending(merged) },
+    {
+      generation,
+      deleting: obj.metadata.deletionTimestamp !== undefined,
+      rotating: rotationPending(merged),
+      stalling: deps.stalling,
+    },
     now,
   );
   const next: Record<string, unknown> = {
@@ -50,7 +61,7 @@ export async function writeStatus<T extends StatusObject>(
   };
   for (const k of Object.keys(next)) if (next[k] === undefined) delete next[k];
   if (jsonEqual(next, obj.status ?? {})) return obj;
-  return kube.patchStatus<T>(type, obj.metadata.namespace, obj.metadata.name, {
+  return deps.kube.patchStatus<T>(type, obj.metadata.namespace, obj.metadata.name, {
     metadata: { resourceVersion: obj.metadata.resourceVersion },
     status: mergePatchOf(obj.status ?? {}, next),
   });
@@ -78,11 +89,11 @@ const rotationPending = (status: Record<string, unknown> | undefined) =>
  * A failed reconcile: one Warning Event, Synced=False with the classified reason and message, Ready=False too if
  * Ready was never set. A terminal error (one only the user can fix) also sets Stalled=True (kstatus) and records
  * observedGeneration: this spec has been looked at; any other error clears Stalled unless its reason is one of
- * `stallingReasons` (progress.ts derives Reconciling and Stalled). A 409 is silent (the other
+ * the kind's stalling reasons (progress.ts derives Reconciling and Stalled). A 409 is silent (the other
  * writer's watch event requeues the key). Never throws: the requeue follows the error anyway.
  */
 export async function reportError(
-  deps: { kube: KubeClient; events: EventRecorder },
+  deps: StatusDeps & { events: EventRecorder },
   type: ResourceType,
   obj: StatusObject,
   err: unknown,
@@ -117,6 +128,7 @@ export async function reportError(
       deleting: obj.metadata.deletionTimestamp !== undefined,
       rotating: rotationPending(obj.status),
       terminal: c.terminal ? { reason: c.reason, message } : undefined,
+      stalling: deps.stalling,
     },
     now,
   );

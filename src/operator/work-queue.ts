@@ -86,6 +86,7 @@ export function namespaceOfKey(key: string): string {
   return i < 0 ? "" : key.slice(0, i);
 }
 
+// eslint-disable-next-line max-lines-per-function -- a factory: its closure is the queue's state (pending, delayed, in flight, backoff); each method is short
 export function createWorkQueue(
   backoff: BackoffOptions = defaultBackoff,
   observer?: QueueObserver,

@@ -6,10 +6,13 @@ import { SecretType, type KubeObject } from "../kube/types.ts";
 import { encodeData } from "../operator/secret/render.ts";
 import { createCredentialPool } from "../operator/credentials.ts";
 import { reconcileManaged } from "../operator/managed-reconciler.ts";
-import type { ObjectCache } from "../operator/kind.ts";
+import type { ObjectCache } from "../operator/controller.ts";
 import { managerOtherThan, protectingDatabaseOf, wakeOtherClaimants, type SeenByClaimant } from "./adoption.ts";
-import { databaseKind } from "./database/controller.ts";
+import { databaseHandler } from "./database/controller.ts";
 import { DatabaseType, ProjectType } from "./types.ts";
+import { stallingReasons } from "./index.ts";
+import { createRemoteMirror } from "./remote-mirror.ts";
+import type { MdsRemote } from "./remote-api.ts";
 
 // Adoption is exclusive: the rule that picks the one manager of a remote id (status.id recorded, then the oldest,
 // then namespace/name), and what it means for the loop: a second claimant acts on nothing, even when an older
@@ -154,7 +157,8 @@ describe.each([false, true])("the loop with a second claimant (public API: %s)",
       metadata: { name: "mds-credentials", namespace: "ops" },
       data: encodeData({ token: "t0ken" }),
     });
-    const pool = createCredentialPool({
+    const pool = createCredentialPool<MdsRemote>({
+      createMirror: createRemoteMirror,
       kube,
       apiUrl: "http://api.invalid",
       createApiClient: () => api,
@@ -162,7 +166,7 @@ describe.each([false, true])("the loop with a second claimant (public API: %s)",
       pollIntervals: poll,
       onRemoteChange: () => {},
     });
-    const kind = databaseKind({
+    const kind = databaseHandler({
       pool,
       defaultCredentials: {
         secretNamespace: "ops",
@@ -175,6 +179,7 @@ describe.each([false, true])("the loop with a second claimant (public API: %s)",
     });
     const deps = {
       kube,
+      stalling: new Set(stallingReasons()),
       secrets: kube.cache(SecretType),
       events: {
         record: (_o: unknown, _t: string, reason: string, message: string) => events.push({ reason, message }),

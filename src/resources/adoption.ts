@@ -1,7 +1,9 @@
 import type { KubeObject } from "../kube/types.ts";
 import { ReconcileError } from "../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../operator/identity.ts";
-import { resolveCredentials, type KindContext, type KindRegistration, type ObjectCache } from "../operator/kind.ts";
+import { resolveCredentials, type Controller, type ObjectCache } from "../operator/controller.ts";
+import type { MdsControllerContext } from "./remote-api.ts";
+import { readDatabase } from "./database/read.ts";
 
 // Adoption is exclusive (docs/design.md#adoption): one remote object, one managing resource (per operator, as its informer caches see it).
 // Of the resources of a kind that claim the same remote id, one manages it; the others are refused before they
@@ -53,7 +55,7 @@ export type SeenByClaimant = (claimant: KubeObject, id: string) => Promise<boole
 
 /** SeenByClaimant through the operator's credential pool: the claimant's token as its own reconcile would pick it. */
 export function seenWithOwnCredentials(
-  ctx: Pick<KindContext, "pool" | "defaultCredentials">,
+  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials">,
   kind: "database" | "project",
 ): SeenByClaimant {
   return async (claimant, id) => {
@@ -104,7 +106,7 @@ export async function managerOtherThan(
 }
 
 /** Wakes the other claimants of a changed resource's remote id: a refused one may now come first. */
-export function wakeOtherClaimants(kind: string): NonNullable<KindRegistration["wakeOn"]>[number] {
+export function wakeOtherClaimants(kind: string): NonNullable<Controller["wakeOn"]>[number] {
   return {
     kind,
     keys(changed, own) {
@@ -133,7 +135,7 @@ export async function protectingDatabaseOf(
       (db) =>
         db.metadata.deletionTimestamp === undefined &&
         boundIdOf(db) === databaseId &&
-        (db["spec"] as { deletionProtection?: boolean } | undefined)?.deletionProtection === true,
+        readDatabase(db)?.spec.deletionProtection === true,
     )
     .sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
   for (const db of protecting) if (await seen(db, databaseId)) return key(db);

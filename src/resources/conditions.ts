@@ -51,7 +51,9 @@ export const conditionReasons = {
   Conflict: loopReasons.Conflict,
   RemoteIncomplete: loopReasons.RemoteIncomplete,
   RemoteUnreadable: loopReasons.RemoteUnreadable,
-  AdoptionRefused: loopReasons.AdoptionRefused,
+  // The loop's text, with what it means for the kinds that have a parent reference.
+  AdoptionRefused:
+    "spec.externalId names an object the resource's credentials cannot see, or (a Database) one of another project; nothing was changed or minted. Fix spec.externalId, spec.credentials or spec.projectRef.",
   AdoptionConflict: loopReasons.AdoptionConflict,
   ObserveOnly: loopReasons.ObserveOnly,
   ReferenceNotAllowed:

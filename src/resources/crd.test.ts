@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { evaluate } from "@marcbachmann/cel-js";
 import { fileURLToPath } from "node:url";
 import { crdOf, openApiSchemaOf } from "./crd.ts";
-import { kinds } from "./crd-files.ts";
+import { crdDefinitions } from "./crd-files.ts";
 import { findCrdDrift } from "../cli/crds.ts";
 
 type Json = { [key: string]: unknown };
@@ -36,7 +36,7 @@ function violations(schema: Json, value: unknown, old: unknown): string[] {
 }
 
 const specSchema = (kind: string): Json => {
-  const def = kinds.find((k) => k.kind === kind);
+  const def = crdDefinitions.find((k) => k.kind === kind);
   if (!def) throw new Error(`no kind ${kind}`);
   return openApiSchemaOf(def.spec);
 };
@@ -46,7 +46,7 @@ describe("CRDs", () => {
     expect(await findCrdDrift(crdsDir)).toEqual([]);
   });
 
-  it.each(kinds.map((k) => [k.kind, k] as const))("%s: every field has a description", (_kind, def) => {
+  it.each(crdDefinitions.map((k) => [k.kind, k] as const))("%s: every field has a description", (_kind, def) => {
     const missing: string[] = [];
     for (const part of ["spec", "status"] as const) {
       walk(openApiSchemaOf(def[part]), part, (node, path) => {
@@ -56,7 +56,7 @@ describe("CRDs", () => {
     expect(missing).toEqual([]);
   });
 
-  it.each(kinds.map((k) => [k.kind, k] as const))("%s: the schema is structural", (_kind, def) => {
+  it.each(crdDefinitions.map((k) => [k.kind, k] as const))("%s: the schema is structural", (_kind, def) => {
     const problems: string[] = [];
     const root = (crdOf(def).spec as { versions: { schema: { openAPIV3Schema: Json } }[] }).versions[0]!.schema
       .openAPIV3Schema;
@@ -72,7 +72,7 @@ describe("CRDs", () => {
   });
 
   it("names, short names, category and the status subresource", () => {
-    const names = kinds.map((def) => {
+    const names = crdDefinitions.map((def) => {
       const spec = crdOf(def).spec as {
         names: { shortNames: string[]; categories: string[] };
         versions: { subresources: unknown }[];

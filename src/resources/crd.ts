@@ -16,7 +16,7 @@ export interface PrinterColumn {
   priority?: number;
 }
 
-export interface KindDefinition {
+export interface CrdDefinition {
   kind: string;
   plural: string;
   singular: string;
@@ -93,7 +93,7 @@ export function openApiSchemaOf(schema: z.ZodType): JsonSchema {
   return toStructural(json);
 }
 
-export function crdOf(def: KindDefinition): JsonSchema {
+export function crdOf(def: CrdDefinition): JsonSchema {
   const wholeDescription = def.whole.description ?? def.kind;
   return {
     apiVersion: "apiextensions.k8s.io/v1",

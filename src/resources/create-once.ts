@@ -2,7 +2,7 @@ import { errorCode, isApiConflict, mayHaveLanded } from "../operator/api.ts";
 import { ReconcileError } from "../operator/errors.ts";
 import { annotatedOnlyIdOf } from "../operator/identity.ts";
 import type { KubeObject } from "../kube/types.ts";
-import type { Lookup, RemoteMirror } from "../operator/remote-mirror.ts";
+import type { Lookup, RemoteMirror } from "./remote-mirror.ts";
 
 // Creating without duplicates (docs/design.md#creating-without-duplicates), written once for every kind with a logicalId.
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
 import type { z } from "zod";
-import { resourceKinds } from "./index.ts";
+import { kindModules } from "./index.ts";
 
 // The examples a newcomer applies must stay valid against the schemas the CRDs come from.
 const root = fileURLToPath(new URL("../../examples", import.meta.url));
@@ -14,7 +14,7 @@ const files = ["", "restore", "clone", "credentials"].flatMap((sub) =>
     .map((f) => join(sub, f)),
 );
 const schemas: Record<string, z.ZodType> = Object.fromEntries(
-  resourceKinds.map((k) => [k.definition.kind, k.definition.whole]),
+  kindModules.map((k) => [k.definition.kind, k.definition.whole]),
 );
 
 describe("examples", () => {

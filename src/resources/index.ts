@@ -1,19 +1,26 @@
-import type { KindRegistration } from "../operator/kind.ts";
-import { connectionResource } from "./connection/index.ts";
-import { databaseRestoreResource } from "./database-restore/index.ts";
-import { databaseResource } from "./database/index.ts";
-import type { KindSettings, ResourceKind } from "./kind.ts";
-import { projectResource } from "./project/index.ts";
+import type { Controller } from "../operator/controller.ts";
+import { connectionModule } from "./connection/index.ts";
+import { databaseRestoreModule } from "./database-restore/index.ts";
+import { databaseModule } from "./database/index.ts";
+import type { ControllerSettings, KindModule } from "./kind-module.ts";
+import { projectModule } from "./project/index.ts";
+import type { MdsRemote } from "./remote-api.ts";
 
-// The registry: every kind, one line each. From here come the CRDs (crd.ts) and the operator's kinds (operatorKinds).
-// A new kind is its own folder plus one line below (src/resources/README.md lists the files a kind consists of).
-export const resourceKinds: ResourceKind[] = [
-  projectResource,
-  databaseResource,
-  databaseRestoreResource,
-  connectionResource,
-];
+// The registry: every kind, one line each. From here come the CRDs (crd.ts), the operator's controllers, the crash
+// points MDS_CRASH_POINT accepts, the stalling reasons and the Argo CD health checks. A new kind is its own folder
+// plus one line below (src/resources/README.md, "Adding a kind").
+export const kindModules: KindModule[] = [projectModule, databaseModule, databaseRestoreModule, connectionModule];
 
-export function operatorKinds(settings: KindSettings = {}): KindRegistration[] {
-  return resourceKinds.map((k) => k.registration(settings));
+export function controllers(settings: ControllerSettings = {}): Controller<MdsRemote>[] {
+  return kindModules.map((k) => k.controller(settings));
+}
+
+/** Every crash point of every kind (test-only; `MDS_CRASH_POINT` accepts exactly these), in registry order. */
+export function crashPoints(): string[] {
+  return controllers().flatMap((c) => c.crashPoints);
+}
+
+/** Every reason after which some kind's objects are Stalled (the Argo CD health script names the same). */
+export function stallingReasons(): string[] {
+  return [...new Set(controllers().flatMap((c) => c.stallingReasons))];
 }

@@ -1,9 +1,10 @@
-import type { CreatedConnection, MdsApi } from "../operator/api.ts";
+import type { CreatedConnection } from "../operator/api.ts";
+import type { MdsApi } from "./remote-api.ts";
 import { ReconcileError, WaitingError } from "../operator/errors.ts";
 import { credentialsFromCreated } from "../operator/secret/connection-credentials.ts";
 import { originalConnectionOf } from "../operator/secret/revocation.ts";
-import type { Creation, Observation } from "../operator/managed-kind.ts";
-import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "../operator/remote-mirror.ts";
+import type { Creation, Observation } from "../operator/managed-handler.ts";
+import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "./remote-mirror.ts";
 import type { SecretTarget } from "../operator/secret/types.ts";
 import { secretNameOf, type ConnectionSecretSpec } from "../operator/secret/spec.ts";
 
@@ -17,6 +18,20 @@ function endpointsOf(connection: Pick<MirroredConnection, "endpoints"> | undefin
   return {
     direct: { host: direct.host, port: direct.port },
     ...(pooled === undefined ? {} : { pooled: { host: pooled.host, port: pooled.port } }),
+  };
+}
+
+/** A remote database the service reports failed needs a person: the kinds that show one are Stalled by it. */
+export const remoteDatabaseStallingReasons = ["RemoteFailure"] as const;
+
+/** No remote object (yet: `Creating`, polled fast; or gone: `RemoteNotFound`). */
+export function absent(reason: "Creating" | "RemoteNotFound"): Observation {
+  return {
+    exists: false,
+    status: {},
+    ready: { ok: false, reason, message: "" },
+    drift: [],
+    fastPoll: reason === "Creating",
   };
 }
 

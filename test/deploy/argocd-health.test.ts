@@ -8,10 +8,11 @@ import { DatabaseStatus } from "../../src/resources/database/schema.ts";
 import { ProjectStatus } from "../../src/resources/project/schema.ts";
 import { DatabaseRestoreStatus, RestorePhase } from "../../src/resources/database-restore/schema.ts";
 import { apiVersion } from "../../src/resources/group.ts";
-import { kinds } from "../../src/resources/crd-files.ts";
-import { argocdCmPath, customizationsDir, readHealthScripts, renderArgocdCm } from "./argocd-cm.ts";
+import { crdDefinitions } from "../../src/resources/crd-files.ts";
+import { argocdCmPath, customizationsDir, readHealthScripts, registeredHealthScripts, renderArgocdCm } from "./argocd-cm.ts";
 import { requireLua, runHealthScript } from "./lua.ts";
-import { setCondition, stallingReasons, type Condition } from "../../src/operator/conditions.ts";
+import { setCondition, type Condition } from "../../src/operator/conditions.ts";
+import { stallingReasons } from "../../src/resources/index.ts";
 import { withProgress } from "../../src/operator/progress.ts";
 import { argoAgrees, kstatusOf } from "../support/kstatus.ts";
 import { parse } from "yaml";
@@ -50,7 +51,7 @@ const conditions = (ready: ConditionInput, synced: ConditionInput = { status: "T
 ];
 
 // Reasons after which nothing changes without a person (the operator sets Stalled for them); everything else is worth waiting for.
-const degradedReasons: Reason[] = [...stallingReasons];
+const degradedReasons = stallingReasons() as Reason[];
 
 beforeAll(() => {
   requireLua();
@@ -184,7 +185,7 @@ describe("Database and Project health (Argo CD, Lua 5.1)", () => {
     expect(health(rotating)).toEqual({ status: "Progressing", message: "rotating" });
   });
 
-  it("uses one script for Project and Database, so they cannot drift", async () => {
+  it("uses one script for Project, Database and Connection, so they cannot drift", async () => {
     expect(await readFile(scriptOf("Project"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
     expect(await readFile(scriptOf("Connection"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
     const obj = project({ conditions: conditions({ status: "True", reason: "Available", message: "ok" }) });
@@ -240,7 +241,7 @@ describe("Argo CD health agrees with kstatus on the operator's statuses", () => 
     let list: Condition[] = [];
     for (const [type, c] of [["Ready", ready], ["Synced", synced]] as const) list = setCondition(list, { type, status: c.status, reason: c.reason, message: c.message ?? "m", observedGeneration: 3 }, now);
     const terminal = flags.terminal ? { reason: synced.reason, message: "m" } : undefined;
-    return withProgress(list, { generation: 3, deleting: flags.deleting ?? false, rotating: flags.rotating ?? false, terminal }, now);
+    return withProgress(list, { generation: 3, deleting: flags.deleting ?? false, rotating: flags.rotating ?? false, terminal, stalling: new Set(stallingReasons()) }, now);
   };
   const reasons = Object.keys(conditionReasons) as Reason[];
   const cases: { name: string; ready: ConditionInput; synced: ConditionInput; flags: { deleting?: boolean; rotating?: boolean; terminal?: boolean } }[] = [];
@@ -297,7 +298,11 @@ describe("Argo CD health agrees with kstatus on the operator's statuses", () => 
 describe("Argo CD installation files", () => {
   it("has one health.lua per kind, laid out as Argo CD's resource_customizations/<group>/<Kind>/health.lua", async () => {
     const scripts = await readHealthScripts();
-    expect([...scripts.keys()].sort()).toEqual(kinds.map((k) => `mds.dev/${k.kind}`).sort());
+    expect([...scripts.keys()].sort()).toEqual(crdDefinitions.map((k) => `mds.dev/${k.kind}`).sort());
+  });
+
+  it("holds exactly the script each kind's module names (regenerate with `npm run argocd-cm`)", async () => {
+    expect(await readHealthScripts()).toEqual(await registeredHealthScripts());
   });
 
   it("argocd-cm.yaml embeds exactly the tested scripts (regenerate with `npm run argocd-cm`)", async () => {

@@ -3,7 +3,7 @@
 // Databases and Projects. The operator does not run: the objects carry no finalizer, so a delete that is admitted
 // removes them at once.
 import { mkdtemp, rm } from "node:fs/promises";
-import { kinds } from "../../src/resources/crd-files.ts";
+import { crdDefinitions } from "../../src/resources/crd-files.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -35,7 +35,7 @@ beforeAll(async () => {
   if (rendered.code !== 0) throw new Error(`kubectl kustomize deploy failed: ${rendered.stderr}`);
   const objects = parseAllDocuments(rendered.stdout).map((d) => d.toJS() as { kind: string });
   const wanted = objects.filter((o) => ["CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"].includes(o.kind));
-  expect(wanted.map((o) => o.kind).sort()).toEqual([...kinds.map(() => "CustomResourceDefinition"), "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
+  expect(wanted.map((o) => o.kind).sort()).toEqual([...crdDefinitions.map(() => "CustomResourceDefinition"), "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
   installed = wanted.map((o) => stringify(o)).join("---\n");
   await ok(["apply", "-f", "-"], installed);
   await ok(["wait", "--for=condition=Established", "crd/databases.mds.dev", "crd/projects.mds.dev"]);

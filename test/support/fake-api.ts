@@ -6,7 +6,8 @@ import type {
   PublicCreatedDatabase,
   PublicCreatedProject,
 } from "../../src/contract/index.ts";
-import type { CreatedConnection, MdsApi } from "../../src/operator/api.ts";
+import type { CreatedConnection } from "../../src/operator/api.ts";
+import type { MdsApi } from "../../src/resources/remote-api.ts";
 
 // An in-memory Managed Database Service for unit tests of the loop: logicalId uniqueness, Idempotency-Key replay
 // (which a test can expire), connections with credentials only in creation responses, call counts and injected

@@ -42,6 +42,7 @@ function ownerReferenceOf(obj: SecretOwner): OwnerReference | undefined {
  * The Secret operations for one owner. One closure, longer than 80 lines, because its small functions share the
  * owner, its namespace, the crash points and the revocations; each of them is short.
  */
+// eslint-disable-next-line max-lines-per-function -- closure factory: its short functions share the owner, namespace, crash points and revocations
 export function connectionSecrets<T extends SecretOwner>(deps: PublisherDeps, obj: T) {
   const ns = obj.metadata.namespace;
   const point = (name: string) => deps.crashPoint(`${obj.kind.toLowerCase()}:${name}`);

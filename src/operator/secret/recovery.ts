@@ -1,7 +1,6 @@
-import { errorCode, type CreatedConnection, type MdsApi } from "../api.ts";
+import { errorCode, type ConnectionApi, type ConnectionMirror, type CreatedConnection } from "../api.ts";
 import { ReconcileError } from "../errors.ts";
 import { idempotencyKeyOf } from "../identity.ts";
-import type { RemoteMirror } from "../remote-mirror.ts";
 import { credentialsFromCreated, type ConnectionCredentials } from "./connection-credentials.ts";
 import { isOwnConnection, revokeOwnConnection } from "./revocation.ts";
 import type { ConnectionCalls, SecretTarget } from "./types.ts";
@@ -18,8 +17,8 @@ import type { ConnectionCalls, SecretTarget } from "./types.ts";
  * a connection nobody will ever see the password of).
  */
 async function replayOrMint(args: {
-  api: MdsApi;
-  mirror: RemoteMirror;
+  api: ConnectionApi;
+  mirror: ConnectionMirror;
   target: SecretTarget;
   previousConnectionId: string | undefined;
   connectionName: string;
@@ -92,8 +91,8 @@ async function replayOrMint(args: {
  * `keep`: connections of that name that must live on (one being retired).
  */
 export async function mintNamed(args: {
-  api: MdsApi;
-  mirror: RemoteMirror;
+  api: ConnectionApi;
+  mirror: ConnectionMirror;
   databaseId: string;
   name: string;
   idempotencyKey: string;
@@ -134,8 +133,8 @@ interface RecoveryPlan {
  * connections (revocation.ts; one already gone is done). The kind writes only its plan.
  */
 export function connectionCalls<T>(args: {
-  api: MdsApi;
-  mirror: RemoteMirror;
+  api: ConnectionApi;
+  mirror: ConnectionMirror;
   connectionName: (obj: T) => string;
   /** Whether the original connection of the target database is this resource's (it created the database). */
   ownsOriginal: (obj: T) => boolean;

@@ -1,4 +1,4 @@
-import { isApiNotFound, type MdsApi } from "../api.ts";
+import { isApiNotFound, type ConnectionApi } from "../api.ts";
 import { SecretType, type Secret } from "../../kube/types.ts";
 import { isNameOf } from "../identity.ts";
 import { annotations, labels } from "./render.ts";
@@ -54,7 +54,7 @@ export function isOwnConnection(
  * original one of a database it created). One already gone is `absent`: nothing to call.
  */
 export async function revokeOwnConnection(args: {
-  api: MdsApi;
+  api: ConnectionApi;
   databaseId: string;
   id: string;
   ownName: string;
@@ -63,7 +63,7 @@ export async function revokeOwnConnection(args: {
   const { api, databaseId, id } = args;
   // Read fresh, not from the mirror: the one check between an id anyone could have written and a DELETE made
   // with the token of the database's workspace. Its cost is one GET per revocation, which is rare.
-  let db: Awaited<ReturnType<MdsApi["getDatabase"]>>;
+  let db: Awaited<ReturnType<ConnectionApi["getDatabase"]>>;
   try {
     db = await api.getDatabase(databaseId);
   } catch (err) {
@@ -92,6 +92,7 @@ export async function revokeOwnConnection(args: {
  * Each goes through ConnectionCalls.revoke, so through the ownership check above. One closure over the owner, longer
  * than 80 lines only because it holds four short functions.
  */
+// eslint-disable-next-line max-lines-per-function -- closure factory: four short functions over one owner
 export function revocations<T extends SecretOwner>(deps: Omit<PublisherDeps, "secrets" | "crashPoint">, obj: T) {
   const ns = obj.metadata.namespace;
 

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
 import { createFakeKube, type FakeKube } from "../../../test/support/fake-kube.ts";
 import { SecretType, type KubeObject, type Secret } from "../../kube/types.ts";
-import { databaseKind } from "../../resources/database/controller.ts";
+import { databaseHandler } from "../../resources/database/controller.ts";
 import { DatabaseType, ProjectType } from "../../resources/types.ts";
 import { decodeData, encodeData } from "./render.ts";
 import { createCredentialPool } from "../credentials.ts";
@@ -12,6 +12,9 @@ import { connectionNameOf } from "../identity.ts";
 import { parseDuration } from "../duration.ts";
 import { rotateAnnotation } from "./rotation.ts";
 import type { RotationStatus } from "./spec.ts";
+import { stallingReasons } from "../../resources/index.ts";
+import { createRemoteMirror } from "../../resources/remote-mirror.ts";
+import type { MdsRemote } from "../../resources/remote-api.ts";
 
 // Rotation with overlap through the managed loop (Database kind), against both kinds of server: one that replays
 // Idempotency-Keys and the public API, which does not. Time is a fake Date; a crash point throws, as the process would
@@ -44,7 +47,8 @@ async function setup(publicApi: boolean) {
     status: { id: project.id },
   });
   const logger = pino({ level: "silent" });
-  const pool = createCredentialPool({
+  const pool = createCredentialPool<MdsRemote>({
+    createMirror: createRemoteMirror,
     kube,
     apiUrl: "x",
     createApiClient: () => api,
@@ -54,6 +58,7 @@ async function setup(publicApi: boolean) {
   });
   const deps: LoopDeps = {
     kube,
+    stalling: new Set(stallingReasons()),
     objects: kube.cache(DatabaseType),
     secrets: kube.cache<Secret>(SecretType),
     events: { record: (_o, _t, reason) => events.push(reason) },
@@ -66,7 +71,7 @@ async function setup(publicApi: boolean) {
       }
     },
   };
-  const kind = databaseKind({
+  const kind = databaseHandler({
     pool,
     defaultCredentials: {
       secretNamespace: "ops",

@@ -154,8 +154,8 @@ export type ConnectionSecret = z.infer<typeof ConnectionSecret>;
 /** status.connection of every kind whose resources own a Secret (written by publisher.ts). */
 export const PublishedConnection = z
   .object({
-    id: z.string().max(80).describe("Connection id (con_…)."),
-    name: z.string().max(128).describe("Connection name."),
+    id: z.string().max(80).describe("The service's connection id (con_…)."),
+    name: z.string().max(128).describe("The service's connection name."),
   })
   .describe("The service connection whose credentials are in the Secret.");
 
@@ -195,8 +195,8 @@ export const RotationStatus = z
       .describe("A rotation in progress (recorded before its connection is minted)."),
     retiring: z
       .object({
-        id: z.string().max(80).describe("Connection id (con_…)."),
-        name: z.string().max(128).describe("Connection name."),
+        id: z.string().max(80).describe("The service's connection id (con_…)."),
+        name: z.string().max(128).describe("The service's connection name."),
         revokeAt: time.describe("When it is revoked: the rotation's time plus gracePeriod."),
       })
       .optional()

@@ -7,8 +7,11 @@ import { encodeData } from "../../operator/secret/render.ts";
 import { createCredentialPool } from "../../operator/credentials.ts";
 import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconciler.ts";
 import { ConnectionType, DatabaseType } from "../types.ts";
-import { connectionKind } from "./controller.ts";
+import { connectionHandler } from "./controller.ts";
 import { isNameOf } from "../../operator/identity.ts";
+import { stallingReasons } from "../index.ts";
+import { createRemoteMirror } from "../remote-mirror.ts";
+import type { MdsRemote } from "../remote-api.ts";
 
 // The Connection kind's refusals happen before any API call: nothing is minted for a namespace the Database does
 // not allow, nor by id with the operator's own token.
@@ -40,6 +43,7 @@ beforeEach(async () => {
   const logger = pino({ level: "silent" });
   const deps: LoopDeps = {
     kube,
+    stalling: new Set(stallingReasons()),
     objects: kube.cache(ConnectionType),
     secrets: kube.cache<Secret>(SecretType),
     events: { record() {} },
@@ -47,8 +51,9 @@ beforeEach(async () => {
     pollIntervals: poll,
     crashPoint: () => {},
   };
-  const kind = connectionKind({
-    pool: createCredentialPool({
+  const kind = connectionHandler({
+    pool: createCredentialPool<MdsRemote>({
+      createMirror: createRemoteMirror,
       kube,
       apiUrl: "x",
       createApiClient: () => api,

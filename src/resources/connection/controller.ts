@@ -1,25 +1,29 @@
 import type { KubeObject } from "../../kube/types.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
-import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
-import type { ExternalClient, ManagedKind } from "../../operator/managed-kind.ts";
+import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
+import type { ExternalClient, ManagedHandler } from "../../operator/managed-handler.ts";
 import { ConnectionType } from "./schema.ts";
 import { createConnectionExternal, type ConnectionObject } from "./external.ts";
 import { Connection } from "./schema.ts";
+import { readDatabase } from "../database/read.ts";
+import { typedReader } from "../read.ts";
+import { DatabaseType } from "../database/schema.ts";
+import { remoteDatabaseStallingReasons } from "../remote-database.ts";
+import type { MdsControllerContext } from "../remote-api.ts";
 
 // The Connection kind: one connection of a Database, in the Database's namespace or in one the Database allows
 // (spec.connectionPolicy.allowedNamespaces). With a databaseRef it acts with the Database's own credentials: the
 // Database's owner grants the namespace, and the token stays theirs.
 
-type DatabaseSpec = {
-  credentials?: { secretRef: { name: string; key?: string } };
-  connectionPolicy?: { allowedNamespaces?: string[] };
-  managementPolicy?: string;
-};
+const readConnection = typedReader(Connection).read;
+
+/** The spec whose credentials a Connection acts with: its own (by id) or its Database's (by reference). */
+type CredentialsSpec = Parameters<typeof resolveCredentials>[2];
 
 export function allows(db: KubeObject, namespace: string): boolean {
   if (db.metadata.namespace === namespace) return true;
-  const allowed = (db["spec"] as DatabaseSpec | undefined)?.connectionPolicy?.allowedNamespaces ?? [];
+  const allowed = readDatabase(db)?.spec.connectionPolicy?.allowedNamespaces ?? [];
   return allowed.includes(namespace) || allowed.includes("*");
 }
 
@@ -36,9 +40,9 @@ const nothingToDo: ExternalClient<ConnectionObject> = {
   delete: async () => ({ done: true }),
 };
 
-export function connectionKind(
-  ctx: Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
-): ManagedKind<ConnectionObject> {
+export function connectionHandler(
+  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
+): ManagedHandler<ConnectionObject> {
   return {
     kind: "Connection",
     type: ConnectionType,
@@ -52,11 +56,12 @@ export function connectionKind(
       let withdrawn: { reason: string; message: string } | undefined;
       let gone = false;
       // Its own token by id; the Database's (in the Database's namespace) by reference.
-      let credentials = { namespace: ns, spec: obj.spec as DatabaseSpec };
+      let credentials: { namespace: string; spec: CredentialsSpec } = { namespace: ns, spec: obj.spec };
       const ref = obj.spec.databaseRef;
       if (ref !== undefined) {
         const dbNs = ref.namespace ?? ns;
-        const db = ctx.cache("Database").get(dbNs, ref.name);
+        const db = ctx.cache(DatabaseType.kind).get(dbNs, ref.name);
+        const dbSpec = readDatabase(db)?.spec;
         if (db === undefined) {
           // Never mint without the Database's consent and token; a deletion still revokes what was minted.
           if (!deleting) throw new WaitingError("DatabaseNotReady", `database "${dbNs}/${ref.name}" not found`);
@@ -80,18 +85,14 @@ export function connectionKind(
             if (!deleting) withdrawn = { reason: "ReferenceNotAllowed", message };
           }
           // ObserveOnly promises nothing is minted for the database, through any resource.
-          if (
-            !deleting &&
-            (db["spec"] as DatabaseSpec | undefined)?.managementPolicy === "ObserveOnly" &&
-            obj.status?.connection === undefined
-          ) {
+          if (!deleting && dbSpec?.managementPolicy === "ObserveOnly" && obj.status?.connection === undefined) {
             throw new TerminalError(
               "ReferenceNotAllowed",
               `database "${dbNs}/${ref.name}" is ObserveOnly: nothing is minted for it; set its managementPolicy to Full first`,
             );
           }
           databaseId = boundIdOf(db);
-          credentials = { namespace: dbNs, spec: (db["spec"] ?? {}) as DatabaseSpec };
+          credentials = { namespace: dbNs, spec: dbSpec ?? {} };
           if (databaseId === undefined) {
             // Never got a database id, so never minted anything: a deletion has nothing to revoke.
             if (deleting) return nothingToDo;
@@ -124,20 +125,22 @@ export function connectionKind(
   };
 }
 
-export const connectionRegistration = managedKind(
+export const connectionController = managedController(
   {
     kind: "Connection",
     type: ConnectionType,
+    // A connection has nothing the loop updates remotely.
+    steps: ["create", "secret", "rotate", "delete"],
+    stallingReasons: ["ReferenceNotAllowed", ...remoteDatabaseStallingReasons],
     // A Database that gets its id, changes its policy or its credentials wakes its Connections, in any namespace.
     wakeOn: [
       {
-        kind: "Database",
+        kind: DatabaseType.kind,
         keys: (db, connections) =>
           connections
             .list()
             .filter((c) => {
-              const ref = (c["spec"] as { databaseRef?: { name: string; namespace?: string } } | undefined)
-                ?.databaseRef;
+              const ref = readConnection(c)?.spec.databaseRef;
               return (
                 ref?.name === db.metadata.name && (ref.namespace ?? c.metadata.namespace) === db.metadata.namespace
               );
@@ -146,5 +149,5 @@ export const connectionRegistration = managedKind(
       },
     ],
   },
-  connectionKind,
+  connectionHandler,
 );

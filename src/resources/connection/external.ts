@@ -1,9 +1,9 @@
-import type { MdsApi } from "../../operator/api.ts";
+import type { MdsApi } from "../remote-api.ts";
 import { WaitingError } from "../../operator/errors.ts";
 import { connectionNameOf, idempotencyKeyOf, isNameOf, remoteIdOf } from "../../operator/identity.ts";
-import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
+import type { Creation, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import { connectionCalls, mintNamed } from "../../operator/secret/recovery.ts";
-import type { RemoteMirror } from "../../operator/remote-mirror.ts";
+import type { RemoteMirror } from "../remote-mirror.ts";
 import { readinessWithSecret, secretTargetOf } from "../remote-database.ts";
 import type { Connection } from "./schema.ts";
 

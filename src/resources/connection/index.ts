@@ -1,8 +1,9 @@
-import type { ResourceKind } from "../kind.ts";
-import { connectionRegistration } from "./controller.ts";
+import { conditionsHealthScript, type KindModule } from "../kind-module.ts";
+import { connectionController } from "./controller.ts";
 import { connectionDefinition } from "./schema.ts";
 
-export const connectionResource: ResourceKind = {
+export const connectionModule: KindModule = {
   definition: connectionDefinition,
-  registration: () => connectionRegistration,
+  controller: () => connectionController,
+  healthScript: conditionsHealthScript,
 };

@@ -18,7 +18,7 @@ import {
   RotationStatus,
   secretNameUnchanged,
 } from "../../operator/secret/spec.ts";
-import type { KindDefinition } from "../crd.ts";
+import type { CrdDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 
 // One revocable credential of a Database for one application, with its own Secret; in another namespace only when
@@ -103,7 +103,7 @@ export const Connection = z
 export type Connection = z.infer<typeof Connection>;
 
 /** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
-export const connectionDefinition: KindDefinition = {
+export const connectionDefinition: CrdDefinition = {
   kind: "Connection",
   plural: "connections",
   singular: "connection",

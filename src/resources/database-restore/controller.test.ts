@@ -9,7 +9,10 @@ import type { Outcome } from "../../operator/outcome.ts";
 import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
 import { DatabaseRestoreType, DatabaseType } from "../types.ts";
 import { reconcileOneShot } from "../../operator/one-shot-reconciler.ts";
-import { restoreKind } from "./controller.ts";
+import { restoreHandler } from "./controller.ts";
+import { stallingReasons } from "../index.ts";
+import { createRemoteMirror } from "../remote-mirror.ts";
+import type { MdsRemote } from "../remote-api.ts";
 
 // Restore at most once per key and target: wiped status, re-applied resource, crash before the POST beyond the
 // replay window (OutcomeUnknown, never a second request).
@@ -38,11 +41,12 @@ beforeEach(async () => {
   // A crash point ends the process: the next reconcile runs in a new reconciler that remembers nothing.
   let restart = false;
   const build = () => {
-    const kind = restoreKind({
+    const kind = restoreHandler({
       kube,
       cache: () => kube.cache(DatabaseType),
       secrets: kube.cache<Secret>(SecretType),
-      pool: createCredentialPool({
+      pool: createCredentialPool<MdsRemote>({
+        createMirror: createRemoteMirror,
         kube,
         apiUrl: "x",
         createApiClient: () => api,
@@ -67,7 +71,11 @@ beforeEach(async () => {
       },
     });
     return (key: string) =>
-      reconcileOneShot({ kube, events: { record() {} }, logger, now: () => new Date(clock) }, kind, key);
+      reconcileOneShot(
+        { kube, stalling: new Set(stallingReasons()), events: { record() {} }, logger, now: () => new Date(clock) },
+        kind,
+        key,
+      );
   };
   let current = build();
   reconcile = async (key) => {

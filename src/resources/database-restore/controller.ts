@@ -4,14 +4,18 @@ import { ReconcileError, TerminalError, WaitingError, messageOf } from "../../op
 import { boundIdOf } from "../../operator/identity.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
-import { resolveCredentials, oneShotKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
-import type { OneShotKind, OneShotRun } from "../../operator/one-shot-reconciler.ts";
+import { resolveCredentials, oneShotController, parseOrTerminal } from "../../operator/controller.ts";
+import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
-import { resolveBackup } from "../remote-database.ts";
+import { remoteDatabaseStallingReasons, resolveBackup } from "../remote-database.ts";
 import { DatabaseRestoreType } from "./schema.ts";
+import { readDatabase } from "../database/read.ts";
+import { typedReader } from "../read.ts";
+import { DatabaseType } from "../database/schema.ts";
 import { sourceKeyOf, startRestore } from "./external.ts";
 import { ledgerHas, recordLedger } from "./ledger.ts";
 import { DatabaseRestore, terminalRestorePhases, type DatabaseRestoreStatus } from "./schema.ts";
+import type { MdsControllerContext } from "../remote-api.ts";
 
 // Restore exactly once (docs/design.md#restore-exactly-once). A restore destroys data and GitOps re-applies manifests, so it runs at most once per idempotencyKey and target:
 // - the key is looked up in the target's ledger (Database status and its connection Secret, which outlives it);
@@ -28,6 +32,14 @@ export interface RestoreSettings {
   replayWindowMs?: number | undefined;
 }
 
+/** Where a test may simulate a crash (src/operator/crash-points.ts): around the one POST that restores. */
+const restoreCrashPoints = {
+  beforePost: "restore:before-post", // requestedAt and ledger written; restore not yet requested
+  afterPost: "restore:after-post", // restore requested; outcome not yet followed
+} as const;
+
+const readRestore = typedReader(DatabaseRestore).read;
+
 const iso = (d: Date) => d.toISOString().replace(/\.\d+Z$/, "Z");
 
 /** Ready follows the phase: True once it Succeeded or was Skipped. */
@@ -43,15 +55,16 @@ function readyOf(status: DatabaseRestoreStatus, reason: string | undefined): Con
   };
 }
 
-export function restoreKind(
+// eslint-disable-next-line max-lines-per-function -- a factory: its closure holds what this process knows of each restore key (acknowledged, not sent, ledgered)
+export function restoreHandler(
   ctx: Pick<
-    KindContext,
+    MdsControllerContext,
     "pool" | "defaultCredentials" | "cache" | "secrets" | "kube" | "events" | "crashPoint" | "pollIntervals"
   >,
   settings: RestoreSettings = {},
-): OneShotKind<RestoreObject> {
+): OneShotHandler<RestoreObject> {
   const replayWindowMs = settings.replayWindowMs ?? 23 * 3600_000;
-  const ledger = { kube: ctx.kube, databases: ctx.cache("Database"), secrets: ctx.secrets };
+  const ledger = { kube: ctx.kube, databases: ctx.cache(DatabaseType.kind), secrets: ctx.secrets };
   // Keys whose POST the service has acknowledged in this process; after a restart one replay-safe re-POST confirms.
   const acknowledged = new Set<string>();
   // Keys with no POST that may have acted: requested in this process and every POST so far refused (a 4xx).
@@ -106,12 +119,13 @@ export function restoreKind(
     return done();
   }
 
+  // eslint-disable-next-line max-lines-per-function -- the restore's steps in the order the exactly-once argument needs (docs/design.md#restore-exactly-once): split, that order would be scattered
   async function step(run: Run): Promise<Outcome> {
     const obj = run.obj;
     const ns = obj.metadata.namespace ?? "default";
     const restoreKey = obj.spec.idempotencyKey ?? `${ns}/${obj.metadata.name}`;
     const targetName = obj.spec.target.databaseRef?.name;
-    const targetDb = targetName === undefined ? undefined : ctx.cache("Database").get(ns, targetName);
+    const targetDb = targetName === undefined ? undefined : ctx.cache(DatabaseType.kind).get(ns, targetName);
     // Everything is resolved from the spec. Status is the record of a started restore, but anyone who may write the
     // status subresource writes it too: it is used only where it agrees with what the spec resolves to, else the
     // spec's "by id needs spec.credentials" rule could be sidestepped by naming the ids in status.
@@ -125,10 +139,7 @@ export function restoreKind(
       );
     }
     const target = { ns, name: targetName, id: targetId };
-    if (
-      obj.status?.requestedAt === undefined &&
-      (targetDb?.["spec"] as { managementPolicy?: string } | undefined)?.managementPolicy === "ObserveOnly"
-    ) {
+    if (obj.status?.requestedAt === undefined && readDatabase(targetDb)?.spec.managementPolicy === "ObserveOnly") {
       // ObserveOnly promises the operator never changes the database, through any resource.
       throw new TerminalError(
         "ReferenceNotAllowed",
@@ -150,7 +161,7 @@ export function restoreKind(
     const sourceIdOfSpec = () => {
       const id =
         obj.spec.source.databaseId ??
-        boundIdOf(sourceName === undefined ? undefined : ctx.cache("Database").get(ns, sourceName));
+        boundIdOf(sourceName === undefined ? undefined : ctx.cache(DatabaseType.kind).get(ns, sourceName));
       if (id === undefined)
         throw new WaitingError("DatabaseNotReady", `source database "${sourceName}" not found or has no remote id yet`);
       return id;
@@ -171,9 +182,7 @@ export function restoreKind(
       );
     }
     const spec =
-      obj.spec.credentials !== undefined
-        ? { credentials: obj.spec.credentials }
-        : ((targetDb?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } });
+      obj.spec.credentials !== undefined ? { credentials: obj.spec.credentials } : (readDatabase(targetDb)?.spec ?? {});
     const { api, mirror, use } = await resolveCredentials(ctx, ns, spec);
     // Which token acts is recorded before it does anything (written only when it changes).
     if (!jsonEqual(obj.status?.credentials, credentialStatusOf(use)))
@@ -230,7 +239,7 @@ export function restoreKind(
       });
       notSent.add(`${targetId}|${restoreKey}`);
       await recordRunning(run, target, restoreKey);
-      await ctx.crashPoint("restore:before-post");
+      await ctx.crashPoint(restoreCrashPoints.beforePost);
     }
     const s = run.obj.status ?? {};
     const { backupId, sourceDatabaseId: sourceId, requestedAt } = s;
@@ -280,7 +289,7 @@ export function restoreKind(
       }
       notSent.delete(ackKey);
       acknowledged.add(ackKey);
-      await ctx.crashPoint("restore:after-post");
+      await ctx.crashPoint(restoreCrashPoints.afterPost);
       run.log.info({ targetId, backupId }, "Requested restore");
       ctx.events.record(
         run.obj,
@@ -322,22 +331,24 @@ export function restoreKind(
   };
 }
 
-export function restoreRegistration(settings: RestoreSettings = {}) {
-  return oneShotKind(
+export function restoreController(settings: RestoreSettings = {}) {
+  return oneShotController(
     {
       kind: "DatabaseRestore",
       type: DatabaseRestoreType,
+      crashPoints: Object.values(restoreCrashPoints),
+      stallingReasons: ["ReferenceNotAllowed", "OutcomeUnknown", ...remoteDatabaseStallingReasons],
       // Restores are few and each waits on the service: two workers at most.
       workers: (concurrency) => Math.max(1, Math.min(concurrency, 2)),
       // A target that gets its remote id, or finishes provisioning, wakes the restores still waiting in its namespace.
       wakeOn: [
         {
-          kind: "Database",
+          kind: DatabaseType.kind,
           keys: (db, restores) =>
             restores
               .list(db.metadata.namespace ?? "")
               .filter((r) => {
-                const phase = (r["status"] as { phase?: string } | undefined)?.phase;
+                const phase = readRestore(r)?.status?.phase;
                 return (
                   r.metadata.namespace === db.metadata.namespace &&
                   (phase === undefined || phase === "Pending" || phase === "Running")
@@ -347,6 +358,6 @@ export function restoreRegistration(settings: RestoreSettings = {}) {
         },
       ],
     },
-    (ctx) => restoreKind(ctx, settings),
+    (ctx: MdsControllerContext) => restoreHandler(ctx, settings),
   );
 }

@@ -1,4 +1,5 @@
-import type { Database as RemoteDatabase, MdsApi } from "../../operator/api.ts";
+import type { PublicDatabase as RemoteDatabase } from "../../contract/index.ts";
+import type { MdsApi } from "../remote-api.ts";
 import { idempotencyKeyOf } from "../../operator/identity.ts";
 
 // The restore's external call: started with an Idempotency-Key derived from the target and the restore's key, so a

@@ -1,8 +1,9 @@
-import type { ResourceKind } from "../kind.ts";
-import { restoreRegistration } from "./controller.ts";
+import type { KindModule } from "../kind-module.ts";
+import { restoreController } from "./controller.ts";
 import { databaseRestoreDefinition } from "./schema.ts";
 
-export const databaseRestoreResource: ResourceKind = {
+export const databaseRestoreModule: KindModule = {
   definition: databaseRestoreDefinition,
-  registration: (settings) => restoreRegistration(settings.restore),
+  controller: (settings) => restoreController(settings.restore),
+  healthScript: new URL("./health.lua", import.meta.url),
 };

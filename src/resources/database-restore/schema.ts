@@ -3,7 +3,7 @@ import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import { Credentials, CredentialStatus, LocalObjectReference, ObjectMeta, exactlyOne, idPattern } from "../common.ts";
-import type { KindDefinition } from "../crd.ts";
+import type { CrdDefinition } from "../crd.ts";
 import { age } from "../printer-columns.ts";
 
 const databaseId = z.string().regex(idPattern("db")).max(80);
@@ -138,7 +138,7 @@ export const DatabaseRestore = z
 export type DatabaseRestore = z.infer<typeof DatabaseRestore>;
 
 /** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
-export const databaseRestoreDefinition: KindDefinition = {
+export const databaseRestoreDefinition: CrdDefinition = {
   kind: "DatabaseRestore",
   plural: "databaserestores",
   singular: "databaserestore",

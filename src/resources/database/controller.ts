@@ -1,30 +1,35 @@
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
-import { resolveCredentials, managedKind, parseOrTerminal, type KindContext } from "../../operator/kind.ts";
-import type { ManagedKind } from "../../operator/managed-kind.ts";
+import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
+import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { DatabaseType } from "./schema.ts";
+import { readDatabase } from "./read.ts";
+import { ProjectType } from "../types.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
+import { remoteDatabaseStallingReasons } from "../remote-database.ts";
 import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
+import type { MdsControllerContext } from "../remote-api.ts";
 
 // The Database kind: parsed by its schema, connected through its credentials and its project's remote id, woken when
 // its project changes (it waits for the project's id).
 // Adoption is exclusive (../adoption.ts): one Database resource manages a remote database; the others are refused.
 
-export type DatabaseContext = Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">;
+export type DatabaseContext = Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">;
 
-export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> {
+export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseObject> {
   return {
     kind: "Database",
     type: DatabaseType,
     parse: (raw) => parseOrTerminal(Database, "Database", raw) as DatabaseObject,
     secretDatabaseIds: (obj) => [remoteIdOf(obj)].filter((id): id is string => id !== undefined),
-    managerOtherThan: (obj) => managerOtherThan(ctx.cache("Database"), obj, seenWithOwnCredentials(ctx, "database")),
+    managerOtherThan: (obj) =>
+      managerOtherThan(ctx.cache(DatabaseType.kind), obj, seenWithOwnCredentials(ctx, "database")),
     async connect(obj) {
       const ns = obj.metadata.namespace ?? "default";
       let projectId = obj.spec.projectId;
       if (projectId === undefined && obj.spec.projectRef !== undefined) {
-        const project = ctx.cache("Project").get(ns, obj.spec.projectRef.name);
+        const project = ctx.cache(ProjectType.kind).get(ns, obj.spec.projectRef.name);
         projectId = boundIdOf(project) ?? obj.status?.projectId;
         if (projectId === undefined) {
           throw new WaitingError(
@@ -44,28 +49,28 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
         mirror: api.mirror,
         instanceId: ctx.instanceId,
         projectId,
-        databaseIdOf: (namespace, name) => boundIdOf(ctx.cache("Database").get(namespace, name)),
+        databaseIdOf: (namespace, name) => boundIdOf(ctx.cache(DatabaseType.kind).get(namespace, name)),
       });
       return { ...external, credentials: api.use };
     },
   };
 }
 
-export const databaseRegistration = managedKind(
+export const databaseController = managedController(
   {
     kind: "Database",
     type: DatabaseType,
+    stallingReasons: remoteDatabaseStallingReasons,
     wakeOn: [
       {
-        kind: "Project",
+        kind: ProjectType.kind,
         keys: (project, databases) =>
           databases
             .list(project.metadata.namespace ?? "")
             .filter(
               (db) =>
                 db.metadata.namespace === project.metadata.namespace &&
-                (db["spec"] as { projectRef?: { name: string } } | undefined)?.projectRef?.name ===
-                  project.metadata.name,
+                readDatabase(db)?.spec.projectRef?.name === project.metadata.name,
             )
             .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
       },
@@ -79,12 +84,11 @@ export const databaseRegistration = managedKind(
             .filter(
               (db) =>
                 db.metadata.namespace === source.metadata.namespace &&
-                (db["spec"] as { source?: { type?: string; databaseRef?: { name: string } } } | undefined)?.source
-                  ?.databaseRef?.name === source.metadata.name,
+                readDatabase(db)?.spec.source?.databaseRef?.name === source.metadata.name,
             )
             .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
       },
     ],
   },
-  databaseKind,
+  databaseHandler,
 );

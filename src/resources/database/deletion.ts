@@ -1,6 +1,7 @@
-import { errorCode, isApiConflict, isApiNotFound, type MdsApi } from "../../operator/api.ts";
-import type { Deletion } from "../../operator/managed-kind.ts";
-import type { RemoteMirror } from "../../operator/remote-mirror.ts";
+import { errorCode, isApiConflict, isApiNotFound } from "../../operator/api.ts";
+import type { MdsApi } from "../remote-api.ts";
+import type { Deletion } from "../../operator/managed-handler.ts";
+import type { RemoteMirror } from "../remote-mirror.ts";
 
 /**
  * Deletes one database. A project's default database cannot go first: our service answers 409 until the project's

@@ -1,33 +1,22 @@
 import type { CreateDatabaseBody, SourceBody } from "../../contract/index.ts";
-import type { MdsApi } from "../../operator/api.ts";
-import { TerminalError } from "../../operator/errors.ts";
-import {
-  connectionNameOf,
-  idempotencyKeyOf,
-  logicalIdOf,
-  notCreatedHere,
-  remoteIdOf,
-} from "../../operator/identity.ts";
-import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
-import { connectionCalls } from "../../operator/secret/recovery.ts";
-import { originalConnectionOf } from "../../operator/secret/revocation.ts";
-import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
+import type { MdsApi } from "../remote-api.ts";
+import { idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
+import type { Creation, ExternalClient, Observation } from "../../operator/managed-handler.ts";
+import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
-import { createdWith, pollDelayOf, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
+import { absent, createdWith, pollDelayOf, stripSecrets } from "../remote-database.ts";
+import { databaseConnections } from "./connections.ts";
 import { deleteDatabase } from "./deletion.ts";
-import { sourceOf } from "./source.ts";
-import type { Database } from "./schema.ts";
+import { adoptedCreation, observationOf, statusOf } from "./observation.ts";
+import { cloneSourceOfSpec, sourceOf, sourceStatusOf } from "./source.ts";
+import type { DatabaseObject } from "./schema.ts";
+
+export type { DatabaseObject };
 
 // The Database kind's external client: thin, idempotent, returns data. The crash-safe create lives here:
 // lookup by logicalId → POST /v1/databases with logicalId (the service refuses a second database with it, 409) and an
 // Idempotency-Key (our service replays it; the public API ignores it); credentials recovery by replay where the
 // server announced it, else mint + revoke.
-
-export type DatabaseObject = Database & {
-  apiVersion: string;
-  kind: string;
-  metadata: Database["metadata"] & { name: string };
-};
 
 export interface DatabaseExternalDeps {
   api: MdsApi;
@@ -47,21 +36,8 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
   const wantedNameOf = (obj: DatabaseObject) =>
     obj.spec.externalId !== undefined && obj.spec.displayName === undefined ? undefined : nameFor(obj);
 
-  async function bodyFor(obj: DatabaseObject): Promise<CreateDatabaseBody> {
-    const source = await sourceOf(api, obj, deps.databaseIdOf);
-    return bodyWith(obj, source);
-  }
-
-  function bodyWith(obj: DatabaseObject, source: SourceBody | undefined): CreateDatabaseBody {
-    return {
-      projectId,
-      name: nameFor(obj),
-      region: obj.spec.region ?? "inherit",
-      isDefault: obj.spec.isDefault ?? false,
-      logicalId: logicalIdFor(obj),
-      ...(source === undefined ? {} : { source }),
-    };
-  }
+  const bodyWith = (obj: DatabaseObject, source: SourceBody | undefined) =>
+    createBodyOf(obj, projectId, logicalIdFor(obj), source);
 
   const lookup = (obj: DatabaseObject) =>
     findByLogicalId(
@@ -75,48 +51,12 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
   return {
     async observe(obj): Promise<Observation> {
       const id = remoteIdOf(obj);
-      if (id === undefined)
-        return {
-          exists: false,
-          status: {},
-          ready: { ok: false, reason: "Creating", message: "" },
-          drift: [],
-          fastPoll: true,
-        };
+      if (id === undefined) return absent("Creating");
       if (!(await boundToOwn(obj, () => lookup(obj)))) throw notCreatedHere("database", id);
       const known = mirror.peekDatabase(id);
       const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
-      if (db === undefined)
-        return {
-          exists: false,
-          status: {},
-          ready: { ok: false, reason: "RemoteNotFound", message: "" },
-          drift: [],
-          fastPoll: false,
-        };
-      if (db.project.id !== projectId) {
-        // Checked before anything is written or minted: an externalId (or an id annotation written by hand) may be a
-        // typo, or another team's database in the same workspace.
-        throw new TerminalError(
-          "AdoptionRefused",
-          `cannot adopt database "${db.id}": it belongs to project "${db.project.id}", not to this Database's project "${projectId}"; fix spec.externalId or the project reference`,
-        );
-      }
-      const wantedName = wantedNameOf(obj);
-      const secret = secretTargetOf(obj, db, obj.status?.connection?.id);
-      return {
-        exists: true,
-        status: { id: db.id, ...statusOf(db), ...(secret === undefined ? {} : { endpoints: secret.endpoints }) },
-        ready: readinessWithSecret(db, secret),
-        // isDefault is chosen at creation only: the public API cannot change it afterwards (its PATCH takes no isDefault).
-        drift:
-          wantedName === undefined || db.name === wantedName
-            ? []
-            : [{ field: "displayName", desired: wantedName, actual: db.name }],
-        fastPoll: db.status === "provisioning" || db.status === "recovering",
-        pollAfterMs: db.status === "provisioning" ? pollDelayOf(db) : undefined,
-        secret,
-      };
+      if (db === undefined) return absent("RemoteNotFound");
+      return observationOf(obj, db, projectId, wantedNameOf(obj));
     },
 
     async create(obj): Promise<Creation> {
@@ -133,7 +73,8 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       });
       if ("adopted" in result) {
         // Ours, found by logicalId (a create whose answer was lost): its source is what the spec names.
-        const creation = adopted(obj, result.adopted);
+        mirror.putDatabase(result.adopted);
+        const creation = adoptedCreation(obj, result.adopted);
         const source = sourceStatusOf(cloneSourceOfSpec(obj, deps.databaseIdOf));
         return { ...creation, status: { ...creation.status, ...source } };
       }
@@ -165,63 +106,32 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       return deleteDatabase(api, mirror, id);
     },
 
-    connections: connectionCalls<DatabaseObject>({
+    connections: databaseConnections({
       api,
       mirror,
-      connectionName: (obj) =>
-        connectionNameOf(instanceId, "Database", obj.metadata.namespace ?? "default", obj.metadata.name),
-      // The database's original connection is ours when we created it; an adopted (externalId) one's is not.
-      ownsOriginal: (obj) => obj.spec.externalId === undefined,
-      async plan(obj, target) {
-        const ours = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
-        return {
-          // Only a server that announced replay answers the same POST with the original response instead of acting.
-          replay:
-            ours !== undefined && ours.id === target.databaseId && api.replaysIdempotencyKeys()
-              ? async () => {
-                  const replay = await api.createDatabase(await bodyFor(obj), { idempotencyKey: createKey(obj) });
-                  return replay.id === target.databaseId
-                    ? replay.connections.find((c) => c.id === replay.defaultConnectionId)
-                    : undefined;
-                }
-              : undefined,
-          // After a crash right after the POST the lost one is the original connection; an adopted (externalId)
-          // database's other connections are not ours.
-          originalConnectionId: originalConnectionOf(ours),
-        };
-      },
+      instanceId,
+      lookup,
+      creation: async (obj) => ({
+        body: bodyWith(obj, await sourceOf(api, obj, deps.databaseIdOf)),
+        idempotencyKey: createKey(obj),
+      }),
     }),
   };
-
-  function adopted(obj: DatabaseObject, db: RemoteDatabase): Creation {
-    mirror.putDatabase(db);
-    return {
-      id: db.id,
-      adopted: true,
-      status: statusOf(db),
-      secret: secretTargetOf(obj, db, undefined),
-    };
-  }
 }
 
-/** status.source: what the database was created from, as sent (nothing for an empty one). */
-function sourceStatusOf(source: SourceBody | undefined): { source?: SourceBody } {
-  return source === undefined || source.type === "empty" ? {} : { source };
-}
-
-/** A clone's source as the spec names it, without asking the service (for a create found again by logicalId). */
-function cloneSourceOfSpec(
+/** The creation request of `obj`: the same body every time (a replay must match the first POST). */
+function createBodyOf(
   obj: DatabaseObject,
-  databaseIdOf: DatabaseExternalDeps["databaseIdOf"],
-): SourceBody | undefined {
-  const s = obj.spec.source;
-  if (s?.type !== "database") return undefined;
-  const id =
-    s.databaseId ??
-    (s.databaseRef === undefined ? undefined : databaseIdOf(obj.metadata.namespace ?? "default", s.databaseRef.name));
-  return id === undefined ? undefined : { type: "database", databaseId: id };
-}
-
-function statusOf(db: RemoteDatabase) {
-  return { projectId: db.project.id, remoteStatus: db.status, ...(db.region === null ? {} : { region: db.region.id }) };
+  projectId: string,
+  logicalId: string,
+  source: SourceBody | undefined,
+): CreateDatabaseBody {
+  return {
+    projectId,
+    name: obj.spec.displayName ?? obj.metadata.name,
+    region: obj.spec.region ?? "inherit",
+    isDefault: obj.spec.isDefault ?? false,
+    logicalId,
+    ...(source === undefined ? {} : { source }),
+  };
 }

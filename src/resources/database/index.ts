@@ -1,8 +1,9 @@
-import type { ResourceKind } from "../kind.ts";
-import { databaseRegistration } from "./controller.ts";
+import { conditionsHealthScript, type KindModule } from "../kind-module.ts";
+import { databaseController } from "./controller.ts";
 import { databaseDefinition } from "./schema.ts";
 
-export const databaseResource: ResourceKind = {
+export const databaseModule: KindModule = {
   definition: databaseDefinition,
-  registration: () => databaseRegistration,
+  controller: () => databaseController,
+  healthScript: conditionsHealthScript,
 };

@@ -22,7 +22,7 @@ import {
   RotationStatus,
   secretNameUnchanged,
 } from "../../operator/secret/spec.ts";
-import type { KindDefinition } from "../crd.ts";
+import type { CrdDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 
 export const DatabaseSource = z
@@ -232,7 +232,7 @@ export const Database = z
 export type Database = z.infer<typeof Database>;
 
 /** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
-export const databaseDefinition: KindDefinition = {
+export const databaseDefinition: CrdDefinition = {
   kind: "Database",
   plural: "databases",
   singular: "database",
@@ -259,4 +259,11 @@ export const DatabaseType: ResourceType = {
   plural: databaseDefinition.plural,
   kind: "Database",
   namespaced: true,
+};
+
+/** A Database as the loop hands it to the kind's code: parsed, with the fields every object has. */
+export type DatabaseObject = Database & {
+  apiVersion: string;
+  kind: string;
+  metadata: Database["metadata"] & { name: string };
 };

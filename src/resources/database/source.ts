@@ -1,5 +1,5 @@
 import type { SourceBody } from "../../contract/index.ts";
-import type { MdsApi } from "../../operator/api.ts";
+import type { MdsApi } from "../remote-api.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { resolveBackup } from "../remote-database.ts";
 import type { Database } from "./schema.ts";
@@ -59,4 +59,22 @@ async function readySource(
     );
   }
   return sourceId;
+}
+
+/** status.source: what the database was created from, as sent (nothing for an empty one). */
+export function sourceStatusOf(source: SourceBody | undefined): { source?: SourceBody } {
+  return source === undefined || source.type === "empty" ? {} : { source };
+}
+
+/** A clone's source as the spec names it, without asking the service (for a create found again by logicalId). */
+export function cloneSourceOfSpec(
+  obj: Pick<Database, "spec"> & { metadata: { namespace?: string | undefined } },
+  databaseIdOf: (namespace: string, name: string) => string | undefined,
+): SourceBody | undefined {
+  const s = obj.spec.source;
+  if (s?.type !== "database") return undefined;
+  const id =
+    s.databaseId ??
+    (s.databaseRef === undefined ? undefined : databaseIdOf(obj.metadata.namespace ?? "default", s.databaseRef.name));
+  return id === undefined ? undefined : { type: "database", databaseId: id };
 }

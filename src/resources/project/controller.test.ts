@@ -9,7 +9,10 @@ import { reconcileManaged, type LoopDeps } from "../../operator/managed-reconcil
 import type { Outcome } from "../../operator/outcome.ts";
 import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
 import { DatabaseType, ProjectType } from "../types.ts";
-import { projectKind } from "./controller.ts";
+import { projectHandler } from "./controller.ts";
+import { stallingReasons } from "../index.ts";
+import { createRemoteMirror } from "../remote-mirror.ts";
+import type { MdsRemote } from "../remote-api.ts";
 
 // The Project kind through the generic loop: its default database's Secret, crash recovery by replay, and
 // Delete that waits for the project's other databases.
@@ -19,7 +22,7 @@ let kube: FakeKube;
 let api: FakeApi;
 let crash: string | undefined;
 let run: (name: string) => Promise<Outcome>;
-let pool: CredentialPool;
+let pool: CredentialPool<MdsRemote>;
 
 beforeEach(() => {
   kube = createFakeKube();
@@ -32,7 +35,8 @@ beforeEach(() => {
     data: encodeData({ token: "tok" }),
   });
   const logger = pino({ level: "silent" });
-  pool = createCredentialPool({
+  pool = createCredentialPool<MdsRemote>({
+    createMirror: createRemoteMirror,
     kube,
     apiUrl: "http://api.invalid",
     createApiClient: () => api,
@@ -42,6 +46,7 @@ beforeEach(() => {
   });
   const deps: LoopDeps = {
     kube,
+    stalling: new Set(stallingReasons()),
     objects: kube.cache(ProjectType),
     secrets: kube.cache<Secret>(SecretType),
     events: { record() {} },
@@ -54,7 +59,7 @@ beforeEach(() => {
       }
     },
   };
-  const kind = projectKind({
+  const kind = projectHandler({
     pool,
     defaultCredentials: {
       secretNamespace: "ops",

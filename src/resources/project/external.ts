@@ -1,5 +1,5 @@
 import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
-import type { MdsApi } from "../../operator/api.ts";
+import type { MdsApi } from "../remote-api.ts";
 import {
   connectionNameOf,
   idempotencyKeyOf,
@@ -7,10 +7,10 @@ import {
   notCreatedHere,
   remoteIdOf,
 } from "../../operator/identity.ts";
-import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
+import type { Creation, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import { connectionCalls } from "../../operator/secret/recovery.ts";
 import { originalConnectionOf } from "../../operator/secret/revocation.ts";
-import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
+import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
 import { createdWith, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
 import { deleteProject } from "./deletion.ts";
@@ -30,6 +30,7 @@ export interface ProjectExternalDeps {
   protectedBy: (databaseId: string) => Promise<string | undefined>;
 }
 
+// eslint-disable-next-line max-lines-per-function -- a factory: observe, create, update and delete share the client, mirror and ids in its closure; each is short
 export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient<ProjectObject> {
   const { api, mirror, instanceId } = deps;
   const logicalIdFor = (obj: ProjectObject) =>

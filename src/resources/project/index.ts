@@ -1,5 +1,9 @@
-import type { ResourceKind } from "../kind.ts";
-import { projectRegistration } from "./controller.ts";
+import { conditionsHealthScript, type KindModule } from "../kind-module.ts";
+import { projectController } from "./controller.ts";
 import { projectDefinition } from "./schema.ts";
 
-export const projectResource: ResourceKind = { definition: projectDefinition, registration: () => projectRegistration };
+export const projectModule: KindModule = {
+  definition: projectDefinition,
+  controller: () => projectController,
+  healthScript: conditionsHealthScript,
+};

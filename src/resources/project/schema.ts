@@ -20,7 +20,7 @@ import {
   RotationStatus,
   secretNameUnchanged,
 } from "../../operator/secret/spec.ts";
-import type { KindDefinition } from "../crd.ts";
+import type { CrdDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 
 export const ProjectSpec = z
@@ -117,7 +117,7 @@ export const Project = z
 export type Project = z.infer<typeof Project>;
 
 /** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
-export const projectDefinition: KindDefinition = {
+export const projectDefinition: CrdDefinition = {
   kind: "Project",
   plural: "projects",
   singular: "project",

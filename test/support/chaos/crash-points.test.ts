@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { crashPoints } from "../../../src/operator/crash-points.ts";
+import { crashPoints } from "../../../src/resources/index.ts";
 import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, stepOf } from "./crash-points.ts";
 
 describe("crash points", () => {
@@ -10,7 +10,7 @@ describe("crash points", () => {
     const byStep = Object.fromEntries(
       ["create", "update", "secret", "rotate", "restore", "delete"].map((s) => [s, crashPointsForStep(s as never)]),
     );
-    expect(Object.values(byStep).flat().sort()).toEqual([...crashPoints].sort());
+    expect(Object.values(byStep).flat().sort()).toEqual(crashPoints().sort());
     expect(byStep["update"]).toEqual(["database:after-update"]);
     expect(byStep["restore"]).toEqual(["restore:before-post", "restore:after-post"]);
     expect(byStep["rotate"]).toHaveLength(9); // three points for each of the three kinds that publish a Secret

@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { crashPoints } from "../../../src/operator/crash-points.ts";
+import { crashPoints } from "../../../src/resources/index.ts";
 
 // The operator's named crash points, as the chaos harness uses them. MDS_CRASH_POINT=<name>[:<count>][,...] (test
 // only) makes the operator SIGKILL itself the count-th time it reaches one of the named points; it says which in its
@@ -19,7 +19,7 @@ export function stepOf(point: string): ChaosStep {
 }
 
 /** Crash points that the step passes. */
-export function crashPointsForStep(step: ChaosStep, all: readonly string[] = crashPoints): string[] {
+export function crashPointsForStep(step: ChaosStep, all: readonly string[] = crashPoints()): string[] {
   return all.filter((name) => stepOf(name) === step);
 }
 

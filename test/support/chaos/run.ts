@@ -7,7 +7,7 @@ import {
   type InvariantContext,
   type Violation,
 } from "./invariants.ts";
-import { crashPoints } from "../../../src/operator/crash-points.ts";
+import { crashPoints } from "../../../src/resources/index.ts";
 import {
   armValue,
   crashPointsForStep,
@@ -717,7 +717,7 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
   const crashPointsHit: Record<string, number> = {};
   let crashes = 0;
   let launches = 0;
-  const points = crashPoints.filter((p) => stepOf(p) !== "restore");
+  const points = crashPoints().filter((p) => stepOf(p) !== "restore");
 
   for (let i = 0; i < options.iterations; i++) {
     if (options.deadline !== undefined && Date.now() > options.deadline) break;

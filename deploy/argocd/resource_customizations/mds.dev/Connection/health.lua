@@ -1,4 +1,5 @@
--- Argo CD health of an mds.dev Project, Database or Connection (the files are identical; test/deploy checks it).
+-- Argo CD health of an mds.dev kind whose conditions say it all (its src/resources/<kind>/index.ts names
+-- conditionsHealthScript). `npm run argocd-cm` copies it per kind; test/deploy/argocd-health.test.ts checks the copies.
 -- Degraded:    Stalled is True for the current generation (checked first: the operator gave up until the user
 --              changes something; the message is its reason and message), or a terminal problem that needs a
 --              person: the service reports the database failed, the remote object is gone, the spec is invalid,
@@ -11,7 +12,7 @@
 local hs = { status = "Progressing", message = "Waiting for the operator to report status" }
 
 -- Reasons for which retrying cannot help: a person has to fix the spec, the token or the remote side. The same list
--- as the operator's stallingReasons (src/operator/conditions.ts), for statuses written before it set Stalled.
+-- as the controllers' stallingReasons (src/resources/index.ts), for statuses written before it set Stalled.
 local terminal = {
   InvalidSpec = true,
   AdoptionRefused = true,

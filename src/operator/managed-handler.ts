@@ -43,7 +43,7 @@ export interface Observation {
   secret?: SecretTarget | undefined;
 }
 
-export interface DriftItem {
+interface DriftItem {
   field: string;
   desired: string;
   actual: string;
@@ -79,7 +79,7 @@ export interface ExternalClient<T extends ManagedObject> {
   withdrawn?: { reason: string; message: string } | undefined;
 }
 
-export interface ManagedKind<T extends ManagedObject> {
+export interface ManagedHandler<T extends ManagedObject> {
   kind: string;
   type: ResourceType;
   /** Parses a raw object; throws TerminalError(InvalidSpec) with a message that says what to fix. */

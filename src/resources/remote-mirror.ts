@@ -1,5 +1,11 @@
 import type { Logger } from "pino";
-import { errorCode, isApiNotFound, type Connection, type Database, type MdsApi, type Project } from "./api.ts";
+import type {
+  PublicConnection as Connection,
+  PublicDatabase as Database,
+  PublicProject as Project,
+} from "../contract/index.ts";
+import { errorCode, isApiNotFound } from "../operator/api.ts";
+import type { MdsApi } from "./mds-api.ts";
 
 // Remote state mirrored by paginated lists: a resync of N databases costs ⌈N/100⌉ calls, not N. Objects that
 // are provisioning or recovering are read one by one (fast polling) until they settle.
@@ -71,6 +77,7 @@ export type Lookup<T> = { known: true; value: T | undefined } | { known: false }
 
 const settled = (db: Pick<Database, "status">) => db.status === "ready" || db.status === "failure";
 
+// eslint-disable-next-line max-lines-per-function -- a factory: its closure is the mirror's state (entries, indexes, page cursors, suspects); each function is short
 export function createRemoteMirror(options: {
   api: MdsApi;
   logger: Logger;

@@ -1,0 +1,161 @@
+import type { Logger } from "pino";
+import { z } from "zod";
+import type { KubeClient } from "../kube/client.ts";
+import type { KubeObject, ResourceType, Secret } from "../kube/types.ts";
+import {
+  chooseCredentials,
+  type ApiContext,
+  type CredentialPool,
+  type CredentialUse,
+  type OperatorCredentials,
+  type RemoteState,
+  type SecretKeyRef,
+} from "./credentials.ts";
+import { loopStallingReasons } from "./conditions.ts";
+import { managedCrashPointsOf, managedSteps, type ManagedStep } from "./crash-points.ts";
+import { TerminalError } from "./errors.ts";
+import type { EventRecorder } from "./events.ts";
+import type { ManagedHandler, ManagedObject } from "./managed-handler.ts";
+import { reconcileManaged } from "./managed-reconciler.ts";
+import { reconcileOneShot, type OneShotHandler } from "./one-shot-reconciler.ts";
+import type { Outcome } from "./outcome.ts";
+import type { StatusObject } from "./status.ts";
+
+// A controller is what the operator runs for one kind (src/resources/index.ts lists them): the kind's address, its
+// reconciler (the managed loop or the one-shot loop, driving the kind's handler), which other kinds' changes wake
+// its objects, and what it declares for tests and docs (crash points, stalling reasons). The operator knows no kind
+// by name: it iterates controllers.
+
+export interface ObjectCache {
+  get(namespace: string | undefined, name: string): KubeObject | undefined;
+  list(namespace?: string): KubeObject[];
+  /**
+   * The objects that name remote id `id` (spec.externalId, status.id or the id annotation), from the operator's
+   * index: no scan of every object. A cache without the index (a test's) leaves it out.
+   */
+  withRemoteId?(id: string): KubeObject[];
+}
+
+/**
+ * What a controller's code may use: shared clients, the caches of every registered kind, the operator's settings.
+ * `R`: what each credential gives (its client and mirror), whose methods only the kinds know.
+ */
+export interface ControllerContext<R extends RemoteState = RemoteState> {
+  kube: KubeClient;
+  pool: CredentialPool<R>;
+  /** The operator's own credentials Secret and the namespaces that may fall back to it. */
+  defaultCredentials: OperatorCredentials;
+  /** For logicalId "k8s:<instanceId>:<namespace>/<name>" and connection names. */
+  instanceId: string;
+  /** The informer cache of a registered kind, by kind name (references between kinds). */
+  cache(kind: string): ObjectCache;
+  /** The labelled Secret cache (the operator's own Secrets). */
+  secrets: { get(namespace: string | undefined, name: string): Secret | undefined; list(namespace?: string): Secret[] };
+  events: EventRecorder;
+  logger: Logger;
+  pollIntervals: { fastMs: number; slowMs: number };
+  crashPoint: (name: string) => void | Promise<void>;
+}
+
+export interface Controller<R extends RemoteState = RemoteState> {
+  kind: string;
+  type: ResourceType;
+  /** Every crash point its objects may pass (`<prefix>:<point>`); MDS_CRASH_POINT accepts these. */
+  crashPoints: readonly string[];
+  /** The reasons after which its objects are Stalled (the loops' own and the kind's). */
+  stallingReasons: readonly string[];
+  /** Workers of this kind's queue, given the operator's --concurrency (default: that). */
+  workers?: ((concurrency: number) => number) | undefined;
+  /** Changes of another kind's objects that wake objects of this kind: the keys (`namespace/name`) to enqueue. */
+  wakeOn?: { kind: string; keys(changed: KubeObject, own: ObjectCache): string[] }[] | undefined;
+  /** Builds the reconciler of one key. */
+  reconciler(ctx: ControllerContext<R>): (key: string) => Promise<Outcome>;
+}
+
+/** What a kind declares besides its handler; the loop's own crash points and stalling reasons are added to it. */
+interface ControllerBase {
+  kind: string;
+  type: ResourceType;
+  workers?: Controller["workers"];
+  wakeOn?: Controller["wakeOn"];
+  /** The kind's own stalling reasons (conditions.ts has the loops'). */
+  stallingReasons?: readonly string[];
+}
+
+/**
+ * A kind with a remote object, reconciled by the managed loop. `steps`: the loop's steps its objects pass (default:
+ * all); each brings its crash points (crash-points.ts), e.g. a kind without a remote update leaves out "update".
+ */
+export function managedController<T extends ManagedObject, R extends RemoteState>(
+  base: ControllerBase & { steps?: readonly ManagedStep[] },
+  build: (ctx: ControllerContext<R>) => ManagedHandler<T>,
+): Controller<R> {
+  const { steps = managedSteps, ...rest } = base;
+  const controller = declared(rest, managedCrashPointsOf(base.kind, steps));
+  return {
+    ...controller,
+    reconciler(ctx) {
+      const handler = build(ctx);
+      const deps = {
+        ...ctx,
+        stalling: new Set(controller.stallingReasons),
+        objects: ctx.cache(base.kind),
+        logger: ctx.logger.child({ controller: `managed/${base.kind.toLowerCase()}` }),
+        guardCredentials: (ref: SecretKeyRef) => ctx.pool.guard(ref),
+      };
+      return (key) => reconcileManaged(deps, handler, key);
+    },
+  };
+}
+
+/** A one-shot operation, reconciled by the one-shot loop; `crashPoints`: the ones its handler's steps pass. */
+export function oneShotController<T extends StatusObject, R extends RemoteState>(
+  base: ControllerBase & { crashPoints?: readonly string[] },
+  build: (ctx: ControllerContext<R>) => OneShotHandler<T>,
+): Controller<R> {
+  const { crashPoints = [], ...rest } = base;
+  const controller = declared(rest, crashPoints);
+  return {
+    ...controller,
+    reconciler(ctx) {
+      const handler = build(ctx);
+      const deps = {
+        ...ctx,
+        stalling: new Set(controller.stallingReasons),
+        logger: ctx.logger.child({ controller: `once/${base.kind.toLowerCase()}` }),
+      };
+      return (key) => reconcileOneShot(deps, handler, key);
+    },
+  };
+}
+
+function declared(base: ControllerBase, crashPoints: readonly string[]): Omit<Controller, "reconciler"> {
+  return {
+    ...base,
+    crashPoints,
+    stallingReasons: [...new Set([...loopStallingReasons, ...(base.stallingReasons ?? [])])],
+  };
+}
+
+/** Parses a raw object with the kind's schema; a failure is terminal, with what to fix. */
+export function parseOrTerminal<T>(schema: z.ZodType<T>, kind: string, raw: KubeObject): T {
+  const result = schema.safeParse(raw);
+  if (result.success) return result.data;
+  throw new TerminalError(
+    "InvalidSpec",
+    `invalid ${kind} "${raw.metadata.name}": ${z.prettifyError(result.error).replace(/\n/g, "; ")}`,
+  );
+}
+
+/**
+ * The API client of a resource in `namespace` with `spec.credentials` (or none): the token chooseCredentials picks,
+ * and which one it is (the loops write it to status.credentials).
+ */
+export async function resolveCredentials<R extends RemoteState>(
+  ctx: Pick<ControllerContext<R>, "pool" | "defaultCredentials">,
+  namespace: string,
+  spec: { credentials?: { secretRef: { name: string; key?: string | undefined } } | undefined },
+): Promise<ApiContext<R> & { use: CredentialUse }> {
+  const use = await chooseCredentials(ctx.pool, ctx.defaultCredentials, namespace, spec.credentials?.secretRef);
+  return { ...(await ctx.pool.resolve(use.ref)), use };
+}

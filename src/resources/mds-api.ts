@@ -1,0 +1,37 @@
+import type {
+  CreateDatabaseBody,
+  CreateProjectBody,
+  ListDatabasesParams,
+  ListProjectsParams,
+  Page,
+  PublicBackup,
+  PublicCreatedProject,
+  PublicDatabase,
+  PublicDatabaseWithCredentials,
+  PublicProject,
+  RestoreBody,
+  UpdateDatabaseBody,
+} from "../contract/index.ts";
+import type { CallOptions, ConnectionApi } from "../operator/api.ts";
+
+// Every remote call of every kind (the mirror uses the list calls). A kind that calls something new adds the method
+// here, and to test/support/fake-api.ts, which implements exactly this. Responses have the shapes the public API may
+// send (src/contract/public-responses.ts), of which our service's are a part.
+
+export interface MdsApi extends ConnectionApi {
+  createProject(body: CreateProjectBody, options?: CallOptions): Promise<PublicCreatedProject>;
+  getProject(id: string, options?: CallOptions): Promise<PublicProject>;
+  listProjects(params?: ListProjectsParams, options?: CallOptions): Promise<Page<PublicProject>>;
+  deleteProject(id: string, options?: CallOptions): Promise<void>;
+  /** POST /v1/databases: the endpoint that takes `logicalId` in the public API too. */
+  createDatabase(body: CreateDatabaseBody, options?: CallOptions): Promise<PublicDatabaseWithCredentials>;
+  updateDatabase(id: string, body: UpdateDatabaseBody, options?: CallOptions): Promise<PublicDatabase>;
+  deleteDatabase(id: string, options?: CallOptions): Promise<void>;
+  restoreDatabase(id: string, body: RestoreBody, options?: CallOptions): Promise<PublicDatabase>;
+  listDatabases(params?: ListDatabasesParams, options?: CallOptions): Promise<Page<PublicDatabase>>;
+  listBackups(
+    databaseId: string,
+    params?: { limit?: number },
+    options?: CallOptions,
+  ): Promise<{ data: PublicBackup[] }>;
+}
