@@ -15,9 +15,8 @@ const mb = (bytes) => Math.round((bytes / 1024 / 1024) * 10) / 10;
 // As `mds operator` does (src/cli/main.ts): the heap flags before anything else is loaded.
 if (process.env.MDS_BENCH_DEFAULT_HEAP !== "1") (await load("cli/heap-flags.js")).limitHeapGrowth();
 const { default: pino } = await import("pino");
-const { createLogger, loadKubeConfig, startOperatorRuntime } = await load("cli/operator.js");
+const { createLogger, createOperatorWithKinds, loadKubeConfig, startOperatorRuntime } = await load("cli/operator.js");
 const { parseOperatorConfig } = await load("cli/operator-config.js");
-const { createOperator } = await load("operator/index.js");
 
 /** The MdsApi seam: every method is a message to the parent, answered with its result or error. */
 function apiFromParent() {
@@ -80,7 +79,7 @@ const runtime = await startOperatorRuntime(config, {
   kubeConfig: loadKubeConfig(config, false, {}),
   logger: createLogger("warn", pino.destination(2)),
   identity: "bench",
-  createOperator: (options) => createOperator({ ...options, createApiClient: () => api }),
+  createOperator: (options) => createOperatorWithKinds({ ...options, createApiClient: () => api }),
 });
 const report = async () => {
   const before = process.memoryUsage();
