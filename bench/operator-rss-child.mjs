@@ -88,7 +88,7 @@ const report = async () => {
   await sleep(3_000);
   const m = process.memoryUsage();
   process.stdout.write(
-    `${JSON.stringify({ rss: mb(m.rss), rssBeforeGc: mb(before.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), eventLoopMaxMs: Math.round(loopDelay.max / 1e6), eventLoopP99Ms: Math.round(loopDelay.percentile(99) / 1e6) })}\n`,
+    `${JSON.stringify({ rss: mb(m.rss), rssBeforeGc: mb(before.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), eventLoopMaxMs: Math.round(loopDelay.max / 1e6), eventLoopP99Ms: Math.round(loopDelay.percentile(99) / 1e6), healthUrl: runtime.healthUrl, internalModules: process.moduleLoadList.length, internalUndici: process.moduleLoadList.some((m) => m.includes("deps/undici")) })}\n`,
   );
 };
 process.on("SIGUSR1", () => void report());
