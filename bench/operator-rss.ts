@@ -42,6 +42,8 @@ const { values } = parseArgs({
      * cold start costs until every Database is confirmed (issue 24 item 4). Exits 1 when a target is missed.
      */
     restart: { type: "boolean", default: false },
+    /** Environment over the image's for the operator process, e.g. "MALLOC_MMAP_THRESHOLD_=32768" (comma-separated). */
+    env: { type: "string", default: "" },
   },
 });
 
@@ -227,6 +229,12 @@ async function runParent(): Promise<void> {
         env: {
           ...process.env,
           ...mallocEnv,
+          ...Object.fromEntries(
+            (values.env ?? "")
+              .split(",")
+              .filter((kv) => kv.includes("="))
+              .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+          ),
           MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1",
           MDS_BENCH_POLL_SLOW: `${values.resync}s`,
         },
