@@ -15,9 +15,8 @@ const mb = (bytes) => Math.round((bytes / 1024 / 1024) * 10) / 10;
 // As `mds operator` does (src/cli/main.ts): the heap flags before anything else is loaded.
 if (process.env.MDS_BENCH_DEFAULT_HEAP !== "1") (await load("cli/heap-flags.js")).limitHeapGrowth();
 const { default: pino } = await import("pino");
-const { createLogger, loadKubeConfig, startOperatorRuntime } = await load("cli/operator.js");
+const { createLogger, createOperatorWithKinds, loadKubeConfig, startOperatorRuntime } = await load("cli/operator.js");
 const { parseOperatorConfig } = await load("cli/operator-config.js");
-const { createOperator } = await load("operator/index.js");
 
 /** The MdsApi seam: every method is a message to the parent, answered with its result or error. */
 function apiFromParent() {
@@ -80,7 +79,7 @@ const runtime = await startOperatorRuntime(config, {
   kubeConfig: loadKubeConfig(config, false, {}),
   logger: createLogger("warn", pino.destination(2)),
   identity: "bench",
-  createOperator: (options) => createOperator({ ...options, createApiClient: () => api }),
+  createOperator: (options) => createOperatorWithKinds({ ...options, createApiClient: () => api }),
 });
 const report = async () => {
   const before = process.memoryUsage();
@@ -89,7 +88,7 @@ const report = async () => {
   await sleep(3_000);
   const m = process.memoryUsage();
   process.stdout.write(
-    `${JSON.stringify({ rss: mb(m.rss), rssBeforeGc: mb(before.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), eventLoopMaxMs: Math.round(loopDelay.max / 1e6), eventLoopP99Ms: Math.round(loopDelay.percentile(99) / 1e6) })}\n`,
+    `${JSON.stringify({ rss: mb(m.rss), rssBeforeGc: mb(before.rss), heapUsedBeforeGc: mb(before.heapUsed), heapTotalBeforeGc: mb(before.heapTotal), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), eventLoopMaxMs: Math.round(loopDelay.max / 1e6), eventLoopP99Ms: Math.round(loopDelay.percentile(99) / 1e6), healthUrl: runtime.healthUrl, internalModules: process.moduleLoadList.length, internalUndici: process.moduleLoadList.some((m) => m.includes("deps/undici")) })}\n`,
   );
 };
 process.on("SIGUSR1", () => void report());

@@ -37,6 +37,13 @@ const { values } = parseArgs({
     dist: { type: "string" },
     /** Extra Node flags for the operator process, e.g. "--max-semi-space-size=4" (comma-separated). */
     "node-flags": { type: "string", default: "" },
+    /**
+     * After the resync: stop the operator and start a new one in front of everything it left, and count what the
+     * cold start costs until every Database is confirmed (issue 24 item 4). Exits 1 when a target is missed.
+     */
+    restart: { type: "boolean", default: false },
+    /** Environment over the image's for the operator process, e.g. "MALLOC_MMAP_THRESHOLD_=32768" (comma-separated). */
+    env: { type: "string", default: "" },
   },
 });
 
@@ -91,7 +98,7 @@ async function countOneResync(
   n: number,
   calls: Record<string, number>,
   kubeRequests: { reset(): void; counts(): { byMethod: Record<string, number>; writesByPath: Record<string, number> } },
-): Promise<void> {
+): Promise<number> {
   const before = { ...calls };
   kubeRequests.reset();
   await sleep(seconds * 1000);
@@ -109,6 +116,35 @@ async function countOneResync(
   console.log(
     `  Kubernetes writes in it: ${otherWrites.reduce((a, [, c]) => a + c, 0)}${otherWrites.length > 0 ? ` (${otherWrites.map(([p, c]) => `${p} ×${c}`).join(", ")})` : ""} (target 0), besides ${leaseWrites} Lease renewals`,
   );
+  return (total <= Math.ceil(n / 100) + 5 ? 0 : 1) + (otherWrites.length === 0 ? 0 : 1);
+}
+
+/** The process's RSS by what is mapped: the node binary, other files, glibc's heap, anonymous (V8's heap and the rest). */
+async function rssByMapping(pid: number): Promise<string> {
+  const text = await readFile(`/proc/${pid}/smaps`, "utf8").catch(() => "");
+  const by: Record<string, number> = {};
+  let name = "";
+  for (const line of text.split("\n")) {
+    const header = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (header) {
+      const file = header[1] ?? "";
+      name =
+        file === ""
+          ? "anonymous"
+          : file.startsWith("[")
+            ? file
+            : file.endsWith("/node")
+              ? "node binary"
+              : "other files";
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) by[name] = (by[name] ?? 0) + Number(rss[1]);
+  }
+  return Object.entries(by)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, kb]) => `${k} ${mb(kb * 1024)} MB`)
+    .join(", ");
 }
 
 async function runParent(): Promise<void> {
@@ -169,47 +205,145 @@ async function runParent(): Promise<void> {
   const api = createFakeApi();
   api.provisioningReads = 0;
   const distDir = values.dist ?? (await compile(path.join(dir, "dist")));
-  const child = spawn(
-    process.execPath,
-    [
-      "--expose-gc",
-      ...(values["node-flags"] ?? "").split(",").filter((f) => f !== ""),
-      ...(values["heap-snapshot"] ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []),
-      path.join(repoRoot, "bench/operator-rss-child.mjs"),
-      distDir,
-      devkube.kubeconfigPath,
-    ],
-    {
-      stdio: ["ignore", "pipe", "inherit", "ipc"],
-      env: {
-        ...process.env,
-        ...(await imageMallocEnv()),
-        MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1",
-        MDS_BENCH_POLL_SLOW: `${values.resync}s`,
-      },
-    },
-  );
-  serveApi(child, api);
-  let exited = false;
-  child.once("exit", () => (exited = true));
-  let last: Record<string, number> | undefined;
-  let buffered = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    buffered += chunk.toString();
-    let nl;
-    while ((nl = buffered.indexOf("\n")) >= 0) {
-      last = JSON.parse(buffered.slice(0, nl)) as Record<string, number>;
-      buffered = buffered.slice(nl + 1);
-    }
-  });
-  const sample = async () => {
-    last = undefined;
-    child.kill("SIGUSR1");
-    for (let i = 0; i < 200 && last === undefined; i++) await sleep(100);
-    return last;
+  type Report = Record<string, number> & { healthUrl?: string };
+  type Child = {
+    proc: ReturnType<typeof spawn>;
+    exited: () => boolean;
+    /** The report the child prints once started (RSS, heap, its /metrics URL). */
+    started: Promise<Report>;
+    sample: () => Promise<Report>;
   };
+  const startChild = (): Child => {
+    const proc = spawn(
+      process.execPath,
+      [
+        "--expose-gc",
+        ...(values["node-flags"] ?? "").split(",").filter((f) => f !== ""),
+        ...(values["heap-snapshot"] ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []),
+        path.join(repoRoot, "bench/operator-rss-child.mjs"),
+        distDir,
+        devkube.kubeconfigPath,
+      ],
+      {
+        stdio: ["ignore", "pipe", "inherit", "ipc"],
+        env: {
+          ...process.env,
+          ...mallocEnv,
+          ...Object.fromEntries(
+            (values.env ?? "")
+              .split(",")
+              .filter((kv) => kv.includes("="))
+              .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+          ),
+          MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1",
+          MDS_BENCH_POLL_SLOW: `${values.resync}s`,
+        },
+      },
+    );
+    serveApi(proc, api);
+    let exited = false;
+    proc.once("exit", () => (exited = true));
+    let last: Report | undefined;
+    let buffered = "";
+    let onStarted: (r: Report) => void = () => undefined;
+    const started = new Promise<Report>((resolve, reject) => {
+      onStarted = resolve;
+      proc.once("exit", () => reject(new Error("the operator process exited")));
+    });
+    started.catch(() => undefined);
+    proc.stdout?.on("data", (chunk: Buffer) => {
+      buffered += chunk.toString();
+      let nl;
+      while ((nl = buffered.indexOf("\n")) >= 0) {
+        last = JSON.parse(buffered.slice(0, nl)) as Report;
+        onStarted(last);
+        buffered = buffered.slice(nl + 1);
+      }
+    });
+    return {
+      proc,
+      exited: () => exited,
+      started,
+      sample: async () => {
+        last = undefined;
+        proc.kill("SIGUSR1");
+        for (let i = 0; i < 200 && last === undefined; i++) await sleep(100);
+        if (last === undefined) throw new Error("the operator process did not report");
+        return last;
+      },
+    };
+  };
+  const mallocEnv = await imageMallocEnv();
+  let current = startChild();
+  const stopChild = async (c: Child) => {
+    if (c.exited()) return;
+    c.proc.kill("SIGTERM");
+    await new Promise((r) => c.proc.once("exit", r));
+  };
+  const last = await current.started;
+  const exited = () => current.exited();
+  let missed = 0;
+
+  /**
+   * A cold start in front of everything the previous operator left (issue 24 item 4): a new operator process, and
+   * from its start until every Database was reconciled once and its queue is empty ("all confirmed", read from its
+   * /metrics), the API calls (the fake counts each page of a list), per-object GETs, and the Kubernetes writes (Secrets,
+   * statuses) at devkube. Nothing changed while it was down, so every write is one too many.
+   */
+  const restart = async (n: number): Promise<void> => {
+    console.log(`\n  restart: a new operator process in front of ${n} settled Databases`);
+    const before = { ...api.calls };
+    kubeRequests.reset();
+    const t0 = performance.now();
+    current = startChild();
+    const { healthUrl } = await current.started;
+    if (healthUrl === undefined) throw new Error("the operator process did not report its /metrics URL");
+    const sum = (text: string, metric: string, label: string) =>
+      text
+        .split("\n")
+        .filter((l) => l.startsWith(`${metric}{`) && l.includes(label))
+        .reduce((a, l) => a + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+    let confirmedMs = NaN;
+    for (;;) {
+      const text = await (await fetch(`${healthUrl}/metrics`)).text();
+      // Reconciles of Databases since the start, and keys ready to run (workqueue_depth; mds_operator_queue_depth
+      // also counts the resyncs scheduled for later).
+      const reconciled = sum(text, "mds_operator_reconcile_duration_seconds_count", 'kind="Database"');
+      if (reconciled >= n && sum(text, "workqueue_depth", 'name="database"') === 0) {
+        confirmedMs = performance.now() - t0;
+        break;
+      }
+      if (current.exited()) throw new Error("the operator process exited");
+      await sleep(500);
+    }
+    await sleep(5_000);
+    const calls = Object.entries(api.calls)
+      .map(([op, c]) => [op, c - (before[op] ?? 0)] as const)
+      .filter(([, c]) => c > 0);
+    const lists = calls.filter(([op]) => op.startsWith("list")).reduce((a, [, c]) => a + c, 0);
+    const gets = calls.filter(([op]) => op.startsWith("get")).reduce((a, [, c]) => a + c, 0);
+    const writes = Object.entries(kubeRequests.counts().writesByPath).filter(([p]) => !p.includes("/leases"));
+    const secretWrites = writes.filter(([p]) => p.includes("/secrets")).reduce((a, [, c]) => a + c, 0);
+    const statusWrites = writes.filter(([p]) => p.endsWith("/status")).reduce((a, [, c]) => a + c, 0);
+    const otherWrites = writes.reduce((a, [, c]) => a + c, 0) - secretWrites - statusWrites;
+    const listTarget = Math.ceil(n / 100) + 5;
+    const check = (ok: boolean) => {
+      if (!ok) missed++;
+      return ok ? "met" : "MISSED";
+    };
+    console.log(
+      `  all ${n} confirmed ${(confirmedMs / 1000).toFixed(1)} s after the process started; API calls until 5 s later: ${calls.map(([op, c]) => `${op} ×${c}`).join(", ")}`,
+    );
+    console.log(`  list calls: ${lists} (target ≤ ⌈N/100⌉ + 5 = ${listTarget}: ${check(lists <= listTarget)})`);
+    console.log(`  per-object GETs: ${gets} (target 0: ${check(gets === 0)})`);
+    console.log(`  Secrets written: ${secretWrites} (target 0: ${check(secretWrites === 0)})`);
+    console.log(`  statuses written: ${statusWrites} (target 0: ${check(statusWrites === 0)})`);
+    console.log(
+      `  other Kubernetes writes: ${otherWrites}${otherWrites > 0 ? ` (${writes.map(([p, c]) => `${p} ×${c}`).join(", ")})` : ""} (target 0: ${check(otherWrites === 0)})`,
+    );
+  };
+  const sample = () => current.sample();
   try {
-    for (let i = 0; i < 300 && last === undefined; i++) await sleep(100);
     console.log(`  operator started: ${JSON.stringify(last)}`);
     const t0 = performance.now();
     const live = Math.min(n, Number(values.live ?? n));
@@ -256,7 +390,7 @@ async function runParent(): Promise<void> {
         cont = page.metadata.continue || undefined;
       } while (cont !== undefined);
       if (settled >= n) break;
-      if (exited) throw new Error("the operator process exited");
+      if (exited()) throw new Error("the operator process exited");
       console.log(`  ${settled}/${n} Ready or paused after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
       await sleep(10_000);
     }
@@ -264,28 +398,29 @@ async function runParent(): Promise<void> {
       `  all ${n} Ready (or paused) after ${((performance.now() - t0) / 1000).toFixed(1)} s; settling ${settleMs / 1000} s`,
     );
     await sleep(settleMs);
-    const status = await readFile(`/proc/${child.pid}/status`, "utf8");
+    const status = await readFile(`/proc/${current.proc.pid}/status`, "utf8");
     const rssBeforeGc = mb(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) * 1024);
-    const smaps = await readFile(`/proc/${child.pid}/smaps_rollup`, "utf8").catch(() => "");
+    const smaps = await readFile(`/proc/${current.proc.pid}/smaps_rollup`, "utf8").catch(() => "");
     const anon = mb(Number(/Anonymous:\s+(\d+)/.exec(smaps)?.[1] ?? NaN) * 1024);
-    console.log(`  of which anonymous memory ${anon} MB`);
+    console.log(`  of which anonymous memory ${anon} MB; by mapping: ${await rssByMapping(current.proc.pid ?? 0)}`);
     const m = await sample();
     console.log(
       `operator at ${n} Databases: RSS ${rssBeforeGc} MB (steady state), after a full GC ${JSON.stringify(m)}`,
     );
-    await countOneResync(Number(values.resync), n, api.calls, kubeRequests);
+    missed += await countOneResync(Number(values.resync), n, api.calls, kubeRequests);
     if (values["heap-snapshot"]) {
-      child.kill("SIGUSR2");
+      current.proc.kill("SIGUSR2");
       await sleep(5_000 + n);
       console.log(`  heap snapshot written to ${dir}`);
     }
-  } finally {
-    if (!exited) {
-      child.kill("SIGTERM");
-      await new Promise((r) => child.once("exit", r));
+    if (values.restart) {
+      await stopChild(current);
+      await restart(n);
     }
+  } finally {
+    await stopChild(current);
     await devkube.stop();
     if (!values.keep && !values["heap-snapshot"]) await rm(dir, { recursive: true, force: true });
   }
-  process.exit(0);
+  process.exit(missed > 0 ? 1 : 0);
 }

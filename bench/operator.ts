@@ -1,29 +1,41 @@
-// `npm run bench:operator -- [--samples 20] [--sizes 100,1000] [--rss-objects 10000] [--resync 60] [--outage 0]
-//    [--churn-minutes 0] [--churn-size 10]`
-// The operator's benchmark list (issue 5) on the local stack: apply-to-Secret latency for one
-// Database, time for N Databases to become Ready, API calls and Kubernetes writes in one
-// steady-state resync, operator RSS, and (optionally) convergence after an API outage.
-// API calls are counted by the fault proxy in front of the service; Kubernetes requests by
-// devkube's request log (the harness stays quiet while it counts).
+// `npm run bench:operator -- [--sizes 100,1000] [--samples 10] [--rss-objects 10000] [--resync 60] [--spares N]
+//    [--dist DIR] [--no-leader-elect] [--api service|emulator] [--outage 0] [--churn-minutes 0] [--churn-size 10] [--keep]`
+// The operator as shipped (issue 24 items 1, 2 and 5): run from dist/ with the image's environment
+// (bench/shipped-operator.ts) and production settings (poll-fast 1 s, 4 workers, leader election, the client's
+// 10 requests/s per credential), against the service with its production settings (rate limit, spare pool, job
+// polling; `--spares` overrides the pool). Measured: operator RSS with one object, apply-to-Secret latency for one
+// Database, for each N the service's own time for N creates and then the operator's time to N Ready in the same run,
+// its overhead = time to N Ready / max(N/rate, the service's time), API calls per create, one steady-state resync
+// (API calls, Kubernetes writes) and the RSS at --rss-objects Database objects (the N live, the rest paused).
+// API calls are counted by the fault proxy in front of the service; Kubernetes requests by devkube's request log.
+// Every target is checked: a miss exits 1 (an error 2). Not part of npm test.
 import { now, percentile, sleep, waitFor } from "./timing.ts";
 import { readFile, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { startChaosStack, type ChaosStack, type OperatorProcess } from "../test/support/chaos/stack.ts";
 import { mdsApiVersion } from "../test/support/chaos/invariants.ts";
 import { conditionOf, isReady, type KubeObject } from "../test/support/kube-objects.ts";
+import { ServiceConfig } from "../src/service/config/config.ts";
+import { createPool } from "../src/service/store/pool.ts";
+import { sparePrefix } from "../src/service/placement/provisioner.ts";
+import { createClient } from "../src/client/index.ts";
+import { shippedOperator } from "./shipped-operator.ts";
 
 const { values } = parseArgs({
   options: {
-    samples: { type: "string", default: "20" },
+    samples: { type: "string", default: "10" },
     sizes: { type: "string", default: "100,1000" },
     "rss-objects": { type: "string", default: "10000" },
     resync: { type: "string", default: "60" },
     outage: { type: "string", default: "0" },
     "churn-minutes": { type: "string", default: "0" },
     "churn-size": { type: "string", default: "10" },
-    concurrency: { type: "string", default: "4" },
+    /** The service's spare pool (default: its production setting). */
+    spares: { type: "string" },
+    dist: { type: "string" },
+    "no-leader-elect": { type: "boolean", default: false },
     keep: { type: "boolean", default: false },
     /** service (default) or emulator: the public-API emulator in front of the service (no replay, public codes). */
     api: { type: "string", default: "service" },
@@ -40,13 +52,28 @@ const outageSeconds = Number(values.outage);
 const churnMinutes = Number(values["churn-minutes"]);
 const churnSize = Number(values["churn-size"]);
 
-const results: Array<{ metric: string; value: string; target: string }> = [];
-const record = (metric: string, value: string, target: string) => {
-  results.push({ metric, value, target });
-  console.log(`  ${metric}: ${value}   (target ${target})`);
+// Production settings, read from the service's config schema (its defaults are what a deployment runs).
+const production = {
+  spareDatabases: ServiceConfig.shape.spareDatabases.parse(undefined),
+  rateLimit: ServiceConfig.shape.rateLimit.parse(undefined),
+  jobPollIntervalMs: ServiceConfig.shape.jobPollIntervalMs.parse(undefined),
+};
+const spareTarget = values.spares === undefined ? production.spareDatabases : Number(values.spares);
+/** The operator's budget per credential (src/client's default, which the operator keeps unless --api-rate is set). */
+const operatorRate = { perSecond: 10, burst: 20 };
+
+const results: Array<{ metric: string; value: string; target: string; met: boolean | undefined }> = [];
+/** `met`: undefined for a figure without a target. */
+const record = (metric: string, value: string, target = "-", met?: boolean) => {
+  results.push({ metric, value, target, met });
+  console.log(`  ${metric}: ${value}   (target ${target}${met === undefined ? "" : met ? ": met" : ": MISSED"})`);
 };
 
 const ms = (v: number) => `${Math.round(v)} ms`;
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" / ");
 
 async function rssMb(proc: OperatorProcess): Promise<number> {
   const status = await readFile(`/proc/${proc.pid}/status`, "utf8");
@@ -86,6 +113,7 @@ async function countReady(stack: ChaosStack, ns: string): Promise<{ ready: numbe
   return { ready, total: list.length, paused };
 }
 
+/** The service alone, one database at a time: POST → ready, then deleted (the reference of apply → Secret). */
 async function serviceProvisioningMs(stack: ChaosStack, projectId: string, n: number): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
@@ -116,10 +144,53 @@ async function serviceProvisioningMs(stack: ChaosStack, projectId: string, n: nu
   return out;
 }
 
+/**
+ * The service alone, N creates at once (16 in flight, within the service's own rate limit: 429s are retried by the
+ * client) in a project of their own, until every one is ready (seen by listing the project every 500 ms); then
+ * deleted. Its time is what N creates cost at this service, with nothing of the operator in it.
+ */
+async function serviceBurstSeconds(stack: ChaosStack, projectId: string, n: number): Promise<number> {
+  const client = createClient({ baseUrl: stack.api.directUrl, token: stack.api.token, rateLimit: false });
+  const ids: string[] = [];
+  const t0 = now();
+  await inParallel(
+    Array.from({ length: n }, (_, i) => i),
+    16,
+    async (i) => void ids.push((await client.createProjectDatabase(projectId, { name: `alone-${i}` })).id),
+  );
+  const pending = new Set(ids);
+  await waitFor(
+    `${n} direct databases ready`,
+    60 * 60_000,
+    async () => {
+      let cursor: string | undefined;
+      do {
+        const page = await client.listProjectDatabases(projectId, { cursor, limit: 100 });
+        for (const d of page.data) if (d.status === "ready") pending.delete(d.id);
+        cursor = page.pagination.nextCursor ?? undefined;
+      } while (cursor !== undefined);
+      return pending.size === 0;
+    },
+    500,
+  );
+  const seconds = (now() - t0) / 1000;
+  await inParallel(ids, 8, async (id) => void (await client.deleteDatabase(id)));
+  return seconds;
+}
+
 const dir = await mkdtemp(path.join(tmpdir(), "mds-bench-operator-"));
-console.log(`bench:operator: state in ${dir}`);
+console.log(`bench:operator: state in ${dir}; load average ${load()}`);
 if (values.api !== "service" && values.api !== "emulator")
   throw new Error(`--api must be service or emulator, got "${values.api}"`);
+const shipped = await shippedOperator(path.join(dir, "app"), values.dist);
+console.log(
+  `  operator from dist/ (${shipped.source}), env ${Object.entries(shipped.env)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(" ")}`,
+);
+console.log(
+  `  service: spare pool ${spareTarget}${spareTarget === production.spareDatabases ? " (production)" : ` (production: ${production.spareDatabases})`}, rate limit ${production.rateLimit.perSecond}/s burst ${production.rateLimit.burst}, job polling ${production.jobPollIntervalMs} ms`,
+);
 const stack = await startChaosStack({
   dir,
   instanceId: "bench",
@@ -127,13 +198,36 @@ const stack = await startChaosStack({
   pollFast: "1s",
   pollSlow: `${resyncSeconds}s`,
   api: values.api,
+  service: {
+    spareDatabases: spareTarget,
+    rateLimit: production.rateLimit,
+    jobPollIntervalMs: production.jobPollIntervalMs,
+  },
 });
 const operator = stack.startOperator({
   identity: "bench",
-  leaderElect: false,
-  args: ["--concurrency", values.concurrency ?? "4"],
+  leaderElect: !values["no-leader-elect"],
+  entry: shipped.entry,
+  env: shipped.env,
 });
+let exitCode = 0;
 try {
+  if (stack.controlUrl === undefined) throw new Error("the stack does not expose the service's control database");
+  const control = createPool(stack.controlUrl, 2);
+  const spares = async () =>
+    Number(
+      (
+        await control.query<{ n: string }>("SELECT count(*) AS n FROM pg_database WHERE datname LIKE $1", [
+          `${sparePrefix}%`,
+        ])
+      ).rows[0]!.n,
+    );
+  /** Every measurement starts with the pool full, as a service that has been idle has it. */
+  const sparesFull = async () => {
+    const t0 = now();
+    await waitFor(`${spareTarget} spare databases`, 60 * 60_000, async () => (await spares()) >= spareTarget, 1000);
+    console.log(`  spare pool full (${await spares()}) after ${((now() - t0) / 1000).toFixed(0)} s`);
+  };
   const ns = "bench";
   await stack.kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
   await stack.kube.apply({
@@ -142,12 +236,15 @@ try {
     metadata: { name: "bench", namespace: ns },
     spec: { displayName: "bench", deletionPolicy: "Delete" },
   });
-  const project = await waitFor("project Ready", 120_000, async () => {
-    const p = await stack.kube.get(mdsApiVersion, "Project", ns, "bench");
-    return isReady(p) ? p : undefined;
-  });
-  const projectId = String(project.status?.["id"]);
-  record("operator RSS with one Project", `${await rssMb(operator)} MB`, "-");
+  await waitFor("project Ready", 120_000, async () =>
+    isReady(await stack.kube.get(mdsApiVersion, "Project", ns, "bench")),
+  );
+  await sleep(10_000);
+  const rssOne = await rssMb(operator);
+  record("operator RSS with one object (a Project)", `${rssOne} MB`, "≤ 90 MB", rssOne <= 90);
+  const alone = createClient({ baseUrl: stack.api.directUrl, token: stack.api.token, rateLimit: false });
+  const aloneProject = (await alone.createProject({ name: "bench-service-alone" })).id;
+  await sparesFull();
 
   // 1. Apply-to-Secret latency for one Database at a time, next to the service's own provisioning time.
   if (samples > 0) {
@@ -173,25 +270,33 @@ try {
       );
       toReady.push(now() - t0);
     }
-    const provisioning = await serviceProvisioningMs(stack, projectId, Math.min(samples, 10));
-    record("apply → Secret p50", ms(percentile(toSecret, 50)), "≤ 250 ms beyond provisioning");
-    record("apply → Secret p99", ms(percentile(toSecret, 99)), "≤ 1 s beyond provisioning");
-    record("apply → Ready p50 / p99", `${ms(percentile(toReady, 50))} / ${ms(percentile(toReady, 99))}`, "-");
+    const provisioning = await serviceProvisioningMs(stack, aloneProject, samples);
+    const p50 = percentile(provisioning, 50);
+    const p99 = percentile(provisioning, 99);
+    record("apply → Ready p50 / p99", `${ms(percentile(toReady, 50))} / ${ms(percentile(toReady, 99))}`);
+    record("service alone: POST → ready p50 / p99", `${ms(p50)} / ${ms(p99)}`, "(reference)");
+    const beyond50 = percentile(toSecret, 50) - p50;
+    const beyond99 = percentile(toSecret, 99) - p99;
     record(
-      "service alone: POST → ready p50 / p99",
-      `${ms(percentile(provisioning, 50))} / ${ms(percentile(provisioning, 99))}`,
-      "(reference)",
+      "apply → Secret p50 / p99, beyond the service's",
+      `${ms(percentile(toSecret, 50))} / ${ms(percentile(toSecret, 99))}: ${ms(beyond50)} / ${ms(beyond99)} beyond`,
+      "≤ 250 ms / ≤ 1 s beyond",
+      beyond50 <= 250 && beyond99 <= 1000,
     );
     for (let i = 0; i < samples; i++) await stack.kube.remove(mdsApiVersion, "Database", ns, `lat-${i}`);
     await waitFor("latency databases deleted", 120_000, async () => (await countReady(stack, ns)).total === 0, 500);
   }
 
-  // 2. Time for N Databases to become Ready (cumulative: each size adds to the previous one).
+  // 2. Time for N Databases to become Ready, next to the service's own time for N creates in the same run; each
+  // size starts from none (the previous size's Databases deleted) and from a full spare pool.
   let created = 0;
-  let lastN = 0;
-  for (const n of sizes) {
-    console.log(`\n2. ${n} Databases to Ready`);
-    const names = Array.from({ length: n - created }, (_, k) => `db-${created + k}`);
+  for (const [index, n] of sizes.entries()) {
+    console.log(`\n2. ${n} Databases to Ready (load ${load()})`);
+    await sparesFull();
+    const serviceSeconds = await serviceBurstSeconds(stack, aloneProject, n);
+    console.log(`  the service alone: ${n} creates ready in ${serviceSeconds.toFixed(1)} s`);
+    await sparesFull();
+    const names = Array.from({ length: n }, (_, k) => `db-${k}`);
     stack.apiProxy.resetStats();
     const t0 = now();
     await inParallel(names, 16, async (name) => void (await stack.kube.apply(databaseObject(ns, name))));
@@ -209,25 +314,37 @@ try {
         }
         return c.ready >= n;
       },
-      1000,
+      500,
     );
     const seconds = (now() - t0) / 1000;
     process.stdout.write("\n");
-    record(
-      `${n - lastN} new Databases Ready (${n} total)`,
-      `${seconds.toFixed(1)} s (applies took ${(applied / 1000).toFixed(1)} s)`,
-      n <= 100 ? "100 ≤ 10 s" : "1,000 ≤ 90 s",
-    );
-    lastN = n;
     const during = stack.apiProxy.stats();
+    const atRate = n / operatorRate.perSecond;
+    const overhead = seconds / Math.max(atRate, serviceSeconds);
+    // At 1,000 and more the target is item 5's: within 5 % of what the rate allows, with the service not the
+    // bottleneck (its own time under N/rate; a bigger --spares makes it so). Below, a fixed cost (the last create's
+    // provisioning, the poll that sees it ready) weighs more: 25 %.
+    const big = n >= 1000;
+    const limit = big ? 1.05 : 1.25;
     record(
-      `API calls while ${n - (created - names.length)} became Ready`,
-      `${during.total}, ${(during.total / (n - (created - names.length))).toFixed(2)} per create (${Object.entries(
-        during.byRoute,
-      )
+      `${n} new Databases Ready`,
+      `${seconds.toFixed(1)} s (applies took ${(applied / 1000).toFixed(1)} s); N/rate ${atRate.toFixed(0)} s, the service alone ${serviceSeconds.toFixed(1)} s`,
+      "-",
+    );
+    record(
+      `operator overhead at N = ${n}: time to Ready / max(N/rate, service alone)`,
+      `${overhead.toFixed(2)}`,
+      `≤ ${limit}${big ? ", with the service alone under N/rate" : ""}`,
+      overhead <= limit && (!big || serviceSeconds <= atRate),
+    );
+    const perCreate = during.total / n;
+    record(
+      `API calls while ${n} became Ready`,
+      `${during.total}, ${perCreate.toFixed(3)} per create (${Object.entries(during.byRoute)
         .map(([r, c]) => `${r} ×${c}`)
         .join(", ")}); peak ${Math.max(0, ...Object.values(during.peakPerSecondByCredential))}/s`,
-      "-",
+      big ? "≤ 1.02 per create" : "-",
+      big ? perCreate <= 1.02 : undefined,
     );
 
     // 3. One steady-state resync: API calls and Kubernetes writes, counted while the harness is quiet.
@@ -238,28 +355,40 @@ try {
     await sleep((resyncSeconds + 5) * 1000);
     const api = stack.apiProxy.stats();
     const kube = stack.kubeRequests.counts();
+    const leaseWrites = Object.entries(kube.writesByPath)
+      .filter(([p]) => p.includes("/leases"))
+      .reduce((a, [, c]) => a + c, 0);
+    const writes = kube.writes - leaseWrites;
     record(
       `API calls in one resync at N = ${n}`,
       `${api.total} (${Object.entries(api.byRoute)
         .map(([r, c]) => `${r} ×${c}`)
         .join(", ")})`,
       `≤ ⌈N/100⌉ + 5 = ${Math.ceil(n / 100) + 5}`,
+      api.total <= Math.ceil(n / 100) + 5,
     );
     record(
-      `Kubernetes writes in one resync at N = ${n}`,
-      `${kube.writes}${
-        kube.writes > 0
+      `Kubernetes writes in one resync at N = ${n} (besides ${leaseWrites} Lease renewals)`,
+      `${writes}${
+        writes > 0
           ? ` (${Object.entries(kube.writesByPath)
+              .filter(([p]) => !p.includes("/leases"))
               .map(([p, c]) => `${p} ×${c}`)
               .slice(0, 5)
               .join(", ")})`
           : ""
       }`,
       "0",
+      writes === 0,
     );
-    record(`operator RSS at ${n} Databases`, `${await rssMb(operator)} MB`, n >= 1000 ? "-" : "-");
+    record(`operator RSS at ${n} Databases`, `${await rssMb(operator)} MB`);
+    if (index < sizes.length - 1) {
+      console.log(`  deleting the ${n} Databases`);
+      await inParallel(names, 16, (name) => stack.kube.remove(mdsApiVersion, "Database", ns, name));
+      await waitFor(`${n} deleted`, 60 * 60_000, async () => (await countReady(stack, ns)).total === 0, 2000);
+      created = 0;
+    }
   }
-
   // 4. Optional: an API outage, then convergence and the peak request rate after recovery.
   if (outageSeconds > 0) {
     console.log(`\n4. API outage of ${outageSeconds} s`);
@@ -281,11 +410,14 @@ try {
       1000,
     );
     const stats = stack.apiProxy.stats();
-    record(`converged after a ${outageSeconds} s outage`, `${((now() - t0) / 1000).toFixed(1)} s`, "≤ 60 s");
+    const converged = (now() - t0) / 1000;
+    const peak = Math.max(0, ...Object.values(stats.peakPerSecondByCredential));
+    record(`converged after a ${outageSeconds} s outage`, `${converged.toFixed(1)} s`, "≤ 60 s", converged <= 60);
     record(
       "peak API requests per second after recovery (one credential)",
-      `${Math.max(0, ...Object.values(stats.peakPerSecondByCredential))}`,
+      `${peak}`,
       "≤ budget: 10/s sustained, burst 20 (≤ 30 in any second)",
+      peak <= 30,
     );
   }
 
@@ -351,15 +483,35 @@ try {
       "paused objects seen",
       30 * 60_000,
       async () => (await countReady(stack, ns)).paused >= names.length,
-      2000,
+      5000,
     );
-    await sleep(10_000);
-    record(`operator RSS at ${rssObjects} Databases (${created} live)`, `${await rssMb(operator)} MB`, "≤ 150 MB");
+    await sleep(15_000);
+    const rss = await rssMb(operator);
+    // The target is stated for 10,000 objects with 1,000 live; other shapes are reported without one.
+    const targeted = rssObjects === 10_000 && created === 1000;
+    record(
+      `operator RSS at ${rssObjects} Databases (${created} live)`,
+      `${rss} MB`,
+      targeted ? "≤ 120 MB" : "-",
+      targeted ? rss <= 120 : undefined,
+    );
   }
+  await control.end();
+  await alone.deleteProject(aloneProject).catch(() => undefined);
+} catch (err) {
+  console.error(`bench:operator failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  exitCode = 2;
 } finally {
+  console.log(`\noperator ${shipped.source}; spare pool ${spareTarget}; load average at the end ${load()}`);
   console.log("\n| metric | result | target |\n|---|---|---|");
-  for (const r of results) console.log(`| ${r.metric} | ${r.value} | ${r.target} |`);
+  for (const r of results)
+    console.log(`| ${r.metric} | ${r.value} | ${r.target}${r.met === undefined ? "" : r.met ? " ✓" : " **missed**"} |`);
+  const missed = results.filter((r) => r.met === false);
+  if (missed.length > 0) {
+    console.log(`\n${missed.length} target(s) missed: ${missed.map((r) => r.metric).join("; ")}`);
+    if (exitCode === 0) exitCode = 1;
+  }
   await stack.stop();
   if (!values.keep) await rm(dir, { recursive: true, force: true });
 }
-process.exit(0);
+process.exit(exitCode);

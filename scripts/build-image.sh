@@ -93,7 +93,7 @@ step "importing $name:$version into podman"
 podman import --quiet \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'ENV NODE_ENV=production' \
-  --change 'ENV MALLOC_ARENA_MAX=2' --change 'ENV MALLOC_TRIM_THRESHOLD_=131072' --change 'ENV MALLOC_MMAP_THRESHOLD_=131072' \
+  --change 'ENV MALLOC_ARENA_MAX=2' --change 'ENV MALLOC_TRIM_THRESHOLD_=131072' --change 'ENV MALLOC_MMAP_THRESHOLD_=32768' \
   --change 'WORKDIR /app' \
   --change 'USER 65532:65532' \
   --change 'EXPOSE 8080' \

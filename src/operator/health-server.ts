@@ -1,5 +1,11 @@
-import { createServer, type Server } from "node:http";
+import { createRequire } from "node:module";
+import type { Server } from "node:http";
 import type { Registry } from "prom-client";
+
+// node:http by require, not by `import`: an ES import of it reads every export of its namespace, and its lazy
+// WebSocket, CloseEvent and MessageEvent getters load Node's internal undici bundle (113 internal modules instead of
+// 38, about 13 MB of RSS measured in a bare process) that the operator never uses.
+const { createServer } = createRequire(import.meta.url)("node:http") as typeof import("node:http");
 
 // /healthz (liveness), /readyz (readiness) and /metrics on one small server, as controller-runtime's manager
 // serves them. Probes answer in plain text so `curl` and kubelet logs show the reason. Plain node:http: three

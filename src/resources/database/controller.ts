@@ -4,6 +4,7 @@ import { resolveCredentials, managedController, parseOrTerminal } from "../../op
 import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { DatabaseType } from "./schema.ts";
 import { readDatabase } from "./read.ts";
+import { clonesToWake } from "./clone-wake.ts";
 import { ProjectType } from "../types.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
@@ -78,15 +79,7 @@ export const databaseController = managedController(
       {
         // A clone waits for its source (SourceNotReady): woken when the source Database changes.
         kind: "Database",
-        keys: (source, databases) =>
-          databases
-            .list(source.metadata.namespace ?? "")
-            .filter(
-              (db) =>
-                db.metadata.namespace === source.metadata.namespace &&
-                readDatabase(db)?.spec.source?.databaseRef?.name === source.metadata.name,
-            )
-            .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
+        keys: (changed, databases) => clonesToWake(changed, databases),
       },
     ],
   },
