@@ -10,7 +10,10 @@ const db = (name: string, source?: string): KubeObject => ({
   apiVersion: "mds.dev/v1alpha1",
   kind: "Database",
   metadata: { name, namespace: "ns" },
-  spec: { projectRef: { name: "p" }, ...(source === undefined ? {} : { source: { type: "database", databaseRef: { name: source } } }) },
+  spec: {
+    projectRef: { name: "p" },
+    ...(source === undefined ? {} : { source: { type: "database", databaseRef: { name: source } } }),
+  },
 });
 
 function cacheOf(objects: Map<string, KubeObject>): ObjectCache {
