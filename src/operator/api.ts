@@ -5,6 +5,7 @@ import type {
   ListProjectsParams,
   Page,
   PublicBackup,
+  PublicBranch,
   PublicConnection,
   PublicCreatedConnection,
   PublicCreatedProject,
@@ -45,6 +46,14 @@ export interface MdsApi {
     options?: CallOptions,
   ): Promise<{ data: PublicBackup[] }>;
   createConnection(databaseId: string, body: { name: string }, options?: CallOptions): Promise<CreatedConnection>;
+  /** Branches (spec.branch of a Database): found by git name, created, and soft-deleted with their last database. */
+  createBranch(projectId: string, body: { gitName: string }, options?: CallOptions): Promise<PublicBranch>;
+  listBranches(
+    projectId: string,
+    params?: { gitName?: string; limit?: number },
+    options?: CallOptions,
+  ): Promise<Page<PublicBranch>>;
+  deleteBranch(id: string, options?: CallOptions): Promise<void>;
   deleteConnection(id: string, options?: CallOptions): Promise<void>;
   /** Whether the server has announced that it replays Idempotency-Keys: only then may a POST be sent again. */
   replaysIdempotencyKeys(): boolean;

@@ -3,6 +3,7 @@
 export const crashPoints = [
   "project:after-create", // POST /v1/projects answered; Secret not yet written
   "project:after-secret", // Secret written; external-id annotation and status not yet
+  "database:after-branch-create", // POST .../branches answered (spec.branch); database not yet created
   "database:after-create", // POST .../databases answered; Secret not yet written
   "database:after-secret",
   "database:after-update", // remote PATCH answered; status not yet (Project has no remote update)

@@ -4,7 +4,7 @@ import type { KubeObject, Secret } from "../kube/types.ts";
 import { jsonEqual } from "./conditions.ts";
 import { credentialStatusOf, type SecretKeyRef } from "./credentials.ts";
 import { annotations, type ConnectionSecretSpec } from "./connection-secret.ts";
-import type { ExternalClient, ManagedKind, ManagedObject, Observation } from "./managed-kind.ts";
+import type { ExternalClient, Expiry, ManagedKind, ManagedObject, Observation } from "./managed-kind.ts";
 import { ReconcileError, TerminalError, WaitingError, classifyError, messageOf } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
@@ -33,6 +33,19 @@ export interface LoopDeps {
   /** Keeps the credentials Secret of a resolved token while this resource depends on it (credentials-guard.ts). */
   guardCredentials?: (ref: SecretKeyRef) => Promise<void>;
   now?: () => Date;
+}
+
+/** Milliseconds until the expiry's next moment (its warning, then the expiry itself); undefined: none ahead. */
+function msUntilExpiry(expiry: Expiry | undefined, now: Date): number | undefined {
+  const next = [expiry?.warnAt, expiry?.expiresAt].find((t) => t !== undefined && t > now);
+  return next === undefined ? undefined : Math.max(0, next.getTime() - now.getTime()) + 100;
+}
+
+/** The outcome, requeued no later than the expiry's next moment. */
+function wakeForExpiry(outcome: Outcome, expiry: Expiry | undefined, now: Date): Outcome {
+  const wake = msUntilExpiry(expiry, now);
+  if (wake === undefined || outcome.type === "error") return outcome;
+  return outcome.type === "requeueAfter" && outcome.ms <= wake ? outcome : requeueAfter(wake);
 }
 
 export function secretNameOf(obj: {
@@ -73,6 +86,8 @@ class LoopRun<T extends ManagedObject> {
   /** Written with every status write of this reconcile. */
   private credentials: ReturnType<typeof credentialStatusOf> | undefined;
   private requested: string | undefined;
+  /** Status of the resource's expiry, written with every status write of this reconcile. */
+  private expiryStatus: { fields: Record<string, unknown>; conds: ConditionUpdate[] } | undefined;
   /** The Synced condition of a reconcile that got through: True, unless an annotation was invalid. */
   private synced: ConditionUpdate = synced;
 
@@ -109,6 +124,82 @@ class LoopRun<T extends ManagedObject> {
       );
       return done();
     }
+    const expiry = this.kind.expiry?.(this.obj, this.now());
+    if (expiry !== undefined && (await this.expire(expiry))) return done();
+    try {
+      return wakeForExpiry(await this.reconcileLive(), expiry, this.now());
+    } catch (err) {
+      // A Stalled resource is not retried by itself: it must still be looked at when it expires.
+      const wake = msUntilExpiry(expiry, this.now());
+      if (err instanceof TerminalError && wake !== undefined && wake < (err.recheckMs ?? Infinity))
+        throw new TerminalError(err.reason, err.message, { cause: err.cause, recheckMs: wake });
+      throw err;
+    }
+  }
+
+  /**
+   * Stores the expiry's fields, warns once before it, and at or after it deletes the resource (the deletion then
+   * follows deletionPolicy); a protected resource is never deleted: condition Expired and a Warning Event say so.
+   * True when the resource was deleted.
+   */
+  private async expire(expiry: Expiry): Promise<boolean> {
+    const now = this.now();
+    const at = expiry.expiresAt;
+    const when = String(expiry.fields["expiresAt"]);
+    if (at === undefined || now < at) {
+      const warned = this.obj.status?.["expiryWarnedFor"];
+      const due = at !== undefined && expiry.warnAt !== undefined && now >= expiry.warnAt && warned !== when;
+      if (due) {
+        const then =
+          this.obj.spec.deletionProtection === true
+            ? "; deletionProtection is true, so it will be kept"
+            : ` and will then be deleted (deletionPolicy ${this.obj.spec.deletionPolicy ?? "Retain"})`;
+        this.deps.events.record(this.obj, "Warning", "Expiring", `This ${this.noun} expires at ${when}${then}`);
+      }
+      const expired = this.obj.status?.conditions?.some((c) => c.type === "Expired" && c.status === "True");
+      this.expiryStatus = {
+        fields: { ...expiry.fields, expiryWarnedFor: due ? when : at === undefined ? undefined : warned },
+        conds: expired
+          ? [
+              {
+                type: "Expired",
+                status: "False",
+                reason: "NotExpired",
+                message: at === undefined ? "" : `Expires at ${when}`,
+              },
+            ]
+          : [],
+      };
+      return false;
+    }
+    if (this.obj.spec.deletionProtection === true) {
+      const message = `Expired at ${when} but kept: spec.deletionProtection is true (set it to false to let it be deleted, or remove the expiry)`;
+      this.deps.events.record(this.obj, "Warning", "ExpiryBlocked", message);
+      this.expiryStatus = {
+        fields: { ...expiry.fields, expiryWarnedFor: this.obj.status?.["expiryWarnedFor"] },
+        conds: [{ type: "Expired", status: "True", reason: "DeletionProtected", message }],
+      };
+      return false;
+    }
+    this.deps.events.record(
+      this.obj,
+      "Normal",
+      "Expired",
+      `Expired at ${when}: deleting this ${this.noun} (deletionPolicy ${this.obj.spec.deletionPolicy ?? "Retain"})`,
+    );
+    this.log.info({ expiresAt: when }, `Deleting expired ${this.kind.kind}`);
+    const uid = this.obj.metadata.uid;
+    // Only this very object: one re-created under the same name is not deleted by mistake.
+    await this.deps.kube.delete(
+      this.kind.type,
+      this.obj.metadata.namespace,
+      this.obj.metadata.name,
+      uid === undefined ? {} : { uid },
+    );
+    return true;
+  }
+
+  private async reconcileLive(): Promise<Outcome> {
     const slowMs = this.pollIntervalMs();
     if (this.observeOnly) return this.observeOnlyRun(slowMs);
     await this.ensureFinalizer();
@@ -420,11 +511,13 @@ class LoopRun<T extends ManagedObject> {
 
   private async writeStatus(fields: Record<string, unknown>, ...conds: ConditionUpdate[]) {
     const always = {
+      ...this.expiryStatus?.fields,
       ...(this.credentials === undefined ? {} : { credentials: this.credentials }),
       ...(this.requested === undefined ? {} : { lastHandledReconcileAt: this.requested }),
       // Drift is ObserveOnly's report: in Full the loop corrects it.
       ...(this.observeOnly ? {} : { drift: undefined }),
     };
-    this.obj = await writeStatus(this.deps.kube, this.kind.type, this.obj, { ...always, ...fields }, conds, this.now());
+    const all = [...(this.expiryStatus?.conds ?? []), ...conds];
+    this.obj = await writeStatus(this.deps.kube, this.kind.type, this.obj, { ...always, ...fields }, all, this.now());
   }
 }

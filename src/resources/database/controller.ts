@@ -5,13 +5,15 @@ import type { ManagedKind } from "../../operator/managed-kind.ts";
 import { DatabaseType } from "./schema.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
+import { expiryOf } from "./expiry.ts";
 import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
 
 // The Database kind: parsed by its schema, connected through its credentials and its project's remote id, woken when
 // its project changes (it waits for the project's id).
 // Adoption is exclusive (../adoption.ts): one Database resource manages a remote database; the others are refused.
 
-export type DatabaseContext = Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">;
+export type DatabaseContext = Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache"> &
+  Partial<Pick<KindContext, "crashPoint">>;
 
 export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> {
   return {
@@ -19,6 +21,7 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
     type: DatabaseType,
     parse: (raw) => parseOrTerminal(Database, "Database", raw) as DatabaseObject,
     secretDatabaseIds: (obj) => [remoteIdOf(obj)].filter((id): id is string => id !== undefined),
+    expiry: (obj, now) => expiryOf(obj.spec, obj.metadata.creationTimestamp, obj.status, now),
     managerOtherThan: (obj) => managerOtherThan(ctx.cache("Database"), obj, seenWithOwnCredentials(ctx, "database")),
     async connect(obj) {
       const ns = obj.metadata.namespace ?? "default";
@@ -45,6 +48,7 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
         instanceId: ctx.instanceId,
         projectId,
         databaseIdOf: (namespace, name) => boundIdOf(ctx.cache("Database").get(namespace, name)),
+        crashPoint: ctx.crashPoint ?? (() => {}),
       });
       return { ...external, credentials: api.use };
     },

@@ -1,4 +1,4 @@
-import type { CreateDatabaseBody, SourceBody } from "../../contract/index.ts";
+import type { CreateDatabaseBody, PublicBranch, SourceBody } from "../../contract/index.ts";
 import type { MdsApi } from "../../operator/api.ts";
 import { TerminalError } from "../../operator/errors.ts";
 import {
@@ -8,11 +8,12 @@ import {
   notCreatedHere,
   remoteIdOf,
 } from "../../operator/identity.ts";
-import type { Creation, ExternalClient, Observation } from "../../operator/managed-kind.ts";
+import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-kind.ts";
 import { connectionOwner, originalConnectionOf } from "../../operator/recover-credentials.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
 import { createdWith, pollDelayOf, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
+import { deleteBranchIfEmpty, ensureBranch, findBranch } from "./branch.ts";
 import { deleteDatabase } from "./deletion.ts";
 import { sourceOf } from "./source.ts";
 import type { Database } from "./schema.ts";
@@ -35,6 +36,7 @@ export interface DatabaseExternalDeps {
   projectId: string;
   /** Remote id of a Database resource in the same namespace (for source.databaseRef). */
   databaseIdOf: (namespace: string, name: string) => string | undefined;
+  crashPoint: (name: string) => void | Promise<void>;
 }
 
 export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClient<DatabaseObject> {
@@ -48,26 +50,50 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
 
   async function bodyFor(obj: DatabaseObject): Promise<CreateDatabaseBody> {
     const source = await sourceOf(api, obj, deps.databaseIdOf);
-    return bodyWith(obj, source);
+    return bodyWith(obj, source, await branchOf(obj));
   }
 
-  function bodyWith(obj: DatabaseObject, source: SourceBody | undefined): CreateDatabaseBody {
+  // Always the branch's id with the logicalId: the public API refuses logicalId with branchGitName, and the
+  // logicalId, unique within the branch, is what makes a second create of this resource a 409 (./branch.ts).
+  function bodyWith(
+    obj: DatabaseObject,
+    source: SourceBody | undefined,
+    branch: PublicBranch | undefined,
+  ): CreateDatabaseBody {
     return {
       projectId,
       name: nameFor(obj),
       region: obj.spec.region ?? "inherit",
       isDefault: obj.spec.isDefault ?? false,
       logicalId: logicalIdFor(obj),
+      ...(branch === undefined ? {} : { branchId: branch.id }),
       ...(source === undefined ? {} : { source }),
     };
   }
 
-  const lookup = (obj: DatabaseObject) =>
-    findByLogicalId(
-      () => api.listDatabases({ projectId, logicalId: logicalIdFor(obj), limit: 1 }),
+  // The branch spec.branch names, as found (never created) at the service; looked up once per reconcile.
+  let branchFound: Promise<PublicBranch | undefined> | undefined;
+  const branchOf = (obj: DatabaseObject) =>
+    obj.spec.branch === undefined
+      ? Promise.resolve(undefined)
+      : (branchFound ??= findBranch(api, projectId, obj.spec.branch.gitName));
+
+  /** Ours, by logicalId: on spec.branch's branch (no branch yet: nothing can be on it), else in the project. */
+  const lookup = async (obj: DatabaseObject) => {
+    const branch = await branchOf(obj);
+    if (obj.spec.branch !== undefined && branch === undefined) return undefined;
+    return findByLogicalId(
+      () =>
+        api.listDatabases({
+          projectId,
+          logicalId: logicalIdFor(obj),
+          ...(branch === undefined ? {} : { branchId: branch.id }),
+          limit: 1,
+        }),
       "database",
       logicalIdFor(obj),
     );
+  };
 
   const createKey = (obj: DatabaseObject) => idempotencyKeyOf("create-database", logicalIdFor(obj), projectId);
 
@@ -120,6 +146,13 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
 
     async create(obj): Promise<Creation> {
       let sent: SourceBody | undefined;
+      const branch =
+        obj.spec.branch === undefined
+          ? undefined
+          : await ensureBranch(api, projectId, obj.spec.branch, deps.crashPoint);
+      branchFound = Promise.resolve(branch);
+      const onBranch =
+        branch === undefined ? {} : { branch: { id: branch.id, gitName: branch.gitName, role: branch.role } };
       const result = await createOnce({
         mirror,
         logicalId: logicalIdFor(obj),
@@ -127,19 +160,19 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         lookup: () => lookup(obj),
         post: async () => {
           sent = await sourceOf(api, obj, deps.databaseIdOf);
-          return api.createDatabase(bodyWith(obj, sent), { idempotencyKey: createKey(obj) });
+          return api.createDatabase(bodyWith(obj, sent, branch), { idempotencyKey: createKey(obj) });
         },
       });
       if ("adopted" in result) {
         // Ours, found by logicalId (a create whose answer was lost): its source is what the spec names.
         const creation = adopted(obj, result.adopted);
         const source = sourceStatusOf(cloneSourceOfSpec(obj, deps.databaseIdOf));
-        return { ...creation, status: { ...creation.status, ...source } };
+        return { ...creation, status: { ...creation.status, ...source, ...onBranch } };
       }
       const created = result.created;
       const db: RemoteDatabase = { ...created, connections: created.connections.map(stripSecrets) };
       mirror.putDatabase(db);
-      return createdWith(obj, created.id, { ...statusOf(db), ...sourceStatusOf(sent) }, created, db);
+      return createdWith(obj, created.id, { ...statusOf(db), ...sourceStatusOf(sent), ...onBranch }, created, db);
     },
 
     async update(obj) {
@@ -156,12 +189,12 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         // Never created as far as we recorded; a create may still have landed: find it by logicalId. Only the
         // service's answer that there is none lets the finalizer go (a failed lookup throws and is retried).
         const found = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
-        if (found === undefined) return { done: true };
-        return deleteDatabase(api, mirror, found.id);
+        if (found === undefined) return withBranch(obj, { done: true });
+        return withBranch(obj, await deleteDatabase(api, mirror, found.id));
       }
       // Deleted only if it is ours: an id annotation alone must match our logicalId.
       if (!(await boundToOwn(obj, () => lookup(obj)))) return { done: true };
-      return deleteDatabase(api, mirror, id);
+      return withBranch(obj, await deleteDatabase(api, mirror, id));
     },
 
     connections: connectionOwner<DatabaseObject>({
@@ -191,6 +224,14 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       },
     }),
   };
+
+  /** A preview branch goes (soft delete) with its last database; the service refuses while another is on it. */
+  async function withBranch(obj: DatabaseObject, deletion: Deletion): Promise<Deletion> {
+    if (!deletion.done || obj.spec.branch?.role !== "preview") return deletion;
+    const branch = (obj.status?.branch as { id?: string } | undefined)?.id ?? (await branchOf(obj))?.id;
+    if (branch !== undefined) await deleteBranchIfEmpty(api, branch);
+    return deletion;
+  }
 
   function adopted(obj: DatabaseObject, db: RemoteDatabase): Creation {
     mirror.putDatabase(db);
