@@ -75,6 +75,22 @@ export const databaseRegistration = managedKind(
       },
       wakeOtherClaimants("Database"),
       {
+        // A preview waits for its project's production branch (NoProductionBranch): woken when a Database of the same
+        // namespace on a production branch changes (the one that creates it, usually).
+        kind: "Database",
+        keys: (production, databases) =>
+          (production["spec"] as { branch?: { role?: string } } | undefined)?.branch?.role !== "production"
+            ? []
+            : databases
+                .list(production.metadata.namespace ?? "")
+                .filter(
+                  (db) =>
+                    db.metadata.namespace === production.metadata.namespace &&
+                    (db["spec"] as { branch?: { role?: string } } | undefined)?.branch?.role === "preview",
+                )
+                .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
+      },
+      {
         // A clone waits for its source (SourceNotReady): woken when the source Database changes.
         kind: "Database",
         keys: (source, databases) =>
