@@ -11,6 +11,10 @@ export const crashPointsDoc = "docs/crash-points.md";
 
 /** Per step: the two writes it sits between, and what a restarted operator must do. A new step needs a line here. */
 const steps: Record<string, [between: string, restart: string]> = {
+  "after-branch-create": [
+    "spec.branch's branch created → the database created on it",
+    "find the branch by git name (a second create of the name is a 409) and create the database once",
+  ],
   "after-create": [
     "the create answered (credentials in hand) → the Secret written",
     "find the object by `logicalId`; replay the creation or mint a connection and revoke the lost one",

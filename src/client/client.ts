@@ -4,6 +4,7 @@
 import type { Dispatcher } from "undici";
 import type { z } from "zod";
 import {
+  CreateBranchBody,
   CreateConnectionBody,
   CreateDatabaseBody,
   CreateProjectBody,
@@ -11,6 +12,7 @@ import {
   dataOf,
   PublicBackup,
   PublicBackupList,
+  PublicBranch,
   PublicConnection,
   PublicCreatedConnection,
   PublicCreatedDatabase,
@@ -130,6 +132,16 @@ export interface MdsClient {
   createConnection(databaseId: string, body: CreateConnectionInput, opts?: RequestOptions): Promise<CreatedConnection>;
   listConnections(databaseId: string, opts?: RequestOptions): Promise<Page<Connection>>;
   deleteConnection(id: string, opts?: RequestOptions): Promise<void>;
+  /** POST /v1/projects/{id}/branches: 409 when the project has a live branch of that git name. */
+  createBranch(projectId: string, body: CreateBranchBody, opts?: RequestOptions): Promise<PublicBranch>;
+  /** GET /v1/projects/{id}/branches (`gitName`: the exact match, at most one). */
+  listBranches(
+    projectId: string,
+    query?: { gitName?: string; limit?: number; cursor?: string },
+    opts?: RequestOptions,
+  ): Promise<Page<PublicBranch>>;
+  /** DELETE /v1/branches/{id}: a soft delete; 422 for the default or production branch, 409 while a database is on it. */
+  deleteBranch(id: string, opts?: RequestOptions): Promise<void>;
   /** Every project, page after page (`query.limit` sets the page size). */
   iterateProjects(query?: ListProjectsQuery, opts?: RequestOptions): AsyncIterableIterator<Project>;
   /** Every database matching the query, page after page. */
@@ -148,6 +160,7 @@ const DatabaseEnvelope = dataOf(PublicDatabase);
 const DatabaseWithCredentialsEnvelope = dataOf(PublicDatabaseWithCredentials);
 const CreatedDatabaseEnvelope = dataOf(PublicCreatedDatabase);
 const BackupEnvelope = dataOf(PublicBackup);
+const BranchEnvelope = dataOf(PublicBranch);
 const CreatedConnectionEnvelope = dataOf(PublicCreatedConnection);
 
 const defaultTimeoutMs = 30_000;
@@ -354,6 +367,45 @@ export function createClient(options: ClientOptions): MdsClient {
           query: { ...query },
         },
         PublicDatabase,
+        opts,
+      );
+    },
+    async createBranch(projectId, body, opts) {
+      const description = `create branch${label(body.gitName)} in project "${projectId}"`;
+      return unwrap(
+        {
+          operation: "createBranch",
+          description,
+          method: "POST",
+          path: `/v1/projects/${seg(projectId)}/branches`,
+          body: checkBody(CreateBranchBody, body, description),
+          response: { schema: BranchEnvelope },
+        },
+        opts,
+      );
+    },
+    listBranches(projectId, query, opts) {
+      return listPage(
+        {
+          operation: "listBranches",
+          description: `list branches of project "${projectId}"`,
+          method: "GET",
+          path: `/v1/projects/${seg(projectId)}/branches`,
+          query: { ...query },
+        },
+        PublicBranch,
+        opts,
+      );
+    },
+    deleteBranch(id, opts) {
+      return send(
+        {
+          operation: "deleteBranch",
+          description: `delete branch "${id}"`,
+          method: "DELETE",
+          path: `/v1/branches/${seg(id)}`,
+          response: ignoreBody,
+        },
         opts,
       );
     },

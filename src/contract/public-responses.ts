@@ -109,3 +109,12 @@ export const PublicErrorBody = ErrorBody.extend({
 
 /** A list page whose items are read one by one: one item the client cannot read never fails the page. */
 export const PublicPageEnvelope = z.object({ data: z.array(z.unknown()), pagination: Pagination });
+
+/** A branch as the operator reads it: what it acts on (id, git name, role), nothing else required. */
+export const PublicBranch = z.object({
+  id: z.string(),
+  gitName: z.string(),
+  isDefault: z.boolean(),
+  role: openEnum(z.enum(["production", "preview"])),
+});
+export type PublicBranch = z.infer<typeof PublicBranch>;

@@ -3,7 +3,7 @@
 // and Stalled are kstatus's abnormal-true pair (progress.ts derives both): working toward the spec, or stopped until
 // the user changes something. The CRD schema of a condition is in src/resources/conditions.ts; these are the loop's
 // own types.
-export type ConditionType = "Ready" | "Synced" | "Reconciling" | "Stalled";
+export type ConditionType = "Ready" | "Synced" | "Reconciling" | "Stalled" | "Expired";
 
 export interface Condition {
   type: ConditionType;

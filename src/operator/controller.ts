@@ -80,6 +80,8 @@ interface ControllerBase {
   wakeOn?: Controller["wakeOn"];
   /** The kind's own stalling reasons (conditions.ts has the loops'). */
   stallingReasons?: readonly string[];
+  /** The kind's own crash points (`<prefix>:<point>`), besides the loop's. */
+  crashPoints?: readonly string[];
 }
 
 /**
@@ -91,7 +93,7 @@ export function managedController<T extends ManagedObject, R extends RemoteState
   build: (ctx: ControllerContext<R>) => ManagedHandler<T>,
 ): Controller<R> {
   const { steps = managedSteps, ...rest } = base;
-  const controller = declared(rest, managedCrashPointsOf(base.kind, steps));
+  const controller = declared(rest, [...managedCrashPointsOf(base.kind, steps), ...(base.crashPoints ?? [])]);
   return {
     ...controller,
     reconciler(ctx) {
@@ -110,7 +112,7 @@ export function managedController<T extends ManagedObject, R extends RemoteState
 
 /** A one-shot operation, reconciled by the one-shot loop; `crashPoints`: the ones its handler's steps pass. */
 export function oneShotController<T extends StatusObject, R extends RemoteState>(
-  base: ControllerBase & { crashPoints?: readonly string[] },
+  base: ControllerBase,
   build: (ctx: ControllerContext<R>) => OneShotHandler<T>,
 ): Controller<R> {
   const { crashPoints = [], ...rest } = base;

@@ -13,6 +13,7 @@ export interface ManagedObject extends KubeObject {
   kind: string;
   spec: {
     deletionPolicy?: "Retain" | "Delete" | undefined;
+    deletionProtection?: boolean | undefined;
     managementPolicy?: "Full" | "ObserveOnly" | undefined;
     externalId?: string | undefined;
     connectionSecret?: ConnectionSecretSpec | undefined;
@@ -60,6 +61,18 @@ export interface Creation {
   leaked?: string[] | undefined;
 }
 
+/**
+ * When a resource expires (a kind with spec.expireAfter or the like): the loop deletes the resource then, unless
+ * spec.deletionProtection holds it (then condition Expired says so), after a Warning Event at `warnAt`.
+ */
+export interface Expiry {
+  /** Status fields to keep (computed once: an operator restart or clock skew must not move the time). */
+  fields: Record<string, unknown>;
+  /** Absent: the spec no longer sets an expiry (the fields clear what was stored). */
+  expiresAt?: Date | undefined;
+  warnAt?: Date | undefined;
+}
+
 export type Deletion = { done: true } | { done: false; reason: string; message: string };
 
 /** The per-kind seam. Every call is idempotent; not found is data (`exists: false`, `done: true`), not an error. */
@@ -93,4 +106,6 @@ export interface ManagedHandler<T extends ManagedObject> {
    * this one acts on nothing remote, and its deletionPolicy Delete deletes nothing.
    */
   managerOtherThan?(obj: T): Promise<string | undefined>;
+  /** The resource's expiry, if its spec sets one; throws TerminalError(InvalidSpec) for one that cannot be read. */
+  expiry?(obj: T, now: Date): Expiry | undefined;
 }

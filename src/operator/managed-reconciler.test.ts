@@ -532,3 +532,74 @@ describe("lookup before create from the remote mirror (throughput)", () => {
     expect(api.databases.size).toBe(2);
   });
 });
+
+describe("expiry (spec.expireAfter)", () => {
+  const created = Date.parse("2026-01-01T00:00:00Z");
+  function applyExpiring(name: string, extra: object) {
+    kube.put(DatabaseType, {
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Database",
+      metadata: { name, namespace: "default", creationTimestamp: "2026-01-01T00:00:00Z" },
+      spec: { projectRef: { name: "shop" }, expireAfter: "2h", deletionPolicy: "Delete", ...extra },
+    });
+  }
+  const at = (ms: number) => vi.setSystemTime(created + ms);
+  const minutes = 60_000;
+
+  it("stores the time, warns once before it, wakes for it, and then deletes the resource and its remote database", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    at(0);
+    applyExpiring("preview", {});
+    await converge("preview");
+    expect(condition("preview", "Ready")?.status).toBe("True");
+    expect(statusOf("preview")).toMatchObject({ expiresAt: "2026-01-01T02:00:00Z" });
+    // Requeued for the warning (12 min before: a tenth of 2 h), not only at the slow interval.
+    at(60 * minutes);
+    const outcome = await run("preview");
+    expect(outcome.type).toBe("requeueAfter");
+    expect((outcome as { ms: number }).ms).toBeLessThanOrEqual(48 * minutes + 1_000);
+    expect(events.filter((e) => e.reason === "Expiring")).toEqual([]);
+
+    at(110 * minutes);
+    await run("preview");
+    await run("preview");
+    const warnings = events.filter((e) => e.reason === "Expiring");
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ type: "Warning" });
+    expect(warnings[0]!.message).toContain("2026-01-01T02:00:00Z");
+
+    at(121 * minutes);
+    await run("preview");
+    expect(events.some((e) => e.reason === "Expired")).toBe(true);
+    expect(db("preview").metadata.deletionTimestamp).toBeDefined();
+    await run("preview");
+    expect(kube.read(DatabaseType, "default", "preview")).toBeUndefined();
+    expect(api.databases.size).toBe(0);
+  });
+
+  it("never deletes a protected one: condition Expired=True DeletionProtected and a Warning Event", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    at(0);
+    applyExpiring("kept", { deletionProtection: true });
+    await converge("kept");
+    at(3 * 60 * minutes);
+    await run("kept");
+    expect(db("kept").metadata.deletionTimestamp).toBeUndefined();
+    expect(condition("kept", "Expired")).toMatchObject({ status: "True", reason: "DeletionProtected" });
+    expect(events.find((e) => e.reason === "ExpiryBlocked")?.type).toBe("Warning");
+    expect(condition("kept", "Ready")?.status).toBe("True");
+    expect(api.databases.size).toBe(1);
+  });
+
+  it("keeps the stored time across a restart with a skewed clock", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    at(0);
+    applyExpiring("skewed", { expiryRenewal: "sha1" });
+    await converge("skewed");
+    // A new operator whose clock runs 90 minutes ahead reads the stored time; it does not count again.
+    at(90 * minutes);
+    await run("skewed");
+    expect(statusOf("skewed")).toMatchObject({ expiresAt: "2026-01-01T02:00:00Z" });
+    expect(db("skewed").metadata.deletionTimestamp).toBeUndefined();
+  });
+});

@@ -2,6 +2,7 @@ import { jsonEqual } from "./conditions.ts";
 import { TerminalError, classifyError, messageOf } from "./errors.ts";
 import { remoteIdOf } from "./identity.ts";
 import { reconcileDeletion, withdraw } from "./managed-deletion.ts";
+import { expire, untilExpiry } from "./managed-expiry.ts";
 import type { ExternalClient, ManagedHandler, ManagedObject, Observation } from "./managed-handler.ts";
 import { LoopRun, type LoopDeps } from "./managed-run.ts";
 import { done, failed, requeueAfter, type Outcome } from "./outcome.ts";
@@ -13,7 +14,7 @@ import { externalIdAnnotation, pausedAnnotation, reconcileRequestedAnnotation } 
 export { type LoopDeps } from "./managed-run.ts";
 
 // The one generic loop (docs/design.md#the-loop) for every kind with a remote object:
-//   get → deleting? (observe → delete per policy → release Secret → drop finalizer) → paused?
+//   get → deleting? (observe → delete per policy → release Secret → drop finalizer) → paused? → expired?
 //       → ensure finalizer → observe → create if absent → update if drifted → publish Secret → status
 // With managementPolicy ObserveOnly it stops after observe: status and drift, no write to the service, no Secret.
 // A kind supplies only a ManagedHandler (parse, connect) whose ExternalClient returns data and throws typed errors.
@@ -47,8 +48,12 @@ async function reconcile<T extends ManagedObject>(run: LoopRun<T>): Promise<Outc
     await run.writeStatus({}, { type: "Synced", status: "False", reason: "ReconcilePaused", message });
     return done();
   }
-  const slowMs = run.pollIntervalMs();
-  return run.observeOnly ? observeOnly(run, slowMs) : manage(run, slowMs);
+  const expiry = run.handler.expiry?.(run.obj, run.now());
+  if (expiry !== undefined && (await expire(run, expiry))) return done();
+  return untilExpiry(expiry, run.now, () => {
+    const slowMs = run.pollIntervalMs();
+    return run.observeOnly ? observeOnly(run, slowMs) : manage(run, slowMs);
+  });
 }
 
 /** Full: create if absent, update if drifted, keep the Secret current and rotate it, write status. */

@@ -52,6 +52,8 @@ export class LoopRun<T extends ManagedObject> {
   requested: string | undefined;
   /** The Synced condition of a reconcile that got through: True, unless an annotation was invalid. */
   synced: ConditionUpdate = synced;
+  /** The resource's expiry (managed-expiry.ts), written with every status write of this reconcile. */
+  expiryStatus: { fields: Record<string, unknown>; conds: ConditionUpdate[] } | undefined;
   /** The Secret component for `obj`: built again only when the object it reads was written. */
   private published: { obj: T; secrets: ReturnType<typeof connectionSecrets<T>> } | undefined;
 
@@ -154,11 +156,13 @@ export class LoopRun<T extends ManagedObject> {
 
   async writeStatus(fields: Record<string, unknown>, ...conds: ConditionUpdate[]) {
     const always = {
+      ...this.expiryStatus?.fields,
       ...(this.credentials === undefined ? {} : { credentials: this.credentials }),
       ...(this.requested === undefined ? {} : { lastHandledReconcileAt: this.requested }),
       // Drift is ObserveOnly's report: in Full the loop corrects it.
       ...(this.observeOnly ? {} : { drift: undefined }),
     };
-    this.obj = await writeStatus(this.deps, this.handler.type, this.obj, { ...always, ...fields }, conds, this.now());
+    const all = [...(this.expiryStatus?.conds ?? []), ...conds];
+    this.obj = await writeStatus(this.deps, this.handler.type, this.obj, { ...always, ...fields }, all, this.now());
   }
 }

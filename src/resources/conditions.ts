@@ -7,7 +7,7 @@ import { loopReasons, type LoopReason } from "../operator/conditions.ts";
 // while the operator works toward the spec (creating, provisioning, waiting for a project or credentials, rotating,
 // restoring, deleting), Stalled while an error holds that only a change by the user can fix: a spec edit, a
 // credentials Secret, a reconcile request (Argo CD shows it Degraded). src/operator/progress.ts derives both.
-export const ConditionType = z.enum(["Ready", "Synced", "Reconciling", "Stalled"]);
+export const ConditionType = z.enum(["Ready", "Synced", "Reconciling", "Stalled", "Expired"]);
 export type ConditionType = z.infer<typeof ConditionType>;
 
 export const ConditionStatus = z.enum(["True", "False", "Unknown"]);
@@ -46,6 +46,10 @@ export const conditionReasons = {
   DatabaseNotReady: "A database this resource refers to is missing or not ready yet; the operator waits for it.",
   SourceNotReady:
     "A clone's source database is missing, has no remote id yet or is not ready; nothing is created until it is, and the operator retries.",
+  NoProductionBranch:
+    "A Database on a preview branch (spec.branch) waits until its project has a branch: the service makes a project's first branch its production branch, which can never be deleted. Create the production branch first (a Database with spec.branch role production).",
+  BranchRoleMismatch:
+    "The branch spec.branch names is (or would be created as) a production branch where the spec says preview, or the reverse; fix spec.branch.",
   ApiUnavailable: loopReasons.ApiUnavailable,
   RateLimited: loopReasons.RateLimited,
   Conflict: loopReasons.Conflict,
@@ -58,6 +62,10 @@ export const conditionReasons = {
   ObserveOnly: loopReasons.ObserveOnly,
   ReferenceNotAllowed:
     "A Connection refers to a Database in another namespace that does not allow it (spec.connectionPolicy.allowedNamespaces); nothing was minted.",
+  // Expired
+  DeletionProtected:
+    "The Database is past its expiry (status.expiresAt) but spec.deletionProtection is true, so it is kept; set deletionProtection to false to let it be deleted, or remove the expiry.",
+  NotExpired: "The Database's expiry (status.expiresAt) is ahead again (the spec changed after it had expired).",
   OutcomeUnknown: "A restore was requested but its outcome cannot be known; it is never repeated automatically.",
 } as const satisfies Record<LoopReason, string> & Record<string, string>;
 
@@ -70,7 +78,7 @@ export type ConditionReason = z.infer<typeof ConditionReason>;
 export const Condition = z
   .object({
     type: ConditionType.describe(
-      "Condition type: Ready (usable), Synced (last reconcile succeeded), Reconciling (working toward the spec) or Stalled (needs the user).",
+      "Condition type: Ready (usable), Synced (last reconcile succeeded), Reconciling (working toward the spec), Stalled (needs the user) or Expired (a Database past its expiry that deletionProtection keeps).",
     ),
     status: ConditionStatus.describe("True, False or Unknown."),
     observedGeneration: z

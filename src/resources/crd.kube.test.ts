@@ -142,7 +142,7 @@ spec:
   it("kubectl get mds lists every kind with its printer columns", async () => {
     const res = await kubectl(["get", "mds"]);
     expect(res.stderr).toBe("");
-    expect(res.stdout).toMatch(/NAME\s+READY\s+SYNCED\s+STATUS\s+SECRET\s+ID\s+AGE/);
+    expect(res.stdout).toMatch(/NAME\s+READY\s+SYNCED\s+STATUS\s+SECRET\s+ID\s+EXPIRES\s+AGE/);
     expect(res.stdout).toContain("database.mds.dev/orders");
     expect(res.stdout).toMatch(/NAME\s+PHASE\s+TARGET\s+BACKUP\s+COMPLETED\s+AGE/);
   });

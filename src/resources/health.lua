@@ -23,6 +23,7 @@ local terminal = {
   RemoteFailure = true,
   RemoteNotFound = true,
   OutcomeUnknown = true,
+  BranchRoleMismatch = true,
 }
 
 local function findCondition(conditions, conditionType)

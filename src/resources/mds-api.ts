@@ -5,6 +5,7 @@ import type {
   ListProjectsParams,
   Page,
   PublicBackup,
+  PublicBranch,
   PublicCreatedProject,
   PublicDatabase,
   PublicDatabaseWithCredentials,
@@ -34,4 +35,12 @@ export interface MdsApi extends ConnectionApi {
     params?: { limit?: number },
     options?: CallOptions,
   ): Promise<{ data: PublicBackup[] }>;
+  /** Branches (spec.branch of a Database): found by git name, created, and soft-deleted with their last database. */
+  createBranch(projectId: string, body: { gitName: string }, options?: CallOptions): Promise<PublicBranch>;
+  listBranches(
+    projectId: string,
+    params?: { gitName?: string; limit?: number },
+    options?: CallOptions,
+  ): Promise<Page<PublicBranch>>;
+  deleteBranch(id: string, options?: CallOptions): Promise<void>;
 }

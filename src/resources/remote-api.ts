@@ -31,6 +31,8 @@ export const mdsRemote: RemoteDefinition<MdsRemote> = {
     "restoreDatabase",
     "createConnection",
     "deleteConnection",
+    "createBranch",
+    "deleteBranch",
   ],
   mirror: createRemoteMirror,
 };

@@ -70,6 +70,22 @@ async function remoteCount(name: string): Promise<number> {
   return ((await res.json()) as { data: unknown[] }).data.length;
 }
 
+/** A completed backup of the database, taken at our service (the e2e token's workspace). */
+async function completedBackup(databaseId: string): Promise<void> {
+  const headers = { authorization: `Bearer ${stack.service.token}`, "content-type": "application/json" };
+  const url = `${stack.service.url}/v1/databases/${databaseId}/backups`;
+  const created = await fetch(url, { method: "POST", headers, body: "{}" });
+  expect(created.status).toBe(201);
+  const { id } = ((await created.json()) as { data: { id: string } }).data;
+  await eventually(
+    async () => {
+      const list = (await (await fetch(url, { headers })).json()) as { data: { id: string; status: string }[] };
+      if (list.data.find((b) => b.id === id)?.status !== "completed") throw new Error(`backup ${id} not completed`);
+    },
+    { what: `backup of ${databaseId} completed` },
+  );
+}
+
 describe.each(counterparts)("against %s", (counterpart) => {
   beforeAll(async () => {
     stack = await startStack({ api: counterpart });
@@ -150,5 +166,28 @@ describe.each(counterparts)("against %s", (counterpart) => {
     expect(stalled.reason).toBe("InvalidSpec");
     expect(stalled.message).toContain("spec.credentials");
     expect(await remoteCount("by-id")).toBe(0);
+  }, 120_000);
+
+  it("a Database from a backup by databaseId without spec.credentials is refused too: the operator's token copies nothing named by id", async () => {
+    // Attack: a namespace allowed to use the operator's token names another team's database id (same workspace)
+    // as a backup source; before, the operator created a copy of that team's data with its own token.
+    const staging = await statusOf("staging");
+    // A completed backup exists, so without the rule the copy would be made (not merely wait for a backup).
+    await completedBackup(staging!.id!);
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(database("backup-by-id", { source: { type: "backup", databaseId: staging!.id, latest: true } })),
+    );
+    const stalled = await eventually(
+      async () => {
+        const c = await conditionOf("backup-by-id", "Stalled");
+        if (c?.status !== "True") throw new Error(`not stalled yet: ${JSON.stringify(c)}`);
+        return c;
+      },
+      { what: "backup-by-id Stalled" },
+    );
+    expect(stalled.reason).toBe("InvalidSpec");
+    expect(stalled.message).toContain("spec.credentials");
+    expect(await remoteCount("backup-by-id")).toBe(0);
   }, 120_000);
 });

@@ -226,6 +226,10 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     connectionsOf.delete(dbId);
   }
 
+  const branches = new Map<
+    string,
+    { id: string; projectId: string; gitName: string; isDefault: boolean; role: "production" | "preview" }
+  >();
   const page = <T>(items: T[], params: { limit?: number; cursor?: string } | undefined) => {
     const limit = params?.limit ?? 100;
     const start = params?.cursor === undefined ? 0 : Number(params.cursor);
@@ -373,6 +377,39 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
         data: listed.data.map((d) => view(d.id)),
         ...(api.unreadableItems > 0 ? { skipped: api.unreadableItems } : {}),
       };
+    },
+    async createBranch(pid, body) {
+      enter("createBranch");
+      if (!projects.has(pid)) throw new FakeApiError("not_found", 404, "not found");
+      if ([...branches.values()].some((b) => b.projectId === pid && b.gitName === body.gitName))
+        throw new FakeApiError("conflict", 409, `gitName ${body.gitName} is already used`);
+      const first = ![...branches.values()].some((b) => b.projectId === pid);
+      const branch = {
+        id: `br_c${String(branches.size + 1).padStart(24, "0")}`,
+        projectId: pid,
+        gitName: body.gitName,
+        isDefault: first,
+        role: first ? ("production" as const) : ("preview" as const),
+      };
+      branches.set(branch.id, branch);
+      return branch;
+    },
+    async listBranches(pid, params) {
+      enter("listBranches");
+      return page(
+        [...branches.values()].filter(
+          (b) => b.projectId === pid && (params?.gitName === undefined || b.gitName === params.gitName),
+        ),
+        params,
+      );
+    },
+    async deleteBranch(id) {
+      enter("deleteBranch");
+      const branch = branches.get(id);
+      if (branch === undefined) throw new FakeApiError("not_found", 404, "not found");
+      if (branch.isDefault || branch.role === "production")
+        throw new FakeApiError("unprocessable", 422, "the default or production branch cannot be deleted");
+      branches.delete(id);
     },
     async listBackups() {
       enter("listBackups");

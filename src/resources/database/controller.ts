@@ -9,6 +9,7 @@ import { ProjectType } from "../types.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
 import { remoteDatabaseStallingReasons } from "../remote-database.ts";
+import { expiryOf } from "./expiry.ts";
 import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
 import type { MdsControllerContext } from "../remote-api.ts";
 
@@ -16,7 +17,8 @@ import type { MdsControllerContext } from "../remote-api.ts";
 // its project changes (it waits for the project's id).
 // Adoption is exclusive (../adoption.ts): one Database resource manages a remote database; the others are refused.
 
-export type DatabaseContext = Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">;
+export type DatabaseContext = Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache"> &
+  Partial<Pick<MdsControllerContext, "crashPoint">>;
 
 export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseObject> {
   return {
@@ -24,6 +26,7 @@ export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseOb
     type: DatabaseType,
     parse: (raw) => parseOrTerminal(Database, "Database", raw) as DatabaseObject,
     secretDatabaseIds: (obj) => [remoteIdOf(obj)].filter((id): id is string => id !== undefined),
+    expiry: (obj, now) => expiryOf(obj.spec, obj.metadata.creationTimestamp, obj.status, now),
     managerOtherThan: (obj) =>
       managerOtherThan(ctx.cache(DatabaseType.kind), obj, seenWithOwnCredentials(ctx, "database")),
     async connect(obj) {
@@ -51,6 +54,7 @@ export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseOb
         instanceId: ctx.instanceId,
         projectId,
         databaseIdOf: (namespace, name) => boundIdOf(ctx.cache(DatabaseType.kind).get(namespace, name)),
+        crashPoint: ctx.crashPoint ?? (() => {}),
       });
       return { ...external, credentials: api.use };
     },
@@ -61,7 +65,9 @@ export const databaseController = managedController(
   {
     kind: "Database",
     type: DatabaseType,
-    stallingReasons: remoteDatabaseStallingReasons,
+    stallingReasons: [...remoteDatabaseStallingReasons, "BranchRoleMismatch"],
+    // Its own: spec.branch's branch was created; the database not yet (./branch.ts).
+    crashPoints: ["database:after-branch-create"],
     wakeOn: [
       {
         kind: ProjectType.kind,
@@ -76,6 +82,22 @@ export const databaseController = managedController(
             .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
       },
       wakeOtherClaimants("Database"),
+      {
+        // A preview waits for its project's production branch (NoProductionBranch): woken when a Database of the same
+        // namespace on a production branch changes (the one that creates it, usually).
+        kind: "Database",
+        keys: (production, databases) =>
+          (production["spec"] as { branch?: { role?: string } } | undefined)?.branch?.role !== "production"
+            ? []
+            : databases
+                .list(production.metadata.namespace ?? "")
+                .filter(
+                  (db) =>
+                    db.metadata.namespace === production.metadata.namespace &&
+                    (db["spec"] as { branch?: { role?: string } } | undefined)?.branch?.role === "preview",
+                )
+                .map((db) => `${db.metadata.namespace ?? ""}/${db.metadata.name}`),
+      },
       {
         // A clone waits for its source (SourceNotReady): woken when the source Database changes.
         kind: "Database",

@@ -1,10 +1,12 @@
-import type { CreateDatabaseBody, SourceBody } from "../../contract/index.ts";
+import type { PublicBranch, SourceBody } from "../../contract/index.ts";
 import type { MdsApi } from "../remote-api.ts";
 import { idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
-import type { Creation, ExternalClient, Observation } from "../../operator/managed-handler.ts";
+import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
 import { absent, createdWith, pollDelayOf, stripSecrets } from "../remote-database.ts";
+import { branchStatusOf, deleteBranchIfEmpty, specBranch } from "./branch.ts";
+import { createBodyOf } from "./create-body.ts";
 import { databaseConnections } from "./connections.ts";
 import { deleteDatabase } from "./deletion.ts";
 import { adoptedCreation, observationOf, statusOf } from "./observation.ts";
@@ -25,8 +27,10 @@ export interface DatabaseExternalDeps {
   projectId: string;
   /** Remote id of a Database resource in the same namespace (for source.databaseRef). */
   databaseIdOf: (namespace: string, name: string) => string | undefined;
+  crashPoint: (name: string) => void | Promise<void>;
 }
 
+// eslint-disable-next-line max-lines-per-function -- closure factory: the calls share the lookup, the branch and the keys
 export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClient<DatabaseObject> {
   const { api, mirror, instanceId, projectId } = deps;
   const logicalIdFor = (obj: DatabaseObject) =>
@@ -36,15 +40,31 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
   const wantedNameOf = (obj: DatabaseObject) =>
     obj.spec.externalId !== undefined && obj.spec.displayName === undefined ? undefined : nameFor(obj);
 
-  const bodyWith = (obj: DatabaseObject, source: SourceBody | undefined) =>
-    createBodyOf(obj, projectId, logicalIdFor(obj), source);
+  const bodyWith = (obj: DatabaseObject, source: SourceBody | undefined, branch: PublicBranch | undefined) =>
+    createBodyOf(obj, projectId, logicalIdFor(obj), source, branch);
+  const branches = specBranch(api, projectId, deps.crashPoint);
 
-  const lookup = (obj: DatabaseObject) =>
-    findByLogicalId(
-      () => api.listDatabases({ projectId, logicalId: logicalIdFor(obj), limit: 1 }),
+  /** Ours, by logicalId: on spec.branch's branch (no branch yet: nothing can be on it), else in the project. */
+  const lookup = async (obj: DatabaseObject) => {
+    const branch = await branches.find(obj.spec.branch);
+    if (obj.spec.branch !== undefined && branch === undefined) return undefined;
+    const onBranch = branch === undefined ? {} : { branchId: branch.id };
+    const logicalId = logicalIdFor(obj);
+    return findByLogicalId(
+      () => api.listDatabases({ projectId, logicalId, ...onBranch, limit: 1 }),
       "database",
-      logicalIdFor(obj),
+      logicalId,
     );
+  };
+
+  /** A preview branch goes (soft delete) with its last database; the service refuses while another is on it. */
+  async function withBranch(obj: DatabaseObject, deletion: Deletion): Promise<Deletion> {
+    if (!deletion.done || obj.spec.branch?.role !== "preview") return deletion;
+    const branch =
+      (obj.status?.branch as { id?: string } | undefined)?.id ?? (await branches.find(obj.spec.branch))?.id;
+    if (branch !== undefined) await deleteBranchIfEmpty(api, branch);
+    return deletion;
+  }
 
   const createKey = (obj: DatabaseObject) => idempotencyKeyOf("create-database", logicalIdFor(obj), projectId);
 
@@ -61,6 +81,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
 
     async create(obj): Promise<Creation> {
       let sent: SourceBody | undefined;
+      const branch = await branches.ensure(obj.spec.branch);
       const result = await createOnce({
         mirror,
         logicalId: logicalIdFor(obj),
@@ -68,7 +89,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         lookup: () => lookup(obj),
         post: async () => {
           sent = await sourceOf(api, obj, deps.databaseIdOf);
-          return api.createDatabase(bodyWith(obj, sent), { idempotencyKey: createKey(obj) });
+          return api.createDatabase(bodyWith(obj, sent, branch), { idempotencyKey: createKey(obj) });
         },
       });
       if ("adopted" in result) {
@@ -76,12 +97,13 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         mirror.putDatabase(result.adopted);
         const creation = adoptedCreation(obj, result.adopted);
         const source = sourceStatusOf(cloneSourceOfSpec(obj, deps.databaseIdOf));
-        return { ...creation, status: { ...creation.status, ...source } };
+        return { ...creation, status: { ...creation.status, ...source, ...branchStatusOf(branch) } };
       }
       const created = result.created;
       const db: RemoteDatabase = { ...created, connections: created.connections.map(stripSecrets) };
       mirror.putDatabase(db);
-      return createdWith(obj, created.id, { ...statusOf(db), ...sourceStatusOf(sent) }, created, db);
+      const status = { ...statusOf(db), ...sourceStatusOf(sent), ...branchStatusOf(branch) };
+      return createdWith(obj, created.id, status, created, db);
     },
 
     async update(obj) {
@@ -98,12 +120,12 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         // Never created as far as we recorded; a create may still have landed: find it by logicalId. Only the
         // service's answer that there is none lets the finalizer go (a failed lookup throws and is retried).
         const found = obj.spec.externalId === undefined ? await lookup(obj) : undefined;
-        if (found === undefined) return { done: true };
-        return deleteDatabase(api, mirror, found.id);
+        if (found === undefined) return withBranch(obj, { done: true });
+        return withBranch(obj, await deleteDatabase(api, mirror, found.id));
       }
       // Deleted only if it is ours: an id annotation alone must match our logicalId.
       if (!(await boundToOwn(obj, () => lookup(obj)))) return { done: true };
-      return deleteDatabase(api, mirror, id);
+      return withBranch(obj, await deleteDatabase(api, mirror, id));
     },
 
     connections: databaseConnections({
@@ -112,26 +134,9 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       instanceId,
       lookup,
       creation: async (obj) => ({
-        body: bodyWith(obj, await sourceOf(api, obj, deps.databaseIdOf)),
+        body: bodyWith(obj, await sourceOf(api, obj, deps.databaseIdOf), await branches.find(obj.spec.branch)),
         idempotencyKey: createKey(obj),
       }),
     }),
-  };
-}
-
-/** The creation request of `obj`: the same body every time (a replay must match the first POST). */
-function createBodyOf(
-  obj: DatabaseObject,
-  projectId: string,
-  logicalId: string,
-  source: SourceBody | undefined,
-): CreateDatabaseBody {
-  return {
-    projectId,
-    name: obj.spec.displayName ?? obj.metadata.name,
-    region: obj.spec.region ?? "inherit",
-    isDefault: obj.spec.isDefault ?? false,
-    logicalId,
-    ...(source === undefined ? {} : { source }),
   };
 }

@@ -44,7 +44,7 @@ export const DatabaseSource = z
       .optional()
       .describe(
         "type backup: the remote id (db_…) of the database whose backup to use. type database: the remote id of the " +
-          "database to clone; needs spec.credentials (the operator's own token is never lent to read a database named by id).",
+          "database to clone. Either needs spec.credentials (the operator's own token is never lent to read a database named by id).",
       ),
     backupId: z.string().regex(idPattern("bkp")).max(80).optional().describe("type backup: the backup (bkp_…) to use."),
     latest: z.boolean().optional().describe("type backup: true to use the source database's latest completed backup."),
@@ -77,6 +77,31 @@ export const DatabaseSource = z
     "What the database starts with: empty, a backup, or a clone of another database. Omitted means empty. Immutable.",
   );
 export type DatabaseSource = z.infer<typeof DatabaseSource>;
+
+export const DatabaseBranch = z
+  .object({
+    gitName: z
+      .string()
+      .min(1)
+      .max(255)
+      .describe(
+        "The branch's git name (a pull request's head branch, say); the branch is created if the project has none of that name.",
+      ),
+    role: z
+      .enum(["preview", "production"])
+      .default("preview")
+      .describe(
+        "preview (default): a branch of a project that already has its production branch; until it has one the " +
+          "Database waits (Ready=False NoProductionBranch), because the service makes a project's first branch its " +
+          "production branch, which can never be deleted. production: the project's production branch (its first, " +
+          "e.g. main, on the long-lived Database a preview is cloned from).",
+      ),
+  })
+  .describe(
+    "Put the database on a branch of its project (the public API's preview environments), named by git name. A preview " +
+      "branch the operator created is deleted (soft delete, as the public API does it) with its last database. Immutable.",
+  );
+export type DatabaseBranch = z.infer<typeof DatabaseBranch>;
 
 export const DatabaseSpec = z
   .object({
@@ -130,6 +155,33 @@ export const DatabaseSpec = z
         "Which other namespaces may hold Connection resources of this database, in the spirit of Gateway API's " +
           "ReferenceGrant: the database's owner grants it. A Connection elsewhere is refused and nothing is minted.",
       ),
+    branch: DatabaseBranch.optional(),
+    expireAfter: z
+      .string()
+      .max(32)
+      .regex(/^(\d+(\.\d+)?(ms|s|m|h))+$/)
+      .optional()
+      .describe(
+        "Delete this resource that long after it was created (a duration such as 72h or 90m), or after spec.expiryRenewal " +
+          "last changed. The time is computed once and kept in status.expiresAt. The deletion follows deletionPolicy " +
+          "(Retain keeps the remote database); with deletionProtection true nothing is deleted (condition Expired says so). " +
+          "A Warning Event (reason Expiring) comes an hour before, or a tenth of the lifetime when that is shorter. " +
+          "At most one of expireAfter and expiresAt.",
+      ),
+    expiresAt: z.iso
+      .datetime({ offset: true })
+      .optional()
+      .describe(
+        "Delete this resource at this time (RFC 3339), as expireAfter does. At most one of expireAfter and expiresAt.",
+      ),
+    expiryRenewal: z
+      .string()
+      .max(253)
+      .optional()
+      .describe(
+        "With expireAfter: any value (a pull request's head commit, say); when it changes, expireAfter counts again from " +
+          "when the operator sees the new value, so a preview expires that long after the last push.",
+      ),
     credentials: Credentials.optional(),
     deletionPolicy: DeletionPolicy,
     deletionProtection: DeletionProtection,
@@ -147,7 +199,16 @@ export const DatabaseSpec = z
   .meta({
     "x-kubernetes-validations": [
       exactlyOne("projectRef", "projectId", "projectRef.name or projectId"),
-      ...immutableFields("projectRef", "projectId", "region", "source", "externalId"),
+      ...immutableFields("projectRef", "projectId", "region", "source", "externalId", "branch"),
+      {
+        rule: "!(has(self.expireAfter) && has(self.expiresAt))",
+        message: "set at most one of expireAfter and expiresAt",
+      },
+      { rule: "has(self.expiryRenewal) ? has(self.expireAfter) : true", message: "expiryRenewal needs expireAfter" },
+      {
+        rule: "has(self.branch) ? !has(self.externalId) : true",
+        message: "branch cannot be combined with externalId (an adopted database stays on its branch)",
+      },
       secretNameUnchanged,
     ],
   })
@@ -208,6 +269,24 @@ export const DatabaseStatus = z
       })
       .optional()
       .describe("What the database was created from, as sent to the service (absent: empty, or adopted)."),
+    branch: z
+      .object({
+        id: z.string().max(80).describe("The branch's remote id (br_…)."),
+        gitName: z.string().max(255).describe("The branch's git name."),
+        role: z.string().max(32).describe("production or preview."),
+      })
+      .optional()
+      .describe("The branch the database was put on (spec.branch)."),
+    expiresAt: z.iso
+      .datetime()
+      .optional()
+      .describe("When this resource expires and is deleted (spec.expireAfter or spec.expiresAt), computed once."),
+    expiryCountsFrom: z.iso
+      .datetime()
+      .optional()
+      .describe("Where spec.expireAfter counts from: the creation, or when spec.expiryRenewal last changed."),
+    expiryRenewal: z.string().max(253).optional().describe("The spec.expiryRenewal that expiryCountsFrom belongs to."),
+    expiryWarnedFor: z.iso.datetime().optional().describe("The expiresAt whose Expiring Event was emitted."),
     restoreLedger: z
       .array(RestoreLedgerEntry)
       .max(restoreLedgerLimit)
@@ -246,7 +325,10 @@ export const databaseDefinition: CrdDefinition = {
     { name: "STATUS", type: "string", jsonPath: ".status.remoteStatus", description: "Remote status." },
     { name: "SECRET", type: "string", jsonPath: ".status.secretName", description: "Connection Secret." },
     { name: "ID", type: "string", jsonPath: ".status.id", description: "Remote database id." },
+    // A string, not a date: kubectl prints a future date as <invalid>.
+    { name: "EXPIRES", type: "string", jsonPath: ".status.expiresAt", description: "When the resource expires." },
     { name: "PROJECT", type: "string", jsonPath: ".status.projectId", description: "Remote project id.", priority: 1 },
+    { name: "BRANCH", type: "string", jsonPath: ".status.branch.gitName", description: "Branch.", priority: 1 },
     { name: "REGION", type: "string", jsonPath: ".status.region", description: "Region.", priority: 1 },
     age,
   ],

@@ -60,6 +60,13 @@ describe("sourceOf a clone", () => {
     );
   });
 
+  it("refuses a backup source by databaseId without spec.credentials (Stalled), as a clone by id", async () => {
+    const { api, id } = await sourceDatabase(0);
+    expect(
+      await reasonOf(sourceOf(api, clone({ type: "backup", databaseId: id, latest: true }), () => undefined)),
+    ).toBe("terminal InvalidSpec");
+  });
+
   it("refuses a clone by databaseId without spec.credentials (Stalled), and takes it with them", async () => {
     const { api, id } = await sourceDatabase(0);
     expect(await reasonOf(sourceOf(api, clone({ type: "database", databaseId: id }), () => undefined))).toBe(

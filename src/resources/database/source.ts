@@ -16,11 +16,12 @@ export async function sourceOf(
 ): Promise<SourceBody | undefined> {
   const s = obj.spec.source;
   if (s === undefined || s.type === "empty") return undefined;
-  if (s.type === "database" && s.databaseId !== undefined && obj.spec.credentials === undefined) {
-    // As for restores by id: the operator's token is never lent to copy an arbitrary database named by id.
+  if (s.databaseId !== undefined && obj.spec.credentials === undefined) {
+    // As for restores by id: the operator's token is never lent to copy an arbitrary database named by id, whether
+    // live (a clone) or through one of its backups.
     throw new TerminalError(
       "InvalidSpec",
-      "a clone by source.databaseId needs spec.credentials.secretRef (a token of the source database's workspace in this namespace)",
+      `a ${s.type === "database" ? "clone" : "database from a backup"} by source.databaseId needs spec.credentials.secretRef (a token of the source database's workspace in this namespace)`,
     );
   }
   const ns = obj.metadata.namespace ?? "default";
