@@ -44,6 +44,8 @@ export interface MdsApi {
     params?: { limit?: number },
     options?: CallOptions,
   ): Promise<{ data: PublicBackup[] }>;
+  /** POST /v1/databases/{id}/backups: our service's extension; the public API has no such endpoint (404). */
+  createBackup(databaseId: string, options?: CallOptions): Promise<PublicBackup>;
   createConnection(databaseId: string, body: { name: string }, options?: CallOptions): Promise<CreatedConnection>;
   deleteConnection(id: string, options?: CallOptions): Promise<void>;
   /** Whether the server has announced that it replays Idempotency-Keys: only then may a POST be sent again. */

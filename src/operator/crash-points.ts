@@ -31,5 +31,7 @@ export const crashPoints = [
   "connection:before-finalizer-drop",
   "restore:before-post", // requestedAt and ledger written; restore not yet requested
   "restore:after-post", // restore requested; outcome not yet followed
+  "backup:before-post", // DatabaseBackup: requestedAt written; backup not yet requested
+  "backup:after-post", // backup requested and answered; its id not yet in status
 ] as const;
 export type CrashPoint = (typeof crashPoints)[number];

@@ -417,6 +417,7 @@ const apiWrites = new Set<string>([
   "updateDatabase",
   "deleteDatabase",
   "restoreDatabase",
+  "createBackup",
   "createConnection",
   "deleteConnection",
 ] satisfies (keyof MdsApi)[]);
