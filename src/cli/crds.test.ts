@@ -25,6 +25,7 @@ describe("mds crds", () => {
     expect((await readdir(dir)).sort()).toEqual([
       "Kustomization",
       "mds.dev_connections.yaml",
+      "mds.dev_databasebackups.yaml",
       "mds.dev_databaserestores.yaml",
       "mds.dev_databases.yaml",
       "mds.dev_projects.yaml",

@@ -72,6 +72,7 @@ export const stallingReasons = [
   "RemoteFailure",
   "RemoteNotFound",
   "OutcomeUnknown",
+  "NotSupported",
 ] as const;
 
 export interface ConditionInput {

@@ -22,6 +22,7 @@ export const conditionReasons = {
   Creating: loopReasons.Creating,
   Provisioning: "The service is provisioning the database; the operator polls it fast until it is ready.",
   Restoring: "A restore is replacing the database's data; it becomes Available again when the restore ends.",
+  BackingUp: "A DatabaseBackup's backup was requested; the operator follows it until it completes or fails.",
   Deleting: loopReasons.Deleting,
   RemoteFailure: "The service reports the database in status failure; see the message and the service's logs.",
   RemoteNotFound: loopReasons.RemoteNotFound,
@@ -56,7 +57,10 @@ export const conditionReasons = {
   ObserveOnly: loopReasons.ObserveOnly,
   ReferenceNotAllowed:
     "A Connection refers to a Database in another namespace that does not allow it (spec.connectionPolicy.allowedNamespaces); nothing was minted.",
-  OutcomeUnknown: "A restore was requested but its outcome cannot be known; it is never repeated automatically.",
+  OutcomeUnknown:
+    "A restore or backup was requested but its outcome cannot be known; it is never repeated automatically.",
+  NotSupported:
+    "The service does not take backups on request (the public API: its provider takes backups itself); nothing was requested and nothing is retried. Delete the resource, or point the operator at a service that does.",
 } as const satisfies Record<LoopReason, string> & Record<string, string>;
 
 export const ConditionReason = z.enum(

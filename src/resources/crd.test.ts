@@ -83,6 +83,7 @@ describe("CRDs", () => {
       ["Database", ["mdsdb"], ["mds"], { status: {} }],
       ["DatabaseRestore", ["mdsrestore"], ["mds"], { status: {} }],
       ["Connection", ["mdsconn"], ["mds"], { status: {} }],
+      ["DatabaseBackup", ["mdsbackup"], ["mds"], { status: {} }],
     ]);
   });
 });

@@ -1,5 +1,6 @@
 import type { KindRegistration } from "../operator/kind.ts";
 import { connectionResource } from "./connection/index.ts";
+import { databaseBackupResource } from "./database-backup/index.ts";
 import { databaseRestoreResource } from "./database-restore/index.ts";
 import { databaseResource } from "./database/index.ts";
 import type { KindSettings, ResourceKind } from "./kind.ts";
@@ -12,6 +13,7 @@ export const resourceKinds: ResourceKind[] = [
   databaseResource,
   databaseRestoreResource,
   connectionResource,
+  databaseBackupResource,
 ];
 
 export function operatorKinds(settings: KindSettings = {}): KindRegistration[] {

@@ -22,6 +22,7 @@ local terminal = {
   RemoteFailure = true,
   RemoteNotFound = true,
   OutcomeUnknown = true,
+  NotSupported = true,
 }
 
 local function findCondition(conditions, conditionType)
