@@ -303,6 +303,7 @@ export function createOperator(options: OperatorOptions): Operator {
     resources: (now) => [...caches.entries()].map(([kind, cache]) => summarizeResources(kind, cache.list(), now)),
     queues: () =>
       [...queues.entries()].map(([kind, queue]) => ({ controller: controllerName(kind), stats: queue.stats() })),
+    objectGauges: (now) => options.kinds.flatMap((k) => k.objectGauges?.(context.cache, now) ?? []),
   };
   let removeStateSource: (() => void) | undefined;
 

@@ -59,6 +59,16 @@ export interface KindRegistration {
   wakeOn?: { kind: string; keys(changed: KubeObject, own: ObjectCache): string[] }[];
   /** Builds the reconciler of one key. */
   reconciler(ctx: KindContext): (key: string) => Promise<Outcome>;
+  /** Per-object gauge samples, read from the caches at scrape time (their metrics are declared in metrics.ts). */
+  objectGauges?(cache: KindContext["cache"], now: number): ObjectGaugeSample[];
+}
+
+/** One series of a per-object gauge: labelled by the object's namespace and name. */
+export interface ObjectGaugeSample {
+  metric: string;
+  namespace: string;
+  name: string;
+  value: number;
 }
 
 /** A kind with a remote object, reconciled by the managed loop. */

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { ObjectGaugeSample } from "./kind.ts";
 import type { QueueStats } from "./work-queue.ts";
 
 // The operator's Prometheus metrics. One registry per process (built in src/cli), passed down; every part of the
@@ -75,6 +76,8 @@ export interface QueueSummary {
 export interface StateSource {
   resources(now: number): ResourceSummary[];
   queues(): QueueSummary[];
+  /** Per-object gauges the kinds report (KindRegistration.objectGauges). */
+  objectGauges?(now: number): ObjectGaugeSample[];
 }
 
 /** controller-runtime's reconcile_time_seconds buckets. */
@@ -213,13 +216,19 @@ function addSource(sources: Set<StateSource>, source: StateSource): () => void {
  * resource that is gone is simply not counted. One snapshot serves every gauge of the same scrape.
  */
 function registerStateGauges(registers: Registry[], sources: Set<StateSource>): void {
-  let snapshot: { at: number; resources: ResourceSummary[]; queues: QueueSummary[] } | undefined;
+  let snapshot:
+    { at: number; resources: ResourceSummary[]; queues: QueueSummary[]; objects: ObjectGaugeSample[] } | undefined;
   const read = () => {
     const now = Date.now();
     // The gauges of one scrape are collected within a few milliseconds; a later scrape reads afresh.
     if (snapshot === undefined || now - snapshot.at > 250) {
       const all = [...sources];
-      snapshot = { at: now, resources: all.flatMap((s) => s.resources(now)), queues: all.flatMap((s) => s.queues()) };
+      snapshot = {
+        at: now,
+        resources: all.flatMap((s) => s.resources(now)),
+        queues: all.flatMap((s) => s.queues()),
+        objects: all.flatMap((s) => s.objectGauges?.(now) ?? []),
+      };
     }
     return snapshot;
   };
@@ -248,6 +257,19 @@ function registerStateGauges(registers: Registry[], sources: Set<StateSource>): 
       for (const r of s.resources)
         for (const c of r.conditions)
           g.inc({ kind: r.kind, type: c.type, status: c.status, reason: c.reason }, c.count);
+    },
+  );
+  // One series per Database, the exception to "no object names in labels": an alert must say which database has gone
+  // without a backup. Bounded by the Databases the operator watches, as kube-state-metrics' series are. Not `namespace`:
+  // a ServiceMonitor's scrape sets that label to the operator's own namespace.
+  gauge(
+    "mds_database_backup_age_seconds",
+    "Per Database with a remote id: seconds since its newest completed backup (status.latestBackup), or since its creation when it has none.",
+    ["database_namespace", "database"],
+    (g, s) => {
+      for (const o of s.objects)
+        if (o.metric === "mds_database_backup_age_seconds")
+          g.set({ database_namespace: o.namespace, database: o.name }, o.value);
     },
   );
   gauge(
