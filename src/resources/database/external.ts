@@ -13,6 +13,7 @@ import { connectionOwner, originalConnectionOf } from "../../operator/recover-cr
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../../operator/remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
 import { createdWith, pollDelayOf, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
+import { latestBackupStatus } from "../database-backup/latest.ts";
 import { deleteDatabase } from "./deletion.ts";
 import { sourceOf } from "./source.ts";
 import type { Database } from "./schema.ts";
@@ -105,7 +106,12 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       const secret = secretTargetOf(obj, db, obj.status?.connection?.id);
       return {
         exists: true,
-        status: { id: db.id, ...statusOf(db), ...(secret === undefined ? {} : { endpoints: secret.endpoints }) },
+        status: {
+          id: db.id,
+          ...statusOf(db),
+          ...(secret === undefined ? {} : { endpoints: secret.endpoints }),
+          ...(db.status === "ready" ? await latestBackupStatus(api, db.id) : {}),
+        },
         ready: readinessWithSecret(db, secret),
         // isDefault is chosen at creation only: the public API cannot change it afterwards (its PATCH takes no isDefault).
         drift:

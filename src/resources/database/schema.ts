@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { LatestBackup } from "../database-backup/latest.ts";
 import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
@@ -211,6 +212,7 @@ export const DatabaseStatus = z
       .max(restoreLedgerLimit)
       .optional()
       .describe(`Restores applied to this database, newest last, at most ${restoreLedgerLimit}.`),
+    latestBackup: LatestBackup.optional(),
     ...managedStatusFields,
     observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
     conditions: Conditions.optional(),
