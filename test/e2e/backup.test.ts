@@ -14,6 +14,8 @@ import { counterparts, eventually, manifests, startStack, type Stack } from "./h
 let stack: Stack;
 // Every operator of a file reports its client calls here (mds_client_requests_total by operation).
 let metrics: Registry;
+// Resyncs every 3 s: the Database's status.latestBackup is read at its resyncs.
+const pollIntervals = { fastMs: 200, slowMs: 3_000 };
 
 class SimulatedCrash extends Error {}
 
@@ -22,6 +24,7 @@ async function startCrashingOperator(point: string): Promise<{ operator: Operato
   let dead = false;
   const operator = await stack.startOperator({
     metrics,
+    pollIntervals,
     canWrite: () => !dead,
     crashPoint: (name) => {
       if (name === point && !dead) {
@@ -77,7 +80,7 @@ describe.each(counterparts)("DatabaseBackup against %s", (counterpart) => {
   beforeAll(async () => {
     stack = await startStack({ api: counterpart });
     metrics = new Registry();
-    operator = await stack.startOperator({ metrics });
+    operator = await stack.startOperator({ metrics, pollIntervals });
     await stack.kubectl(
       ["apply", "-f", "-"],
       manifests(
@@ -129,7 +132,7 @@ describe.each(counterparts)("DatabaseBackup against %s", (counterpart) => {
       await finalPhase(name);
     }
     await crashing.operator.stop();
-    operator = await stack.startOperator({ metrics });
+    operator = await stack.startOperator({ metrics, pollIntervals });
     return { status: await finalPhase(name), crashed: crashing.crashed() };
   }
 
@@ -174,4 +177,37 @@ describe.each(counterparts)("DatabaseBackup against %s", (counterpart) => {
       expect(calls).not.toMatch(/operation="createBackup"/);
     });
   }
+
+  it("shows the newest completed backup in the Database's status.latestBackup and its age in the metric", async () => {
+    // The newest backup, whoever took it: against the public API the provider (here: straight at our service).
+    let newest: string;
+    if (counterpart === "service") {
+      await stack.kubectl(["apply", "-f", "-"], manifests(backup("latest")));
+      newest = (await finalPhase("latest")).backupId!;
+    } else {
+      const taken = await fetch(`${stack.service.url}/v1/databases/${dbId}/backups`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${stack.service.token}`, "content-type": "application/json" },
+        body: "{}",
+      });
+      newest = ((await taken.json()) as { data: { id: string } }).data.id;
+    }
+    // One the operator took shows at the next resync; one it did not, after the list's one-minute refresh.
+    const latest = await eventually(
+      async () => {
+        const s = (await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, "orders"))?.["status"] as
+          { latestBackup?: { id: string; time: string; sizeBytes?: number } } | undefined;
+        if (s?.latestBackup?.id !== newest) throw new Error(`latestBackup ${JSON.stringify(s?.latestBackup)}`);
+        return s.latestBackup;
+      },
+      { what: "status.latestBackup", timeoutMs: 120_000 },
+    );
+    expect(Date.now() - Date.parse(latest.time)).toBeLessThan(120_000);
+    if (counterpart === "service") expect(latest.sizeBytes).toBeGreaterThan(0);
+    const age = (await metrics.getSingleMetric("mds_database_backup_age_seconds")!.get()).values.find(
+      (v) => v.labels["database"] === "orders" && v.labels["database_namespace"] === stack.namespace,
+    );
+    expect(age?.value).toBeGreaterThanOrEqual(0);
+    expect(age?.value).toBeLessThan(120);
+  }, 150_000);
 });

@@ -8,6 +8,7 @@ import { resolveCredentials, oneShotKind, parseOrTerminal, type KindContext } fr
 import type { OneShotKind, OneShotRun } from "../../operator/one-shot-reconciler.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { DatabaseBackup, DatabaseBackupType, terminalBackupPhases, type DatabaseBackupStatus } from "./schema.ts";
+import { backupAges, forgetLatestBackup } from "./latest.ts";
 
 // One backup per resource, exactly once, against a service that takes backups on request (our service's
 // POST /v1/databases/{id}/backups). The order of writes is what makes it safe:
@@ -212,6 +213,7 @@ export function backupKind(
     }
     if (backup.status === "running") return requeueAfter(ctx.pollIntervals.fastMs);
     if (backup.status === "completed") {
+      forgetLatestBackup(databaseId);
       return finish(run, "Succeeded", "Available", `Backup "${backupId}" of database "${databaseId}" completed`, {
         ...(backup.size === undefined || backup.size === null ? {} : { sizeBytes: backup.size }),
         takenAt: iso(new Date(backup.createdAt)),
@@ -239,6 +241,14 @@ export function backupRegistration(settings: BackupSettings = {}) {
     {
       kind: "DatabaseBackup",
       type: DatabaseBackupType,
+      // How long each Database has gone without a backup, for the alert (deploy/components/monitoring).
+      objectGauges: (cache, now) =>
+        backupAges(cache("Database").list(), now).map((a) => ({
+          metric: "mds_database_backup_age_seconds",
+          namespace: a.namespace,
+          name: a.name,
+          value: a.seconds,
+        })),
       // Backups are few and each waits on the service: two workers at most.
       workers: (concurrency) => Math.max(1, Math.min(concurrency, 2)),
       // A Database that gets its remote id, or becomes ready, wakes the backups still waiting in its namespace.

@@ -1,0 +1,96 @@
+import { z } from "zod";
+import type { KubeObject } from "../../kube/types.ts";
+import type { MdsApi } from "../../operator/api.ts";
+
+// A Database's status.latestBackup: its newest completed backup as the service lists it (whoever took it: the
+// provider's daily ones, a DatabaseBackup, a schedule), and the age of that backup per database for Prometheus
+// (mds_database_backup_age_seconds), so an alert can fire when a database has gone too long without one. Both
+// counterparts list backups, so this works against the public API too.
+
+export const LatestBackup = z
+  .object({
+    id: z.string().max(80).describe("The backup's id (bkp_…)."),
+    time: z.iso.datetime().describe("When the backup was taken (its createdAt at the service)."),
+    sizeBytes: z.number().int().min(0).optional().describe("Its size in bytes, where the service reports one."),
+  })
+  .describe(
+    "The newest completed backup of the database, from the service's list (refreshed at most once a minute, at each resync).",
+  );
+export type LatestBackup = z.infer<typeof LatestBackup>;
+
+const iso = (t: string) => new Date(t).toISOString().replace(/\.\d+Z$/, "Z");
+
+/** The newest completed backup of a list (the service lists newest first; sorted here anyway). */
+export function newestCompleted(
+  backups: { id: string; status: string; createdAt: string; size?: number | null | undefined }[],
+): LatestBackup | undefined {
+  const newest = backups
+    .filter((b) => b.status === "completed" && !Number.isNaN(Date.parse(b.createdAt)))
+    .sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt))[0];
+  if (newest === undefined) return undefined;
+  return {
+    id: newest.id,
+    time: iso(newest.createdAt),
+    ...(typeof newest.size === "number" ? { sizeBytes: newest.size } : {}),
+  };
+}
+
+// One list call per database per minute at most, whatever wakes its Database (events, resyncs, several kinds). An
+// entry serves only the client (token) that read it; a DatabaseBackup that completes forgets its database's.
+const readAt = new Map<string, { api: MdsApi; at: number; value: LatestBackup | undefined }>();
+const refreshMs = 60_000;
+
+/** The next read of this database's latest backup asks the service (a backup of it just completed). */
+export function forgetLatestBackup(databaseId: string): void {
+  readAt.delete(databaseId);
+}
+
+/**
+ * The database's newest completed backup; `undefined` when it has none; `"unknown"` when the list could not be read
+ * (the Database keeps the value it had: a failed read is not a missing backup, and never fails its reconcile).
+ */
+export async function latestBackupOf(
+  api: MdsApi,
+  databaseId: string,
+  now = Date.now(),
+): Promise<LatestBackup | undefined | "unknown"> {
+  const hit = readAt.get(databaseId);
+  if (hit !== undefined && hit.api === api && now - hit.at < refreshMs) return hit.value;
+  try {
+    const value = newestCompleted((await api.listBackups(databaseId, { limit: 100 })).data);
+    readAt.set(databaseId, { api, at: now, value });
+    return value;
+  } catch {
+    return "unknown";
+  }
+}
+
+/** status.latestBackup as the Database's observation merges it: a field only when the list was read. */
+export async function latestBackupStatus(api: MdsApi, databaseId: string): Promise<Record<string, unknown>> {
+  const latest = await latestBackupOf(api, databaseId);
+  // undefined removes a value that is no longer true (every backup expired or was deleted): the status write drops it.
+  return latest === "unknown" ? {} : { latestBackup: latest };
+}
+
+/**
+ * Seconds since each ready Database's newest completed backup, or, with none, since the Database was created: how
+ * long it has been without a backup. Only Databases with a remote id count (one not yet created has nothing to lose).
+ */
+export function backupAges(
+  databases: KubeObject[],
+  now: number,
+): { namespace: string; name: string; seconds: number }[] {
+  const ages: { namespace: string; name: string; seconds: number }[] = [];
+  for (const db of databases) {
+    const status = db["status"] as { id?: string; latestBackup?: { time?: string } } | undefined;
+    if (status?.id === undefined) continue;
+    const since = Date.parse(status.latestBackup?.time ?? db.metadata.creationTimestamp ?? "");
+    if (Number.isNaN(since)) continue;
+    ages.push({
+      namespace: db.metadata.namespace ?? "",
+      name: db.metadata.name,
+      seconds: Math.max(0, (now - since) / 1000),
+    });
+  }
+  return ages;
+}
