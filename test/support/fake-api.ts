@@ -385,7 +385,7 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     },
     async listBackups(dbId) {
       enter("listBackups");
-      const taken = (api.backups.get(dbId) ?? []).map(({ readsLeft, ...b }) => b);
+      const taken = (api.backups.get(dbId) ?? []).map(({ readsLeft: _reads, ...b }) => b);
       for (const b of api.backups.get(dbId) ?? []) {
         if (b.status === "running" && b.readsLeft-- <= 0) Object.assign(b, { status: "completed", size: 4096 });
       }

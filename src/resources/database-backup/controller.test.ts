@@ -2,7 +2,7 @@ import { pino } from "pino";
 import { beforeEach, describe, expect, it } from "vitest";
 import { createFakeKube, type FakeKube } from "../../../test/support/fake-kube.ts";
 import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
-import { SecretType, type KubeObject, type Secret } from "../../kube/types.ts";
+import { SecretType, type KubeObject } from "../../kube/types.ts";
 import { encodeData } from "../../operator/connection-secret.ts";
 import { createCredentialPool } from "../../operator/credentials.ts";
 import type { Outcome } from "../../operator/outcome.ts";
