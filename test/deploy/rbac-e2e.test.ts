@@ -249,6 +249,16 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
       { stopWhen: refused, what: "restore Succeeded", timeoutMs: 60_000 },
     );
 
+    // A backup taken by a DatabaseBackup (read live by name, its status patched).
+    await apply({ apiVersion: "mds.dev/v1alpha1", kind: "DatabaseBackup", metadata: meta("nightly"), spec: { databaseRef: { name: "orders" } } });
+    await eventually(
+      async () => {
+        const phase = (await getJson(["-n", ns, "get", "mdsbackup", "nightly"])).status?.["phase"];
+        if (phase !== "Succeeded") throw new Error(`phase ${String(phase)}`);
+      },
+      { stopWhen: refused, what: "backup Succeeded", timeoutMs: 60_000 },
+    );
+
     // A Connection: its own login and Secret, revoked and removed when it is deleted.
     await apply({ apiVersion: "mds.dev/v1alpha1", kind: "Connection", metadata: meta("reporting"), spec: { databaseRef: { name: "orders" }, connectionSecret: { name: "reporting-db" } } });
     await eventually(
@@ -268,6 +278,7 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
 
     // Delete removes the remote database and the Secret; Retain keeps the Secret, released from its owner.
     await admin(["-n", ns, "delete", "mdsrestore", "rollback", "--wait=false"]);
+    await admin(["-n", ns, "delete", "mdsbackup", "nightly", "--wait=false"]);
     await admin(["-n", ns, "delete", "mdsdb", "orders", "archive", "--wait=false"]);
     await eventually(
       async () => {
