@@ -46,6 +46,8 @@ export interface MdsApi {
   ): Promise<{ data: PublicBackup[] }>;
   /** POST /v1/databases/{id}/backups: our service's extension; the public API has no such endpoint (404). */
   createBackup(databaseId: string, options?: CallOptions): Promise<PublicBackup>;
+  /** DELETE /v1/databases/{id}/backups/{backupId}: our service's extension (404 for another database's backup). */
+  deleteBackup(databaseId: string, backupId: string, options?: CallOptions): Promise<void>;
   createConnection(databaseId: string, body: { name: string }, options?: CallOptions): Promise<CreatedConnection>;
   deleteConnection(id: string, options?: CallOptions): Promise<void>;
   /** Whether the server has announced that it replays Idempotency-Keys: only then may a POST be sent again. */

@@ -419,6 +419,7 @@ const apiWrites = new Set<string>([
   "deleteDatabase",
   "restoreDatabase",
   "createBackup",
+  "deleteBackup",
   "createConnection",
   "deleteConnection",
 ] satisfies (keyof MdsApi)[]);

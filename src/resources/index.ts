@@ -1,4 +1,5 @@
 import type { KindRegistration } from "../operator/kind.ts";
+import { backupScheduleResource } from "./backup-schedule/index.ts";
 import { connectionResource } from "./connection/index.ts";
 import { databaseBackupResource } from "./database-backup/index.ts";
 import { databaseRestoreResource } from "./database-restore/index.ts";
@@ -14,6 +15,7 @@ export const resourceKinds: ResourceKind[] = [
   databaseRestoreResource,
   connectionResource,
   databaseBackupResource,
+  backupScheduleResource,
 ];
 
 export function operatorKinds(settings: KindSettings = {}): KindRegistration[] {

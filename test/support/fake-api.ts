@@ -426,6 +426,20 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
         }),
       );
     },
+    async deleteBackup(dbId, backupId) {
+      enter("deleteBackup");
+      if (publicApi) throw new FakeApiError("not_found", 404, "Not found");
+      const taken = api.backups.get(dbId) ?? [];
+      const found = taken.find((b) => b.id === backupId);
+      // Only a backup of that database (a backup id under another database is 404, as at our service).
+      if (!databases.has(dbId) || found === undefined)
+        throw new FakeApiError("not_found", 404, `backup "${backupId}" not found`);
+      if (found.status === "running") throw new FakeApiError("conflict", 409, `backup "${backupId}" is running`);
+      api.backups.set(
+        dbId,
+        taken.filter((b) => b.id !== backupId),
+      );
+    },
     async createConnection(dbId, body, o) {
       enter("createConnection");
       return landed(
