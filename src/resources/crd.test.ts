@@ -84,6 +84,7 @@ describe("CRDs", () => {
       ["DatabaseRestore", ["mdsrestore"], ["mds"], { status: {} }],
       ["Connection", ["mdsconn"], ["mds"], { status: {} }],
       ["DatabaseBackup", ["mdsbackup"], ["mds"], { status: {} }],
+      ["BackupSchedule", ["mdsbackupschedule"], ["mds"], { status: {} }],
     ]);
   });
 });

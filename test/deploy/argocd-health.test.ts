@@ -143,7 +143,7 @@ describe("Database and Project health (Argo CD, Lua 5.1)", () => {
     expect(health(paused)).toEqual({ status: "Degraded", message: "InvalidSpec: bad poll interval" });
     const deleting = database({ conditions: [...conditions({ status: "False", reason: "Deleting" }), stalled("InvalidSpec", "m")] }, { deletionTimestamp: T });
     expect(health(deleting).status).toBe("Degraded");
-    for (const kind of ["Project", "Connection"]) {
+    for (const kind of ["Project", "Connection", "BackupSchedule"]) {
       const p = project({ conditions: [...conditions({ status: "False", reason: "Creating" }), stalled("ReferenceNotAllowed", "not allowed")] });
       expect(health({ ...p, kind }, kind)).toEqual({ status: "Degraded", message: "ReferenceNotAllowed: not allowed" });
     }
@@ -188,6 +188,7 @@ describe("Database and Project health (Argo CD, Lua 5.1)", () => {
   it("uses one script for Project and Database, so they cannot drift", async () => {
     expect(await readFile(scriptOf("Project"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
     expect(await readFile(scriptOf("Connection"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
+    expect(await readFile(scriptOf("BackupSchedule"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
     const obj = project({ conditions: conditions({ status: "True", reason: "Available", message: "ok" }) });
     expect(health(obj, "Project")).toEqual({ status: "Healthy", message: "ok" });
   });

@@ -125,6 +125,7 @@ export const mdsCustomResources = [
   { group: "mds.dev", version: "v1alpha1", plural: "databases" },
   { group: "mds.dev", version: "v1alpha1", plural: "databaserestores" },
   { group: "mds.dev", version: "v1alpha1", plural: "databasebackups" },
+  { group: "mds.dev", version: "v1alpha1", plural: "backupschedules" },
 ] as const;
 
 interface Meta {

@@ -1,4 +1,4 @@
--- Argo CD health of an mds.dev Project, Database or Connection (the files are identical; test/deploy checks it).
+-- Argo CD health of an mds.dev Project, Database, Connection or BackupSchedule (the files are identical; test/deploy checks it).
 -- Degraded:    Stalled is True for the current generation (checked first: the operator gave up until the user
 --              changes something; the message is its reason and message), or a terminal problem that needs a
 --              person: the service reports the database failed, the remote object is gone, the spec is invalid,
