@@ -8,7 +8,7 @@ import { resolveCredentials, oneShotKind, parseOrTerminal, type KindContext } fr
 import type { OneShotKind, OneShotRun } from "../../operator/one-shot-reconciler.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { DatabaseBackup, DatabaseBackupType, terminalBackupPhases, type DatabaseBackupStatus } from "./schema.ts";
-import { backupAges, forgetLatestBackup } from "./latest.ts";
+import { backupAges, backupTracking, forgetLatestBackup } from "./latest.ts";
 
 // One backup per resource, exactly once, against a service that takes backups on request (our service's
 // POST /v1/databases/{id}/backups). The order of writes is what makes it safe:
@@ -243,7 +243,7 @@ export function backupRegistration(settings: BackupSettings = {}) {
       type: DatabaseBackupType,
       // How long each Database has gone without a backup, for the alert (deploy/components/monitoring).
       objectGauges: (cache, now) =>
-        backupAges(cache("Database").list(), now).map((a) => ({
+        backupAges(cache("Database").list(), now, backupTracking(cache)).map((a) => ({
           metric: "mds_database_backup_age_seconds",
           namespace: a.namespace,
           name: a.name,

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { KubeObject } from "../../kube/types.ts";
 import type { MdsApi } from "../../operator/api.ts";
+import type { ObjectCache } from "../../operator/kind.ts";
 
 // A Database's status.latestBackup: its newest completed backup as the service lists it (whoever took it: the
 // provider's daily ones, a DatabaseBackup, a schedule), and the age of that backup per database for Prometheus
@@ -35,10 +36,41 @@ export function newestCompleted(
   };
 }
 
-// One list call per database per minute at most, whatever wakes its Database (events, resyncs, several kinds). An
-// entry serves only the client (token) that read it; a DatabaseBackup that completes forgets its database's.
+// Which databases have their backups read at all (issue 24: a resync of N databases must cost about N/100 calls):
+// only a Database with a BackupSchedule or a DatabaseBackup of it in its namespace, or with spec.trackLatestBackup.
+// A plain Database costs no call and has no backup-age series (an alert on it would only say "never looked").
+// When: once per operator process, then when a backup of it completes or a schedule prunes (forgetLatestBackup), and
+// at most every hour as a safety net (backups expire at the service); an opted-in Database every 10 minutes, since
+// the backups it watches (the provider's daily ones) appear without anything in Kubernetes noticing.
+export const trackedRefreshMs = 3600_000;
+export const optInRefreshMs = 600_000;
+
+/** Whether a Database's backups are read, and how often: undefined when they are not (no API call). */
+export function backupTracking(
+  cache: (kind: string) => ObjectCache,
+): (db: KubeObject) => { refreshMs: number } | undefined {
+  const named = new Set<string>();
+  const byId = new Set<string>();
+  for (const kind of ["BackupSchedule", "DatabaseBackup"]) {
+    for (const o of cache(kind).list()) {
+      const spec = o["spec"] as { databaseRef?: { name?: string }; databaseId?: string } | undefined;
+      if (spec?.databaseRef?.name !== undefined) named.add(`${o.metadata.namespace ?? ""}/${spec.databaseRef.name}`);
+      if (spec?.databaseId !== undefined) byId.add(spec.databaseId);
+    }
+  }
+  return (db) => {
+    if ((db["spec"] as { trackLatestBackup?: boolean } | undefined)?.trackLatestBackup === true)
+      return { refreshMs: optInRefreshMs };
+    const id = (db["status"] as { id?: string } | undefined)?.id;
+    if (named.has(`${db.metadata.namespace ?? ""}/${db.metadata.name}`) || (id !== undefined && byId.has(id)))
+      return { refreshMs: trackedRefreshMs };
+    return undefined;
+  };
+}
+
+// One list call per database per refresh interval at most, whatever wakes its Database (events, resyncs, several
+// kinds). An entry serves only the client (token) that read it; a DatabaseBackup that completes forgets its database's.
 const readAt = new Map<string, { api: MdsApi; at: number; value: LatestBackup | undefined }>();
-const refreshMs = 60_000;
 
 /** The next read of this database's latest backup asks the service (a backup of it just completed). */
 export function forgetLatestBackup(databaseId: string): void {
@@ -53,6 +85,7 @@ export async function latestBackupOf(
   api: MdsApi,
   databaseId: string,
   now = Date.now(),
+  refreshMs = 60_000,
 ): Promise<LatestBackup | undefined | "unknown"> {
   const hit = readAt.get(databaseId);
   if (hit !== undefined && hit.api === api && now - hit.at < refreshMs) return hit.value;
@@ -66,22 +99,31 @@ export async function latestBackupOf(
 }
 
 /** status.latestBackup as the Database's observation merges it: a field only when the list was read. */
-export async function latestBackupStatus(api: MdsApi, databaseId: string): Promise<Record<string, unknown>> {
-  const latest = await latestBackupOf(api, databaseId);
+export async function latestBackupStatus(
+  api: MdsApi,
+  databaseId: string,
+  tracking: { refreshMs: number } | undefined,
+): Promise<Record<string, unknown>> {
+  // Not tracked: no call, and no value (one from when it was tracked would age into a false alarm or a stale claim).
+  if (tracking === undefined) return { latestBackup: undefined };
+  const latest = await latestBackupOf(api, databaseId, Date.now(), tracking.refreshMs);
   // undefined removes a value that is no longer true (every backup expired or was deleted): the status write drops it.
   return latest === "unknown" ? {} : { latestBackup: latest };
 }
 
 /**
- * Seconds since each ready Database's newest completed backup, or, with none, since the Database was created: how
- * long it has been without a backup. Only Databases with a remote id count (one not yet created has nothing to lose).
+ * Seconds since each tracked Database's newest completed backup, or, with none, since the Database was created: how
+ * long it has been without a backup. Only Databases with a remote id count (one not yet created has nothing to lose),
+ * and only those whose backups are read (backupTracking): a plain Database has no series.
  */
 export function backupAges(
   databases: KubeObject[],
   now: number,
+  tracked: (db: KubeObject) => unknown = () => true,
 ): { namespace: string; name: string; seconds: number }[] {
   const ages: { namespace: string; name: string; seconds: number }[] = [];
   for (const db of databases) {
+    if (!tracked(db)) continue;
     const status = db["status"] as { id?: string; latestBackup?: { time?: string } } | undefined;
     if (status?.id === undefined) continue;
     const since = Date.parse(status.latestBackup?.time ?? db.metadata.creationTimestamp ?? "");

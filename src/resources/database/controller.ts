@@ -6,6 +6,7 @@ import { DatabaseType } from "./schema.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
 import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
+import { backupTracking } from "../database-backup/latest.ts";
 
 // The Database kind: parsed by its schema, connected through its credentials and its project's remote id, woken when
 // its project changes (it waits for the project's id).
@@ -45,6 +46,7 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
         instanceId: ctx.instanceId,
         projectId,
         databaseIdOf: (namespace, name) => boundIdOf(ctx.cache("Database").get(namespace, name)),
+        backupTracking: (db) => backupTracking(ctx.cache)(db),
       });
       return { ...external, credentials: api.use };
     },

@@ -36,6 +36,8 @@ export interface DatabaseExternalDeps {
   projectId: string;
   /** Remote id of a Database resource in the same namespace (for source.databaseRef). */
   databaseIdOf: (namespace: string, name: string) => string | undefined;
+  /** Whether (and how often) this Database's backups are read for status.latestBackup (database-backup/latest.ts). */
+  backupTracking?: ((obj: DatabaseObject) => { refreshMs: number } | undefined) | undefined;
 }
 
 export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClient<DatabaseObject> {
@@ -110,7 +112,7 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
           id: db.id,
           ...statusOf(db),
           ...(secret === undefined ? {} : { endpoints: secret.endpoints }),
-          ...(db.status === "ready" ? await latestBackupStatus(api, db.id) : {}),
+          ...(db.status === "ready" ? await latestBackupStatus(api, db.id, deps.backupTracking?.(obj)) : {}),
         },
         ready: readinessWithSecret(db, secret),
         // isDefault is chosen at creation only: the public API cannot change it afterwards (its PATCH takes no isDefault).

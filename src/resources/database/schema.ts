@@ -142,6 +142,15 @@ export const DatabaseSpec = z
         "Adopt this existing remote database (db_…) instead of creating one; the operator mints a connection for its " +
           "Secret. Immutable.",
       ),
+    trackLatestBackup: z
+      .boolean()
+      .optional()
+      .describe(
+        "Read the service's backup list for status.latestBackup and mds_database_backup_age_seconds (every 10 minutes " +
+          "at most) even without a BackupSchedule or DatabaseBackup of this database, e.g. to watch the daily backups " +
+          "the service or the public API's provider takes. Without it, and without either of those, backups are not " +
+          "read (no API call) and the database has no backup-age series.",
+      ),
   })
   .meta({
     "x-kubernetes-validations": [
