@@ -264,7 +264,7 @@ function registerStateGauges(registers: Registry[], sources: Set<StateSource>): 
   // a ServiceMonitor's scrape sets that label to the operator's own namespace.
   gauge(
     "mds_database_backup_age_seconds",
-    "Per Database with a remote id: seconds since its newest completed backup (status.latestBackup), or since its creation when it has none.",
+    "Per Database with a remote id and a backup configuration (a BackupSchedule, a DatabaseBackup or spec.trackLatestBackup): seconds since its newest completed backup (status.latestBackup), or since its creation when it has none.",
     ["database_namespace", "database"],
     (g, s) => {
       for (const o of s.objects)

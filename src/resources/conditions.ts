@@ -23,6 +23,8 @@ export const conditionReasons = {
   Provisioning: "The service is provisioning the database; the operator polls it fast until it is ready.",
   Restoring: "A restore is replacing the database's data; it becomes Available again when the restore ends.",
   BackingUp: "A DatabaseBackup's backup was requested; the operator follows it until it completes or fails.",
+  Scheduled: "A BackupSchedule is active: it creates a DatabaseBackup at each slot and keeps the newest `keep`.",
+  Suspended: "A BackupSchedule with spec.suspend: it takes no new backups (retention still runs).",
   Deleting: loopReasons.Deleting,
   RemoteFailure: "The service reports the database in status failure; see the message and the service's logs.",
   RemoteNotFound: loopReasons.RemoteNotFound,

@@ -8,7 +8,7 @@ import { resourceKinds } from "./index.ts";
 
 // The examples a newcomer applies must stay valid against the schemas the CRDs come from.
 const root = fileURLToPath(new URL("../../examples", import.meta.url));
-const files = ["", "restore", "clone", "credentials", "backup"].flatMap((sub) =>
+const files = ["", "restore", "clone", "credentials", "backup", "backup-schedule"].flatMap((sub) =>
   readdirSync(join(root, sub))
     .filter((f) => f.endsWith(".yaml"))
     .map((f) => join(sub, f)),

@@ -40,15 +40,19 @@ export function newestCompleted(
 // only a Database with a BackupSchedule or a DatabaseBackup of it in its namespace, or with spec.trackLatestBackup.
 // A plain Database costs no call and has no backup-age series (an alert on it would only say "never looked").
 // When: once per operator process, then when a backup of it completes or a schedule prunes (forgetLatestBackup), and
-// at most every hour as a safety net (backups expire at the service); an opted-in Database every 10 minutes, since
-// the backups it watches (the provider's daily ones) appear without anything in Kubernetes noticing.
-export const trackedRefreshMs = 3600_000;
-export const optInRefreshMs = 600_000;
+// every 12 slow polls (an hour by default) as a safety net (backups expire at the service); an opted-in Database
+// every 2 slow polls (10 minutes), since the backups it watches (the provider's daily ones) appear without anything
+// in Kubernetes noticing. Never more than once a minute.
+export function refreshIntervals(slowMs = 300_000): { tracked: number; optIn: number } {
+  return { tracked: Math.max(60_000, 12 * slowMs), optIn: Math.max(60_000, 2 * slowMs) };
+}
 
 /** Whether a Database's backups are read, and how often: undefined when they are not (no API call). */
 export function backupTracking(
   cache: (kind: string) => ObjectCache,
+  slowMs?: number,
 ): (db: KubeObject) => { refreshMs: number } | undefined {
+  const every = refreshIntervals(slowMs);
   const named = new Set<string>();
   const byId = new Set<string>();
   for (const kind of ["BackupSchedule", "DatabaseBackup"]) {
@@ -60,10 +64,10 @@ export function backupTracking(
   }
   return (db) => {
     if ((db["spec"] as { trackLatestBackup?: boolean } | undefined)?.trackLatestBackup === true)
-      return { refreshMs: optInRefreshMs };
+      return { refreshMs: every.optIn };
     const id = (db["status"] as { id?: string } | undefined)?.id;
     if (named.has(`${db.metadata.namespace ?? ""}/${db.metadata.name}`) || (id !== undefined && byId.has(id)))
-      return { refreshMs: trackedRefreshMs };
+      return { refreshMs: every.tracked };
     return undefined;
   };
 }

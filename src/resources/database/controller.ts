@@ -12,7 +12,8 @@ import { backupTracking } from "../database-backup/latest.ts";
 // its project changes (it waits for the project's id).
 // Adoption is exclusive (../adoption.ts): one Database resource manages a remote database; the others are refused.
 
-export type DatabaseContext = Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache">;
+export type DatabaseContext = Pick<KindContext, "pool" | "defaultCredentials" | "instanceId" | "cache"> &
+  Partial<Pick<KindContext, "pollIntervals">>;
 
 export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> {
   return {
@@ -46,7 +47,7 @@ export function databaseKind(ctx: DatabaseContext): ManagedKind<DatabaseObject> 
         instanceId: ctx.instanceId,
         projectId,
         databaseIdOf: (namespace, name) => boundIdOf(ctx.cache("Database").get(namespace, name)),
-        backupTracking: (db) => backupTracking(ctx.cache)(db),
+        backupTracking: (db) => backupTracking(ctx.cache, ctx.pollIntervals?.slowMs)(db),
       });
       return { ...external, credentials: api.use };
     },
