@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
 import type { z } from "zod";
+import { parseCron } from "./backup-schedule/cron.ts";
 import { resourceKinds } from "./index.ts";
 
 // The examples a newcomer applies must stay valid against the schemas the CRDs come from.
@@ -26,6 +27,8 @@ describe("examples", () => {
       expect(schema, `unknown kind ${doc.kind}`).toBeDefined();
       const result = schema!.safeParse(doc);
       expect(result.error?.message).toBeUndefined();
+      // A schedule's cron is checked by the operator, not the CRD: check it here.
+      if (doc.kind === "BackupSchedule") parseCron((doc as { spec?: { schedule?: string } }).spec?.schedule ?? "");
     }
   });
 });
