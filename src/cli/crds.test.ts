@@ -24,7 +24,9 @@ describe("mds crds", () => {
     log.mockRestore();
     expect((await readdir(dir)).sort()).toEqual([
       "Kustomization",
+      "mds.dev_backupschedules.yaml",
       "mds.dev_connections.yaml",
+      "mds.dev_databasebackups.yaml",
       "mds.dev_databaserestores.yaml",
       "mds.dev_databases.yaml",
       "mds.dev_projects.yaml",

@@ -10,7 +10,7 @@ import { createLeaderElector, createLeaseClient, type LeaseClient } from "../ope
 import { createHealthApp, listenHealth } from "../operator/health-server.ts";
 import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
-import { controllers, crashPoints } from "../resources/index.ts";
+import { controllers, crashPoints, objectGauges } from "../resources/index.ts";
 import { mdsRemote, type MdsRemote } from "../resources/remote-api.ts";
 import { defaultRateLimit } from "../client/index.ts";
 
@@ -95,7 +95,7 @@ export interface RuntimeDeps {
 export async function startOperatorRuntime(config: OperatorConfig, deps: RuntimeDeps): Promise<OperatorRuntime> {
   const { logger } = deps;
   const registry = createMetricsRegistry();
-  const metrics = operatorMetrics(registry);
+  const metrics = operatorMetrics(registry, objectGauges());
   let signalLost: () => void = () => undefined;
   const lost = new Promise<void>((resolve) => (signalLost = resolve));
 

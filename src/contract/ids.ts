@@ -6,7 +6,7 @@ export const projectIdPattern = /^(proj_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 export const databaseIdPattern = /^(db_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 // Our own ids for the extensions follow the same shape with their own prefixes.
 export const connectionIdPattern = /^(con_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
-const backupIdPattern = /^(bkp_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
+export const backupIdPattern = /^(bkp_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 const workspaceIdPattern = /^(wksp_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 // The public API's branch ids (`br_…`, SDK: "/v1/databases?branchId=<br_xxx>").
 export const branchIdPattern = /^(br_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;

@@ -70,6 +70,29 @@ export interface Controller<R extends RemoteState = RemoteState> {
   wakeOn?: { kind: string; keys(changed: KubeObject, own: ObjectCache): string[] }[] | undefined;
   /** Builds the reconciler of one key. */
   reconciler(ctx: ControllerContext<R>): (key: string) => Promise<Outcome>;
+  /** The kind's per-object gauges: declared here, registered by metrics.ts, their samples read at scrape time. */
+  objectGauges?:
+    | {
+        gauges: ObjectGauge[];
+        samples(cache: ControllerContext["cache"], now: number): ObjectGaugeSample[];
+      }
+    | undefined;
+}
+
+/** A gauge with one series per object: an alert must name the object (the exception to "no names in labels"). */
+export interface ObjectGauge {
+  name: string;
+  help: string;
+  /** The labels that carry the object's namespace and name (not `namespace`: a ServiceMonitor sets that one). */
+  labels: [namespace: string, name: string];
+}
+
+/** One series of a per-object gauge: labelled by the object's namespace and name. */
+export interface ObjectGaugeSample {
+  metric: string;
+  namespace: string;
+  name: string;
+  value: number;
 }
 
 /** What a kind declares besides its handler; the loop's own crash points and stalling reasons are added to it. */
@@ -82,6 +105,7 @@ interface ControllerBase {
   stallingReasons?: readonly string[];
   /** The kind's own crash points (`<prefix>:<point>`), besides the loop's. */
   crashPoints?: readonly string[];
+  objectGauges?: Controller["objectGauges"];
 }
 
 /**

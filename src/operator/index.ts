@@ -69,7 +69,10 @@ export interface Operator {
 // eslint-disable-next-line max-lines-per-function -- wiring: informers, queues, caches, pool and workers share one closure; each helper is short
 export function createOperator<R extends RemoteState>(options: OperatorOptions<R>): Operator {
   const logger = options.logger;
-  const metrics = operatorMetrics(options.metrics);
+  const metrics = operatorMetrics(
+    options.metrics,
+    options.controllers.flatMap((c) => c.objectGauges?.gauges ?? []),
+  );
   const kube = countWrites(options.kube ?? createKubeClient(options.kubeConfig), metrics.kubeWrites, options.canWrite);
   const namespaces = options.namespaces ?? [undefined];
   const crashPoint = options.crashPoint ?? (() => {});
@@ -313,6 +316,7 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     resources: (now) => [...caches.entries()].map(([kind, cache]) => summarizeResources(kind, cache.list(), now)),
     queues: () =>
       [...queues.entries()].map(([kind, queue]) => ({ controller: controllerName(kind), stats: queue.stats() })),
+    objectGauges: (now) => options.controllers.flatMap((c) => c.objectGauges?.samples(context.cache, now) ?? []),
   };
   let removeStateSource: (() => void) | undefined;
 

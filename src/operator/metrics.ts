@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { ObjectGauge, ObjectGaugeSample } from "./controller.ts";
 import type { QueueStats } from "./work-queue.ts";
 
 // The operator's Prometheus metrics. One registry per process (built in src/cli), passed down; every part of the
@@ -75,6 +76,8 @@ export interface QueueSummary {
 export interface StateSource {
   resources(now: number): ResourceSummary[];
   queues(): QueueSummary[];
+  /** Per-object gauges the kinds report (Controller.objectGauges). */
+  objectGauges?(now: number): ObjectGaugeSample[];
 }
 
 /** controller-runtime's reconcile_time_seconds buckets. */
@@ -87,8 +90,9 @@ const workqueueBuckets = Array.from({ length: 12 }, (_, i) => Number((1e-8 * 10 
 
 const cache = new WeakMap<Registry, OperatorMetrics>();
 
+/** `objectGauges`: the kinds' per-object gauges (Controller.objectGauges); the first call for a registry declares them. */
 // eslint-disable-next-line max-lines-per-function -- a declaration of every metric, one after the other; no logic
-export function operatorMetrics(registry: Registry): OperatorMetrics {
+export function operatorMetrics(registry: Registry, objectGauges: ObjectGauge[] = []): OperatorMetrics {
   const cached = cache.get(registry);
   if (cached) return cached;
   const registers = [registry];
@@ -199,7 +203,7 @@ export function operatorMetrics(registry: Registry): OperatorMetrics {
       registers,
     }),
   };
-  registerStateGauges(registers, sources);
+  registerStateGauges(registers, sources, objectGauges);
   cache.set(registry, metrics);
   return metrics;
 }
@@ -214,14 +218,20 @@ function addSource(sources: Set<StateSource>, source: StateSource): () => void {
  * resource that is gone is simply not counted. One snapshot serves every gauge of the same scrape.
  */
 // eslint-disable-next-line max-lines-per-function -- a declaration of the state gauges, one after the other; each collect function is short
-function registerStateGauges(registers: Registry[], sources: Set<StateSource>): void {
-  let snapshot: { at: number; resources: ResourceSummary[]; queues: QueueSummary[] } | undefined;
+function registerStateGauges(registers: Registry[], sources: Set<StateSource>, objectGauges: ObjectGauge[]): void {
+  let snapshot:
+    { at: number; resources: ResourceSummary[]; queues: QueueSummary[]; objects: ObjectGaugeSample[] } | undefined;
   const read = () => {
     const now = Date.now();
     // The gauges of one scrape are collected within a few milliseconds; a later scrape reads afresh.
     if (snapshot === undefined || now - snapshot.at > 250) {
       const all = [...sources];
-      snapshot = { at: now, resources: all.flatMap((s) => s.resources(now)), queues: all.flatMap((s) => s.queues()) };
+      snapshot = {
+        at: now,
+        resources: all.flatMap((s) => s.resources(now)),
+        queues: all.flatMap((s) => s.queues()),
+        objects: all.flatMap((s) => s.objectGauges?.(now) ?? []),
+      };
     }
     return snapshot;
   };
@@ -252,6 +262,13 @@ function registerStateGauges(registers: Registry[], sources: Set<StateSource>): 
           g.inc({ kind: r.kind, type: c.type, status: c.status, reason: c.reason }, c.count);
     },
   );
+  for (const declared of objectGauges) {
+    const [namespaceLabel, nameLabel] = declared.labels;
+    gauge(declared.name, declared.help, [namespaceLabel, nameLabel], (g, s) => {
+      for (const o of s.objects)
+        if (o.metric === declared.name) g.set({ [namespaceLabel]: o.namespace, [nameLabel]: o.name }, o.value);
+    });
+  }
   gauge(
     "mds_operator_longest_not_ready_seconds",
     "The longest any resource of the kind has been without Ready=True (0 when all are ready).",

@@ -22,6 +22,9 @@ export const conditionReasons = {
   Creating: loopReasons.Creating,
   Provisioning: "The service is provisioning the database; the operator polls it fast until it is ready.",
   Restoring: "A restore is replacing the database's data; it becomes Available again when the restore ends.",
+  BackingUp: "A DatabaseBackup's backup was requested; the operator follows it until it completes or fails.",
+  Scheduled: "A BackupSchedule is active: it creates a DatabaseBackup at each slot and keeps the newest `keep`.",
+  Suspended: "A BackupSchedule with spec.suspend: it takes no new backups (retention still runs).",
   Deleting: loopReasons.Deleting,
   RemoteFailure: "The service reports the database in status failure; see the message and the service's logs.",
   RemoteNotFound: loopReasons.RemoteNotFound,
@@ -66,7 +69,10 @@ export const conditionReasons = {
   DeletionProtected:
     "The Database is past its expiry (status.expiresAt) but spec.deletionProtection is true, so it is kept; set deletionProtection to false to let it be deleted, or remove the expiry.",
   NotExpired: "The Database's expiry (status.expiresAt) is ahead again (the spec changed after it had expired).",
-  OutcomeUnknown: "A restore was requested but its outcome cannot be known; it is never repeated automatically.",
+  OutcomeUnknown:
+    "A restore or backup was requested but its outcome cannot be known; it is never repeated automatically.",
+  NotSupported:
+    "The service does not take backups on request (the public API: its provider takes backups itself); nothing was requested and nothing is retried. Delete the resource, or point the operator at a service that does.",
 } as const satisfies Record<LoopReason, string> & Record<string, string>;
 
 export const ConditionReason = z.enum(

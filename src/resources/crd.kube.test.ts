@@ -44,6 +44,10 @@ describe("CRDs on devkube with kubectl", () => {
     expect(res.stdout).toContain("The remote id (proj_…) of the project.");
     const restore = await kubectl(["explain", "mdsrestore.spec.idempotencyKey"]);
     expect(restore.stdout).toContain("The restore runs at most once per key");
+    const backupStatus = await kubectl(["explain", "mdsbackup.status.sizeBytes"]);
+    expect(backupStatus.stdout).toContain("The backup's size in bytes, once completed.");
+    const latest = await kubectl(["explain", "mdsdb.status.latestBackup"]);
+    expect(latest.stdout).toContain("The newest completed backup of the database");
   });
 
   it("refuses a Database naming two projects, with the rule's message", async () => {

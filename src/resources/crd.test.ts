@@ -84,6 +84,8 @@ describe("CRDs", () => {
       ["Database", ["mdsdb"], ["mds"], { status: {} }],
       ["DatabaseRestore", ["mdsrestore"], ["mds"], { status: {} }],
       ["Connection", ["mdsconn"], ["mds"], { status: {} }],
+      ["DatabaseBackup", ["mdsbackup"], ["mds"], { status: {} }],
+      ["BackupSchedule", ["mdsbackupschedule"], ["mds"], { status: {} }],
     ]);
   });
 });

@@ -4,11 +4,12 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
 import type { z } from "zod";
+import { parseCron } from "./backup-schedule/cron.ts";
 import { kindModules } from "./index.ts";
 
 // The examples a newcomer applies must stay valid against the schemas the CRDs come from.
 const root = fileURLToPath(new URL("../../examples", import.meta.url));
-const files = ["", "restore", "clone", "credentials"].flatMap((sub) =>
+const files = ["", "restore", "clone", "credentials", "backup", "backup-schedule"].flatMap((sub) =>
   readdirSync(join(root, sub))
     .filter((f) => f.endsWith(".yaml"))
     .map((f) => join(sub, f)),
@@ -26,6 +27,8 @@ describe("examples", () => {
       expect(schema, `unknown kind ${doc.kind}`).toBeDefined();
       const result = schema!.safeParse(doc);
       expect(result.error?.message).toBeUndefined();
+      // A schedule's cron is checked by the operator, not the CRD: check it here.
+      if (doc.kind === "BackupSchedule") parseCron((doc as { spec?: { schedule?: string } }).spec?.schedule ?? "");
     }
   });
 });

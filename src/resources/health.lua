@@ -24,6 +24,7 @@ local terminal = {
   RemoteNotFound = true,
   OutcomeUnknown = true,
   BranchRoleMismatch = true,
+  NotSupported = true,
 }
 
 local function findCondition(conditions, conditionType)

@@ -1,5 +1,7 @@
-import type { Controller } from "../operator/controller.ts";
+import type { Controller, ObjectGauge } from "../operator/controller.ts";
+import { backupScheduleModule } from "./backup-schedule/index.ts";
 import { connectionModule } from "./connection/index.ts";
+import { databaseBackupModule } from "./database-backup/index.ts";
 import { databaseRestoreModule } from "./database-restore/index.ts";
 import { databaseModule } from "./database/index.ts";
 import type { ControllerSettings, KindModule } from "./kind-module.ts";
@@ -9,7 +11,14 @@ import type { MdsRemote } from "./remote-api.ts";
 // The registry: every kind, one line each. From here come the CRDs (crd.ts), the operator's controllers, the crash
 // points MDS_CRASH_POINT accepts, the stalling reasons and the Argo CD health checks. A new kind is its own folder
 // plus one line below (src/resources/README.md, "Adding a kind").
-export const kindModules: KindModule[] = [projectModule, databaseModule, databaseRestoreModule, connectionModule];
+export const kindModules: KindModule[] = [
+  projectModule,
+  databaseModule,
+  databaseRestoreModule,
+  connectionModule,
+  databaseBackupModule,
+  backupScheduleModule,
+];
 
 export function controllers(settings: ControllerSettings = {}): Controller<MdsRemote>[] {
   return kindModules.map((k) => k.controller(settings));
@@ -23,4 +32,9 @@ export function crashPoints(): string[] {
 /** Every reason after which some kind's objects are Stalled (the Argo CD health script names the same). */
 export function stallingReasons(): string[] {
   return [...new Set(controllers().flatMap((c) => c.stallingReasons))];
+}
+
+/** Every kind's per-object gauges (the operator's metrics registry declares them). */
+export function objectGauges(): ObjectGauge[] {
+  return controllers().flatMap((c) => c.objectGauges?.gauges ?? []);
 }

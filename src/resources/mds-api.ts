@@ -43,4 +43,8 @@ export interface MdsApi extends ConnectionApi {
     options?: CallOptions,
   ): Promise<Page<PublicBranch>>;
   deleteBranch(id: string, options?: CallOptions): Promise<void>;
+  /** POST /v1/databases/{id}/backups: our service's extension; the public API has no such endpoint (404). */
+  createBackup(databaseId: string, options?: CallOptions): Promise<PublicBackup>;
+  /** DELETE /v1/databases/{id}/backups/{backupId}: our service's extension (404 for another database's backup). */
+  deleteBackup(databaseId: string, backupId: string, options?: CallOptions): Promise<void>;
 }

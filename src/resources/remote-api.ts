@@ -29,6 +29,8 @@ export const mdsRemote: RemoteDefinition<MdsRemote> = {
     "updateDatabase",
     "deleteDatabase",
     "restoreDatabase",
+    "createBackup",
+    "deleteBackup",
     "createConnection",
     "deleteConnection",
     "createBranch",

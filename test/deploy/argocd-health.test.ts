@@ -7,6 +7,7 @@ import { conditionReasons, type ConditionReason } from "../../src/resources/cond
 import { DatabaseStatus } from "../../src/resources/database/schema.ts";
 import { ProjectStatus } from "../../src/resources/project/schema.ts";
 import { DatabaseRestoreStatus, RestorePhase } from "../../src/resources/database-restore/schema.ts";
+import { BackupPhase, DatabaseBackupStatus } from "../../src/resources/database-backup/schema.ts";
 import { apiVersion } from "../../src/resources/group.ts";
 import { crdDefinitions } from "../../src/resources/crd-files.ts";
 import { argocdCmPath, customizationsDir, readHealthScripts, registeredHealthScripts, renderArgocdCm } from "./argocd-cm.ts";
@@ -143,7 +144,7 @@ describe("Database and Project health (Argo CD, Lua 5.1)", () => {
     expect(health(paused)).toEqual({ status: "Degraded", message: "InvalidSpec: bad poll interval" });
     const deleting = database({ conditions: [...conditions({ status: "False", reason: "Deleting" }), stalled("InvalidSpec", "m")] }, { deletionTimestamp: T });
     expect(health(deleting).status).toBe("Degraded");
-    for (const kind of ["Project", "Connection"]) {
+    for (const kind of ["Project", "Connection", "BackupSchedule"]) {
       const p = project({ conditions: [...conditions({ status: "False", reason: "Creating" }), stalled("ReferenceNotAllowed", "not allowed")] });
       expect(health({ ...p, kind }, kind)).toEqual({ status: "Degraded", message: "ReferenceNotAllowed: not allowed" });
     }
@@ -188,6 +189,7 @@ describe("Database and Project health (Argo CD, Lua 5.1)", () => {
   it("uses one script for Project, Database and Connection, so they cannot drift", async () => {
     expect(await readFile(scriptOf("Project"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
     expect(await readFile(scriptOf("Connection"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
+    expect(await readFile(scriptOf("BackupSchedule"), "utf8")).toBe(await readFile(scriptOf("Database"), "utf8"));
     const obj = project({ conditions: conditions({ status: "True", reason: "Available", message: "ok" }) });
     expect(health(obj, "Project")).toEqual({ status: "Healthy", message: "ok" });
   });
@@ -284,6 +286,33 @@ describe("Argo CD health agrees with kstatus on the operator's statuses", () => 
     const outcomeUnknown = restore({ phase: "Failed", reason: "OutcomeUnknown", observedGeneration: 1, conditions: written({ status: "False", reason: "OutcomeUnknown" }, { status: "True", reason: "ReconcileSuccess" }, {}) });
     expect(kstatusOf(outcomeUnknown).status).toBe("Failed");
     expect(runHealthScript(scriptOf("DatabaseRestore"), outcomeUnknown).status).toBe("Degraded");
+  });
+
+  it("DatabaseBackup: every phase as the backup controller writes it, NotSupported and OutcomeUnknown Degraded", () => {
+    const backup = (status: Record<string, unknown>) => {
+      DatabaseBackupStatus.parse(status);
+      return { apiVersion, kind: "DatabaseBackup", metadata: { name: "nightly", namespace: "shop", generation: 1 }, spec: {}, status };
+    };
+    const byPhase: Record<BackupPhase, ConditionInput> = {
+      Pending: { status: "False", reason: "DatabaseNotReady" },
+      Running: { status: "False", reason: "BackingUp" },
+      Succeeded: { status: "True", reason: "Available" },
+      Failed: { status: "False", reason: "RemoteFailure" },
+    };
+    const expected: Record<BackupPhase, string> = { Pending: "InProgress", Running: "InProgress", Succeeded: "Current", Failed: "Failed" };
+    for (const phase of BackupPhase.options) {
+      const obj = backup({ phase, observedGeneration: 1, conditions: written(byPhase[phase], { status: "True", reason: "ReconcileSuccess" }, {}).map((c) => ({ ...c, observedGeneration: 1 })) });
+      const k = kstatusOf(obj).status;
+      const argo = runHealthScript(scriptOf("DatabaseBackup"), obj).status;
+      expect({ phase, kstatus: k, agree: argoAgrees(k, argo) }).toEqual({ phase, kstatus: expected[phase], agree: true });
+    }
+    for (const reason of ["NotSupported", "OutcomeUnknown"] as const) {
+      const obj = backup({ phase: "Failed", reason, observedGeneration: 1, conditions: written({ status: "False", reason }, { status: "True", reason: "ReconcileSuccess" }, {}) });
+      expect(kstatusOf(obj).status).toBe("Failed");
+      const argo = runHealthScript(scriptOf("DatabaseBackup"), obj);
+      expect(argo.status).toBe("Degraded");
+      expect(argo.message).toContain(reason);
+    }
   });
 
   it("before any operator has looked (the CRDs' default status): InProgress and Progressing", async () => {

@@ -180,7 +180,13 @@ const operatorRules: PolicyRule[] = [
   { apiGroups: ["mds.dev"], resources: ["databases"], verbs: ["get", "list", "watch", "patch"] },
   { apiGroups: ["mds.dev"], resources: ["databaserestores"], verbs: ["get", "list", "watch"] },
   { apiGroups: ["mds.dev"], resources: ["connections"], verbs: ["list", "watch", "patch"] },
-  { apiGroups: ["mds.dev"], resources: ["projects/status", "databases/status", "databaserestores/status", "connections/status"], verbs: ["patch"] },
+  { apiGroups: ["mds.dev"], resources: ["databasebackups"], verbs: ["get", "list", "watch", "create", "delete"] },
+  { apiGroups: ["mds.dev"], resources: ["backupschedules"], verbs: ["get", "list", "watch"] },
+  {
+    apiGroups: ["mds.dev"],
+    resources: ["projects/status", "databases/status", "databaserestores/status", "connections/status", "databasebackups/status", "backupschedules/status"],
+    verbs: ["patch"],
+  },
   { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
   { apiGroups: [""], resources: ["events"], verbs: ["create"] },
 ];

@@ -1,6 +1,7 @@
 // Shared by the monitoring tests: the component rendered by the real kubectl's kustomize, the Prometheus binaries of
 // Debian's `prometheus` package (never skipped: a missing one fails with how to install it), the metric names a PromQL
 // expression reads, and the names the operator's registry exports.
+import { objectGauges } from "../../src/resources/index.ts";
 import { spawn } from "node:child_process";
 import { access, constants, readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -111,7 +112,7 @@ export const prometheusSynthesized = new Set(["up", "scrape_duration_seconds", "
 /** Every series name the operator's registry can serve: its metrics and the API client's, histograms' _bucket/_sum/_count. */
 export async function exportedMetricNames(): Promise<Set<string>> {
   const registry = createMetricsRegistry();
-  operatorMetrics(registry);
+  operatorMetrics(registry, objectGauges());
   prometheusHooks(registry);
   const names = new Set<string>();
   for (const m of await registry.getMetricsAsJSON()) {

@@ -249,6 +249,39 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
       { stopWhen: refused, what: "restore Succeeded", timeoutMs: 60_000 },
     );
 
+    // A backup taken by a DatabaseBackup (read live by name, its status patched).
+    await apply({ apiVersion: "mds.dev/v1alpha1", kind: "DatabaseBackup", metadata: meta("nightly"), spec: { databaseRef: { name: "orders" } } });
+    await eventually(
+      async () => {
+        const phase = (await getJson(["-n", ns, "get", "mdsbackup", "nightly"])).status?.["phase"];
+        if (phase !== "Succeeded") throw new Error(`phase ${String(phase)}`);
+      },
+      { stopWhen: refused, what: "backup Succeeded", timeoutMs: 60_000 },
+    );
+
+    // A BackupSchedule (read live, its status patched) creates a DatabaseBackup at its slot and, past keep: 1, deletes
+    // the older one it owns (created here by hand, with the schedule's ownerReference, as if from an earlier slot).
+    await apply({ apiVersion: "mds.dev/v1alpha1", kind: "BackupSchedule", metadata: meta("every-minute"), spec: { databaseRef: { name: "orders" }, schedule: "* * * * *", keep: 1 } });
+    const scheduleUid = ((await getJson(["-n", ns, "get", "backupschedule", "every-minute"]))["metadata"] as { uid: string }).uid;
+    await apply({
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "DatabaseBackup",
+      metadata: {
+        ...meta("every-minute-earlier"),
+        annotations: { "mds.dev/scheduled-at": "2026-01-01T00:00:00Z" },
+        ownerReferences: [{ apiVersion: "mds.dev/v1alpha1", kind: "BackupSchedule", name: "every-minute", uid: scheduleUid, controller: true }],
+      },
+      spec: { databaseRef: { name: "orders" } },
+    });
+    await eventually(
+      async () => {
+        const items = ((await getJson(["-n", ns, "get", "mdsbackup"]))["items"] as { metadata: { name: string }; status?: { phase?: string } }[]) ?? [];
+        const slots = items.filter((b) => b.metadata.name.startsWith("every-minute-"));
+        if (slots.length !== 1 || slots[0]!.metadata.name === "every-minute-earlier" || slots[0]!.status?.phase !== "Succeeded") throw new Error(`slots ${JSON.stringify(slots.map((b) => [b.metadata.name, b.status?.phase]))}`);
+      },
+      { stopWhen: refused, what: "a slot taken and the earlier backup pruned", timeoutMs: 150_000 },
+    );
+
     // A Connection: its own login and Secret, revoked and removed when it is deleted.
     await apply({ apiVersion: "mds.dev/v1alpha1", kind: "Connection", metadata: meta("reporting"), spec: { databaseRef: { name: "orders" }, connectionSecret: { name: "reporting-db" } } });
     await eventually(
@@ -268,6 +301,7 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
 
     // Delete removes the remote database and the Secret; Retain keeps the Secret, released from its owner.
     await admin(["-n", ns, "delete", "mdsrestore", "rollback", "--wait=false"]);
+    await admin(["-n", ns, "delete", "mdsbackup", "nightly", "--wait=false"]);
     await admin(["-n", ns, "delete", "mdsdb", "orders", "archive", "--wait=false"]);
     await eventually(
       async () => {

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type {
+  PublicBackup,
   Connection,
   Database,
   Project,
@@ -49,7 +50,7 @@ export interface FakeApi extends MdsApi {
   reportsLogicalId: boolean;
   /** The next POST of `operation` lands but its response is lost (the caller sees this error). */
   loseNextResponse(
-    operation: "createProject" | "createDatabase" | "createConnection" | "restoreDatabase",
+    operation: "createProject" | "createDatabase" | "createConnection" | "restoreDatabase" | "createBackup",
     error: Error,
   ): void;
   /** Every list page reports this many items the client could not read (a foreign object; see src/client/list-items.ts). */
@@ -62,6 +63,12 @@ export interface FakeApi extends MdsApi {
   restores: number;
   /** Whether creation responses carry connection strings (the public API may leave them out). */
   connectionStrings: boolean;
+  /** Backups taken with createBackup (a replayed POST does not count); the public API has no such endpoint (404). */
+  backupsTaken: number;
+  /** A taken backup stays `running` for this many listBackups reads (0: completed at once). */
+  backupReads: number;
+  /** Taken backups by database id, newest first (besides the provider's daily one every list shows). */
+  backups: Map<string, (PublicBackup & { readsLeft: number })[]>;
 }
 
 export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
@@ -250,6 +257,9 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     restoreReads: 0,
     restores: 0,
     connectionStrings: true,
+    backupsTaken: 0,
+    backupReads: 0,
+    backups: new Map(),
     replaysIdempotencyKeys: () => !publicApi,
     moveEndpoints(databaseId, to) {
       for (const cid of connectionsOf.get(databaseId) ?? []) {
@@ -411,10 +421,15 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
         throw new FakeApiError("unprocessable", 422, "the default or production branch cannot be deleted");
       branches.delete(id);
     },
-    async listBackups() {
+    async listBackups(dbId) {
       enter("listBackups");
+      const taken = (api.backups.get(dbId) ?? []).map(({ readsLeft: _reads, ...b }) => b);
+      for (const b of api.backups.get(dbId) ?? []) {
+        if (b.status === "running" && b.readsLeft-- <= 0) Object.assign(b, { status: "completed", size: 4096 });
+      }
       return {
         data: [
+          ...taken,
           {
             id: "bkp_c000000000000000000000001",
             type: "backup",
@@ -427,6 +442,41 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
         meta: { backupRetentionDays: 7 },
         pagination: { hasMore: false, limit: 100 },
       };
+    },
+    async createBackup(dbId, o) {
+      enter("createBackup");
+      if (publicApi) throw new FakeApiError("not_found", 404, "Not found");
+      return landed(
+        "createBackup",
+        idempotent(o?.idempotencyKey, { dbId }, () => {
+          if (!databases.has(dbId)) throw new FakeApiError("not_found", 404, `database "${dbId}" not found`);
+          const backup = {
+            id: id("bkp"),
+            type: "backup" as const,
+            backupType: "full" as const,
+            status: api.backupReads > 0 ? ("running" as const) : ("completed" as const),
+            size: api.backupReads > 0 ? null : 4096,
+            createdAt: now(),
+          };
+          api.backupsTaken++;
+          api.backups.set(dbId, [{ ...backup, readsLeft: api.backupReads }, ...(api.backups.get(dbId) ?? [])]);
+          return backup;
+        }),
+      );
+    },
+    async deleteBackup(dbId, backupId) {
+      enter("deleteBackup");
+      if (publicApi) throw new FakeApiError("not_found", 404, "Not found");
+      const taken = api.backups.get(dbId) ?? [];
+      const found = taken.find((b) => b.id === backupId);
+      // Only a backup of that database (a backup id under another database is 404, as at our service).
+      if (!databases.has(dbId) || found === undefined)
+        throw new FakeApiError("not_found", 404, `backup "${backupId}" not found`);
+      if (found.status === "running") throw new FakeApiError("conflict", 409, `backup "${backupId}" is running`);
+      api.backups.set(
+        dbId,
+        taken.filter((b) => b.id !== backupId),
+      );
     },
     async createConnection(dbId, body, o) {
       enter("createConnection");

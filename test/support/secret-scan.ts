@@ -124,6 +124,8 @@ export const mdsCustomResources = [
   { group: "mds.dev", version: "v1alpha1", plural: "projects" },
   { group: "mds.dev", version: "v1alpha1", plural: "databases" },
   { group: "mds.dev", version: "v1alpha1", plural: "databaserestores" },
+  { group: "mds.dev", version: "v1alpha1", plural: "databasebackups" },
+  { group: "mds.dev", version: "v1alpha1", plural: "backupschedules" },
 ] as const;
 
 interface Meta {

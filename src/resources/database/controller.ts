@@ -12,13 +12,14 @@ import { remoteDatabaseStallingReasons } from "../remote-database.ts";
 import { expiryOf } from "./expiry.ts";
 import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
 import type { MdsControllerContext } from "../remote-api.ts";
+import { backupTracking } from "../database-backup/latest.ts";
 
 // The Database kind: parsed by its schema, connected through its credentials and its project's remote id, woken when
 // its project changes (it waits for the project's id).
 // Adoption is exclusive (../adoption.ts): one Database resource manages a remote database; the others are refused.
 
 export type DatabaseContext = Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache"> &
-  Partial<Pick<MdsControllerContext, "crashPoint">>;
+  Partial<Pick<MdsControllerContext, "crashPoint" | "pollIntervals">>;
 
 export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseObject> {
   return {
@@ -55,6 +56,7 @@ export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseOb
         projectId,
         databaseIdOf: (namespace, name) => boundIdOf(ctx.cache(DatabaseType.kind).get(namespace, name)),
         crashPoint: ctx.crashPoint ?? (() => {}),
+        backupTracking: (db) => backupTracking(ctx.cache, ctx.pollIntervals?.slowMs)(db),
       });
       return { ...external, credentials: api.use };
     },

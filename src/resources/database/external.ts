@@ -8,6 +8,7 @@ import { absent, createdWith, pollDelayOf, stripSecrets } from "../remote-databa
 import { branchStatusOf, deleteBranchIfEmpty, specBranch } from "./branch.ts";
 import { createBodyOf } from "./create-body.ts";
 import { databaseConnections } from "./connections.ts";
+import { latestBackupStatus } from "../database-backup/latest.ts";
 import { deleteDatabase } from "./deletion.ts";
 import { adoptedCreation, observationOf, statusOf } from "./observation.ts";
 import { cloneSourceOfSpec, sourceOf, sourceStatusOf } from "./source.ts";
@@ -28,6 +29,8 @@ export interface DatabaseExternalDeps {
   /** Remote id of a Database resource in the same namespace (for source.databaseRef). */
   databaseIdOf: (namespace: string, name: string) => string | undefined;
   crashPoint: (name: string) => void | Promise<void>;
+  /** Whether (and how often) this Database's backups are read for status.latestBackup (database-backup/latest.ts). */
+  backupTracking?: ((obj: DatabaseObject) => { refreshMs: number } | undefined) | undefined;
 }
 
 // eslint-disable-next-line max-lines-per-function -- closure factory: the calls share the lookup, the branch and the keys
@@ -76,7 +79,10 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
       const known = mirror.peekDatabase(id);
       const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
       if (db === undefined) return absent("RemoteNotFound");
-      return observationOf(obj, db, projectId, wantedNameOf(obj));
+      const observation = observationOf(obj, db, projectId, wantedNameOf(obj));
+      if (db.status !== "ready") return observation;
+      const latest = await latestBackupStatus(api, db.id, deps.backupTracking?.(obj));
+      return { ...observation, status: { ...observation.status, ...latest } };
     },
 
     async create(obj): Promise<Creation> {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { LatestBackup } from "../database-backup/latest.ts";
 import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
@@ -195,6 +196,15 @@ export const DatabaseSpec = z
         "Adopt this existing remote database (db_…) instead of creating one; the operator mints a connection for its " +
           "Secret. Immutable.",
       ),
+    trackLatestBackup: z
+      .boolean()
+      .optional()
+      .describe(
+        "Read the service's backup list for status.latestBackup and mds_database_backup_age_seconds (every 10 minutes " +
+          "at most) even without a BackupSchedule or DatabaseBackup of this database, e.g. to watch the daily backups " +
+          "the service or the public API's provider takes. Without it, and without either of those, backups are not " +
+          "read (no API call) and the database has no backup-age series.",
+      ),
   })
   .meta({
     "x-kubernetes-validations": [
@@ -292,6 +302,7 @@ export const DatabaseStatus = z
       .max(restoreLedgerLimit)
       .optional()
       .describe(`Restores applied to this database, newest last, at most ${restoreLedgerLimit}.`),
+    latestBackup: LatestBackup.optional(),
     ...managedStatusFields,
     observedGeneration: z.number().int().min(0).optional().describe("The metadata.generation last reconciled."),
     conditions: Conditions.optional(),

@@ -1,3 +1,4 @@
+import { rm } from "node:fs/promises";
 import type pg from "pg";
 import { newId } from "../../contract/index.ts";
 import { serverPool, type ServiceDeps } from "../runtime/deps.ts";
@@ -6,7 +7,7 @@ import { conflict, notFound, ServiceError } from "../shared/errors.ts";
 import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "./idempotency.ts";
 import { enqueueJob, JobFatalError } from "../queue/jobs.ts";
 import type { BackupRow, DatabaseRow } from "../store/rows.ts";
-import { getDatabase, listBackups } from "../store/queries.ts";
+import { getBackup, getDatabase, listBackups } from "../store/queries.ts";
 import { inTransaction } from "../store/pool.ts";
 
 // A backup is a row and a `backup` job (jobs/handlers.ts) that pg_dumps the database into a sealed archive. Manual
@@ -149,4 +150,50 @@ export async function insertBackup(
   );
   await enqueueJob(client, { kind: "backup", targetId: databaseId, payload: { backupId: id } });
   return rows[0]!;
+}
+
+/**
+ * DELETE …/backups/{backupId}: our service's extension (the public API has none; BackupSchedule's retention uses it).
+ * Only a completed or failed manual backup of that database of the caller's workspace: any other id is 404, exactly
+ * as one that never existed (no oracle across workspaces or databases), so a repeated DELETE is 404 too. A running
+ * backup is 409 (its job would write the archive after the row left), a daily one 409 (the service's own promise; it
+ * expires after backupRetentionDays), one a pending restore or a provisioning database reads 409 (it would fail
+ * without its archive). The row is marked deleted (leaves the list and the quotas), then the archive is removed.
+ */
+export async function deleteBackup(
+  deps: ServiceDeps,
+  workspaceId: string,
+  databaseId: string,
+  backupId: string,
+): Promise<void> {
+  const archive = await inTransaction(deps.pool, async (client) => {
+    const db = await getDatabase(client, workspaceId, databaseId);
+    if (!db) throw notFound("database", databaseId);
+    const backup = await getBackup(client, backupId, "update");
+    if (!backup || backup.database_id !== databaseId) throw notFound("backup", backupId);
+    const { rows } = await client.query<{ trigger: string }>("SELECT trigger FROM backups WHERE id = $1", [backupId]);
+    if (backup.status === "running")
+      throw conflict(`backup "${backupId}" is running`, "wait until it completes or fails, then delete it");
+    if (rows[0]?.trigger === "daily")
+      throw conflict(
+        `backup "${backupId}" is a daily backup the service takes itself; only manual backups can be deleted`,
+        `daily backups expire ${deps.config.backupRetentionDays} days after they were taken`,
+      );
+    const { rows: readers } = await client.query<{ what: string }>(
+      `SELECT 'restore' AS what FROM jobs WHERE state = 'pending' AND kind = 'restore' AND payload->>'backupId' = $1
+       UNION ALL
+       SELECT 'database' FROM databases WHERE deleted_at IS NULL AND status = 'provisioning' AND source->>'backupId' = $1
+       LIMIT 1`,
+      [backupId],
+    );
+    if (readers.length > 0)
+      throw conflict(
+        `backup "${backupId}" is being read by a pending ${readers[0]!.what === "restore" ? "restore" : "database created from it"}`,
+        "wait until the restore or the provisioning ends, then delete it",
+      );
+    await client.query("UPDATE backups SET deleted_at = now() WHERE id = $1", [backupId]);
+    return backup.path;
+  });
+  // After the commit: a crash in between leaves an archive no row names (never a row naming no archive).
+  if (archive) await rm(archive, { force: true });
 }

@@ -13,7 +13,7 @@ export async function checkBackupSource(
 ): Promise<void> {
   const sourceDb = await getDatabase(client, workspaceId, source.databaseId);
   if (!sourceDb) throw notFound("database", source.databaseId);
-  const backup = await getBackup(client, source.backupId);
+  const backup = await getBackup(client, source.backupId, "share");
   // Another database's backup (perhaps another workspace's) answers exactly as one that never existed: no oracle.
   if (!backup || backup.database_id !== source.databaseId) throw notFound("backup", source.backupId);
   if (backup.status !== "completed")

@@ -1,8 +1,16 @@
 import type { FastifyInstance } from "fastify";
-import { ListBackupsQuery } from "../../contract/index.ts";
+import { BackupId, backupIdPattern, ListBackupsQuery } from "../../contract/index.ts";
 import type { ServiceDeps } from "../runtime/deps.ts";
-import { backupPage, takeBackup } from "../domain/backups.ts";
-import { creationRequest, databaseIdOf, jsonBody, parseWith, principalOf, sendCreation } from "../http/request.ts";
+import { backupPage, deleteBackup, takeBackup } from "../domain/backups.ts";
+import {
+  creationRequest,
+  databaseIdOf,
+  jsonBody,
+  parseWith,
+  pathId,
+  principalOf,
+  sendCreation,
+} from "../http/request.ts";
 import { renderBackup } from "../http/render.ts";
 
 export function backupRoutes(app: FastifyInstance, deps: ServiceDeps): void {
@@ -27,5 +35,14 @@ export function backupRoutes(app: FastifyInstance, deps: ServiceDeps): void {
       body: { data: renderBackup(backup) },
     }));
     return sendCreation(reply, taken);
+  });
+
+  // Our service's extension (the public API has no such endpoint): BackupSchedule's retention deletes with it.
+  app.delete("/v1/databases/:databaseId/backups/:backupId", async (req, reply) => {
+    const params = req.params as { databaseId?: string; backupId?: string };
+    const id = databaseIdOf(params.databaseId);
+    const backupId = pathId(BackupId, params.backupId, "backup id", backupIdPattern);
+    await deleteBackup(deps, principalOf(req).workspaceId, id, backupId);
+    return reply.code(204).send();
   });
 }

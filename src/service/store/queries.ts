@@ -238,9 +238,14 @@ export async function listBackups(db: Db, databaseId: string, limit: number): Pr
   return rows;
 }
 
-export async function getBackup(db: Db, id: string): Promise<BackupRow | undefined> {
+/**
+ * A backup that is not deleted. `lock`: "share" while a restore or a clone from it is being created, "update" while it
+ * is being deleted, so the two cannot pass each other (the DELETE then sees the restore's job, or the restore the
+ * deletion).
+ */
+export async function getBackup(db: Db, id: string, lock?: "share" | "update"): Promise<BackupRow | undefined> {
   const { rows } = await db.query<BackupRow>(
-    `SELECT id, database_id, status, size, sha256, path, created_at FROM backups WHERE id = $1 AND deleted_at IS NULL`,
+    `SELECT id, database_id, status, size, sha256, path, created_at FROM backups WHERE id = $1 AND deleted_at IS NULL ${lock === "update" ? "FOR UPDATE" : lock === "share" ? "FOR SHARE" : ""}`,
     [id],
   );
   return rows[0];

@@ -8,11 +8,15 @@ import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, ste
 describe("crash points", () => {
   it("gives every operator crash point a chaos step", () => {
     const byStep = Object.fromEntries(
-      ["create", "update", "secret", "rotate", "restore", "delete"].map((s) => [s, crashPointsForStep(s as never)]),
+      ["create", "update", "secret", "rotate", "restore", "backup", "delete"].map((s) => [
+        s,
+        crashPointsForStep(s as never),
+      ]),
     );
     expect(Object.values(byStep).flat().sort()).toEqual(crashPoints().sort());
     expect(byStep["update"]).toEqual(["database:after-update"]);
     expect(byStep["restore"]).toEqual(["restore:before-post", "restore:after-post"]);
+    expect(byStep["backup"]).toEqual(["backup:before-post", "backup:after-post"]);
     expect(byStep["rotate"]).toHaveLength(9); // three points for each of the three kinds that publish a Secret
     expect(() => stepOf("database:somewhere-new")).toThrow(/belongs to no chaos step/);
   });

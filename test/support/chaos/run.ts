@@ -214,6 +214,8 @@ interface IterationState {
   database: string;
   databaseSecret: string;
   restore: string;
+  /** A DatabaseBackup of the Database (the backup step). */
+  backup: string;
   /** A Connection of the Database with its own Secret (rotated in the rotate step). */
   connection: string;
   databaseId?: string | undefined;
@@ -437,8 +439,47 @@ async function runStep(
         throw new Error("a second restore ran: the row written after the first restore is gone");
       return;
     }
+    case "backup": {
+      // Exactly one backup per DatabaseBackup (our service); none requested and NotSupported against the public API.
+      const listed = async () =>
+        (
+          (
+            (await apiCall(stack, "GET", `/v1/databases/${s.databaseId ?? ""}/backups`)).body as {
+              data?: { id: string }[];
+            }
+          ).data ?? []
+        ).map((b) => b.id);
+      const before = await listed();
+      await kube.apply({
+        apiVersion: mdsApiVersion,
+        kind: "DatabaseBackup",
+        metadata: { name: s.backup, namespace: s.ns },
+        spec: { databaseRef: { name: s.database } },
+      });
+      const done = await waitFor("backup finished", timeoutMs, async () => {
+        const st = (await get("DatabaseBackup", s.backup))?.status;
+        const p = st?.["phase"];
+        return p === "Succeeded" || p === "Failed" ? st : undefined;
+      });
+      const taken = (await listed()).filter((id) => !before.includes(id));
+      const expected = stack.emulator === undefined ? "Succeeded" : "NotSupported";
+      const got = done["phase"] === "Failed" ? String(done["reason"]) : String(done["phase"]);
+      if (got === "OutcomeUnknown") {
+        note(`backup ended Failed (OutcomeUnknown): ${String(done["message"] ?? "")}`);
+        if (taken.length > 1) throw new Error(`a backup whose outcome is unknown took ${taken.length} backups`);
+        return;
+      }
+      if (got !== expected) throw new Error(`backup ended ${got}, expected ${expected}`);
+      const want = expected === "Succeeded" ? [String(done["backupId"])] : [];
+      if (JSON.stringify(taken) !== JSON.stringify(want))
+        throw new Error(
+          `the DatabaseBackup took ${JSON.stringify(taken)} at the service, expected ${JSON.stringify(want)}`,
+        );
+      return;
+    }
     case "delete": {
       await kube.remove(mdsApiVersion, "DatabaseRestore", s.ns, s.restore);
+      await kube.remove(mdsApiVersion, "DatabaseBackup", s.ns, s.backup);
       await kube.remove(mdsApiVersion, "Connection", s.ns, s.connection);
       await waitFor("Connection deleted", timeoutMs, async () => (await get("Connection", s.connection)) === undefined);
       await kube.remove(mdsApiVersion, "Database", s.ns, s.database);
@@ -461,7 +502,7 @@ async function runStep(
   }
 }
 
-const steps: ChaosStep[] = ["create", "update", "secret", "rotate", "restore", "delete"];
+const steps: ChaosStep[] = ["create", "update", "secret", "rotate", "restore", "backup", "delete"];
 
 /** The resources that publish a connection Secret: kind, name, Secret. */
 function publishers(s: IterationState): [string, string, string][] {
@@ -506,6 +547,7 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
       database: "db",
       databaseSecret: "db-conn",
       restore: "restore-1",
+      backup: "backup-1",
       connection: "app",
       restoreKeysByTarget: new Map(),
     };
@@ -717,7 +759,7 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
   const crashPointsHit: Record<string, number> = {};
   let crashes = 0;
   let launches = 0;
-  const points = crashPoints().filter((p) => stepOf(p) !== "restore");
+  const points = crashPoints().filter((p) => stepOf(p) !== "restore" && stepOf(p) !== "backup");
 
   for (let i = 0; i < options.iterations; i++) {
     if (options.deadline !== undefined && Date.now() > options.deadline) break;

@@ -32,8 +32,8 @@
 //   `branchId: null` (a database on no branch), `logicalId: null` when unset; in creation forms the deprecated top-level `connectionString` and
 //   `directConnection` are null (SDK ~9767), credentials only in `endpoints.*.connectionString`.
 // - Backups (SDK ~8671): no `size` (optional), `pagination.limit: null`; `backupType` may be `incremental`.
-// - Unknown routes, e.g. our `POST /v1/databases/{id}/backups` (absent from the SDK: backups are taken by the
-//   service), are 404.
+// - Unknown routes, e.g. our `POST /v1/databases/{id}/backups` and `DELETE /v1/databases/{id}/backups/{backupId}`
+//   (absent from the SDK: backups are taken and expired by the service), are 404.
 
 /** A JSON object as it travels; the emulator reshapes, it does not validate (the operator's schemas do that). */
 export type Json = Record<string, unknown>;

@@ -1,0 +1,289 @@
+import { errorCode, mayHaveLanded } from "../../operator/api.ts";
+import type { MdsApi } from "../remote-api.ts";
+import type { ConditionUpdate } from "../../operator/status.ts";
+import { ReconcileError, TerminalError, WaitingError } from "../../operator/errors.ts";
+import { boundIdOf, idempotencyKeyOf } from "../../operator/identity.ts";
+import { jsonEqual } from "../../operator/conditions.ts";
+import { credentialStatusOf } from "../../operator/credentials.ts";
+import { resolveCredentials, oneShotController, parseOrTerminal, type ObjectGauge } from "../../operator/controller.ts";
+import { DatabaseType } from "../types.ts";
+import { remoteDatabaseStallingReasons } from "../remote-database.ts";
+import type { MdsControllerContext } from "../remote-api.ts";
+import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
+import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
+import { DatabaseBackup, DatabaseBackupType, terminalBackupPhases, type DatabaseBackupStatus } from "./schema.ts";
+import { backupAges, backupTracking, forgetLatestBackup } from "./latest.ts";
+
+// One backup per resource, exactly once, against a service that takes backups on request (our service's
+// POST /v1/databases/{id}/backups). The order of writes is what makes it safe:
+// - requestedAt and the key are written to status before the POST, which carries an Idempotency-Key derived from
+//   the database, the namespace and the key (the resource's uid unless spec.idempotencyKey names one);
+// - the POST's answer (the backup's id) is written to status at once; from then on the backup is only followed;
+// - a POST whose outcome is unknown (a crash, a lost answer) is sent again only to a server that announced
+//   Idempotency-Key replay, within its window (it answers with the same backup); otherwise the phase is Failed with
+//   reason OutcomeUnknown, never a second request;
+// - a server that does not take backups on request (the public API: its provider takes them, it has no such endpoint
+//   and announces no replay) is never sent a POST: phase Failed, reason NotSupported, Stalled, and nothing more.
+// Status is anyone's who may write the subresource: what it records is used only where it agrees with the spec.
+
+type BackupObject = DatabaseBackup & { metadata: { name: string; namespace?: string | undefined } };
+type Run = OneShotRun<BackupObject>;
+
+interface BackupSettings {
+  /** How long the service replays a POST with the same Idempotency-Key (24 h; kept below it). */
+  replayWindowMs?: number | undefined;
+}
+
+const iso = (d: Date) => d.toISOString().replace(/\.\d+Z$/, "Z");
+
+/** The Idempotency-Key of the backup POST: one backup per database, namespace and key. */
+function backupRequestKey(databaseId: string, namespace: string, key: string): string {
+  return idempotencyKeyOf("backup", databaseId, namespace, key);
+}
+
+/** Ready follows the phase: True once it Succeeded. */
+function readyOf(status: DatabaseBackupStatus, reason: string | undefined): ConditionUpdate {
+  const phase = status.phase ?? "Pending";
+  const ok = phase === "Succeeded";
+  const fallback = phase === "Failed" ? "RemoteFailure" : phase === "Running" ? "BackingUp" : "DatabaseNotReady";
+  return {
+    type: "Ready",
+    status: ok ? "True" : "False",
+    reason: ok ? "Available" : (reason ?? fallback),
+    message: status.message ?? "",
+  };
+}
+
+const notSupportedMessage = (databaseId: string) =>
+  `the service does not take backups on request (no POST /v1/databases/${databaseId}/backups, as in the public API, whose provider takes backups itself); no backup was requested. Its backups are listed in the Database's status.latestBackup where available`;
+
+/** One series per Database with a backup configuration: an alert must say which database has gone without a backup. */
+const backupAgeGauge: ObjectGauge = {
+  name: "mds_database_backup_age_seconds",
+  help: "Per Database with a remote id and a backup configuration (a BackupSchedule, a DatabaseBackup or spec.trackLatestBackup): seconds since its newest completed backup (status.latestBackup), or since its creation when it has none.",
+  labels: ["database_namespace", "database"],
+};
+
+// eslint-disable-next-line max-lines-per-function -- closure factory: its step and helpers share the context
+export function backupHandler(
+  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "cache" | "events" | "crashPoint" | "pollIntervals">,
+  settings: BackupSettings = {},
+): OneShotHandler<BackupObject> {
+  const replayWindowMs = settings.replayWindowMs ?? 23 * 3600_000;
+  // Request keys whose POST this process has not sent yet, or whose every POST the service refused (a 4xx): a POST
+  // may be sent (again) without any doubt. After a restart the set is empty: only a replaying server is asked again.
+  const notSent = new Set<string>();
+
+  const write = (run: Run, fields: Partial<DatabaseBackupStatus>) =>
+    run.writeStatus(fields, readyOf({ ...(run.obj.status ?? {}), ...fields }, fields.reason));
+
+  async function finish(
+    run: Run,
+    phase: "Succeeded" | "Failed",
+    reason: string,
+    message: string,
+    fields: Partial<DatabaseBackupStatus> = {},
+  ): Promise<Outcome> {
+    const written = await write(run, { ...fields, phase, reason, message, completedAt: iso(run.now()) });
+    ctx.events.record(
+      written,
+      phase === "Succeeded" ? "Normal" : "Warning",
+      phase === "Succeeded" ? "BackupSucceeded" : reason,
+      message,
+    );
+    run.log.info({ phase, reason }, "Backup finished");
+    return done();
+  }
+
+  /** The server takes backups on request only if it announced replay (our service); learned from any answer. */
+  const notSupported = (run: Run, databaseId: string) =>
+    finish(run, "Failed", "NotSupported", notSupportedMessage(databaseId), { databaseId });
+
+  async function post(run: Run, api: MdsApi, databaseId: string, requestKey: string): Promise<Outcome | undefined> {
+    try {
+      const backup = await api.createBackup(databaseId, { idempotencyKey: requestKey });
+      notSent.delete(requestKey);
+      await ctx.crashPoint("backup:after-post");
+      await write(run, {
+        backupId: backup.id,
+        takenAt: iso(new Date(backup.createdAt)),
+        message: `Backup "${backup.id}" of database "${databaseId}" requested`,
+      });
+      ctx.events.record(run.obj, "Normal", "BackupStarted", `Backing up database "${databaseId}" as "${backup.id}"`);
+      return undefined;
+    } catch (err) {
+      if (mayHaveLanded(err)) notSent.delete(requestKey);
+      const status = (err as { status?: unknown }).status;
+      if (status === 404 || status === 405) {
+        // The database was read a moment ago: a 404 that is not about it is a route this server does not have.
+        const stillThere = await api.getDatabase(databaseId).then(
+          () => true,
+          () => false,
+        );
+        if (stillThere) return notSupported(run, databaseId);
+        throw new WaitingError("DatabaseNotReady", `database "${databaseId}" was not found when backing it up`);
+      }
+      if (errorCode(err) === "invalid_request" || errorCode(err) === "unprocessable") {
+        return finish(run, "Failed", "RemoteFailure", `The service refused the backup: ${(err as Error).message}`);
+      }
+      throw err;
+    }
+  }
+
+  // eslint-disable-next-line max-lines-per-function -- the backup's steps in the order the exactly-once argument needs (docs/design.md#restore-exactly-once, the same for backups): split, that order would be scattered
+  async function step(run: Run): Promise<Outcome> {
+    const obj = run.obj;
+    const ns = obj.metadata.namespace ?? "default";
+    const key = obj.spec.idempotencyKey ?? obj.metadata.uid ?? `${ns}/${obj.metadata.name}`;
+    const refName = obj.spec.databaseRef?.name;
+    const db = refName === undefined ? undefined : ctx.cache("Database").get(ns, refName);
+    // The database comes from the spec: a Database of this namespace (its status.id, which its loop accepted) or an
+    // id with this namespace's own token. Never from status: anyone who may write it could name another's database.
+    const databaseId = obj.spec.databaseId ?? boundIdOf(db);
+    if (databaseId === undefined) {
+      throw new WaitingError(
+        "DatabaseNotReady",
+        db === undefined ? `database "${refName}" not found` : `database "${refName}" has no remote id yet`,
+      );
+    }
+    if (obj.spec.databaseId !== undefined && obj.spec.credentials === undefined) {
+      throw new TerminalError(
+        "InvalidSpec",
+        "a backup by databaseId needs spec.credentials.secretRef (a token of the database's workspace in this namespace)",
+      );
+    }
+    const s = obj.status ?? {};
+    if (s.requestedAt !== undefined && (s.databaseId !== databaseId || s.idempotencyKey !== key)) {
+      // Requested (perhaps sent) for another database or key than the spec resolves to: neither repeated nor followed.
+      throw new TerminalError(
+        "OutcomeUnknown",
+        `status records a backup of database "${s.databaseId ?? "?"}" with key "${s.idempotencyKey ?? "?"}", but the spec resolves to database "${databaseId}" and key "${key}"; nothing is done. Create a new DatabaseBackup`,
+      );
+    }
+    const spec =
+      obj.spec.credentials !== undefined
+        ? { credentials: obj.spec.credentials }
+        : ((db?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } });
+    const { api, use } = await resolveCredentials(ctx, ns, spec);
+    if (!jsonEqual(s.credentials, credentialStatusOf(use)))
+      await run.writeStatus({ credentials: credentialStatusOf(use) });
+    const requestKey = backupRequestKey(databaseId, ns, key);
+
+    if (s.requestedAt === undefined) {
+      // The read also tells whether this server replays Idempotency-Keys, i.e. whether it is our service.
+      const remote = await api.getDatabase(databaseId);
+      if (!api.replaysIdempotencyKeys()) return notSupported(run, databaseId);
+      if (remote.status !== "ready") {
+        await write(run, {
+          phase: "Pending",
+          databaseId,
+          idempotencyKey: key,
+          message: `Waiting for database "${databaseId}" (status ${remote.status}) before backing it up`,
+        });
+        return requeueAfter(ctx.pollIntervals.fastMs);
+      }
+      await write(run, {
+        phase: "Running",
+        reason: "BackingUp",
+        databaseId,
+        idempotencyKey: key,
+        requestedAt: iso(run.now()),
+        message: `Backup of database "${databaseId}" requested`,
+      });
+      notSent.add(requestKey);
+      await ctx.crashPoint("backup:before-post");
+    }
+
+    const requestedAt = run.obj.status?.requestedAt;
+    if (requestedAt === undefined) throw new ReconcileError("ReconcileError", "backup status lost its requestedAt");
+    if (run.obj.status?.backupId === undefined) {
+      if (!notSent.has(requestKey)) {
+        // A POST may have acted without us seeing its answer. The read also tells whether this server replays.
+        await api.getDatabase(databaseId);
+        if (!api.replaysIdempotencyKeys() || run.now().getTime() - Date.parse(requestedAt) > replayWindowMs) {
+          return finish(
+            run,
+            "Failed",
+            "OutcomeUnknown",
+            `The backup was requested at ${requestedAt} but its answer was lost and the service can no longer replay it; it is not requested again. List the database's backups, then create a new DatabaseBackup if needed`,
+          );
+        }
+      }
+      const stop = await post(run, api, databaseId, requestKey);
+      if (stop !== undefined) return stop;
+    }
+
+    const backupId = run.obj.status?.backupId;
+    if (backupId === undefined) throw new ReconcileError("ReconcileError", "backup status lost its backupId");
+    // Followed in the spec's database's list: a backup id written into status by anyone else is not found there.
+    const list = await api.listBackups(databaseId, { limit: 100 });
+    const backup = list.data.find((b) => b.id === backupId);
+    if (backup === undefined) {
+      throw new ReconcileError(
+        "RemoteNotFound",
+        `backup "${backupId}" is not among database "${databaseId}"'s backups; the operator does not take another`,
+      );
+    }
+    if (backup.status === "running") return requeueAfter(ctx.pollIntervals.fastMs);
+    if (backup.status === "completed") {
+      forgetLatestBackup(databaseId);
+      return finish(run, "Succeeded", "Available", `Backup "${backupId}" of database "${databaseId}" completed`, {
+        ...(backup.size === undefined || backup.size === null ? {} : { sizeBytes: backup.size }),
+        takenAt: iso(new Date(backup.createdAt)),
+      });
+    }
+    return finish(
+      run,
+      "Failed",
+      "RemoteFailure",
+      `The service reports backup "${backupId}" of database "${databaseId}" as ${backup.status}`,
+    );
+  }
+
+  return {
+    kind: "DatabaseBackup",
+    type: DatabaseBackupType,
+    parse: (raw) => parseOrTerminal(DatabaseBackup, "DatabaseBackup", raw) as BackupObject,
+    finished: (obj) => obj.status?.phase !== undefined && terminalBackupPhases.includes(obj.status.phase),
+    step,
+  };
+}
+
+export function backupController(settings: BackupSettings = {}) {
+  return oneShotController(
+    {
+      kind: "DatabaseBackup",
+      type: DatabaseBackupType,
+      crashPoints: ["backup:before-post", "backup:after-post"],
+      stallingReasons: ["ReferenceNotAllowed", "OutcomeUnknown", "NotSupported", ...remoteDatabaseStallingReasons],
+      // How long each Database has gone without a backup, for the alert (deploy/components/monitoring).
+      objectGauges: {
+        gauges: [backupAgeGauge],
+        samples: (cache, now) =>
+          backupAges(cache(DatabaseType.kind).list(), now, backupTracking(cache)).map((a) => ({
+            metric: backupAgeGauge.name,
+            namespace: a.namespace,
+            name: a.name,
+            value: a.seconds,
+          })),
+      },
+      // Backups are few and each waits on the service: two workers at most.
+      workers: (concurrency) => Math.max(1, Math.min(concurrency, 2)),
+      // A Database that gets its remote id, or becomes ready, wakes the backups still waiting in its namespace.
+      wakeOn: [
+        {
+          kind: "Database",
+          keys: (db, backups) =>
+            backups
+              .list(db.metadata.namespace ?? "")
+              .filter((b) => {
+                const phase = (b["status"] as { phase?: string } | undefined)?.phase;
+                return b.metadata.namespace === db.metadata.namespace && (phase === undefined || phase === "Pending");
+              })
+              .map((b) => `${b.metadata.namespace ?? ""}/${b.metadata.name}`),
+        },
+      ],
+    },
+    (ctx: MdsControllerContext) => backupHandler(ctx, settings),
+  );
+}

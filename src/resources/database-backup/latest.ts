@@ -1,0 +1,142 @@
+import { z } from "zod";
+import type { KubeObject } from "../../kube/types.ts";
+import type { MdsApi } from "../remote-api.ts";
+import type { ObjectCache } from "../../operator/controller.ts";
+
+// A Database's status.latestBackup: its newest completed backup as the service lists it (whoever took it: the
+// provider's daily ones, a DatabaseBackup, a schedule), and the age of that backup per database for Prometheus
+// (mds_database_backup_age_seconds), so an alert can fire when a database has gone too long without one. Both
+// counterparts list backups, so this works against the public API too.
+
+export const LatestBackup = z
+  .object({
+    id: z.string().max(80).describe("The backup's id (bkp_…)."),
+    time: z.iso.datetime().describe("When the backup was taken (its createdAt at the service)."),
+    sizeBytes: z.number().int().min(0).optional().describe("Its size in bytes, where the service reports one."),
+  })
+  .describe(
+    "The newest completed backup of the database, from the service's list (refreshed at most once a minute, at each resync).",
+  );
+export type LatestBackup = z.infer<typeof LatestBackup>;
+
+const iso = (t: string) => new Date(t).toISOString().replace(/\.\d+Z$/, "Z");
+
+/** The newest completed backup of a list (the service lists newest first; sorted here anyway). */
+export function newestCompleted(
+  backups: { id: string; status: string; createdAt: string; size?: number | null | undefined }[],
+): LatestBackup | undefined {
+  const newest = backups
+    .filter((b) => b.status === "completed" && !Number.isNaN(Date.parse(b.createdAt)))
+    .sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt))[0];
+  if (newest === undefined) return undefined;
+  return {
+    id: newest.id,
+    time: iso(newest.createdAt),
+    ...(typeof newest.size === "number" ? { sizeBytes: newest.size } : {}),
+  };
+}
+
+// Which databases have their backups read at all (issue 24: a resync of N databases must cost about N/100 calls):
+// only a Database with a BackupSchedule or a DatabaseBackup of it in its namespace, or with spec.trackLatestBackup.
+// A plain Database costs no call and has no backup-age series (an alert on it would only say "never looked").
+// When: once per operator process, then when a backup of it completes or a schedule prunes (forgetLatestBackup), and
+// every 12 slow polls (an hour by default) as a safety net (backups expire at the service); an opted-in Database
+// every 2 slow polls (10 minutes), since the backups it watches (the provider's daily ones) appear without anything
+// in Kubernetes noticing. Never more than once a minute.
+function refreshIntervals(slowMs = 300_000): { tracked: number; optIn: number } {
+  return { tracked: Math.max(60_000, 12 * slowMs), optIn: Math.max(60_000, 2 * slowMs) };
+}
+
+/** Whether a Database's backups are read, and how often: undefined when they are not (no API call). */
+export function backupTracking(
+  cache: (kind: string) => ObjectCache,
+  slowMs?: number,
+): (db: KubeObject) => { refreshMs: number } | undefined {
+  const every = refreshIntervals(slowMs);
+  const named = new Set<string>();
+  const byId = new Set<string>();
+  for (const kind of ["BackupSchedule", "DatabaseBackup"]) {
+    for (const o of cache(kind).list()) {
+      const spec = o["spec"] as { databaseRef?: { name?: string }; databaseId?: string } | undefined;
+      if (spec?.databaseRef?.name !== undefined) named.add(`${o.metadata.namespace ?? ""}/${spec.databaseRef.name}`);
+      if (spec?.databaseId !== undefined) byId.add(spec.databaseId);
+    }
+  }
+  return (db) => {
+    if ((db["spec"] as { trackLatestBackup?: boolean } | undefined)?.trackLatestBackup === true)
+      return { refreshMs: every.optIn };
+    const id = (db["status"] as { id?: string } | undefined)?.id;
+    if (named.has(`${db.metadata.namespace ?? ""}/${db.metadata.name}`) || (id !== undefined && byId.has(id)))
+      return { refreshMs: every.tracked };
+    return undefined;
+  };
+}
+
+// One list call per database per refresh interval at most, whatever wakes its Database (events, resyncs, several
+// kinds). An entry serves only the client (token) that read it; a DatabaseBackup that completes forgets its database's.
+const readAt = new Map<string, { api: MdsApi; at: number; value: LatestBackup | undefined }>();
+
+/** The next read of this database's latest backup asks the service (a backup of it just completed). */
+export function forgetLatestBackup(databaseId: string): void {
+  readAt.delete(databaseId);
+}
+
+/**
+ * The database's newest completed backup; `undefined` when it has none; `"unknown"` when the list could not be read
+ * (the Database keeps the value it had: a failed read is not a missing backup, and never fails its reconcile).
+ */
+export async function latestBackupOf(
+  api: MdsApi,
+  databaseId: string,
+  now = Date.now(),
+  refreshMs = 60_000,
+): Promise<LatestBackup | undefined | "unknown"> {
+  const hit = readAt.get(databaseId);
+  if (hit !== undefined && hit.api === api && now - hit.at < refreshMs) return hit.value;
+  try {
+    const value = newestCompleted((await api.listBackups(databaseId, { limit: 100 })).data);
+    readAt.set(databaseId, { api, at: now, value });
+    return value;
+  } catch {
+    return "unknown";
+  }
+}
+
+/** status.latestBackup as the Database's observation merges it: a field only when the list was read. */
+export async function latestBackupStatus(
+  api: MdsApi,
+  databaseId: string,
+  tracking: { refreshMs: number } | undefined,
+): Promise<Record<string, unknown>> {
+  // Not tracked: no call, and no value (one from when it was tracked would age into a false alarm or a stale claim).
+  if (tracking === undefined) return { latestBackup: undefined };
+  const latest = await latestBackupOf(api, databaseId, Date.now(), tracking.refreshMs);
+  // undefined removes a value that is no longer true (every backup expired or was deleted): the status write drops it.
+  return latest === "unknown" ? {} : { latestBackup: latest };
+}
+
+/**
+ * Seconds since each tracked Database's newest completed backup, or, with none, since the Database was created: how
+ * long it has been without a backup. Only Databases with a remote id count (one not yet created has nothing to lose),
+ * and only those whose backups are read (backupTracking): a plain Database has no series.
+ */
+export function backupAges(
+  databases: KubeObject[],
+  now: number,
+  tracked: (db: KubeObject) => unknown = () => true,
+): { namespace: string; name: string; seconds: number }[] {
+  const ages: { namespace: string; name: string; seconds: number }[] = [];
+  for (const db of databases) {
+    if (!tracked(db)) continue;
+    const status = db["status"] as { id?: string; latestBackup?: { time?: string } } | undefined;
+    if (status?.id === undefined) continue;
+    const since = Date.parse(status.latestBackup?.time ?? db.metadata.creationTimestamp ?? "");
+    if (Number.isNaN(since)) continue;
+    ages.push({
+      namespace: db.metadata.namespace ?? "",
+      name: db.metadata.name,
+      seconds: Math.max(0, (now - since) / 1000),
+    });
+  }
+  return ages;
+}
