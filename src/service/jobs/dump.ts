@@ -1,19 +1,21 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { chmod, mkdir, open, rename, rm, stat } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, open, rename, rm, stat, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { ArchiveError, archiveMagic, openArchive, sealArchive } from "./backup-archive.ts";
 import { pinnedSessionOptions } from "../../postgres/session-options.ts";
 import type { DatabaseLogin } from "./job-login.ts";
+import { listFile, planData, planPostData } from "./restore-plan.ts";
 
 // pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
 // password goes through PGPASSWORD, never argv, so it cannot show in `ps` or in an error that quotes the command.
 // Archives never touch the disk in plain text: pg_dump's output is sealed on its way to the file (backup-archive.ts),
 // and a restore feeds pg_restore authenticated plaintext through a pipe.
 
-function connectionEnv(login: DatabaseLogin, database: string): Record<string, string> {
+export function connectionEnv(login: DatabaseLogin, database: string): Record<string, string> {
   return {
     PGHOST: login.host,
     PGPORT: login.port,
@@ -106,6 +108,8 @@ export async function dumpDatabase(input: {
   file: string;
   archive: ArchiveKey;
   lockTimeoutMs: number;
+  /** More pg_dump options: a clone's `--snapshot` and `--exclude-table-data` (clone.ts). */
+  options?: string[];
   signal?: AbortSignal;
 }): Promise<{ size: number; sha256: string }> {
   const tmp = `${input.file}.partial`;
@@ -117,7 +121,14 @@ export async function dumpDatabase(input: {
       // -Z1: dumps are compressed cheaply; the restore side pays the inflating.
       const dump = start(
         path.join(input.bindir, "pg_dump"),
-        ["-Fc", "-Z1", "--no-owner", "--no-acl", `--lock-wait-timeout=${input.lockTimeoutMs}`],
+        [
+          "-Fc",
+          "-Z1",
+          "--no-owner",
+          "--no-acl",
+          `--lock-wait-timeout=${input.lockTimeoutMs}`,
+          ...(input.options ?? []),
+        ],
         connectionEnv(input.login, input.database),
         input.signal,
       );
@@ -197,10 +208,12 @@ async function pipeToRestore(input: {
   args: string[];
   env: Record<string, string>;
   signal?: AbortSignal;
-}): Promise<void> {
+}): Promise<string> {
   const hash = input.plainSha256 ? createHash("sha256") : undefined;
   const restore = start(path.join(input.bindir, "pg_restore"), input.args, input.env, input.signal);
-  restore.child.stdout!.resume();
+  // Its output (a --list) is the table of contents: small.
+  let output = "";
+  restore.child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
   const bytes = createReadStream(input.file) as AsyncIterable<Buffer>;
   const plaintext = openArchive(hash ? hashing(bytes, hash) : bytes, input.archive.key, input.archive.context, {
     allowPlain: hash !== undefined,
@@ -213,6 +226,7 @@ async function pipeToRestore(input: {
   await Promise.all([feeding, restore.done]);
   if (hash && hash.digest("hex") !== input.plainSha256)
     throw new ArchiveError("it changed while it was restored (checksum mismatch)");
+  return output;
 }
 
 async function listArchive(input: {
@@ -224,32 +238,194 @@ async function listArchive(input: {
   await pipeToRestore({ ...input, args: ["--list"], env: {} });
 }
 
+/** Logs in for one pass of a restore (job-login.ts: one login, one session); `pass` "" for a restore in one run. */
+export type LoginFor = <T>(pass: string, fn: (login: DatabaseLogin) => Promise<T>) => Promise<T>;
+
 /**
- * Restores the archive `file` into the existing, empty `database` as `login`; objects are created as `role` (the
- * owner). Data reaches pg_restore only after its record authenticated; a truncated or altered archive fails the
- * restore (pg_restore is killed before it sees the end of input). Reading from a pipe, pg_restore runs one job.
- * Its lock waits are bounded only by the job's time limit: in the scratch database only the tenant can hold locks.
+ * Restores the archive `file` into the existing, empty `database`; objects are created as `role` (the owner). Data
+ * reaches pg_restore only after its record authenticated; a truncated or altered archive fails the restore (pg_restore
+ * is killed before it sees the end of input). Its lock waits are bounded only by the job's time limit: in the scratch
+ * database only the tenant can hold locks.
+ *
+ * From a pipe pg_restore runs one job. An archive of `split.minBytes` or more is restored as `pg_restore -j` would,
+ * by `split.jobs` runs at once (restore-plan.ts), each reading the archive through its own authenticated pipe and
+ * logged in by a login of its own; if one run fails the others are killed and the restore fails.
  */
 export async function restoreDatabase(input: {
   bindir: string;
-  login: DatabaseLogin;
+  loginFor: LoginFor;
   database: string;
   file: string;
   /** Only for a plain archive, as verifyArchive judged it: a sealed one is authenticated by its records. */
   plainSha256?: string;
   archive: ArchiveKey;
   role: string;
+  split: { jobs: number; minBytes: number };
+  /** Data that is not in the archive (a clone's large tables, piped from the source), loaded after the archive's. */
+  moreData?: (signal: AbortSignal, track: Track) => Promise<void>;
   signal?: AbortSignal;
 }): Promise<void> {
-  await pipeToRestore({
+  const read = {
     bindir: input.bindir,
     file: input.file,
     archive: input.archive,
     ...(input.plainSha256 ? { plainSha256: input.plainSha256 } : {}),
-    args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", "-d", input.database],
-    // Commits stay synchronous: with them asynchronous, a server crash and restart between pg_restore's exit and the
-    // next statement would lose its last commits unseen, and the swap (or "ready") would follow on what is left.
-    env: connectionEnv(input.login, input.database),
-    ...(input.signal ? { signal: input.signal } : {}),
+  };
+  const pass = (name: string, args: string[], signal: AbortSignal | undefined) =>
+    input.loginFor(name, (login) =>
+      pipeToRestore({
+        ...read,
+        args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", ...args, "-d", input.database],
+        // Commits stay synchronous: with them asynchronous, a server crash and restart between pg_restore's exit and
+        // the next statement would lose its last commits unseen, and the swap (or "ready") would follow on what is left.
+        env: connectionEnv(login, input.database),
+        ...(signal ? { signal } : {}),
+      }),
+    );
+  const { jobs, minBytes } = input.split;
+  if (!input.moreData && (jobs < 2 || (await stat(input.file)).size < minBytes)) {
+    await pass("", [], input.signal);
+    return;
+  }
+  const list = (section: string, signal: AbortSignal) =>
+    pipeToRestore({ ...read, args: ["--list", `--section=${section}`], env: {}, signal });
+  // The `-L` lists hold dump ids only (no name, no data): files, as pg_restore cannot open a socket Node passes it.
+  const lists = await mkdtemp(path.join(os.tmpdir(), "mds-restore-"));
+  const passOf = async (name: string, ids: number[], signal: AbortSignal) => {
+    const file = path.join(lists, `${name}.list`);
+    await writeFile(file, listFile(ids), { mode: 0o600 });
+    await pass(name, ["-L", file], signal);
+  };
+  try {
+    await splitRestore(input.signal, jobs, {
+      pre: (signal) => pass("pre", ["--section=pre-data"], signal),
+      list,
+      pass: passOf,
+      ...(input.moreData ? { moreData: input.moreData } : {}),
+    });
+  } finally {
+    await rm(lists, { recursive: true, force: true });
+  }
+}
+
+async function splitRestore(
+  outer: AbortSignal | undefined,
+  jobs: number,
+  run: {
+    pre: (signal: AbortSignal) => Promise<unknown>;
+    list: (section: string, signal: AbortSignal) => Promise<string>;
+    pass: (name: string, ids: number[], signal: AbortSignal) => Promise<void>;
+    moreData?: (signal: AbortSignal, track: Track) => Promise<void>;
+  },
+): Promise<void> {
+  const { pre, list, pass } = run;
+  await allOrNothing(outer, async (signal, track) => {
+    // The lists need no login: they are read while pre-data is restored.
+    const [, data, post] = await Promise.all([
+      track(() => pre(signal)),
+      track(() => list("data", signal)),
+      track(() => list("post-data", signal)),
+    ]);
+    await Promise.all(planData(data, jobs).map((ids, i) => track(() => pass(`d${i}`, ids, signal))));
+    if (run.moreData) await run.moreData(signal, track);
+    const { parallel, after } = planPostData(post, jobs);
+    await Promise.all(parallel.map((ids, i) => track(() => pass(`i${i}`, ids, signal))));
+    if (after.length) await track(() => pass("post", after, signal));
   });
+}
+
+/** Starts a task of an allOrNothing: its failure kills the other tasks' programs. */
+export type Track = <T>(task: () => Promise<T>) => Promise<T>;
+
+/**
+ * Runs `fn`, whose programs all get `signal`: the first task (started with `track`) that fails aborts the signal, so
+ * the other programs are killed, and once every task has settled, its error is thrown (not the others' aborts).
+ */
+async function allOrNothing(
+  outer: AbortSignal | undefined,
+  fn: (signal: AbortSignal, track: Track) => Promise<void>,
+): Promise<void> {
+  const stop = new AbortController();
+  const signal = outer ? AbortSignal.any([outer, stop.signal]) : stop.signal;
+  let first: unknown;
+  const running = new Set<Promise<unknown>>();
+  const track = <T>(task: () => Promise<T>): Promise<T> => {
+    const p = task().catch((err: unknown) => {
+      if (first === undefined) first = err;
+      stop.abort();
+      throw err;
+    });
+    const settled = p.catch(() => {});
+    running.add(settled);
+    void settled.then(() => running.delete(settled));
+    return p;
+  };
+  try {
+    await fn(signal, track);
+  } catch (err) {
+    if (first === undefined) first = err;
+    stop.abort();
+  }
+  while (running.size) await Promise.all(running);
+  if (first !== undefined) throw first;
+}
+
+/**
+ * `pg_dump --data-only` of the tables matching `patterns` (pg_dump's `-t` patterns) as `source` under the exported
+ * `snapshot`, piped straight into a `pg_restore` of that data as `target`: a clone's data never touches the disk.
+ * Both run as job logins (never the superuser); if either fails, both are killed.
+ */
+export async function pipeTables(input: {
+  bindir: string;
+  source: { login: DatabaseLogin; database: string };
+  target: { login: DatabaseLogin; database: string };
+  snapshot: string;
+  patterns: string[];
+  role: string;
+  lockTimeoutMs: number;
+  signal: AbortSignal;
+}): Promise<void> {
+  const dump = start(
+    path.join(input.bindir, "pg_dump"),
+    [
+      "-Fc",
+      "-Z0",
+      "--data-only",
+      "--no-owner",
+      "--no-acl",
+      `--snapshot=${input.snapshot}`,
+      `--lock-wait-timeout=${input.lockTimeoutMs}`,
+      ...input.patterns.flatMap((p) => ["-t", p]),
+    ],
+    connectionEnv(input.source.login, input.source.database),
+    input.signal,
+  );
+  dump.child.stdin!.end();
+  const restore = start(
+    path.join(input.bindir, "pg_restore"),
+    [
+      "--no-owner",
+      "--no-acl",
+      `--role=${input.role}`,
+      "--exit-on-error",
+      "--section=data",
+      "-d",
+      input.target.database,
+    ],
+    connectionEnv(input.target.login, input.target.database),
+    input.signal,
+  );
+  restore.child.stdout!.resume();
+  restore.child.stdin!.on("error", () => {});
+  dump.child.stdout!.pipe(restore.child.stdin!);
+  const kill = () => {
+    dump.child.kill("SIGKILL");
+    restore.child.kill("SIGKILL");
+  };
+  await Promise.all([dump.done.catch((err: unknown) => (kill(), Promise.reject(err))), restore.done]).catch(
+    (err: unknown) => {
+      kill();
+      throw err;
+    },
+  );
 }

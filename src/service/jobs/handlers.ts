@@ -7,7 +7,7 @@ import { serverPool } from "../runtime/deps.ts";
 import { cloneInto } from "./clone.ts";
 import { reserveBeforeDump } from "../domain/backups.ts";
 import { privateDirectory } from "./dump.ts";
-import { jobLoginName } from "./job-login.ts";
+import { jobLoginsOf } from "./job-login.ts";
 import { JobFatalError, type Job, type JobHandler, type JobKind } from "../queue/jobs.ts";
 import {
   allowConnections,
@@ -101,8 +101,8 @@ async function dropJobLogins(deps: ServiceDeps, job: Job): Promise<void> {
   const db = await getDatabaseById(deps.pool, job.target_id);
   if (!db) return;
   const pool = serverPool(deps, db);
-  for (const purpose of ["dump", "restore"] as const)
-    await revokeLoginRole(pool, jobLoginName(job.id, purpose)).catch(() => {});
+  const logins = await jobLoginsOf(pool, job.id).catch(() => []);
+  for (const login of logins) await revokeLoginRole(pool, login).catch(() => {});
 }
 
 const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({

@@ -1,0 +1,69 @@
+// What `pg_restore -j` does, split into passes that each read the archive from a pipe (restore-split.ts runs them):
+// pre-data alone; then the TABLE DATA entries dealt over k runs (other data, such as sequence values and large
+// objects, in the first); then the INDEX and CONSTRAINT entries (primary keys, unique and exclusion constraints)
+// dealt over k runs; then the rest of post-data (foreign keys, index attachments, triggers, rules, policies,
+// comments, materialized view refreshes…) in one run in archive order, as they may depend on each other and on all
+// of the above.
+//
+// The plan is made of `pg_restore --list` output. A list line is `<dumpId>; <catalogOid> <oid> <DESC> <namespace>
+// <tag> <owner>`; only the dump ids go back to pg_restore (`-L` reads the leading integer of each line), so no name a
+// tenant wrote is ever handed back to it. The descriptor is read right after the two oids. A name that imitates a
+// descriptor can only move an entry into the serial run (`INDEX ATTACH …` wins over `INDEX …`), never out of it.
+
+const line = /^(\d+); \d+ \d+ (.*)$/;
+
+/** The entries of a `pg_restore --list` output, in archive order, each id once. */
+export function parseList(text: string): { id: number; rest: string }[] {
+  const seen = new Set<number>();
+  const entries: { id: number; rest: string }[] = [];
+  for (const raw of text.split("\n")) {
+    const m = line.exec(raw);
+    if (!m) continue;
+    const id = Number(m[1]);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    entries.push({ id, rest: m[2]! });
+  }
+  return entries;
+}
+
+const isTableData = (rest: string) => rest.startsWith("TABLE DATA ");
+/** Exactly `INDEX` or `CONSTRAINT`: independent of each other once the data is in. */
+const isIndexOrConstraint = (rest: string) =>
+  (rest.startsWith("INDEX ") && !rest.startsWith("INDEX ATTACH ")) || rest.startsWith("CONSTRAINT ");
+
+/** Deals `ids` round-robin over `k` lists, keeping archive order within each; drops the empty ones. */
+function deal(ids: number[], k: number): number[][] {
+  const lists: number[][] = Array.from({ length: k }, () => []);
+  ids.forEach((id, i) => lists[i % k]!.push(id));
+  return lists.filter((l) => l.length > 0);
+}
+
+/**
+ * The data section (`--list --section=data`) as up to `k` lists of dump ids, to be restored in parallel. Each list
+ * keeps archive order: from a pipe, pg_restore can only read forward.
+ */
+export function planData(listing: string, k: number): number[][] {
+  const lists: number[][] = Array.from({ length: k }, () => []);
+  let table = 0;
+  for (const e of parseList(listing)) lists[isTableData(e.rest) ? table++ % k : 0]!.push(e.id);
+  return lists.filter((l) => l.length > 0);
+}
+
+/**
+ * The post-data section (`--list --section=post-data`): up to `k` lists of indexes and constraints to run in
+ * parallel, then the list of everything else, to run alone afterwards in archive order (empty when nothing is left).
+ */
+export function planPostData(listing: string, k: number): { parallel: number[][]; after: number[] } {
+  const entries = parseList(listing);
+  return {
+    parallel: deal(
+      entries.filter((e) => isIndexOrConstraint(e.rest)).map((e) => e.id),
+      k,
+    ),
+    after: entries.filter((e) => !isIndexOrConstraint(e.rest)).map((e) => e.id),
+  };
+}
+
+/** A `-L` file: one dump id a line. */
+export const listFile = (ids: number[]): string => ids.map((id) => `${id}\n`).join("");
