@@ -139,9 +139,25 @@ describe("restores and clones in parallel passes (split path)", () => {
     );
   });
 
-  it("a clone copies the same", async () => {
+  it("a clone copies the same; its large tables are piped from the source, names that are patterns too", async () => {
     const source = await readyDatabase("clone-source");
     await sql(source.connectionString, schema);
+    // Past 1 MiB a table gets a lane of its own (pg_dump -t): its name must match it alone, read as no pattern.
+    await sql(
+      source.connectionString,
+      `CREATE SCHEMA "Odd.Schema";
+       CREATE TABLE "Odd.Schema"."Weird*Name$" AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 30000) g;
+       CREATE TABLE "Odd.Schema"."WeirdXName" (id int);
+       INSERT INTO "Odd.Schema"."WeirdXName" VALUES (1);
+       CREATE TABLE big (id int PRIMARY KEY, v text);
+       INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 30000) g;`,
+    );
+    const extra = (url: string) =>
+      sql(
+        url,
+        `SELECT (SELECT count(*) FROM "Odd.Schema"."Weird*Name$")::int AS weird, (SELECT count(*) FROM "Odd.Schema"."WeirdXName")::int AS x,
+                (SELECT count(*) FROM big)::int AS big, (SELECT sum(id) FROM big)::int AS sum`,
+      );
     const created = await api("POST", "/v1/databases", {
       projectId: project.id,
       name: "clone",
@@ -152,6 +168,8 @@ describe("restores and clones in parallel passes (split path)", () => {
     await ready(created.body.data.id);
     const cloneUrl = created.body.data.connections[0].endpoints.direct.connectionString;
     expect(await facts(cloneUrl)).toEqual(await facts(source.connectionString));
+    expect(await extra(cloneUrl)).toEqual([{ weird: 30000, x: 1, big: 30000, sum: 450015000 }]);
+    expect(await extra(cloneUrl)).toEqual(await extra(source.connectionString));
   });
 
   it("one failing pass fails the whole restore, kills the others, and the old data stays", async () => {

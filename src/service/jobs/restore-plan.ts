@@ -67,3 +67,24 @@ export function planPostData(listing: string, k: number): { parallel: number[][]
 
 /** A `-L` file: one dump id a line. */
 export const listFile = (ids: number[]): string => ids.map((id) => `${id}\n`).join("");
+
+/**
+ * Deals tables over up to `k` lanes, largest first, each to the lane with the least so far (a clone pipes each lane
+ * through one pg_dump | pg_restore). Returns the lanes' items, empty lanes dropped.
+ */
+export function dealBySize<T>(tables: { item: T; size: number }[], k: number): T[][] {
+  const lanes = Array.from({ length: k }, () => ({ size: 0, items: [] as T[] }));
+  for (const t of [...tables].sort((a, b) => b.size - a.size)) {
+    const lane = lanes.reduce((least, l) => (l.size < least.size ? l : least));
+    lane.items.push(t.item);
+    lane.size += t.size;
+  }
+  return lanes.filter((l) => l.items.length > 0).map((l) => l.items);
+}
+
+/**
+ * A pg_dump `-t` pattern that matches exactly the table `schema.name`: inside double quotes pg_dump escapes every
+ * regular-expression character, and a double quote is written twice.
+ */
+export const exactTablePattern = (schema: string, name: string): string =>
+  `"${schema.replaceAll('"', '""')}"."${name.replaceAll('"', '""')}"`;
