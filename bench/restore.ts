@@ -51,13 +51,14 @@ function run(command: string, args: string[], env: Record<string, string>): Prom
 
 const dir = await mkdtemp(path.join(os.tmpdir(), "mds-bench-restore-"));
 // The restore job's own timing of its steps (its debug record "restore swapped").
-const restoreSteps: { pgRestoreMs: number }[] = [];
+const restoreSteps: { pgRestoreMs: number; passes: Record<string, number> }[] = [];
 const logger = pino(
   { level: "debug" },
   {
     write(line: string) {
-      const record = JSON.parse(line) as { msg?: string; pgRestoreMs: number };
-      if (record.msg === "restore swapped") restoreSteps.push({ pgRestoreMs: record.pgRestoreMs });
+      const record = JSON.parse(line) as { msg?: string; pgRestoreMs: number; passes?: Record<string, number> };
+      if (record.msg === "restore swapped")
+        restoreSteps.push({ pgRestoreMs: record.pgRestoreMs, passes: record.passes ?? {} });
     },
   },
 );
@@ -238,6 +239,13 @@ try {
       `… its pg_restore step (the job's own timing)`,
       seconds(median(restoreSteps.map((s) => s.pgRestoreMs))),
       restoreSteps.map((s) => seconds(s.pgRestoreMs)).join(", "),
+    ],
+    [
+      `… by phase (median; pre-data includes the lists)`,
+      Object.keys(restoreSteps[0]?.passes ?? {})
+        .map((k) => `${k.replace(/Ms$/, "")} ${seconds(median(restoreSteps.map((s) => s.passes[k] ?? 0)))}`)
+        .join(", ") || "one pass",
+      "",
     ],
     [`\`pg_restore -j2\` of the same archive`, seconds(m("restore baseline")), each("restore baseline")],
     [`restore / \`pg_restore -j2\``, `${restoreRatio.toFixed(2)}×`, `aim ≤ ${aim}×`],

@@ -56,10 +56,11 @@ function start(program: string, args: string[], env: Record<string, string>, sig
  * Writes `chunks` into a child's stdin with backpressure. If the child stops reading (pg_restore --list needs only
  * the table of contents), the rest is still consumed, so an archive is always authenticated to its end.
  */
-export async function feed(chunks: AsyncIterable<Buffer>, stdin: Writable): Promise<void> {
+export async function feed(chunks: AsyncIterable<Buffer>, stdin: Writable, enough = () => false): Promise<void> {
   let open = true;
   stdin.on("error", () => (open = false));
   for await (const chunk of chunks) {
+    if (enough()) break;
     // A child that exited has its stdin destroyed by Node without an 'error': a write then returns false and
     // neither 'drain' nor 'close' (already past) ever comes. Waiting for them hung backups forever once
     // pg_restore --list had read the table of contents and exited while we were still writing.
@@ -208,6 +209,11 @@ async function pipeToRestore(input: {
   args: string[];
   env: Record<string, string>;
   signal?: AbortSignal;
+  /**
+   * Stop reading a sealed archive once pg_restore exited content (a pass that needs only the table of contents, or
+   * data up to its last entry): every byte it read was authenticated, and it needed no more.
+   */
+  untilDone?: boolean;
 }): Promise<string> {
   const hash = input.plainSha256 ? createHash("sha256") : undefined;
   const restore = start(path.join(input.bindir, "pg_restore"), input.args, input.env, input.signal);
@@ -218,7 +224,13 @@ async function pipeToRestore(input: {
   const plaintext = openArchive(hash ? hashing(bytes, hash) : bytes, input.archive.key, input.archive.context, {
     allowPlain: hash !== undefined,
   });
-  const feeding = feed(plaintext, restore.child.stdin!).catch((err: unknown) => {
+  let exited = false;
+  if (input.untilDone && !hash)
+    void restore.done.then(
+      () => (exited = true),
+      () => {},
+    );
+  const feeding = feed(plaintext, restore.child.stdin!, () => exited).catch((err: unknown) => {
     // Never let pg_restore see the end of input after a failed check: it must not finish a partial restore.
     restore.child.kill("SIGKILL");
     throw err;
@@ -264,74 +276,86 @@ export async function restoreDatabase(input: {
   /** Data that is not in the archive (a clone's large tables, piped from the source), loaded after the archive's. */
   moreData?: (signal: AbortSignal, track: Track) => Promise<void>;
   signal?: AbortSignal;
-}): Promise<void> {
+}): Promise<Record<string, number>> {
   const read = {
     bindir: input.bindir,
     file: input.file,
     archive: input.archive,
     ...(input.plainSha256 ? { plainSha256: input.plainSha256 } : {}),
   };
-  const pass = (name: string, args: string[], signal: AbortSignal | undefined) =>
-    input.loginFor(name, (login) =>
-      pipeToRestore({
-        ...read,
-        args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", ...args, "-d", input.database],
-        // Commits stay synchronous: with them asynchronous, a server crash and restart between pg_restore's exit and
-        // the next statement would lose its last commits unseen, and the swap (or "ready") would follow on what is left.
-        env: connectionEnv(login, input.database),
-        ...(signal ? { signal } : {}),
-      }),
-    );
+  const run = (login: DatabaseLogin, args: string[], signal: AbortSignal | undefined, untilDone: boolean) =>
+    pipeToRestore({
+      ...read,
+      args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", ...args, "-d", input.database],
+      // Commits stay synchronous: with them asynchronous, a server crash and restart between pg_restore's exit and
+      // the next statement would lose its last commits unseen, and the swap (or "ready") would follow on what is left.
+      env: connectionEnv(login, input.database),
+      ...(signal ? { signal } : {}),
+      untilDone,
+    });
   const { jobs, minBytes } = input.split;
   if (!input.moreData && (jobs < 2 || (await stat(input.file)).size < minBytes)) {
-    await pass("", [], input.signal);
-    return;
+    await input.loginFor("", (login) => run(login, [], input.signal, false));
+    return {};
   }
+  /**
+   * One pass as a login of its own; resolves once its pg_restore is done. Dropping the login is tracked, not waited
+   * for: the next pass need not wait on it, the restore does (allOrNothing waits for every tracked task).
+   */
+  const pass = (name: string, args: string[], signal: AbortSignal, track: Track) =>
+    new Promise<void>((resolve, reject) => {
+      track(() =>
+        input.loginFor(name, async (login) => {
+          await run(login, args, signal, true).then(
+            () => resolve(),
+            (err: unknown) => {
+              reject(err as Error);
+              throw err;
+            },
+          );
+        }),
+      ).catch(reject);
+    });
   const list = (section: string, signal: AbortSignal) =>
-    pipeToRestore({ ...read, args: ["--list", `--section=${section}`], env: {}, signal });
+    pipeToRestore({ ...read, args: ["--list", `--section=${section}`], env: {}, signal, untilDone: true });
   // The `-L` lists hold dump ids only (no name, no data): files, as pg_restore cannot open a socket Node passes it.
   const lists = await mkdtemp(path.join(os.tmpdir(), "mds-restore-"));
-  const passOf = async (name: string, ids: number[], signal: AbortSignal) => {
-    const file = path.join(lists, `${name}.list`);
-    await writeFile(file, listFile(ids), { mode: 0o600 });
-    await pass(name, ["-L", file], signal);
+  const timings: Record<string, number> = {};
+  let t = performance.now();
+  const phase = (name: string) => {
+    timings[name] = Math.round(performance.now() - t);
+    t = performance.now();
   };
   try {
-    await splitRestore(input.signal, jobs, {
-      pre: (signal) => pass("pre", ["--section=pre-data"], signal),
-      list,
-      pass: passOf,
-      ...(input.moreData ? { moreData: input.moreData } : {}),
+    await allOrNothing(input.signal, async (signal, track) => {
+      const listed = async (name: string, ids: number[]) => {
+        const file = path.join(lists, `${name}.list`);
+        await writeFile(file, listFile(ids), { mode: 0o600 });
+        await pass(name, ["-L", file], signal, track);
+      };
+      // The lists need no login: they are read while pre-data is restored.
+      const [, data, post] = await Promise.all([
+        pass("pre", ["--section=pre-data"], signal, track),
+        track(() => list("data", signal)),
+        track(() => list("post-data", signal)),
+      ]);
+      phase("preDataMs");
+      await Promise.all(planData(data, jobs).map((ids, i) => listed(`d${i}`, ids)));
+      phase("dataMs");
+      if (input.moreData) {
+        await input.moreData(signal, track);
+        phase("pipedDataMs");
+      }
+      const { parallel, after } = planPostData(post, jobs);
+      await Promise.all(parallel.map((ids, i) => listed(`i${i}`, ids)));
+      phase("indexesMs");
+      if (after.length) await listed("post", after);
+      phase("postDataMs");
     });
   } finally {
     await rm(lists, { recursive: true, force: true });
   }
-}
-
-async function splitRestore(
-  outer: AbortSignal | undefined,
-  jobs: number,
-  run: {
-    pre: (signal: AbortSignal) => Promise<unknown>;
-    list: (section: string, signal: AbortSignal) => Promise<string>;
-    pass: (name: string, ids: number[], signal: AbortSignal) => Promise<void>;
-    moreData?: (signal: AbortSignal, track: Track) => Promise<void>;
-  },
-): Promise<void> {
-  const { pre, list, pass } = run;
-  await allOrNothing(outer, async (signal, track) => {
-    // The lists need no login: they are read while pre-data is restored.
-    const [, data, post] = await Promise.all([
-      track(() => pre(signal)),
-      track(() => list("data", signal)),
-      track(() => list("post-data", signal)),
-    ]);
-    await Promise.all(planData(data, jobs).map((ids, i) => track(() => pass(`d${i}`, ids, signal))));
-    if (run.moreData) await run.moreData(signal, track);
-    const { parallel, after } = planPostData(post, jobs);
-    await Promise.all(parallel.map((ids, i) => track(() => pass(`i${i}`, ids, signal))));
-    if (after.length) await track(() => pass("post", after, signal));
-  });
+  return timings;
 }
 
 /** Starts a task of an allOrNothing: its failure kills the other tasks' programs. */

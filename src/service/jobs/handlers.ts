@@ -176,7 +176,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
       // The scratch database becomes the target by a rename, so it is made with the target's limits.
       await createDatabase(pool, scratch, db.owner_role, tenantLimitsOf(deps.config, db.region));
       const t1 = performance.now();
-      await restoreAsOwner(deps, {
+      const passes = await restoreAsOwner(deps, {
         jobId: job.id,
         at: db,
         pgName: scratch,
@@ -195,6 +195,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
           prepareMs: Math.round(t1 - t0),
           pgRestoreMs: Math.round(t2 - t1),
           swapMs: Math.round(performance.now() - t2),
+          passes,
         },
         "restore swapped",
       );

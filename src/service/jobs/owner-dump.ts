@@ -75,7 +75,7 @@ export async function dumpAsOwner(
 export async function restoreAsOwner(
   deps: ServiceDeps,
   input: { jobId: string; at: ServerRef; pgName: string; ownerRole: string; backup: UsableBackup; signal: AbortSignal },
-): Promise<void> {
+): Promise<Record<string, number>> {
   const pool = serverPool(deps, input.at);
   // Every pg_restore run logs in by a login of its own (one session each); a retry reuses the names, so a crashed
   // attempt's logins are revoked before they log in again.
@@ -90,7 +90,7 @@ export async function restoreAsOwner(
       fn,
     );
   const jobs = Math.min(deps.config.restoreJobs, tenantLimitsOf(deps.config, input.at.region).databaseConnectionLimit);
-  await restoreDatabase({
+  return restoreDatabase({
     bindir: deps.bindir,
     loginFor,
     database: input.pgName,
