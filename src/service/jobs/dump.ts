@@ -8,7 +8,8 @@ import type { Readable, Writable } from "node:stream";
 import { ArchiveError, archiveMagic, openArchive, sealArchive } from "./backup-archive.ts";
 import { pinnedSessionOptions } from "../../postgres/session-options.ts";
 import type { DatabaseLogin } from "./job-login.ts";
-import { listFile, planData, planPostData } from "./restore-plan.ts";
+import { readToc, type Toc } from "./archive-toc.ts";
+import { listFile, planData, planLanes, planPostData } from "./restore-plan.ts";
 
 // pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
 // password goes through PGPASSWORD, never argv, so it cannot show in `ps` or in an error that quotes the command.
@@ -333,13 +334,23 @@ export async function restoreDatabase(input: {
         await writeFile(file, listFile(ids), { mode: 0o600 });
         await pass(name, ["-L", file], signal, track);
       };
-      // The lists need no login: they are read while pre-data is restored.
-      const [, data, post] = await Promise.all([
+      // The lists and the table of contents need no login: they are read while pre-data is restored.
+      const [, data, post, toc] = await Promise.all([
         pass("pre", ["--section=pre-data"], signal, track),
         track(() => list("data", signal)),
         track(() => list("post-data", signal)),
+        input.moreData ? undefined : track(() => tableOfContents(read)),
       ]);
       phase("preDataMs");
+      if (toc) {
+        // Each table's indexes follow its data in the same run (what pg_restore -j does from a file).
+        const { lanes, after } = planLanes(data, post, toc, jobs);
+        await Promise.all(lanes.map((ids, i) => listed(`d${i}`, ids)));
+        phase("lanesMs");
+        if (after.length) await listed("post", after);
+        phase("postDataMs");
+        return;
+      }
       await Promise.all(planData(data, jobs).map((ids, i) => listed(`d${i}`, ids)));
       phase("dataMs");
       if (input.moreData) {
@@ -356,6 +367,15 @@ export async function restoreDatabase(input: {
     await rm(lists, { recursive: true, force: true });
   }
   return timings;
+}
+
+/** The archive's table of contents and data sizes (archive-toc.ts), read through the same authenticated stream. */
+function tableOfContents(read: { file: string; archive: ArchiveKey }): Promise<Toc | undefined> {
+  return readToc(
+    openArchive(createReadStream(read.file) as AsyncIterable<Buffer>, read.archive.key, read.archive.context, {
+      allowPlain: true,
+    }),
+  );
 }
 
 /** Starts a task of an allOrNothing: its failure kills the other tasks' programs. */

@@ -88,3 +88,58 @@ export function dealBySize<T>(tables: { item: T; size: number }[], k: number): T
  */
 export const exactTablePattern = (schema: string, name: string): string =>
   `"${schema.replaceAll('"', '""')}"."${name.replaceAll('"', '""')}"`;
+
+/**
+ * The plan `pg_restore -j` would make, from the archive's own table of contents (archive-toc.ts), for the entries
+ * `pg_restore --list` printed: each table's data and then its indexes and constraints go to one of up to `k` lanes
+ * (one run each, balanced by data size, archive order kept), so a lane builds a table's indexes while another still
+ * loads data. Other data (sequence values, large objects) goes to the first lane; an index or constraint of no loaded
+ * table (a partitioned parent's, a materialized view's) to the end of a lane; anything that depends on another
+ * post-data entry, and the rest of post-data, runs `after`, alone, in archive order.
+ */
+export function planLanes(
+  dataListing: string,
+  postListing: string,
+  toc: { entries: { id: number; desc: string; section: number; deps: number[] }[]; dataBytes: Map<number, number> },
+  k: number,
+): { lanes: number[][]; after: number[] } {
+  const byId = new Map(toc.entries.map((e) => [e.id, e]));
+  const data = parseList(dataListing).map((e) => e.id);
+  const post = parseList(postListing).map((e) => e.id);
+  // The table each TABLE DATA entry loads, and its lane.
+  const tableOf = new Map<number, number>();
+  for (const id of data) {
+    const e = byId.get(id);
+    const tables = e?.desc === "TABLE DATA" ? e.deps.filter((d) => byId.get(d)?.desc === "TABLE") : [];
+    if (tables.length === 1) tableOf.set(id, tables[0]!);
+  }
+  const laneOfTable = new Map<number, number>();
+  dealBySize(
+    [...tableOf].map(([id, table]) => ({ item: table, size: toc.dataBytes.get(id) ?? 0 })),
+    k,
+  ).forEach((tables, lane) => tables.forEach((t) => laneOfTable.set(t, lane)));
+  const followers = new Map<number, number[]>(); // table → its indexes and constraints
+  const free: number[] = [];
+  const after: number[] = [];
+  for (const id of post) {
+    const e = byId.get(id);
+    const deps = [...new Set(e?.deps ?? [])];
+    const parallel =
+      e !== undefined &&
+      (e.desc === "INDEX" || e.desc === "CONSTRAINT") &&
+      deps.every((d) => byId.get(d)?.section !== 4 && byId.has(d));
+    const tables = deps.filter((d) => laneOfTable.has(d));
+    if (!parallel) after.push(id);
+    else if (tables.length === 1) followers.set(tables[0]!, [...(followers.get(tables[0]!) ?? []), id]);
+    else if (tables.length === 0) free.push(id);
+    else after.push(id);
+  }
+  const lanes: number[][] = Array.from({ length: k }, () => []);
+  for (const id of data) {
+    const table = tableOf.get(id);
+    if (table === undefined) lanes[0]!.push(id);
+    else lanes[laneOfTable.get(table)!]!.push(id, ...(followers.get(table) ?? []));
+  }
+  free.forEach((id, i) => lanes[i % k]!.push(id));
+  return { lanes: lanes.filter((l) => l.length > 0), after };
+}
