@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { listFile, parseList, planData, planPostData } from "./restore-plan.ts";
+import { listFile, parseList, planData, planLanes, planPostData } from "./restore-plan.ts";
 
 // As `pg_restore --list --section=…` prints them (PostgreSQL 15).
 const data = `;
@@ -50,5 +50,62 @@ describe("restore plan", () => {
 
   it("writes one id a line", () => {
     expect(listFile([3, 1, 2])).toBe("3\n1\n2\n");
+  });
+
+  // The table of contents pg_dump 15 wrote for: parent (PK, UNIQUE), child (PK, index, FK to parent), a partitioned
+  // table ev (PK) with partition ev1, a large object (archive-toc.ts reads it).
+  const toc = {
+    entries: [
+      [216, "TABLE", 2, []],
+      [215, "SEQUENCE", 2, [216]],
+      [217, "TABLE", 2, []],
+      [218, "TABLE", 2, [217]],
+      [214, "TABLE", 2, []],
+      [3368, "TABLE DATA", 3, [216]],
+      [3369, "TABLE DATA", 3, [218]],
+      [3366, "TABLE DATA", 3, [214]],
+      [3380, "SEQUENCE SET", 3, [215]],
+      [3371, "BLOBS", 3, []],
+      [3217, "CONSTRAINT", 4, [216]],
+      [3219, "CONSTRAINT", 4, [217, 217]],
+      [3221, "CONSTRAINT", 4, [3219, 218, 218, 218]],
+      [3212, "CONSTRAINT", 4, [214]],
+      [3214, "CONSTRAINT", 4, [214]],
+      [3215, "INDEX", 4, [216]],
+      [3222, "INDEX ATTACH", 4, [218, 3219, 3221, 3219, 218, 217]],
+      [3223, "FK CONSTRAINT", 4, [3214, 214, 216]],
+    ].map(([id, desc, section, deps]) => ({
+      id: id as number,
+      desc: desc as string,
+      section: section as number,
+      deps: deps as number[],
+    })),
+    dataBytes: new Map([
+      [3368, 15401],
+      [3369, 13],
+      [3366, 3217],
+    ]),
+  };
+  const listing = (section: number) =>
+    toc.entries
+      .filter((e) => e.section === section)
+      .map((e) => `${e.id}; 0 0 ${e.desc} public x owner`)
+      .join("\n");
+
+  it("gives each table's indexes and constraints to the lane that loads it, lanes balanced by size", () => {
+    expect(planLanes(listing(3), listing(4), toc, 2)).toEqual({
+      // child (15 KB) alone; parent and ev1 share the other lane. The partitioned parent's constraint (no data of its
+      // own) goes to the end of a lane; ev1's, which depends on it, and everything else runs after.
+      lanes: [
+        [3368, 3217, 3215, 3380, 3371, 3219],
+        [3369, 3366, 3212, 3214],
+      ],
+      after: [3221, 3222, 3223],
+    });
+  });
+
+  it("an entry the table of contents does not know runs after, alone", () => {
+    const plan = planLanes(listing(3), `${listing(4)}\n9999; 0 0 INDEX public ghost owner`, toc, 2);
+    expect(plan.after).toContain(9999);
   });
 });
