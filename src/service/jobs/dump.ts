@@ -303,11 +303,17 @@ export async function restoreDatabase(input: {
    * One pass as a login of its own; resolves once its pg_restore is done. Dropping the login is tracked, not waited
    * for: the next pass need not wait on it, the restore does (allOrNothing waits for every tracked task).
    */
-  const pass = (name: string, args: string[], signal: AbortSignal, track: Track) =>
+  /**
+   * `args` may come later: the login is made at once and the run starts when they do (none: nothing to run), so the
+   * logins of the next runs are ready when the plan is.
+   */
+  const pass = (name: string, args: string[] | Promise<string[] | undefined>, signal: AbortSignal, track: Track) =>
     new Promise<void>((resolve, reject) => {
       track(() =>
         input.loginFor(name, async (login) => {
-          await run(login, args, signal, true).then(
+          const ready = await Promise.race([args, aborted(signal)]);
+          if (!ready) return resolve();
+          await run(login, ready, signal, true).then(
             () => resolve(),
             (err: unknown) => {
               reject(err as Error);
@@ -334,25 +340,51 @@ export async function restoreDatabase(input: {
         await writeFile(file, listFile(ids), { mode: 0o600 });
         await pass(name, ["-L", file], signal, track);
       };
+      const fileOf = async (name: string, ids: number[] | undefined) => {
+        if (!ids?.length) return undefined;
+        const file = path.join(lists, `${name}.list`);
+        await writeFile(file, listFile(ids), { mode: 0o600 });
+        return ["-L", file];
+      };
+      // Each table's indexes follow its data in the same run (what pg_restore -j does from a file); their logins
+      // are made while pre-data is restored.
+      const plan = Promise.withResolvers<number[][]>();
+      plan.promise.catch(() => {});
+      const lanes = input.moreData
+        ? []
+        : Array.from({ length: jobs }, (_, i) =>
+            pass(
+              `d${i}`,
+              plan.promise.then((l) => fileOf(`d${i}`, l[i])),
+              signal,
+              track,
+            ),
+          );
       // The lists and the table of contents need no login: they are read while pre-data is restored.
       const [, data, post, toc] = await Promise.all([
         pass("pre", ["--section=pre-data"], signal, track),
         track(() => list("data", signal)),
         track(() => list("post-data", signal)),
         input.moreData ? undefined : track(() => tableOfContents(read)),
-      ]);
+      ]).catch((err: unknown) => {
+        plan.reject(err);
+        throw err;
+      });
       phase("preDataMs");
-      if (toc) {
-        // Each table's indexes follow its data in the same run (what pg_restore -j does from a file).
-        const { lanes, after } = planLanes(data, post, toc, jobs);
-        await Promise.all(lanes.map((ids, i) => listed(`d${i}`, ids)));
-        phase("lanesMs");
-        if (after.length) await listed("post", after);
-        phase("postDataMs");
-        return;
+      if (!input.moreData) {
+        const planned = toc ? planLanes(data, post, toc, jobs) : undefined;
+        plan.resolve(planned?.lanes ?? planData(data, jobs));
+        await Promise.all(lanes);
+        phase(planned ? "lanesMs" : "dataMs");
+        if (planned) {
+          if (planned.after.length) await listed("post", planned.after);
+          phase("postDataMs");
+          return;
+        }
+      } else {
+        await Promise.all(planData(data, jobs).map((ids, i) => listed(`d${i}`, ids)));
+        phase("dataMs");
       }
-      await Promise.all(planData(data, jobs).map((ids, i) => listed(`d${i}`, ids)));
-      phase("dataMs");
       if (input.moreData) {
         await input.moreData(signal, track);
         phase("pipedDataMs");
@@ -376,6 +408,15 @@ function tableOfContents(read: { file: string; archive: ArchiveKey }): Promise<T
       allowPlain: true,
     }),
   );
+}
+
+/** Rejects once `signal` aborts: a run waiting for its plan does not outlive a failed restore. */
+function aborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    const fail = () => reject(signal.reason as Error);
+    if (signal.aborted) fail();
+    else signal.addEventListener("abort", fail, { once: true });
+  });
 }
 
 /** Starts a task of an allOrNothing: its failure kills the other tasks' programs. */

@@ -92,7 +92,7 @@ export const exactTablePattern = (schema: string, name: string): string =>
 /**
  * The plan `pg_restore -j` would make, from the archive's own table of contents (archive-toc.ts), for the entries
  * `pg_restore --list` printed: each table's data and then its indexes and constraints go to one of up to `k` lanes
- * (one run each, balanced by data size, archive order kept), so a lane builds a table's indexes while another still
+ * (one run each, balanced by data size where known, else by count; archive order kept), so a lane builds a table's indexes while another still
  * loads data. Other data (sequence values, large objects) goes to the first lane; an index or constraint of no loaded
  * table (a partitioned parent's, a materialized view's) to the end of a lane; anything that depends on another
  * post-data entry, and the rest of post-data, runs `after`, alone, in archive order.
@@ -115,7 +115,8 @@ export function planLanes(
   }
   const laneOfTable = new Map<number, number>();
   dealBySize(
-    [...tableOf].map(([id, table]) => ({ item: table, size: toc.dataBytes.get(id) ?? 0 })),
+    // Without sizes, by count: round-robin in archive order.
+    [...tableOf].map(([id, table]) => ({ item: table, size: toc.dataBytes.get(id) ?? 1 })),
     k,
   ).forEach((tables, lane) => tables.forEach((t) => laneOfTable.set(t, lane)));
   const followers = new Map<number, number[]>(); // table → its indexes and constraints
