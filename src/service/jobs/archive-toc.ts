@@ -1,7 +1,8 @@
 // Reads what `pg_restore -j` reads to schedule its work, from the plaintext of a custom-format archive streamed from
-// the start: the table of contents (each entry's dump id, descriptor, section and dependencies). `pg_restore --list`
-// prints no dependencies, and without them the restore cannot give each table's indexes to the run that loads that
-// table. (Nor are there data sizes: an archive written to a pipe has no data offsets.) Only archive versions 1.12 to 1.15 (pg_dump 11 to 16) are read;
+// the start: the table of contents (each entry's dump id, descriptor, section and dependencies) and the size of each
+// table's data. From a pipe pg_restore lists no dependencies and no sizes (`--list` prints neither, and an archive
+// written to a pipe has no data offsets), and without them the restore cannot give each table's indexes to the run
+// that loads that table, nor balance the runs. Only archive versions 1.12 to 1.15 (pg_dump 11 to 16) are read;
 // anything else is `undefined`, and the caller falls back to the plan made of `pg_restore --list`.
 
 export type TocEntry = { id: number; desc: string; section: number; deps: number[] };
@@ -27,11 +28,24 @@ class Reader {
     this.buf = this.buf.subarray(n);
     return out;
   }
-  /** Stops reading: only the table of contents is needed (nothing read here reaches pg_restore). */
-  async close(): Promise<void> {
-    await this.it.return?.();
+  async atEnd(): Promise<boolean> {
+    return !(await this.fill(1));
+  }
+  async skip(n: number): Promise<void> {
+    while (n > 0) {
+      if (!this.buf.length && !(await this.fill(1))) throw new Error("archive ends inside a data block");
+      const take = Math.min(n, this.buf.length);
+      this.buf = this.buf.subarray(take);
+      n -= take;
+    }
+  }
+  /** Consumes the rest, so the source is read (and authenticated) to its end. */
+  async drain(): Promise<void> {
+    for (let next = await this.it.next(); !next.done; next = await this.it.next());
   }
 }
+
+const blockData = 1;
 
 export async function readToc(source: AsyncIterable<Buffer>): Promise<Toc | undefined> {
   const r = new Reader(source);
@@ -74,11 +88,22 @@ export async function readToc(source: AsyncIterable<Buffer>): Promise<Toc | unde
       await r.bytes(1 + offSize); // the data's offset, unset when written to a pipe
       entries.push({ id, desc, section, deps });
     }
-    // The data sizes would take reading (and decrypting) the whole archive, which cost the restore more (about 1 s
-    // of 7 on this machine, on its critical path) than a balance by size saved: they are not read.
+    // The data offsets (after each entry's state byte) are not needed: the blocks follow, each `type ‖ dumpId ‖
+    // chunks (length ‖ bytes) … ‖ 0`; large objects (type 3) come last and are not measured.
     const dataBytes = new Map<number, number>();
+    while (!(await r.atEnd())) {
+      const [type] = await r.bytes(1);
+      if (type !== blockData) break;
+      const id = await int();
+      let size = 0;
+      for (let n = await int(); n > 0; n = await int()) {
+        await r.skip(n);
+        size += n;
+      }
+      dataBytes.set(id, size);
+    }
     return { entries, dataBytes };
   } finally {
-    await r.close();
+    await r.drain();
   }
 }

@@ -301,11 +301,9 @@ export async function restoreDatabase(input: {
   }
   /**
    * One pass as a login of its own; resolves once its pg_restore is done. Dropping the login is tracked, not waited
-   * for: the next pass need not wait on it, the restore does (allOrNothing waits for every tracked task).
-   */
-  /**
-   * `args` may come later: the login is made at once and the run starts when they do (none: nothing to run), so the
-   * logins of the next runs are ready when the plan is.
+   * for: the next pass need not wait on it, the restore does (allOrNothing waits for every tracked task). `args` may
+   * come later: the login is made at once and the run starts when they come (none: nothing to run), so the logins
+   * of the next runs are ready when the plan is.
    */
   const pass = (name: string, args: string[] | Promise<string[] | undefined>, signal: AbortSignal, track: Track) =>
     new Promise<void>((resolve, reject) => {
@@ -335,17 +333,13 @@ export async function restoreDatabase(input: {
   };
   try {
     await allOrNothing(input.signal, async (signal, track) => {
-      const listed = async (name: string, ids: number[]) => {
-        const file = path.join(lists, `${name}.list`);
-        await writeFile(file, listFile(ids), { mode: 0o600 });
-        await pass(name, ["-L", file], signal, track);
-      };
       const fileOf = async (name: string, ids: number[] | undefined) => {
         if (!ids?.length) return undefined;
         const file = path.join(lists, `${name}.list`);
         await writeFile(file, listFile(ids), { mode: 0o600 });
         return ["-L", file];
       };
+      const listed = (name: string, ids: number[]) => pass(name, fileOf(name, ids), signal, track);
       // Each table's indexes follow its data in the same run (what pg_restore -j does from a file); their logins
       // are made while pre-data is restored.
       const plan = Promise.withResolvers<number[][]>();

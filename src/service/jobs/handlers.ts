@@ -100,9 +100,16 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
 async function dropJobLogins(deps: ServiceDeps, job: Job): Promise<void> {
   const db = await getDatabaseById(deps.pool, job.target_id);
   if (!db) return;
-  const pool = serverPool(deps, db);
-  const logins = await jobLoginsOf(pool, job.id).catch(() => []);
-  for (const login of logins) await revokeLoginRole(pool, login).catch(() => {});
+  // A clone's dump logins live on its source's server, which may be another.
+  const source = db.source.type === "database" ? await getDatabaseById(deps.pool, db.source.databaseId) : undefined;
+  for (const at of source ? [db, source] : [db]) {
+    try {
+      const pool = serverPool(deps, at);
+      for (const login of await jobLoginsOf(pool, job.id)) await revokeLoginRole(pool, login).catch(() => {});
+    } catch {
+      // Its server is unreachable or no longer configured: nothing to drop from here.
+    }
+  }
 }
 
 const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({

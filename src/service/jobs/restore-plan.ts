@@ -1,9 +1,10 @@
-// What `pg_restore -j` does, split into passes that each read the archive from a pipe (restore-split.ts runs them):
-// pre-data alone; then the TABLE DATA entries dealt over k runs (other data, such as sequence values and large
-// objects, in the first); then the INDEX and CONSTRAINT entries (primary keys, unique and exclusion constraints)
-// dealt over k runs; then the rest of post-data (foreign keys, index attachments, triggers, rules, policies,
-// comments, materialized view refreshes…) in one run in archive order, as they may depend on each other and on all
-// of the above.
+// What `pg_restore -j` does, split into passes that each read the archive from a pipe (dump.ts runs them): pre-data
+// alone; then k runs at once, each loading its tables and building each one's indexes and constraints right after
+// its data (planLanes, from the archive's table of contents: archive-toc.ts); then the rest of post-data (foreign
+// keys, index attachments, triggers, rules, policies, comments, materialized view refreshes…) in one run in archive
+// order, as they may depend on each other and on all of the above. Without a table of contents (an archive version
+// it does not read), and for a clone (whose large tables are piped in after the archive's data), the data and the
+// indexes are two rounds of k runs (planData, planPostData).
 //
 // The plan is made of `pg_restore --list` output. A list line is `<dumpId>; <catalogOid> <oid> <DESC> <namespace>
 // <tag> <owner>`; only the dump ids go back to pg_restore (`-L` reads the leading integer of each line), so no name a
@@ -92,7 +93,7 @@ export const exactTablePattern = (schema: string, name: string): string =>
 /**
  * The plan `pg_restore -j` would make, from the archive's own table of contents (archive-toc.ts), for the entries
  * `pg_restore --list` printed: each table's data and then its indexes and constraints go to one of up to `k` lanes
- * (one run each, balanced by data size where known, else by count; archive order kept), so a lane builds a table's indexes while another still
+ * (one run each, balanced by data size, archive order kept), so a lane builds a table's indexes while another still
  * loads data. Other data (sequence values, large objects) goes to the first lane; an index or constraint of no loaded
  * table (a partitioned parent's, a materialized view's) to the end of a lane; anything that depends on another
  * post-data entry, and the rest of post-data, runs `after`, alone, in archive order.
@@ -115,8 +116,7 @@ export function planLanes(
   }
   const laneOfTable = new Map<number, number>();
   dealBySize(
-    // Without sizes, by count: round-robin in archive order.
-    [...tableOf].map(([id, table]) => ({ item: table, size: toc.dataBytes.get(id) ?? 1 })),
+    [...tableOf].map(([id, table]) => ({ item: table, size: toc.dataBytes.get(id) ?? 0 })),
     k,
   ).forEach((tables, lane) => tables.forEach((t) => laneOfTable.set(t, lane)));
   const followers = new Map<number, number[]>(); // table → its indexes and constraints
