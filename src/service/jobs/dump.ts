@@ -55,7 +55,8 @@ function start(program: string, args: string[], env: Record<string, string>, sig
 
 /**
  * Writes `chunks` into a child's stdin with backpressure. If the child stops reading (pg_restore --list needs only
- * the table of contents), the rest is still consumed, so an archive is always authenticated to its end.
+ * the table of contents), the rest is still consumed, so an archive is always authenticated to its end, unless
+ * `enough()` says the child exited content and no more is wanted (a pass of a parallel restore).
  */
 export async function feed(chunks: AsyncIterable<Buffer>, stdin: Writable, enough = () => false): Promise<void> {
   let open = true;
