@@ -30,16 +30,26 @@ async function escalations(): Promise<unknown[]> {
   return [...supers, ...files];
 }
 
-beforeAll(async () => {
-  service = await startTestService();
-  api = client(service, service.token);
-  project = (await api("POST", "/v1/projects", { name: "attacker" })).body.data;
-  await settledDatabase(api, project.database.id);
-  const url = project.database.connectionString as string;
-  const [me] = await sql<{ login: string; owner: string }>(url, "SELECT session_user AS login, current_user AS owner");
-  await sql(
-    url,
-    `CREATE FUNCTION escalate(v int) RETURNS boolean LANGUAGE plpgsql AS $f$
+async function removeProof(): Promise<void> {
+  await sql(service.postgresUrl, `COPY (SELECT 1 WHERE false) TO PROGRAM 'rm -f ${proofFile}'`);
+}
+
+for (const split of [false, true])
+  describe(`a tenant function called by a restore cannot reach the superuser${split ? " (in parallel runs)" : ""}`, () => {
+    beforeAll(async () => {
+      // Split: a restore (and a clone) in parallel runs, each as a login of its own (src/service/jobs/dump.ts).
+      service = await startTestService(split ? { service: { restoreSplitMinBytes: 0 } } : {});
+      api = client(service, service.token);
+      project = (await api("POST", "/v1/projects", { name: "attacker" })).body.data;
+      await settledDatabase(api, project.database.id);
+      const url = project.database.connectionString as string;
+      const [me] = await sql<{ login: string; owner: string }>(
+        url,
+        "SELECT session_user AS login, current_user AS owner",
+      );
+      await sql(
+        url,
+        `CREATE FUNCTION escalate(v int) RETURNS boolean LANGUAGE plpgsql AS $f$
      BEGIN
        BEGIN
          RESET ROLE;
@@ -53,112 +63,123 @@ beforeAll(async () => {
        END;
        RETURN v IS NOT NULL;
      END $f$`,
-  );
-  await sql(url, "CREATE TABLE guarded (v int CHECK (escalate(v)))");
-  // An index expression must be IMMUTABLE: a wrapper that says so calls the volatile function.
-  await sql(
-    url,
-    "CREATE FUNCTION escalate_immutable(v int) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $f$ BEGIN RETURN public.escalate(v); END $f$",
-  );
-  await sql(url, "CREATE INDEX guarded_expr ON guarded ((escalate_immutable(v)))");
-  await sql(url, "INSERT INTO guarded VALUES (1), (2)");
-  expect(await escalations()).toEqual([]);
-  // The planted function really escalates in a superuser session that SET ROLE to the owner (what
-  // pg_restore --role did): checked in a transaction that is rolled back (the file is removed by hand).
-  // The direct endpoint: PgBouncer's lookup never answers for a superuser.
-  const superUrl = new URL(project.database.connections[0].endpoints.direct.connectionString as string);
-  const admin = new URL(service.postgresUrl);
-  superUrl.username = admin.username;
-  superUrl.password = admin.password;
-  const c = new pg.Client({ connectionString: superUrl.toString() });
-  await c.connect();
-  try {
-    await c.query("BEGIN");
-    await c.query(`SET ROLE "${me!.owner}"`);
-    await c.query("SELECT escalate(1)");
-    expect((await c.query("SELECT rolsuper FROM pg_roles WHERE rolname = $1", [me!.login])).rows[0].rolsuper).toBe(
-      true,
-    );
-  } finally {
-    await c.query("ROLLBACK").catch(() => {});
-    await c.end();
-  }
-  expect(await escalations()).toEqual([{ proof: "file written" }]);
-  await removeProof();
-  expect(await escalations()).toEqual([]);
-}, 120_000);
+      );
+      await sql(url, "CREATE TABLE guarded (v int CHECK (escalate(v)))");
+      // An index expression must be IMMUTABLE: a wrapper that says so calls the volatile function.
+      await sql(
+        url,
+        "CREATE FUNCTION escalate_immutable(v int) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $f$ BEGIN RETURN public.escalate(v); END $f$",
+      );
+      await sql(url, "CREATE INDEX guarded_expr ON guarded ((escalate_immutable(v)))");
+      await sql(url, "INSERT INTO guarded VALUES (1), (2)");
+      expect(await escalations()).toEqual([]);
+      // The planted function really escalates in a superuser session that SET ROLE to the owner (what
+      // pg_restore --role did): checked in a transaction that is rolled back (the file is removed by hand).
+      // The direct endpoint: PgBouncer's lookup never answers for a superuser.
+      const superUrl = new URL(project.database.connections[0].endpoints.direct.connectionString as string);
+      const admin = new URL(service.postgresUrl);
+      superUrl.username = admin.username;
+      superUrl.password = admin.password;
+      const c = new pg.Client({ connectionString: superUrl.toString() });
+      await c.connect();
+      try {
+        await c.query("BEGIN");
+        await c.query(`SET ROLE "${me!.owner}"`);
+        await c.query("SELECT escalate(1)");
+        expect((await c.query("SELECT rolsuper FROM pg_roles WHERE rolname = $1", [me!.login])).rows[0].rolsuper).toBe(
+          true,
+        );
+      } finally {
+        await c.query("ROLLBACK").catch(() => {});
+        await c.end();
+      }
+      expect(await escalations()).toEqual([{ proof: "file written" }]);
+      await removeProof();
+      expect(await escalations()).toEqual([]);
+    }, 120_000);
 
-afterAll(async () => {
-  await service?.stop();
-});
-
-// Each attack is judged on its own: undo whatever the previous one achieved.
-afterEach(async () => {
-  for (const { rolname } of await sql<{ rolname: string }>(
-    service.postgresUrl,
-    "SELECT rolname FROM pg_roles WHERE rolsuper AND rolname LIKE 'mds\\_%'",
-  )) {
-    await sql(service.postgresUrl, `ALTER ROLE "${rolname}" NOSUPERUSER`);
-  }
-  await removeProof();
-});
-
-async function removeProof(): Promise<void> {
-  await sql(service.postgresUrl, `COPY (SELECT 1 WHERE false) TO PROGRAM 'rm -f ${proofFile}'`);
-}
-
-describe("a tenant function called by a restore cannot reach the superuser", () => {
-  it("POST /v1/databases/{id}/restore: nothing escalates and the restore succeeds", async () => {
-    const db = project.database;
-    const backup = await completedBackup(api, db.id);
-    await sql(db.connectionString, "INSERT INTO guarded VALUES (3)");
-    const res = await api("POST", `/v1/databases/${db.id}/restore`, {
-      source: { type: "backup", databaseId: db.id, backupId: backup.id },
+    afterAll(async () => {
+      await service?.stop();
     });
-    expect(res.status).toBe(200);
-    const final = await settledDatabase(api, db.id);
-    expect(await escalations()).toEqual([]);
-    expect(final.status).toBe("ready");
-    expect(await sql(db.connectionString, "SELECT v FROM guarded ORDER BY v")).toEqual([{ v: 1 }, { v: 2 }]);
-  });
 
-  it("creating a database from the backup: nothing escalates and the copy has the data", async () => {
-    const db = project.database;
-    const backup = await completedBackup(api, db.id);
-    const res = await api("POST", `/v1/projects/${project.id}/databases`, {
-      name: "copy",
-      source: { type: "backup", databaseId: db.id, backupId: backup.id },
+    // Each attack is judged on its own: undo whatever the previous one achieved.
+    afterEach(async () => {
+      for (const { rolname } of await sql<{ rolname: string }>(
+        service.postgresUrl,
+        "SELECT rolname FROM pg_roles WHERE rolsuper AND rolname LIKE 'mds\\_%'",
+      )) {
+        await sql(service.postgresUrl, `ALTER ROLE "${rolname}" NOSUPERUSER`);
+      }
+      await removeProof();
     });
-    expect(res.status).toBe(201);
-    const final = await settledDatabase(api, res.body.data.id);
-    expect(await escalations()).toEqual([]);
-    expect(final.status).toBe("ready");
-    expect(await sql(res.body.data.connectionString, "SELECT count(*)::int AS n FROM guarded")).toEqual([{ n: 2 }]);
-  });
 
-  it("a restore marker the tenant plants on its database does not make the next restore skip its work", async () => {
-    const db = project.database;
-    const backup = await completedBackup(api, db.id);
-    await sql(db.connectionString, "INSERT INTO guarded VALUES (4)");
-    // The tenant owns its database, so it may comment on it: it writes what a finished swap of the next job leaves.
-    const [next] = await sql<{ id: string }>(service.controlUrl, "SELECT (max(id) + 1)::text AS id FROM jobs");
-    await sql(
-      db.connectionString,
-      `DO $$ BEGIN EXECUTE format('COMMENT ON DATABASE %I IS %L', current_database(), 'mds:restore:${next!.id}'); END $$`,
-    );
-    const res = await api("POST", `/v1/databases/${db.id}/restore`, {
-      source: { type: "backup", databaseId: db.id, backupId: backup.id },
+    it("POST /v1/databases/{id}/restore: nothing escalates and the restore succeeds", async () => {
+      const db = project.database;
+      const backup = await completedBackup(api, db.id);
+      await sql(db.connectionString, "INSERT INTO guarded VALUES (3)");
+      const res = await api("POST", `/v1/databases/${db.id}/restore`, {
+        source: { type: "backup", databaseId: db.id, backupId: backup.id },
+      });
+      expect(res.status).toBe(200);
+      const final = await settledDatabase(api, db.id);
+      expect(await escalations()).toEqual([]);
+      expect(final.status).toBe("ready");
+      expect(await sql(db.connectionString, "SELECT v FROM guarded ORDER BY v")).toEqual([{ v: 1 }, { v: 2 }]);
     });
-    expect(res.status).toBe(200);
-    expect((await settledDatabase(api, db.id)).status).toBe("ready");
-    expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM guarded WHERE v = 4")).toEqual([{ n: 0 }]);
-  });
 
-  it("leaves no job login behind once the jobs end", async () => {
-    await eventually(async () =>
-      expect(await sql(service.postgresUrl, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'mds\\_job\\_%'")).toEqual(
-        [],
-      ),
-    );
+    it("creating a database from the backup: nothing escalates and the copy has the data", async () => {
+      const db = project.database;
+      const backup = await completedBackup(api, db.id);
+      const res = await api("POST", `/v1/projects/${project.id}/databases`, {
+        name: "copy",
+        source: { type: "backup", databaseId: db.id, backupId: backup.id },
+      });
+      expect(res.status).toBe(201);
+      const final = await settledDatabase(api, res.body.data.id);
+      expect(await escalations()).toEqual([]);
+      expect(final.status).toBe("ready");
+      expect(await sql(res.body.data.connectionString, "SELECT count(*)::int AS n FROM guarded")).toEqual([{ n: 2 }]);
+    });
+
+    it("cloning the database: nothing escalates and the clone has the data", async () => {
+      const db = project.database;
+      const res = await api("POST", "/v1/databases", {
+        projectId: project.id,
+        name: "clone",
+        region: "inherit",
+        source: { type: "database", databaseId: db.id },
+      });
+      expect(res.status).toBe(201);
+      const final = await settledDatabase(api, res.body.data.id);
+      expect(await escalations()).toEqual([]);
+      expect(final.status).toBe("ready");
+      const cloneUrl = res.body.data.connections[0].endpoints.direct.connectionString as string;
+      expect(await sql(cloneUrl, "SELECT count(*)::int AS n FROM guarded")).toEqual([{ n: 2 }]);
+    });
+
+    it("a restore marker the tenant plants on its database does not make the next restore skip its work", async () => {
+      const db = project.database;
+      const backup = await completedBackup(api, db.id);
+      await sql(db.connectionString, "INSERT INTO guarded VALUES (4)");
+      // The tenant owns its database, so it may comment on it: it writes what a finished swap of the next job leaves.
+      const [next] = await sql<{ id: string }>(service.controlUrl, "SELECT (max(id) + 1)::text AS id FROM jobs");
+      await sql(
+        db.connectionString,
+        `DO $$ BEGIN EXECUTE format('COMMENT ON DATABASE %I IS %L', current_database(), 'mds:restore:${next!.id}'); END $$`,
+      );
+      const res = await api("POST", `/v1/databases/${db.id}/restore`, {
+        source: { type: "backup", databaseId: db.id, backupId: backup.id },
+      });
+      expect(res.status).toBe(200);
+      expect((await settledDatabase(api, db.id)).status).toBe("ready");
+      expect(await sql(db.connectionString, "SELECT count(*)::int AS n FROM guarded WHERE v = 4")).toEqual([{ n: 0 }]);
+    });
+
+    it("leaves no job login behind once the jobs end", async () => {
+      await eventually(async () =>
+        expect(
+          await sql(service.postgresUrl, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'mds\\_job\\_%'"),
+        ).toEqual([]),
+      );
+    });
   });
-});

@@ -68,6 +68,17 @@ export const ServiceConfig = z.strictObject({
   /** Jobs of one workspace running at once across all replicas: one workspace's stuck jobs never hold every worker. */
   /** Default: one less than `jobConcurrency` (at least 1), so one workspace alone keeps nearly full throughput. */
   jobsPerWorkspace: z.number().int().min(1).max(32).optional(),
+  /**
+   * pg_restore runs at once in a restore (or the restore half of a clone) of an archive of `restoreSplitMinBytes` or
+   * more, as `pg_restore -j` (jobs/restore-plan.ts); at most the database's connection limit. 1: always one run.
+   */
+  restoreJobs: z.number().int().min(1).max(16).default(2),
+  /** Below this archive size a restore is one pg_restore run: the split's extra logins and passes cost more than they save. */
+  restoreSplitMinBytes: z
+    .number()
+    .int()
+    .min(0)
+    .default(16 * 1024 ** 2),
   /** How long the service's sessions (and pg_dump) wait for a lock a tenant holds before the attempt fails. */
   lockTimeoutMs: z.number().int().min(1).default(30_000),
   /** The API budget of one workspace, all its tokens together (tokens are free to mint, so a per-token budget was none). */

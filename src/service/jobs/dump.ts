@@ -1,12 +1,15 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { chmod, mkdir, open, rename, rm, stat } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, open, rename, rm, stat, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { ArchiveError, archiveMagic, openArchive, sealArchive } from "./backup-archive.ts";
 import { pinnedSessionOptions } from "../../postgres/session-options.ts";
 import type { DatabaseLogin } from "./job-login.ts";
+import { readToc, type Toc } from "./archive-toc.ts";
+import { listFile, planData, planLanes, planPostData } from "./restore-plan.ts";
 
 // pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
 // password goes through PGPASSWORD, never argv, so it cannot show in `ps` or in an error that quotes the command.
@@ -52,12 +55,14 @@ function start(program: string, args: string[], env: Record<string, string>, sig
 
 /**
  * Writes `chunks` into a child's stdin with backpressure. If the child stops reading (pg_restore --list needs only
- * the table of contents), the rest is still consumed, so an archive is always authenticated to its end.
+ * the table of contents), the rest is still consumed, so an archive is always authenticated to its end, unless
+ * `enough()` says the child exited content and no more is wanted (a pass of a parallel restore).
  */
-export async function feed(chunks: AsyncIterable<Buffer>, stdin: Writable): Promise<void> {
+export async function feed(chunks: AsyncIterable<Buffer>, stdin: Writable, enough = () => false): Promise<void> {
   let open = true;
   stdin.on("error", () => (open = false));
   for await (const chunk of chunks) {
+    if (enough()) break;
     // A child that exited has its stdin destroyed by Node without an 'error': a write then returns false and
     // neither 'drain' nor 'close' (already past) ever comes. Waiting for them hung backups forever once
     // pg_restore --list had read the table of contents and exited while we were still writing.
@@ -106,6 +111,8 @@ export async function dumpDatabase(input: {
   file: string;
   archive: ArchiveKey;
   lockTimeoutMs: number;
+  /** More pg_dump options: a clone's `--snapshot` and `--exclude-table-data` (clone.ts). */
+  options?: string[];
   signal?: AbortSignal;
 }): Promise<{ size: number; sha256: string }> {
   const tmp = `${input.file}.partial`;
@@ -117,7 +124,14 @@ export async function dumpDatabase(input: {
       // -Z1: dumps are compressed cheaply; the restore side pays the inflating.
       const dump = start(
         path.join(input.bindir, "pg_dump"),
-        ["-Fc", "-Z1", "--no-owner", "--no-acl", `--lock-wait-timeout=${input.lockTimeoutMs}`],
+        [
+          "-Fc",
+          "-Z1",
+          "--no-owner",
+          "--no-acl",
+          `--lock-wait-timeout=${input.lockTimeoutMs}`,
+          ...(input.options ?? []),
+        ],
         connectionEnv(input.login, input.database),
         input.signal,
       );
@@ -197,15 +211,28 @@ async function pipeToRestore(input: {
   args: string[];
   env: Record<string, string>;
   signal?: AbortSignal;
-}): Promise<void> {
+  /**
+   * Stop reading a sealed archive once pg_restore exited content (a pass that needs only the table of contents, or
+   * data up to its last entry): every byte it read was authenticated, and it needed no more.
+   */
+  untilDone?: boolean;
+}): Promise<string> {
   const hash = input.plainSha256 ? createHash("sha256") : undefined;
   const restore = start(path.join(input.bindir, "pg_restore"), input.args, input.env, input.signal);
-  restore.child.stdout!.resume();
+  // Its output (a --list) is the table of contents: small.
+  let output = "";
+  restore.child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
   const bytes = createReadStream(input.file) as AsyncIterable<Buffer>;
   const plaintext = openArchive(hash ? hashing(bytes, hash) : bytes, input.archive.key, input.archive.context, {
     allowPlain: hash !== undefined,
   });
-  const feeding = feed(plaintext, restore.child.stdin!).catch((err: unknown) => {
+  let exited = false;
+  if (input.untilDone && !hash)
+    void restore.done.then(
+      () => (exited = true),
+      () => {},
+    );
+  const feeding = feed(plaintext, restore.child.stdin!, () => exited).catch((err: unknown) => {
     // Never let pg_restore see the end of input after a failed check: it must not finish a partial restore.
     restore.child.kill("SIGKILL");
     throw err;
@@ -213,6 +240,7 @@ async function pipeToRestore(input: {
   await Promise.all([feeding, restore.done]);
   if (hash && hash.digest("hex") !== input.plainSha256)
     throw new ArchiveError("it changed while it was restored (checksum mismatch)");
+  return output;
 }
 
 async function listArchive(input: {
@@ -224,32 +252,260 @@ async function listArchive(input: {
   await pipeToRestore({ ...input, args: ["--list"], env: {} });
 }
 
+/** Logs in for one pass of a restore (job-login.ts: one login, one session); `pass` "" for a restore in one run. */
+export type LoginFor = <T>(pass: string, fn: (login: DatabaseLogin) => Promise<T>) => Promise<T>;
+
 /**
- * Restores the archive `file` into the existing, empty `database` as `login`; objects are created as `role` (the
- * owner). Data reaches pg_restore only after its record authenticated; a truncated or altered archive fails the
- * restore (pg_restore is killed before it sees the end of input). Reading from a pipe, pg_restore runs one job.
- * Its lock waits are bounded only by the job's time limit: in the scratch database only the tenant can hold locks.
+ * Restores the archive `file` into the existing, empty `database`; objects are created as `role` (the owner). Data
+ * reaches pg_restore only after its record authenticated; a truncated or altered archive fails the restore (pg_restore
+ * is killed before it sees the end of input). Its lock waits are bounded only by the job's time limit: in the scratch
+ * database only the tenant can hold locks.
+ *
+ * From a pipe pg_restore runs one job. An archive of `split.minBytes` or more is restored as `pg_restore -j` would,
+ * by `split.jobs` runs at once (restore-plan.ts), each reading the archive through its own authenticated pipe and
+ * logged in by a login of its own; if one run fails the others are killed and the restore fails.
  */
 export async function restoreDatabase(input: {
   bindir: string;
-  login: DatabaseLogin;
+  loginFor: LoginFor;
   database: string;
   file: string;
   /** Only for a plain archive, as verifyArchive judged it: a sealed one is authenticated by its records. */
   plainSha256?: string;
   archive: ArchiveKey;
   role: string;
+  split: { jobs: number; minBytes: number };
+  /** Data that is not in the archive (a clone's large tables, piped from the source), loaded after the archive's. */
+  moreData?: (signal: AbortSignal, track: Track) => Promise<void>;
   signal?: AbortSignal;
-}): Promise<void> {
-  await pipeToRestore({
+}): Promise<Record<string, number>> {
+  const read = {
     bindir: input.bindir,
     file: input.file,
     archive: input.archive,
     ...(input.plainSha256 ? { plainSha256: input.plainSha256 } : {}),
-    args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", "-d", input.database],
-    // Commits stay synchronous: with them asynchronous, a server crash and restart between pg_restore's exit and the
-    // next statement would lose its last commits unseen, and the swap (or "ready") would follow on what is left.
-    env: connectionEnv(input.login, input.database),
-    ...(input.signal ? { signal: input.signal } : {}),
+  };
+  const run = (login: DatabaseLogin, args: string[], signal: AbortSignal | undefined, untilDone: boolean) =>
+    pipeToRestore({
+      ...read,
+      args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", ...args, "-d", input.database],
+      // Commits stay synchronous: with them asynchronous, a server crash and restart between pg_restore's exit and
+      // the next statement would lose its last commits unseen, and the swap (or "ready") would follow on what is left.
+      env: connectionEnv(login, input.database),
+      ...(signal ? { signal } : {}),
+      untilDone,
+    });
+  const { jobs, minBytes } = input.split;
+  if (!input.moreData && (jobs < 2 || (await stat(input.file)).size < minBytes)) {
+    await input.loginFor("", (login) => run(login, [], input.signal, false));
+    return {};
+  }
+  /**
+   * One pass as a login of its own; resolves once its pg_restore is done. Dropping the login is tracked, not waited
+   * for: the next pass need not wait on it, the restore does (allOrNothing waits for every tracked task). `args` may
+   * come later: the login is made at once and the run starts when they come (none: nothing to run), so the logins
+   * of the next runs are ready when the plan is.
+   */
+  const pass = (name: string, args: string[] | Promise<string[] | undefined>, signal: AbortSignal, track: Track) =>
+    new Promise<void>((resolve, reject) => {
+      track(() =>
+        input.loginFor(name, async (login) => {
+          const ready = await Promise.race([args, aborted(signal)]);
+          if (!ready) return resolve();
+          await run(login, ready, signal, true).then(
+            () => resolve(),
+            (err: unknown) => {
+              reject(err as Error);
+              throw err;
+            },
+          );
+        }),
+      ).catch(reject);
+    });
+  const list = (section: string, signal: AbortSignal) =>
+    pipeToRestore({ ...read, args: ["--list", `--section=${section}`], env: {}, signal, untilDone: true });
+  // The `-L` lists hold dump ids only (no name, no data): files, as pg_restore cannot open a socket Node passes it.
+  const lists = await mkdtemp(path.join(os.tmpdir(), "mds-restore-"));
+  const timings: Record<string, number> = {};
+  let t = performance.now();
+  const phase = (name: string) => {
+    timings[name] = Math.round(performance.now() - t);
+    t = performance.now();
+  };
+  try {
+    await allOrNothing(input.signal, async (signal, track) => {
+      const fileOf = async (name: string, ids: number[] | undefined) => {
+        if (!ids?.length) return undefined;
+        const file = path.join(lists, `${name}.list`);
+        await writeFile(file, listFile(ids), { mode: 0o600 });
+        return ["-L", file];
+      };
+      const listed = (name: string, ids: number[]) => pass(name, fileOf(name, ids), signal, track);
+      // Each table's indexes follow its data in the same run (what pg_restore -j does from a file); their logins
+      // are made while pre-data is restored.
+      const plan = Promise.withResolvers<number[][]>();
+      plan.promise.catch(() => {});
+      const lanes = input.moreData
+        ? []
+        : Array.from({ length: jobs }, (_, i) =>
+            pass(
+              `d${i}`,
+              plan.promise.then((l) => fileOf(`d${i}`, l[i])),
+              signal,
+              track,
+            ),
+          );
+      // The lists and the table of contents need no login: they are read while pre-data is restored.
+      const [, data, post, toc] = await Promise.all([
+        pass("pre", ["--section=pre-data"], signal, track),
+        track(() => list("data", signal)),
+        track(() => list("post-data", signal)),
+        input.moreData ? undefined : track(() => tableOfContents(read)),
+      ]).catch((err: unknown) => {
+        plan.reject(err);
+        throw err;
+      });
+      phase("preDataMs");
+      if (!input.moreData) {
+        const planned = toc ? planLanes(data, post, toc, jobs) : undefined;
+        plan.resolve(planned?.lanes ?? planData(data, jobs));
+        await Promise.all(lanes);
+        phase(planned ? "lanesMs" : "dataMs");
+        if (planned) {
+          if (planned.after.length) await listed("post", planned.after);
+          phase("postDataMs");
+          return;
+        }
+      } else {
+        await Promise.all(planData(data, jobs).map((ids, i) => listed(`d${i}`, ids)));
+        phase("dataMs");
+      }
+      if (input.moreData) {
+        await input.moreData(signal, track);
+        phase("pipedDataMs");
+      }
+      const { parallel, after } = planPostData(post, jobs);
+      await Promise.all(parallel.map((ids, i) => listed(`i${i}`, ids)));
+      phase("indexesMs");
+      if (after.length) await listed("post", after);
+      phase("postDataMs");
+    });
+  } finally {
+    await rm(lists, { recursive: true, force: true });
+  }
+  return timings;
+}
+
+/** The archive's table of contents and data sizes (archive-toc.ts), read through the same authenticated stream. */
+function tableOfContents(read: { file: string; archive: ArchiveKey }): Promise<Toc | undefined> {
+  return readToc(
+    openArchive(createReadStream(read.file) as AsyncIterable<Buffer>, read.archive.key, read.archive.context, {
+      allowPlain: true,
+    }),
+  );
+}
+
+/** Rejects once `signal` aborts: a run waiting for its plan does not outlive a failed restore. */
+function aborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    const fail = () => reject(signal.reason as Error);
+    if (signal.aborted) fail();
+    else signal.addEventListener("abort", fail, { once: true });
   });
+}
+
+/** Starts a task of an allOrNothing: its failure kills the other tasks' programs. */
+type Track = <T>(task: () => Promise<T>) => Promise<T>;
+
+/**
+ * Runs `fn`, whose programs all get `signal`: the first task (started with `track`) that fails aborts the signal, so
+ * the other programs are killed, and once every task has settled, its error is thrown (not the others' aborts).
+ */
+async function allOrNothing(
+  outer: AbortSignal | undefined,
+  fn: (signal: AbortSignal, track: Track) => Promise<void>,
+): Promise<void> {
+  const stop = new AbortController();
+  const signal = outer ? AbortSignal.any([outer, stop.signal]) : stop.signal;
+  let first: unknown;
+  const running = new Set<Promise<unknown>>();
+  const track = <T>(task: () => Promise<T>): Promise<T> => {
+    const p = task().catch((err: unknown) => {
+      if (first === undefined) first = err;
+      stop.abort();
+      throw err;
+    });
+    const settled = p.catch(() => {});
+    running.add(settled);
+    void settled.then(() => running.delete(settled));
+    return p;
+  };
+  try {
+    await fn(signal, track);
+  } catch (err) {
+    if (first === undefined) first = err;
+    stop.abort();
+  }
+  while (running.size) await Promise.all(running);
+  if (first !== undefined) throw first;
+}
+
+/**
+ * `pg_dump --data-only` of the tables matching `patterns` (pg_dump's `-t` patterns) as `source` under the exported
+ * `snapshot`, piped straight into a `pg_restore` of that data as `target`: a clone's data never touches the disk.
+ * Both run as job logins (never the superuser); if either fails, both are killed.
+ */
+export async function pipeTables(input: {
+  bindir: string;
+  source: { login: DatabaseLogin; database: string };
+  target: { login: DatabaseLogin; database: string };
+  snapshot: string;
+  patterns: string[];
+  role: string;
+  lockTimeoutMs: number;
+  signal: AbortSignal;
+}): Promise<void> {
+  const dump = start(
+    path.join(input.bindir, "pg_dump"),
+    [
+      "-Fc",
+      "-Z0",
+      "--data-only",
+      "--no-owner",
+      "--no-acl",
+      `--snapshot=${input.snapshot}`,
+      `--lock-wait-timeout=${input.lockTimeoutMs}`,
+      ...input.patterns.flatMap((p) => ["-t", p]),
+    ],
+    connectionEnv(input.source.login, input.source.database),
+    input.signal,
+  );
+  dump.child.stdin!.end();
+  const restore = start(
+    path.join(input.bindir, "pg_restore"),
+    [
+      "--no-owner",
+      "--no-acl",
+      `--role=${input.role}`,
+      "--exit-on-error",
+      "--section=data",
+      "-d",
+      input.target.database,
+    ],
+    connectionEnv(input.target.login, input.target.database),
+    input.signal,
+  );
+  restore.child.stdout!.resume();
+  restore.child.stdin!.on("error", () => {});
+  dump.child.stdout!.pipe(restore.child.stdin!);
+  const kill = () => {
+    dump.child.kill("SIGKILL");
+    restore.child.kill("SIGKILL");
+  };
+  await Promise.all([dump.done.catch((err: unknown) => (kill(), Promise.reject(err))), restore.done]).catch(
+    (err: unknown) => {
+      kill();
+      throw err;
+    },
+  );
 }

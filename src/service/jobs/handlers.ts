@@ -7,7 +7,7 @@ import { serverPool } from "../runtime/deps.ts";
 import { cloneInto } from "./clone.ts";
 import { reserveBeforeDump } from "../domain/backups.ts";
 import { privateDirectory } from "./dump.ts";
-import { jobLoginName } from "./job-login.ts";
+import { jobLoginsOf } from "./job-login.ts";
 import { JobFatalError, type Job, type JobHandler, type JobKind } from "../queue/jobs.ts";
 import {
   allowConnections,
@@ -100,9 +100,16 @@ const provision: (deps: ServiceDeps) => JobHandler = (deps) => ({
 async function dropJobLogins(deps: ServiceDeps, job: Job): Promise<void> {
   const db = await getDatabaseById(deps.pool, job.target_id);
   if (!db) return;
-  const pool = serverPool(deps, db);
-  for (const purpose of ["dump", "restore"] as const)
-    await revokeLoginRole(pool, jobLoginName(job.id, purpose)).catch(() => {});
+  // A clone's dump logins live on its source's server, which may be another.
+  const source = db.source.type === "database" ? await getDatabaseById(deps.pool, db.source.databaseId) : undefined;
+  for (const at of source ? [db, source] : [db]) {
+    try {
+      const pool = serverPool(deps, at);
+      for (const login of await jobLoginsOf(pool, job.id)) await revokeLoginRole(pool, login).catch(() => {});
+    } catch {
+      // Its server is unreachable or no longer configured: nothing to drop from here.
+    }
+  }
 }
 
 const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
@@ -176,7 +183,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
       // The scratch database becomes the target by a rename, so it is made with the target's limits.
       await createDatabase(pool, scratch, db.owner_role, tenantLimitsOf(deps.config, db.region));
       const t1 = performance.now();
-      await restoreAsOwner(deps, {
+      const passes = await restoreAsOwner(deps, {
         jobId: job.id,
         at: db,
         pgName: scratch,
@@ -195,6 +202,7 @@ const restore: (deps: ServiceDeps) => JobHandler = (deps) => ({
           prepareMs: Math.round(t1 - t0),
           pgRestoreMs: Math.round(t2 - t1),
           swapMs: Math.round(performance.now() - t2),
+          passes,
         },
         "restore swapped",
       );

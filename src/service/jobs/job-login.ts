@@ -121,5 +121,19 @@ function guardSingleSession(pool: pg.Pool, name: string): { stop(): Promise<void
   };
 }
 
-/** Name of the login a job uses for `purpose` (one job may need two, e.g. a clone dumps one owner and restores another). */
-export const jobLoginName = (jobId: string, purpose: "dump" | "restore"): string => `mds_job_${jobId}_${purpose}`;
+/**
+ * Name of the login a job uses for `purpose` (one job may need two, e.g. a clone dumps one owner and restores
+ * another), and for `pass` of it when a restore runs several pg_restore at once (dump.ts: one login per session).
+ */
+export const jobLoginName = (jobId: string, purpose: "dump" | "restore", pass = ""): string =>
+  `mds_job_${jobId}_${purpose}${pass ? `_${pass}` : ""}`;
+
+/** Every login of job `jobId` on the server of `pool`, whatever its purpose or pass: a job given up drops them all. */
+export async function jobLoginsOf(pool: pg.Pool, jobId: string): Promise<string[]> {
+  const prefix = `mds_job_${jobId}_`;
+  const { rows } = await pool.query<{ rolname: string }>(
+    "SELECT rolname FROM pg_roles WHERE left(rolname, length($1)) = $1",
+    [prefix],
+  );
+  return rows.map((r) => r.rolname);
+}

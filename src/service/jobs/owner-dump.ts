@@ -1,7 +1,7 @@
 import { ArchiveError } from "./backup-archive.ts";
-import { lockTimeoutOf } from "../config/config.ts";
+import { lockTimeoutOf, tenantLimitsOf } from "../config/config.ts";
 import { adminUrlOf, serverPool, type ServiceDeps } from "../runtime/deps.ts";
-import { dumpDatabase, restoreDatabase, verifyArchive, type ArchiveKey } from "./dump.ts";
+import { dumpDatabase, restoreDatabase, verifyArchive, type ArchiveKey, type LoginFor } from "./dump.ts";
 import { jobLoginName, withOwnerLogin } from "./job-login.ts";
 import { JobFatalError } from "../queue/jobs.ts";
 import type { ServerRef } from "../placement/servers.ts";
@@ -75,27 +75,32 @@ export async function dumpAsOwner(
 export async function restoreAsOwner(
   deps: ServiceDeps,
   input: { jobId: string; at: ServerRef; pgName: string; ownerRole: string; backup: UsableBackup; signal: AbortSignal },
-): Promise<void> {
+): Promise<Record<string, number>> {
   const pool = serverPool(deps, input.at);
-  await withOwnerLogin(
-    {
-      pool,
-      adminUrl: adminUrlOf(deps, input.at),
-      name: jobLoginName(input.jobId, "restore"),
-      memberOf: [input.ownerRole],
-    },
-    (login) =>
-      restoreDatabase({
-        bindir: deps.bindir,
-        login,
-        database: input.pgName,
-        file: input.backup.path,
-        ...(input.backup.sealed ? {} : { plainSha256: input.backup.sha256 }),
-        archive: archiveKey(deps, input.backup.id),
-        role: input.ownerRole,
-        signal: input.signal,
-      }),
-  ).catch((err: unknown) => {
+  // Every pg_restore run logs in by a login of its own (one session each); a retry reuses the names, so a crashed
+  // attempt's logins are revoked before they log in again.
+  const loginFor: LoginFor = (pass, fn) =>
+    withOwnerLogin(
+      {
+        pool,
+        adminUrl: adminUrlOf(deps, input.at),
+        name: jobLoginName(input.jobId, "restore", pass),
+        memberOf: [input.ownerRole],
+      },
+      fn,
+    );
+  const jobs = Math.min(deps.config.restoreJobs, tenantLimitsOf(deps.config, input.at.region).databaseConnectionLimit);
+  return restoreDatabase({
+    bindir: deps.bindir,
+    loginFor,
+    database: input.pgName,
+    file: input.backup.path,
+    ...(input.backup.sealed ? {} : { plainSha256: input.backup.sha256 }),
+    archive: archiveKey(deps, input.backup.id),
+    role: input.ownerRole,
+    split: { jobs, minBytes: deps.config.restoreSplitMinBytes },
+    signal: input.signal,
+  }).catch((err: unknown) => {
     // An archive that does not authenticate will not authenticate on a retry either.
     throw err instanceof ArchiveError ? new JobFatalError(err.message, { cause: err }) : err;
   });
