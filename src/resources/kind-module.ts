@@ -27,3 +27,6 @@ export interface KindModule<R extends RemoteState = MdsRemote> {
 
 /** The health check of every kind whose Ready, Synced, Reconciling and Stalled conditions say it all. */
 export const conditionsHealthScript = new URL("./health.lua", import.meta.url);
+
+/** The health check of the one-shot kinds (a restore, a backup): their phase says it all. */
+export const oneShotHealthScript = new URL("./one-shot-health.lua", import.meta.url);

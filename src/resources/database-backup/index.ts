@@ -1,9 +1,9 @@
-import type { KindModule } from "../kind-module.ts";
+import { oneShotHealthScript, type KindModule } from "../kind-module.ts";
 import { backupController } from "./controller.ts";
 import { databaseBackupDefinition } from "./schema.ts";
 
 export const databaseBackupModule: KindModule = {
   definition: databaseBackupDefinition,
   controller: () => backupController(),
-  healthScript: new URL("./health.lua", import.meta.url),
+  healthScript: oneShotHealthScript,
 };

@@ -1,10 +1,13 @@
--- Argo CD health of an mds.dev DatabaseRestore (a one-shot restore; its final phases never change).
+-- Argo CD health of an mds.dev one-shot kind (a DatabaseRestore, a DatabaseBackup: one operation whose final phases
+-- never change). Messages name the operation after the kind ("Restore succeeded", "Backup pending").
 -- Degraded:    first, Stalled True for the current generation (the operator needs a change by the user; the
 --              message is its reason and message).
--- Healthy:     phase Succeeded, or Skipped (this idempotencyKey was already applied to the target).
--- Degraded:    phase Failed (including OutcomeUnknown: never repeated automatically), or an invalid spec.
+-- Healthy:     phase Succeeded, or Skipped (a restore whose idempotencyKey was already applied to the target).
+-- Degraded:    phase Failed (including OutcomeUnknown: never repeated automatically; NotSupported: a service that
+--              takes no backups on request), or an invalid spec.
 -- Progressing: Pending, Running, and before any status exists.
-local hs = { status = "Progressing", message = "Waiting for the operator to pick up the restore" }
+local noun = string.gsub(obj.kind or "Operation", "^Database", "")
+local hs = { status = "Progressing", message = "Waiting for the operator to pick up the " .. string.lower(noun) }
 
 local function findCondition(conditions, conditionType)
   if conditions == nil then
@@ -55,7 +58,7 @@ end
 local phase = status.phase
 if phase == "Succeeded" then
   hs.status = "Healthy"
-  hs.message = describe("Restore succeeded")
+  hs.message = describe(noun .. " succeeded")
   return hs
 end
 if phase == "Skipped" then
@@ -65,11 +68,11 @@ if phase == "Skipped" then
 end
 if phase == "Failed" then
   hs.status = "Degraded"
-  hs.message = describe("Restore failed")
+  hs.message = describe(noun .. " failed")
   return hs
 end
 
--- An invalid spec is terminal: the spec is immutable, so the restore needs a new object.
+-- An invalid spec is terminal: the spec is immutable, so the operation needs a new object.
 local synced = findCondition(status.conditions, "Synced")
 if synced ~= nil and synced.status == "False" and synced.reason == "InvalidSpec" then
   hs.status = "Degraded"
@@ -78,8 +81,8 @@ if synced ~= nil and synced.status == "False" and synced.reason == "InvalidSpec"
 end
 
 if phase == "Running" then
-  hs.message = describe("Restore running")
+  hs.message = describe(noun .. " running")
 elseif phase == "Pending" then
-  hs.message = describe("Restore pending")
+  hs.message = describe(noun .. " pending")
 end
 return hs

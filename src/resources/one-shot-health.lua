@@ -1,11 +1,13 @@
--- Argo CD health of an mds.dev DatabaseBackup (a one-shot backup; its final phases never change).
+-- Argo CD health of an mds.dev one-shot kind (a DatabaseRestore, a DatabaseBackup: one operation whose final phases
+-- never change). Messages name the operation after the kind ("Restore succeeded", "Backup pending").
 -- Degraded:    first, Stalled True for the current generation (the operator needs a change by the user; the
---              message is its reason and message: NotSupported against a service that does not take backups on
---              request, OutcomeUnknown when a request's answer was lost beyond replay).
--- Healthy:     phase Succeeded.
--- Degraded:    phase Failed, or an invalid spec.
+--              message is its reason and message).
+-- Healthy:     phase Succeeded, or Skipped (a restore whose idempotencyKey was already applied to the target).
+-- Degraded:    phase Failed (including OutcomeUnknown: never repeated automatically; NotSupported: a service that
+--              takes no backups on request), or an invalid spec.
 -- Progressing: Pending, Running, and before any status exists.
-local hs = { status = "Progressing", message = "Waiting for the operator to pick up the backup" }
+local noun = string.gsub(obj.kind or "Operation", "^Database", "")
+local hs = { status = "Progressing", message = "Waiting for the operator to pick up the " .. string.lower(noun) }
 
 local function findCondition(conditions, conditionType)
   if conditions == nil then
@@ -56,16 +58,21 @@ end
 local phase = status.phase
 if phase == "Succeeded" then
   hs.status = "Healthy"
-  hs.message = describe("Backup completed")
+  hs.message = describe(noun .. " succeeded")
+  return hs
+end
+if phase == "Skipped" then
+  hs.status = "Healthy"
+  hs.message = describe("Skipped: this idempotencyKey was already applied to the target")
   return hs
 end
 if phase == "Failed" then
   hs.status = "Degraded"
-  hs.message = describe("Backup failed")
+  hs.message = describe(noun .. " failed")
   return hs
 end
 
--- An invalid spec is terminal: the spec is immutable, so the backup needs a new object.
+-- An invalid spec is terminal: the spec is immutable, so the operation needs a new object.
 local synced = findCondition(status.conditions, "Synced")
 if synced ~= nil and synced.status == "False" and synced.reason == "InvalidSpec" then
   hs.status = "Degraded"
@@ -74,8 +81,8 @@ if synced ~= nil and synced.status == "False" and synced.reason == "InvalidSpec"
 end
 
 if phase == "Running" then
-  hs.message = describe("Backup running")
+  hs.message = describe(noun .. " running")
 elseif phase == "Pending" then
-  hs.message = describe("Backup pending")
+  hs.message = describe(noun .. " pending")
 end
 return hs
