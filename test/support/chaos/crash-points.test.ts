@@ -8,7 +8,7 @@ import { armValue, crashPointsForStep, reachableTogether, reachedCrashPoint, ste
 describe("crash points", () => {
   it("gives every operator crash point a chaos step", () => {
     const byStep = Object.fromEntries(
-      ["create", "update", "secret", "rotate", "restore", "backup", "delete"].map((s) => [
+      ["create", "update", "secret", "rotate", "restore", "backup", "branch", "delete"].map((s) => [
         s,
         crashPointsForStep(s as never),
       ]),
@@ -17,6 +17,7 @@ describe("crash points", () => {
     expect(byStep["update"]).toEqual(["database:after-update"]);
     expect(byStep["restore"]).toEqual(["restore:before-post", "restore:after-post"]);
     expect(byStep["backup"]).toEqual(["backup:before-post", "backup:after-post"]);
+    expect(byStep["branch"]).toEqual(["database:after-branch-create"]);
     expect(byStep["rotate"]).toHaveLength(9); // three points for each of the three kinds that publish a Secret
     expect(() => stepOf("database:somewhere-new")).toThrow(/belongs to no chaos step/);
   });

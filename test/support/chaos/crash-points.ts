@@ -5,12 +5,14 @@ import { crashPoints } from "../../../src/resources/index.ts";
 // only) makes the operator SIGKILL itself the count-th time it reaches one of the named points; it says which in its
 // log first, so a harness that armed several can tell which one was hit.
 
-export type ChaosStep = "create" | "update" | "secret" | "rotate" | "restore" | "backup" | "delete";
+export type ChaosStep = "create" | "update" | "secret" | "rotate" | "restore" | "backup" | "branch" | "delete";
 
 /** The lifecycle step that passes each point, by its suffix (restore and backup points belong to their kinds only). */
 export function stepOf(point: string): ChaosStep {
   if (point.startsWith("restore:")) return "restore";
   if (point.startsWith("backup:")) return "backup";
+  // Passed only by a Database with spec.branch, which the chaos lifecycle does not make (test/e2e/branches.test.ts).
+  if (point.endsWith(":after-branch-create")) return "branch";
   if (/:after-(create|secret)$/.test(point)) return "create";
   if (/:after-update$/.test(point)) return "update";
   if (/:(after-recover|before-revoke)$/.test(point)) return "secret";

@@ -759,7 +759,7 @@ export async function runCrashStorm(stack: ChaosStack, options: StormOptions): P
   const crashPointsHit: Record<string, number> = {};
   let crashes = 0;
   let launches = 0;
-  const points = crashPoints().filter((p) => stepOf(p) !== "restore" && stepOf(p) !== "backup");
+  const points = crashPoints().filter((p) => !["restore", "backup", "branch"].includes(stepOf(p)));
 
   for (let i = 0; i < options.iterations; i++) {
     if (options.deadline !== undefined && Date.now() > options.deadline) break;
