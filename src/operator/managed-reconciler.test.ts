@@ -602,4 +602,34 @@ describe("expiry (spec.expireAfter)", () => {
     expect(statusOf("skewed")).toMatchObject({ expiresAt: "2026-01-01T02:00:00Z" });
     expect(db("skewed").metadata.deletionTimestamp).toBeUndefined();
   });
+
+  // A team deletes its expired preview and applies a new one of the same name while the operator acts on the old
+  // one: the operator's delete must hit only the object it read (uid precondition), never the new one.
+  it("never deletes an object re-created under the same name between the read and the delete", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    at(0);
+    applyExpiring("again", {});
+    await converge("again");
+    const oldUid = db("again").metadata.uid;
+    const deleteOf = kube.delete.bind(kube);
+    let replaced = false;
+    kube.delete = async (type, ns, name, o) => {
+      if (!replaced && type.plural === DatabaseType.plural && name === "again") {
+        replaced = true;
+        kube.objects.delete(`${DatabaseType.plural}|default/again`);
+        kube.put(DatabaseType, {
+          apiVersion: "mds.dev/v1alpha1",
+          kind: "Database",
+          metadata: { name: "again", namespace: "default" },
+          spec: { projectRef: { name: "shop" } },
+        });
+      }
+      return deleteOf(type, ns, name, o);
+    };
+    at(121 * minutes);
+    await run("again").catch(() => undefined);
+    expect(replaced).toBe(true);
+    expect(db("again").metadata.uid).not.toBe(oldUid);
+    expect(db("again").metadata.deletionTimestamp).toBeUndefined();
+  });
 });
