@@ -633,3 +633,30 @@ describe("expiry (spec.expireAfter)", () => {
     expect(db("again").metadata.deletionTimestamp).toBeUndefined();
   });
 });
+
+// status is anyone's who may write the subresource. A team that forges status.branch.id of its own preview Database
+// and then deletes it must not make the operator delete another preview branch (another team's, in a project the
+// same token serves): only the branch spec.branch names in the Database's own project is deleted.
+describe("spec.branch: the branch deleted with the last database", () => {
+  it("is the one spec.branch names, never one a forged status.branch.id names", async () => {
+    const projectId = (kube.read<KubeObject>(ProjectType, "default", "shop")!["status"] as { id: string }).id;
+    await api.createBranch(projectId, { gitName: "main" });
+    const theirs = await api.createBranch(projectId, { gitName: "team-a-feature" });
+    applyDatabase("preview-b", {
+      projectRef: { name: "shop" },
+      branch: { gitName: "team-b-feature", role: "preview" },
+      deletionPolicy: "Delete",
+    });
+    await converge("preview-b");
+    const ours = (statusOf("preview-b") as { branch?: { id: string } }).branch?.id;
+    expect(ours).toBeDefined();
+    // The team writes the other branch's id into its Database's status, then deletes the Database.
+    const stored = kube.objects.get(`${DatabaseType.plural}|default/preview-b`)!;
+    (stored["status"] as { branch: { id: string } }).branch.id = theirs.id;
+    await kube.delete(DatabaseType, "default", "preview-b");
+    await converge("preview-b");
+    expect(kube.read(DatabaseType, "default", "preview-b")).toBeUndefined();
+    const left = (await api.listBranches(projectId)).data.map((b) => b.gitName).sort();
+    expect(left).toEqual(["main", "team-a-feature"]);
+  });
+});
