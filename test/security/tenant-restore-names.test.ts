@@ -65,7 +65,7 @@ describe("table and schema names a tenant writes do not break the parallel resto
   it("POST /v1/databases/{id}/restore brings back every table's rows", async () => {
     const db = project.database;
     const backup = await completedBackup(api, db.id);
-    await sql(db.connectionString, `INSERT INTO ${ident("public")}.${ident("xy")} VALUES (1000, 'later')`);
+    await sql(db.connectionString, `INSERT INTO ${ident("public")}.${ident("xy")} VALUES (100000, 'later')`);
     const res = await api("POST", `/v1/databases/${db.id}/restore`, {
       source: { type: "backup", databaseId: db.id, backupId: backup.id },
     });
