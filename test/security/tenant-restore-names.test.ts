@@ -17,6 +17,8 @@ const names: [schema: string, table: string][] = [
   ['s"*\n1; 0 0 SCHEMA - x', "t"],
   ["public", "x*"],
   ["public", "xy"],
+  // Large too: piped by a pattern holding a quote, a newline, `*` and `.`, in a schema whose name holds them as well.
+  ['s"*\n1; 0 0 SCHEMA - x', 'big"\n*.t'],
 ];
 const ident = (s: string) => `"${s.replaceAll('"', '""')}"`;
 const large = (i: number) => i >= 5;
