@@ -602,4 +602,61 @@ describe("expiry (spec.expireAfter)", () => {
     expect(statusOf("skewed")).toMatchObject({ expiresAt: "2026-01-01T02:00:00Z" });
     expect(db("skewed").metadata.deletionTimestamp).toBeUndefined();
   });
+
+  // A team deletes its expired preview and applies a new one of the same name while the operator acts on the old
+  // one: the operator's delete must hit only the object it read (uid precondition), never the new one.
+  it("never deletes an object re-created under the same name between the read and the delete", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    at(0);
+    applyExpiring("again", {});
+    await converge("again");
+    const oldUid = db("again").metadata.uid;
+    const deleteOf = kube.delete.bind(kube);
+    let replaced = false;
+    kube.delete = async (type, ns, name, o) => {
+      if (!replaced && type.plural === DatabaseType.plural && name === "again") {
+        replaced = true;
+        kube.objects.delete(`${DatabaseType.plural}|default/again`);
+        kube.put(DatabaseType, {
+          apiVersion: "mds.dev/v1alpha1",
+          kind: "Database",
+          metadata: { name: "again", namespace: "default" },
+          spec: { projectRef: { name: "shop" } },
+        });
+      }
+      return deleteOf(type, ns, name, o);
+    };
+    at(121 * minutes);
+    await run("again").catch(() => undefined);
+    expect(replaced).toBe(true);
+    expect(db("again").metadata.uid).not.toBe(oldUid);
+    expect(db("again").metadata.deletionTimestamp).toBeUndefined();
+  });
+});
+
+// status is anyone's who may write the subresource. A team that forges status.branch.id of its own preview Database
+// and then deletes it must not make the operator delete another preview branch (another team's, in a project the
+// same token serves): only the branch spec.branch names in the Database's own project is deleted.
+describe("spec.branch: the branch deleted with the last database", () => {
+  it("is the one spec.branch names, never one a forged status.branch.id names", async () => {
+    const projectId = (kube.read<KubeObject>(ProjectType, "default", "shop")!["status"] as { id: string }).id;
+    await api.createBranch(projectId, { gitName: "main" });
+    const theirs = await api.createBranch(projectId, { gitName: "team-a-feature" });
+    applyDatabase("preview-b", {
+      projectRef: { name: "shop" },
+      branch: { gitName: "team-b-feature", role: "preview" },
+      deletionPolicy: "Delete",
+    });
+    await converge("preview-b");
+    const ours = (statusOf("preview-b") as { branch?: { id: string } }).branch?.id;
+    expect(ours).toBeDefined();
+    // The team writes the other branch's id into its Database's status, then deletes the Database.
+    const stored = kube.objects.get(`${DatabaseType.plural}|default/preview-b`)!;
+    (stored["status"] as { branch: { id: string } }).branch.id = theirs.id;
+    await kube.delete(DatabaseType, "default", "preview-b");
+    await converge("preview-b");
+    expect(kube.read(DatabaseType, "default", "preview-b")).toBeUndefined();
+    const left = (await api.listBranches(projectId)).data.map((b) => b.gitName).sort();
+    expect(left).toEqual(["main", "team-a-feature"]);
+  });
 });

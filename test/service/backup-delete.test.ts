@@ -158,7 +158,11 @@ describe("DELETE /v1/databases/{databaseId}/backups/{backupId}", () => {
   });
 
   it("refuses a backup a pending restore will read (409): the restore would fail without its archive", async () => {
-    const backup = await completedBackup(a, dbA2);
+    const [backup] = (await sql<{ id: string }>(
+      service.controlUrl,
+      "INSERT INTO backups (id, database_id, status, trigger, completed_at) VALUES ($2, $1, 'completed', 'manual', now()) RETURNING id",
+      [dbA2, `bkp_codd${Date.now()}${Math.random().toString(36).slice(2)}`],
+    )) as [{ id: string }];
     // A restore job queued but not yet run (run_after in the future keeps workers off it).
     await sql(
       service.controlUrl,
@@ -174,5 +178,32 @@ describe("DELETE /v1/databases/{databaseId}/backups/{backupId}", () => {
       [dbA2],
     );
     expect((await a("DELETE", `/v1/databases/${dbA2}/backups/${backup.id}`)).status).toBe(204);
+  });
+
+  // The id patterns accept any non-space character after a leading c: a NUL byte (PostgreSQL refuses it in text), a
+  // quote, a backslash, a percent sign, a very long id. Each is a 4xx, never a 500, and deletes nothing.
+  it("ids with a NUL byte, quotes, backslashes or 10,000 characters are 4xx, and nothing is deleted", async () => {
+    const [backup] = (await sql<{ id: string }>(
+      service.controlUrl,
+      "INSERT INTO backups (id, database_id, status, trigger, completed_at) VALUES ($2, $1, 'completed', 'manual', now()) RETURNING id",
+      [dbA2, `bkp_codd${Date.now()}${Math.random().toString(36).slice(2)}`],
+    )) as [{ id: string }];
+    const odd = ["c%00%00%00%00%00%00%00%00", "c'%22%5C%25;--x", `c${"a".repeat(10_000)}`, "bkp_c%00aaaaaaaa"];
+    for (const id of odd) {
+      for (const [method, url] of [
+        ["DELETE", `/v1/databases/${dbA2}/backups/${id}`],
+        ["DELETE", `/v1/databases/${id}/backups/${backup.id}`],
+        ["GET", `/v1/databases/${id}/backups`],
+      ] as const) {
+        const r = await a(method, url);
+        expect(r.status, `${method} ${url.slice(0, 80)}`).toBeGreaterThanOrEqual(400);
+        expect(r.status, `${method} ${url.slice(0, 80)}: ${JSON.stringify(r.body)}`).toBeLessThan(500);
+      }
+    }
+    expect(await deletedAt(backup.id)).toBeNull();
+    // The same NUL byte in a JSON body's name reaches PostgreSQL as text: 400 too.
+    const named = await a("POST", "/v1/projects", { name: "x\u0000y" });
+    expect(named.status, JSON.stringify(named.body)).toBeGreaterThanOrEqual(400);
+    expect(named.status).toBeLessThan(500);
   });
 });

@@ -83,12 +83,24 @@ export async function deleteBranchIfEmpty(api: MdsApi, branchId: string): Promis
   }
 }
 
-/** The branch one Database's spec.branch names, within one reconcile: found once (never created), or ensured. */
+/** A project this token cannot see (another workspace's, or deleted meanwhile) has no branch of ours. */
+const noneIfProjectUnseen = (err: unknown): undefined => {
+  if (isApiNotFound(err)) return undefined;
+  throw err;
+};
+
+/**
+ * The branch one Database's spec.branch names, within one reconcile: found once (never created), or ensured. Found
+ * in a project the token cannot see: none, so a Database named at such a project can still be deleted (its lookup
+ * finds nothing, and no branch is deleted) instead of retrying forever.
+ */
 export function specBranch(api: MdsApi, projectId: string, crashPoint: (name: string) => void | Promise<void>) {
   let found: Promise<PublicBranch | undefined> | undefined;
   return {
     find: (spec: DatabaseBranch | undefined) =>
-      spec === undefined ? Promise.resolve(undefined) : (found ??= findBranch(api, projectId, spec.gitName)),
+      spec === undefined
+        ? Promise.resolve(undefined)
+        : (found ??= findBranch(api, projectId, spec.gitName).catch(noneIfProjectUnseen)),
     /** Before a create: the branch, created if the project has none of this name. */
     async ensure(spec: DatabaseBranch | undefined): Promise<PublicBranch | undefined> {
       if (spec === undefined) return undefined;

@@ -71,4 +71,16 @@ describe("expiryOf", () => {
       expiryRenewal: undefined,
     });
   });
+
+  // The schema allows 32 characters of digits: "9999…h" is a valid-looking duration past any date JavaScript holds.
+  it("refuses a duration too long for a date as an invalid spec, not a RangeError on every reconcile", () => {
+    const huge = "9".repeat(31) + "h";
+    expect(() => expiryOf({ expireAfter: huge }, created, undefined, at(created))).toThrow(
+      expect.objectContaining({ reason: "InvalidSpec", message: expect.stringMatching(/too far/) }),
+    );
+    // A stored count start a team wrote into status that lands the expiry past the dates JavaScript holds: the same.
+    expect(() =>
+      expiryOf({ expireAfter: "72h" }, created, { expiryCountsFrom: "+275760-09-13T00:00:00Z" }, at(created)),
+    ).toThrow(expect.objectContaining({ reason: "InvalidSpec" }));
+  });
 });

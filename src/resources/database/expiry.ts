@@ -31,6 +31,8 @@ export function parseDuration(text: string): number | undefined {
   return ms;
 }
 
+/** The largest time a JavaScript Date holds (about the year 275760). */
+const maxDateMs = 8.64e15;
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.000Z$/, "Z");
 
 /**
@@ -64,6 +66,12 @@ export function expiryOf(
   // The first count starts at creation; a changed renewal key restarts it now; otherwise what is stored holds.
   const from = !Number.isFinite(stored) ? start : sameRenewal ? stored : now.getTime();
   const at = from + lifetime;
+  // 32 digits pass the schema's pattern; past ±8.64e15 ms a Date is invalid and every reconcile would throw.
+  if (!(Math.abs(at) <= maxDateMs))
+    throw new TerminalError(
+      "InvalidSpec",
+      `spec.expireAfter "${spec.expireAfter}" counted from ${iso(from)} is too far in the future for a date; use a shorter duration`,
+    );
   return {
     fields: {
       expiresAt: iso(at),

@@ -60,11 +60,14 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     );
   };
 
-  /** A preview branch goes (soft delete) with its last database; the service refuses while another is on it. */
+  /**
+   * A preview branch goes (soft delete) with its last database; the service refuses while another is on it. The
+   * branch is found from the spec in this project, never taken from status.branch.id: status is anyone's who may
+   * write the subresource, and a forged id would name another branch the same token can delete.
+   */
   async function withBranch(obj: DatabaseObject, deletion: Deletion): Promise<Deletion> {
     if (!deletion.done || obj.spec.branch?.role !== "preview") return deletion;
-    const branch =
-      (obj.status?.branch as { id?: string } | undefined)?.id ?? (await branches.find(obj.spec.branch))?.id;
+    const branch = (await branches.find(obj.spec.branch))?.id;
     if (branch !== undefined) await deleteBranchIfEmpty(api, branch);
     return deletion;
   }

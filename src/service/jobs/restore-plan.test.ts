@@ -108,4 +108,26 @@ describe("restore plan", () => {
     const plan = planLanes(listing(3), `${listing(4)}\n9999; 0 0 INDEX public ghost owner`, toc, 2);
     expect(plan.after).toContain(9999);
   });
+
+  // A tenant decides how many indexes its tables have, and the plan is made in the service's event loop: copying a
+  // table's list of followers for each new one took 36 s for 50,000 indexes on one table (every request of every
+  // workspace waited), and spreading them into one push call throws past about 120,000 arguments.
+  it("plans 150,000 indexes on one table in linear time, without one call per index's argument", () => {
+    const n = 150_000;
+    const entries = [
+      { id: 1, desc: "TABLE", section: 2, deps: [] as number[] },
+      { id: 2, desc: "TABLE DATA", section: 3, deps: [1] },
+    ];
+    const post: string[] = [];
+    for (let i = 0; i < n; i++) {
+      entries.push({ id: 10 + i, desc: "INDEX", section: 4, deps: [1] });
+      post.push(`${10 + i}; 0 0 INDEX public i${i} owner`);
+    }
+    const started = performance.now();
+    const plan = planLanes("2; 0 0 TABLE DATA public t owner", post.join("\n"), { entries, dataBytes: new Map() }, 4);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(plan.lanes).toHaveLength(1);
+    expect(plan.lanes[0]).toHaveLength(n + 1);
+    expect(plan.after).toEqual([]);
+  }, 60_000);
 });

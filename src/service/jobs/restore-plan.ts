@@ -131,15 +131,24 @@ export function planLanes(
       deps.every((d) => byId.get(d)?.section !== 4 && byId.has(d));
     const tables = deps.filter((d) => laneOfTable.has(d));
     if (!parallel) after.push(id);
-    else if (tables.length === 1) followers.set(tables[0]!, [...(followers.get(tables[0]!) ?? []), id]);
-    else if (tables.length === 0) free.push(id);
+    else if (tables.length === 1) {
+      // Appended in place: a tenant decides how many indexes a table has, and copying the list per index is quadratic.
+      const list = followers.get(tables[0]!);
+      if (list === undefined) followers.set(tables[0]!, [id]);
+      else list.push(id);
+    } else if (tables.length === 0) free.push(id);
     else after.push(id);
   }
   const lanes: number[][] = Array.from({ length: k }, () => []);
   for (const id of data) {
     const table = tableOf.get(id);
     if (table === undefined) lanes[0]!.push(id);
-    else lanes[laneOfTable.get(table)!]!.push(id, ...(followers.get(table) ?? []));
+    else {
+      // One push per id: spreading a table's followers into one call throws past about 120,000 of them.
+      const lane = lanes[laneOfTable.get(table)!]!;
+      lane.push(id);
+      for (const follower of followers.get(table) ?? []) lane.push(follower);
+    }
   }
   free.forEach((id, i) => lanes[i % k]!.push(id));
   return { lanes: lanes.filter((l) => l.length > 0), after };
