@@ -361,21 +361,26 @@ export async function restoreDatabase(input: {
       // are made while pre-data is restored.
       const plan = Promise.withResolvers<number[][]>();
       plan.promise.catch(() => {});
-      const lanes = input.moreData
-        ? []
-        : Array.from({ length: jobs }, (_, i) =>
-            pass(
-              `d${i}`,
-              plan.promise.then((l) => fileOf(`d${i}`, l[i])),
-              signal,
-              track,
-            ),
-          );
-      // The lists and the table of contents need no login: they are read while pre-data is restored.
-      // Each part's own end (from the restore's start) shows which one pre-data waits for.
+      // Each part's own end (from the restore's start) shows which one pre-data waits for, and how even the lanes are.
       const start = performance.now();
       const ended = <T>(name: string, p: Promise<T>) =>
         p.then((v) => ((timings[name] = Math.round(performance.now() - start)), v));
+      const lanes = input.moreData
+        ? []
+        : Array.from({ length: jobs }, (_, i) =>
+            ended(
+              `lane${i}EndMs`,
+              pass(
+                `d${i}`,
+                plan.promise.then((l) => fileOf(`d${i}`, l[i])),
+                signal,
+                track,
+              ),
+            ),
+          );
+      // Their failure is the restore's (track); awaited only once pre-data succeeded, so never left unhandled.
+      for (const lane of lanes) lane.catch(() => {});
+      // The lists and the table of contents need no login: they are read while pre-data is restored.
       const [, data, post, toc] = await Promise.all([
         ended("preRunMs", pass("pre", ["--section=pre-data"], signal, track)),
         track(() => list("data", signal)),
