@@ -61,8 +61,17 @@ class Reader {
 
 const blockData = 1;
 
-export async function readToc(source: AsyncIterable<Buffer>): Promise<Toc | undefined> {
+/**
+ * With `dataSizes: false` only the table of contents is read (its `dataBytes` empty) and the rest of the source is
+ * left unread: for a restore that has its sizes from the dump (backups.data_bytes), so its plan need not wait for a
+ * read of the whole archive. What was read was authenticated all the same; the runs read the rest.
+ */
+export async function readToc(
+  source: AsyncIterable<Buffer>,
+  options: { dataSizes: boolean } = { dataSizes: true },
+): Promise<Toc | undefined> {
   const r = new Reader(source);
+  let drain = true;
   try {
     if ((await r.bytes(5)).toString("latin1") !== "PGDMP") return undefined;
     const [major, minor] = await r.bytes(3);
@@ -105,6 +114,10 @@ export async function readToc(source: AsyncIterable<Buffer>): Promise<Toc | unde
     // The data offsets (after each entry's state byte) are not needed: the blocks follow, each `type ‖ dumpId ‖
     // chunks (length ‖ bytes) … ‖ 0`; large objects (type 3) come last and are not measured.
     const dataBytes = new Map<number, number>();
+    if (!options.dataSizes) {
+      drain = false;
+      return { entries, dataBytes };
+    }
     while (!(await r.atEnd())) {
       const [type] = await r.bytes(1);
       if (type !== blockData) break;
@@ -118,6 +131,6 @@ export async function readToc(source: AsyncIterable<Buffer>): Promise<Toc | unde
     }
     return { entries, dataBytes };
   } finally {
-    await r.drain();
+    if (drain) await r.drain();
   }
 }

@@ -73,7 +73,7 @@ type CloneInput = {
 };
 
 async function serialClone({ deps, source, target, job, loginRoles, file, archiveId, signal }: CloneInput) {
-  const { sha256 } = await dumpAsOwner(deps, {
+  const { sha256, dataBytes } = await dumpAsOwner(deps, {
     jobId: job.id,
     at: source,
     pgName: source.pg_name,
@@ -88,7 +88,7 @@ async function serialClone({ deps, source, target, job, loginRoles, file, archiv
     at: target,
     pgName: target.pg_name,
     ownerRole: target.owner_role,
-    backup: { id: archiveId, path: file, sha256, sealed: true },
+    backup: { id: archiveId, path: file, sha256, sealed: true, ...(dataBytes ? { dataBytes } : {}) },
     signal,
   });
 }

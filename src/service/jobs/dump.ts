@@ -101,6 +101,12 @@ export async function privateDirectory(dir: string): Promise<void> {
 export type ArchiveKey = { key: Buffer; context: string };
 
 /**
+ * A dump's file size and checksum, and (for an archive version archive-toc.ts reads) the bytes of each data entry
+ * by dump id: what a restore balances its runs by (restore-plan.ts), kept in backups.data_bytes.
+ */
+export type DumpResult = { size: number; sha256: string; dataBytes?: Record<string, number> };
+
+/**
  * Dumps `database` as `login` into `file`, sealed under `archive` (custom format inside), atomically: the file
  * appears complete or not at all, mode 0600. pg_dump waits at most `lockTimeoutMs` for a table lock.
  */
@@ -114,7 +120,7 @@ export async function dumpDatabase(input: {
   /** More pg_dump options: a clone's `--snapshot` and `--exclude-table-data` (clone.ts). */
   options?: string[];
   signal?: AbortSignal;
-}): Promise<{ size: number; sha256: string }> {
+}): Promise<DumpResult> {
   const tmp = `${input.file}.partial`;
   await rm(tmp, { force: true });
   try {
@@ -151,14 +157,22 @@ export async function dumpDatabase(input: {
       await handle.close();
     }
     // A backup nobody can read is worse than none: it must open to its end and pg_restore must list its contents.
-    await listArchive({
-      bindir: input.bindir,
-      file: tmp,
-      archive: input.archive,
-      ...(input.signal ? { signal: input.signal } : {}),
-    });
+    // Meanwhile each table's data size is read, so a restore can plan its runs without reading the archive first.
+    const [, toc] = await Promise.all([
+      listArchive({
+        bindir: input.bindir,
+        file: tmp,
+        archive: input.archive,
+        ...(input.signal ? { signal: input.signal } : {}),
+      }),
+      tableOfContents({ file: tmp, archive: input.archive }, true),
+    ]);
     await rename(tmp, input.file);
-    return { size: (await stat(input.file)).size, sha256: hash.digest("hex") };
+    return {
+      size: (await stat(input.file)).size,
+      sha256: hash.digest("hex"),
+      ...(toc ? { dataBytes: Object.fromEntries(toc.dataBytes) } : {}),
+    };
   } catch (err) {
     await rm(tmp, { force: true });
     throw err;
@@ -275,6 +289,8 @@ export async function restoreDatabase(input: {
   archive: ArchiveKey;
   role: string;
   split: { jobs: number; minBytes: number };
+  /** Each data entry's bytes by dump id, recorded at dump time: the plan then reads only the table of contents. */
+  dataBytes?: Record<string, number>;
   /** Data that is not in the archive (a clone's large tables, piped from the source), loaded after the archive's. */
   moreData?: (signal: AbortSignal, track: Track) => Promise<void>;
   signal?: AbortSignal;
@@ -345,22 +361,36 @@ export async function restoreDatabase(input: {
       // are made while pre-data is restored.
       const plan = Promise.withResolvers<number[][]>();
       plan.promise.catch(() => {});
+      // Each part's own end (from the restore's start) shows which one pre-data waits for, and how even the lanes are.
+      const start = performance.now();
+      const ended = <T>(name: string, p: Promise<T>) =>
+        p.then((v) => ((timings[name] = Math.round(performance.now() - start)), v));
       const lanes = input.moreData
         ? []
         : Array.from({ length: jobs }, (_, i) =>
-            pass(
-              `d${i}`,
-              plan.promise.then((l) => fileOf(`d${i}`, l[i])),
-              signal,
-              track,
+            ended(
+              `lane${i}EndMs`,
+              pass(
+                `d${i}`,
+                plan.promise.then((l) => fileOf(`d${i}`, l[i])),
+                signal,
+                track,
+              ),
             ),
           );
+      // Their failure is the restore's (track); awaited only once pre-data succeeded, so never left unhandled.
+      for (const lane of lanes) lane.catch(() => {});
       // The lists and the table of contents need no login: they are read while pre-data is restored.
       const [, data, post, toc] = await Promise.all([
-        pass("pre", ["--section=pre-data"], signal, track),
+        ended("preRunMs", pass("pre", ["--section=pre-data"], signal, track)),
         track(() => list("data", signal)),
         track(() => list("post-data", signal)),
-        input.moreData ? undefined : track(() => tableOfContents(read)),
+        input.moreData
+          ? undefined
+          : ended(
+              "tocMs",
+              track(() => planningToc(read, input.dataBytes)),
+            ),
       ]).catch((err: unknown) => {
         plan.reject(err);
         throw err;
@@ -396,12 +426,34 @@ export async function restoreDatabase(input: {
   return timings;
 }
 
-/** The archive's table of contents and data sizes (archive-toc.ts), read through the same authenticated stream. */
-function tableOfContents(read: { file: string; archive: ArchiveKey }): Promise<Toc | undefined> {
-  return readToc(
-    openArchive(createReadStream(read.file) as AsyncIterable<Buffer>, read.archive.key, read.archive.context, {
-      allowPlain: true,
-    }),
+/**
+ * The archive's table of contents and, with `dataSizes`, each table's data size (archive-toc.ts, a read of the whole
+ * archive), through the same authenticated stream.
+ */
+async function tableOfContents(
+  read: { file: string; archive: ArchiveKey },
+  dataSizes: boolean,
+): Promise<Toc | undefined> {
+  const bytes = createReadStream(read.file);
+  try {
+    return await readToc(
+      openArchive(bytes as AsyncIterable<Buffer>, read.archive.key, read.archive.context, { allowPlain: true }),
+      { dataSizes },
+    );
+  } finally {
+    bytes.destroy();
+  }
+}
+
+/** What the plan needs: the sizes recorded at dump time when there are any, else read from the archive. */
+async function planningToc(
+  read: { file: string; archive: ArchiveKey },
+  dataBytes: Record<string, number> | undefined,
+): Promise<Toc | undefined> {
+  if (!dataBytes) return tableOfContents(read, true);
+  const toc = await tableOfContents(read, false);
+  return (
+    toc && { entries: toc.entries, dataBytes: new Map(Object.entries(dataBytes).map(([id, n]) => [Number(id), n])) }
   );
 }
 

@@ -142,8 +142,8 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
       signal: ctx.signal,
     });
     await deps.pool.query(
-      "UPDATE backups SET status = 'completed', size = $2, sha256 = $3, path = $4, completed_at = now() WHERE id = $1",
-      [backupId, result.size, result.sha256, file],
+      "UPDATE backups SET status = 'completed', size = $2, sha256 = $3, path = $4, data_bytes = $5, completed_at = now() WHERE id = $1",
+      [backupId, result.size, result.sha256, file, result.dataBytes ? JSON.stringify(result.dataBytes) : null],
     );
     await ctx.outcome("completed");
   },

@@ -1,7 +1,14 @@
 import { ArchiveError } from "./backup-archive.ts";
 import { lockTimeoutOf, tenantLimitsOf } from "../config/config.ts";
 import { adminUrlOf, serverPool, type ServiceDeps } from "../runtime/deps.ts";
-import { dumpDatabase, restoreDatabase, verifyArchive, type ArchiveKey, type LoginFor } from "./dump.ts";
+import {
+  dumpDatabase,
+  restoreDatabase,
+  verifyArchive,
+  type ArchiveKey,
+  type DumpResult,
+  type LoginFor,
+} from "./dump.ts";
 import { jobLoginName, withOwnerLogin } from "./job-login.ts";
 import { JobFatalError } from "../queue/jobs.ts";
 import type { ServerRef } from "../placement/servers.ts";
@@ -17,7 +24,14 @@ export const archiveKey = (deps: ServiceDeps, backupId: string): ArchiveKey => (
 });
 
 /** `sealed` as verifyArchive judged the file: the restore holds to it. */
-type UsableBackup = { id: string; path: string; sha256: string; sealed: boolean };
+type UsableBackup = {
+  id: string;
+  path: string;
+  sha256: string;
+  sealed: boolean;
+  /** Recorded at dump time (backups.data_bytes): the restore's plan then reads only the table of contents. */
+  dataBytes?: Record<string, number>;
+};
 
 export async function usableBackup(deps: ServiceDeps, backupId: string): Promise<UsableBackup> {
   const backup = await getBackup(deps.pool, backupId);
@@ -25,7 +39,13 @@ export async function usableBackup(deps: ServiceDeps, backupId: string): Promise
     throw new JobFatalError(`backup ${backupId} is not usable`);
   try {
     const { sealed } = await verifyArchive(backup.path, backup.sha256);
-    return { id: backupId, path: backup.path, sha256: backup.sha256, sealed };
+    return {
+      id: backupId,
+      path: backup.path,
+      sha256: backup.sha256,
+      sealed,
+      ...(backup.data_bytes ? { dataBytes: backup.data_bytes } : {}),
+    };
   } catch (err) {
     throw new JobFatalError(`backup ${backupId} cannot be read: ${(err as Error).message}`, { cause: err });
   }
@@ -47,7 +67,7 @@ export async function dumpAsOwner(
     archive: ArchiveKey;
     signal: AbortSignal;
   },
-): Promise<{ size: number; sha256: string }> {
+): Promise<DumpResult> {
   const pool = serverPool(deps, input.at);
   const { rows } = await pool.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1)", [
     input.loginRoles,
@@ -96,6 +116,7 @@ export async function restoreAsOwner(
     database: input.pgName,
     file: input.backup.path,
     ...(input.backup.sealed ? {} : { plainSha256: input.backup.sha256 }),
+    ...(input.backup.dataBytes ? { dataBytes: input.backup.dataBytes } : {}),
     archive: archiveKey(deps, input.backup.id),
     role: input.ownerRole,
     split: { jobs, minBytes: deps.config.restoreSplitMinBytes },

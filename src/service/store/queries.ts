@@ -245,7 +245,7 @@ export async function listBackups(db: Db, databaseId: string, limit: number): Pr
  */
 export async function getBackup(db: Db, id: string, lock?: "share" | "update"): Promise<BackupRow | undefined> {
   const { rows } = await db.query<BackupRow>(
-    `SELECT id, database_id, status, size, sha256, path, created_at FROM backups WHERE id = $1 AND deleted_at IS NULL ${lock === "update" ? "FOR UPDATE" : lock === "share" ? "FOR SHARE" : ""}`,
+    `SELECT id, database_id, status, size, sha256, path, data_bytes, created_at FROM backups WHERE id = $1 AND deleted_at IS NULL ${lock === "update" ? "FOR UPDATE" : lock === "share" ? "FOR SHARE" : ""}`,
     [id],
   );
   return rows[0];

@@ -39,6 +39,8 @@ export type BackupRow = {
   size: string | null;
   sha256: string | null;
   path: string | null;
+  /** Each data entry's bytes by the archive's dump id (dump.ts DumpResult), for a restore's plan; only getBackup reads it. */
+  data_bytes?: Record<string, number> | null;
   created_at: Date;
 };
 export type BranchRow = {
