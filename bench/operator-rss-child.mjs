@@ -17,6 +17,7 @@ if (process.env.MDS_BENCH_DEFAULT_HEAP !== "1") (await load("cli/heap-flags.js")
 const { default: pino } = await import("pino");
 const { createLogger, createOperatorWithKinds, loadKubeConfig, startOperatorRuntime } = await load("cli/operator.js");
 const { parseOperatorConfig } = await load("cli/operator-config.js");
+const { inClusterKubeConfig } = await load("kube/kubeconfig.js");
 
 /** The MdsApi seam: every method is a message to the parent, answered with its result or error. */
 function apiFromParent() {
@@ -76,7 +77,11 @@ const config = parseOperatorConfig(
   {},
 );
 const runtime = await startOperatorRuntime(config, {
-  kubeConfig: loadKubeConfig(config, false, {}),
+  // In a pod's way (the parent wrote the service-account files) when given; a kubeconfig file loads the YAML parser.
+  kubeConfig:
+    process.env.MDS_BENCH_SERVICE_ACCOUNT_DIR === undefined
+      ? loadKubeConfig(config, false, {})
+      : inClusterKubeConfig({ env: process.env, serviceAccountDir: process.env.MDS_BENCH_SERVICE_ACCOUNT_DIR }),
   logger: createLogger("warn", pino.destination(2)),
   identity: "bench",
   createOperator: (options) => createOperatorWithKinds({ ...options, createApiClient: () => api }),

@@ -8,7 +8,7 @@
 // writes, their finalizers and statuses, all cached by the operator's informers. The child prints its RSS and
 // heap (after a full GC) once every Database is Ready and the queues are quiet.
 import { spawn } from "node:child_process";
-import { copyFile, mkdtemp, readdir, readFile, rm, symlink } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -205,6 +205,18 @@ async function runParent(): Promise<void> {
   const api = createFakeApi();
   api.provisioningReads = 0;
   const distDir = values.dist ?? (await compile(path.join(dir, "dist")));
+  // The operator connects as it does in a pod (in-cluster config: a service-account token and CA on disk,
+  // KUBERNETES_SERVICE_HOST/PORT), not from a kubeconfig file: a kubeconfig file would load the YAML parser, which
+  // the shipped operator never loads.
+  const serviceAccountDir = path.join(dir, "serviceaccount");
+  const kubeconfig = parse(devkube.kubeconfig) as {
+    clusters: { cluster: { "certificate-authority-data": string } }[];
+  };
+  await mkdir(serviceAccountDir, { mode: 0o700 });
+  await writeFile(path.join(serviceAccountDir, "token"), devkube.token, { mode: 0o600 });
+  const caData = kubeconfig.clusters[0]?.cluster["certificate-authority-data"] ?? "";
+  await writeFile(path.join(serviceAccountDir, "ca.crt"), Buffer.from(caData, "base64"));
+  const devkubeUrl = new URL(devkube.url);
   type Report = Record<string, number> & { healthUrl?: string };
   type Child = {
     proc: ReturnType<typeof spawn>;
@@ -235,6 +247,9 @@ async function runParent(): Promise<void> {
               .filter((kv) => kv.includes("="))
               .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
           ),
+          KUBERNETES_SERVICE_HOST: devkubeUrl.hostname,
+          KUBERNETES_SERVICE_PORT: devkubeUrl.port,
+          MDS_BENCH_SERVICE_ACCOUNT_DIR: serviceAccountDir,
           MDS_BENCH_LEADER_ELECT: values["no-leader-elect"] ? "0" : "1",
           MDS_BENCH_POLL_SLOW: `${values.resync}s`,
         },

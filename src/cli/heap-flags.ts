@@ -8,9 +8,16 @@ import { setFlagsFromString } from "node:v8";
  * ~2 MB; 170 MB with the old generation also growing by only 25 % over live; 127 MB with --optimize-for-size too
  * (smaller code and heap). No measurable slowdown of the 1,000-Database ramp (22-28 s either way). The same as
  * starting node with `--max-semi-space-size=1 --heap-growing-percent=25 --optimize-for-size`.
+ *
+ * Only V8's interpreter and its baseline compiler (Sparkplug) run the operator's code: neither optimizing compiler
+ * (TurboFan, Maglev). The operator waits on the network; what it computes (JSON of the informers, zod checks, the
+ * queue) is light, while the optimizing compilers' code in the node binary and their compile zones are RSS.
+ * Measured in bench/history/2026-11-26-operator-memory.md.
  */
 export function limitHeapGrowth(): void {
   setFlagsFromString("--semi-space-growth-factor=1");
   setFlagsFromString("--heap-growing-percent=25");
   setFlagsFromString("--optimize-for-size");
+  setFlagsFromString("--no-turbofan");
+  setFlagsFromString("--no-maglev");
 }

@@ -24,4 +24,14 @@ describe("the operator's runtime import graph", () => {
     expect(urls.some((u) => u.endsWith("/src/operator/index.ts"))).toBe(true);
     expect(urls.filter((u) => u.includes("@kubernetes/client-node"))).toEqual([]);
   });
+
+  // In a pod the operator reads no kubeconfig file, so it must not load the YAML parser at start: kubeconfig.ts
+  // requires it on first use (about 1 MB of RSS with its 72 modules, bench/history/2026-11-26-operator-memory.md).
+  it("does not load the YAML parser at start", async () => {
+    const entry = path.resolve(import.meta.dirname, "operator.ts");
+    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", probe, entry], {
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    expect((JSON.parse(stdout) as string[]).filter((u) => u.includes("/node_modules/yaml/"))).toEqual([]);
+  });
 });
