@@ -55,6 +55,7 @@ const churnSize = Number(values["churn-size"]);
 // Production settings, read from the service's config schema (its defaults are what a deployment runs).
 const production = {
   spareDatabases: ServiceConfig.shape.spareDatabases.parse(undefined),
+  databasesPerWorkspace: ServiceConfig.shape.databasesPerWorkspace.parse(undefined),
   rateLimit: ServiceConfig.shape.rateLimit.parse(undefined),
   jobPollIntervalMs: ServiceConfig.shape.jobPollIntervalMs.parse(undefined),
 };
@@ -207,6 +208,9 @@ const stack = await startChaosStack({
   api: values.api,
   service: {
     spareDatabases: spareTarget,
+    // The workspace quota (production: 1,000 live databases) would refuse the service-alone burst at N = 1,000 (its
+    // project's default database counts): it is raised past the biggest N, nothing else of the service changes.
+    databasesPerWorkspace: Math.max(production.databasesPerWorkspace, 2 * Math.max(0, ...sizes) + 10),
     rateLimit: production.rateLimit,
     jobPollIntervalMs: production.jobPollIntervalMs,
   },
