@@ -175,6 +175,13 @@ const otherToolsFlags = new Set([
   "acl",
   "jobs",
   "jitless",
+  // node and V8 (bench/history's memory measurements) and tsc
+  "single-threaded-gc",
+  "single-threaded",
+  "v8-pool-size",
+  "max-lazy",
+  "sparkplug",
+  "lite-mode",
 ]);
 
 /** `--flag` in code spans and code blocks that no program of this repository (or a listed tool) knows. */
