@@ -13,7 +13,7 @@ export const pausedAnnotation = "mds.dev/paused";
 /** Any new value asks for a reconcile now (the watch event enqueues it); status.lastHandledReconcileAt echoes it. */
 export const reconcileRequestedAnnotation = "mds.dev/reconcile-requested-at";
 /** This resource's settled poll interval (a duration), instead of the operator's --poll-slow. */
-export const pollIntervalAnnotation = "mds.dev/poll-interval";
+const pollIntervalAnnotation = "mds.dev/poll-interval";
 const pollIntervalBounds = { minMs: 5_000, maxMs: 24 * 3600_000 };
 
 /** The settled poll interval of a resource; a bad value gives the default and what to fix. */

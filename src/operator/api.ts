@@ -12,7 +12,7 @@ export interface CallOptions {
 
 export type CreatedConnection = PublicCreatedConnection;
 
-/** The calls of the Secret component (recover-credentials.ts): a database's connections, minted and revoked. */
+/** The calls of the Secret component (secret/recovery.ts, secret/revocation.ts): a database's connections, minted and revoked. */
 export interface ConnectionApi {
   createConnection(databaseId: string, body: { name: string }, options?: CallOptions): Promise<CreatedConnection>;
   deleteConnection(id: string, options?: CallOptions): Promise<void>;

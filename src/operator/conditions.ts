@@ -72,7 +72,7 @@ export const loopStallingReasons = [
   "RemoteNotFound",
 ] as const;
 
-export interface ConditionInput {
+interface ConditionInput {
   type: ConditionType;
   status: "True" | "False" | "Unknown";
   reason: string;
@@ -106,13 +106,6 @@ export function setCondition(
   if (i >= 0) list[i] = next;
   else list.push(next);
   return list;
-}
-
-export function findCondition(
-  conditions: readonly Condition[] | undefined,
-  type: ConditionType,
-): Condition | undefined {
-  return conditions?.find((c) => c.type === type);
 }
 
 /** Deep equality over JSON values, key order ignored: the "status changed?" test. */

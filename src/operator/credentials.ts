@@ -68,7 +68,7 @@ export interface ApiContext<R extends RemoteState = RemoteState> {
 export const namespaceCredentials = { name: "mds-credentials", key: "token" } as const;
 
 /** Where a resource's token comes from: its spec, its namespace's own Secret, or the operator's. */
-export type CredentialSource = "spec" | "namespace" | "operator";
+type CredentialSource = "spec" | "namespace" | "operator";
 export interface CredentialUse {
   ref: SecretKeyRef;
   source: CredentialSource;
@@ -94,10 +94,10 @@ export interface CredentialPool<R extends RemoteState = RemoteState> {
 }
 
 /** Why a context was dropped (the label of mds_operator_api_context_evictions_total). */
-export type EvictionReason = "refused" | "idle" | "rotated" | "capacity";
+type EvictionReason = "refused" | "idle" | "rotated" | "capacity";
 
 /** After a 401 the token is not tried again for this long, doubling per refusal in a row up to `maxMs`. */
-export const refusedBackoff = { initialMs: 5_000, maxMs: 300_000 } as const;
+const refusedBackoff = { initialMs: 5_000, maxMs: 300_000 } as const;
 
 // eslint-disable-next-line max-lines-per-function -- a factory: its closure is the pool's state (contexts, refusals, cached Secrets); each method is short
 export function createCredentialPool<R extends RemoteState>(options: {

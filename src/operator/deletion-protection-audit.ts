@@ -9,7 +9,7 @@ import type { EventRecorder } from "./events.ts";
 // policy and tells every protected resource once (a Warning Event per object, and one log line) when it is missing,
 // so the user learns it before a prune deletes what they believed protected.
 
-export const deletionProtectionPolicy = "mds-deletion-protection";
+const deletionProtectionPolicy = "mds-deletion-protection";
 
 const PolicyType: ResourceType = {
   group: "admissionregistration.k8s.io",
@@ -24,7 +24,7 @@ const BindingType: ResourceType = {
   kind: "ValidatingAdmissionPolicyBinding",
 };
 
-export type Enforcement = "enforced" | "missing" | "unknown";
+type Enforcement = "enforced" | "missing" | "unknown";
 
 /** Enforced when the policy exists and one binding of it denies. `unknown` when the operator may not read them. */
 export async function deletionProtectionEnforcement(kube: KubeClient): Promise<{ state: Enforcement; detail: string }> {
@@ -53,7 +53,7 @@ export async function deletionProtectionEnforcement(kube: KubeClient): Promise<{
   }
 }
 
-export interface DeletionProtectionAudit {
+interface DeletionProtectionAudit {
   /** Checks the cluster and warns each protected object not yet warned; errors are logged, never thrown. */
   run(): Promise<void>;
 }

@@ -35,7 +35,7 @@ export class WaitingError extends ReconcileError {
 }
 
 /** How an error is reported and retried; decided here and nowhere else. */
-export interface ErrorClass {
+interface ErrorClass {
   reason: string;
   terminal: boolean;
   /** Kubernetes 409: requeue at once, silently (no condition, no event). */

@@ -8,8 +8,6 @@ export interface EventRecorder {
   record(obj: KubeObject, type: "Normal" | "Warning", reason: string, message: string): void;
 }
 
-export const nopRecorder: EventRecorder = { record() {} };
-
 /**
  * core/v1 Events (what `kubectl describe` shows). The same reason and message for the same object is not repeated
  * within `repeatWindowMs`, so a failing object retried with backoff does not flood the namespace.

@@ -11,7 +11,7 @@ const { createServer } = createRequire(import.meta.url)("node:http") as typeof i
 // serves them. Probes answer in plain text so `curl` and kubelet logs show the reason. Plain node:http: three
 // GET routes do not justify loading fastify (~25 MB of RSS) into the operator process.
 
-export interface HealthDeps {
+interface HealthDeps {
   registry: Registry;
   /** Liveness: false only when the process should be restarted (e.g. the operator stopped unexpectedly). */
   isLive: () => boolean;
@@ -21,7 +21,7 @@ export interface HealthDeps {
   describe?: () => string;
 }
 
-export interface HealthApp {
+interface HealthApp {
   readonly server: Server;
   close(): Promise<void>;
 }

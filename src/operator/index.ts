@@ -363,7 +363,7 @@ export function sweepIntervalMs(slowMs: number): number {
 }
 
 /** A controller's name in controller-runtime's metrics: its kind in lower case, as controller-runtime names it. */
-export function controllerName(kind: string): string {
+function controllerName(kind: string): string {
   return kind.toLowerCase();
 }
 
@@ -416,7 +416,7 @@ function keyOf(obj: KubeObject): string {
 }
 
 /** A process that lost its lease stops writing at once, even in the middle of a reconcile. */
-export class NotLeaderError extends ReconcileError {
+class NotLeaderError extends ReconcileError {
   constructor(what: string) {
     super("ReconcileError", `${what} skipped: this replica is not the leader`);
     this.name = "NotLeaderError";

@@ -116,7 +116,7 @@ export function createLeaseClient(kube: KubeClient, namespace: string, name: str
   };
 }
 
-export interface LeaderElectorOptions {
+interface LeaderElectorOptions {
   lease: LeaseClient;
   identity: string;
   logger: Logger;

@@ -38,7 +38,7 @@ export interface OperatorMetrics {
 
 // controller-runtime's pkg/internal/controller/metrics: one series per controller (the kind in lower case, as
 // controller-runtime names a controller built For a kind), results success | error | requeue | requeue_after.
-export interface ControllerRuntimeMetrics {
+interface ControllerRuntimeMetrics {
   reconcileTotal: Counter<"controller" | "result">;
   reconcileErrors: Counter<"controller">;
   terminalReconcileErrors: Counter<"controller">;
@@ -47,7 +47,7 @@ export interface ControllerRuntimeMetrics {
 }
 
 // controller-runtime's pkg/metrics/workqueue.go: `name` and `controller` both carry the controller's name.
-export interface WorkqueueMetrics {
+interface WorkqueueMetrics {
   adds: Counter<"name" | "controller">;
   retries: Counter<"name" | "controller">;
   queueDuration: Histogram<"name" | "controller">;
@@ -67,7 +67,7 @@ export interface ResourceSummary {
   retiringPastRevoke: number;
 }
 
-export interface QueueSummary {
+interface QueueSummary {
   controller: string;
   stats: QueueStats;
 }

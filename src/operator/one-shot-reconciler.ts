@@ -31,7 +31,7 @@ export interface OneShotRun<T extends StatusObject> {
   writeStatus(fields: Record<string, unknown>, ready?: ConditionUpdate): Promise<T>;
 }
 
-export interface OneShotDeps {
+interface OneShotDeps {
   kube: KubeClient;
   /** The reasons that stall this kind (progress.ts). */
   stalling: ReadonlySet<string>;

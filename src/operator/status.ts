@@ -71,7 +71,7 @@ export async function writeStatus<T extends StatusObject>(
  * The JSON merge patch (RFC 7386) from `from` to `to`: changed values, and null for what `to` no longer has (a
  * merge patch would keep a field it does not mention, e.g. a finished rotation's `pending`). Arrays are replaced.
  */
-export function mergePatchOf(from: Record<string, unknown>, to: Record<string, unknown>): Record<string, unknown> {
+function mergePatchOf(from: Record<string, unknown>, to: Record<string, unknown>): Record<string, unknown> {
   const patch: Record<string, unknown> = {};
   const isMap = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
   for (const [k, v] of Object.entries(to)) {

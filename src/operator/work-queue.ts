@@ -9,13 +9,13 @@
 // ones, so a burst of applies does not starve the objects already being created (controller-runtime's priority
 // queue, in two lanes).
 
-export interface BackoffOptions {
+interface BackoffOptions {
   baseMs: number;
   maxMs: number;
   random?: () => number;
 }
 
-export const defaultBackoff: BackoffOptions = { baseMs: 1_000, maxMs: 5 * 60_000 };
+const defaultBackoff: BackoffOptions = { baseMs: 1_000, maxMs: 5 * 60_000 };
 
 /** Exponential backoff with jitter: the n-th failure waits a random time in [d/2, d], d = min(max, base·2ⁿ). */
 export function backoffDelay(failures: number, options: BackoffOptions = defaultBackoff): number {
@@ -66,7 +66,7 @@ export interface WorkQueue {
   stop(): Promise<void>;
 }
 
-export interface WorkQueueOptions {
+interface WorkQueueOptions {
   /**
    * "namespaces" (default): namespaces in turn. "fifo": every key in one line, in order of arrival (expired delays
    * first), as before namespaces were served in turn; kept so bench/fairness.ts can measure both in one run.
@@ -81,7 +81,7 @@ interface Lanes {
 }
 
 /** The part of a "namespace/name" key before the first "/" ("" for a key without one). */
-export function namespaceOfKey(key: string): string {
+function namespaceOfKey(key: string): string {
   const i = key.indexOf("/");
   return i < 0 ? "" : key.slice(0, i);
 }

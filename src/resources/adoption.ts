@@ -35,7 +35,7 @@ function key(obj: KubeObject): string {
 }
 
 /** The remote id this resource claims to manage, if any. */
-export function claimOf(obj: KubeObject): string | undefined {
+function claimOf(obj: KubeObject): string | undefined {
   if ((obj["spec"] as { managementPolicy?: string } | undefined)?.managementPolicy === "ObserveOnly") return undefined;
   return remoteIdOf(obj);
 }
@@ -77,7 +77,7 @@ export function seenWithOwnCredentials(
 const candidatesOf = (objects: ObjectCache, id: string) => objects.withRemoteId?.(id) ?? objects.list();
 
 /** Negative when `a` comes before `b` for remote id `id` (the rules above). */
-export function compareClaims(a: KubeObject, b: KubeObject, id: string): number {
+function compareClaims(a: KubeObject, b: KubeObject, id: string): number {
   const recorded = (o: KubeObject) => (recordedIn(o, id) ? 0 : 1);
   const created = (o: KubeObject) => Date.parse(o.metadata.creationTimestamp ?? "") || Number.MAX_SAFE_INTEGER;
   const name = key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0;

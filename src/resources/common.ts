@@ -27,7 +27,7 @@ export const LocalObjectReference = z
   .describe("A reference to an object in the same namespace.");
 export type LocalObjectReference = z.infer<typeof LocalObjectReference>;
 
-export const CredentialsSecretRef = z
+const CredentialsSecretRef = z
   .object({
     name: objectName.describe("Name of a Secret in the same namespace that holds the service API token."),
     key: secretKey.default("token").describe("Key of the token in the Secret's data. Defaults to token."),
@@ -108,7 +108,7 @@ export const ManagementPolicy = z
   );
 
 /** status.drift: where the remote object differs from the spec (written while managementPolicy is ObserveOnly). */
-export const Drift = z
+const Drift = z
   .array(
     z
       .object({

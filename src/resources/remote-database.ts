@@ -44,7 +44,7 @@ export function pollDelayOf(db: RemoteDatabase, now = Date.now()): number {
   return Number.isFinite(age) ? Math.max(100, Math.round(age / 2)) : 1_000;
 }
 
-export function readinessOf(db: RemoteDatabase): Observation["ready"] {
+function readinessOf(db: RemoteDatabase): Observation["ready"] {
   switch (db.status) {
     case "ready":
       return { ok: true };

@@ -21,7 +21,7 @@ const readConnection = typedReader(Connection).read;
 /** The spec whose credentials a Connection acts with: its own (by id) or its Database's (by reference). */
 type CredentialsSpec = Parameters<typeof resolveCredentials>[2];
 
-export function allows(db: KubeObject, namespace: string): boolean {
+function allows(db: KubeObject, namespace: string): boolean {
   if (db.metadata.namespace === namespace) return true;
   const allowed = readDatabase(db)?.spec.connectionPolicy?.allowedNamespaces ?? [];
   return allowed.includes(namespace) || allowed.includes("*");

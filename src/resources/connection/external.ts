@@ -17,7 +17,7 @@ export type ConnectionObject = Connection & {
   metadata: Connection["metadata"] & { name: string };
 };
 
-export interface ConnectionExternalDeps {
+interface ConnectionExternalDeps {
   api: MdsApi;
   mirror: RemoteMirror;
   instanceId: string;

@@ -24,7 +24,7 @@ import { age, condition } from "../printer-columns.ts";
 // One revocable credential of a Database for one application, with its own Secret; in another namespace only when
 // the Database allows that namespace (spec.connectionPolicy.allowedNamespaces).
 
-export const DatabaseReference = z
+const DatabaseReference = z
   .object({
     name: z.string().min(1).max(253).describe("Name of the Database resource."),
     namespace: z
@@ -36,7 +36,7 @@ export const DatabaseReference = z
   })
   .describe("A Database resource, possibly in another namespace.");
 
-export const ConnectionSpec = z
+const ConnectionSpec = z
   .object({
     databaseRef: DatabaseReference.optional().describe(
       "The Database whose connection this is. Exactly one of databaseRef and databaseId. Immutable.",
@@ -74,9 +74,9 @@ export const ConnectionSpec = z
     ],
   })
   .describe("Desired state of one connection (a login and password) of a database.");
-export type ConnectionSpec = z.infer<typeof ConnectionSpec>;
+type ConnectionSpec = z.infer<typeof ConnectionSpec>;
 
-export const ConnectionStatus = z
+const ConnectionStatus = z
   .object({
     id: z.string().max(80).optional().describe("The connection's id (con_…): the current one after a rotation."),
     databaseId: z.string().max(80).optional().describe("The remote database's id (db_…)."),
@@ -89,7 +89,7 @@ export const ConnectionStatus = z
     conditions: Conditions.optional(),
   })
   .describe("Observed state of the connection.");
-export type ConnectionStatus = z.infer<typeof ConnectionStatus>;
+type ConnectionStatus = z.infer<typeof ConnectionStatus>;
 
 export const Connection = z
   .object({

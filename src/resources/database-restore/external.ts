@@ -5,7 +5,7 @@ import { idempotencyKeyOf } from "../../operator/identity.ts";
 // The restore's external call: started with an Idempotency-Key derived from the target and the restore's key, so a
 // re-POST after a crash (only to a server that announced replay) replays instead of restoring twice.
 
-export function restoreRequestKey(targetDatabaseId: string, key: string): string {
+function restoreRequestKey(targetDatabaseId: string, key: string): string {
   return idempotencyKeyOf("restore", targetDatabaseId, key);
 }
 

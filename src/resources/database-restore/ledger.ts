@@ -14,7 +14,7 @@ import { DatabaseType } from "../database/schema.ts";
 // restore can have acted, which a later mirror by the Database's own loop could not promise. Each write is a merge
 // patch of the ledger alone, with the resourceVersion it was computed from.
 
-export interface LedgerDeps {
+interface LedgerDeps {
   kube: KubeClient;
   databases: { get(namespace: string | undefined, name: string): KubeObject | undefined };
   secrets: { get(namespace: string | undefined, name: string): Secret | undefined; list(namespace?: string): Secret[] };

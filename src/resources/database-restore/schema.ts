@@ -8,7 +8,7 @@ import { age } from "../printer-columns.ts";
 
 const databaseId = z.string().regex(idPattern("db")).max(80);
 
-export const RestoreTarget = z
+const RestoreTarget = z
   .object({
     databaseRef: LocalObjectReference.optional().describe(
       "The Database resource (same namespace) whose data is replaced.",
@@ -21,9 +21,9 @@ export const RestoreTarget = z
     ],
   })
   .describe("The database to restore into. Its data is replaced; its credentials keep working.");
-export type RestoreTarget = z.infer<typeof RestoreTarget>;
+type RestoreTarget = z.infer<typeof RestoreTarget>;
 
-export const RestoreSource = z
+const RestoreSource = z
   .object({
     databaseRef: LocalObjectReference.optional().describe(
       "The Database resource (same namespace) whose backup is restored.",
@@ -45,9 +45,9 @@ export const RestoreSource = z
     ],
   })
   .describe("The backup to restore: whose (databaseRef or databaseId) and which (backupId or latest).");
-export type RestoreSource = z.infer<typeof RestoreSource>;
+type RestoreSource = z.infer<typeof RestoreSource>;
 
-export const DatabaseRestoreSpec = z
+const DatabaseRestoreSpec = z
   .object({
     target: RestoreTarget,
     source: RestoreSource,
@@ -77,7 +77,7 @@ export const DatabaseRestoreSpec = z
     ],
   })
   .describe("A one-shot restore of a backup into a database. Immutable.");
-export type DatabaseRestoreSpec = z.infer<typeof DatabaseRestoreSpec>;
+type DatabaseRestoreSpec = z.infer<typeof DatabaseRestoreSpec>;
 
 export const RestorePhase = z
   .enum(["Pending", "Running", "Succeeded", "Failed", "Skipped"])

@@ -18,7 +18,7 @@ import { backupTracking } from "../database-backup/latest.ts";
 // its project changes (it waits for the project's id).
 // Adoption is exclusive (../adoption.ts): one Database resource manages a remote database; the others are refused.
 
-export type DatabaseContext = Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache"> &
+type DatabaseContext = Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache"> &
   Partial<Pick<MdsControllerContext, "crashPoint" | "pollIntervals">>;
 
 export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseObject> {

@@ -21,7 +21,7 @@ export type { DatabaseObject };
 // Idempotency-Key (our service replays it; the public API ignores it); credentials recovery by replay where the
 // server announced it, else mint + revoke.
 
-export interface DatabaseExternalDeps {
+interface DatabaseExternalDeps {
   api: MdsApi;
   mirror: RemoteMirror;
   instanceId: string;

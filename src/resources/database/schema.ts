@@ -26,7 +26,7 @@ import {
 import type { CrdDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 
-export const DatabaseSource = z
+const DatabaseSource = z
   .object({
     type: z
       .enum(["empty", "backup", "database"])
@@ -77,7 +77,7 @@ export const DatabaseSource = z
   .describe(
     "What the database starts with: empty, a backup, or a clone of another database. Omitted means empty. Immutable.",
   );
-export type DatabaseSource = z.infer<typeof DatabaseSource>;
+type DatabaseSource = z.infer<typeof DatabaseSource>;
 
 export const DatabaseBranch = z
   .object({
@@ -104,7 +104,7 @@ export const DatabaseBranch = z
   );
 export type DatabaseBranch = z.infer<typeof DatabaseBranch>;
 
-export const DatabaseSpec = z
+const DatabaseSpec = z
   .object({
     projectRef: LocalObjectReference.optional().describe(
       "The Project resource (same namespace) this database belongs to. Exactly one of projectRef and projectId. Immutable.",
@@ -223,12 +223,12 @@ export const DatabaseSpec = z
     ],
   })
   .describe("Desired state of a database at the Managed Database Service.");
-export type DatabaseSpec = z.infer<typeof DatabaseSpec>;
+type DatabaseSpec = z.infer<typeof DatabaseSpec>;
 
-export const RemoteStatus = z
+const RemoteStatus = z
   .enum(["provisioning", "ready", "recovering", "failure"])
   .describe("The database's status at the service.");
-export type RemoteStatus = z.infer<typeof RemoteStatus>;
+type RemoteStatus = z.infer<typeof RemoteStatus>;
 
 const Endpoint = z
   .object({

@@ -22,7 +22,7 @@ export type ProjectObject = Project & {
   metadata: Project["metadata"] & { name: string };
 };
 
-export interface ProjectExternalDeps {
+interface ProjectExternalDeps {
   api: MdsApi;
   mirror: RemoteMirror;
   instanceId: string;

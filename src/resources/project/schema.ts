@@ -23,7 +23,7 @@ import {
 import type { CrdDefinition } from "../crd.ts";
 import { age, condition } from "../printer-columns.ts";
 
-export const ProjectSpec = z
+const ProjectSpec = z
   .object({
     displayName: z
       .string()
@@ -69,7 +69,7 @@ export const ProjectSpec = z
     ],
   })
   .describe("Desired state of a project at the Managed Database Service.");
-export type ProjectSpec = z.infer<typeof ProjectSpec>;
+type ProjectSpec = z.infer<typeof ProjectSpec>;
 
 export const ProjectStatus = z
   .object({
