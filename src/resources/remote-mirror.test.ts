@@ -1,6 +1,7 @@
 import { pino } from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createRemoteMirror } from "./remote-mirror.ts";
+import { pollDelayOf } from "./remote-database.ts";
 import { createFakeApi } from "../../test/support/fake-api.ts";
 
 afterEach(() => {
@@ -220,4 +221,129 @@ describe("remote mirror", () => {
     expect(mirror.peekDatabase(ids[245]!)).toBeUndefined();
     expect(mirror.peekDatabase(ids[246]!)?.status).toBe("provisioning");
   });
+
+  describe("a burst of creates at the rate budget (issue 24 item 5)", () => {
+    it("confirms 1,000 creates with at most 0.02 calls each, the resync due mid-burst waiting for its end", async () => {
+      const run = await simulateBurst({ burst: 1_000, resyncMs: 60_000, resyncDueInBurstMs: 5_000 });
+      expect(run.creates).toBe(1_000);
+      expect(run.calls).toBeLessThanOrEqual(20);
+      expect(run.byOp["listProjects"] ?? 0).toBe(0);
+      // The last database Ready 800 ms after its create (the service's time) and at most a poll after that.
+      expect(run.lastReadyAfterLastCreateMs).toBeLessThanOrEqual(2_000);
+      // A database created mid-burst is seen Ready at most one burst list interval (7 s) after the service made it so.
+      expect(run.maxSeenAfterServiceMs).toBeLessThanOrEqual(7_300);
+      // The resync put off runs once the burst has been quiet for three fast intervals.
+      await run.advance(4_000);
+      expect(run.api.calls["listProjects"]).toBe(1);
+    });
+
+    it("puts a resync off for at most two resync intervals however long the creates keep coming, serving settled entries meanwhile", async () => {
+      const run = await simulateBurst({ burst: 400, resyncMs: 10_000, resyncDueInBurstMs: 1_000, stopAtMs: 20_500 });
+      expect(run.byOp["listProjects"] ?? 0).toBe(0);
+      // Listed 29.5 s ago, past maxAgeMs (25 s): still served without a call while the resync is put off.
+      const gets = run.api.calls["getDatabase"] ?? 0;
+      for (const id of run.oldIds) expect((await run.mirror.getDatabase(id))?.status).toBe("ready");
+      expect(run.api.calls["getDatabase"] ?? 0).toBe(gets);
+      await run.advance(1_000);
+      expect(run.resyncsAtMs).toEqual([21_000]);
+    });
+
+    it("still sees a lone create Ready within a poll of the service, and a small burst within two fast intervals", async () => {
+      const lone = await simulateBurst({ burst: 1, resyncMs: 60_000, resyncDueInBurstMs: 30_000 });
+      expect(lone.maxSeenAfterServiceMs).toBeLessThanOrEqual(500);
+      const small = await simulateBurst({ burst: 20, resyncMs: 60_000, resyncDueInBurstMs: 30_000 });
+      expect(small.maxSeenAfterServiceMs).toBeLessThanOrEqual(2_300);
+    });
+  });
 });
+
+/**
+ * The operator as it runs a burst, with the mirror's own timers: creates at the rate budget (10/s), each created
+ * database put into the mirror and observed again after its poll delay (or at once when a list sees it change); the
+ * service settles each one 800 ms after its create (a spare pool, job polling). 150 older databases are listed
+ * before, and the mirror's resync is due `resyncDueInBurstMs` into the burst. Calls are counted until every
+ * database is Ready (as bench:operator does), besides the creates.
+ */
+async function simulateBurst(o: { burst: number; resyncMs: number; resyncDueInBurstMs: number; stopAtMs?: number }) {
+  const settleMs = 800;
+  const fastMs = 1_000;
+  const api = createFakeApi();
+  api.provisioningReads = 1_000_000;
+  const project = await api.createProject({ name: "p", createDatabase: false });
+  for (let i = 0; i < 150; i++) await api.createDatabase({ projectId: project.id, name: `old${i}` });
+  for (const db of api.databases.values()) db.status = "ready";
+  const oldIds = [...api.databases.keys()];
+  vi.useFakeTimers({ toFake: ["Date", "setTimeout", "clearTimeout"] });
+  const nextPoll = new Map<string, number>();
+  const mirror = createRemoteMirror({
+    api,
+    logger: pino({ level: "silent" }),
+    maxAgeMs: 2 * o.resyncMs + 5_000,
+    fastMs,
+    onChange: (_kind, id) => nextPoll.has(id) && nextPoll.set(id, Date.now()),
+  });
+  await mirror.ready();
+  mirror.start(o.resyncMs);
+  await vi.advanceTimersByTimeAsync(o.resyncMs - o.resyncDueInBurstMs);
+  for (const k of Object.keys(api.calls)) delete api.calls[k];
+  const resyncsAtMs: number[] = [];
+  const start = Date.now();
+  const listProjects = api.listProjects.bind(api);
+  api.listProjects = (params) => {
+    resyncsAtMs.push(Date.now() - start);
+    return listProjects(params);
+  };
+  const created = new Map<string, number>();
+  const readyAt = new Map<string, number>();
+  let lastCreateAt = start;
+  let maxSeenAfterServiceMs = 0;
+  while (readyAt.size < o.burst && Date.now() - start < (o.stopAtMs ?? 600_000)) {
+    if (created.size < o.burst) {
+      const db = await api.createDatabase({ projectId: project.id, name: `new${created.size}` });
+      created.set(db.id, Date.now());
+      lastCreateAt = Date.now();
+      mirror.putDatabase(db);
+      nextPoll.set(db.id, Date.now() + Math.min(fastMs, pollDelayOf(db)));
+    }
+    for (const [id, at] of created) if (Date.now() - at >= settleMs) api.databases.get(id)!.status = "ready";
+    const due = [...nextPoll].filter(([, at]) => at <= Date.now()).map(([id]) => id);
+    await Promise.all(
+      due.map(async (id) => {
+        const known = mirror.peekDatabase(id);
+        const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
+        if (db?.status === "ready") {
+          nextPoll.delete(id);
+          readyAt.set(id, Date.now());
+          maxSeenAfterServiceMs = Math.max(maxSeenAfterServiceMs, Date.now() - created.get(id)! - settleMs);
+        } else if (db !== undefined) nextPoll.set(id, Date.now() + Math.min(fastMs, pollDelayOf(db)));
+      }),
+    );
+    await vi.advanceTimersByTimeAsync(100);
+  }
+  const byOp = { ...api.calls };
+  console.log(
+    JSON.stringify({
+      burst: o.burst,
+      byOp,
+      maxSeenAfterServiceMs,
+      last: Math.max(...readyAt.values()) - lastCreateAt,
+      resyncsAtMs,
+    }),
+  );
+  const creates = byOp["createDatabase"] ?? 0;
+  const calls = Object.entries(byOp)
+    .filter(([op]) => op !== "createDatabase")
+    .reduce((sum, [, n]) => sum + n, 0);
+  return {
+    api,
+    mirror,
+    oldIds,
+    byOp,
+    creates,
+    calls,
+    resyncsAtMs,
+    lastReadyAfterLastCreateMs: Math.max(...readyAt.values()) - lastCreateAt,
+    maxSeenAfterServiceMs,
+    advance: (ms: number) => vi.advanceTimersByTimeAsync(ms),
+  };
+}
