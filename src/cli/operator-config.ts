@@ -178,7 +178,7 @@ export const operatorOptions: Record<Key, { flag: string; env: string; help: str
   pollSlow: {
     flag: "poll-slow",
     env: "MDS_POLL_SLOW",
-    help: "resync interval of settled objects, which also bounds how late a remote change is seen (default 5m); lengthen it when many objects share one token's budget",
+    help: "resync interval of settled objects, which also bounds how late a remote change is seen (default 5m; a burst of creates puts its token's resync off, at most two intervals); lengthen it when many objects share one token's budget",
   },
   leaderElect: {
     flag: "leader-elect",
