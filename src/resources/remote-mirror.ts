@@ -113,12 +113,21 @@ export function createRemoteMirror(options: {
   // other call of this mirror is one a create waits for. Polling: a tail list costs one page (see walkDatabases), so
   // listing once per `createsPerBurstList` creates costs 1/70 of a call per create, the issue 24 target being 0.02;
   // at the default budget (10 creates/s) that is a list every 7 s, which is how much longer a database created
-  // mid-burst may wait to be seen Ready than one created alone (listed every two fast intervals as before). Nothing
-  // cheaper exists: the API filters lists by project only, so seeing N new databases Ready takes N/100 pages at least.
+  // mid-burst may wait to be seen Ready than one created alone (listed every two fast intervals as before); a slower
+  // burst, which leaves the budget room, is listed at least every 10 fast intervals. Nothing cheaper exists: the API
+  // filters lists by project only, so seeing N new databases Ready takes N/100 pages at least.
   const createsPerBurstList = options.createsPerBurstList ?? 70;
-  const burstListMaxMs = 7 * fastMs;
+  const burstListMaxMs = 10 * fastMs;
   let createdSinceList = 0;
   let lastCreatedAt = -Infinity;
+  /** When this process created each database it has not yet seen settled (for telling the young ones). */
+  const bornAt = new Map<string, number>();
+  /**
+   * How long a database is expected to provision: the age of the oldest one the last tail list found provisioning
+   * (halved back towards one fast interval when it found none), so that a list stops before those that cannot be
+   * ready yet however slow the service is.
+   */
+  let youngMs = fastMs;
   const creating = () => Date.now() - lastCreatedAt < fastMs;
   /** Whether a fast-polling list is due now. */
   const tailListDue = () => {
@@ -146,7 +155,7 @@ export function createRemoteMirror(options: {
   };
   /**
    * What a tail list from page `from` would read: the databases the mirror places there or after (never listed
-   * ones are the newest), and of them the young: created by this process in the last fast interval of a burst.
+   * ones are the newest), and of them the young: created by this process too recently to be ready (`youngMs`).
    */
   const tailOf = (from: number) => {
     let items = 0;
@@ -156,7 +165,7 @@ export function createRemoteMirror(options: {
       const page = pageOfDb.get(id);
       if (page !== undefined && page < from) continue;
       items++;
-      if (page === undefined && !settled(e.value) && now - e.at < fastMs) young++;
+      if (page === undefined && !settled(e.value) && now - (bornAt.get(id) ?? -Infinity) < youngMs) young++;
     }
     return { items, young };
   };
@@ -212,6 +221,7 @@ export function createRemoteMirror(options: {
       if (before !== undefined && before.seq > started) continue;
       const kept = slim(db);
       databases.set(id, fresh(kept));
+      if (settled(kept)) bornAt.delete(id);
       if (before !== undefined && fingerprint(before.value) !== fingerprint(kept)) options.onChange("database", id);
     }
   }
@@ -221,7 +231,14 @@ export function createRemoteMirror(options: {
     lastDatabaseListAt = Date.now();
     lastBusyAt = lastDatabaseListAt;
     createdSinceList = 0;
+    const listedAt = Date.now();
     const { seen, everyHasLogicalId, stopped } = await walkDatabases(fromPage, upTo);
+    let provisioningFor = 0;
+    for (const [id, db] of seen) {
+      const born = bornAt.get(id);
+      if (born !== undefined && !settled(db)) provisioningFor = Math.max(provisioningFor, listedAt - born);
+    }
+    youngMs = Math.min(burstListMaxMs, Math.max(fastMs, provisioningFor > 0 ? provisioningFor : youngMs / 2));
     applyListed(seen, started);
     for (const [id, e] of databases) {
       if (seen.has(id) || e.seq > started) continue;
@@ -248,6 +265,7 @@ export function createRemoteMirror(options: {
       // Something read after the list started is newer than the list.
       if (!seenDb.has(id) && entry.seq < started) {
         databases.delete(id);
+        bornAt.delete(id);
         options.onChange("database", id);
       }
     }
@@ -373,10 +391,12 @@ export function createRemoteMirror(options: {
       try {
         const db = slim(await api.getDatabase(id));
         databases.set(id, fresh(db));
+        if (settled(db)) bornAt.delete(id);
         return db;
       } catch (err) {
         if (isApiNotFound(err)) {
           databases.delete(id);
+          bornAt.delete(id);
           return undefined;
         }
         throw err;
@@ -422,6 +442,7 @@ export function createRemoteMirror(options: {
       if (!databases.has(db.id) && !settled(db)) {
         createdSinceList++;
         lastCreatedAt = Date.now();
+        bornAt.set(db.id, lastCreatedAt);
       }
       databases.set(db.id, fresh(slim(db)));
     },
@@ -430,6 +451,7 @@ export function createRemoteMirror(options: {
     },
     forgetDatabase(id) {
       databases.delete(id);
+      bornAt.delete(id);
       pageOfDb.delete(id);
     },
     start(intervalMs) {
