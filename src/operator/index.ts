@@ -18,7 +18,7 @@ import { createEventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import type { ControllerContext, Controller, ObjectCache } from "./controller.ts";
 import { operatorMetrics, reportApiContexts, type OperatorMetrics, type StateSource } from "./metrics.ts";
-import { summarizeResources } from "./resource-state.ts";
+import { resourceStateOf, summarizeStates, type ResourceState } from "./resource-state.ts";
 import { applyOutcome, notLeaderRequeueMs, type Outcome } from "./outcome.ts";
 import { createWorkQueue, type QueueObserver, type WorkQueue } from "./work-queue.ts";
 import { ReconcileError, classifyError } from "./errors.ts";
@@ -164,14 +164,33 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     };
   }
 
+  // What a scrape reads, kept from the events (resource-state.ts): each kind's objects' states, and the views of the
+  // kinds' per-object gauges. A scrape unpacks no cached object.
+  const states = new Map(options.controllers.map((k) => [k.kind, new Map<string, ResourceState>()]));
+  const gaugeViews = options.controllers.flatMap((c) =>
+    c.objectGauges === undefined ? [] : [{ gauges: c.objectGauges, views: new Map<string, unknown>() }],
+  );
+  function keepScrapeState(kind: string, key: string, obj: KubeObject, deleted: boolean) {
+    if (deleted) states.get(kind)?.delete(key);
+    else states.get(kind)?.set(key, resourceStateOf(obj));
+    for (const { gauges, views } of gaugeViews) {
+      if (gauges.of !== kind) continue;
+      const view = deleted ? undefined : gauges.view(obj);
+      if (view === undefined) views.delete(key);
+      else views.set(key, view);
+    }
+  }
+
   // One informer per kind: an event enqueues its own key and wakes what depends on it (wakeOn of other kinds).
   for (const reg of options.controllers) {
     const dependants = options.controllers.flatMap((other) =>
       (other.wakeOn ?? []).filter((w) => w.kind === reg.kind).map((w) => ({ kind: other.kind, keys: w.keys })),
     );
     const cache = makeInformers(reg.type, (event, obj) => {
+      const key = keyOf(obj);
       indexRemote(reg.kind, obj, event === "delete");
-      enqueue(reg.kind, keyOf(obj));
+      keepScrapeState(reg.kind, key, obj, event === "delete");
+      enqueue(reg.kind, key);
       if (event === "delete") {
         if (obj.metadata.uid !== undefined) readyAt.delete(obj.metadata.uid);
         releaseCredentialsOf(obj);
@@ -311,12 +330,12 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     };
   }
 
-  // Read on each scrape: the resources' conditions and rotation from the caches, the queues' state.
+  // Read on each scrape: the resources' conditions and rotation from their states (kept from the events), the queues' state.
   const stateSource: StateSource = {
-    resources: (now) => [...caches.entries()].map(([kind, cache]) => summarizeResources(kind, cache.list(), now)),
+    resources: (now) => [...states].map(([kind, byKey]) => summarizeStates(kind, byKey.values(), now)),
     queues: () =>
       [...queues.entries()].map(([kind, queue]) => ({ controller: controllerName(kind), stats: queue.stats() })),
-    objectGauges: (now) => options.controllers.flatMap((c) => c.objectGauges?.samples(context.cache, now) ?? []),
+    objectGauges: (now) => gaugeViews.flatMap(({ gauges, views }) => gauges.samples(views, context.cache, now)),
   };
   let removeStateSource: (() => void) | undefined;
 
