@@ -165,14 +165,19 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
   }
 
   // What a scrape reads, kept from the events (resource-state.ts): each kind's objects' states, and the views of the
-  // kinds' per-object gauges. A scrape unpacks no cached object.
+  // kinds' per-object gauges. A scrape unpacks no cached object; neither does the deletion-protection audit.
   const states = new Map(options.controllers.map((k) => [k.kind, new Map<string, ResourceState>()]));
   const gaugeViews = options.controllers.flatMap((c) =>
     c.objectGauges === undefined ? [] : [{ gauges: c.objectGauges, views: new Map<string, unknown>() }],
   );
-  function keepScrapeState(kind: string, key: string, obj: KubeObject, deleted: boolean) {
+  // The objects with spec.deletionProtection ("Kind|namespace/name"), for the audit: few, and found without a scan.
+  const deletionProtected = new Set<string>();
+  function keepDerivedState(kind: string, key: string, obj: KubeObject, deleted: boolean) {
     if (deleted) states.get(kind)?.delete(key);
     else states.get(kind)?.set(key, resourceStateOf(obj));
+    const protectedNow = !deleted && (obj["spec"] as { deletionProtection?: unknown } | undefined)?.deletionProtection;
+    if (protectedNow === true) deletionProtected.add(`${kind}|${key}`);
+    else deletionProtected.delete(`${kind}|${key}`);
     for (const { gauges, views } of gaugeViews) {
       if (gauges.of !== kind) continue;
       const view = deleted ? undefined : gauges.view(obj);
@@ -189,7 +194,7 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     const cache = makeInformers(reg.type, (event, obj) => {
       const key = keyOf(obj);
       indexRemote(reg.kind, obj, event === "delete");
-      keepScrapeState(reg.kind, key, obj, event === "delete");
+      keepDerivedState(reg.kind, key, obj, event === "delete");
       enqueue(reg.kind, key);
       if (event === "delete") {
         if (obj.metadata.uid !== undefined) readyAt.delete(obj.metadata.uid);
@@ -234,9 +239,9 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
   const loopFinalizers = new Set(options.controllers.map((k) => `${k.type.group}/finalizer`));
   const guard = createCredentialsGuard({
     kube,
-    dependents: () =>
+    dependents: (namespace) =>
       [...caches.values()]
-        .flatMap((c) => c.list())
+        .flatMap((c) => c.list(namespace))
         .filter((o) => (o.metadata.finalizers ?? []).some((f) => loopFinalizers.has(f))),
     namespaces,
     logger,
@@ -299,7 +304,13 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     kube,
     events: context.events,
     logger,
-    objects: () => [...caches.values()].flatMap((c) => c.list()),
+    objects: () =>
+      [...deletionProtected].flatMap((entry) => {
+        const i = entry.indexOf("|");
+        const [ns, name] = splitKey(entry.slice(i + 1));
+        const obj = caches.get(entry.slice(0, i))?.get(ns, name);
+        return obj === undefined ? [] : [obj];
+      }),
   });
 
   function worker(kind: string, queue: WorkQueue, reconcile: (key: string) => Promise<Outcome>) {
