@@ -16,10 +16,13 @@ interface StatusView {
 /**
  * What the scrape reads of one object, computed once per change (from the informer's event) and kept: a scrape then
  * aggregates these instead of unpacking every cached object (at 10,000 Databases, unpacking the cache twice per scrape
- * stalled the operator's event loop for seconds, long enough to lose its Lease). Small on purpose: the conditions as
- * one shared string, three times as numbers (NaN: none).
+ * stalled the operator's event loop for seconds, long enough to lose its Lease). Small on purpose: a Ready resource
+ * with no rotation pending (nearly all of them) is just its conditions, a string shared by all alike; otherwise the
+ * conditions and three times (NaN: none).
  */
-export interface ResourceState {
+export type ResourceState = string | TimedResourceState;
+
+interface TimedResourceState {
   /** "type|status|reason" of each counted condition, joined by ";" (Ready Unknown "" when Ready is unset); interned. */
   conditions: string;
   /** Since when it has been without Ready=True (the transition, or its creation); NaN when Ready or unknown. */
@@ -51,7 +54,7 @@ export function resourceStateOf(obj: KubeObject): ResourceState {
     );
   }
   if (ready === undefined) counted.push("Ready|Unknown|");
-  return {
+  const state = {
     conditions: intern(counted.join(";")),
     notReadySince:
       ready?.status === "True"
@@ -60,6 +63,9 @@ export function resourceStateOf(obj: KubeObject): ResourceState {
     nextRotation: timeOf(status.rotation?.nextRotationTime) ?? NaN,
     revokeAt: timeOf(status.rotation?.retiring?.revokeAt) ?? NaN,
   };
+  const timed =
+    !Number.isNaN(state.notReadySince) || !Number.isNaN(state.nextRotation) || !Number.isNaN(state.revokeAt);
+  return timed ? state : state.conditions;
 }
 
 /** The kind's summary from its objects' states: no object is read. */
@@ -68,7 +74,12 @@ export function summarizeStates(kind: string, states: Iterable<ResourceState>, n
   let longestNotReadyMs = 0;
   let rotationOverdue = 0;
   let retiringPastRevoke = 0;
-  for (const s of states) {
+  for (const state of states) {
+    if (typeof state === "string") {
+      bySet.set(state, (bySet.get(state) ?? 0) + 1);
+      continue;
+    }
+    const s = state;
     bySet.set(s.conditions, (bySet.get(s.conditions) ?? 0) + 1);
     if (!Number.isNaN(s.notReadySince)) longestNotReadyMs = Math.max(longestNotReadyMs, now - s.notReadySince);
     if (s.nextRotation <= now) rotationOverdue++;
