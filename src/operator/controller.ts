@@ -79,7 +79,7 @@ export interface Controller<R extends RemoteState = RemoteState> {
  * informer's events and kept by key (`namespace/name`; `undefined`: no series for it), so a scrape unpacks no cached
  * object: listing 10,000 cached Databases on each scrape stalled the operator's event loop for seconds.
  */
-export interface ObjectGauges<V = unknown> {
+interface ObjectGauges<V = unknown> {
   gauges: ObjectGauge[];
   of: string;
   view(obj: KubeObject): V | undefined;
