@@ -1,5 +1,5 @@
-// `node bench/operator-rss.ts [--objects 1000] [--live N] [--settle 15] [--no-leader-elect] [--node-flags=a,b]
-//    [--keep] [--heap-snapshot] [--dist DIR] [--resync SECONDS]`
+// `node bench/operator-rss.ts [--objects 1000] [--live N] [--namespaces 1] [--settle 15] [--no-leader-elect]
+//    [--node-flags=a,b] [--keep] [--heap-snapshot] [--dist DIR] [--resync SECONDS] [--restart]`
 // The operator's memory at N Databases in steady state. devkube runs in this process; the operator runs in a
 // child process (operator-rss-child.mjs): `mds operator`'s runtime compiled as the image ships it, built by
 // createOperator with the in-memory fake API at the external-client seam (createApiClient), served from this process
@@ -12,6 +12,7 @@ import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } f
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 
 const { values } = parseArgs({
@@ -22,6 +23,11 @@ const { values } = parseArgs({
      * reconciled once (status ReconcilePaused) but never created. Default: all live.
      */
     live: { type: "string" },
+    /**
+     * Spread over this many namespaces (bench-0, bench-1, …; one Project each), as teams would be (issue 24 item 4:
+     * 100). Default 1: the namespace "bench".
+     */
+    namespaces: { type: "string", default: "1" },
     /** Leader election on (the default, as deployed); off when the machine is too loaded to renew within 10 s. */
     "no-leader-elect": { type: "boolean", default: false },
     settle: { type: "string", default: "15" },
@@ -51,6 +57,20 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), ".."
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mb = (bytes: number) => Math.round((bytes / 1024 / 1024) * 10) / 10;
 const credentials = { secretNamespace: "mds-system", secretName: "mds-credentials", key: "token" };
+const namespaceCount = Math.max(1, Number(values.namespaces));
+const benchNamespaces =
+  namespaceCount === 1 ? ["bench"] : Array.from({ length: namespaceCount }, (_, i) => `bench-${i}`);
+/**
+ * This process's event loop (devkube and the fake service run here): a stall here delays the operator's Lease
+ * renewals from outside, so each phase reports it next to the operator's own (eventLoopMaxMs of the child).
+ */
+const harnessLoop = monitorEventLoopDelay({ resolution: 20 });
+harnessLoop.enable();
+const harnessStall = () => {
+  const ms = Math.round(harnessLoop.max / 1e6);
+  harnessLoop.reset();
+  return `harness (devkube + fake service) event loop max ${ms} ms`;
+};
 
 await runParent();
 
@@ -176,7 +196,7 @@ async function runParent(): Promise<void> {
       break;
     await sleep(100);
   }
-  for (const name of [credentials.secretNamespace, "bench"])
+  for (const name of [credentials.secretNamespace, "bench", ...benchNamespaces])
     await kube.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name } });
   await kube.apply({
     apiVersion: "v1",
@@ -193,12 +213,14 @@ async function runParent(): Promise<void> {
       data: { x: Buffer.alloc(2048).toString("base64") },
     });
   }
-  await kube.apply({
-    apiVersion: "mds.dev/v1alpha1",
-    kind: "Project",
-    metadata: { name: "bench", namespace: "bench" },
-    spec: { displayName: "bench", deletionPolicy: "Delete" },
-  });
+  for (const namespace of benchNamespaces) {
+    await kube.apply({
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Project",
+      metadata: { name: "bench", namespace },
+      spec: { displayName: namespace, deletionPolicy: "Delete" },
+    });
+  }
 
   const { createFakeApi } = await import("../test/support/fake-api.ts");
   const { serveApi } = await import("./api-over-ipc.ts");
@@ -309,6 +331,7 @@ async function runParent(): Promise<void> {
     console.log(`\n  restart: a new operator process in front of ${n} settled Databases`);
     const before = { ...api.calls };
     kubeRequests.reset();
+    harnessStall();
     const t0 = performance.now();
     current = startChild();
     const { healthUrl } = await current.started;
@@ -351,6 +374,10 @@ async function runParent(): Promise<void> {
     );
     console.log(`  list calls: ${lists} (target ≤ ⌈N/100⌉ + 5 = ${listTarget}: ${check(lists <= listTarget)})`);
     console.log(`  per-object GETs: ${gets} (target 0: ${check(gets === 0)})`);
+    const after = await current.sample();
+    console.log(
+      `  the new operator process since its start: event loop max ${after["eventLoopMaxMs"]} ms, p99 ${after["eventLoopP99Ms"]} ms, RSS ${after["rss"]} MB after a full GC; ${harnessStall()}`,
+    );
     console.log(`  Secrets written: ${secretWrites} (target 0: ${check(secretWrites === 0)})`);
     console.log(`  statuses written: ${statusWrites} (target 0: ${check(statusWrites === 0)})`);
     console.log(
@@ -376,7 +403,11 @@ async function runParent(): Promise<void> {
           await writer.create(DatabaseType, {
             apiVersion: "mds.dev/v1alpha1",
             kind: "Database",
-            metadata: { name, namespace: "bench", ...(k < live ? {} : { annotations: { "mds.dev/paused": "true" } }) },
+            metadata: {
+              name,
+              namespace: benchNamespaces[k % benchNamespaces.length],
+              ...(k < live ? {} : { annotations: { "mds.dev/paused": "true" } }),
+            },
             spec: {
               projectRef: { name: "bench" },
               deletionPolicy: "Delete",
@@ -387,14 +418,14 @@ async function runParent(): Promise<void> {
       }),
     );
     console.log(
-      `  applied ${n} Databases (${live} live, ${n - live} paused) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+      `  applied ${n} Databases (${live} live, ${n - live} paused) in ${benchNamespaces.length} namespace(s) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
     for (;;) {
       // Paginated and every 10 s: listing 10,000 objects at once starves devkube, which shares this process.
       let settled = 0;
       let cont: string | undefined;
       do {
-        const page = await writer.list(DatabaseType, { namespace: "bench", limit: 500, continue: cont });
+        const page = await writer.list(DatabaseType, { limit: 500, continue: cont });
         for (const d of page.items) {
           const conds =
             (d["status"] as { conditions?: Array<{ type: string; status: string; reason?: string }> } | undefined)
@@ -410,7 +441,7 @@ async function runParent(): Promise<void> {
       await sleep(10_000);
     }
     console.log(
-      `  all ${n} Ready (or paused) after ${((performance.now() - t0) / 1000).toFixed(1)} s; settling ${settleMs / 1000} s`,
+      `  all ${n} Ready (or paused) after ${((performance.now() - t0) / 1000).toFixed(1)} s; ${harnessStall()}; settling ${settleMs / 1000} s`,
     );
     await sleep(settleMs);
     const status = await readFile(`/proc/${current.proc.pid}/status`, "utf8");
@@ -422,7 +453,9 @@ async function runParent(): Promise<void> {
     console.log(
       `operator at ${n} Databases: RSS ${rssBeforeGc} MB (steady state), after a full GC ${JSON.stringify(m)}`,
     );
+    harnessStall();
     missed += await countOneResync(Number(values.resync), n, api.calls, kubeRequests);
+    console.log(`  during the resync: ${harnessStall()}`);
     if (values["heap-snapshot"]) {
       current.proc.kill("SIGUSR2");
       await sleep(5_000 + n);

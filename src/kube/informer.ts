@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
 import { deflateRawSync, inflateRawSync } from "node:zlib";
 import type { Logger } from "pino";
 import { kubeFetch, type KubeClient } from "./client.ts";
@@ -97,8 +98,14 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
     }
   }
 
+  /**
+   * A full list replaces the cache. Objects are packed page by page as they arrive and the events go out in slices
+   * with a turn of the event loop between them: at 10,000 objects, packing and emitting in one go held the loop for
+   * seconds (after a watch expired, a leader could not renew its Lease meanwhile).
+   */
   async function relist(): Promise<void> {
-    const fresh = new Map<string, T>();
+    const fresh = new Map<string, string>();
+    const changed: [InformerEvent, T][] = [];
     let cont: string | undefined;
     let rv = "";
     do {
@@ -109,19 +116,28 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
         continue: cont,
         signal: abort.signal,
       });
-      for (const item of page.items) fresh.set(keyOf(item), item);
+      for (const item of page.items) {
+        const key = keyOf(item);
+        const packed = pack(item);
+        fresh.set(key, packed);
+        const before = cache.get(key);
+        if (before === undefined) changed.push(["add", item]);
+        else if (before !== packed) changed.push(["update", item]);
+      }
       cont = page.metadata.continue || undefined;
       rv = page.metadata.resourceVersion ?? rv;
     } while (cont !== undefined);
     const old = cache;
-    cache = new Map([...fresh].map(([key, obj]) => [key, pack(obj)]));
+    cache = fresh;
     resourceVersion = rv;
     lastActivity = Date.now();
-    for (const [key, packed] of old) if (!fresh.has(key)) emit("delete", parse(packed));
-    for (const [key, obj] of fresh) {
-      const before = old.get(key);
-      if (before === undefined) emit("add", obj);
-      else if (before !== cache.get(key)) emit("update", obj);
+    const deleted: [InformerEvent, T][] = [];
+    for (const [key, packed] of old) if (!fresh.has(key)) deleted.push(["delete", parse(packed)]);
+    const events = deleted.concat(changed);
+    for (let i = 0; i < events.length; i++) {
+      if (i > 0 && i % pageSize === 0) await nextTurn();
+      const [event, obj] = events[i] as [InformerEvent, T];
+      emit(event, obj);
     }
     if (!synced) {
       synced = true;

@@ -62,6 +62,7 @@ export function createDeletionProtectionAudit(deps: {
   kube: KubeClient;
   events: EventRecorder;
   logger: Logger;
+  /** The cached objects with spec.deletionProtection (others are skipped anyway): the operator keeps them by key. */
   objects: () => KubeObject[];
 }): DeletionProtectionAudit {
   const warned = new Set<string>();

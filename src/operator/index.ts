@@ -18,7 +18,7 @@ import { createEventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
 import type { ControllerContext, Controller, ObjectCache } from "./controller.ts";
 import { operatorMetrics, reportApiContexts, type OperatorMetrics, type StateSource } from "./metrics.ts";
-import { summarizeResources } from "./resource-state.ts";
+import { resourceStateOf, summarizeStates, type ResourceState } from "./resource-state.ts";
 import { applyOutcome, notLeaderRequeueMs, type Outcome } from "./outcome.ts";
 import { createWorkQueue, type QueueObserver, type WorkQueue } from "./work-queue.ts";
 import { ReconcileError, classifyError } from "./errors.ts";
@@ -164,14 +164,38 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     };
   }
 
+  // What a scrape reads, kept from the events (resource-state.ts): each kind's objects' states, and the views of the
+  // kinds' per-object gauges. A scrape unpacks no cached object; neither does the deletion-protection audit.
+  const states = new Map(options.controllers.map((k) => [k.kind, new Map<string, ResourceState>()]));
+  const gaugeViews = options.controllers.flatMap((c) =>
+    c.objectGauges === undefined ? [] : [{ gauges: c.objectGauges, views: new Map<string, unknown>() }],
+  );
+  // The objects with spec.deletionProtection ("Kind|namespace/name"), for the audit: few, and found without a scan.
+  const deletionProtected = new Set<string>();
+  function keepDerivedState(kind: string, key: string, obj: KubeObject, deleted: boolean) {
+    if (deleted) states.get(kind)?.delete(key);
+    else states.get(kind)?.set(key, resourceStateOf(obj));
+    const protectedNow = !deleted && (obj["spec"] as { deletionProtection?: unknown } | undefined)?.deletionProtection;
+    if (protectedNow === true) deletionProtected.add(`${kind}|${key}`);
+    else deletionProtected.delete(`${kind}|${key}`);
+    for (const { gauges, views } of gaugeViews) {
+      if (gauges.of !== kind) continue;
+      const view = deleted ? undefined : gauges.view(obj);
+      if (view === undefined) views.delete(key);
+      else views.set(key, view);
+    }
+  }
+
   // One informer per kind: an event enqueues its own key and wakes what depends on it (wakeOn of other kinds).
   for (const reg of options.controllers) {
     const dependants = options.controllers.flatMap((other) =>
       (other.wakeOn ?? []).filter((w) => w.kind === reg.kind).map((w) => ({ kind: other.kind, keys: w.keys })),
     );
     const cache = makeInformers(reg.type, (event, obj) => {
+      const key = keyOf(obj);
       indexRemote(reg.kind, obj, event === "delete");
-      enqueue(reg.kind, keyOf(obj));
+      keepDerivedState(reg.kind, key, obj, event === "delete");
+      enqueue(reg.kind, key);
       if (event === "delete") {
         if (obj.metadata.uid !== undefined) readyAt.delete(obj.metadata.uid);
         releaseCredentialsOf(obj);
@@ -215,9 +239,9 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
   const loopFinalizers = new Set(options.controllers.map((k) => `${k.type.group}/finalizer`));
   const guard = createCredentialsGuard({
     kube,
-    dependents: () =>
+    dependents: (namespace) =>
       [...caches.values()]
-        .flatMap((c) => c.list())
+        .flatMap((c) => c.list(namespace))
         .filter((o) => (o.metadata.finalizers ?? []).some((f) => loopFinalizers.has(f))),
     namespaces,
     logger,
@@ -280,7 +304,13 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     kube,
     events: context.events,
     logger,
-    objects: () => [...caches.values()].flatMap((c) => c.list()),
+    objects: () =>
+      [...deletionProtected].flatMap((entry) => {
+        const i = entry.indexOf("|");
+        const [ns, name] = splitKey(entry.slice(i + 1));
+        const obj = caches.get(entry.slice(0, i))?.get(ns, name);
+        return obj === undefined ? [] : [obj];
+      }),
   });
 
   function worker(kind: string, queue: WorkQueue, reconcile: (key: string) => Promise<Outcome>) {
@@ -311,12 +341,12 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     };
   }
 
-  // Read on each scrape: the resources' conditions and rotation from the caches, the queues' state.
+  // Read on each scrape: the resources' conditions and rotation from their states (kept from the events), the queues' state.
   const stateSource: StateSource = {
-    resources: (now) => [...caches.entries()].map(([kind, cache]) => summarizeResources(kind, cache.list(), now)),
+    resources: (now) => [...states].map(([kind, byKey]) => summarizeStates(kind, byKey.values(), now)),
     queues: () =>
       [...queues.entries()].map(([kind, queue]) => ({ controller: controllerName(kind), stats: queue.stats() })),
-    objectGauges: (now) => options.controllers.flatMap((c) => c.objectGauges?.samples(context.cache, now) ?? []),
+    objectGauges: (now) => gaugeViews.flatMap(({ gauges, views }) => gauges.samples(views, context.cache, now)),
   };
   let removeStateSource: (() => void) | undefined;
 

@@ -13,36 +13,88 @@ interface StatusView {
   rotation?: { nextRotationTime?: unknown; retiring?: { revokeAt?: unknown } };
 }
 
-export function summarizeResources(kind: string, objects: Iterable<KubeObject>, now: number): ResourceSummary {
-  const counts = new Map<string, { type: string; status: string; reason: string; count: number }>();
-  const bump = (type: string, status: string, reason: string) => {
-    const key = `${type}|${status}|${reason}`;
-    const entry = counts.get(key);
-    if (entry) entry.count++;
-    else counts.set(key, { type, status, reason, count: 1 });
+/**
+ * What the scrape reads of one object, computed once per change (from the informer's event) and kept: a scrape then
+ * aggregates these instead of unpacking every cached object (at 10,000 Databases, unpacking the cache twice per scrape
+ * stalled the operator's event loop for seconds, long enough to lose its Lease). Small on purpose: a Ready resource
+ * with no rotation pending (nearly all of them) is just its conditions, a string shared by all alike; otherwise the
+ * conditions and three times (NaN: none).
+ */
+export type ResourceState = string | TimedResourceState;
+
+interface TimedResourceState {
+  /** "type|status|reason" of each counted condition, joined by ";" (Ready Unknown "" when Ready is unset); interned. */
+  conditions: string;
+  /** Since when it has been without Ready=True (the transition, or its creation); NaN when Ready or unknown. */
+  notReadySince: number;
+  nextRotation: number;
+  revokeAt: number;
+}
+
+/** One string per distinct set of conditions: 10,000 Ready Databases share one. Bounded like the labels it holds. */
+const interned = new Map<string, string>();
+const intern = (s: string) => {
+  const found = interned.get(s);
+  if (found !== undefined) return found;
+  if (interned.size < 10_000) interned.set(s, s);
+  return s;
+};
+
+export function resourceStateOf(obj: KubeObject): ResourceState {
+  const status = (obj["status"] ?? {}) as StatusView;
+  const conditions = Array.isArray(status.conditions) ? status.conditions : [];
+  const counted: string[] = [];
+  let ready: (typeof conditions)[number] | undefined;
+  for (const c of conditions) {
+    if (typeof c.type !== "string" || !conditionTypes.has(c.type)) continue;
+    if (c.type === "Ready") ready = c;
+    const value = c.status === "True" || c.status === "False" ? c.status : "Unknown";
+    counted.push(
+      `${c.type}|${value}|${typeof c.reason === "string" && reasonPattern.test(c.reason) ? c.reason : "Other"}`,
+    );
+  }
+  if (ready === undefined) counted.push("Ready|Unknown|");
+  const state = {
+    conditions: intern(counted.join(";")),
+    notReadySince:
+      ready?.status === "True"
+        ? NaN
+        : (timeOf(ready?.lastTransitionTime) ?? timeOf(obj.metadata.creationTimestamp) ?? NaN),
+    nextRotation: timeOf(status.rotation?.nextRotationTime) ?? NaN,
+    revokeAt: timeOf(status.rotation?.retiring?.revokeAt) ?? NaN,
   };
+  const timed =
+    !Number.isNaN(state.notReadySince) || !Number.isNaN(state.nextRotation) || !Number.isNaN(state.revokeAt);
+  return timed ? state : state.conditions;
+}
+
+/** The kind's summary from its objects' states: no object is read. */
+export function summarizeStates(kind: string, states: Iterable<ResourceState>, now: number): ResourceSummary {
+  const bySet = new Map<string, number>();
   let longestNotReadyMs = 0;
   let rotationOverdue = 0;
   let retiringPastRevoke = 0;
-  for (const obj of objects) {
-    const status = (obj["status"] ?? {}) as StatusView;
-    const conditions = Array.isArray(status.conditions) ? status.conditions : [];
-    let ready: (typeof conditions)[number] | undefined;
-    for (const c of conditions) {
-      if (typeof c.type !== "string" || !conditionTypes.has(c.type)) continue;
-      if (c.type === "Ready") ready = c;
-      const value = c.status === "True" || c.status === "False" ? c.status : "Unknown";
-      bump(c.type, value, typeof c.reason === "string" && reasonPattern.test(c.reason) ? c.reason : "Other");
+  for (const state of states) {
+    if (typeof state === "string") {
+      bySet.set(state, (bySet.get(state) ?? 0) + 1);
+      continue;
     }
-    if (ready === undefined) bump("Ready", "Unknown", "");
-    if (ready?.status !== "True") {
-      const since = timeOf(ready?.lastTransitionTime) ?? timeOf(obj.metadata.creationTimestamp);
-      if (since !== undefined) longestNotReadyMs = Math.max(longestNotReadyMs, now - since);
+    const s = state;
+    bySet.set(s.conditions, (bySet.get(s.conditions) ?? 0) + 1);
+    if (!Number.isNaN(s.notReadySince)) longestNotReadyMs = Math.max(longestNotReadyMs, now - s.notReadySince);
+    if (s.nextRotation <= now) rotationOverdue++;
+    if (s.revokeAt <= now) retiringPastRevoke++;
+  }
+  const counts = new Map<string, { type: string; status: string; reason: string; count: number }>();
+  for (const [set, n] of bySet) {
+    for (const key of set.split(";")) {
+      const entry = counts.get(key);
+      if (entry) entry.count += n;
+      else {
+        const [type = "", status = "", reason = ""] = key.split("|");
+        counts.set(key, { type, status, reason, count: n });
+      }
     }
-    const next = timeOf(status.rotation?.nextRotationTime);
-    if (next !== undefined && next <= now) rotationOverdue++;
-    const revokeAt = timeOf(status.rotation?.retiring?.revokeAt);
-    if (revokeAt !== undefined && revokeAt <= now) retiringPastRevoke++;
   }
   return {
     kind,
@@ -51,6 +103,12 @@ export function summarizeResources(kind: string, objects: Iterable<KubeObject>, 
     rotationOverdue,
     retiringPastRevoke,
   };
+}
+
+export function summarizeResources(kind: string, objects: Iterable<KubeObject>, now: number): ResourceSummary {
+  const states: ResourceState[] = [];
+  for (const obj of objects) states.push(resourceStateOf(obj));
+  return summarizeStates(kind, states, now);
 }
 
 function timeOf(value: unknown): number | undefined {

@@ -207,3 +207,34 @@ describe("work queue", () => {
     expect(q.stats()).toMatchObject({ ready: 0, active: 0, unfinishedSeconds: 0, longestRunningSeconds: 0 });
   });
 });
+
+describe("work queue and the event loop", () => {
+  // An operator restarted in front of 10,000 settled Databases reconciles them from its caches: no reconcile waits on
+  // the network, so workers that went straight from one key to the next ran the whole queue in one turn of the event
+  // loop (microtasks only), and the Lease renewal's timer could not run for seconds: the new leader lost its lease.
+  it("gives timers a turn between keys even when no handler waits on I/O", async () => {
+    const q = createWorkQueue();
+    const n = 10_000;
+    let handled = 0;
+    let handledWhenTimerRan = -1;
+    const timerRan = new Promise<void>((resolve) =>
+      setTimeout(() => {
+        handledWhenTimerRan = handled;
+        resolve();
+      }, 0),
+    );
+    for (let i = 0; i < n; i++) q.add(`ns-${i % 100}/db-${i}`);
+    let allDone: () => void = () => {};
+    const done = new Promise<void>((resolve) => (allDone = resolve));
+    q.start(async () => {
+      await Promise.resolve(); // a reconcile answered from caches: a few awaits, no I/O
+      if (++handled === n) allDone();
+    }, 4);
+    await Promise.all([timerRan, done]);
+    await q.stop();
+    // Counted in keys, not milliseconds: each worker runs one key per turn of the loop, so the timer (due within a
+    // millisecond or so) runs after a few keys, not after the whole queue (10,000 before the fix).
+    expect(handledWhenTimerRan).toBeGreaterThanOrEqual(0);
+    expect(handledWhenTimerRan).toBeLessThan(n / 10);
+  });
+});

@@ -8,6 +8,12 @@
 // Within a namespace, keys whose delay has expired (polls of objects in progress, retries) go ahead of newly added
 // ones, so a burst of applies does not starve the objects already being created (controller-runtime's priority
 // queue, in two lanes).
+//
+// Each worker gives the event loop a turn (setImmediate) between two keys: a reconcile answered from caches waits on
+// no I/O, and workers that went straight to the next key ran a whole queue (10,000 settled Databases after a restart)
+// in one turn, starving every timer and socket, the Lease renewal's too.
+
+import { setImmediate as nextTurn } from "node:timers/promises";
 
 interface BackoffOptions {
   baseMs: number;
@@ -241,6 +247,7 @@ export function createWorkQueue(
           push(key, "added");
         }
       }
+      await nextTurn();
     }
   }
 

@@ -12,7 +12,7 @@ import type { MdsControllerContext } from "../remote-api.ts";
 import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { DatabaseBackup, DatabaseBackupType, terminalBackupPhases, type DatabaseBackupStatus } from "./schema.ts";
-import { backupAges, backupTracking, forgetLatestBackup } from "./latest.ts";
+import { backupAgesOf, backupAgeView, backupTracking, forgetLatestBackup, type BackupAgeView } from "./latest.ts";
 
 // One backup per resource, exactly once, against a service that takes backups on request (our service's
 // POST /v1/databases/{id}/backups). The order of writes is what makes it safe:
@@ -259,8 +259,10 @@ export function backupController(settings: BackupSettings = {}) {
       // How long each Database has gone without a backup, for the alert (deploy/components/monitoring).
       objectGauges: {
         gauges: [backupAgeGauge],
-        samples: (cache, now) =>
-          backupAges(cache(DatabaseType.kind).list(), now, backupTracking(cache)).map((a) => ({
+        of: DatabaseType.kind,
+        view: backupAgeView,
+        samples: (views: ReadonlyMap<string, BackupAgeView>, cache, now) =>
+          backupAgesOf(views, now, backupTracking(cache)).map((a) => ({
             metric: backupAgeGauge.name,
             namespace: a.namespace,
             name: a.name,

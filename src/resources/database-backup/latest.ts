@@ -47,11 +47,27 @@ function refreshIntervals(slowMs = 300_000): { tracked: number; optIn: number } 
   return { tracked: Math.max(60_000, 12 * slowMs), optIn: Math.max(60_000, 2 * slowMs) };
 }
 
+/** What backup tracking reads of a Database. */
+interface TrackingRef {
+  namespace: string;
+  name: string;
+  id: string | undefined;
+  /** spec.trackLatestBackup */
+  optIn: boolean;
+}
+
+const trackingRefOf = (db: KubeObject): TrackingRef => ({
+  namespace: db.metadata.namespace ?? "",
+  name: db.metadata.name,
+  id: (db["status"] as { id?: string } | undefined)?.id,
+  optIn: (db["spec"] as { trackLatestBackup?: boolean } | undefined)?.trackLatestBackup === true,
+});
+
 /** Whether a Database's backups are read, and how often: undefined when they are not (no API call). */
 export function backupTracking(
   cache: (kind: string) => ObjectCache,
   slowMs?: number,
-): (db: KubeObject) => { refreshMs: number } | undefined {
+): (db: KubeObject | TrackingRef) => { refreshMs: number } | undefined {
   const every = refreshIntervals(slowMs);
   const named = new Set<string>();
   const byId = new Set<string>();
@@ -63,10 +79,9 @@ export function backupTracking(
     }
   }
   return (db) => {
-    if ((db["spec"] as { trackLatestBackup?: boolean } | undefined)?.trackLatestBackup === true)
-      return { refreshMs: every.optIn };
-    const id = (db["status"] as { id?: string } | undefined)?.id;
-    if (named.has(`${db.metadata.namespace ?? ""}/${db.metadata.name}`) || (id !== undefined && byId.has(id)))
+    const ref = "metadata" in db ? trackingRefOf(db) : db;
+    if (ref.optIn) return { refreshMs: every.optIn };
+    if (named.has(`${ref.namespace}/${ref.name}`) || (ref.id !== undefined && byId.has(ref.id)))
       return { refreshMs: every.tracked };
     return undefined;
   };
@@ -116,27 +131,55 @@ export async function latestBackupStatus(
 }
 
 /**
- * Seconds since each tracked Database's newest completed backup, or, with none, since the Database was created: how
- * long it has been without a backup. Only Databases with a remote id count (one not yet created has nothing to lose),
- * and only those whose backups are read (backupTracking): a plain Database has no series.
+ * What the backup-age gauge reads of a Database, kept by the operator from its events (Controller.objectGauges): only
+ * a Database with a remote id has one (one not yet created has nothing to lose).
  */
+export interface BackupAgeView {
+  id: string;
+  /** Its newest completed backup's time, or its creation's (ms). */
+  since: number;
+  optIn: boolean;
+}
+
+export function backupAgeView(db: KubeObject): BackupAgeView | undefined {
+  const status = db["status"] as { id?: string; latestBackup?: { time?: string } } | undefined;
+  if (status?.id === undefined) return undefined;
+  const since = Date.parse(status.latestBackup?.time ?? db.metadata.creationTimestamp ?? "");
+  if (Number.isNaN(since)) return undefined;
+  return { id: status.id, since, optIn: trackingRefOf(db).optIn };
+}
+
+/**
+ * Seconds since each tracked Database's newest completed backup, or, with none, since the Database was created: how
+ * long it has been without a backup, from the views by `namespace/name`. Only those whose backups are read
+ * (backupTracking): a plain Database has no series.
+ */
+export function backupAgesOf(
+  views: ReadonlyMap<string, BackupAgeView>,
+  now: number,
+  tracked: (db: TrackingRef) => unknown = () => true,
+): { namespace: string; name: string; seconds: number }[] {
+  const ages: { namespace: string; name: string; seconds: number }[] = [];
+  for (const [key, view] of views) {
+    const i = key.indexOf("/");
+    const namespace = key.slice(0, i);
+    const name = key.slice(i + 1);
+    if (!tracked({ namespace, name, id: view.id, optIn: view.optIn })) continue;
+    ages.push({ namespace, name, seconds: Math.max(0, (now - view.since) / 1000) });
+  }
+  return ages;
+}
+
+/** backupAgesOf over Database objects. */
 export function backupAges(
   databases: KubeObject[],
   now: number,
-  tracked: (db: KubeObject) => unknown = () => true,
+  tracked: (db: TrackingRef) => unknown = () => true,
 ): { namespace: string; name: string; seconds: number }[] {
-  const ages: { namespace: string; name: string; seconds: number }[] = [];
+  const views = new Map<string, BackupAgeView>();
   for (const db of databases) {
-    if (!tracked(db)) continue;
-    const status = db["status"] as { id?: string; latestBackup?: { time?: string } } | undefined;
-    if (status?.id === undefined) continue;
-    const since = Date.parse(status.latestBackup?.time ?? db.metadata.creationTimestamp ?? "");
-    if (Number.isNaN(since)) continue;
-    ages.push({
-      namespace: db.metadata.namespace ?? "",
-      name: db.metadata.name,
-      seconds: Math.max(0, (now - since) / 1000),
-    });
+    const view = backupAgeView(db);
+    if (view !== undefined) views.set(`${db.metadata.namespace ?? ""}/${db.metadata.name}`, view);
   }
-  return ages;
+  return backupAgesOf(views, now, tracked);
 }
