@@ -36,6 +36,14 @@ export interface Informer<T extends KubeObject> {
   lastActivityAt(): number;
 }
 
+/**
+ * zlib's output buffer for one pack or unpack. Its default, 16 KiB, is one malloc per call that lives until V8
+ * collects the Buffer: a resync unpacks every cached object, so at 10,000 objects thousands of them piled up in
+ * glibc's heap between collections and fragmented it. Under 4 KiB, Buffer.allocUnsafe takes it from Node's shared
+ * pool instead; most objects' JSON fits one chunk, a larger one takes a few.
+ */
+const zlibChunkSize = 2048;
+
 const keyOf = (obj: KubeObject) => `${obj.metadata.namespace ?? ""}/${obj.metadata.name}`;
 const jitter = (ms: number) => ms / 2 + Math.random() * (ms / 2);
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -75,10 +83,10 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
   const pack = (obj: T): string => {
     const json = Buffer.from(JSON.stringify(obj));
     dictionary ??= json;
-    return deflateRawSync(json, { dictionary }).toString("latin1");
+    return deflateRawSync(json, { dictionary, chunkSize: zlibChunkSize }).toString("latin1");
   };
   const parse = (packed: string) =>
-    JSON.parse(inflateRawSync(Buffer.from(packed, "latin1"), { dictionary }).toString()) as T;
+    JSON.parse(inflateRawSync(Buffer.from(packed, "latin1"), { dictionary, chunkSize: zlibChunkSize }).toString()) as T;
   let resourceVersion = "";
   let synced = false;
   let lastActivity = 0;
