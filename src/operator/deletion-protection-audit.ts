@@ -62,7 +62,8 @@ export function createDeletionProtectionAudit(deps: {
   kube: KubeClient;
   events: EventRecorder;
   logger: Logger;
-  objects: () => KubeObject[];
+  /** Iterated once per run, one object at a time (the informers unpack each as it comes). */
+  objects: () => Iterable<KubeObject>;
 }): DeletionProtectionAudit {
   const warned = new Set<string>();
   let lastState: Enforcement | undefined;
@@ -86,12 +87,10 @@ export function createDeletionProtectionAudit(deps: {
       lastState = result.state;
       // Unknown (no right to read policies, e.g. the single-namespace install) is logged, not put on every object.
       if (result.state !== "missing") return;
-      const objects = deps.objects();
-      // Forget objects that are gone, so the set stays as large as the cache at most.
-      const present = new Set(objects.map((o) => o.metadata.uid ?? ""));
-      for (const uid of warned) if (!present.has(uid)) warned.delete(uid);
-      for (const obj of objects) {
+      const present = new Set<string>();
+      for (const obj of deps.objects()) {
         const uid = obj.metadata.uid ?? "";
+        present.add(uid);
         if ((obj as { spec?: { deletionProtection?: unknown } }).spec?.deletionProtection !== true || warned.has(uid))
           continue;
         warned.add(uid);
@@ -102,6 +101,8 @@ export function createDeletionProtectionAudit(deps: {
           `spec.deletionProtection is true, but nothing on this cluster enforces it (${result.detail}): a delete or a prune would go through. Install deploy/base/deletion-protection.yaml (Kubernetes >= 1.30)`,
         );
       }
+      // Forget objects that are gone, so the set stays as large as the cache at most.
+      for (const uid of warned) if (!present.has(uid)) warned.delete(uid);
     },
   };
 }

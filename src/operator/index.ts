@@ -104,7 +104,7 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
   );
   const enqueue = (kind: string, key: string) => queues.get(kind)?.add(key);
   const informers: Informer<KubeObject>[] = [];
-  const caches = new Map<string, ObjectCache>();
+  const caches = new Map<string, ObjectCache & Pick<Informer<KubeObject>, "each">>();
   const byRemoteId = new Map<string, Set<string>>(); // remote id → "Kind|ns/name"
   const readyAt = new Map<string, number>();
 
@@ -139,7 +139,7 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     type: ResourceType,
     onEvent: (event: "add" | "update" | "delete", obj: KubeObject) => void,
     labelSelector?: string,
-  ): ObjectCache {
+  ): ObjectCache & Pick<Informer<KubeObject>, "each"> {
     const parts = namespaces.map((namespace) =>
       createInformer<KubeObject>({
         kubeConfig: options.kubeConfig,
@@ -161,6 +161,9 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
         return undefined;
       },
       list: (ns) => parts.flatMap((p) => p.list(ns)),
+      *each(ns) {
+        for (const p of parts) yield* p.each(ns);
+      },
     };
   }
 
@@ -215,10 +218,11 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
   const loopFinalizers = new Set(options.controllers.map((k) => `${k.type.group}/finalizer`));
   const guard = createCredentialsGuard({
     kube,
-    dependents: () =>
-      [...caches.values()]
-        .flatMap((c) => c.list())
-        .filter((o) => (o.metadata.finalizers ?? []).some((f) => loopFinalizers.has(f))),
+    // One object at a time (each()): a sweep passes over every cached object.
+    *dependents() {
+      for (const c of caches.values())
+        for (const o of c.each()) if ((o.metadata.finalizers ?? []).some((f) => loopFinalizers.has(f))) yield o;
+    },
     namespaces,
     logger,
   });
@@ -280,7 +284,9 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     kube,
     events: context.events,
     logger,
-    objects: () => [...caches.values()].flatMap((c) => c.list()),
+    *objects() {
+      for (const c of caches.values()) yield* c.each();
+    },
   });
 
   function worker(kind: string, queue: WorkQueue, reconcile: (key: string) => Promise<Outcome>) {
@@ -313,7 +319,7 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
 
   // Read on each scrape: the resources' conditions and rotation from the caches, the queues' state.
   const stateSource: StateSource = {
-    resources: (now) => [...caches.entries()].map(([kind, cache]) => summarizeResources(kind, cache.list(), now)),
+    resources: (now) => [...caches.entries()].map(([kind, cache]) => summarizeResources(kind, cache.each(), now)),
     queues: () =>
       [...queues.entries()].map(([kind, queue]) => ({ controller: controllerName(kind), stats: queue.stats() })),
     objectGauges: (now) => options.controllers.flatMap((c) => c.objectGauges?.samples(context.cache, now) ?? []),
