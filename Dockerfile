@@ -22,11 +22,15 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/bundle-operator.ts ./scripts/
 # src/ is all the product: devkube (packages/devkube/) and the local stack that starts it (dev/) are development
 # and test tools outside it, so neither is in the build context, and `npm ci --omit=dev` below leaves out devkube and
 # the packages only it needs (it is a devDependency).
 COPY src ./src
+# The operator's entry, dist/cli/operator.js, becomes one file with everything it imports (our modules and the npm
+# packages): one module for V8 to keep instead of 433, 4-5 MB less RSS (scripts/bundle-operator.ts says why).
 RUN node node_modules/typescript/bin/tsc -p tsconfig.build.json \
+ && node scripts/bundle-operator.ts dist \
  && cd src && find . -type f ! -name '*.ts' -exec cp --parents {} ../dist/ \;
 
 # 2. Production dependencies only.

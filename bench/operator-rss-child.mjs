@@ -14,10 +14,16 @@ const mb = (bytes) => Math.round((bytes / 1024 / 1024) * 10) / 10;
 
 // As `mds operator` does (src/cli/main.ts): the heap flags before anything else is loaded.
 if (process.env.MDS_BENCH_DEFAULT_HEAP !== "1") (await load("cli/heap-flags.js")).limitHeapGrowth();
-const { default: pino } = await import("pino");
-const { createLogger, createOperatorWithKinds, loadKubeConfig, startOperatorRuntime } = await load("cli/operator.js");
-const { parseOperatorConfig } = await load("cli/operator-config.js");
-const { inClusterKubeConfig } = await load("kube/kubeconfig.js");
+// Everything from the one module the image runs (dist/cli/operator.js, bundled by scripts/bundle-operator.ts): a
+// module of dist/ besides it would load a second copy of what it imports.
+const {
+  createLogger,
+  createOperatorWithKinds,
+  inClusterKubeConfig,
+  loadKubeConfig,
+  parseOperatorConfig,
+  startOperatorRuntime,
+} = await load("cli/operator.js");
 
 /** The MdsApi seam: every method is a message to the parent, answered with its result or error. */
 function apiFromParent() {
@@ -82,7 +88,8 @@ const runtime = await startOperatorRuntime(config, {
     process.env.MDS_BENCH_SERVICE_ACCOUNT_DIR === undefined
       ? loadKubeConfig(config, false, {})
       : inClusterKubeConfig({ env: process.env, serviceAccountDir: process.env.MDS_BENCH_SERVICE_ACCOUNT_DIR }),
-  logger: createLogger("warn", pino.destination(2)),
+  // To stderr (stdout carries the reports), through the bundle's own pino: importing pino here would load a second one.
+  logger: createLogger("warn", { write: (line) => process.stderr.write(line) }),
   identity: "bench",
   createOperator: (options) => createOperatorWithKinds({ ...options, createApiClient: () => api }),
 });

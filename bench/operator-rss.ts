@@ -74,7 +74,10 @@ const harnessStall = () => {
 
 await runParent();
 
-/** src/ compiled as the Dockerfile does (tsc -p tsconfig.build.json), into `outDir`; resolved from the repository. */
+/**
+ * src/ compiled as the Dockerfile does (tsc -p tsconfig.build.json, then the operator's entry bundled by
+ * scripts/bundle-operator.ts), into `outDir`; resolved from the repository.
+ */
 async function compile(outDir: string): Promise<string> {
   const { execFileSync } = await import("node:child_process");
   const started = performance.now();
@@ -91,6 +94,8 @@ async function compile(outDir: string): Promise<string> {
     ],
     { stdio: "inherit" },
   );
+  const { bundleOperator } = await import("../scripts/bundle-operator.ts");
+  await bundleOperator(outDir);
   // Compiled files import their dependencies from the repository's node_modules, and need its "type": "module".
   await symlink(path.join(repoRoot, "node_modules"), path.join(outDir, "node_modules"));
   await copyFile(path.join(repoRoot, "package.json"), path.join(outDir, "package.json"));

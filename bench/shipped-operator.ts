@@ -1,5 +1,6 @@
 // The operator as the image ships it, for benchmarks that start it as a process (dev/stack.ts's `entry`): src/
-// compiled as the Dockerfile does (tsc -p tsconfig.build.json, then the non-TypeScript files), laid out as /app is
+// compiled as the Dockerfile does (tsc -p tsconfig.build.json, the operator's entry bundled by
+// scripts/bundle-operator.ts, then the non-TypeScript files), laid out as /app is
 // (dist/, node_modules, package.json, bin/mds.js from deploy/image/), and the image's environment (NODE_ENV and the
 // glibc malloc settings of the Dockerfile's ENV line). node_modules is the repository's (dev dependencies too: they
 // are never imported by dist/, so they cost the process nothing).
@@ -7,6 +8,7 @@ import { execFileSync } from "node:child_process";
 import { copyFile, cp, mkdir, readFile, symlink } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { bundleOperator } from "../scripts/bundle-operator.ts";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -42,6 +44,7 @@ export async function shippedOperator(appDir: string, dist?: string): Promise<Sh
       ],
       { stdio: "inherit" },
     );
+    await bundleOperator(distDir);
     // The Dockerfile's `find . -type f ! -name '*.ts' -exec cp --parents`: SQL migrations and the like.
     await cp(path.join(repoRoot, "src"), distDir, { recursive: true, filter: (p) => !p.endsWith(".ts") });
     source = `src/ compiled in ${((performance.now() - started) / 1000).toFixed(1)} s`;

@@ -48,6 +48,7 @@ app=$out/app
 step "compiling dist/ and installing production dependencies into $app"
 rm -rf "$app" && mkdir -p "$app/bin"
 "$node_bin" node_modules/typescript/bin/tsc -p tsconfig.build.json --outDir "$app/dist"
+"$node_bin" scripts/bundle-operator.ts "$app/dist"
 (cd src && find . -type f ! -name '*.ts' -exec cp --parents {} "$app/dist/" \;)
 cp package.json package-lock.json "$app/"
 (cd "$app" && PATH="$(dirname "$node_bin"):$PATH" npm ci --omit=dev --no-audit --no-fund --ignore-scripts --prefer-offline --loglevel=error)

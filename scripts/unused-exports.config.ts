@@ -7,6 +7,7 @@ export const checked = ["src/", "packages/devkube/src/", "dev/"];
 export const entryPoints = [
   "src/cli/main.ts", // bin/mds.js and deploy/image/mds.js
   "dev/commands.ts", // bin/mds.js
+  "src/cli/operator.ts", // bench/operator-rss-child.mjs, from the bundled dist/cli/operator.js
 ];
 
 /**

@@ -3,7 +3,12 @@ import { writeSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import { createKubeClient } from "../kube/client.ts";
-import { KubeConfigError, loadKubeConfig as loadKubeConfigFiles, type KubeConfig } from "../kube/kubeconfig.ts";
+import {
+  inClusterKubeConfig,
+  KubeConfigError,
+  loadKubeConfig as loadKubeConfigFiles,
+  type KubeConfig,
+} from "../kube/kubeconfig.ts";
 import pino, { type DestinationStream, type Logger } from "pino";
 import { ConfigError, operatorHelp, parseOperatorConfig, type OperatorConfig } from "./operator-config.ts";
 import { createLeaderElector, createLeaseClient, type LeaseClient } from "../operator/leader-election.ts";
@@ -255,7 +260,9 @@ export function queueOrderFromEnv(value: string | undefined): "namespaces" | "fi
   throw new Error(`MDS_QUEUE_ORDER: "${value}" is neither "namespaces" nor "fifo"`);
 }
 
-export { limitHeapGrowth };
+// The image runs this module bundled with everything it imports (scripts/bundle-operator.ts): what
+// bench/operator-rss-child.mjs needs besides is exported from here, so it loads no second copy of them.
+export { inClusterKubeConfig, limitHeapGrowth, parseOperatorConfig };
 
 export async function runOperator(argv: string[]): Promise<number> {
   // Normally done by src/cli/main.ts before this module loaded; idempotent.

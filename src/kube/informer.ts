@@ -32,10 +32,23 @@ export interface Informer<T extends KubeObject> {
   get(namespace: string | undefined, name: string): T | undefined;
   /** Every cached object, or those of one namespace. */
   list(namespace?: string): T[];
+  /**
+   * The same, unpacked one at a time as the caller iterates: a pass over 10,000 objects that keeps none of them
+   * holds one at a time, where list() holds all 10,000 (about 14 MB) at once.
+   */
+  each(namespace?: string): IterableIterator<T>;
   hasSynced(): boolean;
   /** Milliseconds since epoch of the last successful list or watch event; a health check can use it. */
   lastActivityAt(): number;
 }
+
+/**
+ * zlib's output buffer for one pack or unpack. Its default, 16 KiB, is one malloc per call that lives until V8
+ * collects the Buffer: a resync unpacks every cached object, so at 10,000 objects thousands of them piled up in
+ * glibc's heap between collections and fragmented it. Under 4 KiB, Buffer.allocUnsafe takes it from Node's shared
+ * pool instead; most objects' JSON fits one chunk, a larger one takes a few.
+ */
+const zlibChunkSize = 2048;
 
 const keyOf = (obj: KubeObject) => `${obj.metadata.namespace ?? ""}/${obj.metadata.name}`;
 const jitter = (ms: number) => ms / 2 + Math.random() * (ms / 2);
@@ -76,10 +89,10 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
   const pack = (obj: T): string => {
     const json = Buffer.from(JSON.stringify(obj));
     dictionary ??= json;
-    return deflateRawSync(json, { dictionary }).toString("latin1");
+    return deflateRawSync(json, { dictionary, chunkSize: zlibChunkSize }).toString("latin1");
   };
   const parse = (packed: string) =>
-    JSON.parse(inflateRawSync(Buffer.from(packed, "latin1"), { dictionary }).toString()) as T;
+    JSON.parse(inflateRawSync(Buffer.from(packed, "latin1"), { dictionary, chunkSize: zlibChunkSize }).toString()) as T;
   let resourceVersion = "";
   let synced = false;
   let lastActivity = 0;
@@ -290,6 +303,10 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
       if (ns === undefined) return [...cache.values()].map(parse);
       const prefix = `${ns}/`;
       return [...cache].filter(([key]) => key.startsWith(prefix)).map(([, packed]) => parse(packed));
+    },
+    *each(ns) {
+      const prefix = ns === undefined ? "" : `${ns}/`;
+      for (const [key, packed] of cache) if (key.startsWith(prefix)) yield parse(packed);
     },
     hasSynced: () => synced,
     lastActivityAt: () => lastActivity,

@@ -109,10 +109,13 @@ export async function productionLockEntries(): Promise<[string, LockEntry][]> {
   return Object.entries(lock.packages).filter(([path, p]) => path.startsWith("node_modules/") && production(p));
 }
 
-// build stage: tsc, the non-TypeScript assets (SQL migrations) beside the output.
+// build stage: tsc, the operator's entry bundled (scripts/bundle-operator.ts), the non-TypeScript assets (SQL
+// migrations) beside the output.
 async function emulateBuild(dist: string): Promise<void> {
   const tsc = await run(process.execPath, [join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", dist], repoRoot);
   if (tsc.code !== 0) throw new Error(`tsc -p tsconfig.build.json failed, so the image build would fail:\n${tsc.output}`);
+  const bundle = await run(process.execPath, [join(repoRoot, "scripts/bundle-operator.ts"), dist], repoRoot);
+  if (bundle.code !== 0) throw new Error(`scripts/bundle-operator.ts failed, so the image build would fail:\n${bundle.output}`);
   await cp(join(repoRoot, "src"), dist, { recursive: true, filter: (src) => !src.endsWith(".ts") });
 }
 

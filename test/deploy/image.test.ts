@@ -163,6 +163,17 @@ describe("the image's file set", () => {
     expect(unresolved).toEqual([]);
   });
 
+  // One module for V8 to keep instead of 433, in ASCII (a source with a character above U+00FF is kept at two
+  // bytes a character): 4-5 MB less RSS (scripts/bundle-operator.ts, bench/history/2026-11-26-operator-memory-2.md).
+  it("runs the operator from one module: dist/cli/operator.js is bundled, imports Node's built-ins only and is ASCII", async () => {
+    const text = await readFile(join(dir, "dist/cli/operator.js"), "utf8");
+    const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?\sfrom\s+"([^"]+)"|\bimport\(\s*"([^"]+)"\s*\)|(?:^|\n)\s*import\s+"([^"]+)"/g)].map((m) => m[1] ?? m[2] ?? m[3] ?? "");
+    expect(specifiers.length).toBeGreaterThan(0);
+    expect(specifiers.filter((s) => !s.startsWith("node:"))).toEqual([]);
+    expect(text).toContain("createOperatorWithKinds");
+    expect([...text].filter((c) => c.charCodeAt(0) > 0x7f)).toEqual([]);
+  });
+
   it("loads every command the image keeps (their imports never reach devkube) and prints the version", async () => {
     for (const command of ["service", "token", "crds"]) {
       const result = await run(process.execPath, ["bin/mds.js", command, "--help"], dir);
