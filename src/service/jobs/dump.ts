@@ -8,7 +8,7 @@ import type { Readable, Writable } from "node:stream";
 import { ArchiveError, archiveMagic, openArchive, sealArchive } from "./backup-archive.ts";
 import { pinnedSessionOptions } from "../../postgres/session-options.ts";
 import type { DatabaseLogin } from "./job-login.ts";
-import { readToc, type Toc } from "./archive-toc.ts";
+import { onlyBlocksOf, readToc, type Toc } from "./archive-toc.ts";
 import { listFile, planData, planLanes, planPostData } from "./restore-plan.ts";
 
 // pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
@@ -230,16 +230,24 @@ async function pipeToRestore(input: {
    * data up to its last entry): every byte it read was authenticated, and it needed no more.
    */
   untilDone?: boolean;
+  /**
+   * The dump ids the run restores (its `-L` list; none for a section without data): a sealed archive is fed without
+   * the other runs' table data and ends after the last block of these (archive-toc.ts onlyBlocksOf).
+   */
+  keep?: ReadonlySet<number>;
 }): Promise<string> {
   const hash = input.plainSha256 ? createHash("sha256") : undefined;
   const restore = start(path.join(input.bindir, "pg_restore"), input.args, input.env, input.signal);
   // Its output (a --list) is the table of contents: small.
   let output = "";
   restore.child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
-  const bytes = createReadStream(input.file) as AsyncIterable<Buffer>;
-  const plaintext = openArchive(hash ? hashing(bytes, hash) : bytes, input.archive.key, input.archive.context, {
+  const file = createReadStream(input.file);
+  const bytes = file as AsyncIterable<Buffer>;
+  const authenticated = openArchive(hash ? hashing(bytes, hash) : bytes, input.archive.key, input.archive.context, {
     allowPlain: hash !== undefined,
   });
+  // A plain archive (no hash without every byte) is fed whole.
+  const plaintext = input.keep && !hash ? onlyBlocksOf(authenticated, input.keep) : authenticated;
   let exited = false;
   if (input.untilDone && !hash)
     void restore.done.then(
@@ -251,7 +259,11 @@ async function pipeToRestore(input: {
     restore.child.kill("SIGKILL");
     throw err;
   });
-  await Promise.all([feeding, restore.done]);
+  try {
+    await Promise.all([feeding, restore.done]);
+  } finally {
+    file.destroy(); // a run that needed only part of the archive leaves the rest unread
+  }
   if (hash && hash.digest("hex") !== input.plainSha256)
     throw new ArchiveError("it changed while it was restored (checksum mismatch)");
   return output;
@@ -301,7 +313,9 @@ export async function restoreDatabase(input: {
     archive: input.archive,
     ...(input.plainSha256 ? { plainSha256: input.plainSha256 } : {}),
   };
-  const run = (login: DatabaseLogin, args: string[], signal: AbortSignal | undefined, untilDone: boolean) =>
+  /** A pg_restore run: its arguments, and for a run of a split restore the dump ids it restores (pipeToRestore). */
+  type Run = { args: string[]; keep?: ReadonlySet<number> };
+  const run = (login: DatabaseLogin, { args, keep }: Run, signal: AbortSignal | undefined, untilDone: boolean) =>
     pipeToRestore({
       ...read,
       args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", ...args, "-d", input.database],
@@ -310,10 +324,11 @@ export async function restoreDatabase(input: {
       env: connectionEnv(login, input.database),
       ...(signal ? { signal } : {}),
       untilDone,
+      ...(keep ? { keep } : {}),
     });
   const { jobs, minBytes } = input.split;
   if (!input.moreData && (jobs < 2 || (await stat(input.file)).size < minBytes)) {
-    await input.loginFor("", (login) => run(login, [], input.signal, false));
+    await input.loginFor("", (login) => run(login, { args: [] }, input.signal, false));
     return {};
   }
   /**
@@ -322,7 +337,7 @@ export async function restoreDatabase(input: {
    * come later: the login is made at once and the run starts when they come (none: nothing to run), so the logins
    * of the next runs are ready when the plan is.
    */
-  const pass = (name: string, args: string[] | Promise<string[] | undefined>, signal: AbortSignal, track: Track) =>
+  const pass = (name: string, args: Run | Promise<Run | undefined>, signal: AbortSignal, track: Track) =>
     new Promise<void>((resolve, reject) => {
       track(() =>
         input.loginFor(name, async (login) => {
@@ -338,8 +353,10 @@ export async function restoreDatabase(input: {
         }),
       ).catch(reject);
     });
+  // A section without data, or a list (the table of contents alone), needs no data block.
+  const none: ReadonlySet<number> = new Set();
   const list = (section: string, signal: AbortSignal) =>
-    pipeToRestore({ ...read, args: ["--list", `--section=${section}`], env: {}, signal, untilDone: true });
+    pipeToRestore({ ...read, args: ["--list", `--section=${section}`], env: {}, signal, untilDone: true, keep: none });
   // The `-L` lists hold dump ids only (no name, no data): files, as pg_restore cannot open a socket Node passes it.
   const lists = await mkdtemp(path.join(os.tmpdir(), "mds-restore-"));
   const timings: Record<string, number> = {};
@@ -350,11 +367,11 @@ export async function restoreDatabase(input: {
   };
   try {
     await allOrNothing(input.signal, async (signal, track) => {
-      const fileOf = async (name: string, ids: number[] | undefined) => {
+      const fileOf = async (name: string, ids: number[] | undefined): Promise<Run | undefined> => {
         if (!ids?.length) return undefined;
         const file = path.join(lists, `${name}.list`);
         await writeFile(file, listFile(ids), { mode: 0o600 });
-        return ["-L", file];
+        return { args: ["-L", file], keep: new Set(ids) };
       };
       const listed = (name: string, ids: number[]) => pass(name, fileOf(name, ids), signal, track);
       // Each table's indexes follow its data in the same run (what pg_restore -j does from a file); their logins
@@ -382,7 +399,7 @@ export async function restoreDatabase(input: {
       for (const lane of lanes) lane.catch(() => {});
       // The lists and the table of contents need no login: they are read while pre-data is restored.
       const [, data, post, toc] = await Promise.all([
-        ended("preRunMs", pass("pre", ["--section=pre-data"], signal, track)),
+        ended("preRunMs", pass("pre", { args: ["--section=pre-data"], keep: none }, signal, track)),
         track(() => list("data", signal)),
         track(() => list("post-data", signal)),
         input.moreData
