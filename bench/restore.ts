@@ -8,7 +8,7 @@
 // exits 1 when a ratio is above 1.1×. `--rounds n` (default 3), `--rows n` (rows of the smallest table, default 5000).
 import { spawn } from "node:child_process";
 import { createReadStream, createWriteStream } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -218,11 +218,27 @@ try {
     },
   };
   const times = new Map<string, number[]>(Object.keys(sides).map((k) => [k, []]));
+  // CPU time per side: this process's (the service, Node) and its reaped children's (pg_restore, pg_dump: the
+  // kernel's cutime + cstime), so a side that costs more CPU than the other shows it even when the clock hides it.
+  const childrenCpuMs = async () => {
+    const stat = await readFile("/proc/self/stat", "utf8").catch(() => "");
+    if (!stat) return 0; // not Linux
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[13]) + Number(fields[14])) * 10; // cutime, cstime, in USER_HZ (100) ticks
+  };
+  const cpu = new Map<string, { node: number[]; children: number[] }>(
+    Object.keys(sides).map((k) => [k, { node: [], children: [] }]),
+  );
   for (let round = 0; round < rounds; round++) {
     const order = round % 2 === 0 ? Object.keys(sides) : Object.keys(sides).reverse();
     for (const name of order) {
       await settle();
+      const node0 = process.cpuUsage();
+      const children0 = await childrenCpuMs();
       const took = await sides[name]!();
+      const node = process.cpuUsage(node0);
+      cpu.get(name)!.node.push((node.user + node.system) / 1000);
+      cpu.get(name)!.children.push((await childrenCpuMs()) - children0);
       times.get(name)!.push(took);
       console.error(`round ${round + 1}: ${name} ${seconds(took)} (load ${os.loadavg()[0]!.toFixed(1)})`);
     }
@@ -243,12 +259,20 @@ try {
     [
       `… by phase (median; pre-data includes the lists)`,
       Object.keys(restoreSteps[0]?.passes ?? {})
-        .map((k) => `${k.replace(/Ms$/, "")} ${seconds(median(restoreSteps.map((s) => s.passes[k] ?? 0)))}`)
+        .map((k) => {
+          const m = median(restoreSteps.map((s) => s.passes[k] ?? 0));
+          return k.endsWith("Bytes") ? `${k} ${(m / 2 ** 20).toFixed(1)} MB` : `${k.replace(/Ms$/, "")} ${seconds(m)}`;
+        })
         .join(", ") || "one pass",
       "",
     ],
     [`\`pg_restore -j2\` of the same archive`, seconds(m("restore baseline")), each("restore baseline")],
     [`restore / \`pg_restore -j2\``, `${restoreRatio.toFixed(2)}×`, `aim ≤ ${aim}×`],
+    ...["restore", "restore baseline"].map((name) => [
+      `… CPU of ${name} (median): Node (the service and bench), children (pg_restore)`,
+      `${seconds(median(cpu.get(name)!.node))}, ${seconds(median(cpu.get(name)!.children))}`,
+      "",
+    ]),
     [`clone, POST → ready (the service)`, seconds(m("clone")), each("clone")],
     [`\`pg_dump -Fd -j2 -Z1\` + \`pg_restore -j2\``, seconds(m("clone baseline")), each("clone baseline")],
     [`clone / (\`pg_dump -Fd -j2\` + \`pg_restore -j2\`)`, `${cloneRatio.toFixed(2)}×`, `aim ≤ ${aim}×`],

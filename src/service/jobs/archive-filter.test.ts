@@ -223,7 +223,8 @@ describe("onlyBlocksOf", () => {
     const big = Buffer.concat([header(), toc(many, withData), ...blocks]);
     const started = performance.now();
     const out = await filtered(big, [23]);
-    expect(performance.now() - started).toBeLessThan(5_000);
+    // About 1 s on a quiet machine; quadratic (a join per chunk, a copy per entry) would take minutes.
+    expect(performance.now() - started).toBeLessThan(15_000);
     expect(out.equals(Buffer.concat([big.subarray(0, big.length - Buffer.concat(blocks).length), blocks[2]!]))).toBe(
       true,
     );

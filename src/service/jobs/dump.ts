@@ -85,6 +85,18 @@ function drainedOrClosed(stream: Writable): Promise<void> {
   });
 }
 
+async function* counted(source: AsyncIterable<Buffer>, fed?: (bytes: number) => void): AsyncGenerator<Buffer> {
+  let bytes = 0;
+  try {
+    for await (const chunk of source) {
+      bytes += chunk.length;
+      yield chunk;
+    }
+  } finally {
+    fed?.(bytes);
+  }
+}
+
 async function* hashing(source: AsyncIterable<Buffer>, hash: ReturnType<typeof createHash>): AsyncGenerator<Buffer> {
   for await (const chunk of source) {
     hash.update(chunk);
@@ -235,19 +247,22 @@ async function pipeToRestore(input: {
    * the other runs' table data and ends after the last block of these (archive-toc.ts onlyBlocksOf).
    */
   keep?: ReadonlySet<number>;
+  /** Told how many bytes pg_restore was fed, once it is done. */
+  fed?: (bytes: number) => void;
 }): Promise<string> {
   const hash = input.plainSha256 ? createHash("sha256") : undefined;
   const restore = start(path.join(input.bindir, "pg_restore"), input.args, input.env, input.signal);
   // Its output (a --list) is the table of contents: small.
   let output = "";
   restore.child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
-  const file = createReadStream(input.file);
+  // 1 MiB reads: a restore's runs read the whole file at once, each, in 16 times fewer reads than by default.
+  const file = createReadStream(input.file, { highWaterMark: 1024 * 1024 });
   const bytes = file as AsyncIterable<Buffer>;
   const authenticated = openArchive(hash ? hashing(bytes, hash) : bytes, input.archive.key, input.archive.context, {
     allowPlain: hash !== undefined,
   });
   // A plain archive (no hash without every byte) is fed whole.
-  const plaintext = input.keep && !hash ? onlyBlocksOf(authenticated, input.keep) : authenticated;
+  const plaintext = counted(input.keep && !hash ? onlyBlocksOf(authenticated, input.keep) : authenticated, input.fed);
   let exited = false;
   if (input.untilDone && !hash)
     void restore.done.then(
@@ -314,8 +329,8 @@ export async function restoreDatabase(input: {
     ...(input.plainSha256 ? { plainSha256: input.plainSha256 } : {}),
   };
   /** A pg_restore run: its arguments, and for a run of a split restore the dump ids it restores (pipeToRestore). */
-  type Run = { args: string[]; keep?: ReadonlySet<number> };
-  const run = (login: DatabaseLogin, { args, keep }: Run, signal: AbortSignal | undefined, untilDone: boolean) =>
+  type Run = { args: string[]; keep?: ReadonlySet<number>; fed?: (bytes: number) => void };
+  const run = (login: DatabaseLogin, { args, keep, fed }: Run, signal: AbortSignal | undefined, untilDone: boolean) =>
     pipeToRestore({
       ...read,
       args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", ...args, "-d", input.database],
@@ -325,6 +340,7 @@ export async function restoreDatabase(input: {
       ...(signal ? { signal } : {}),
       untilDone,
       ...(keep ? { keep } : {}),
+      ...(fed ? { fed } : {}),
     });
   const { jobs, minBytes } = input.split;
   if (!input.moreData && (jobs < 2 || (await stat(input.file)).size < minBytes)) {
@@ -389,7 +405,11 @@ export async function restoreDatabase(input: {
               `lane${i}EndMs`,
               pass(
                 `d${i}`,
-                plan.promise.then((l) => fileOf(`d${i}`, l[i])),
+                // What each lane's pg_restore was fed (its share of the data, not the whole archive).
+                plan.promise.then(async (l) => {
+                  const lane = await fileOf(`d${i}`, l[i]);
+                  return lane && { ...lane, fed: (bytes: number) => (timings[`lane${i}Bytes`] = bytes) };
+                }),
                 signal,
                 track,
               ),
