@@ -1,3 +1,4 @@
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "./helpers.ts";
@@ -104,8 +105,23 @@ async function facts(url: string): Promise<Record<string, unknown>> {
   };
 }
 
+// Each restore's timings and what each lane's pg_restore was fed (the job's debug record "restore swapped").
+const swapped: { passes: Record<string, number> }[] = [];
+const logger = pino(
+  { level: "debug" },
+  {
+    write(line: string) {
+      const record = JSON.parse(line) as { msg?: string; passes?: Record<string, number> };
+      if (record.msg === "restore swapped") swapped.push({ passes: record.passes ?? {} });
+    },
+  },
+);
+
 beforeAll(async () => {
-  service = await startTestService({ service: { restoreSplitMinBytes: 0, restoreJobs: 2, jobMaxAttempts: 1 } });
+  service = await startTestService({
+    logger,
+    service: { restoreSplitMinBytes: 0, restoreJobs: 2, jobMaxAttempts: 1 },
+  });
   api = client(service, service.token);
   project = (await api("POST", "/v1/projects", { name: "restore-split", createDatabase: false })).body.data;
 });
@@ -123,11 +139,21 @@ describe("restores and clones in parallel passes (split path)", () => {
       db.connectionString,
       "DELETE FROM child WHERE id > 10; DROP MATERIALIZED VIEW child_counts; DROP TABLE events; SELECT lo_unlink(424242)",
     );
+    const restores = swapped.length;
     await api("POST", `/v1/databases/${db.id}/restore`, {
       source: { type: "backup", databaseId: db.id, backupId: backup.id },
     });
     await ready(db.id);
     expect(await facts(db.connectionString)).toEqual(before);
+    // Each lane was fed its own tables' data, not the whole archive (the sealed file: a 32-byte header, then 64 KiB
+    // records of 21 bytes more each).
+    const { passes } = swapped[restores]!;
+    const records = Math.ceil((backup.size - 32) / (65_536 + 21));
+    const plaintext = backup.size - 32 - 21 * records;
+    expect(passes.lane0Bytes).toBeGreaterThan(0);
+    expect(passes.lane1Bytes).toBeGreaterThan(0);
+    expect(passes.lane0Bytes).toBeLessThan(plaintext);
+    expect(passes.lane1Bytes).toBeLessThan(plaintext);
     // The trigger came back and fires; the foreign key holds.
     expect(await sql(db.connectionString, "UPDATE child SET v = 'x' WHERE id = 1 RETURNING touched")).toEqual([
       { touched: 1 },

@@ -136,7 +136,9 @@ export async function* openArchive(
     decipher.setAuthTag(body.subarray(length));
     let plaintext: Buffer;
     try {
-      plaintext = Buffer.concat([decipher.update(body.subarray(0, length)), decipher.final()]);
+      // GCM's final() yields nothing; it checks the tag, before a byte of the record is passed on.
+      plaintext = decipher.update(body.subarray(0, length));
+      decipher.final();
     } catch {
       throw new ArchiveError(`record ${sequence} failed authentication (wrong key, wrong backup, or changed data)`);
     }
