@@ -49,6 +49,17 @@ describe("archive format", () => {
     }
   });
 
+  it("opens an archive read in any chunking (a record across chunks, many records in one)", async () => {
+    const sealed = await collect(sealArchive(chunks(data), key, "bkp_1"));
+    async function* cut(size: number) {
+      for (let at = 0; at < sealed.length; at += size) yield sealed.subarray(at, at + size);
+    }
+    for (const size of [1, 5, 7, 1000, recordPlaintextLength + 21, recordPlaintextLength + 22, 1024 * 1024]) {
+      const opened = await collect(openArchive(cut(size), key, "bkp_1", { allowPlain: false }));
+      expect(opened.equals(data), `chunks of ${size}`).toBe(true);
+    }
+  });
+
   it("refuses a wrong key or another backup's context, changed bytes, dropped, reordered or extra records", async () => {
     const sealed = await collect(sealArchive(chunks(data), key, "bkp_1"));
     const rs = records(sealed);

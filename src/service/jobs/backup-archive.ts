@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, randomBytes, type KeyObject } from "node:crypto";
 
 // Backups at rest: a pg_dump archive sealed in a chunked AEAD stream (format "MDSBAK01"), so it is encrypted and
 // authenticated without ever being held in memory whole, and every byte handed to pg_restore has been authenticated.
@@ -27,9 +27,12 @@ export class ArchiveError extends Error {
   }
 }
 
-function archiveKey(serviceKey: Buffer, salt: Buffer, context: string): Buffer {
-  return Buffer.from(
-    hkdfSync("sha256", serviceKey, salt, Buffer.concat([Buffer.from("mds backup v1\0"), Buffer.from(context)]), 32),
+/** A KeyObject, made once per archive: given as bytes, every record's cipher imported the key again. */
+function archiveKey(serviceKey: Buffer, salt: Buffer, context: string): KeyObject {
+  return createSecretKey(
+    Buffer.from(
+      hkdfSync("sha256", serviceKey, salt, Buffer.concat([Buffer.from("mds backup v1\0"), Buffer.from(context)]), 32),
+    ),
   );
 }
 
@@ -74,7 +77,11 @@ export async function* sealArchive(
   yield seal(pending, true);
 }
 
-/** Reads exact byte counts from a stream of chunks, copying only what straddles two chunks. */
+/**
+ * Reads exact byte counts from a stream of chunks, copying only the `n` bytes of a read that straddles two chunks:
+ * joining the rest of a chunk to the next one copied every 1 MiB read of a restore whole, once per record that
+ * straddled it (a restore's runs read the archive in 1 MiB chunks of 64 KiB records).
+ */
 class ByteReader {
   private pending: Buffer = Buffer.alloc(0);
   private readonly iterator: AsyncIterator<Buffer>;
@@ -83,11 +90,28 @@ class ByteReader {
   }
   /** Exactly `n` bytes, or fewer only at the end of the stream. */
   async read(n: number): Promise<Buffer> {
-    while (this.pending.length < n) {
+    if (this.pending.length >= n) return this.take(n);
+    const parts = [this.pending];
+    let length = this.pending.length;
+    while (length < n) {
       const next = await this.iterator.next();
       if (next.done) break;
-      this.pending = this.pending.length ? Buffer.concat([this.pending, next.value]) : next.value;
+      parts.push(next.value);
+      length += next.value.length;
     }
+    // The chunks are joined up to `n` bytes only; what lies past them in the last chunk stays a view of it.
+    const last = parts.pop()!;
+    const before = length - last.length;
+    const fromLast = Math.max(0, Math.min(last.length, n - before));
+    if (before === 0) {
+      this.pending = last;
+      return this.take(n);
+    }
+    const out = Buffer.concat([...parts, last.subarray(0, fromLast)], before + fromLast);
+    this.pending = last.subarray(fromLast);
+    return out;
+  }
+  private take(n: number): Buffer {
     const out = this.pending.subarray(0, n);
     this.pending = this.pending.subarray(out.length);
     return out;
