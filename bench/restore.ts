@@ -15,8 +15,12 @@ import { Session } from "node:inspector/promises";
 import { pipeline } from "node:stream/promises";
 import pg from "pg";
 import pino from "pino";
+import { holdYoungGeneration } from "../src/cli/heap-flags.ts";
 import { openArchive } from "../src/service/jobs/backup-archive.ts";
-import { startEmbeddedService } from "../src/service/embedded/stack.ts";
+
+// V8's heap as `mds service` sets it, before the service's modules load (src/cli/heap-flags.ts).
+holdYoungGeneration();
+const { startEmbeddedService } = await import("../src/service/embedded/stack.ts");
 
 const arg = (name: string) => process.argv.find((_, i) => process.argv[i - 1] === name);
 const rounds = Number(arg("--rounds") ?? 3);

@@ -15,9 +15,22 @@ import { setFlagsFromString } from "node:v8";
  * Measured in bench/history/2026-11-26-operator-memory.md.
  */
 export function limitHeapGrowth(): void {
-  setFlagsFromString("--semi-space-growth-factor=1");
+  holdYoungGeneration();
   setFlagsFromString("--heap-growing-percent=25");
   setFlagsFromString("--optimize-for-size");
   setFlagsFromString("--no-turbofan");
   setFlagsFromString("--no-maglev");
+}
+
+/**
+ * The service's young generation held at its initial size (semi-spaces of ~1 MB), as the operator's is. Grown (the
+ * default, up to 2 × 64 MB after any burst of allocation), it is larger than the old generation's headroom (V8 lets
+ * the old generation grow to about twice what is live, here ~24 MB over ~24 MB), and V8 then starts an incremental
+ * mark-compact of the whole heap every few MB: a restore's lanes (Node decrypting 46 MB per lane and writing it into
+ * pg_restore's pipes) ran 14 full collections, 0.5 s of the service's CPU on a 2-core machine, taken from pg_restore
+ * and PostgreSQL. Held, they run 1 and minor collections (bench/history/2026-11-26-restore-split.md). The same as
+ * starting node with `--semi-space-growth-factor=1`; before modules load, so nothing has grown it yet.
+ */
+export function holdYoungGeneration(): void {
+  setFlagsFromString("--semi-space-growth-factor=1");
 }

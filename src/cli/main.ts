@@ -20,7 +20,11 @@ const productCommands: Record<string, Command> = {
   },
   service: {
     summary: "run the Managed Database Service API",
-    run: async (a) => (await import("./service.ts")).runService(a),
+    run: async (a) => {
+      // Before the service's modules load and allocate (see heap-flags.ts).
+      (await import("./heap-flags.ts")).holdYoungGeneration();
+      return (await import("./service.ts")).runService(a);
+    },
   },
   token: {
     summary: "create, list and revoke service tokens",
