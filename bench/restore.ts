@@ -5,7 +5,8 @@
 //   - the service's clone (POST databases with source database → ready) against `pg_dump -Fd -j2 -Z1` into a directory
 //     then `pg_restore -j2` of it into a fresh database (CREATE DATABASE included), as the superuser.
 // Rounds alternate which side goes first; a CHECKPOINT before every side. Prints a table of medians and ratios and
-// exits 1 when a ratio is above 1.1×. `--rounds n` (default 3), `--rows n` (rows of the smallest table, default 5000).
+// exits 1 when a ratio is above 1.1×. `--rounds n` (default 3), `--rows n` (rows of the smallest table, default 5000),
+// `--sides a,b` (only those sides), `--profile dir` (a CPU profile of each timed restore).
 import { spawn } from "node:child_process";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
