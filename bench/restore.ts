@@ -16,11 +16,11 @@ import { Session } from "node:inspector/promises";
 import { pipeline } from "node:stream/promises";
 import pg from "pg";
 import pino from "pino";
-import { holdYoungGeneration } from "../src/cli/heap-flags.ts";
+import { serviceHeapFlags } from "../src/cli/heap-flags.ts";
 import { openArchive } from "../src/service/jobs/backup-archive.ts";
 
 // V8's heap as `mds service` sets it, before the service's modules load (src/cli/heap-flags.ts).
-holdYoungGeneration();
+serviceHeapFlags();
 const { startEmbeddedService } = await import("../src/service/embedded/stack.ts");
 
 const arg = (name: string) => process.argv.find((_, i) => process.argv[i - 1] === name);

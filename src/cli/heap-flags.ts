@@ -15,7 +15,7 @@ import { setFlagsFromString } from "node:v8";
  * Measured in bench/history/2026-11-26-operator-memory.md.
  */
 export function limitHeapGrowth(): void {
-  holdYoungGeneration();
+  setFlagsFromString("--semi-space-growth-factor=1");
   setFlagsFromString("--heap-growing-percent=25");
   setFlagsFromString("--optimize-for-size");
   setFlagsFromString("--no-turbofan");
@@ -23,14 +23,18 @@ export function limitHeapGrowth(): void {
 }
 
 /**
- * The service's young generation held at its initial size (semi-spaces of ~1 MB), as the operator's is. Grown (the
- * default, up to 2 × 64 MB after any burst of allocation), it is larger than the old generation's headroom (V8 lets
- * the old generation grow to about twice what is live, here ~24 MB over ~24 MB), and V8 then starts an incremental
- * mark-compact of the whole heap every few MB: a restore's lanes (Node decrypting 46 MB per lane and writing it into
- * pg_restore's pipes) ran 14 full collections, 0.5 s of the service's CPU on a 2-core machine, taken from pg_restore
- * and PostgreSQL. Held, they run 1 and minor collections (bench/history/2026-11-26-restore-split.md). The same as
- * starting node with `--semi-space-growth-factor=1`; before modules load, so nothing has grown it yet.
+ * The service's heap: young generation held at its initial size (semi-spaces of ~1 MB) and the old generation let grow
+ * to 4 × what is live before a full collection. By default V8 grows the young generation under allocation (up to
+ * 2 × 64 MB) and lets the old one grow to about 2 × live (here ~24 MB over ~24 MB): with a young generation larger
+ * than that headroom, V8 started an incremental full collection every few MB of a restore's buffers (14-17 per
+ * 50-table restore, ~0.5 s of the service's CPU on two cores, taken from pg_restore and PostgreSQL). Holding the young
+ * generation alone fixed the first restore, but objects then got promoted sooner and after a clone the old
+ * generation filled its headroom again (15 full collections); with 4 × live, 0-2. The cost: up to ~75 MB more heap
+ * before a full collection, on a service whose live heap is ~25 MB. Measured in
+ * bench/history/2026-11-26-restore-split.md. The same as starting node with `--semi-space-growth-factor=1
+ * --heap-growing-percent=300`; before modules load, so nothing has grown yet.
  */
-export function holdYoungGeneration(): void {
+export function serviceHeapFlags(): void {
   setFlagsFromString("--semi-space-growth-factor=1");
+  setFlagsFromString("--heap-growing-percent=300");
 }

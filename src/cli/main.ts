@@ -22,7 +22,7 @@ const productCommands: Record<string, Command> = {
     summary: "run the Managed Database Service API",
     run: async (a) => {
       // Before the service's modules load and allocate (see heap-flags.ts).
-      (await import("./heap-flags.ts")).holdYoungGeneration();
+      (await import("./heap-flags.ts")).serviceHeapFlags();
       return (await import("./service.ts")).runService(a);
     },
   },
