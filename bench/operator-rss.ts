@@ -94,10 +94,11 @@ async function compile(outDir: string): Promise<string> {
     ],
     { stdio: "inherit" },
   );
+  // Compiled files import their dependencies from the repository's node_modules, and need its "type": "module"; the
+  // bundle resolves the npm packages it takes in from there too (linked first).
+  await symlink(path.join(repoRoot, "node_modules"), path.join(outDir, "node_modules"));
   const { bundleOperator } = await import("../scripts/bundle-operator.ts");
   await bundleOperator(outDir);
-  // Compiled files import their dependencies from the repository's node_modules, and need its "type": "module".
-  await symlink(path.join(repoRoot, "node_modules"), path.join(outDir, "node_modules"));
   await copyFile(path.join(repoRoot, "package.json"), path.join(outDir, "package.json"));
   console.log(`  compiled src/ into ${outDir} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   return outDir;

@@ -25,6 +25,8 @@ export interface ShippedOperator {
 export async function shippedOperator(appDir: string, dist?: string): Promise<ShippedOperator> {
   await mkdir(path.join(appDir, "bin"), { recursive: true });
   const distDir = path.join(appDir, "dist");
+  // Before the bundle: it resolves the npm packages from here, as the Dockerfile's build stage does.
+  await symlink(path.join(repoRoot, "node_modules"), path.join(appDir, "node_modules"));
   let source: string;
   if (dist !== undefined) {
     await symlink(path.resolve(dist), distDir);
@@ -49,7 +51,6 @@ export async function shippedOperator(appDir: string, dist?: string): Promise<Sh
     await cp(path.join(repoRoot, "src"), distDir, { recursive: true, filter: (p) => !p.endsWith(".ts") });
     source = `src/ compiled in ${((performance.now() - started) / 1000).toFixed(1)} s`;
   }
-  await symlink(path.join(repoRoot, "node_modules"), path.join(appDir, "node_modules"));
   await copyFile(path.join(repoRoot, "package.json"), path.join(appDir, "package.json"));
   await copyFile(path.join(repoRoot, "deploy/image/mds.js"), path.join(appDir, "bin/mds.js"));
   return {
