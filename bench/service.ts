@@ -84,6 +84,8 @@ const service = await startEmbeddedService({
   logger,
   service: {
     rateLimit: { perSecond: 100_000, burst: 100_000 },
+    // The pooler and TLS measurements mint a login per sample: more than a workspace's production 100 live ones.
+    connectionsPerWorkspace: 10_000,
     ...(sparesArg ? { spareDatabases: Number(sparesArg) } : {}),
   },
 });
