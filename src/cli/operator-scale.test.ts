@@ -1,9 +1,8 @@
 import pino from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { parseKubeConfig } from "../kube/kubeconfig.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
 import { createMetricsRegistry } from "../operator/metrics.ts";
-import { createFakeKube } from "../../test/support/fake-kube.ts";
+import { createFakeKube, unreachableKubeConfig } from "../../test/support/fake-kube.ts";
 import { createOperatorWithKinds } from "./operator.ts";
 
 // At 10,000 Databases a scrape of /metrics unpacked every cached object twice (the resources' conditions, and the
@@ -13,16 +12,7 @@ import { createOperatorWithKinds } from "./operator.ts";
 
 const n = 10_000;
 // Nothing listens there: the informers list through the fake client; their watches fail and back off.
-const kubeConfig = parseKubeConfig(
-  JSON.stringify({
-    apiVersion: "v1",
-    kind: "Config",
-    clusters: [{ name: "c", cluster: { server: "http://127.0.0.1:9" } }],
-    users: [{ name: "u", user: { token: "t" } }],
-    contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
-    "current-context": "x",
-  }),
-);
+const kubeConfig = unreachableKubeConfig();
 
 const stops: (() => Promise<void>)[] = [];
 afterEach(async () => {

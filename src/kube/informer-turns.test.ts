@@ -1,8 +1,7 @@
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { createFakeKube } from "../../test/support/fake-kube.ts";
+import { createFakeKube, unreachableKubeConfig } from "../../test/support/fake-kube.ts";
 import { createInformer } from "./informer.ts";
-import { parseKubeConfig } from "./kubeconfig.ts";
 import type { KubeObject, ResourceType } from "./types.ts";
 
 // A full list of 10,000 objects (the start, or a relist after a watch expired) was packed and emitted in one go:
@@ -17,16 +16,7 @@ const ConfigMapType: ResourceType = {
   namespaced: true,
 };
 // Nothing listens there: the list goes through the fake client; the watch fails and backs off.
-const kubeConfig = parseKubeConfig(
-  JSON.stringify({
-    apiVersion: "v1",
-    kind: "Config",
-    clusters: [{ name: "c", cluster: { server: "http://127.0.0.1:9" } }],
-    users: [{ name: "u", user: { token: "t" } }],
-    contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
-    "current-context": "x",
-  }),
-);
+const kubeConfig = unreachableKubeConfig();
 
 describe("informer and the event loop", () => {
   it("gives timers a turn while it emits a list of 10,000 objects", async () => {

@@ -1,6 +1,7 @@
 import type { DeleteOptions, KubeClient, ListOptions } from "../../src/kube/client.ts";
 import { KubeAlreadyExistsError, KubeConflictError, KubeNotFoundError } from "../../src/kube/errors.ts";
 import type { KubeObject, ObjectList, ResourceType } from "../../src/kube/types.ts";
+import { parseKubeConfig } from "../../src/kube/kubeconfig.ts";
 
 // An in-memory KubeClient for unit tests of the loop: resourceVersion checks (409 on a stale one), generation
 // bumps on spec changes, status only through patchStatus, finalizers holding deletion. Not an apiserver:
@@ -159,3 +160,19 @@ export function createFakeKube(): FakeKube {
   };
   return kube;
 }
+
+/**
+ * A kubeconfig whose server nothing listens on: for an informer that lists through a fake client; its watch fails
+ * and backs off.
+ */
+export const unreachableKubeConfig = () =>
+  parseKubeConfig(
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "c", cluster: { server: "http://127.0.0.1:9" } }],
+      users: [{ name: "u", user: { token: "t" } }],
+      contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
+      "current-context": "x",
+    }),
+  );

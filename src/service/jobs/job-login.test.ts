@@ -97,4 +97,26 @@ describe("withOwnerLogin", () => {
     });
     await leftover.end().catch(() => {});
   });
+
+  it("leaves the program's parallel workers alone (a restore's CREATE INDEX on a large table uses them)", async () => {
+    const name = "mds_job_902_restore";
+    await withOwnerLogin({ pool, adminUrl: service.postgresUrl, name, memberOf: [owner] }, async (login) => {
+      const program = await open(urlOf(login));
+      try {
+        // The whole query in one parallel worker (the leader does none of it), for longer than the guard's rounds:
+        // the worker's pg_stat_activity row carries the login's name, as a parallel index build's workers do.
+        const force =
+          Number((await program.query("SHOW server_version_num")).rows[0].server_version_num) >= 160000
+            ? "debug_parallel_query"
+            : "force_parallel_mode";
+        await program.query(`SET ${force} = on; SET parallel_leader_participation = off`);
+        const { rows } = await program.query(
+          "SELECT count(*)::int AS n FROM generate_series(1, 3000000) g WHERE md5(g::text) <> ''",
+        );
+        expect(rows[0].n).toBe(3_000_000);
+      } finally {
+        await program.end();
+      }
+    });
+  });
 });

@@ -90,7 +90,7 @@ function guardSingleSession(pool: pg.Pool, name: string): { stop(): Promise<void
   const sessions = async () =>
     (
       await pool.query<{ pid: number }>(
-        "SELECT pid FROM pg_stat_activity WHERE usename = $1 ORDER BY backend_start, pid",
+        "SELECT pid FROM pg_stat_activity WHERE usename = $1 AND backend_type = 'client backend' ORDER BY backend_start, pid",
         [name],
       )
     ).rows.map((r) => r.pid);
@@ -102,12 +102,14 @@ function guardSingleSession(pool: pg.Pool, name: string): { stop(): Promise<void
     }
     if (program === undefined) return;
     await pool.query(`ALTER ROLE ${ident(name)} NOLOGIN PASSWORD NULL`);
-    // From here on no one logs in as `name`; a session that got in before the line above is not the program's.
+    // From here on no one logs in as `name`; a session that got in before the line above is not the program's. Only
+    // sessions: the program's parallel workers (a CREATE INDEX on a large table, a parallel scan) carry its login's
+    // name too, and ending one fails the program; another session's workers end with it.
     while (!stopped) {
-      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> $2", [
-        name,
-        program,
-      ]);
+      await pool.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> $2 AND backend_type = 'client backend'",
+        [name, program],
+      );
       await sleep(250);
     }
   })();
