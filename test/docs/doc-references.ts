@@ -182,6 +182,7 @@ const otherToolsFlags = new Set([
   "max-lazy",
   "sparkplug",
   "lite-mode",
+  "trace-gc",
 ]);
 
 /** `--flag` in code spans and code blocks that no program of this repository (or a listed tool) knows. */
