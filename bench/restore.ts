@@ -7,7 +7,6 @@
 // Rounds alternate which side goes first; a CHECKPOINT before every side. Prints a table of medians and ratios and
 // exits 1 when a ratio is above 1.1×. `--rounds n` (default 3), `--rows n` (rows of the smallest table, default 5000),
 // `--sides a,b` (only those sides), `--profile dir` (a CPU profile of each timed restore).
-import { spawn } from "node:child_process";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -18,6 +17,7 @@ import pg from "pg";
 import pino from "pino";
 import { serviceHeapFlags } from "../src/cli/heap-flags.ts";
 import { openArchive } from "../src/service/jobs/backup-archive.ts";
+import { sql, run } from "./processes.ts";
 
 // V8's heap as `mds service` sets it, before the service's modules load (src/cli/heap-flags.ts).
 serviceHeapFlags();
@@ -38,26 +38,6 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 const seconds = (x: number) => `${(x / 1000).toFixed(2)} s`;
-
-async function sql(url: string, text: string, params: unknown[] = []) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query(text, params)).rows;
-  } finally {
-    await c.end();
-  }
-}
-
-function run(command: string, args: string[], env: Record<string, string>): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env, stdio: ["ignore", "inherit", "inherit"] });
-    child.once("error", reject);
-    child.once("exit", (code) =>
-      code === 0 ? resolve() : reject(new Error(`${path.basename(command)} exit ${code}`)),
-    );
-  });
-}
 
 const dir = await mkdtemp(path.join(os.tmpdir(), "mds-bench-restore-"));
 // The restore job's own timing of its steps (its debug record "restore swapped").

@@ -10,6 +10,7 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import pino from "pino";
+import { sql } from "./processes.ts";
 
 const { values } = parseArgs({
   options: {
@@ -81,16 +82,6 @@ async function untilReady(side: Side, id: string): Promise<void> {
     if (rows[0]?.status === "ready") return;
     if (rows[0]?.status === "failure") throw new Error(`${side.name}: database ${id} failed`);
     await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-async function sql(url: string, text: string, params: unknown[] = []): Promise<void> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    await c.query(text, params);
-  } finally {
-    await c.end();
   }
 }
 

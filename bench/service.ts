@@ -20,6 +20,7 @@ import { randomBytes } from "node:crypto";
 import { startEmbeddedService } from "../src/service/embedded/stack.ts";
 import { startService } from "../src/service/start/service.ts";
 import { createServiceToken } from "../src/service/domain/tokens.ts";
+import { sql, run } from "./processes.ts";
 
 const quick = process.argv.includes("--quick");
 const onlyArg = process.argv.find((a, i) => process.argv[i - 1] === "--only");
@@ -40,26 +41,6 @@ const percentile = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
 };
 const ms = (x: number) => `${x.toFixed(1)} ms`;
-
-async function sql(url: string, text: string, params: unknown[] = []) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query(text, params)).rows;
-  } finally {
-    await c.end();
-  }
-}
-
-function run(command: string, args: string[], env: Record<string, string>): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env, stdio: ["ignore", "inherit", "inherit"] });
-    child.once("error", reject);
-    child.once("exit", (code) =>
-      code === 0 ? resolve() : reject(new Error(`${path.basename(command)} exit ${code}`)),
-    );
-  });
-}
 
 const dir = await mkdtemp(path.join(os.tmpdir(), "mds-bench-"));
 // Durability stays on (fsync): these are the numbers a real deployment sees.
