@@ -32,11 +32,6 @@ export interface Informer<T extends KubeObject> {
   get(namespace: string | undefined, name: string): T | undefined;
   /** Every cached object, or those of one namespace. */
   list(namespace?: string): T[];
-  /**
-   * The same, unpacked one at a time as the caller iterates: a pass over 10,000 objects that keeps none of them
-   * holds one at a time, where list() holds all 10,000 (about 14 MB) at once.
-   */
-  each(namespace?: string): IterableIterator<T>;
   hasSynced(): boolean;
   /** Milliseconds since epoch of the last successful list or watch event; a health check can use it. */
   lastActivityAt(): number;
@@ -303,10 +298,6 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
       if (ns === undefined) return [...cache.values()].map(parse);
       const prefix = `${ns}/`;
       return [...cache].filter(([key]) => key.startsWith(prefix)).map(([, packed]) => parse(packed));
-    },
-    *each(ns) {
-      const prefix = ns === undefined ? "" : `${ns}/`;
-      for (const [key, packed] of cache) if (key.startsWith(prefix)) yield parse(packed);
     },
     hasSynced: () => synced,
     lastActivityAt: () => lastActivity,
