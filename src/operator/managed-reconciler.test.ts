@@ -6,7 +6,7 @@ import { databaseHandler } from "../resources/database/controller.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
 import { decodeData, encodeData } from "./secret/render.ts";
 import { createCredentialPool } from "./credentials.ts";
-import { incarnationKeyOf, logicalIdOf } from "./identity.ts";
+import { idempotencyKeyOf, incarnationKeyOf, logicalIdOf } from "./identity.ts";
 import { classifyError } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
@@ -498,6 +498,26 @@ describe("lookup before create from the remote mirror (throughput)", () => {
     expect(events.map((e) => e.reason)).toContain("Adopted");
     expect(decodeData(secret("orders")!)["PGPASSWORD"]).toBe(api.passwords.get(earlier.defaultConnectionId!));
     expect(condition("orders", "Ready")?.status).toBe("True");
+  });
+
+  it("upgrade: a create the previous release sent (its key had no uid) whose answer was lost is adopted, not made twice", async () => {
+    const projectId = [...api.projects.keys()][0]!;
+    const logicalId = logicalIdOf("unit", "default", "legacy");
+    // The previous release's key: the logicalId and the project only.
+    const earlier = await api.createDatabase(
+      { projectId: projectId, name: "legacy", region: "inherit", isDefault: false, logicalId },
+      { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) },
+    );
+    applyDatabase("legacy");
+    await converge("legacy");
+    // Found by its logicalId; the new key replays nothing, so the Secret gets a minted connection and the original
+    // one (its password lost with the answer) is revoked.
+    expect([...api.databases.keys()]).toEqual([earlier.id]);
+    expect(statusOf("legacy").id).toBe(earlier.id);
+    const password = decodeData(secret("legacy")!)["PGPASSWORD"];
+    expect(password).not.toBe(api.passwords.get(earlier.defaultConnectionId!));
+    expect(api.databases.get(earlier.id)!.connections.map((c) => c.id)).not.toContain(earlier.defaultConnectionId);
+    expect(condition("legacy", "Ready")?.status).toBe("True");
   });
 
   it("a database created after the mirror listed (not in it) is not duplicated: the POST with the same Idempotency-Key replays", async () => {
