@@ -252,6 +252,84 @@ describe.each(counterparts)("against %s", (counterpart) => {
     }, 240_000);
   }
 
+  it("a Project and a Connection applied again through a crash right after their create: one new remote object each", async () => {
+    const solo = {
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Project",
+      metadata: { name: "solo", namespace: stack.namespace },
+      spec: { region: "us-east-1", deletionPolicy: "Delete" },
+    };
+    const reader = {
+      apiVersion: "mds.dev/v1alpha1",
+      kind: "Connection",
+      metadata: { name: "reader", namespace: stack.namespace },
+      spec: { databaseRef: { name: "staging" } },
+    };
+    const idOf = async (plural: string, kind: string, name: string) =>
+      eventually(
+        async () => {
+          const s = (await stack.kube.get<KubeObject>({ ...DatabaseType, plural, kind }, stack.namespace, name))?.[
+            "status"
+          ] as { id?: string; conditions?: Condition[] } | undefined;
+          if (s?.conditions?.find((c) => c.type === "Ready")?.status !== "True") throw new Error(`${name} not ready`);
+          return s.id!;
+        },
+        { what: `${kind} ${name} Ready`, timeoutMs: 120_000 },
+      );
+    const stagingId = (await statusOf("staging"))!.id!;
+    const readerConnections = async () =>
+      (await remote<{ connections: { id: string; name: string }[] }>(`/v1/databases/${stagingId}`)).data.connections
+        .filter((c) => c.name === `k8s-e2e-connection-${stack.namespace}.reader`)
+        .map((c) => c.id);
+    const projects = async () =>
+      (
+        await remote<{ id: string }[]>(
+          `/v1/projects?logicalId=${encodeURIComponent(`k8s:e2e:${stack.namespace}/solo`)}`,
+        )
+      ).data.map((p) => p.id);
+
+    await apply(solo, reader);
+    const firstProject = await idOf("projects", "Project", "solo");
+    const firstReader = await idOf("connections", "Connection", "reader");
+    await stack.kubectl([
+      "delete",
+      "projects.mds.dev/solo",
+      "connections.mds.dev/reader",
+      "--wait=true",
+      "--timeout=90s",
+    ]);
+    expect(await projects()).toEqual([]);
+    expect(await readerConnections()).toEqual([]);
+
+    for (const [point, obj] of [
+      ["project:after-create", solo],
+      ["connection:after-create", reader],
+    ] as const) {
+      await operator?.stop();
+      operator = undefined;
+      const crashing = await crashingOperator(point);
+      await apply(obj);
+      await eventually(
+        () => {
+          if (!crashing.crashed()) throw new Error("not crashed yet");
+        },
+        { what: `the crash at ${point}` },
+      );
+      await crashing.operator.stop();
+      operator = await stack.startOperator({ apiUrl: recorder.url });
+    }
+    const project = await idOf("projects", "Project", "solo");
+    expect(project).not.toBe(firstProject);
+    expect(await projects()).toEqual([project]);
+    const connection = await idOf("connections", "Connection", "reader");
+    expect(connection).not.toBe(firstReader);
+    // The mint whose answer the crash lost is revoked (found by its name): one live login of this Connection.
+    await eventually(async () => expect(await readerConnections()).toEqual([connection]), {
+      what: "one live connection of reader",
+    });
+    expect(await query("reader", "select name from items order by name")).toEqual([{ name: "mug" }, { name: "tee" }]);
+  }, 240_000);
+
   it("two Databases of one pull request racing end on one branch; a clone waiting for its source creates no branch", async () => {
     await apply(preview("pr-9-api", "feature/nine"), preview("pr-9-web", "feature/nine"));
     const [api, web] = [await ready("pr-9-api"), await ready("pr-9-web")];
