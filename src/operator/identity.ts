@@ -19,6 +19,18 @@ export function idempotencyKeyOf(...parts: string[]): string {
 }
 
 /**
+ * Idempotency-Key of a POST made for one Kubernetes object (docs/design.md#keys-name-the-incarnation): its uid names
+ * the incarnation, so the object's own retries after a crash or a lost answer send the same key (no duplicate), and a
+ * new object of the same name never gets a deleted one's answer replayed.
+ */
+export function incarnationKeyOf(obj: { metadata: { uid?: string | undefined } }, ...parts: string[]): string {
+  const uid = obj.metadata.uid;
+  // Every object an API server returns has one; without it the key could name a deleted object's create.
+  if (uid === undefined || uid === "") throw new Error("an object without metadata.uid has no Idempotency-Key");
+  return idempotencyKeyOf(...parts, uid);
+}
+
+/**
  * The name of the connections the operator mints for one resource. Unique per installation, kind and resource:
  * a connection of this name whose password nobody holds is revoked (a mint whose answer was lost), so no other
  * resource, nor another cluster adopting the same database, may share it.

@@ -6,7 +6,7 @@ import { databaseHandler } from "../resources/database/controller.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
 import { decodeData, encodeData } from "./secret/render.ts";
 import { createCredentialPool } from "./credentials.ts";
-import { idempotencyKeyOf, logicalIdOf } from "./identity.ts";
+import { idempotencyKeyOf, incarnationKeyOf, logicalIdOf } from "./identity.ts";
 import { classifyError } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
@@ -388,6 +388,39 @@ describe("the managed loop (Database)", () => {
     expect(api.databases.has(id)).toBe(false);
   });
 
+  it("a Database deleted and applied again within the replay window gets a new database, not the deleted one's answer", async () => {
+    applyDatabase("preview", { projectRef: { name: "shop" }, deletionPolicy: "Delete" });
+    await converge("preview");
+    const first = statusOf("preview").id!;
+    await kube.delete(DatabaseType, "default", "preview");
+    await run("preview");
+    expect(api.databases.has(first)).toBe(false);
+    applyDatabase("preview", { projectRef: { name: "shop" }, deletionPolicy: "Delete" });
+    await converge("preview");
+    const second = statusOf("preview").id!;
+    expect(second).not.toBe(first);
+    expect(api.databases.has(second)).toBe(true);
+    expect(condition("preview", "Ready")?.status).toBe("True");
+    expect(decodeData(secret("preview")!)["PGPASSWORD"]).toBe(
+      api.passwords.get(api.databases.get(second)!.defaultConnectionId!),
+    );
+    expect(events.filter((e) => e.type === "Warning")).toEqual([]);
+  });
+
+  it("a resource gone while its reconcile ran (the cache had not seen it) is done, with no Warning", async () => {
+    applyDatabase("scratch", { projectRef: { name: "shop" }, deletionPolicy: "Delete" });
+    await converge("scratch");
+    await kube.delete(DatabaseType, "default", "scratch");
+    const patchOf = kube.patch.bind(kube);
+    // Another reconcile of a stale copy dropped the finalizer first: the object is gone when this one patches.
+    kube.patch = async (type, ns, name, patch) => {
+      if (type.plural === DatabaseType.plural) kube.objects.delete(`${DatabaseType.plural}|default/scratch`);
+      return patchOf(type, ns, name, patch);
+    };
+    expect(await run("scratch")).toEqual({ type: "done" });
+    expect(events.filter((e) => e.type === "Warning")).toEqual([]);
+  });
+
   it("adopts an existing remote database by externalId and mints a connection for its Secret, revoking nothing", async () => {
     const projectId = [...api.projects.keys()][0]!;
     const existing = await api.createDatabase({ projectId: projectId, name: "legacy" });
@@ -452,12 +485,13 @@ describe("lookup before create from the remote mirror (throughput)", () => {
   it("adopts a database a previous process created (crash after the POST), never duplicating it, with the original credentials", async () => {
     const projectId = [...api.projects.keys()][0]!;
     const logicalId = logicalIdOf("unit", "default", "orders");
-    // The predecessor's POST, exactly as the operator sends it; then it died before writing anything to Kubernetes.
+    // The predecessor's POST for this very object, exactly as the operator sends it; then it died before writing
+    // anything to Kubernetes.
+    applyDatabase("orders");
     const earlier = await api.createDatabase(
       { projectId: projectId, name: "orders", region: "inherit", isDefault: false, logicalId },
-      { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) },
+      { idempotencyKey: incarnationKeyOf(db("orders"), "create-database", logicalId, projectId) },
     );
-    applyDatabase("orders");
     await converge("orders");
     expect([...api.databases.keys()]).toEqual([earlier.id]);
     expect(statusOf("orders").id).toBe(earlier.id);
@@ -466,17 +500,37 @@ describe("lookup before create from the remote mirror (throughput)", () => {
     expect(condition("orders", "Ready")?.status).toBe("True");
   });
 
+  it("upgrade: a create the previous release sent (its key had no uid) whose answer was lost is adopted, not made twice", async () => {
+    const projectId = [...api.projects.keys()][0]!;
+    const logicalId = logicalIdOf("unit", "default", "legacy");
+    // The previous release's key: the logicalId and the project only.
+    const earlier = await api.createDatabase(
+      { projectId: projectId, name: "legacy", region: "inherit", isDefault: false, logicalId },
+      { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) },
+    );
+    applyDatabase("legacy");
+    await converge("legacy");
+    // Found by its logicalId; the new key replays nothing, so the Secret gets a minted connection and the original
+    // one (its password lost with the answer) is revoked.
+    expect([...api.databases.keys()]).toEqual([earlier.id]);
+    expect(statusOf("legacy").id).toBe(earlier.id);
+    const password = decodeData(secret("legacy")!)["PGPASSWORD"];
+    expect(password).not.toBe(api.passwords.get(earlier.defaultConnectionId!));
+    expect(api.databases.get(earlier.id)!.connections.map((c) => c.id)).not.toContain(earlier.defaultConnectionId);
+    expect(condition("legacy", "Ready")?.status).toBe("True");
+  });
+
   it("a database created after the mirror listed (not in it) is not duplicated: the POST with the same Idempotency-Key replays", async () => {
     const lists = recordLists();
     applyDatabase("first");
     await converge("first");
     const projectId = [...api.projects.keys()][0]!;
     const logicalId = logicalIdOf("unit", "default", "late");
+    applyDatabase("late");
     const late = await api.createDatabase(
       { projectId: projectId, name: "late", region: "inherit", isDefault: false, logicalId },
-      { idempotencyKey: idempotencyKeyOf("create-database", logicalId, projectId) },
+      { idempotencyKey: incarnationKeyOf(db("late"), "create-database", logicalId, projectId) },
     );
-    applyDatabase("late");
     await converge("late");
     expect(api.databases.size).toBe(2);
     expect(statusOf("late").id).toBe(late.id);

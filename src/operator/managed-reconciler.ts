@@ -1,3 +1,4 @@
+import { isKubeNotFound } from "../kube/errors.ts";
 import { jsonEqual } from "./conditions.ts";
 import { TerminalError, classifyError, messageOf } from "./errors.ts";
 import { remoteIdOf } from "./identity.ts";
@@ -35,9 +36,24 @@ export async function reconcileManaged<T extends ManagedObject>(
     run = new LoopRun(deps, handler, handler.parse(raw), log, now);
     return await reconcile(run);
   } catch (err) {
+    if (isKubeNotFound(err) && (await goneMeanwhile(deps, handler, raw))) {
+      // Deleted while this reconcile ran (an expiry, the finalizer dropped before the cache saw it): nothing to report.
+      log.debug({ err }, `${handler.kind} is gone`);
+      return done();
+    }
     await reportError(deps, handler.type, run?.obj ?? raw, err, log, now());
     return failed(err);
   }
+}
+
+/** Whether the object this reconcile started from no longer exists at the API server (or another took its name). */
+async function goneMeanwhile<T extends ManagedObject>(
+  deps: LoopDeps,
+  handler: ManagedHandler<T>,
+  raw: { metadata: { namespace?: string | undefined; name: string; uid?: string | undefined } },
+): Promise<boolean> {
+  const live = await deps.kube.get(handler.type, raw.metadata.namespace, raw.metadata.name).catch(() => null);
+  return live === undefined || (live !== null && live.metadata.uid !== raw.metadata.uid);
 }
 
 async function reconcile<T extends ManagedObject>(run: LoopRun<T>): Promise<Outcome> {

@@ -150,4 +150,31 @@ spec:
     expect(res.stdout).toContain("database.mds.dev/orders");
     expect(res.stdout).toMatch(/NAME\s+PHASE\s+TARGET\s+BACKUP\s+COMPLETED\s+AGE/);
   });
+
+  it("kubectl shows a BackupSchedule's next slot, a future time, as the time itself (a date column shows <invalid>)", async () => {
+    const applied = await apply(`apiVersion: mds.dev/v1alpha1
+kind: BackupSchedule
+metadata: { name: nightly }
+spec: { databaseRef: { name: orders }, schedule: "0 3 * * *", keep: 7 }
+`);
+    expect(applied.stderr).toBe("");
+    const next = new Date(Date.now() + 3 * 3_600_000).toISOString().replace(/\.\d+Z$/, "Z");
+    const last = new Date(Date.now() - 21 * 3_600_000).toISOString().replace(/\.\d+Z$/, "Z");
+    const patched = await kubectl([
+      "patch",
+      "backupschedules.mds.dev/nightly",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      JSON.stringify({ status: { nextScheduleTime: next, lastScheduleTime: last } }),
+    ]);
+    expect(patched.stderr).toBe("");
+    const res = await kubectl(["get", "backupschedules.mds.dev/nightly", "-o", "wide"]);
+    expect(res.stderr).toBe("");
+    expect(res.stdout).toMatch(/\sLAST\s+NEXT\s/);
+    expect(res.stdout).toContain(next);
+    expect(res.stdout).not.toContain("<invalid>");
+    // The newest slot taken, in the past, stays an age.
+    expect(res.stdout).toMatch(/\s21h\s/);
+  });
 });

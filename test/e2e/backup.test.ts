@@ -210,4 +210,24 @@ describe.each(counterparts)("DatabaseBackup against %s", (counterpart) => {
     expect(age?.value).toBeGreaterThanOrEqual(0);
     expect(age?.value).toBeLessThan(120);
   }, 150_000);
+
+  if (counterpart === "service") {
+    it("a DatabaseBackup that succeeds updates its Database's status.latestBackup at once, not at the next resync", async () => {
+      await operator?.stop();
+      // Resyncs 10 minutes apart: only the backup's success can bring the Database's status up to date in time.
+      operator = await stack.startOperator({ metrics, pollIntervals: { fastMs: 200, slowMs: 600_000 } });
+      await stack.kubectl(["apply", "-f", "-"], manifests(backup("woken")));
+      const taken = await finalPhase("woken");
+      expect(taken.phase).toBe("Succeeded");
+      await eventually(
+        async () => {
+          const s = (await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, "orders"))?.["status"] as
+            { latestBackup?: { id: string } } | undefined;
+          if (s?.latestBackup?.id !== taken.backupId)
+            throw new Error(`latestBackup ${JSON.stringify(s?.latestBackup)}`);
+        },
+        { what: "status.latestBackup is the backup just taken", timeoutMs: 20_000 },
+      );
+    }, 90_000);
+  }
 });

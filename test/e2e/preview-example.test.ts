@@ -120,6 +120,8 @@ const remoteStatus = async (path: string) =>
   (await fetch(`${stack.service.url}${path}`, { headers: { authorization: `Bearer ${stack.service.token}` } })).status;
 
 describe.each(counterparts)("examples/preview against %s", (counterpart) => {
+  // The previews the first test expires, with what they had: the second push must bring new ones.
+  const expired = new Map<string, Status>();
   beforeAll(async () => {
     stack = await startStack({ api: counterpart });
     await stack.startOperator();
@@ -172,6 +174,7 @@ describe.each(counterparts)("examples/preview against %s", (counterpart) => {
     // the operator deletes the resource, its remote database and its preview branch; the others stay.
     for (const name of ["shop-preview-pr-7", "shop-preview-pr-9"]) {
       const s = (await statusOf(name))!;
+      expired.set(name, s);
       await stack.kubectl(["patch", "databases.mds.dev", name, "--type=merge", "-p", '{"spec":{"expireAfter":"1s"}}']);
       await eventually(
         async () => {
@@ -185,4 +188,24 @@ describe.each(counterparts)("examples/preview against %s", (counterpart) => {
     }
     for (const name of ["shop-preview-pr-8", "shop-preview-pr-10"]) expect((await statusOf(name))?.id).toBeDefined();
   }, 480_000);
+
+  it("the next push after an expiry brings a fresh clone on a new branch, within the service's replay window", async () => {
+    expect([...expired.keys()]).toEqual(["shop-preview-pr-7", "shop-preview-pr-9"]);
+    await query((await secretEnv("staging"))["DATABASE_URL"]!, "insert into products values ('cap', 15)");
+    // Argo CD syncs the new commit; Flux's next reconciliation (here: the PR's new head) applies the same names again.
+    await stack.kubectl(["apply", "-f", "-"], await argoManifests({ ...argoPrs[0]!, head_sha: "7e".repeat(20) }));
+    await stack.kubectl(["apply", "-f", "-"], await fluxManifests({ ...fluxPrs[0]!, sha: "9e".repeat(20) }));
+    for (const [name, before] of expired) {
+      const s = await ready(name);
+      expect(s.id).not.toBe(before.id);
+      expect(s.branch).toMatchObject({ gitName: before.branch!.gitName, role: "preview" });
+      expect(s.branch!.id).not.toBe(before.branch!.id);
+      const env = await secretEnv(name);
+      expect(await query(env["DATABASE_URL"]!, "select sku from products order by sku")).toEqual([
+        { sku: "cap" },
+        { sku: "mug" },
+        { sku: "tee" },
+      ]);
+    }
+  }, 240_000);
 });

@@ -279,6 +279,20 @@ describe("databases", () => {
     expect(found.body.data.map((d: Json) => d.id)).toEqual([first.body.data.id]);
   });
 
+  it("a deleted database's logicalId is free again and its lookup finds only the live one", async () => {
+    const logicalId = "k8s:x:ns/again";
+    const first = await api("POST", "/v1/databases", { projectId: project.id, logicalId });
+    expect(first.status).toBe(201);
+    expect((await api("DELETE", `/v1/databases/${first.body.data.id}`)).status).toBe(204);
+    const gone = await api("GET", `/v1/databases?logicalId=${encodeURIComponent(logicalId)}`);
+    expect(gone.body.data).toEqual([]);
+    const second = await api("POST", "/v1/databases", { projectId: project.id, logicalId });
+    expect(second.status).toBe(201);
+    expect(second.body.data.id).not.toBe(first.body.data.id);
+    const found = await api("GET", `/v1/databases?logicalId=${encodeURIComponent(logicalId)}`);
+    expect(found.body.data.map((d: Json) => d.id)).toEqual([second.body.data.id]);
+  });
+
   it("Idempotency-Key replays the creation response, credentials included, without creating again", async () => {
     const headers = { "idempotency-key": "create-once-1" };
     const count = async () =>

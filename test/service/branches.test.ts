@@ -67,6 +67,9 @@ describe("branches: workspace isolation", () => {
       const missing = await api(method, `/v1/branches/${missingBranch}`, body);
       expectError(foreign, 404, "not_found");
       expect(shape(foreign, branch.id)).toEqual(shape(missing, missingBranch));
+      expect(ErrorBody.parse(missing.body).error.hint).toBe(
+        "check the id; branches of other workspaces are not visible to this token",
+      );
     }
     // Their project is as absent as a missing one for listing and creating branches.
     expectError(await api("GET", `/v1/projects/${theirs.id}/branches`), 404, "not_found");

@@ -237,6 +237,7 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     string,
     { id: string; projectId: string; gitName: string; isDefault: boolean; role: "production" | "preview" }
   >();
+  let branchesMade = 0;
   const page = <T>(items: T[], params: { limit?: number; cursor?: string } | undefined) => {
     const limit = params?.limit ?? 100;
     const start = params?.cursor === undefined ? 0 : Number(params.cursor);
@@ -388,21 +389,24 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
         ...(api.unreadableItems > 0 ? { skipped: api.unreadableItems } : {}),
       };
     },
-    async createBranch(pid, body) {
+    async createBranch(pid, body, o) {
       enter("createBranch");
-      if (!projects.has(pid)) throw new FakeApiError("not_found", 404, "not found");
-      if ([...branches.values()].some((b) => b.projectId === pid && b.gitName === body.gitName))
-        throw new FakeApiError("conflict", 409, `gitName ${body.gitName} is already used`);
-      const first = ![...branches.values()].some((b) => b.projectId === pid);
-      const branch = {
-        id: `br_c${String(branches.size + 1).padStart(24, "0")}`,
-        projectId: pid,
-        gitName: body.gitName,
-        isDefault: first,
-        role: first ? ("production" as const) : ("preview" as const),
-      };
-      branches.set(branch.id, branch);
-      return branch;
+      // As our service: a key seen before replays its first answer, even for a branch soft-deleted since.
+      return idempotent(o?.idempotencyKey, { pid, body }, () => {
+        if (!projects.has(pid)) throw new FakeApiError("not_found", 404, "not found");
+        if ([...branches.values()].some((b) => b.projectId === pid && b.gitName === body.gitName))
+          throw new FakeApiError("conflict", 409, `gitName ${body.gitName} is already used`);
+        const first = ![...branches.values()].some((b) => b.projectId === pid);
+        const branch = {
+          id: `br_c${String(++branchesMade).padStart(24, "0")}`,
+          projectId: pid,
+          gitName: body.gitName,
+          isDefault: first,
+          role: first ? ("production" as const) : ("preview" as const),
+        };
+        branches.set(branch.id, branch);
+        return branch;
+      });
     },
     async listBranches(pid, params) {
       enter("listBranches");

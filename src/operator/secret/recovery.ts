@@ -1,6 +1,6 @@
 import { errorCode, type ConnectionApi, type ConnectionMirror, type CreatedConnection } from "../api.ts";
 import { ReconcileError } from "../errors.ts";
-import { idempotencyKeyOf } from "../identity.ts";
+import { incarnationKeyOf } from "../identity.ts";
 import { credentialsFromCreated, type ConnectionCredentials } from "./connection-credentials.ts";
 import { isOwnConnection, revokeOwnConnection } from "./revocation.ts";
 import type { ConnectionCalls, SecretTarget } from "./types.ts";
@@ -17,6 +17,8 @@ import type { ConnectionCalls, SecretTarget } from "./types.ts";
  * a connection nobody will ever see the password of).
  */
 async function replayOrMint(args: {
+  /** The resource the credentials are for: its uid is in the mint's key (identity.ts, incarnationKeyOf). */
+  owner: { metadata: { uid?: string | undefined } };
   api: ConnectionApi;
   mirror: ConnectionMirror;
   target: SecretTarget;
@@ -62,7 +64,13 @@ async function replayOrMint(args: {
       name: args.connectionName,
       // The name is in the key: two resources that manage the same database in turn (an adoption handed over) mint
       // different requests, and the service refuses one key reused with another body (422).
-      idempotencyKey: idempotencyKeyOf("mint", target.databaseId, previousConnectionId ?? "none", args.connectionName),
+      idempotencyKey: incarnationKeyOf(
+        args.owner,
+        "mint",
+        target.databaseId,
+        previousConnectionId ?? "none",
+        args.connectionName,
+      ),
       keep: args.keep ?? [],
     });
   } catch (err) {
@@ -132,7 +140,7 @@ interface RecoveryPlan {
  * A kind's ConnectionCalls: recovery through replayOrMint with the kind's plan, revocation only of the owner's own
  * connections (revocation.ts; one already gone is done). The kind writes only its plan.
  */
-export function connectionCalls<T>(args: {
+export function connectionCalls<T extends { metadata: { uid?: string | undefined } }>(args: {
   api: ConnectionApi;
   mirror: ConnectionMirror;
   connectionName: (obj: T) => string;
@@ -153,6 +161,7 @@ export function connectionCalls<T>(args: {
       const plan = await args.plan(obj, target);
       const revokeLost = (id: string) => calls.revoke(obj, target.databaseId, id);
       return replayOrMint({
+        owner: obj,
         api,
         mirror,
         target,
@@ -171,7 +180,7 @@ export function connectionCalls<T>(args: {
         mirror,
         databaseId: target.databaseId,
         name,
-        idempotencyKey: idempotencyKeyOf("rotate", target.databaseId, name),
+        idempotencyKey: incarnationKeyOf(obj, "rotate", target.databaseId, name),
         keep: [],
       });
     },

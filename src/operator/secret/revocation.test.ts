@@ -16,7 +16,7 @@ describe("connectionCalls.revoke", () => {
     const mine = project.database!;
     const other = await api.createDatabase({ projectId: project.id, name: "billing" });
     const base = "k8s-e2e-connection-team-b.reader";
-    const calls = connectionCalls<{ name: string }>({
+    const calls = connectionCalls<{ metadata: { name: string; uid: string } }>({
       api,
       mirror,
       connectionName: () => base,
@@ -26,7 +26,7 @@ describe("connectionCalls.revoke", () => {
     const mint = async (databaseId: string, name: string) => (await api.createConnection(databaseId, { name })).id;
     const alive = async (databaseId: string, id: string) =>
       (await api.getDatabase(databaseId)).connections.some((c) => c.id === id);
-    return { api, calls, mine, other, base, mint, alive, obj: { name: "reader" } };
+    return { api, calls, mine, other, base, mint, alive, obj: { metadata: { name: "reader", uid: "uid-reader" } } };
   }
 
   it("revokes its first mint and its rotations", async () => {

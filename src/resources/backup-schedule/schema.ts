@@ -87,7 +87,14 @@ export const backupScheduleDefinition: CrdDefinition = {
     { name: "KEEP", type: "integer", jsonPath: ".spec.keep", description: "Completed backups kept." },
     { name: "KEPT", type: "integer", jsonPath: ".status.kept", description: "Completed backups it holds now." },
     { name: "LAST", type: "date", jsonPath: ".status.lastScheduleTime", description: "The newest slot taken." },
-    { name: "NEXT", type: "date", jsonPath: ".status.nextScheduleTime", description: "The next slot.", priority: 1 },
+    // A string, not a date: kubectl shows a date as an age, and a future one as <invalid>.
+    {
+      name: "NEXT",
+      type: "string",
+      jsonPath: ".status.nextScheduleTime",
+      description: "The next slot (UTC).",
+      priority: 1,
+    },
     condition("Ready"),
     condition("Stalled"),
     age,

@@ -1,6 +1,6 @@
 import type { MdsApi } from "../remote-api.ts";
 import { WaitingError } from "../../operator/errors.ts";
-import { connectionNameOf, idempotencyKeyOf, isNameOf, remoteIdOf } from "../../operator/identity.ts";
+import { connectionNameOf, incarnationKeyOf, isNameOf, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import { connectionCalls, mintNamed } from "../../operator/secret/recovery.ts";
 import type { RemoteMirror } from "../remote-mirror.ts";
@@ -73,7 +73,7 @@ export function createConnectionExternal(deps: ConnectionExternalDeps): External
         mirror,
         databaseId,
         name,
-        idempotencyKey: idempotencyKeyOf("connection", databaseId, name),
+        idempotencyKey: incarnationKeyOf(obj, "connection", databaseId, name),
         keep: [],
       });
       const db = await mirror.getDatabase(databaseId);

@@ -15,7 +15,7 @@ export const LatestBackup = z
     sizeBytes: z.number().int().min(0).optional().describe("Its size in bytes, where the service reports one."),
   })
   .describe(
-    "The newest completed backup of the database, from the service's list (refreshed at most once a minute, at each resync).",
+    "The newest completed backup of the database, from the service's list (read again as soon as a DatabaseBackup of it succeeds, otherwise at resyncs, at most once a minute).",
   );
 export type LatestBackup = z.infer<typeof LatestBackup>;
 

@@ -1,15 +1,21 @@
 import type { PublicBranch } from "../../contract/index.ts";
 import { errorCode, isApiConflict, isApiNotFound } from "../../operator/api.ts";
 import type { MdsApi } from "../remote-api.ts";
-import { TerminalError, WaitingError } from "../../operator/errors.ts";
-import { idempotencyKeyOf } from "../../operator/identity.ts";
+import { ReconcileError, TerminalError, WaitingError } from "../../operator/errors.ts";
+import { incarnationKeyOf } from "../../operator/identity.ts";
 import type { DatabaseBranch } from "./schema.ts";
 
 // spec.branch: a Database on a branch of its project, named by git name (docs/preview-environments.md).
 // - The database is created with the branch's id, never its git name: the public API refuses logicalId together with
 //   branchGitName, and the logicalId (unique within a branch) is what keeps a lost create from making a second one.
-// - A branch is found by git name (unique among a project's live branches), else created: a second create of the
-//   same name is a 409, after which it is found. Found again after a crash, so a lost answer creates nothing twice.
+// - A branch is found by git name (unique among a project's live branches; a soft-deleted one is never found, its
+//   name is free), else created: a second create of the same name is a 409, after which the live one is found, so two
+//   Databases of one pull request racing end on one branch. Found again after a crash, so a lost answer creates
+//   nothing twice.
+// - The create's Idempotency-Key names the Database that asks (its uid), so a reopened pull request's new Database
+//   never gets a soft-deleted branch's answer replayed (docs/design.md#keys-name-the-incarnation). Its own replay may
+//   still name a branch soft-deleted since (another Database of the branch went with it meanwhile): a replayed
+//   answer is checked against the live branches, and a dead one is asked for again under a key that names it.
 // - The service makes a project's first branch its production branch, for good (it is never deleted, and it takes
 //   the project's databases). A preview never becomes that by accident: it waits until the project has a branch.
 
@@ -19,11 +25,15 @@ async function findBranch(api: MdsApi, projectId: string, gitName: string): Prom
   return page.data.find((b) => b.gitName === gitName);
 }
 
+/** How many soft-deleted branches one Database's create may have had replayed before it gives up for this reconcile. */
+const deadReplaysAtMost = 3;
+
 /** The branch the Database goes on: found, or created with the role the spec expects. */
 async function ensureBranch(
   api: MdsApi,
   projectId: string,
   spec: DatabaseBranch,
+  owner: { metadata: { uid?: string | undefined } },
   crashPoint: (name: string) => void | Promise<void>,
 ): Promise<PublicBranch> {
   const found = await findBranch(api, projectId, spec.gitName);
@@ -44,22 +54,34 @@ async function ensureBranch(
         `production branch; name the project's production branch in spec.branch.gitName, or set role: preview`,
     );
   }
-  let created: PublicBranch;
-  try {
-    created = await api.createBranch(
-      projectId,
-      { gitName: spec.gitName },
-      { idempotencyKey: idempotencyKeyOf("create-branch", projectId, spec.gitName) },
-    );
-  } catch (err) {
-    // Created meanwhile by another Database on the same branch, or by our own earlier POST whose answer was lost.
-    const again = isApiConflict(err) ? await findBranch(api, projectId, spec.gitName) : undefined;
-    if (again === undefined) throw err;
-    return checkRole(again, spec);
+  const dead: string[] = [];
+  for (;;) {
+    let created: PublicBranch;
+    try {
+      created = await api.createBranch(
+        projectId,
+        { gitName: spec.gitName },
+        { idempotencyKey: incarnationKeyOf(owner, "create-branch", projectId, spec.gitName, ...dead) },
+      );
+    } catch (err) {
+      // Created meanwhile by another Database on the same branch, or by our own earlier POST whose answer was lost.
+      const again = isApiConflict(err) ? await findBranch(api, projectId, spec.gitName) : undefined;
+      if (again === undefined) throw err;
+      return checkRole(again, spec);
+    }
+    await crashPoint("database:after-branch-create");
+    // Only a server that replays can have answered with a branch that is gone; elsewhere every answer is a new one.
+    const live = api.replaysIdempotencyKeys() ? await findBranch(api, projectId, spec.gitName) : created;
+    // Two production Databases racing on a project without branches: only the first branch is production.
+    if (live !== undefined) return checkRole(live, spec);
+    dead.push(created.id);
+    if (dead.length >= deadReplaysAtMost) {
+      throw new ReconcileError(
+        "ReconcileError",
+        `creating branch "${spec.gitName}" answered with branches that are deleted (${dead.join(", ")}); retrying`,
+      );
+    }
   }
-  await crashPoint("database:after-branch-create");
-  // Two production Databases racing on a project without branches: only the first branch is production.
-  return checkRole(created, spec);
 }
 
 function checkRole(branch: PublicBranch, spec: DatabaseBranch): PublicBranch {
@@ -101,10 +123,13 @@ export function specBranch(api: MdsApi, projectId: string, crashPoint: (name: st
       spec === undefined
         ? Promise.resolve(undefined)
         : (found ??= findBranch(api, projectId, spec.gitName).catch(noneIfProjectUnseen)),
-    /** Before a create: the branch, created if the project has none of this name. */
-    async ensure(spec: DatabaseBranch | undefined): Promise<PublicBranch | undefined> {
+    /** Before a create: the branch, created for `owner` (the Database) if the project has none of this name. */
+    async ensure(
+      spec: DatabaseBranch | undefined,
+      owner: { metadata: { uid?: string | undefined } },
+    ): Promise<PublicBranch | undefined> {
       if (spec === undefined) return undefined;
-      const branch = await ensureBranch(api, projectId, spec, crashPoint);
+      const branch = await ensureBranch(api, projectId, spec, owner, crashPoint);
       found = Promise.resolve(branch);
       return branch;
     },

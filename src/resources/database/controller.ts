@@ -105,6 +105,18 @@ export const databaseController = managedController(
         kind: "Database",
         keys: (changed, databases) => clonesToWake(changed, databases),
       },
+      {
+        // A DatabaseBackup that succeeded (it forgot the database's cached list): status.latestBackup now, not at
+        // the next resync.
+        kind: "DatabaseBackup",
+        keys: (backup) => {
+          const b = backup as { spec?: { databaseRef?: { name?: string } }; status?: { phase?: string } };
+          const name = b.spec?.databaseRef?.name;
+          return b.status?.phase === "Succeeded" && name !== undefined
+            ? [`${backup.metadata.namespace ?? ""}/${name}`]
+            : [];
+        },
+      },
     ],
   },
   databaseHandler,

@@ -1,6 +1,6 @@
 import type { PublicBranch, SourceBody } from "../../contract/index.ts";
 import type { MdsApi } from "../remote-api.ts";
-import { idempotencyKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
+import { incarnationKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
 import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
@@ -72,7 +72,9 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     return deletion;
   }
 
-  const createKey = (obj: DatabaseObject) => idempotencyKeyOf("create-database", logicalIdFor(obj), projectId);
+  // The uid names this object, not only its name: a Database deleted and applied again within the service's replay
+  // window must not get the deleted one's answer (docs/design.md#keys-name-the-incarnation).
+  const createKey = (obj: DatabaseObject) => incarnationKeyOf(obj, "create-database", logicalIdFor(obj), projectId);
 
   return {
     async observe(obj): Promise<Observation> {
@@ -90,14 +92,16 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
 
     async create(obj): Promise<Creation> {
       let sent: SourceBody | undefined;
-      const branch = await branches.ensure(obj.spec.branch);
+      let branch: PublicBranch | undefined;
       const result = await createOnce({
         mirror,
         logicalId: logicalIdFor(obj),
         known: () => mirror.findDatabaseByLogicalId(projectId, logicalIdFor(obj)),
         lookup: () => lookup(obj),
         post: async () => {
+          // The source first: nothing is created, the branch included, while a clone's source is not ready.
           sent = await sourceOf(api, obj, deps.databaseIdOf);
+          branch = await branches.ensure(obj.spec.branch, obj);
           return api.createDatabase(bodyWith(obj, sent, branch), { idempotencyKey: createKey(obj) });
         },
       });
@@ -106,7 +110,8 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         mirror.putDatabase(result.adopted);
         const creation = adoptedCreation(obj, result.adopted);
         const source = sourceStatusOf(cloneSourceOfSpec(obj, deps.databaseIdOf));
-        return { ...creation, status: { ...creation.status, ...source, ...branchStatusOf(branch) } };
+        const on = branchStatusOf(branch ?? (await branches.find(obj.spec.branch)));
+        return { ...creation, status: { ...creation.status, ...source, ...on } };
       }
       const created = result.created;
       const db: RemoteDatabase = { ...created, connections: created.connections.map(stripSecrets) };

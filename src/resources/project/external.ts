@@ -2,7 +2,7 @@ import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/in
 import type { MdsApi } from "../remote-api.ts";
 import {
   connectionNameOf,
-  idempotencyKeyOf,
+  incarnationKeyOf,
   logicalIdOf,
   notCreatedHere,
   remoteIdOf,
@@ -35,7 +35,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
   const { api, mirror, instanceId } = deps;
   const logicalIdFor = (obj: ProjectObject) =>
     logicalIdOf(instanceId, obj.metadata.namespace ?? "default", obj.metadata.name);
-  const createKey = (obj: ProjectObject) => idempotencyKeyOf("create-project", logicalIdFor(obj));
+  const createKey = (obj: ProjectObject) => incarnationKeyOf(obj, "create-project", logicalIdFor(obj));
   const bodyFor = (obj: ProjectObject): CreateProjectBody => ({
     name: obj.spec.displayName ?? obj.metadata.name,
     createDatabase: obj.spec.connectionSecret !== undefined,

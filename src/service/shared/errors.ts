@@ -31,11 +31,13 @@ export const echo = (sent: unknown, max = 64): string => {
 };
 
 export const invalidRequest = (message: string, hint = "") => new ServiceError("invalid_request", message, hint);
+/** "branch" → "branches", "database" → "databases": the hint speaks of the kind in the plural. */
+const pluralOf = (what: string) => (/(s|x|sh|ch)$/.test(what) ? `${what}es` : `${what}s`);
 export const notFound = (what: string, id: string) =>
   new ServiceError(
     "not_found",
     `${what} ${echo(id)} not found`,
-    `check the id; ${what}s of other workspaces are not visible to this token`,
+    `check the id; ${pluralOf(what)} of other workspaces are not visible to this token`,
   );
 export const conflict = (message: string, hint = "") => new ServiceError("conflict", message, hint);
 export const unprocessable = (message: string, hint = "") => new ServiceError("unprocessable", message, hint);
