@@ -34,6 +34,10 @@ const productCommands: Record<string, Command> = {
     summary: "write crds/*.yaml from the resource schemas",
     run: async (a) => (await import("./crds.ts")).runCrds(a),
   },
+  "prepare-rollback": {
+    summary: "before rolling the operator back to a release older than 0.2.0: drop the conditions it does not know",
+    run: async (a) => (await import("./prepare-rollback.ts")).runPrepareRollback(a),
+  },
 };
 
 // Named so that `mds dev` in the image says where to run it instead of "unknown command".

@@ -190,7 +190,7 @@ describe("the image's file set", () => {
   });
 
   it("loads every command the image keeps (their imports never reach devkube) and prints the version", async () => {
-    for (const command of ["service", "token", "crds"]) {
+    for (const command of ["service", "token", "crds", "prepare-rollback"]) {
       const result = await run(process.execPath, ["bin/mds.js", command, "--help"], dir);
       expect({ command, output: result.output }).not.toMatchObject({ output: expect.stringMatching(/Cannot find (module|package)|ERR_MODULE_NOT_FOUND/) });
       expect({ command, code: result.code }).toEqual({ command, code: 0 });
