@@ -179,6 +179,20 @@ export function statusSummary(obj: Obj | undefined): unknown {
   return status;
 }
 
+/**
+ * `after`'s statuses comparable with `before`'s: status.latestBackup mirrors the service's newest backup at most once
+ * a minute, so one taken just before `before` may show only later; one `before` had must stay.
+ */
+export function comparableStatus(before: Snapshot, after: Snapshot): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(after.status)) {
+    const had = (before.status[key] as Record<string, unknown> | undefined)?.["latestBackup"] !== undefined;
+    const { latestBackup, ...rest } = value as Record<string, unknown>;
+    out[key] = had || latestBackup === undefined ? value : rest;
+  }
+  return out;
+}
+
 export async function snapshot(stack: Stack): Promise<Snapshot> {
   const api = serviceApi(stack);
   const ids = (r: { data: unknown }) => (r.data as { id: string }[]).map((x) => x.id).sort();
