@@ -1,15 +1,23 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import type { KubeObject, ResourceType } from "../../src/kube/types.ts";
 import { crdVersionAnnotation } from "../../src/resources/crd.ts";
 import { main } from "../../src/cli/main.ts";
 import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.ts";
 import { applyFleet, comparableStatus, fleet, getObj, settled, snapshot, type Snapshot } from "./fleet.ts";
-import { counterparts, eventually, realClusterFromEnv, startStack, type Stack } from "./helpers.ts";
+import {
+  changingCrdsNote,
+  counterparts,
+  describeChangingCrds,
+  eventually,
+  realClusterFromEnv,
+  startStack,
+  type Stack,
+} from "./helpers.ts";
 
 // Upgrade and rollback with live resources of every kind (test/e2e/fleet.ts): the previous release, built from git
 // history, runs on the cluster against either counterpart; then the operator is rolled to this tree the way a
@@ -23,11 +31,7 @@ import { counterparts, eventually, realClusterFromEnv, startStack, type Stack } 
 /** The previous release: CHANGELOG.md's 0.1.0. */
 const previous = { version: "0.1.0", commit: "257d2a5bba39c4f5fa8f578ea627fd60f1c4cd0e" };
 const repoRoot = path.resolve(import.meta.dirname, "../..");
-const version = (
-  JSON.parse(execFileSync("cat", [path.join(repoRoot, "package.json")], { encoding: "utf8" })) as {
-    version: string;
-  }
-).version;
+const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string }).version;
 const pollSlowMs = 30_000;
 const LeaseType: ResourceType = {
   group: "coordination.k8s.io",
@@ -79,7 +83,7 @@ interface OperatorProcess {
   exited: Promise<void>;
 }
 
-describe.each(counterparts)("upgrade from %s and rollback", (counterpart) => {
+describeChangingCrds.each(counterparts)("upgrade from %s and rollback" + changingCrdsNote, (counterpart) => {
   let dir: string;
   let tree: string;
   let stack: Stack;
