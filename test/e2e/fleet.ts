@@ -7,8 +7,8 @@ import { ConnectionType, DatabaseRestoreType, DatabaseType, ProjectType } from "
 import { eventually, manifests, type Counterpart, type Stack } from "./helpers.ts";
 
 // A fleet of every kind in the states an upgrade, a rollback or a newer version's status must carry through: a
-// Project, a protected Database, one adopted and one ObserveOnly (both made at the service first), a granted
-// Connection, a restore done, a backup taken and a backup schedule. The newer-version and upgrade tests apply it,
+// Project made here and one adopted, a protected Database, an expiring one, one adopted and one ObserveOnly (both made
+// at the service first), a granted Connection, a restore done, a backup taken and a backup schedule. The newer-version and upgrade tests apply it,
 // take a snapshot of everything that must not change, and compare.
 
 type Cond = { type: string; status: string; reason: string };
@@ -21,6 +21,7 @@ export const fleet: { type: ResourceType; name: string; managed: boolean }[] = [
   { type: DatabaseType, name: "orders", managed: true },
   { type: DatabaseType, name: "adopted", managed: true },
   { type: DatabaseType, name: "observed", managed: true },
+  { type: DatabaseType, name: "preview", managed: true },
   { type: ConnectionType, name: "app", managed: true },
   { type: DatabaseBackupType, name: "nightly", managed: false },
   { type: BackupScheduleType, name: "hourly", managed: false },
@@ -108,6 +109,13 @@ export async function applyFleet(stack: Stack, counterpart: Counterpart): Promis
         kind: "Database",
         metadata: meta("observed"),
         spec: { projectId: legacy.id, externalId: observedId, managementPolicy: "ObserveOnly" },
+      },
+      {
+        apiVersion: v,
+        kind: "Database",
+        metadata: meta("preview"),
+        // Expiring: its expiresAt is computed once, at creation, and must survive every roll unchanged.
+        spec: { projectRef: { name: "shop" }, expireAfter: "720h", deletionPolicy: "Delete" },
       },
       { apiVersion: v, kind: "Connection", metadata: meta("app"), spec: { databaseRef: { name: "orders" } } },
       { apiVersion: v, kind: "DatabaseBackup", metadata: meta("nightly"), spec: { databaseRef: { name: "orders" } } },
