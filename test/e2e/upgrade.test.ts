@@ -4,7 +4,8 @@ import { mkdir, mkdtemp, readFile, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
-import type { KubeObject, ResourceType } from "../../src/kube/types.ts";
+import { SecretType, type KubeObject, type ResourceType, type Secret } from "../../src/kube/types.ts";
+import { DatabaseType } from "../../src/resources/types.ts";
 import { crdVersionAnnotation } from "../../src/resources/crd.ts";
 import { main } from "../../src/cli/main.ts";
 import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.ts";
@@ -14,6 +15,7 @@ import {
   counterparts,
   describeChangingCrds,
   eventually,
+  manifests,
   realClusterFromEnv,
   startStack,
   type Stack,
@@ -93,7 +95,7 @@ describeChangingCrds.each(counterparts)("upgrade from %s and rollback" + changin
   const real = realClusterFromEnv();
 
   /** `mds operator` from `root`, as its Deployment runs it: leader election in the test's namespace. */
-  function startOperator(root: string, identity: string): OperatorProcess {
+  function startOperator(root: string, identity: string, env: Record<string, string> = {}): OperatorProcess {
     const logFile = path.join(dir, `operator-${identity}.log`);
     const out = createWriteStream(logFile);
     const child = spawn(
@@ -128,7 +130,7 @@ describeChangingCrds.each(counterparts)("upgrade from %s and rollback" + changin
       {
         cwd: root,
         stdio: ["ignore", "pipe", "pipe"],
-        env: { PATH: process.env["PATH"] ?? "", HOME: process.env["HOME"] ?? "" },
+        env: { PATH: process.env["PATH"] ?? "", HOME: process.env["HOME"] ?? "", ...env },
       },
     );
     child.stdout!.pipe(out);
@@ -270,6 +272,57 @@ describeChangingCrds.each(counterparts)("upgrade from %s and rollback" + changin
     await expectCarriedOver(startedAt);
     // The CRDs stay this tree's.
     expect(Object.values(await crdVersions())).toEqual(fleetKinds().map(() => version));
+  }, 180_000);
+
+  it(`finishes, in this tree, a rotation that a crashed ${previous.version} left pending`, async () => {
+    const back = operators.find((p) => p.identity === "previous-2")!;
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests({
+        apiVersion: "mds.dev/v1alpha1",
+        kind: "Database",
+        metadata: { name: "rotating", namespace: stack.namespace },
+        spec: { projectRef: { name: "shop" } },
+      }),
+    );
+    const rotating = () => getObj(stack, DatabaseType, "rotating");
+    await eventually(async () => expect(settled(counterpart, DatabaseType, await rotating())).toBe(true), {
+      what: "rotating Ready",
+    });
+    const secretName = (await rotating())?.status?.["secretName"] as string;
+    const secretBefore = (await stack.kube.get<Secret>(SecretType, stack.namespace, secretName))!;
+    const others = (await snapshot(stack)).secrets;
+    delete others[secretName];
+    // 0.1.0 mints the rotation's connection, records it as pending, and dies before writing the Secret.
+    await stopOperator(back);
+    const crashing = startOperator(tree, "previous-crash", { MDS_CRASH_POINT: "database:after-rotate-mint" });
+    await waitLeader(crashing.identity);
+    await stack.kubectl(["annotate", "databases.mds.dev/rotating", "mds.dev/rotate=first"]);
+    await crashing.exited;
+    const pending = (await rotating())?.status?.["rotation"] as { pending?: unknown } | undefined;
+    expect(pending?.pending).toBeDefined();
+    expect((await stack.kube.get<Secret>(SecretType, stack.namespace, secretName))?.metadata.resourceVersion).toBe(
+      secretBefore.metadata.resourceVersion,
+    );
+    const remote = (await snapshot(stack)).remote;
+    // This tree takes over (once the dead leader's Lease expires) and finishes it: the Secret rotated once, nothing
+    // else rewritten, nothing created or deleted at the service.
+    const next = startOperator(repoRoot, "next-2");
+    await waitLeader(next.identity);
+    await eventually(
+      async () => {
+        const obj = await rotating();
+        expect((obj?.status?.["rotation"] as { pending?: unknown } | undefined)?.pending).toBeUndefined();
+        expect(settled(counterpart, DatabaseType, obj)).toBe(true);
+      },
+      { what: "the rotation finished by this tree", timeoutMs: 60_000 },
+    );
+    const secretAfter = (await stack.kube.get<Secret>(SecretType, stack.namespace, secretName))!;
+    expect(secretAfter.data?.["DATABASE_URL"]).not.toBe(secretBefore.data?.["DATABASE_URL"]);
+    const after = await snapshot(stack);
+    expect(after.remote).toEqual(remote);
+    delete after.secrets[secretName];
+    expect(after.secrets).toEqual(others);
   }, 180_000);
 });
 
