@@ -31,7 +31,7 @@ export const fleet: { type: ResourceType; name: string; managed: boolean }[] = [
 /** Backups exist only where the service takes them on request: the emulator's (the public API's) say NotSupported. */
 const backupKind = (t: ResourceType) => t === DatabaseBackupType || t === BackupScheduleType;
 
-export function serviceApi(stack: Stack) {
+function serviceApi(stack: Stack) {
   return async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${stack.service.url}${path}`, {
       method,
@@ -55,7 +55,7 @@ export async function getObj(stack: Stack, type: ResourceType, name: string): Pr
   return stack.kube.get<Obj>(type, stack.namespace, name);
 }
 
-export async function waitSettled(stack: Stack, counterpart: Counterpart, what: string): Promise<void> {
+async function waitSettled(stack: Stack, counterpart: Counterpart, what: string): Promise<void> {
   for (const { type, name } of fleet)
     await eventually(
       async () => {
@@ -178,7 +178,7 @@ export interface Snapshot {
 /** Fields a reconcile may rewrite without anything having changed for the user. */
 const refreshed = new Set(["lastHandledReconcileAt", "nextScheduleTime", "observedGeneration"]);
 
-export function statusSummary(obj: Obj | undefined): unknown {
+function statusSummary(obj: Obj | undefined): unknown {
   const status = { ...obj?.status };
   for (const k of refreshed) delete status[k];
   status["conditions"] = (obj?.status?.conditions ?? [])
