@@ -6,7 +6,7 @@
 # binary that npm's `node` package installed into node_modules/, and the same /app as the Dockerfile (compiled dist/
 # of src/, which holds no devkube, production node_modules from `npm ci --omit=dev`, package.json, bin/mds.js).
 # It imports the tarball into podman as mds:<version> (mds-service:<version> for --target service) with the
-# Dockerfile's ENV, WORKDIR, USER and ENTRYPOINT, and writes the tarball, its sha256 and a CycloneDX SBOM beside it.
+# Dockerfile's ENV, WORKDIR, USER, ENTRYPOINT and OCI labels (version, revision), and writes the tarball, its sha256 and a CycloneDX SBOM beside it.
 # docs/image.md tells how to run and verify it. Needs: mmdebstrap and podman (Debian packages), root.
 #
 # Environment: MDS_IMAGE_OUT (default .image/), MDS_IMAGE_SUITE (default: the host's Debian release),
@@ -49,6 +49,9 @@ step "compiling dist/ and installing production dependencies into $app"
 rm -rf "$app" && mkdir -p "$app/bin"
 "$node_bin" node_modules/typescript/bin/tsc -p tsconfig.build.json --outDir "$app/dist"
 "$node_bin" scripts/bundle-operator.ts "$app/dist"
+# The commit the operator reports (src/operator/build-info.ts); "unknown" outside a git checkout.
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+echo "$commit" > "$app/dist/build-commit"
 (cd src && find . -type f ! -name '*.ts' -exec cp --parents {} "$app/dist/" \;)
 cp package.json package-lock.json "$app/"
 (cd "$app" && PATH="$(dirname "$node_bin"):$PATH" npm ci --omit=dev --no-audit --no-fund --ignore-scripts --prefer-offline --loglevel=error)
@@ -98,6 +101,10 @@ podman import --quiet \
   --change 'WORKDIR /app' \
   --change 'USER 65532:65532' \
   --change 'EXPOSE 8080' \
+  --change 'LABEL org.opencontainers.image.title=mds' \
+  --change "LABEL org.opencontainers.image.version=$version" \
+  --change "LABEL org.opencontainers.image.revision=$commit" \
+  --change 'LABEL org.opencontainers.image.licenses=Apache-2.0' \
   --change "ENTRYPOINT [\"node\", \"/app/bin/mds.js\", \"$target\"]" \
   "$tarball" "$name:$version" > "$out/$name-$version.image-id"
 

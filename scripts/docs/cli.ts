@@ -1,6 +1,7 @@
 // Renders docs/cli.md, every command's options, from the help texts the commands print (src/cli/*.ts), so the
 // page says exactly what `mds <command> --help` says.
 import { crdsHelp } from "../../src/cli/crds.ts";
+import { prepareRollbackHelp } from "../../src/cli/prepare-rollback.ts";
 import { devHelp } from "../../dev/dev.ts";
 import { devkubeHelp } from "../../packages/devkube/src/cli.ts";
 import { devCommands } from "../../dev/commands.ts";
@@ -48,5 +49,8 @@ export function renderCli(): string {
     "## mds crds",
     "",
     ...block(crdsHelp),
+    "## mds prepare-rollback",
+    "",
+    ...block(prepareRollbackHelp),
   ].join("\n");
 }

@@ -1,6 +1,6 @@
 // `mds <command>`: each command lives in its own module, loaded only when used so that
 // `mds token` does not pay for the operator.
-import { readFileSync } from "node:fs";
+import { mdsVersion } from "../operator/build-info.ts";
 
 export interface Command {
   summary: string;
@@ -34,16 +34,14 @@ const productCommands: Record<string, Command> = {
     summary: "write crds/*.yaml from the resource schemas",
     run: async (a) => (await import("./crds.ts")).runCrds(a),
   },
+  "prepare-rollback": {
+    summary: "before rolling the operator back to a release older than 0.2.0: drop the conditions it does not know",
+    run: async (a) => (await import("./prepare-rollback.ts")).runPrepareRollback(a),
+  },
 };
 
 // Named so that `mds dev` in the image says where to run it instead of "unknown command".
 const developmentCommands = ["dev", "devkube"];
-
-// package.json sits two levels up both from src/cli/ (a checkout) and from /app/dist/cli/ (the image).
-export function version(): string {
-  return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string })
-    .version;
-}
 
 /** `mds --help`: the product's commands, after `devCommands` (those a source checkout adds, bin/mds.js). */
 export function usage(devCommands: Record<string, Command> = {}): string {
@@ -70,7 +68,7 @@ export async function main(argv: string[], devCommands: Record<string, Command> 
     return name === undefined ? 2 : 0;
   }
   if (name === "--version" || name === "-v" || name === "version") {
-    console.log(version());
+    console.log(mdsVersion());
     return 0;
   }
   const command = commands[name];

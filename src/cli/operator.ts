@@ -13,6 +13,7 @@ import pino, { type DestinationStream, type Logger } from "pino";
 import { ConfigError, operatorHelp, parseOperatorConfig, type OperatorConfig } from "./operator-config.ts";
 import { createLeaderElector, createLeaseClient, type LeaseClient } from "../operator/leader-election.ts";
 import { createHealthApp, listenHealth } from "../operator/health-server.ts";
+import { buildInfo } from "../operator/build-info.ts";
 import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
 import { controllers, crashPoints, objectGauges } from "../resources/index.ts";
@@ -99,7 +100,8 @@ export interface RuntimeDeps {
 
 export async function startOperatorRuntime(config: OperatorConfig, deps: RuntimeDeps): Promise<OperatorRuntime> {
   const { logger } = deps;
-  const registry = createMetricsRegistry();
+  const build = buildInfo();
+  const registry = createMetricsRegistry(build);
   const metrics = operatorMetrics(registry, objectGauges());
   let signalLost: () => void = () => undefined;
   const lost = new Promise<void>((resolve) => (signalLost = resolve));
@@ -188,8 +190,10 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
       leaderElection: config.leaderElect,
       identity: deps.identity,
       healthUrl,
+      version: build.version,
+      commit: build.commit,
     },
-    "Starting operator",
+    `Starting operator ${build.version}`,
   );
   try {
     await operator.start();

@@ -6,7 +6,8 @@
 export type ConditionType = "Ready" | "Synced" | "Reconciling" | "Stalled" | "Expired";
 
 export interface Condition {
-  type: ConditionType;
+  /** One of ours, or one a newer version wrote: kept as it is (src/operator/lenient.ts). */
+  type: ConditionType | (string & {});
   status: "True" | "False" | "Unknown";
   observedGeneration?: number | undefined;
   lastTransitionTime: string;

@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import { z } from "zod";
+import { parseLeniently } from "./lenient.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject, ResourceType, Secret } from "../kube/types.ts";
 import {
@@ -170,10 +171,15 @@ function declared(base: ControllerBase, crashPoints: readonly string[]): Omit<Co
   };
 }
 
-/** Parses a raw object with the kind's schema; a failure is terminal, with what to fix. */
+/**
+ * Parses a raw object with the kind's schema, its status leniently (lenient.ts: what a newer version wrote there is
+ * ignored, not an error); any other failure is terminal, with what to fix.
+ */
 export function parseOrTerminal<T>(schema: z.ZodType<T>, kind: string, raw: KubeObject): T {
   const result = schema.safeParse(raw);
   if (result.success) return result.data;
+  const lenient = parseLeniently(schema, raw, result.error.issues);
+  if (lenient !== undefined) return lenient;
   throw new TerminalError(
     "InvalidSpec",
     `invalid ${kind} "${raw.metadata.name}": ${z.prettifyError(result.error).replace(/\n/g, "; ")}`,

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { buildInfo, type BuildInfo } from "./build-info.ts";
 import type { ObjectGauge, ObjectGaugeSample } from "./controller.ts";
 import type { QueueStats } from "./work-queue.ts";
 
@@ -7,9 +8,17 @@ import type { QueueStats } from "./work-queue.ts";
 // counted by the client's own hooks in the same registry (mds_client_*: requests, attempts by HTTP status,
 // throttled time, retries). Labels never carry secrets or unbounded values (no object names, no ids).
 
-export function createMetricsRegistry(): Registry {
+export function createMetricsRegistry(build: BuildInfo = buildInfo()): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "mds_operator_" });
+  // The info-metric convention (kube_*_info, prometheus_build_info): always 1, the facts in labels, so a query can
+  // join on it or count the versions running during a roll.
+  new Gauge({
+    name: "mds_build_info",
+    help: "The running operator's version and the commit it was built from (unknown when neither the build nor git says); always 1.",
+    labelNames: ["version", "commit"],
+    registers: [registry],
+  }).set(build, 1);
   return registry;
 }
 

@@ -40,6 +40,16 @@ interface OneShotDeps {
   now?: () => Date;
 }
 
+/**
+ * A phase this version cannot read (lenient.ts left it out) was written by a newer version, after this version's
+ * last word on it: the operation is that version's now. A one-shot operation must never run twice, so this one
+ * leaves it alone, status untouched.
+ */
+function newerPhase(raw: KubeObject, parsed: StatusObject): boolean {
+  const phase = (raw["status"] as { phase?: unknown } | undefined)?.phase;
+  return typeof phase === "string" && parsed.status?.["phase"] === undefined;
+}
+
 export async function reconcileOneShot<T extends StatusObject>(
   deps: OneShotDeps,
   handler: OneShotHandler<T>,
@@ -54,7 +64,7 @@ export async function reconcileOneShot<T extends StatusObject>(
   try {
     const parsed = handler.parse(raw);
     obj = parsed;
-    if (handler.finished(parsed)) return done();
+    if (handler.finished(parsed) || newerPhase(raw, parsed)) return done();
     const run: OneShotRun<T> = {
       get obj() {
         return obj as T;

@@ -264,6 +264,25 @@ describe("the operator against the public API", () => {
     expect(condition(DatabaseType, "users", "Ready")).toMatchObject({ status: "True" });
   });
 
+  it("writes no remote status it does not know into status (the CRD's closed set): Ready says RemoteUnreadable, and comes back", async () => {
+    applyDatabase("orders");
+    await converge(() => runDatabase("orders"));
+    const id = statusOf(DatabaseType, "orders").id!;
+    const secretVersion = secret("orders")?.metadata.resourceVersion;
+    // A status a newer service added (the public API's enum is open).
+    (api.databases.get(id)! as { status: string }).status = "hibernating";
+    await converge(() => runDatabase("orders"), 2, poll.slowMs * 3);
+    expect(condition(DatabaseType, "orders", "Ready")).toMatchObject({ status: "False", reason: "RemoteUnreadable" });
+    expect(condition(DatabaseType, "orders", "Ready")?.message).toContain('"hibernating"');
+    expect(statusOf(DatabaseType, "orders")).not.toHaveProperty("remoteStatus");
+    expect(statusOf(DatabaseType, "orders").id).toBe(id);
+    (api.databases.get(id)! as { status: string }).status = "ready";
+    await converge(() => runDatabase("orders"), 2, poll.slowMs * 3);
+    expect(condition(DatabaseType, "orders", "Ready")).toMatchObject({ status: "True" });
+    expect(statusOf(DatabaseType, "orders")).toMatchObject({ remoteStatus: "ready" });
+    expect(secret("orders")?.metadata.resourceVersion).toBe(secretVersion);
+  });
+
   it("finds a project whose creation answer was lost, creating none twice and leaking no connection", async () => {
     kube.put(ProjectType, {
       apiVersion: "mds.dev/v1alpha1",

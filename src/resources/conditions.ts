@@ -83,9 +83,18 @@ export type ConditionReason = z.infer<typeof ConditionReason>;
 // metav1.Condition, with the same limits so the CRD's validation matches what Kubernetes users expect.
 export const Condition = z
   .object({
-    type: ConditionType.describe(
-      "Condition type: Ready (usable), Synced (last reconcile succeeded), Reconciling (working toward the spec), Stalled (needs the user) or Expired (a Database past its expiry that deletionProtection keeps).",
-    ),
+    // Open, as metav1.Condition's: a type a newer mds adds is kept through this version's status writes (a
+    // rollback must not stall on it, nor drop it). The operator itself writes only ConditionType's.
+    type: z
+      .string()
+      .min(1)
+      .max(316)
+      .regex(
+        /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/,
+      )
+      .describe(
+        "Condition type: Ready (usable), Synced (last reconcile succeeded), Reconciling (working toward the spec), Stalled (needs the user) or Expired (a Database past its expiry that deletionProtection keeps); a type a newer version of mds writes is kept and ignored.",
+      ),
     status: ConditionStatus.describe("True, False or Unknown."),
     observedGeneration: z
       .number()

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { awaitingOperatorStatus } from "./conditions.ts";
+import { mdsVersion } from "../operator/build-info.ts";
 import { group, version } from "./group.ts";
 
 // The CRDs are generated from the zod schemas so the operator's parsing and the apiserver's validation cannot
@@ -93,6 +94,9 @@ export function openApiSchemaOf(schema: z.ZodType): JsonSchema {
   return toStructural(json);
 }
 
+/** The annotation on every CRD naming the mds release that generated it. */
+export const crdVersionAnnotation = "mds.dev/version";
+
 export function crdOf(def: CrdDefinition): JsonSchema {
   const wholeDescription = def.whole.description ?? def.kind;
   return {
@@ -101,6 +105,9 @@ export function crdOf(def: CrdDefinition): JsonSchema {
     metadata: {
       name: `${def.plural}.${group}`,
       labels: { "app.kubernetes.io/name": "mds-operator", "app.kubernetes.io/part-of": "mds" },
+      // Which release wrote this CRD: after an operator rollback the CRDs stay newer than the operator, and this
+      // says by how much (docs/upgrade.md).
+      annotations: { [crdVersionAnnotation]: mdsVersion() },
     },
     spec: {
       group,

@@ -109,13 +109,17 @@ export async function productionLockEntries(): Promise<[string, LockEntry][]> {
   return Object.entries(lock.packages).filter(([path, p]) => path.startsWith("node_modules/") && production(p));
 }
 
-// build stage: tsc, the operator's entry bundled (scripts/bundle-operator.ts), the non-TypeScript assets (SQL
-// migrations) beside the output.
+/** The commit the emulated build passes as the Dockerfile's MDS_COMMIT build argument. */
+export const emulatedCommit = "0123456789abcdef0123456789abcdef01234567";
+
+// build stage: tsc, the operator's entry bundled (scripts/bundle-operator.ts), the build's commit
+// (dist/build-commit), the non-TypeScript assets (SQL migrations) beside the output.
 async function emulateBuild(dist: string): Promise<void> {
   const tsc = await run(process.execPath, [join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", dist], repoRoot);
   if (tsc.code !== 0) throw new Error(`tsc -p tsconfig.build.json failed, so the image build would fail:\n${tsc.output}`);
   const bundle = await run(process.execPath, [join(repoRoot, "scripts/bundle-operator.ts"), dist], repoRoot);
   if (bundle.code !== 0) throw new Error(`scripts/bundle-operator.ts failed, so the image build would fail:\n${bundle.output}`);
+  await writeFile(join(dist, "build-commit"), `${emulatedCommit}\n`);
   await cp(join(repoRoot, "src"), dist, { recursive: true, filter: (src) => !src.endsWith(".ts") });
 }
 

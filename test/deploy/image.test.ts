@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevkube } from "@mds/devkube";
 import { eventually } from "../support/eventually.ts";
-import { assembleDockerfileApp, chain as chainOf, listFiles, readDockerfile, repoRoot, stage as stageOf, type Dockerfile } from "./image-files.ts";
+import { assembleDockerfileApp, emulatedCommit, chain as chainOf, listFiles, readDockerfile, repoRoot, stage as stageOf, type Dockerfile } from "./image-files.ts";
 import { kubectl } from "./kubectl.ts";
 
 function run(command: string, args: string[], cwd: string): Promise<{ code: number; output: string }> {
@@ -67,6 +67,21 @@ describe("Dockerfile", () => {
     // Nothing but the build products and package.json reaches the runtime from the context.
     const contextCopies = runtime.filter((i) => i.keyword === "COPY" && !i.args.includes("--from=")).map((i) => i.args);
     expect(contextCopies).toEqual(["package.json ./", "deploy/image/mds.js ./bin/mds.js"]);
+  });
+
+  it("labels the image with package.json's version and the build's commit (OCI annotations), and writes the commit into dist/", async () => {
+    const pkg = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as { version: string };
+    expect(dockerfile.args.get("MDS_VERSION")).toBe(pkg.version);
+    expect(dockerfile.args.get("MDS_COMMIT")).toBe("unknown");
+    const labels = chain(stage("operator")).filter((i) => i.keyword === "LABEL").map((i) => i.args).join(" ");
+    expect(labels).toContain('org.opencontainers.image.version="${MDS_VERSION}"');
+    expect(labels).toContain('org.opencontainers.image.revision="${MDS_COMMIT}"');
+    expect(stage("build").instructions.map((i) => i.args).join(" ")).toContain('echo "$MDS_COMMIT" > dist/build-commit');
+    // scripts/build-image.sh (the image without a registry) labels it the same way.
+    const script = await readFile(join(repoRoot, "scripts/build-image.sh"), "utf8");
+    expect(script).toContain("LABEL org.opencontainers.image.version=$version");
+    expect(script).toContain("LABEL org.opencontainers.image.revision=$commit");
+    expect(script).toContain('echo "$commit" > "$app/dist/build-commit"');
   });
 
   it("has a .dockerignore that admits only what the Dockerfile copies", async () => {
@@ -175,7 +190,7 @@ describe("the image's file set", () => {
   });
 
   it("loads every command the image keeps (their imports never reach devkube) and prints the version", async () => {
-    for (const command of ["service", "token", "crds"]) {
+    for (const command of ["service", "token", "crds", "prepare-rollback"]) {
       const result = await run(process.execPath, ["bin/mds.js", command, "--help"], dir);
       expect({ command, output: result.output }).not.toMatchObject({ output: expect.stringMatching(/Cannot find (module|package)|ERR_MODULE_NOT_FOUND/) });
       expect({ command, code: result.code }).toEqual({ command, code: 0 });
@@ -219,7 +234,12 @@ describe("the image's file set", () => {
           return text;
         }, { what: "/readyz ok as leader" });
         expect(readyz).toBe("ok: leader\n");
-        expect((await fetch(`${healthUrl}/metrics`)).status).toBe(200);
+        const metrics = await fetch(`${healthUrl}/metrics`);
+        expect(metrics.status).toBe(200);
+        // The release a user can name: the commit is the build's (dist/build-commit), not git's (there is none here).
+        const pkg = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as { version: string };
+        expect(await metrics.text()).toContain(`mds_build_info{version="${pkg.version}",commit="${emulatedCommit}"} 1`);
+        expect(operator.output()).toContain(`"msg":"Starting operator ${pkg.version}"`);
       } finally {
         operator.child.kill("SIGTERM");
       }

@@ -292,7 +292,7 @@ describe("deploy/README.md's overlay example", () => {
       const configMap = objects.find((o) => o.kind === "ConfigMap") as unknown as { metadata: { name: string }; data: Record<string, string> };
       expect(configMap.data).toMatchObject({ MDS_API_URL: "https://mds.example.com", MDS_INSTANCE_ID: "prod-eu-1" });
       const pod = podSpecOf(objects.find((o) => o.kind === "Deployment") as Obj) as PodSpec & { containers: (Container & { image: string; envFrom: { configMapRef: { name: string } }[] })[] };
-      expect(pod.containers[0]?.image).toBe("registry.example.com/mds:0.1.0");
+      expect(pod.containers[0]?.image).toBe(`registry.example.com/mds:${(JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as { version: string }).version}`);
       expect(pod.containers[0]?.envFrom[0]?.configMapRef.name).toBe(configMap.metadata.name);
     } finally {
       await rm(dir, { recursive: true, force: true });

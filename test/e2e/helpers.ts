@@ -5,7 +5,7 @@ import path from "node:path";
 import { Writable } from "node:stream";
 import { parseAllDocuments, stringify } from "yaml";
 import { pino, type Logger } from "pino";
-import { it } from "vitest";
+import { describe, it } from "vitest";
 import { Registry } from "prom-client";
 import { startDevkube, type Devkube } from "@mds/devkube";
 import { runKubectl } from "../support/kubectl.ts";
@@ -64,6 +64,18 @@ export function itNeedsDevkube(name: string, why: string, fn: () => Promise<void
   if (onRealCluster) it.skip(`${name} [skipped on a real cluster: needs devkube's ${why}]`, () => {});
   else it(name, fn, timeout);
 }
+
+/**
+ * A file that replaces the cluster-wide CRDs for a while (an older release's, a newer one's): on devkube every file
+ * has its own cluster, but on a real one the other files running in parallel would work under those CRDs. There it
+ * runs only when asked for, alone: MDS_E2E_CRD_TESTS=1 and --no-file-parallelism (docs/e2e.md).
+ */
+const crdTestsSkipped = onRealCluster && process.env["MDS_E2E_CRD_TESTS"] !== "1";
+export const describeChangingCrds = crdTestsSkipped ? describe.skip : describe;
+/** Appended to such a file's describe names: why it was skipped. */
+export const changingCrdsNote = crdTestsSkipped
+  ? " [skipped on a real cluster: it replaces the CRDs; run it alone with MDS_E2E_CRD_TESTS=1]"
+  : "";
 
 export interface Stack {
   /** The devkube of this file; undefined on a real cluster. */

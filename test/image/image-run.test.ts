@@ -112,6 +112,10 @@ describe("the image built by scripts/build-image.sh", () => {
     expect(config.User).toBe(last("USER"));
     expect(config.WorkingDir).toBe(last("WORKDIR"));
     expect(config.Entrypoint).toEqual(JSON.parse(last("ENTRYPOINT") ?? "null"));
+    // The OCI labels name the release (docs/upgrade.md): package.json's version and the commit built.
+    const labels = (JSON.parse(inspect.output) as { Labels?: Record<string, string> }).Labels ?? {};
+    expect(labels).toMatchObject({ "org.opencontainers.image.version": version });
+    expect(labels["org.opencontainers.image.revision"]).toMatch(/^([0-9a-f]{40}|unknown)$/);
     const envs = operator.filter((i) => i.keyword === "ENV").flatMap((i) => i.args.split(/\s+/));
     expect(envs.length).toBeGreaterThanOrEqual(4);
     for (const e of envs) expect(config.Env).toContain(e);

@@ -28,6 +28,15 @@ describe("restore ledger on the Secret", () => {
     expect(keys.at(-1)).toBe("k101");
   });
 
+  it("keeps the entries a newer version wrote that it cannot read when it records a key", async () => {
+    const kube = createFakeKube();
+    const newer = ["k0", { key: "k-newer", verified: true }];
+    kube.put(SecretType, secret("orders", "db_1", { [annotations.restores]: JSON.stringify(newer) }));
+    await recordRestoreKey(kube, "team", "orders", "k1");
+    const written = kube.read<Secret>(SecretType, "team", "orders")?.metadata.annotations?.[annotations.restores];
+    expect(JSON.parse(written ?? "[]")).toEqual([...newer, "k1"]);
+  });
+
   it("records nothing on a Secret that is gone, and reads an unreadable annotation as no keys", async () => {
     const kube = createFakeKube();
     await recordRestoreKey(kube, "team", "gone", "k1");

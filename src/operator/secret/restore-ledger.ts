@@ -34,16 +34,21 @@ export function databaseSecretOf(
   return secrets.list(namespace).find((s) => s.metadata.labels?.[labels.databaseId] === databaseId);
 }
 
-/** The restore keys recorded on a Secret (none if it or the annotation is missing or unreadable). */
-export function restoreKeysOf(secret: Secret | undefined): string[] {
+/** The annotation's entries as written, whatever their shape (a newer version may record more than a key). */
+function restoreEntriesOf(secret: Secret | undefined): unknown[] {
   const raw = secret?.metadata.annotations?.[annotations.restores];
   if (raw === undefined) return [];
   try {
     const parsed: unknown = JSON.parse(raw);
-    return Array.isArray(parsed) ? parsed.filter((k): k is string => typeof k === "string") : [];
+    return Array.isArray(parsed) ? parsed : [];
   } catch {
     return [];
   }
+}
+
+/** The restore keys recorded on a Secret (none if it or the annotation is missing or unreadable). */
+export function restoreKeysOf(secret: Secret | undefined): string[] {
+  return restoreEntriesOf(secret).filter((k): k is string => typeof k === "string");
 }
 
 /**
@@ -52,12 +57,13 @@ export function restoreKeysOf(secret: Secret | undefined): string[] {
  */
 export async function recordRestoreKey(kube: KubeClient, namespace: string, name: string, key: string): Promise<void> {
   const live = await kube.get<Secret>(SecretType, namespace, name);
-  const keys = restoreKeysOf(live);
-  if (live === undefined || keys.includes(key)) return;
+  const entries = restoreEntriesOf(live);
+  if (live === undefined || entries.includes(key)) return;
   await kube.patch(SecretType, namespace, name, {
     metadata: {
       resourceVersion: live.metadata.resourceVersion,
-      annotations: { [annotations.restores]: JSON.stringify([...keys, key].slice(-restoreKeysLimit)) },
+      // Entries this version cannot read are kept: written back as they were.
+      annotations: { [annotations.restores]: JSON.stringify([...entries, key].slice(-restoreKeysLimit)) },
     },
   });
 }

@@ -1,3 +1,4 @@
+import { DatabaseStatus as RemoteDatabaseStatus } from "../../contract/index.ts";
 import { TerminalError } from "../../operator/errors.ts";
 import type { Creation, Observation } from "../../operator/managed-handler.ts";
 import { pollDelayOf, readinessWithSecret, secretTargetOf } from "../remote-database.ts";
@@ -6,9 +7,17 @@ import type { DatabaseObject } from "./schema.ts";
 
 // What a Database resource makes of the remote database it observes or adopts: pure functions of the two.
 
-/** The status fields the remote database decides. */
+/**
+ * The status fields the remote database decides. A remote status this version does not know (a newer service's)
+ * is not written: status.remoteStatus is a closed set in the CRD, and Ready says RemoteUnreadable meanwhile.
+ */
 export function statusOf(db: RemoteDatabase) {
-  return { projectId: db.project.id, remoteStatus: db.status, ...(db.region === null ? {} : { region: db.region.id }) };
+  const known = (RemoteDatabaseStatus.options as readonly string[]).includes(db.status);
+  return {
+    projectId: db.project.id,
+    remoteStatus: known ? db.status : undefined,
+    ...(db.region === null ? {} : { region: db.region.id }),
+  };
 }
 
 /**
