@@ -2,7 +2,7 @@ import { limitHeapGrowth } from "./heap-flags.ts";
 import { writeSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
-import { createKubeClient } from "../kube/client.ts";
+import { createKubeClient, observeKubeRequests } from "../kube/client.ts";
 import {
   inClusterKubeConfig,
   KubeConfigError,
@@ -13,7 +13,7 @@ import pino, { type DestinationStream, type Logger } from "pino";
 import { ConfigError, operatorHelp, parseOperatorConfig, type OperatorConfig } from "./operator-config.ts";
 import { createLeaderElector, createLeaseClient, type LeaseClient } from "../operator/leader-election.ts";
 import { createHealthApp, listenHealth } from "../operator/health-server.ts";
-import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
+import { createMetricsRegistry, operatorMetrics, packageVersion } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
 import { controllers, crashPoints, objectGauges } from "../resources/index.ts";
 import { mdsRemote, type MdsRemote } from "../resources/remote-api.ts";
@@ -95,12 +95,16 @@ export interface RuntimeDeps {
   /** Tests may replace the Lease (default: a coordination/v1 Lease through kubeConfig). */
   leaseClient?: LeaseClient;
   leaseTiming?: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
+  /** The commit this build was made from, for mds_build_info (runOperator: MDS_COMMIT, which the image sets). */
+  commit?: string | undefined;
 }
 
 export async function startOperatorRuntime(config: OperatorConfig, deps: RuntimeDeps): Promise<OperatorRuntime> {
   const { logger } = deps;
   const registry = createMetricsRegistry();
   const metrics = operatorMetrics(registry, objectGauges());
+  metrics.buildInfo.set({ version: packageVersion(), commit: deps.commit ?? "unknown" }, 1);
+  observeKubeRequests(deps.kubeConfig, (r) => metrics.restClientRequests.inc(r));
   let signalLost: () => void = () => undefined;
   const lost = new Promise<void>((resolve) => (signalLost = resolve));
 
@@ -122,14 +126,20 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
         identity: deps.identity,
         logger,
         ...(deps.leaseTiming ?? {}),
-        onStartedLeading: () => metrics.leader.set(1),
+        onStartedLeading: () => {
+          metrics.leader.set(1);
+          metrics.leaderElectionMasterStatus.set({ name: config.leaseName }, 1);
+        },
         onStoppedLeading: () => {
           metrics.leader.set(0);
+          metrics.leaderElectionMasterStatus.set({ name: config.leaseName }, 0);
           signalLost();
         },
       })
     : undefined;
   if (!elector) metrics.leader.set(1);
+  // A standby reports 0 from the start, as client-go does, so `max by (name)` sees every replica.
+  else metrics.leaderElectionMasterStatus.set({ name: config.leaseName }, 0);
   const canWrite = elector ? () => elector.isLeader() : () => true;
 
   const operator = deps.createOperator({
@@ -317,6 +327,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     createOperator: (options) =>
       createOperatorWithKinds({ ...options, queueOrder, ...(crashPoint ? { crashPoint } : {}) }),
     identity,
+    commit: process.env.MDS_COMMIT,
   });
 
   const signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM"];
