@@ -3,7 +3,7 @@
 // whatever the number of resources (each value is a series Prometheus keeps), and none may carry a secret.
 
 /** Labels whose values are bounded by the code or the cluster, not by how many resources exist; each says why. */
-export const boundedLabels: Record<string, string> = {
+const boundedLabels: Record<string, string> = {
   kind: "a kind of mds (`Project`, `Database`, …), or a Node.js GC kind",
   controller: "a controller: its kind in lower case, as controller-runtime names it",
   name: "a work queue's controller (`workqueue_*`), or the leader Lease (`leader_election_master_status`)",
