@@ -14,5 +14,6 @@ export default defineConfig({
     reporters: ["default", "./test/support/summary-reporter.ts"],
     // Fails the run when a server a test started outlives it (and stops it): test/support/leak-check.ts.
     globalSetup: ["./test/support/leak-check.ts"],
+    setupFiles: ["./test/support/leak-check-file.ts"],
   },
 });

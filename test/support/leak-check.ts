@@ -9,6 +9,8 @@ import { readFile, readdir, readlink } from "node:fs/promises";
 
 /** The environment variable that marks the processes of one test run. */
 export const runMarker = "MDS_TEST_RUN";
+/** The one that names the test file a process was started from (leak-check-file.ts sets it in each file). */
+export const fileMarker = "MDS_TEST_FILE";
 
 export interface Leftover {
   pid: number;
@@ -25,10 +27,18 @@ export async function processesOfRun(id: string, exclude: Set<number>): Promise<
     try {
       const environ = await readFile(`/proc/${pid}/environ`);
       if (!environ.includes(needle)) continue;
-      const command = (await readFile(`/proc/${pid}/cmdline`, "utf8")).replaceAll("\0", " ").trim();
+      let command = (await readFile(`/proc/${pid}/cmdline`, "utf8")).replaceAll("\0", " ").trim();
       // vitest's own processes (its watchdog may outlive the workers by a moment) are its business.
       if (/^vitest-|\/node_modules\/vitest\//.test(command)) continue;
-      found.push({ pid, command: command || (await readlink(`/proc/${pid}/exe`).catch(() => "?")) });
+      command ||= await readlink(`/proc/${pid}/exe`).catch(() => "?");
+      const file = environ
+        .toString("utf8")
+        .split("\0")
+        .find((v) => v.startsWith(`${fileMarker}=`));
+      found.push({
+        pid,
+        command: file === undefined ? command : `${command} (started by ${file.slice(fileMarker.length + 1)})`,
+      });
     } catch {
       // Gone meanwhile, or not ours to read.
     }
