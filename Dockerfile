@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
-# The mds image. Default target: the operator (`mds operator`). `--target service` builds the service image,
-# which adds the PostgreSQL client tools (pg_dump, pg_restore) it runs for backups and restores.
+# The mds image. Default target: the operator (`mds operator`), which holds only what that command loads (the
+# bundled operator and the one package it requires at run time: scripts/image/operator-app.ts). `--target service`
+# builds the service image: every command, all production dependencies, and the PostgreSQL client tools (pg_dump,
+# pg_restore) it runs for backups and restores.
 #
 #   docker build --build-arg MDS_COMMIT=$(git rev-parse HEAD) -t mds:0.2.0 .
 #   docker build --build-arg MDS_COMMIT=$(git rev-parse HEAD) --target service -t mds-service:0.2.0 .
@@ -46,8 +48,8 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund --ignore-scripts && npm cache clean --force
 
-# 3. What both images run: dist/, production node_modules, package.json (it declares ESM), the entry point.
-FROM ${NODE_IMAGE} AS runtime
+# 3. The settings both images run with.
+FROM ${NODE_IMAGE} AS base
 ARG MDS_VERSION
 ARG MDS_COMMIT
 # The OCI annotations (image-spec annotations.md), so `docker inspect` or `podman inspect` names the release.
@@ -64,6 +66,10 @@ ENV NODE_ENV=production
 # 2,000 Databases against 18 MB with this threshold (RSS 142.5 → 108.5 MB, bench/operator-rss.ts --env).
 ENV MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=131072 MALLOC_MMAP_THRESHOLD_=32768
 WORKDIR /app
+
+# 4. The service's /app, and what the operator's is taken from: dist/, production node_modules, package.json (it
+#    declares ESM), the entry point.
+FROM base AS runtime
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
@@ -71,7 +77,7 @@ COPY deploy/image/mds.js ./bin/mds.js
 # A numeric non-root user, so Kubernetes' runAsNonRoot can verify it; it owns nothing in the image.
 USER 65532:65532
 
-# 4. The service: adds pg_dump and pg_restore.
+# 5. The service: adds pg_dump and pg_restore.
 FROM runtime AS service
 USER root
 RUN apt-get update \
@@ -81,7 +87,15 @@ USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["node", "/app/bin/mds.js", "service"]
 
-# 5. The operator (the default target: last stage).
-FROM runtime AS operator
+# 6. The operator's /app: only what `mds operator` loads (scripts/image/operator-app.ts says what and why).
+FROM runtime AS operator-app
+USER root
+COPY scripts/image/operator-app.ts /tmp/operator-app.ts
+RUN node /tmp/operator-app.ts /app /operator-app
+
+# 7. The operator (the default target: last stage): the base and that /app, nothing else.
+FROM base AS operator
+COPY --from=operator-app /operator-app/ ./
+USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["node", "/app/bin/mds.js", "operator"]

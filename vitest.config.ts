@@ -12,5 +12,8 @@ export default defineConfig({
     pool: "forks",
     maxWorkers: 2,
     reporters: ["default", "./test/support/summary-reporter.ts"],
+    // Fails the run when a server a test started outlives it (and stops it): test/support/leak-check.ts.
+    globalSetup: ["./test/support/leak-check.ts"],
+    setupFiles: ["./test/support/leak-check-file.ts"],
   },
 });

@@ -10,5 +10,8 @@ export default defineConfig({
     pool: "forks",
     maxWorkers: 1,
     reporters: ["default", "./test/support/summary-reporter.ts"],
+    // As in vitest.config.ts: a server the tests started must not outlive the run.
+    globalSetup: ["./test/support/leak-check.ts"],
+    setupFiles: ["./test/support/leak-check-file.ts"],
   },
 });

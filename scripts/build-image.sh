@@ -3,8 +3,9 @@
 #
 # The Dockerfile needs node:24-bookworm-slim from a registry. This script builds the same image from what a Debian
 # machine reaches: a Debian root filesystem made by mmdebstrap (Essential packages plus what Node needs), the Node 24
-# binary that npm's `node` package installed into node_modules/, and the same /app as the Dockerfile (compiled dist/
-# of src/, which holds no devkube, production node_modules from `npm ci --omit=dev`, package.json, bin/mds.js).
+# binary that npm's `node` package installed into node_modules/, and the same /app as the Dockerfile: for the service,
+# compiled dist/ of src/ (which holds no devkube), production node_modules from `npm ci --omit=dev`, package.json,
+# bin/mds.js; for the operator, only what `mds operator` loads, taken from that (scripts/image/operator-app.ts).
 # It imports the tarball into podman as mds:<version> (mds-service:<version> for --target service) with the
 # Dockerfile's ENV, WORKDIR, USER, ENTRYPOINT and OCI labels (version, revision), and writes the tarball, its sha256 and a CycloneDX SBOM beside it.
 # docs/image.md tells how to run and verify it. Needs: mmdebstrap and podman (Debian packages), root.
@@ -18,8 +19,10 @@ repo=$PWD
 target=operator
 if [[ ${1:-} == --target ]]; then target=${2:-}; fi
 case $target in
-  operator) name=mds; packages=libstdc++6,ca-certificates,tzdata ;;
-  service) name=mds-service; packages=libstdc++6,ca-certificates,tzdata,postgresql-client ;;
+  # The operator leaves out glibc's iconv modules (gconv, 8 MB): Node converts text with its own ICU, and nothing else
+  # in the image runs. The service keeps them (pg_dump and pg_restore are C programs that may convert encodings).
+  operator) name=mds; packages=libstdc++6,ca-certificates,tzdata; trim=(--dpkgopt='path-exclude=/usr/lib/*/gconv/*') ;;
+  service) name=mds-service; packages=libstdc++6,ca-certificates,tzdata,postgresql-client; trim=() ;;
   *) echo "build-image: --target must be operator or service, not \"$target\"" >&2; exit 2 ;;
 esac
 
@@ -43,7 +46,7 @@ out=${MDS_IMAGE_OUT:-$repo/.image}
 mkdir -p "$out"
 step() { echo "build-image: $*" >&2; }
 
-# 1. /app, exactly as the Dockerfile's build and prod-deps stages make it (test/deploy/image-run.test.ts compares).
+# 1. /app, exactly as the Dockerfile's build and prod-deps stages make it (test/image/image-run.test.ts compares).
 app=$out/app
 step "compiling dist/ and installing production dependencies into $app"
 rm -rf "$app" && mkdir -p "$app/bin"
@@ -57,19 +60,27 @@ cp package.json package-lock.json "$app/"
 (cd "$app" && PATH="$(dirname "$node_bin"):$PATH" npm ci --omit=dev --no-audit --no-fund --ignore-scripts --prefer-offline --loglevel=error)
 rm "$app/package-lock.json"
 cp deploy/image/mds.js "$app/bin/mds.js"
+if [[ $target == operator ]]; then
+  # The Dockerfile's operator-app stage: what `mds operator` loads, nothing else.
+  rm -rf "$out/operator-app"
+  "$node_bin" scripts/image/operator-app.ts "$app" "$out/operator-app"
+  app=$out/operator-app
+fi
 
 # 2. The Debian base, a directory cached by its package list and suite (mmdebstrap takes a minute or two).
-base=$out/base-$suite-$(echo "$packages" | tr ',' '-')
+base=$out/base-$suite-merged-usr-$target-$(echo "$packages" | tr ',' '-')
 if [[ ! -d $base ]]; then
   step "building the Debian $suite base with mmdebstrap ($packages)"
   sources=()
   if [[ -n ${MDS_IMAGE_APT_SOURCES:-} ]]; then sources=("$MDS_IMAGE_APT_SOURCES"); fi
   # Essential: a shell, coreutils and dpkg's database (the SBOM reads it) but no apt. Documentation left out but
-  # the copyright files kept (licences).
+  # the copyright files kept (licences). The merged-usr hook lays /usr out merged with the tiny usr-is-merged
+  # package, where mmdebstrap's default installs usrmerge, which pulls in Perl: 50 MB the image never runs.
   mmdebstrap --mode=root --format=directory --variant=essential --include="$packages" \
+    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' "${trim[@]}" \
     "$suite" "$base.partial" "${sources[@]}" >&2
   mv "$base.partial" "$base"
 fi
@@ -83,6 +94,8 @@ cp -a "$base" "$rootfs"
 # a cluster forgets allowPrivilegeEscalation: false.
 find "$rootfs" -xdev -type f -perm /6000 -exec chmod ug-s {} +
 install -o 0 -g 0 -m 0755 "$node_bin" "$rootfs/usr/local/bin/node"
+# Where that binary came from, for the SBOM's purl (scripts/image/sbom.ts reads it).
+mkdir -p "$rootfs/usr/local/share" && echo "$node_package" > "$rootfs/usr/local/share/node-origin"
 cp -a "$app" "$rootfs/app"
 chown -R 0:0 "$rootfs/app"
 chmod -R u=rwX,go=rX "$rootfs/app"
@@ -108,17 +121,14 @@ podman import --quiet \
   --change "ENTRYPOINT [\"node\", \"/app/bin/mds.js\", \"$target\"]" \
   "$tarball" "$name:$version" > "$out/$name-$version.image-id"
 
-# 5. The SBOM: npm's list (kept to what /app installed), dpkg's list from the root filesystem, the Node binary.
+# 5. The SBOM, read from the root filesystem as `npm run sbom` reads any image's: every npm package in it (and those
+#    the operator bundle inlined), every Debian package of its dpkg database, the Node binary.
 sbom=$out/$name-$version.cdx.json
 step "writing $sbom"
 npm sbom --sbom-format cyclonedx --package-lock-only > "$out/npm-sbom.json"
-dpkg-query --admindir="$rootfs/var/lib/dpkg" -W \
-  -f='${Package}\t${Version}\t${Architecture}\t${source:Package}\t${source:Version}\n' > "$out/$name-dpkg.txt"
-distro="debian-$(cut -d. -f1 "$rootfs/etc/debian_version")"
-"$node_bin" scripts/image/sbom.ts --npm-sbom "$out/npm-sbom.json" --installed "$rootfs/app/node_modules/.package-lock.json" \
-  --dpkg "$out/$name-dpkg.txt" --node "$rootfs/usr/local/bin/node" --node-version "$node_version" --node-package "$node_package" \
-  --image "$name@$version" --distro "$distro" --out "$sbom"
+"$node_bin" scripts/image/sbom.ts --rootfs "$rootfs" --npm-sbom "$out/npm-sbom.json" --image "$name@$version" --out "$sbom"
 
 echo "$name:$version $(cat "$out/$name-$version.image-id")"
 echo "tarball: $tarball ($(cut -d' ' -f1 "$tarball.sha256"))"
 echo "sbom: $sbom"
+echo "size: $(du -sb "$rootfs" | cut -f1) bytes uncompressed ($(du -sm "$rootfs" | cut -f1) MB; /app $(du -sm "$rootfs/app" | cut -f1) MB)"

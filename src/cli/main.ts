@@ -82,5 +82,20 @@ export async function main(argv: string[], devCommands: Record<string, Command> 
     console.error(`mds: unknown command "${name}"\n\n${usage(devCommands)}`);
     return 2;
   }
-  return command.run(rest);
+  try {
+    return await command.run(rest);
+  } catch (err) {
+    if (!commandModuleMissing(err, name)) throw err;
+    console.error(
+      `mds: "${name}" is not in this image: the operator image holds \`mds operator\` alone (scripts/image/operator-app.ts); the service image holds every command`,
+    );
+    return 2;
+  }
+}
+
+// The operator image leaves out the other commands' modules (scripts/image/operator-app.ts): the command's own module
+// is missing, not a package it imports (that would be a broken image, and is rethrown).
+function commandModuleMissing(err: unknown, name: string): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  return e.code === "ERR_MODULE_NOT_FOUND" && String(e.message).includes(`/cli/${name}.js'`);
 }

@@ -5,6 +5,9 @@ import { parseOperatorConfig, parseDuration } from "./operator-config.ts";
 import { createLogger, crashPointFromEnv, queueOrderFromEnv, startOperatorRuntime } from "./operator.ts";
 import type { RuntimeOperatorOptions } from "./operator.ts";
 import type { LeaseClient, LeaseRecord } from "../operator/leader-election.ts";
+import { createKubeClient } from "../kube/client.ts";
+import { SecretType } from "../kube/types.ts";
+import { version } from "./main.ts";
 
 const env = { MDS_API_URL: "http://127.0.0.1:9999" };
 
@@ -163,6 +166,10 @@ describe("operator runtime", () => {
         return {
           start: async () => {
             ready = true;
+            // One request to the API server that never answers: rest_client_requests_total counts it as <error>.
+            await createKubeClient(options.kubeConfig)
+              .get(SecretType, "default", "x")
+              .catch(() => undefined);
             options.logger.info({ token: "planted-api-token-1a2b", data: { PGPASSWORD: "x" } }, "reconciled");
           },
           stop: async () => {
@@ -185,6 +192,13 @@ describe("operator runtime", () => {
     expect([readyz.status, await readyz.text()]).toEqual([200, "ok: leader election disabled\n"]);
     const metrics = await (await fetch(`${runtime.healthUrl}/metrics`)).text();
     expect(metrics).toContain("mds_operator_leader 1");
+    expect(metrics).toMatch(
+      new RegExp(`mds_build_info\\{version="${version()}",commit="([0-9a-f]{7,64}|unknown)"\\} 1`),
+    );
+    expect(metrics).toContain('rest_client_requests_total{code="<error>",method="GET",host="127.0.0.1:1"} 1');
+    // Without leader election client-go reports no leader_election_master_status series; nor do we.
+    expect(metrics).not.toMatch(/^leader_election_master_status\{/m);
+    expect(metrics).toMatch(/^process_cpu_seconds_total \d/m);
     await runtime.stop();
     const out = lines.join("");
     expect(out).toContain("reconciled");

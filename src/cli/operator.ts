@@ -2,7 +2,7 @@ import { limitHeapGrowth } from "./heap-flags.ts";
 import { writeSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
-import { createKubeClient } from "../kube/client.ts";
+import { createKubeClient, observeKubeRequests } from "../kube/client.ts";
 import {
   inClusterKubeConfig,
   KubeConfigError,
@@ -103,6 +103,7 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
   const build = buildInfo();
   const registry = createMetricsRegistry(build);
   const metrics = operatorMetrics(registry, objectGauges());
+  observeKubeRequests(deps.kubeConfig, (r) => metrics.restClientRequests.inc(r));
   let signalLost: () => void = () => undefined;
   const lost = new Promise<void>((resolve) => (signalLost = resolve));
 
@@ -124,14 +125,20 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
         identity: deps.identity,
         logger,
         ...(deps.leaseTiming ?? {}),
-        onStartedLeading: () => metrics.leader.set(1),
+        onStartedLeading: () => {
+          metrics.leader.set(1);
+          metrics.leaderElectionMasterStatus.set({ name: config.leaseName }, 1);
+        },
         onStoppedLeading: () => {
           metrics.leader.set(0);
+          metrics.leaderElectionMasterStatus.set({ name: config.leaseName }, 0);
           signalLost();
         },
       })
     : undefined;
   if (!elector) metrics.leader.set(1);
+  // A standby reports 0 from the start, as client-go does, so `max by (name)` sees every replica.
+  else metrics.leaderElectionMasterStatus.set({ name: config.leaseName }, 0);
   const canWrite = elector ? () => elector.isLeader() : () => true;
 
   const operator = deps.createOperator({

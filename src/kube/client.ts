@@ -53,6 +53,20 @@ export interface KubeClientOptions {
 }
 
 type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+
+/** One request to the apiserver as client-go's rest_client_requests_total counts it: its status, or "<error>" when none came. */
+export interface KubeRequestRecord {
+  code: string;
+  method: string;
+  host: string;
+}
+// Keyed by the config, not a global: two operators in one process (tests) count into their own registries.
+const requestObservers = new WeakMap<KubeConfig, (record: KubeRequestRecord) => void>();
+
+/** Every request made through `kubeConfig` from now on (watches and Lease renewals too) is reported to `observer`. */
+export function observeKubeRequests(kubeConfig: KubeConfig, observer: (record: KubeRequestRecord) => void): void {
+  requestObservers.set(kubeConfig, observer);
+}
 const HttpMethod = { GET: "GET", POST: "POST", PUT: "PUT", PATCH: "PATCH", DELETE: "DELETE" } as const;
 
 /**
@@ -69,6 +83,7 @@ export async function kubeFetch(
 ): Promise<Response> {
   const url = new URL(kubeConfig.server + path);
   for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
+  const observe = (code: string) => requestObservers.get(kubeConfig)?.({ code, method, host: url.host });
   for (let attempt = 0; ; attempt++) {
     let headers: Record<string, string>;
     try {
@@ -87,9 +102,11 @@ export async function kubeFetch(
         ...(init.signal === undefined ? {} : { signal: init.signal }),
       });
     } catch (err) {
+      observe("<error>");
       // The cause of a network error names host and port only; headers never reach it.
       throw new KubeError(`${what}: ${(err as Error).message}`, { code: "network_error", cause: err });
     }
+    observe(String(response.status));
     if (response.status === 401 && attempt === 0) {
       await response.body?.cancel().catch(() => undefined);
       kubeConfig.invalidateCredentials();

@@ -45,8 +45,11 @@ describe("deletion protection audit", () => {
       logger: pino({ level: "silent" }),
       objects: () => objects,
     });
+    expect(audit.state()).toBeUndefined();
     await audit.run();
     await audit.run();
+    // What mds_operator_deletion_protection_unenforced reads: protected objects count while the policy is missing.
+    expect(audit.state()).toBe("missing");
     expect(recorded).toEqual([
       {
         name: "kept",
@@ -84,6 +87,7 @@ describe("deletion protection audit", () => {
     expect((await deletionProtectionEnforcement(client)).state).toBe("enforced");
     objects = [...objects, object("later", true)];
     await audit.run();
+    expect(audit.state()).toBe("enforced");
     expect(recorded.map((r) => r.name)).toEqual(["kept"]);
   });
 });

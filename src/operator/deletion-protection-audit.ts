@@ -7,7 +7,8 @@ import type { EventRecorder } from "./events.ts";
 // installs, never by the operator. On a cluster without that policy (or its binding, or with a binding that only
 // warns or audits) the field is stored and shown and nothing refuses a delete: silently. This audit looks for the
 // policy and tells every protected resource once (a Warning Event per object, and one log line) when it is missing,
-// so the user learns it before a prune deletes what they believed protected.
+// so the user learns it before a prune deletes what they believed protected. The last check's answer is also a
+// gauge (mds_operator_deletion_protection_unenforced), so an alert can say it where nobody reads Events.
 
 const deletionProtectionPolicy = "mds-deletion-protection";
 
@@ -56,6 +57,8 @@ export async function deletionProtectionEnforcement(kube: KubeClient): Promise<{
 interface DeletionProtectionAudit {
   /** Checks the cluster and warns each protected object not yet warned; errors are logged, never thrown. */
   run(): Promise<void>;
+  /** The last check's answer; undefined before the first (a standby never checks). */
+  state(): Enforcement | undefined;
 }
 
 export function createDeletionProtectionAudit(deps: {
@@ -68,6 +71,7 @@ export function createDeletionProtectionAudit(deps: {
   const warned = new Set<string>();
   let lastState: Enforcement | undefined;
   return {
+    state: () => lastState,
     async run() {
       let result: Awaited<ReturnType<typeof deletionProtectionEnforcement>>;
       try {

@@ -347,6 +347,16 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     queues: () =>
       [...queues.entries()].map(([kind, queue]) => ({ controller: controllerName(kind), stats: queue.stats() })),
     objectGauges: (now) => gaugeViews.flatMap(({ gauges, views }) => gauges.samples(views, context.cache, now)),
+    deletionProtectionUnenforced: () => {
+      const missing = deletionProtection.state() === "missing";
+      const counts = new Map(options.controllers.map((k) => [k.kind, 0]));
+      if (missing)
+        for (const entry of deletionProtected) {
+          const kind = entry.slice(0, entry.indexOf("|"));
+          counts.set(kind, (counts.get(kind) ?? 0) + 1);
+        }
+      return [...counts].map(([kind, count]) => ({ kind, count }));
+    },
   };
   let removeStateSource: (() => void) | undefined;
 

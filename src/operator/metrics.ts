@@ -6,11 +6,12 @@ import type { QueueStats } from "./work-queue.ts";
 // The operator's Prometheus metrics. One registry per process (built in src/cli), passed down; every part of the
 // operator records into the same named metrics through operatorMetrics(registry). Calls to the service API are
 // counted by the client's own hooks in the same registry (mds_client_*: requests, attempts by HTTP status,
-// throttled time, retries). Labels never carry secrets or unbounded values (no object names, no ids).
+// throttled time, retries). Labels never carry secrets or unbounded values; the rules are in metric-labels.ts.
 
 export function createMetricsRegistry(build: BuildInfo = buildInfo()): Registry {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: "mds_operator_" });
+  // Unprefixed, as every Prometheus client library names them: process_* and nodejs_* dashboards work as they are.
+  collectDefaultMetrics({ register: registry });
   // The info-metric convention (kube_*_info, prometheus_build_info): always 1, the facts in labels, so a query can
   // join on it or count the versions running during a roll.
   new Gauge({
@@ -43,6 +44,10 @@ export interface OperatorMetrics {
   apiContexts: Gauge;
   /** API contexts dropped, by why: refused (401), idle, rotated (its Secret holds another token), capacity. */
   apiContextEvictions: Counter<"reason">;
+  /** client-go's leader election gauge: 1 while this process holds the Lease `name`, else 0 (with leader election only). */
+  leaderElectionMasterStatus: Gauge<"name">;
+  /** client-go's count of requests to the apiserver (src/kube), by status code ("<error>" for none), method and host. */
+  restClientRequests: Counter<"code" | "method" | "host">;
 }
 
 // controller-runtime's pkg/internal/controller/metrics: one series per controller (the kind in lower case, as
@@ -87,6 +92,8 @@ export interface StateSource {
   queues(): QueueSummary[];
   /** Per-object gauges the kinds report (Controller.objectGauges). */
   objectGauges?(now: number): ObjectGaugeSample[];
+  /** Resources with spec.deletionProtection that nothing on the cluster enforces, by kind (every kind, 0 included). */
+  deletionProtectionUnenforced?(): { kind: string; count: number }[];
 }
 
 /** controller-runtime's reconcile_time_seconds buckets. */
@@ -211,6 +218,18 @@ export function operatorMetrics(registry: Registry, objectGauges: ObjectGauge[] 
       labelNames: ["reason"],
       registers,
     }),
+    leaderElectionMasterStatus: new Gauge({
+      name: "leader_election_master_status",
+      help: "1 while this replica holds the leader Lease `name`, 0 while it stands by (client-go's name; only with leader election).",
+      labelNames: ["name"],
+      registers,
+    }),
+    restClientRequests: new Counter({
+      name: "rest_client_requests_total",
+      help: "Requests to the Kubernetes API server by HTTP status code (<error> when none came), method and host (client-go's name).",
+      labelNames: ["code", "method", "host"],
+      registers,
+    }),
   };
   registerStateGauges(registers, sources, objectGauges);
   cache.set(registry, metrics);
@@ -229,7 +248,14 @@ function addSource(sources: Set<StateSource>, source: StateSource): () => void {
 // eslint-disable-next-line max-lines-per-function -- a declaration of the state gauges, one after the other; each collect function is short
 function registerStateGauges(registers: Registry[], sources: Set<StateSource>, objectGauges: ObjectGauge[]): void {
   let snapshot:
-    { at: number; resources: ResourceSummary[]; queues: QueueSummary[]; objects: ObjectGaugeSample[] } | undefined;
+    | {
+        at: number;
+        resources: ResourceSummary[];
+        queues: QueueSummary[];
+        objects: ObjectGaugeSample[];
+        unenforced: { kind: string; count: number }[];
+      }
+    | undefined;
   const read = () => {
     const now = Date.now();
     // The gauges of one scrape are collected within a few milliseconds; a later scrape reads afresh.
@@ -240,6 +266,7 @@ function registerStateGauges(registers: Registry[], sources: Set<StateSource>, o
         resources: all.flatMap((s) => s.resources(now)),
         queues: all.flatMap((s) => s.queues()),
         objects: all.flatMap((s) => s.objectGauges?.(now) ?? []),
+        unenforced: all.flatMap((s) => s.deletionProtectionUnenforced?.() ?? []),
       };
     }
     return snapshot;
@@ -300,6 +327,14 @@ function registerStateGauges(registers: Registry[], sources: Set<StateSource>, o
     ["kind"],
     (g, s) => {
       for (const r of s.resources) g.set({ kind: r.kind }, r.retiringPastRevoke);
+    },
+  );
+  gauge(
+    "mds_operator_deletion_protection_unenforced",
+    "Resources with spec.deletionProtection true that nothing on the cluster enforces (no mds-deletion-protection policy binding that denies): a delete or a prune would go through. Counted by the leader; 0 where the operator may not read the policies (single-namespace install).",
+    ["kind"],
+    (g, s) => {
+      for (const u of s.unenforced) g.inc({ kind: u.kind }, u.count);
     },
   );
   // controller-runtime and client-go names (see ControllerRuntimeMetrics, WorkqueueMetrics).

@@ -7,6 +7,7 @@ import { spawn } from "node:child_process";
 import { cp, mkdir, readFile, readdir, realpath, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { operatorApp } from "../../scripts/image/operator-app.ts";
 
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -151,9 +152,9 @@ async function emulateProdDeps(dockerfile: Dockerfile, nodeModules: string): Pro
   await writeFile(join(nodeModules, ".package-lock.json"), JSON.stringify({ name: lock.name, version: lock.version, lockfileVersion: lock.lockfileVersion, requires: true, packages: Object.fromEntries(production) }, null, 2));
 }
 
-/** Assembles into `app` what the Dockerfile's runtime stage puts in /app. */
+/** Assembles into `app` what the Dockerfile's runtime stage puts in /app (the service image's). */
 export async function assembleDockerfileApp(dockerfile: Dockerfile, app: string): Promise<void> {
-  const workdir = stage(dockerfile, "runtime").instructions.find((i) => i.keyword === "WORKDIR")?.args;
+  const workdir = chain(dockerfile, stage(dockerfile, "runtime")).findLast((i) => i.keyword === "WORKDIR")?.args;
   if (workdir !== "/app") throw new Error(`the runtime stage's WORKDIR is ${workdir}, not /app`);
   for (const copy of stage(dockerfile, "runtime").instructions.filter((i) => i.keyword === "COPY")) {
     const from = /--from=(\S+)/.exec(copy.args)?.[1];
@@ -166,4 +167,20 @@ export async function assembleDockerfileApp(dockerfile: Dockerfile, app: string)
       await cp(join(repoRoot, source), dest.endsWith("/") ? join(target, source.split("/").at(-1) ?? source) : target);
     } else throw new Error(`test/deploy/image-files.ts cannot emulate "COPY ${copy.args}": teach it what that step copies`);
   }
+}
+
+/**
+ * Assembles into `app` the operator image's /app: the runtime's (into `runtimeApp`), then the operator-app stage's
+ * script over it, as the operator stage copies it. Fails when the Dockerfile no longer does it this way.
+ */
+export async function assembleOperatorApp(dockerfile: Dockerfile, runtimeApp: string, app: string): Promise<void> {
+  const appStage = stage(dockerfile, "operator-app");
+  const run = appStage.instructions.filter((i) => i.keyword === "RUN").map((i) => i.args);
+  if (appStage.from !== "runtime" || run.join(" ") !== "node /tmp/operator-app.ts /app /operator-app")
+    throw new Error(`the operator-app stage no longer runs scripts/image/operator-app.ts over the runtime's /app: ${run.join(" ")}`);
+  const copies = stage(dockerfile, "operator").instructions.filter((i) => i.keyword === "COPY").map((i) => i.args);
+  if (copies.join("\n") !== "--from=operator-app /operator-app/ ./")
+    throw new Error(`the operator stage copies more than the operator-app stage's /app: ${copies.join("; ")}`);
+  await assembleDockerfileApp(dockerfile, runtimeApp);
+  await operatorApp(runtimeApp, app);
 }

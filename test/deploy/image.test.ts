@@ -1,7 +1,8 @@
-// The container image, without a Docker engine: the Dockerfile is checked statically, and the file set it
-// produces (compiled dist/ of src/, which holds no devkube, production dependencies only, package.json, the image's entry point) is
-// assembled in a temporary directory by emulating its COPY steps (image-files.ts) and run, so `mds operator` is proven
-// to start from exactly what the image holds. The image itself, built and run in podman: test/image/image-run.test.ts
+// The container images, without a Docker engine: the Dockerfile is checked statically, and the file sets it
+// produces are assembled in a temporary directory by emulating its steps (image-files.ts) and run: the service
+// image's (compiled dist/ of src/, which holds no devkube, production dependencies only, package.json, the image's
+// entry point) and the operator image's (only what `mds operator` loads, scripts/image/operator-app.ts), so
+// `mds operator` is proven to start from exactly what the operator image holds. The image itself, built and run in podman: test/image/image-run.test.ts
 // (`npm run test:image`).
 import { spawn } from "node:child_process";
 import { mkdtemp, readFile, readdir, rm, stat } from "node:fs/promises";
@@ -10,7 +11,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevkube } from "@mds/devkube";
 import { eventually } from "../support/eventually.ts";
-import { assembleDockerfileApp, emulatedCommit, chain as chainOf, listFiles, readDockerfile, repoRoot, stage as stageOf, type Dockerfile } from "./image-files.ts";
+import { operatorFiles } from "../../scripts/image/operator-app.ts";
+import { assembleDockerfileApp, assembleOperatorApp, emulatedCommit, chain as chainOf, listFiles, readDockerfile, repoRoot, stage as stageOf, type Dockerfile } from "./image-files.ts";
 import { kubectl } from "./kubectl.ts";
 
 function run(command: string, args: string[], cwd: string): Promise<{ code: number; output: string }> {
@@ -99,7 +101,7 @@ describe("Dockerfile", () => {
   });
 });
 
-describe("the image's file set", () => {
+describe("the service image's file set (the runtime stage)", () => {
   let dir: string;
 
   beforeAll(async () => {
@@ -204,6 +206,48 @@ describe("the image's file set", () => {
     const result = await run(process.execPath, ["bin/mds.js", "--help"], dir);
     expect(result).toMatchObject({ code: 0 });
     expect(result.output).toContain("usage: mds <command>");
+  });
+
+});
+
+describe("the operator image's file set (the operator stage)", () => {
+  let dir: string;
+  let runtimeDir: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "mds-image-operator-"));
+    runtimeDir = await mkdtemp(join(tmpdir(), "mds-image-runtime-"));
+    await assembleOperatorApp(await readDockerfile(), runtimeDir, dir);
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const d of [dir, runtimeDir]) if (d !== undefined) await rm(d, { recursive: true, force: true });
+  });
+
+  it("holds what `mds operator` loads and yaml, with no source map, README or type declaration: under 5 MB", async () => {
+    const files = await listFiles(dir);
+    expect(files.filter((f) => !f.startsWith("node_modules/"))).toEqual([...operatorFiles].sort());
+    expect(new Set(files.filter((f) => f.startsWith("node_modules/")).map((f) => f.split("/")[1]))).toEqual(new Set(["yaml"]));
+    expect(files.filter((f) => /\.(map|md|d\.ts)$/i.test(f))).toEqual([]);
+    const sizes = await Promise.all(files.map(async (f) => (await stat(join(dir, f))).size));
+    expect(sizes.reduce((a, b) => a + b, 0)).toBeLessThan(5 * 1024 * 1024);
+  });
+
+  it("lists every npm package whose code it holds: the bundle's and yaml, at the lockfile's versions", async () => {
+    const listed = JSON.parse(await readFile(join(dir, "dist/cli/operator.packages.json"), "utf8")) as { name: string; version: string }[];
+    const lock = JSON.parse(await readFile(join(repoRoot, "package-lock.json"), "utf8")) as { packages: Record<string, { version?: string }> };
+    for (const name of ["prom-client", "pino", "undici", "zod", "yaml"]) expect(listed.map((p) => p.name)).toContain(name);
+    for (const p of listed) expect({ name: p.name, version: lock.packages[`node_modules/${p.name}`]?.version }).toEqual({ name: p.name, version: p.version });
+  });
+
+  it("says which commands are not in it, and still prints the version and the help", async () => {
+    for (const command of ["service", "token", "crds"]) {
+      const result = await run(process.execPath, ["bin/mds.js", command, "--help"], dir);
+      expect({ command, ...result }).toEqual({ command, code: 2, output: `mds: "${command}" is not in this image: the operator image holds \`mds operator\` alone (scripts/image/operator-app.ts); the service image holds every command\n` });
+    }
+    const pkg = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as { version: string };
+    expect(await run(process.execPath, ["bin/mds.js", "--version"], dir)).toEqual({ code: 0, output: `${pkg.version}\n` });
+    expect((await run(process.execPath, ["bin/mds.js", "--help"], dir)).output).toContain("usage: mds <command>");
   });
 
   it("runs `mds operator` from the file set: it reaches devkube, leads, becomes ready, and stops cleanly on SIGTERM", async () => {

@@ -18,6 +18,7 @@ import {
   repoRoot,
   ruleGroupsOf,
   run,
+  runbookBase,
   type MonitoringObject,
   type RuleGroup,
 } from "./monitoring.ts";
@@ -89,7 +90,24 @@ describe("the monitoring component", () => {
       expect({ alert: a.alert, severity: a.labels?.["severity"] }).toEqual({ alert: a.alert, severity: expect.stringMatching(/^(critical|warning)$/) });
       expect({ alert: a.alert, summary: (a.annotations?.["summary"] ?? "").length > 10, description: (a.annotations?.["description"] ?? "").length > 20 }).toEqual({ alert: a.alert, summary: true, description: true });
       expect({ alert: a.alert, runbook: new RegExp(`^### ${a.alert}$`, "m").test(doc) }).toEqual({ alert: a.alert, runbook: true });
+      // runbook_url: that section (its heading's anchor), under the one base docs/metrics.md tells how to replace.
+      expect({ alert: a.alert, runbook_url: a.annotations?.["runbook_url"] }).toEqual({ alert: a.alert, runbook_url: `${runbookBase}#${(a.alert ?? "").toLowerCase()}` });
     }
+    expect(doc).toContain(runbookBase);
+  });
+
+  it("has cluster, namespace, job and instance variables, and every dashboard query selects by all four (no hard-coded job)", async () => {
+    const dashboard = (await readDashboard()) as Awaited<ReturnType<typeof readDashboard>> & { templating: { list: { name: string; query?: { query: string } }[] } };
+    const variables = dashboard.templating.list.map((v) => v.name);
+    expect(variables).toEqual(["datasource", "cluster", "namespace", "job", "instance"]);
+    for (const v of dashboard.templating.list.slice(1)) expect(v.query?.query).toMatch(/^label_values\(mds_build_info/);
+    const scope = 'cluster=~"$cluster", namespace=~"$namespace", job=~"$job", instance=~"$instance"';
+    for (const panel of dashboard.panels)
+      for (const t of panel.targets ?? []) {
+        expect({ panel: panel.title, job: /job\s*=~?\s*"(?!\$job")/.test(t.expr) }).toEqual({ panel: panel.title, job: false });
+        // As many scoped selectors as metric names read.
+        expect({ panel: panel.title, scoped: t.expr.split(scope).length - 1 }).toEqual({ panel: panel.title, scoped: metricNamesIn(t.expr).length });
+      }
   });
 
   it("passes promtool check rules", async () => {

@@ -13,6 +13,8 @@ import { kubectl } from "./kubectl.ts";
 
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 export const componentDir = join(repoRoot, "deploy", "components", "monitoring");
+/** Where every alert's runbook_url points: docs/metrics.md, one section per alert. */
+export const runbookBase = "https://mds.dev/docs/metrics.md";
 
 /** The absolute path of a binary of Debian's `prometheus` package (`promtool`, `prometheus`), or a failure saying how to get it. */
 export async function prometheusBinary(name: "promtool" | "prometheus"): Promise<string> {

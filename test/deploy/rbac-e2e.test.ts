@@ -131,7 +131,11 @@ async function setup(mode: Mode): Promise<void> {
   ns = mode.resourceNamespace;
   logs = [];
   dir = await mkdtemp(join(tmpdir(), "mds-rbac-e2e-"));
-  [devkube, service] = await Promise.all([startDevkube({ dir: join(dir, "kube") }), startTestService()]);
+  // Each assigned as soon as it runs, so teardown stops it even when the other fails to start.
+  await Promise.all([
+    startDevkube({ dir: join(dir, "kube") }).then((d) => (devkube = d)),
+    startTestService().then((s) => (service = s)),
+  ]);
 
   // The install as devkube can hold it (namespace, CRDs, ServiceAccount, RBAC, the deletion-protection policy, which
   // the operator must live with); the grants come from the same objects.
@@ -181,13 +185,17 @@ async function setup(mode: Mode): Promise<void> {
 }
 
 async function teardown(): Promise<void> {
-  await runtime?.stop();
-  runtime = undefined;
-  await kubeConfig?.close();
-  kubeConfig = undefined;
-  await proxy?.close();
-  await Promise.all([devkube?.stop(), service?.stop()]);
-  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  try {
+    await runtime?.stop();
+    runtime = undefined;
+    await kubeConfig?.close();
+    kubeConfig = undefined;
+    await proxy?.close();
+  } finally {
+    // The servers are stopped whatever failed before: they would outlive the run.
+    await Promise.all([devkube?.stop(), service?.stop()]);
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  }
 }
 
 describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {

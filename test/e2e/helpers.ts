@@ -192,14 +192,33 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   // Loaded first: a wrong path or context fails here, before anything is started.
   const realKubeConfig = real === undefined ? undefined : loadRealCluster(real);
   const dir = await mkdtemp(path.join(tmpdir(), "mds-e2e-"));
-  const [devkube, service] = await Promise.all([
+  // Both at once; when either (or the emulator after them) fails to start, what did start is stopped before the
+  // error is thrown: nothing the caller never got a handle on may outlive the test.
+  const [devkubeStart, serviceStart] = await Promise.allSettled([
     real === undefined ? startDevkube({ dir: path.join(dir, "kube"), port: 0 }) : Promise.resolve(undefined),
     startTestService(),
   ]);
-  const emulator =
-    options.api === "emulator"
-      ? await startPublicApiEmulator({ upstream: service.url, ...(options.faults ? { faults: options.faults } : {}) })
-      : undefined;
+  const stopStarted = async () => {
+    if (devkubeStart.status === "fulfilled") await devkubeStart.value?.stop().catch(() => {});
+    if (serviceStart.status === "fulfilled") await serviceStart.value.stop().catch(() => {});
+    await rm(dir, { recursive: true, force: true });
+  };
+  if (devkubeStart.status === "rejected" || serviceStart.status === "rejected") {
+    await stopStarted();
+    throw devkubeStart.status === "rejected" ? devkubeStart.reason : (serviceStart as PromiseRejectedResult).reason;
+  }
+  const devkube = devkubeStart.value;
+  const service = serviceStart.value;
+  let emulator: Awaited<ReturnType<typeof startPublicApiEmulator>> | undefined;
+  try {
+    emulator =
+      options.api === "emulator"
+        ? await startPublicApiEmulator({ upstream: service.url, ...(options.faults ? { faults: options.faults } : {}) })
+        : undefined;
+  } catch (err) {
+    await stopStarted();
+    throw err;
+  }
   // The operator's own loader, as \`mds operator\` uses it; the tests drive the cluster "as a user" through kubectl.
   const kubeConfig = realKubeConfig ?? parseKubeConfig(devkube!.kubeconfig);
   const kubeconfigPath = devkube?.kubeconfigPath ?? real!.kubeconfigPath;

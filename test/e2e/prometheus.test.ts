@@ -1,7 +1,9 @@
 // A real Prometheus (Debian's prometheus package) scrapes a real operator (`mds operator`'s runtime: leader election,
 // the health and metrics server) against devkube and the service, evaluates the shipped PrometheusRule, and shows
-// MdsResourcesStalled quiet, then firing once a Database stalls on an invalid spec. Only that alert's `for` is
-// shortened (15m → 5s); promtool test rules covers the real durations (test/deploy/monitoring.test.ts).
+// MdsResourcesStalled quiet, then firing once a Database stalls on an invalid spec, and
+// MdsDeletionProtectionNotEnforced firing for a protected Database on this cluster, which has no deletion-protection
+// policy. Only those alerts' `for` is shortened (to 5s); promtool test rules covers the real durations
+// (test/deploy/monitoring.test.ts).
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -13,6 +15,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { createOperatorWithKinds, startOperatorRuntime, type OperatorRuntime } from "../../src/cli/operator.ts";
 import { parseOperatorConfig } from "../../src/cli/operator-config.ts";
+import { version } from "../../src/cli/main.ts";
+import { createKubeClient } from "../../src/kube/client.ts";
+import { deletionProtectionEnforcement } from "../../src/operator/deletion-protection-audit.ts";
 import {
   exportedMetricNames,
   metricNamesIn,
@@ -49,10 +54,12 @@ interface Alert {
   labels: Record<string, string>;
   state: "pending" | "firing";
 }
-const stalledAlerts = async () =>
-  (await api<{ alerts: Alert[] }>("/api/v1/alerts")).alerts.filter(
-    (a) => a.labels["alertname"] === "MdsResourcesStalled",
-  );
+const alertsNamed = async (name: string) =>
+  (await api<{ alerts: Alert[] }>("/api/v1/alerts")).alerts.filter((a) => a.labels["alertname"] === name);
+const stalledAlerts = () => alertsNamed("MdsResourcesStalled");
+const shortened = new Set(["MdsResourcesStalled", "MdsDeletionProtectionNotEnforced"]);
+/** A dashboard query as Grafana sends it with every variable at "All". */
+const allSelected = (expr: string) => expr.replace(/\$(cluster|namespace|job|instance)\b/g, ".*");
 
 beforeAll(async () => {
   const binary = await prometheusBinary("prometheus");
@@ -85,7 +92,7 @@ beforeAll(async () => {
 
   const groups = ruleGroupsOf(await renderWithMonitoring()).map((g) => ({
     ...g,
-    rules: g.rules.map((r) => (r.alert === "MdsResourcesStalled" ? { ...r, for: "5s" } : r)),
+    rules: g.rules.map((r) => (shortened.has(r.alert ?? "") ? { ...r, for: "5s" } : r)),
   }));
   await writeFile(join(dir, "rules.yaml"), stringify({ groups }));
   await writeFile(
@@ -150,6 +157,23 @@ describe("a real Prometheus against a real operator", () => {
       "/api/v1/query?query=" + encodeURIComponent('sum(mds_operator_leader{job="mds-operator-metrics"})'),
     );
     expect(leader.result[0]?.value[1]).toBe("1");
+    // The conventional names: client-go's leader election and REST client metrics, prom-client's defaults, build info.
+    const query = async (q: string) =>
+      (
+        await api<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(
+          `/api/v1/query?query=${encodeURIComponent(q)}`,
+        )
+      ).result;
+    expect((await query('leader_election_master_status{name="mds-operator"}'))[0]?.value[1]).toBe("1");
+    expect(
+      Number((await query('sum(rest_client_requests_total{code="200", method="GET"})'))[0]?.value[1]),
+    ).toBeGreaterThan(0);
+    expect(Number((await query("process_resident_memory_bytes"))[0]?.value[1])).toBeGreaterThan(10_000_000);
+    expect(await query("nodejs_eventloop_lag_p99_seconds")).toHaveLength(1);
+    expect((await query("mds_build_info"))[0]?.metric).toMatchObject({
+      version: version(),
+      commit: expect.stringMatching(/^([0-9a-f]{7,64}|unknown)$/),
+    });
     // What Prometheus stored from the real exposition: the controller-runtime names are among it, as they are declared.
     const scraped = new Set(await api<string[]>("/api/v1/label/__name__/values"));
     for (const name of [
@@ -163,14 +187,14 @@ describe("a real Prometheus against a real operator", () => {
     }
     const exported = await exportedMetricNames();
     for (const name of scraped)
-      if (name.startsWith("mds_") || name.startsWith("controller_runtime_") || name.startsWith("workqueue_"))
+      if (/^(mds_|controller_runtime_|workqueue_|process_|nodejs_|rest_client_|leader_election_)/.test(name))
         expect({ name, declared: exported.has(name) }).toEqual({ name, declared: true });
     // Every dashboard query runs on the real engine.
     const dashboard = await readDashboard();
     for (const panel of dashboard.panels) {
       for (const t of panel.targets ?? []) {
         expect(metricNamesIn(t.expr).length).toBeGreaterThan(0);
-        await api(`/api/v1/query?query=${encodeURIComponent(t.expr)}`);
+        await api(`/api/v1/query?query=${encodeURIComponent(allSelected(t.expr))}`);
       }
     }
   }, 30_000);
@@ -207,5 +231,34 @@ describe("a real Prometheus against a real operator", () => {
     );
     // It went through pending (the rule's `for`) before firing.
     expect([...seen].sort()).toEqual(["firing", "pending"]);
+  }, 45_000);
+
+  it("fires MdsDeletionProtectionNotEnforced for a protected Database where no policy enforces the field", async () => {
+    // devkube here has no mds-deletion-protection policy (the e2e stack does not install it); a real cluster may.
+    const enforcement = await deletionProtectionEnforcement(createKubeClient(stack.kubeConfig));
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests({
+        apiVersion: "mds.dev/v1alpha1",
+        kind: "Database",
+        metadata: { name: "protected-but-not", namespace: stack.namespace },
+        spec: { projectId: "proj_00000000", deletionProtection: true },
+      }),
+    );
+    if (enforcement.state === "enforced") {
+      const alerts = await alertsNamed("MdsDeletionProtectionNotEnforced");
+      expect(alerts).toEqual([]);
+      return;
+    }
+    expect(enforcement.state).toBe("missing");
+    await eventually(
+      async () => {
+        const alerts = await alertsNamed("MdsDeletionProtectionNotEnforced");
+        expect(alerts.map((a) => [a.state, a.labels["kind"], a.labels["severity"], a.labels["namespace"]])).toEqual([
+          ["firing", "Database", "warning", "mds-system"],
+        ]);
+      },
+      { what: "MdsDeletionProtectionNotEnforced firing", timeoutMs: 30_000 },
+    );
   }, 45_000);
 });

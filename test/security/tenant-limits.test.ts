@@ -93,11 +93,16 @@ describe("per client address", () => {
 
 describe("bad input is a 4xx with a short echo", () => {
   let api: ReturnType<typeof client>;
+  // Its own hook, not one registered inside beforeAll: vitest never runs a hook registered while hooks run, and the
+  // service (PostgreSQL and PgBouncer) outlived every run.
+  let own: TestService | undefined;
   beforeAll(async () => {
-    const s = await startTestService();
-    afterAll(() => s.stop());
-    api = client(s, s.token);
-    urlOf = s.url;
+    own = await startTestService();
+    api = client(own, own.token);
+    urlOf = own.url;
+  });
+  afterAll(async () => {
+    await own?.stop();
   });
   let urlOf = "";
 

@@ -59,8 +59,11 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     },
     async stop() {
       await pool.end().catch(() => {});
-      await service.stop();
-      if (!options.dir) await rm(dir, { recursive: true, force: true });
+      try {
+        await service.stop();
+      } finally {
+        if (!options.dir) await rm(dir, { recursive: true, force: true });
+      }
     },
   };
 }

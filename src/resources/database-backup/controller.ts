@@ -60,7 +60,7 @@ const notSupportedMessage = (databaseId: string) =>
 /** One series per Database with a backup configuration: an alert must say which database has gone without a backup. */
 const backupAgeGauge: ObjectGauge = {
   name: "mds_database_backup_age_seconds",
-  help: "Per Database with a remote id and a backup configuration (a BackupSchedule, a DatabaseBackup or spec.trackLatestBackup): seconds since its newest completed backup (status.latestBackup), or since its creation when it has none.",
+  help: "Seconds since the newest completed backup of a Database (status.latestBackup), or since its creation when it has none. One series per Database with a backup configuration: an alert must name the database whose backups stopped. A Database has one when it has a remote id and a BackupSchedule, a DatabaseBackup or spec.trackLatestBackup.",
   labels: ["database_namespace", "database"],
 };
 

@@ -210,11 +210,15 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
     pooler: (options.pooler ?? true) === false ? false : typeof options.pooler === "object" ? options.pooler : {},
   };
   const stacks: EmbeddedServerStack[] = [];
+  // Every server is stopped even when another's stop fails: a server left running outlives the process.
   const stopStacks = async () => {
-    for (const st of [...stacks].reverse()) {
-      await st.pgbouncer?.stop();
-      await st.postgres.stop();
-    }
+    const failures: unknown[] = [];
+    for (const st of [...stacks].reverse())
+      for (const stop of [() => st.pgbouncer?.stop(), () => st.postgres.stop()])
+        await Promise.resolve()
+          .then(stop)
+          .catch((err: unknown) => failures.push(err));
+    if (failures.length > 0) throw new AggregateError(failures, "embedded service: could not stop every server");
   };
   try {
     for (const [i, server] of wanted.entries()) {
@@ -277,12 +281,16 @@ export async function startEmbeddedService(options: EmbeddedServiceOptions): Pro
       caFile: serverTls.caFile,
       dir,
       async stop() {
-        await service.stop();
-        await stopStacks();
+        try {
+          await service.stop();
+        } finally {
+          await stopStacks();
+        }
       },
     };
   } catch (err) {
-    await stopStacks();
+    // The start's own error is the one to report; the servers are stopped all the same.
+    await stopStacks().catch(() => {});
     throw err;
   }
 }
