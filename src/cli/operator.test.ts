@@ -7,7 +7,7 @@ import type { RuntimeOperatorOptions } from "./operator.ts";
 import type { LeaseClient, LeaseRecord } from "../operator/leader-election.ts";
 import { createKubeClient } from "../kube/client.ts";
 import { SecretType } from "../kube/types.ts";
-import { version } from "./main.ts";
+import { mdsVersion as version } from "../operator/build-info.ts";
 
 const env = { MDS_API_URL: "http://127.0.0.1:9999" };
 

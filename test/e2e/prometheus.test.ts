@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { createOperatorWithKinds, startOperatorRuntime, type OperatorRuntime } from "../../src/cli/operator.ts";
 import { parseOperatorConfig } from "../../src/cli/operator-config.ts";
-import { version } from "../../src/cli/main.ts";
+import { mdsVersion as version } from "../../src/operator/build-info.ts";
 import { createKubeClient } from "../../src/kube/client.ts";
 import { deletionProtectionEnforcement } from "../../src/operator/deletion-protection-audit.ts";
 import {
