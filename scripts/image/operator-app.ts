@@ -1,6 +1,6 @@
 // `node scripts/image/operator-app.ts FROM TO`: the operator image's /app, taken from the full one (FROM: what the
 // Dockerfile's runtime stage and scripts/build-image.sh assemble, the service image's /app). `mds operator` loads
-// bin/mds.js, dist/cli/main.js, dist/cli/heap-flags.js and the bundle dist/cli/operator.js, which holds our modules
+// bin/mds.js, dist/cli/main.js, dist/cli/heap-flags.js, dist/operator/build-info.js (`--version`) and the bundle dist/cli/operator.js, which holds our modules
 // and every npm package it imports (scripts/bundle-operator.ts); the one package it requires at run time instead is
 // `yaml`, and only to read a kubeconfig file. So the operator image carries those files, package.json (it declares
 // ESM and the version), dist/build-commit (the commit mds_build_info reports), the bundle's list of the packages it inlined (the SBOM reads it) and node_modules/yaml
@@ -16,6 +16,7 @@ export const operatorFiles = [
   "bin/mds.js",
   "dist/cli/main.js",
   "dist/cli/heap-flags.js",
+  "dist/operator/build-info.js",
   "dist/cli/operator.js",
   "dist/cli/operator.packages.json",
   "dist/build-commit",
