@@ -6,6 +6,7 @@ import type { ServiceDeps } from "../runtime/deps.ts";
 import { echo, invalidRequest, ServiceError } from "../shared/errors.ts";
 import type { Creation, CreationRequest } from "../domain/idempotency.ts";
 import { findPrincipal, requiredScopes, type Principal } from "../domain/tokens.ts";
+import { checkJsonStrings, utf8Body } from "./text.ts";
 
 // Request plumbing shared by the routes: bodies, ids, queries, auth, the request and response of a creation.
 
@@ -47,13 +48,15 @@ export function jsonBody(req: FastifyRequest): Record<string, unknown> {
     );
   }
   let value: unknown;
+  const text = utf8Body(raw as Buffer);
   try {
-    value = JSON.parse((raw as Buffer).toString("utf8"));
+    value = JSON.parse(text);
   } catch {
     throw invalidRequest("request body is not valid JSON", "send a JSON object");
   }
   if (!value || typeof value !== "object" || Array.isArray(value))
     throw invalidRequest("request body must be a JSON object", "send a JSON object");
+  checkJsonStrings(value);
   return value as Record<string, unknown>;
 }
 

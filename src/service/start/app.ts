@@ -4,6 +4,7 @@ import { errorBody } from "../../contract/index.ts";
 import type { ServiceDeps } from "../runtime/deps.ts";
 import { echo, ServiceError } from "../shared/errors.ts";
 import { authenticate } from "../http/request.ts";
+import { checkRequestLine } from "../http/text.ts";
 import { replayAnnouncement } from "../domain/idempotency.ts";
 import { backupRoutes } from "../routes/backups.ts";
 import { branchRoutes } from "../routes/branches.ts";
@@ -85,6 +86,8 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
     reply.header("x-request-id", req.id);
     if (req.url.startsWith("/v1/")) reply.header(replayAnnouncement.header, replayAnnouncement.value);
     (req as FastifyRequest & { startedAt?: bigint }).startedAt = process.hrtime.bigint();
+    // Before anything reads them (authentication, a route, a query): every string of the path, query and headers.
+    checkRequestLine(req);
     const url = req.routeOptions.url;
     if (url?.startsWith("/v1/"))
       (req as FastifyRequest & { principal?: unknown }).principal = await authenticate(deps, req);
