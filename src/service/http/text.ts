@@ -38,21 +38,22 @@ export function checkRequestLine(req: FastifyRequest): void {
   const at = url.indexOf("?");
   const path = at === -1 ? url : url.slice(0, at);
   for (const segment of path.split("/")) check(decoded(segment, "the path"), "a path segment");
-  if (at === -1) return;
-  for (const pair of url.slice(at + 1).split("&")) {
-    if (!pair) continue;
-    const eq = pair.indexOf("=");
-    const name = decoded(eq === -1 ? pair : pair.slice(0, eq), "the query string");
-    check(name, "a query parameter's name");
-    if (eq !== -1)
-      check(
-        decoded(pair.slice(eq + 1), `query parameter ${JSON.stringify(name)}`),
-        `query parameter ${JSON.stringify(name)}`,
-      );
-  }
+  if (at !== -1) checkPairs(url.slice(at + 1), "query parameter");
   const key = req.headers["idempotency-key"];
   for (const value of Array.isArray(key) ? key : key === undefined ? [] : [key])
     check(value, "the Idempotency-Key header");
+}
+
+/** `a=b&c=d` as sent (a query string, a form body): each name and value, by the name (`what "name"`). */
+export function checkPairs(text: string, what: string): void {
+  for (const pair of text.split("&")) {
+    if (!pair) continue;
+    const eq = pair.indexOf("=");
+    const name = decoded(eq === -1 ? pair : pair.slice(0, eq), `a ${what}'s name`);
+    check(name, `a ${what}'s name`);
+    const where = `${what} ${JSON.stringify(name.slice(0, 100))}`;
+    if (eq !== -1) check(decoded(pair.slice(eq + 1), where), where);
+  }
 }
 
 function decoded(raw: string, where: string): string {

@@ -3,7 +3,7 @@ import type { ServiceDeps } from "../runtime/deps.ts";
 import { grantClientCredentials, grantRefreshToken, type IssuedTokens } from "../domain/oauth.ts";
 import { echo, invalidRequest } from "../shared/errors.ts";
 import { takeAuthAttempt } from "../http/request.ts";
-import { checkJsonStrings, utf8Body } from "../http/text.ts";
+import { checkJsonStrings, checkPairs, utf8Body } from "../http/text.ts";
 
 // POST /oauth/token (CONTRACT §9): client_credentials (client_id = a service token's id, client_secret = the token)
 // and refresh_token with rotation (domain/oauth.ts). Every request counts against the budget of its address and secret.
@@ -11,20 +11,23 @@ import { checkJsonStrings, utf8Body } from "../http/text.ts";
 function formOf(req: FastifyRequest): URLSearchParams {
   const type = req.headers["content-type"] ?? "";
   const raw = Buffer.isBuffer(req.body) ? utf8Body(req.body) : "";
-  if (/^application\/x-www-form-urlencoded\s*(;|$)/i.test(type)) return new URLSearchParams(raw);
+  if (/^application\/x-www-form-urlencoded\s*(;|$)/i.test(type)) {
+    // Checked as sent: URLSearchParams would quietly turn a bad escape into U+FFFD.
+    checkPairs(raw, "field");
+    return new URLSearchParams(raw);
+  }
   if (/^application\/json\s*(;|$)/i.test(type)) {
+    let value: unknown;
     try {
-      const value = JSON.parse(raw) as unknown;
-      if (value && typeof value === "object" && !Array.isArray(value)) {
-        return new URLSearchParams(
-          Object.entries(value as Record<string, unknown>).filter(([, v]) => typeof v === "string") as [
-            string,
-            string,
-          ][],
-        );
-      }
+      value = JSON.parse(raw) as unknown;
     } catch {
-      // fall through
+      value = undefined;
+    }
+    if (value && typeof value === "object" && !Array.isArray(value)) {
+      checkJsonStrings(value);
+      return new URLSearchParams(
+        Object.entries(value as Record<string, unknown>).filter(([, v]) => typeof v === "string") as [string, string][],
+      );
     }
   }
   throw invalidRequest(

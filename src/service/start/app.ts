@@ -1,8 +1,14 @@
 import { randomUUID } from "node:crypto";
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from "fastify";
 import { errorBody } from "../../contract/index.ts";
 import type { ServiceDeps } from "../runtime/deps.ts";
-import { echo, ServiceError } from "../shared/errors.ts";
+import { echo, invalidRequest, ServiceError } from "../shared/errors.ts";
 import { authenticate } from "../http/request.ts";
 import { checkRequestLine } from "../http/text.ts";
 import { replayAnnouncement } from "../domain/idempotency.ts";
@@ -69,6 +75,20 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
       return typeof given === "string" && /^[\x21-\x7e]{1,200}$/.test(given) ? given : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true },
+    // A path the router refuses (one it cannot decode, a segment past its length) never reaches a hook: answered
+    // as http/text.ts answers it, or else as a request it cannot route.
+    frameworkErrors: (_err, req, reply) => {
+      let e = invalidRequest("invalid request path", "check the request line");
+      try {
+        checkRequestLine(req);
+      } catch (refused) {
+        if (refused instanceof ServiceError) e = refused;
+      }
+      void (reply as unknown as FastifyReply)
+        .code(e.status)
+        .type("application/json; charset=utf-8")
+        .send(errorBody(e.code, e.message, e.hint));
+    },
   });
 
   // Bodies arrive raw; handlers decide what they accept (CONTRACT §1: a wrong content type is 400, not 415).
