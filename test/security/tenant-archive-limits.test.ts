@@ -1,0 +1,117 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestService, type TestService } from "../support/test-service.ts";
+import { client, eventually, sql, type Json } from "../service/helpers.ts";
+
+// What a tenant stores decides how large its archive's table of contents is (26,000 functions with long signatures
+// printed a `pg_restore --list` past V8's longest string and took the service down, five times per request). The
+// listing is now read as it streams, and past `archiveEntryLimit` objects the job fails for good, once, with the
+// limit named. Failed attempts count against the workspace's budget (`failedJobAttemptsPerWorkspace`): past it the
+// requests that start costly jobs are 409, for that workspace only.
+
+const limit = 40;
+
+describe("a tenant's archive past the service's limits", () => {
+  let service: TestService;
+  beforeAll(async () => {
+    service = await startTestService({
+      service: { archiveEntryLimit: limit, failedJobAttemptsPerWorkspace: 2, jobMaxAttempts: 5 },
+    });
+  });
+  afterAll(async () => {
+    await service?.stop();
+  });
+
+  async function readyDatabase(api: ReturnType<typeof client>, name: string) {
+    const created = (await api("POST", "/v1/projects", { name })).body.data;
+    const id = created.database.id as string;
+    await eventually(async () => expect((await api("GET", `/v1/databases/${id}`)).body.data.status).toBe("ready"));
+    return {
+      id,
+      projectId: created.id as string,
+      url: created.database.connections[0].endpoints.direct.connectionString as string,
+    };
+  }
+
+  const backupJobs = (backupId: string) =>
+    sql<{ state: string; error: string; runs: number }>(
+      service.controlUrl,
+      `SELECT j.state, j.error, (SELECT count(*)::int FROM job_runs r WHERE r.job_id = j.id) AS runs
+         FROM jobs j WHERE j.kind = 'backup' AND j.payload->>'backupId' = $1`,
+      [backupId],
+    );
+
+  it("fails the backup once, naming the limit, then refuses that workspace's costly requests past its budget", async () => {
+    const api = client(service, await service.createToken("many-objects"));
+    const { id, projectId, url } = await readyDatabase(api, "objects");
+    // A backup from before the database grew past the limit.
+    const good = (await api("POST", `/v1/databases/${id}/backups`)).body.data.id as string;
+    await eventually(async () => {
+      const list = (await api("GET", `/v1/databases/${id}/backups`)).body.data as Json[];
+      expect(list.find((b) => b.id === good)?.status).toBe("completed");
+    });
+    await sql(
+      url,
+      `DO $$ BEGIN FOR i IN 1..${limit + 10} LOOP
+         EXECUTE format('CREATE FUNCTION f%s(a integer) RETURNS integer LANGUAGE sql AS ''SELECT a''', i);
+       END LOOP; END $$`,
+    );
+    for (const attempt of [1, 2]) {
+      const taken = await api("POST", `/v1/databases/${id}/backups`);
+      expect(taken.status, `attempt ${attempt}`).toBe(201);
+      const backupId = taken.body.data.id as string;
+      await eventually(async () => {
+        const list = (await api("GET", `/v1/databases/${id}/backups`)).body.data as Json[];
+        expect(list.find((b) => b.id === backupId)?.status).toBe("failed");
+      });
+      // Failed for good at its first attempt: a retry would meet the same limit.
+      expect(await backupJobs(backupId)).toEqual([
+        {
+          state: "failed",
+          error: `the backup archive lists more than ${limit} objects, the most this service dumps or restores (archiveEntryLimit)`,
+          runs: 1,
+        },
+      ]);
+    }
+    // The service answers, and this database is as it was.
+    expect((await api("GET", `/v1/databases/${id}`)).body.data.status).toBe("ready");
+
+    // Two failed attempts in 24 hours: the workspace's budget is spent for every request that starts a costly job.
+    const budget = (what: string) =>
+      `cannot ${what}: this workspace's jobs failed 2 times in the last 24 hours, its limit is 2`;
+    const refusals: [Promise<Json>, string][] = [
+      [api("POST", `/v1/databases/${id}/backups`), budget("take a backup")],
+      [
+        api("POST", `/v1/databases/${id}/restore`, { source: { type: "backup", databaseId: id, backupId: good } }),
+        budget("restore a database"),
+      ],
+      [
+        api("POST", `/v1/projects/${projectId}/databases`, { source: { type: "database", databaseId: id } }),
+        budget("create a database from a source"),
+      ],
+      [
+        api("POST", `/v1/projects/${projectId}/databases`, {
+          source: { type: "backup", databaseId: id, backupId: good },
+        }),
+        budget("create a database from a source"),
+      ],
+    ];
+    for (const [request, message] of refusals) {
+      const res = await request;
+      expect(res.status, message).toBe(409);
+      expect(res.body.error.message).toBe(message);
+      expect(res.body.error.hint).toMatch(/failedJobAttemptsPerWorkspace/);
+    }
+    // What costs no job still works.
+    expect((await api("POST", `/v1/projects/${projectId}/databases`, { name: "empty" })).status).toBe(201);
+
+    // Another workspace is not affected.
+    const other = client(service, await service.createToken("neighbour"));
+    const { id: otherId } = await readyDatabase(other, "neighbour");
+    const theirs = await other("POST", `/v1/databases/${otherId}/backups`);
+    expect(theirs.status).toBe(201);
+    await eventually(async () => {
+      const list = (await other("GET", `/v1/databases/${otherId}/backups`)).body.data as Json[];
+      expect(list[0].status).toBe("completed");
+    });
+  });
+});
