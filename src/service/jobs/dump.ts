@@ -9,15 +9,7 @@ import { ArchiveError, archiveMagic, openArchive, sealArchive } from "./backup-a
 import { pinnedSessionOptions } from "../../postgres/session-options.ts";
 import type { DatabaseLogin } from "./job-login.ts";
 import { onlyBlocksOf, readToc, type Toc } from "./archive-toc.ts";
-import {
-  ArchiveLimitError,
-  ListingReader,
-  listFile,
-  planData,
-  planLanes,
-  planPostData,
-  type ListEntry,
-} from "./restore-plan.ts";
+import { ListingReader, listFile, planData, planLanes, planPostData, type ListEntry } from "./restore-plan.ts";
 
 // pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
 // password goes through PGPASSWORD, never argv, so it cannot show in `ps` or in an error that quotes the command.
