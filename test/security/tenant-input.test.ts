@@ -229,8 +229,12 @@ describe("one check for every string of every request", () => {
       : at.kind === "query"
         ? new RegExp(`query parameter "${at.name}"`)
         : at.kind === "body"
-          ? new RegExp(`field "${at.at.join(".").replaceAll(".", "\\.")}"`)
+          ? new RegExp(`^invalid request body: ${at.at.join(".").replaceAll(".", "\\.")}: `)
           : /the Idempotency-Key header/;
+
+  /** 400, but 422 where the public API answers a bad gitName so (a branch's create and update). */
+  const expectedStatus = (r: Route, at: Position) =>
+    at.kind === "body" && at.at.join(".") === "gitName" && /branches/.test(r.path) ? 422 : 400;
 
   it("answers every bad string at every route and position with a 400 naming where it was", async () => {
     const cases = routes.flatMap((r) => positionsOf(r).map((at) => ({ r, at })));
@@ -239,8 +243,8 @@ describe("one check for every string of every request", () => {
       fc.asyncProperty(fc.constantFrom(...cases), inUrl, inHeader, async ({ r, at }, bad, header) => {
         const res = await send(r, at, bad, header);
         const label = `${r.method} ${r.path} ${JSON.stringify(at)} ${JSON.stringify(bad).slice(0, 80)}`;
-        expect(res.status, `${label}: ${JSON.stringify(res.body).slice(0, 300)}`).toBe(400);
-        expect(res.body?.error?.code, label).toBe("invalid_request");
+        expect(res.status, `${label}: ${JSON.stringify(res.body).slice(0, 300)}`).toBe(expectedStatus(r, at));
+        expect(res.body?.error?.code, label).toBe(expectedStatus(r, at) === 400 ? "invalid_request" : "unprocessable");
         expect(res.body.error.message, label).toMatch(ourMessage);
         expect(res.body.error.message, label).toMatch(where(at));
       }),
@@ -251,7 +255,9 @@ describe("one check for every string of every request", () => {
       for (const bad of [{ text: "a\0b" }, { text: "a\ud800b" }, { text: "a\u0085b" }, { encoded: "a%C0%80b" }]) {
         if (at.kind !== "path" && at.kind !== "query" && "encoded" in bad) continue;
         const res = await send(r, at, bad, Buffer.from([0x6b, 0x85]));
-        expect(res.status, `${r.method} ${r.path} ${JSON.stringify(at)} ${JSON.stringify(bad)}`).toBe(400);
+        expect(res.status, `${r.method} ${r.path} ${JSON.stringify(at)} ${JSON.stringify(bad)}`).toBe(
+          expectedStatus(r, at),
+        );
         expect(res.body.error.message).toMatch(where(at));
       }
     expect(await counts()).toEqual(before);

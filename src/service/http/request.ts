@@ -36,8 +36,11 @@ export function parseWith<S extends z.ZodType>(
   return result.data;
 }
 
-/** The JSON object body of a request: wrong content type, bad JSON or a non-object are 400. An absent body is `{}`. */
-export function jsonBody(req: FastifyRequest): Record<string, unknown> {
+/**
+ * The JSON object body of a request: wrong content type, bad JSON or a non-object are 400. An absent body is `{}`.
+ * Every string in it passes http/text.ts's check; a bad value of a field in `unprocessable` is 422 (checkJsonStrings).
+ */
+export function jsonBody(req: FastifyRequest, unprocessable: readonly string[] = []): Record<string, unknown> {
   const raw = req.body;
   if (raw === undefined || raw === null || (Buffer.isBuffer(raw) && raw.length === 0)) return {};
   const type = req.headers["content-type"] ?? "";
@@ -56,7 +59,7 @@ export function jsonBody(req: FastifyRequest): Record<string, unknown> {
   }
   if (!value || typeof value !== "object" || Array.isArray(value))
     throw invalidRequest("request body must be a JSON object", "send a JSON object");
-  checkJsonStrings(value);
+  checkJsonStrings(value, unprocessable);
   return value as Record<string, unknown>;
 }
 

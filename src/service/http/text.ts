@@ -1,5 +1,5 @@
 import type { FastifyRequest } from "fastify";
-import { invalidRequest } from "../shared/errors.ts";
+import { invalidRequest, ServiceError } from "../shared/errors.ts";
 
 // One check for every string a request brings, wherever it comes from (path, query string, JSON body, the headers
 // the service reads), before any of it reaches a schema, a query or a log line. PostgreSQL's text refuses a NUL (a
@@ -23,9 +23,11 @@ export function textProblem(value: string): string | undefined {
   return undefined;
 }
 
+const hint = "send printable text of at most 1024 characters";
+
 function check(value: string, where: string): void {
   const problem = textProblem(value);
-  if (problem) throw invalidRequest(`${where} ${problem}`, "send printable text of at most 1024 characters");
+  if (problem) throw invalidRequest(`${where} ${problem}`, hint);
 }
 
 /**
@@ -76,19 +78,28 @@ export function utf8Body(raw: Buffer): string {
   }
 }
 
-/** Every key and string of a parsed JSON body, by its path (`source.databaseId`), without recursion. */
-export function checkJsonStrings(value: unknown): void {
+/**
+ * Every key and string of a parsed JSON body, by its path (`invalid request body: source.databaseId: contains a NUL
+ * character`, as a schema's refusal reads), without recursion. A field in `unprocessable` is refused with 422, for
+ * the routes where the public API answers a bad value of it so (a branch's gitName).
+ */
+export function checkJsonStrings(value: unknown, unprocessable: readonly string[] = []): void {
   const stack: { value: unknown; path: string }[] = [{ value, path: "" }];
   while (stack.length) {
     const { value: v, path } = stack.pop()!;
-    const field = (path || "body").slice(0, 200);
-    if (typeof v === "string") check(v, `field ${JSON.stringify(field)}`);
-    else if (Array.isArray(v)) v.forEach((item, i) => stack.push({ value: item, path: `${path}[${i}]` }));
+    if (typeof v === "string") {
+      const problem = textProblem(v);
+      if (problem) {
+        const message = `invalid request body: ${path.slice(0, 200) || "body"}: ${problem}`;
+        throw unprocessable.includes(path)
+          ? new ServiceError("unprocessable", message, hint)
+          : invalidRequest(message, hint);
+      }
+    } else if (Array.isArray(v)) v.forEach((item, i) => stack.push({ value: item, path: `${path}[${i}]` }));
     else if (v && typeof v === "object")
       for (const [k, item] of Object.entries(v)) {
-        const at = path ? `${path}.${k}` : k;
-        check(k, `a field name in ${JSON.stringify(path || "body")}`);
-        stack.push({ value: item, path: at });
+        check(k, `invalid request body: a field name in ${path.slice(0, 200) || "body"}`);
+        stack.push({ value: item, path: path ? `${path}.${k}` : k });
       }
   }
 }
