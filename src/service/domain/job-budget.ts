@@ -9,7 +9,9 @@ import { conflict } from "../shared/errors.ts";
 
 /**
  * The attempts of the last 24 hours of jobs on `workspace`'s databases (deleted ones too) that failed: retried, given
- * up, timed out, or never finished because their worker died (a later attempt of the same job exists).
+ * up, timed out, or never finished because their worker died (a later attempt of the same job exists). An attempt
+ * retried because PostgreSQL was out of reach (outcome "unavailable") is the platform's failure and does not count,
+ * unless the job was given up on it.
  */
 export const failedAttemptsSql = (workspace: string) => `
   SELECT count(*)::int FROM databases d

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import type { Logger } from "pino";
+import { isUnavailable } from "../shared/errors.ts";
 import { inTransaction } from "../store/pool.ts";
 
 export type JobKind = "provision" | "backup" | "restore" | "drop";
@@ -304,7 +305,15 @@ export class JobRunner {
               [job.id, backoffMs, error.message.slice(0, 2000)],
             );
           }
-          const ended = error instanceof JobTimeoutError ? "timed-out" : fatal ? "failed" : "retry";
+          // "unavailable": PostgreSQL out of reach, the platform's fault, not the workspace's (domain/job-budget.ts).
+          const ended =
+            error instanceof JobTimeoutError
+              ? "timed-out"
+              : fatal
+                ? "failed"
+                : isUnavailable(error)
+                  ? "unavailable"
+                  : "retry";
           await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [
             runId,
             outcome || ended,

@@ -8,7 +8,7 @@ import Fastify, {
 } from "fastify";
 import { errorBody } from "../../contract/index.ts";
 import type { ServiceDeps } from "../runtime/deps.ts";
-import { echo, invalidRequest, ServiceError } from "../shared/errors.ts";
+import { echo, invalidRequest, isUnavailable, ServiceError } from "../shared/errors.ts";
 import { authenticate } from "../http/request.ts";
 import { checkRequestLine } from "../http/text.ts";
 import { replayAnnouncement } from "../domain/idempotency.ts";
@@ -23,20 +23,6 @@ import { regionRoutes } from "../routes/regions.ts";
 import { usageRoutes } from "../routes/usage.ts";
 
 const bodyLimitBytes = 64 * 1024;
-
-/** Errors that mean "PostgreSQL is not reachable": 503 with Retry-After rather than 500. */
-function isUnavailable(err: unknown): boolean {
-  const e = err as { code?: string; message?: string };
-  if (
-    typeof e.code === "string" &&
-    (/^(08|57P0[1-3]|53300)/.test(e.code) ||
-      ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND"].includes(e.code))
-  )
-    return true;
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
-    e.message ?? "",
-  );
-}
 
 function toServiceError(err: unknown): ServiceError | undefined {
   if (err instanceof ServiceError) return err;
