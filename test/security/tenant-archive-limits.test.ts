@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runMaintenance } from "../../src/service/jobs/scheduler.ts";
+import type { ServiceDeps } from "../../src/service/runtime/deps.ts";
+import { createPool } from "../../src/service/store/pool.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "../service/helpers.ts";
 
@@ -113,5 +116,46 @@ describe("a tenant's archive past the service's limits", () => {
       const list = (await other("GET", `/v1/databases/${otherId}/backups`)).body.data as Json[];
       expect(list[0].status).toBe("completed");
     });
+  });
+
+  it("takes no daily backup of a spent workspace, nor again the same day of a database whose daily backup failed", async () => {
+    const spent = client(service, await service.createToken("spent"));
+    const fresh = client(service, await service.createToken("fresh"));
+    const { id: spentDb, url } = await readyDatabase(spent, "spent");
+    const { id: freshDb } = await readyDatabase(fresh, "fresh");
+    const { id: failedDailyDb } = await readyDatabase(fresh, "failed-daily");
+    await sql(
+      url,
+      `DO $$ BEGIN FOR i IN 1..${limit + 10} LOOP
+         EXECUTE format('CREATE FUNCTION g%s() RETURNS integer LANGUAGE sql AS ''SELECT 1''', i);
+       END LOOP; END $$`,
+    );
+    for (const attempt of [1, 2]) {
+      const backupId = (await spent("POST", `/v1/databases/${spentDb}/backups`)).body.data.id as string;
+      await eventually(async () => expect((await backupJobs(backupId))[0]?.state, `attempt ${attempt}`).toBe("failed"));
+    }
+    // A daily backup of this database failed an hour ago (after its retries).
+    await sql(
+      service.controlUrl,
+      "INSERT INTO backups (id, database_id, status, trigger, created_at) VALUES ('bkp_cfaileddailybackup0000001', $1, 'failed', 'daily', now() - interval '1 hour')",
+      [failedDailyDb],
+    );
+    const deps = {
+      pool: createPool(service.controlUrl, 2),
+      config: { backupRetentionDays: 7, failedJobAttemptsPerWorkspace: 2, deletedRowRetentionDays: 30 },
+      wakeJobs: () => {},
+      logger: console,
+    } as unknown as ServiceDeps;
+    try {
+      await runMaintenance(deps);
+    } finally {
+      await deps.pool.end();
+    }
+    const daily = await sql<{ database_id: string }>(
+      service.controlUrl,
+      "SELECT database_id FROM backups WHERE trigger = 'daily' AND database_id = ANY($1) AND status <> 'failed'",
+      [[spentDb, freshDb, failedDailyDb]],
+    );
+    expect(daily.map((d) => d.database_id)).toEqual([freshDb]);
   });
 });

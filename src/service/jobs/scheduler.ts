@@ -8,8 +8,9 @@ import { inTransaction } from "../store/pool.ts";
 const schedulerLock = 7_221_002;
 
 /**
- * One maintenance pass: a daily backup for every ready database without one in the last 24 h, backups past
- * retention removed (archive and row), expired idempotency records deleted. Replicas take turns through a lock.
+ * One maintenance pass: a daily backup for every ready database without one (completed, or daily and failed) in the
+ * last 24 h, backups past retention removed (archive and row), expired idempotency records deleted, soft-deleted rows
+ * past their retention purged. Replicas take turns through a lock.
  */
 export async function runMaintenance(deps: ServiceDeps): Promise<{ scheduled: number; expired: number }> {
   const result = await inTransaction(deps.pool, async (client) => {
@@ -17,16 +18,23 @@ export async function runMaintenance(deps: ServiceDeps): Promise<{ scheduled: nu
       schedulerLock,
     ]);
     if (!lock[0]?.ok) return { scheduled: 0, expired: [] as { id: string; path: string | null }[] };
-    // A workspace whose jobs failed past its budget (domain/job-budget.ts) has its daily backups wait: a database
-    // whose dump always fails would otherwise be dumped again at every pass.
-    const { rows: due } = await client.query<{ id: string }>(
-      `SELECT d.id FROM databases d WHERE d.deleted_at IS NULL AND d.status = 'ready'
+    const { rows: candidates } = await client.query<{ id: string; workspace_id: string }>(
+      `SELECT d.id, d.workspace_id FROM databases d WHERE d.deleted_at IS NULL AND d.status = 'ready'
          AND NOT EXISTS (SELECT 1 FROM backups b WHERE b.database_id = d.id AND b.deleted_at IS NULL
-                         AND (b.status = 'running' OR (b.status = 'completed' AND b.created_at > now() - interval '24 hours')))
-         AND (${failedAttemptsSql("d.workspace_id")}) < $1
+                         AND (b.status = 'running' OR (b.status = 'completed' AND b.created_at > now() - interval '24 hours')
+                              OR (b.status = 'failed' AND b.trigger = 'daily' AND b.created_at > now() - interval '24 hours')))
        ORDER BY d.created_at LIMIT 1000`,
-      [deps.config.failedJobAttemptsPerWorkspace],
     );
+    // A daily backup that failed (after its retries) is tried again the next day, not at every pass: a database whose
+    // dump always fails (past archiveEntryLimit) would otherwise spend its workspace's budget of failures by itself.
+    // A workspace whose jobs failed past its budget (domain/job-budget.ts) has its daily backups wait: a database
+    // whose dump always fails would otherwise be dumped again at every pass. Counted once per workspace.
+    const spent = new Set<string>();
+    for (const workspace of new Set(candidates.map((c) => c.workspace_id))) {
+      const { rows } = await client.query<{ n: number }>(`SELECT (${failedAttemptsSql("$1")}) AS n`, [workspace]);
+      if (rows[0]!.n >= deps.config.failedJobAttemptsPerWorkspace) spent.add(workspace);
+    }
+    const due = candidates.filter((c) => !spent.has(c.workspace_id));
     for (const d of due) await insertBackup(client, d.id, "daily");
     const { rows: expired } = await client.query<{ id: string; path: string | null }>(
       `UPDATE backups SET deleted_at = now() WHERE deleted_at IS NULL AND status <> 'running'
