@@ -1,3 +1,6 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runMaintenance } from "../../src/service/jobs/scheduler.ts";
 import type { ServiceDeps } from "../../src/service/runtime/deps.ts";
@@ -157,5 +160,88 @@ describe("a tenant's archive past the service's limits", () => {
       [[spentDb, freshDb, failedDailyDb]],
     );
     expect(daily.map((d) => d.database_id)).toEqual([freshDb]);
+  });
+});
+
+describe("a restore and a clone of an archive past archiveEntryLimit", () => {
+  let dir: string;
+  let service: TestService | undefined;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "mds-archive-limit-"));
+  });
+  afterAll(async () => {
+    await service?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("fail once, naming the limit, and leave the database's data as it was", async () => {
+    // Taken while the service allowed more (the limit was lowered since).
+    service = await startTestService({ dir, service: { archiveEntryLimit: 1000 } });
+    const token = await service.createToken("lowered");
+    let api = client(service, token);
+    const created = (await api("POST", "/v1/projects", { name: "lowered" })).body.data;
+    const id = created.database.id as string;
+    const url = created.database.connections[0].endpoints.direct.connectionString as string;
+    await eventually(async () => expect((await api("GET", `/v1/databases/${id}`)).body.data.status).toBe("ready"));
+    await sql(
+      url,
+      `DO $$ BEGIN FOR i IN 1..${limit + 10} LOOP
+         EXECUTE format('CREATE FUNCTION h%s() RETURNS integer LANGUAGE sql AS ''SELECT 1''', i);
+       END LOOP; END $$`,
+    );
+    const backupId = (await api("POST", `/v1/databases/${id}/backups`)).body.data.id as string;
+    await eventually(async () => {
+      const list = (await api("GET", `/v1/databases/${id}/backups`)).body.data as Json[];
+      expect(list.find((b) => b.id === backupId)?.status).toBe("completed");
+    });
+    await service.stop();
+    // Restores always in parallel runs (the path that lists the archive's sections).
+    service = await startTestService({
+      dir,
+      service: { archiveEntryLimit: limit, restoreSplitMinBytes: 0, restoreJobs: 2 },
+    });
+    api = client(service, token);
+    const reason = `the backup archive lists more than ${limit} objects, the most this service dumps or restores (archiveEntryLimit)`;
+
+    // A clone (of the database as it is now), then a restore of the backup.
+    const clone = await api("POST", `/v1/projects/${created.id}/databases`, {
+      source: { type: "database", databaseId: id },
+    });
+    expect(clone.status).toBe(201);
+    const cloneId = clone.body.data.id as string;
+    await eventually(async () =>
+      expect((await api("GET", `/v1/databases/${cloneId}`)).body.data.status).toBe("failure"),
+    );
+    const restoring = await api("POST", `/v1/databases/${id}/restore`, {
+      source: { type: "backup", databaseId: id, backupId },
+    });
+    expect(restoring.status).toBe(200);
+    await eventually(async () => {
+      const db = (await api("GET", `/v1/databases/${id}`)).body.data;
+      expect(db.status).toBe("failure");
+    });
+    // The server's port changed with the restart: read the data as the superuser.
+    const [{ pg_name }] = (await sql<{ pg_name: string }>(
+      service.controlUrl,
+      "SELECT pg_name FROM databases WHERE id = $1",
+      [id],
+    )) as [{ pg_name: string }];
+    const superuser = new URL(service.postgresUrl);
+    superuser.pathname = `/${pg_name}`;
+    const [{ n }] = (await sql<{ n: number }>(
+      superuser.toString(),
+      "SELECT count(*)::int AS n FROM pg_proc WHERE proname LIKE 'h%' AND pronamespace = 'public'::regnamespace",
+    )) as [{ n: number }];
+    expect(n).toBe(limit + 10);
+    const jobs = await sql<{ kind: string; state: string; error: string; runs: number }>(
+      service.controlUrl,
+      `SELECT j.kind, j.state, j.error, (SELECT count(*)::int FROM job_runs r WHERE r.job_id = j.id) AS runs
+         FROM jobs j WHERE j.target_id = ANY($1) AND j.kind IN ('restore', 'provision') AND j.state <> 'done' ORDER BY j.id`,
+      [[id, cloneId]],
+    );
+    expect(jobs).toEqual([
+      { kind: "provision", state: "failed", error: reason, runs: 1 },
+      { kind: "restore", state: "failed", error: reason, runs: 1 },
+    ]);
   });
 });

@@ -381,8 +381,11 @@ export async function restoreDatabase(input: {
    * come later: the login is made at once and the run starts when they come (none: nothing to run), so the logins
    * of the next runs are ready when the plan is.
    */
-  const pass = (name: string, args: Run | Promise<Run | undefined>, signal: AbortSignal, track: Track) =>
-    new Promise<void>((resolve, reject) => {
+  const pass = (name: string, args: Run | Promise<Run | undefined>, signal: AbortSignal, track: Track) => {
+    // A plan that fails (an archive past archiveEntryLimit) rejects `args` while the login is still being made: the
+    // failure is the restore's (its own task reports it), and must not be an unhandled rejection meanwhile.
+    if (args instanceof Promise) args.catch(() => {});
+    return new Promise<void>((resolve, reject) => {
       track(() =>
         input.loginFor(name, async (login) => {
           const ready = await Promise.race([args, aborted(signal)]);
@@ -397,6 +400,7 @@ export async function restoreDatabase(input: {
         }),
       ).catch(reject);
     });
+  };
   // A section without data, or a list (the table of contents alone), needs no data block.
   const none: ReadonlySet<number> = new Set();
   const list = (section: string, signal: AbortSignal) =>
