@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runMaintenance } from "../../src/service/jobs/scheduler.ts";
+import { databaseComment } from "../../src/service/placement/provisioner.ts";
 import type { ServiceDeps } from "../../src/service/runtime/deps.ts";
 import { createPool } from "../../src/service/store/pool.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
@@ -161,6 +162,26 @@ describe("a tenant's archive past the service's limits", () => {
     );
     expect(daily.map((d) => d.database_id)).toEqual([freshDb]);
   });
+
+  it("reads at most 1,024 characters of the comment a tenant writes on its database", async () => {
+    const api = client(service, await service.createToken("commenter"));
+    const { id, url } = await readyDatabase(api, "commenter");
+    await sql(
+      url,
+      `DO $$ BEGIN EXECUTE format('COMMENT ON DATABASE %I IS %L', current_database(), repeat('x', 100000)); END $$`,
+    );
+    const [{ pg_name }] = (await sql<{ pg_name: string }>(
+      service.controlUrl,
+      "SELECT pg_name FROM databases WHERE id = $1",
+      [id],
+    )) as [{ pg_name: string }];
+    const pool = createPool(service.postgresUrl, 1);
+    try {
+      expect(await databaseComment(pool, pg_name)).toBe("x".repeat(1024));
+    } finally {
+      await pool.end();
+    }
+  });
 });
 
 describe("a restore and a clone of an archive past archiveEntryLimit", () => {
@@ -239,7 +260,7 @@ describe("a restore and a clone of an archive past archiveEntryLimit", () => {
          FROM jobs j WHERE j.target_id = ANY($1) AND j.kind IN ('restore', 'provision') AND j.state <> 'done' ORDER BY j.id`,
       [[id, cloneId]],
     );
-    expect(jobs).toEqual([
+    expect(jobs, JSON.stringify(jobs)).toEqual([
       { kind: "provision", state: "failed", error: reason, runs: 1 },
       { kind: "restore", state: "failed", error: reason, runs: 1 },
     ]);
