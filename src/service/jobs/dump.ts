@@ -314,7 +314,7 @@ async function listArchive(input: {
   signal?: AbortSignal;
 }): Promise<void> {
   const { maxEntries, ...read } = input;
-  await pipeToRestore({ ...read, args: ["--list"], env: {}, listing: new ListingReader(maxEntries) });
+  await pipeToRestore({ ...read, args: ["--list"], env: {}, listing: new ListingReader(maxEntries, { count: true }) });
 }
 
 /** Logs in for one pass of a restore (job-login.ts: one login, one session); `pass` "" for a restore in one run. */

@@ -155,7 +155,7 @@ describe("a pg_restore --list output as it streams (ListingReader)", () => {
     expect(entries).toHaveLength(600);
     expect(entries[599]!.id).toBe(600);
     expect(entries[0]!.rest.startsWith("FUNCTION public f1(aaa")).toBe(true);
-    expect(entries[0]!.rest.length).toBeLessThan(256);
+    expect(entries[0]!.rest.length).toBeLessThanOrEqual(32);
   });
 
   it("splits lines wherever the chunks end, and reads a last line without its newline", () => {
@@ -177,5 +177,11 @@ describe("a pg_restore --list output as it streams (ListingReader)", () => {
     const again = new ListingReader(1);
     again.push(Buffer.from("5; 0 0 TABLE t\n5; 0 0 TABLE t\n"));
     expect(again.end()).toHaveLength(1);
+    // Counting only: nothing kept, the limit still holds.
+    const counting = new ListingReader(3, { count: true });
+    expect(() => counting.push(Buffer.from(lines))).toThrow(ArchiveLimitError);
+    const counted = new ListingReader(3, { count: true });
+    counted.push(Buffer.from(lines.split("\n").slice(0, 3).join("\n")));
+    expect(counted.end()).toEqual([]);
   });
 });

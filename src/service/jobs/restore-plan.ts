@@ -27,23 +27,28 @@ export function parseList(text: string): ListEntry[] {
 const entriesOf = (listing: Listing): readonly ListEntry[] =>
   typeof listing === "string" ? parseList(listing) : listing;
 
-/** What ListingReader keeps of a line: the dump id, the two oids and the descriptor fit with room to spare. */
+/** What ListingReader reads of a line: the dump id, the two oids and the descriptor fit with room to spare. */
 const lineHead = 256;
+/** What it keeps of the rest of it: the descriptor's start, all the plan looks at (isTableData, isIndexOrConstraint). */
+const restHead = 32;
 
 /**
  * Reads a `pg_restore --list` output as it streams, never holding it whole: a tenant decides how long its names and
  * signatures are (26,000 functions with long signatures printed past V8's longest string and crashed the service). Of
- * each line only its first `lineHead` characters are kept, and past `maxEntries` entries `push` throws: the archive has
- * more objects than the service restores (`archiveEntryLimit`). Latin-1: the kept part is ASCII, and a multibyte
- * character split between two chunks cannot turn into anything else.
+ * each line only its first `lineHead` characters are read and `restHead` of its descriptor kept (nothing with
+ * `count`: a check that only counts), and past `maxEntries` entries `push` throws: the archive has more objects than
+ * the service restores (`archiveEntryLimit`). Latin-1: the kept part is ASCII, and a multibyte character split between
+ * two chunks cannot turn into anything else.
  */
 export class ListingReader {
   private readonly entries: ListEntry[] = [];
   private readonly seen = new Set<number>();
   private head = "";
   private readonly maxEntries: number;
-  constructor(maxEntries: number) {
+  private readonly keep: boolean;
+  constructor(maxEntries: number, options: { count?: boolean } = {}) {
     this.maxEntries = maxEntries;
+    this.keep = !options.count;
   }
   push(chunk: Buffer): void {
     let from = 0;
@@ -69,10 +74,11 @@ export class ListingReader {
     if (!m) return;
     const id = Number(m[1]);
     if (this.seen.has(id)) return;
-    if (this.entries.length >= this.maxEntries)
+    if (this.seen.size >= this.maxEntries)
       throw new ArchiveLimitError(`the backup archive lists more than ${this.maxEntries} objects`);
     this.seen.add(id);
-    this.entries.push({ id, rest: m[2]! });
+    // sliced, then flattened: a slice of a string can keep its whole parent alive.
+    if (this.keep) this.entries.push({ id, rest: ` ${m[2]!.slice(0, restHead)}`.slice(1) });
   }
 }
 
