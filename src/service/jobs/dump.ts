@@ -118,9 +118,6 @@ export async function privateDirectory(dir: string): Promise<void> {
 
 export type ArchiveKey = { key: Buffer; context: string };
 
-/** Tables whose data sizes a backup records at most (backups.data_bytes, ~25 bytes each). */
-const recordedSizes = 10_000;
-
 /**
  * A dump's file size and checksum, and (for an archive version archive-toc.ts reads) the bytes of each data entry
  * by dump id: what a restore balances its runs by (restore-plan.ts), kept in backups.data_bytes.
@@ -195,8 +192,7 @@ export async function dumpDatabase(input: {
     return {
       size: (await stat(input.file)).size,
       sha256: hash.digest("hex"),
-      // A row of the control database per backup: past `recordedSizes` tables its restore reads them again instead.
-      ...(toc && toc.dataBytes.size <= recordedSizes ? { dataBytes: Object.fromEntries(toc.dataBytes) } : {}),
+      ...(toc ? { dataBytes: Object.fromEntries(toc.dataBytes) } : {}),
     };
   } catch (err) {
     await rm(tmp, { force: true });
