@@ -66,8 +66,8 @@ export function jsonBody(req: FastifyRequest, unprocessable: readonly string[] =
 export function pathId(schema: z.ZodType<string>, value: unknown, what: string, pattern: RegExp): string {
   const result = schema.safeParse(value);
   if (!result.success) throw invalidRequest(`invalid ${what} ${echo(value)}`, `${what}s match ${pattern.source}`);
-  // The patterns allow any non-space character, a NUL byte too, which PostgreSQL's text refuses (a 500 otherwise).
-  if (result.data.includes("\0")) throw invalidRequest(`invalid ${what} ${echo(value)}`, `${what}s hold no NUL byte`);
+  // The patterns allow any non-space character: a NUL, a control character or a lone surrogate was refused before the
+  // route ran, with every other string of the request (http/text.ts, checkRequestLine).
   return result.data;
 }
 
