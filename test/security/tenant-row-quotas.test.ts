@@ -99,6 +99,18 @@ describe("purge of soft-deleted rows", () => {
       expect((await api("DELETE", `/v1/projects/${created.id}`)).status).toBe(204);
       return { project: created.id as string, db, branches: [feature as string, preview as string], backup };
     };
+    // Two expired access tokens of a workspace (every OAuth grant adds one): one three days ago, one an hour ago.
+    const [{ workspace }] = (await sql<{ workspace: string }>(
+      service.controlUrl,
+      "SELECT id AS workspace FROM workspaces WHERE name = 'deleter'",
+    )) as [{ workspace: string }];
+    await sql(
+      service.controlUrl,
+      `INSERT INTO tokens (id, workspace_id, kind, hash, scopes, expires_at) VALUES
+         ('tok_expiredlongago', $1, 'access', '\\x01', '{}', now() - interval '3 days'),
+         ('tok_expiredrecently', $1, 'access', '\\x02', '{}', now() - interval '1 hour')`,
+      [workspace],
+    );
     const old = await make("old");
     const recent = await make("recent");
     const rows = async (x: typeof old) => {
@@ -149,6 +161,11 @@ describe("purge of soft-deleted rows", () => {
       }),
     );
     expect(await rows(recent)).toEqual(kept);
+    const tokens = await sql<{ id: string }>(
+      service.controlUrl,
+      "SELECT id FROM tokens WHERE id IN ('tok_expiredlongago', 'tok_expiredrecently')",
+    );
+    expect(tokens.map((t) => t.id)).toEqual(["tok_expiredrecently"]);
     expect((await api("GET", `/v1/databases/${old.db}`)).status).toBe(404);
     expect((await api("GET", `/v1/projects/${old.project}`)).status).toBe(404);
   });

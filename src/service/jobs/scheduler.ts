@@ -56,7 +56,8 @@ const purgeBatch = 10_000;
 /**
  * Soft-deleted rows past `days` go for good, children first (what still references a row keeps it): the backups and
  * connections of a purged database, databases whose jobs are all done (their drop job finished), then branches and
- * projects nothing references any more. Finished jobs and their runs go after as long. Ids are random and never reused.
+ * projects nothing references any more. Finished jobs and their runs, and expired access tokens, go after as long. Ids
+ * are random and never reused.
  */
 async function purgeDeleted(client: pg.PoolClient, days: number): Promise<void> {
   const old = `now() - ${Number(days)} * interval '1 day'`;
@@ -80,6 +81,11 @@ async function purgeDeleted(client: pg.PoolClient, days: number): Promise<void> 
     `DELETE FROM projects WHERE id IN (SELECT p.id FROM projects p WHERE p.deleted_at < ${old}
        AND NOT EXISTS (SELECT 1 FROM databases d WHERE d.project_id = p.id)
        AND NOT EXISTS (SELECT 1 FROM branches b WHERE b.project_id = p.id) LIMIT ${purgeBatch})`,
+  );
+  // Expired access tokens (every OAuth grant adds one): nothing refers to them. Refresh tokens stay: a spent one is
+  // what detects its reuse.
+  await client.query(
+    `DELETE FROM tokens WHERE id IN (SELECT id FROM tokens WHERE kind = 'access' AND expires_at < ${old} LIMIT ${purgeBatch})`,
   );
   const { rows: jobs } = await client.query<{ id: string }>(
     `SELECT id FROM jobs WHERE finished_at < ${old} LIMIT ${purgeBatch}`,

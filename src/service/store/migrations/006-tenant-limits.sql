@@ -10,3 +10,4 @@ CREATE INDEX databases_deleted ON databases (deleted_at) WHERE deleted_at IS NOT
 CREATE INDEX branches_deleted ON branches (deleted_at) WHERE deleted_at IS NOT NULL;
 CREATE INDEX backups_deleted ON backups (deleted_at) WHERE deleted_at IS NOT NULL;
 CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX tokens_access_expiry ON tokens (expires_at) WHERE kind = 'access';
