@@ -278,6 +278,23 @@ describe("one check for every string of every request", () => {
     expect(await counts()).toEqual(before);
   });
 
+  it("answers a header Node's parser refuses (a NUL, CR or a control byte in it) with a 400 in the API's shape", async () => {
+    for (const bad of [[0x00], [0x0d], [0x01], [0x7f]]) {
+      const res = await rawRequest(service.url, {
+        method: "GET",
+        target: "/v1/projects",
+        headers: {
+          Authorization: `Bearer ${token}`,
+          "Idempotency-Key": Buffer.concat([Buffer.from("a"), Buffer.from(bad), Buffer.from("b")]),
+        },
+      });
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+      expect(res.body.error.code).toBe("invalid_request");
+      expect(res.body.error.message).toMatch(/not valid HTTP|Idempotency-Key header contains a control character/);
+    }
+    expect(await counts()).toEqual(before);
+  });
+
   it("still takes every good value: the check refuses nothing the API accepts", async () => {
     const api = client(service, token);
     const created = await api("POST", "/v1/projects", { name: "naïve café ✓ 𝄞", logicalId: "a/b:c.d_e-f" });

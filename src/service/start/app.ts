@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { Duplex } from "node:stream";
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -48,6 +49,27 @@ function toServiceError(err: unknown): ServiceError | undefined {
   return undefined;
 }
 
+/**
+ * What Node's HTTP parser refuses before Fastify sees a request (a NUL, CR or LF in a header value, a malformed request
+ * line, headers past their size, a request too slow to arrive), answered in the API's error shape rather than
+ * Fastify's: still a 4xx, now with a message that says what was wrong.
+ */
+function clientErrorHandler(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const [status, text, message] =
+    err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? [408, "Request Timeout", "the request did not arrive in time"]
+      : err.code === "HPE_HEADER_OVERFLOW"
+        ? [431, "Request Header Fields Too Large", "the request's headers are too large"]
+        : [400, "Bad Request", "the request line or a header is not valid HTTP (a NUL, CR or LF in a header value?)"];
+  const body = JSON.stringify(errorBody("invalid_request", message, "send a well-formed HTTP/1.1 request"));
+  if (socket.writable)
+    socket.write(
+      `HTTP/1.1 ${status} ${text}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  socket.destroy(err);
+}
+
 /** The Managed Database Service API as a fastify instance (not listening). */
 export function createApp(deps: ServiceDeps): FastifyInstance {
   const app = Fastify({
@@ -61,6 +83,7 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
       return typeof given === "string" && /^[\x21-\x7e]{1,200}$/.test(given) ? given : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true },
+    clientErrorHandler,
     // A path the router refuses (one it cannot decode, a segment past its length) never reaches a hook: answered
     // as http/text.ts answers it, or else as a request it cannot route.
     frameworkErrors: (_err, req, reply) => {
