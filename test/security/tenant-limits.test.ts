@@ -93,11 +93,15 @@ describe("per client address", () => {
 
 describe("bad input is a 4xx with a short echo", () => {
   let api: ReturnType<typeof client>;
+  // Stopped by a hook of the describe: one registered inside beforeAll never ran, and left PostgreSQL running.
+  let s: TestService | undefined;
   beforeAll(async () => {
-    const s = await startTestService();
-    afterAll(() => s.stop());
+    s = await startTestService();
     api = client(s, s.token);
     urlOf = s.url;
+  });
+  afterAll(async () => {
+    await s?.stop();
   });
   let urlOf = "";
 
