@@ -280,7 +280,7 @@ describe("backups and restore", () => {
     expect(paths.length).toBeGreaterThan(0);
     const deps = {
       pool: (await import("../../src/service/store/pool.ts")).createPool(service.controlUrl, 2),
-      config: { backupRetentionDays: 7 },
+      config: { backupRetentionDays: 7, failedJobAttemptsPerWorkspace: 50, deletedRowRetentionDays: 30 },
       wakeJobs: () => {},
       logger: console,
     } as unknown as ServiceDeps;

@@ -38,8 +38,27 @@ export const ServiceConfig = z.strictObject({
    * database) is 409. Bounds what its daily backups (never refused) can take, and its first connections.
    */
   databasesPerWorkspace: z.number().int().min(1).default(1000),
+  /** Live branches one project may have; past it creating one (also through a database's `branchGitName`) is 409. */
+  branchesPerProject: z.number().int().min(1).default(100),
+  /** Live branches one workspace may have, all projects together; past it creating one is 409. */
+  branchesPerWorkspace: z.number().int().min(1).default(1000),
+  /**
+   * Days a deleted project, database, branch or backup (and a finished job) is kept before the maintenance pass
+   * purges its row: ids are never reused meanwhile, and the control database does not grow without end.
+   */
+  deletedRowRetentionDays: z.number().int().min(1).default(30),
   /** Live connections (login roles) one workspace may have, all databases together; past it minting one is 409. */
   connectionsPerWorkspace: z.number().int().min(1).default(100),
+  /**
+   * Objects (table-of-contents entries: tables, functions, indexes…) a database's archive may list. Past it a backup,
+   * restore or clone fails for good, naming this setting, rather than hold a tenant-sized listing in memory.
+   */
+  archiveEntryLimit: z.number().int().min(1).default(500_000),
+  /**
+   * Job attempts of one workspace that may fail in 24 hours (retried, given up, timed out or ended by a crash); past it
+   * new backups, restores and databases from a source are 409, and its daily backups wait, until old failures age out.
+   */
+  failedJobAttemptsPerWorkspace: z.number().int().min(1).default(50),
   /**
    * How often the tenant guard (guard/tenant-guard.ts) looks at each region server: it puts back the database limits a
    * tenant changed and ends sessions past the connection limits or idle in a transaction too long.

@@ -4,6 +4,7 @@ import { newId } from "../../contract/index.ts";
 import { serverPool, type ServiceDeps } from "../runtime/deps.ts";
 import type { ServiceConfig } from "../config/config.ts";
 import { conflict, notFound, ServiceError } from "../shared/errors.ts";
+import { checkFailureBudget } from "./job-budget.ts";
 import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "./idempotency.ts";
 import { enqueueJob, JobFatalError } from "../queue/jobs.ts";
 import type { BackupRow, DatabaseRow } from "../store/rows.ts";
@@ -125,6 +126,7 @@ export function takeBackup(
   return createOnce(deps, request, async (client) => {
     const db = await getDatabase(client, request.workspaceId, databaseId, true);
     if (!db) throw notFound("database", databaseId);
+    await checkFailureBudget(client, deps.config, request.workspaceId, "take a backup");
     const estimate = await backupEstimate(deps, db);
     await checkBackupQuota(client, deps.config, request.workspaceId, { estimate });
     return respond(await insertBackup(client, databaseId, "manual", estimate));

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { newId } from "../../contract/index.ts";
+import type { ServiceConfig } from "../config/config.ts";
 import type { ServiceDeps } from "../runtime/deps.ts";
 import { conflict, echo, invalidRequest, notFound, unprocessable } from "../shared/errors.ts";
 import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "./idempotency.ts";
@@ -29,12 +30,48 @@ async function lockBranches(
   await client.query(`SELECT ${fn}(hashtextextended($1, 0))`, [`branches of ${projectId}`]);
 }
 
+type BranchLimits = Pick<ServiceConfig, "branchesPerProject" | "branchesPerWorkspace">;
+
+// Any fixed number (with the workspace's hash): serialises one workspace's branch creations from the count to commit.
+const quotaLock = 7_221_025;
+
+/**
+ * Branches are only control rows, but a workspace could make them without end at its rate limit: live branches are
+ * capped per project (`inProject` counted under the project's exclusive branch lock) and per workspace (under a
+ * workspace lock, taken after the project's). A deleted branch no longer counts.
+ */
+async function checkBranchQuota(
+  client: pg.PoolClient,
+  limits: BranchLimits,
+  project: ProjectRow,
+  inProject: number,
+): Promise<void> {
+  const hint = (setting: string) =>
+    `delete a branch you no longer use (DELETE /v1/branches/{id}), or ask the service's operator to raise ${setting}`;
+  if (inProject >= limits.branchesPerProject)
+    throw conflict(
+      `cannot create a branch: project "${project.id}" has ${inProject} live branches, its limit is ${limits.branchesPerProject}`,
+      hint("branchesPerProject"),
+    );
+  await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [quotaLock, project.workspace_id]);
+  const { rows } = await client.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM branches WHERE workspace_id = $1 AND deleted_at IS NULL",
+    [project.workspace_id],
+  );
+  if (rows[0]!.n >= limits.branchesPerWorkspace)
+    throw conflict(
+      `cannot create a branch: this workspace has ${rows[0]!.n} live branches, its limit is ${limits.branchesPerWorkspace}`,
+      hint("branchesPerWorkspace"),
+    );
+}
+
 /**
  * Inserts a branch under the exclusive branch lock: the project's first is production and default whatever was
  * asked, and takes the project's live databases (until then on no branch: logicalIds stay unique, the branch is new).
  */
 async function insertBranch(
   client: pg.PoolClient,
+  limits: BranchLimits,
   project: ProjectRow,
   gitName: string,
   wantDefault: boolean,
@@ -43,6 +80,7 @@ async function insertBranch(
     "SELECT count(*) AS n FROM branches WHERE project_id = $1 AND deleted_at IS NULL",
     [project.id],
   );
+  await checkBranchQuota(client, limits, project, Number(rows[0]!.n));
   const first = Number(rows[0]!.n) === 0;
   const isDefault = first || wantDefault;
   if (isDefault && !first)
@@ -81,7 +119,7 @@ export async function createBranch(
         `cannot create branch: gitName ${echo(input.gitName, 255)} is already used by branch "${existing.id}"`,
         `existing branch id: ${existing.id}`,
       );
-    return respond(await insertBranch(client, project, input.gitName, input.isDefault ?? false));
+    return respond(await insertBranch(client, deps.config, project, input.gitName, input.isDefault ?? false));
   });
 }
 
@@ -211,13 +249,14 @@ export async function deleteBranch(deps: ServiceDeps, workspaceId: string, id: s
  */
 export async function branchForDatabase(
   client: pg.PoolClient,
+  limits: BranchLimits,
   project: ProjectRow,
   input: { branchId?: string | undefined; branchGitName?: string | undefined },
 ): Promise<string | null> {
   if (input.branchGitName !== undefined) {
     await lockBranches(client, project.id, "exclusive");
     const existing = await findBranch(client, project.id, { gitName: input.branchGitName }, "share");
-    return (existing ?? (await insertBranch(client, project, input.branchGitName, false))).id;
+    return (existing ?? (await insertBranch(client, limits, project, input.branchGitName, false))).id;
   }
   await lockBranches(client, project.id, "shared");
   if (input.branchId !== undefined) {

@@ -33,7 +33,7 @@ export async function createProjectDatabase(
       // Creates wait for each other only when they move the default flag (exactly one default per project).
       const project = await getProject(client, request.workspaceId, projectId, input.isDefault ? "update" : "share");
       if (!project) throw notFound("project", projectId);
-      branchId = await branchForDatabase(client, project, input);
+      branchId = await branchForDatabase(client, deps.config, project, input);
       return respond(
         await createDatabaseRows(deps, client, {
           project,
@@ -157,7 +157,7 @@ export async function updateDatabase(
       );
       if (!project) throw notFound("database", id);
       const moves = input.branchId !== undefined || input.branchGitName !== undefined;
-      const target = moves ? await branchForDatabase(client, project, input) : undefined;
+      const target = moves ? await branchForDatabase(client, deps.config, project, input) : undefined;
       const db = await getDatabase(client, workspaceId, id, true);
       if (!db) throw notFound("database", id);
       branchId = db.branch_id;

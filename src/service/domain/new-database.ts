@@ -10,6 +10,7 @@ import { newPgName, ownerRoleOf } from "../placement/pg-names.ts";
 import { getDatabase } from "../store/queries.ts";
 import { placeDatabase } from "../placement/servers.ts";
 import { resolveRegion } from "./regions.ts";
+import { checkFailureBudget } from "./job-budget.ts";
 import { checkBackupSource, checkCloneSource } from "./sources.ts";
 
 // The rows of a new database, shared by both database creations and by a project's default database. Only rows and
@@ -75,6 +76,8 @@ export async function createDatabaseRows(
   const source = input.source ?? { type: "empty" as const };
   if (source.type === "backup") await checkBackupSource(client, project.workspace_id, source);
   if (source.type === "database") await checkCloneSource(client, project.workspace_id, source);
+  if (source.type !== "empty")
+    await checkFailureBudget(client, deps.config, project.workspace_id, "create a database from a source");
   if (input.isDefault)
     await client.query(
       "UPDATE databases SET is_default = false WHERE project_id = $1 AND is_default AND deleted_at IS NULL",

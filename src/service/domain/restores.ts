@@ -4,6 +4,7 @@ import { createOnce, type Creation, type CreationRequest, type StoredResponse } 
 import { enqueueJob } from "../queue/jobs.ts";
 import { connectionsOf, getDatabase } from "../store/queries.ts";
 import type { DatabaseView } from "./databases.ts";
+import { checkFailureBudget } from "./job-budget.ts";
 import { checkBackupSource } from "./sources.ts";
 
 /**
@@ -26,6 +27,7 @@ export async function startRestore(
       const db = await getDatabase(client, workspaceId, id, true);
       if (!db) throw notFound("database", id);
       await checkBackupSource(client, workspaceId, source);
+      await checkFailureBudget(client, deps.config, workspaceId, "restore a database");
       if (db.status === "provisioning" || db.status === "recovering") {
         throw conflict(
           `cannot restore database "${id}": it is ${db.status}`,

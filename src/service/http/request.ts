@@ -6,6 +6,7 @@ import type { ServiceDeps } from "../runtime/deps.ts";
 import { echo, invalidRequest, ServiceError } from "../shared/errors.ts";
 import type { Creation, CreationRequest } from "../domain/idempotency.ts";
 import { findPrincipal, requiredScopes, type Principal } from "../domain/tokens.ts";
+import { checkJsonStrings, utf8Body } from "./text.ts";
 
 // Request plumbing shared by the routes: bodies, ids, queries, auth, the request and response of a creation.
 
@@ -35,8 +36,11 @@ export function parseWith<S extends z.ZodType>(
   return result.data;
 }
 
-/** The JSON object body of a request: wrong content type, bad JSON or a non-object are 400. An absent body is `{}`. */
-export function jsonBody(req: FastifyRequest): Record<string, unknown> {
+/**
+ * The JSON object body of a request: wrong content type, bad JSON or a non-object are 400. An absent body is `{}`.
+ * Every string in it passes http/text.ts's check; a bad value of a field in `unprocessable` is 422 (checkJsonStrings).
+ */
+export function jsonBody(req: FastifyRequest, unprocessable: readonly string[] = []): Record<string, unknown> {
   const raw = req.body;
   if (raw === undefined || raw === null || (Buffer.isBuffer(raw) && raw.length === 0)) return {};
   const type = req.headers["content-type"] ?? "";
@@ -47,21 +51,23 @@ export function jsonBody(req: FastifyRequest): Record<string, unknown> {
     );
   }
   let value: unknown;
+  const text = utf8Body(raw as Buffer);
   try {
-    value = JSON.parse((raw as Buffer).toString("utf8"));
+    value = JSON.parse(text);
   } catch {
     throw invalidRequest("request body is not valid JSON", "send a JSON object");
   }
   if (!value || typeof value !== "object" || Array.isArray(value))
     throw invalidRequest("request body must be a JSON object", "send a JSON object");
+  checkJsonStrings(value, unprocessable);
   return value as Record<string, unknown>;
 }
 
 export function pathId(schema: z.ZodType<string>, value: unknown, what: string, pattern: RegExp): string {
   const result = schema.safeParse(value);
   if (!result.success) throw invalidRequest(`invalid ${what} ${echo(value)}`, `${what}s match ${pattern.source}`);
-  // The patterns allow any non-space character, a NUL byte too, which PostgreSQL's text refuses (a 500 otherwise).
-  if (result.data.includes("\0")) throw invalidRequest(`invalid ${what} ${echo(value)}`, `${what}s hold no NUL byte`);
+  // The patterns allow any non-space character: a NUL, a control character or a lone surrogate was refused before the
+  // route ran, with every other string of the request (http/text.ts, checkRequestLine).
   return result.data;
 }
 

@@ -13,6 +13,8 @@
 // little-endian into a C int. A value past 2^31 - 1 (which pg_dump never writes) would read differently there, so it
 // is "not understood" here: the filter never disagrees with pg_restore on where a block ends.
 
+import { ArchiveLimitError } from "./restore-plan.ts";
+
 type TocEntry = { id: number; desc: string; section: number; deps: number[] };
 export type Toc = { entries: TocEntry[]; dataBytes: Map<number, number> };
 
@@ -210,7 +212,7 @@ async function skipBlock(r: Reader, type: number): Promise<number> {
  */
 export async function readToc(
   source: AsyncIterable<Buffer>,
-  options: { dataSizes: boolean } = { dataSizes: true },
+  options: { dataSizes: boolean; maxEntries?: number } = { dataSizes: true },
 ): Promise<Toc | undefined> {
   const r = new Reader(source);
   let drain = true;
@@ -218,7 +220,14 @@ export async function readToc(
     const header = await readHeader(r);
     if (!header) return undefined;
     const entries: TocEntry[] = [];
-    for await (const { id, desc, section, deps } of readEntries(r, header)) entries.push({ id, desc, section, deps });
+    for await (const { id, desc, section, deps } of readEntries(r, header)) {
+      // Entries are held (the plan needs their dependencies): past the service's limit the archive is refused.
+      if (entries.length >= (options.maxEntries ?? Infinity)) {
+        drain = false;
+        throw new ArchiveLimitError(`the backup archive lists more than ${options.maxEntries} objects`);
+      }
+      entries.push({ id, desc, section, deps });
+    }
     const dataBytes = new Map<number, number>();
     if (!options.dataSizes) {
       drain = false;

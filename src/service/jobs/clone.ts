@@ -6,7 +6,7 @@ import { adminUrlOf, serverPool, type ServiceDeps } from "../runtime/deps.ts";
 import { dumpDatabase, pipeTables, privateDirectory, restoreDatabase, type LoginFor } from "./dump.ts";
 import { jobLoginName, withOwnerLogin, type DatabaseLogin } from "./job-login.ts";
 import { JobFatalError, type Job } from "../queue/jobs.ts";
-import { archiveKey, dumpAsOwner, restoreAsOwner } from "./owner-dump.ts";
+import { archiveKey, dumpAsOwner, limitsAsFatal, restoreAsOwner } from "./owner-dump.ts";
 import { dealBySize, exactTablePattern } from "./restore-plan.ts";
 import { pinnedSessionOptions } from "../../postgres/session-options.ts";
 import type { DatabaseRow } from "../store/rows.ts";
@@ -54,7 +54,7 @@ export async function cloneInto(
       [source.pg_name],
     );
     if (deps.config.restoreJobs > 1 && Number(size[0]!.bytes) >= deps.config.restoreSplitMinBytes)
-      await parallelClone(input);
+      await parallelClone(input).catch(limitsAsFatal);
     else await serialClone(input);
   } finally {
     await rm(file, { force: true });
@@ -182,6 +182,7 @@ async function parallelClone({ deps, source, target, job, loginRoles, file, arch
           archive,
           lockTimeoutMs,
           options: [`--snapshot=${snapshot}`, ...piped.map((p) => `--exclude-table-data=${p}`)],
+          maxEntries: deps.config.archiveEntryLimit,
           signal,
         }),
       );
@@ -197,6 +198,7 @@ async function parallelClone({ deps, source, target, job, loginRoles, file, arch
         archive,
         role: target.owner_role,
         split: { jobs, minBytes: 0 },
+        maxEntries: deps.config.archiveEntryLimit,
         moreData: async (signal, track) => {
           await Promise.all(
             lanes.map((patterns, i) =>

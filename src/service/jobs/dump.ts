@@ -9,7 +9,7 @@ import { ArchiveError, archiveMagic, openArchive, sealArchive } from "./backup-a
 import { pinnedSessionOptions } from "../../postgres/session-options.ts";
 import type { DatabaseLogin } from "./job-login.ts";
 import { onlyBlocksOf, readToc, type Toc } from "./archive-toc.ts";
-import { listFile, planData, planLanes, planPostData } from "./restore-plan.ts";
+import { ListingReader, listFile, planData, planLanes, planPostData, type ListEntry } from "./restore-plan.ts";
 
 // pg_dump and pg_restore as child processes, logged in as a job login (job-login.ts), never as the superuser. The
 // password goes through PGPASSWORD, never argv, so it cannot show in `ps` or in an error that quotes the command.
@@ -137,6 +137,8 @@ export async function dumpDatabase(input: {
   lockTimeoutMs: number;
   /** More pg_dump options: a clone's `--snapshot` and `--exclude-table-data` (clone.ts). */
   options?: string[];
+  /** Objects the archive may list (archiveEntryLimit): past it the dump fails, as its restore could not run. */
+  maxEntries: number;
   signal?: AbortSignal;
 }): Promise<DumpResult> {
   const tmp = `${input.file}.partial`;
@@ -181,9 +183,10 @@ export async function dumpDatabase(input: {
         bindir: input.bindir,
         file: tmp,
         archive: input.archive,
+        maxEntries: input.maxEntries,
         ...(input.signal ? { signal: input.signal } : {}),
       }),
-      tableOfContents({ file: tmp, archive: input.archive }, true),
+      tableOfContents({ file: tmp, archive: input.archive, maxEntries: input.maxEntries }, true),
     ]);
     await rename(tmp, input.file);
     return {
@@ -255,12 +258,22 @@ async function pipeToRestore(input: {
   keep?: ReadonlySet<number>;
   /** Told how many bytes pg_restore was fed, once it is done. */
   fed?: (bytes: number) => void;
-}): Promise<string> {
+  /** For a `--list`: reads its output as it streams (a tenant decides its size); otherwise the output is dropped. */
+  listing?: ListingReader;
+}): Promise<ListEntry[]> {
   const hash = input.plainSha256 ? createHash("sha256") : undefined;
   const restore = start(path.join(input.bindir, "pg_restore"), input.args, input.env, input.signal);
-  // Its output (a --list) is the table of contents: small.
-  let output = "";
-  restore.child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+  // Nothing may throw out of a stream's callback: what the listing refuses kills pg_restore and fails this run.
+  let refused: unknown;
+  restore.child.stdout!.on("data", (d: Buffer) => {
+    if (refused !== undefined || !input.listing) return;
+    try {
+      input.listing.push(d);
+    } catch (err) {
+      refused = err;
+      restore.child.kill("SIGKILL");
+    }
+  });
   // 1 MiB reads: a restore's runs read the whole file at once, each, in 16 times fewer reads than by default.
   const file = createReadStream(input.file, { highWaterMark: 1024 * 1024 });
   const bytes = file as AsyncIterable<Buffer>;
@@ -282,21 +295,26 @@ async function pipeToRestore(input: {
   });
   try {
     await Promise.all([feeding, restore.done]);
+  } catch (err) {
+    throw refused ?? err;
   } finally {
     file.destroy(); // a run that needed only part of the archive leaves the rest unread
   }
+  if (refused !== undefined) throw refused;
   if (hash && hash.digest("hex") !== input.plainSha256)
     throw new ArchiveError("it changed while it was restored (checksum mismatch)");
-  return output;
+  return input.listing?.end() ?? [];
 }
 
 async function listArchive(input: {
   bindir: string;
   file: string;
   archive: ArchiveKey;
+  maxEntries: number;
   signal?: AbortSignal;
 }): Promise<void> {
-  await pipeToRestore({ ...input, args: ["--list"], env: {} });
+  const { maxEntries, ...read } = input;
+  await pipeToRestore({ ...read, args: ["--list"], env: {}, listing: new ListingReader(maxEntries, { count: true }) });
 }
 
 /** Logs in for one pass of a restore (job-login.ts: one login, one session); `pass` "" for a restore in one run. */
@@ -326,19 +344,23 @@ export async function restoreDatabase(input: {
   dataBytes?: Record<string, number>;
   /** Data that is not in the archive (a clone's large tables, piped from the source), loaded after the archive's. */
   moreData?: (signal: AbortSignal, track: Track) => Promise<void>;
+  /** Objects the archive may list (archiveEntryLimit): past it the restore fails before the plan is made. */
+  maxEntries: number;
   signal?: AbortSignal;
 }): Promise<Record<string, number>> {
   const read = {
     bindir: input.bindir,
     file: input.file,
     archive: input.archive,
+    maxEntries: input.maxEntries,
     ...(input.plainSha256 ? { plainSha256: input.plainSha256 } : {}),
   };
   /** A pg_restore run: its arguments, and for a run of a split restore the dump ids it restores (pipeToRestore). */
   type Run = { args: string[]; keep?: ReadonlySet<number>; fed?: (bytes: number) => void };
+  const { maxEntries, ...archive } = read;
   const run = (login: DatabaseLogin, { args, keep, fed }: Run, signal: AbortSignal | undefined, untilDone: boolean) =>
     pipeToRestore({
-      ...read,
+      ...archive,
       args: ["--no-owner", "--no-acl", `--role=${input.role}`, "--exit-on-error", ...args, "-d", input.database],
       // Commits stay synchronous: with them asynchronous, a server crash and restart between pg_restore's exit and
       // the next statement would lose its last commits unseen, and the swap (or "ready") would follow on what is left.
@@ -359,8 +381,11 @@ export async function restoreDatabase(input: {
    * come later: the login is made at once and the run starts when they come (none: nothing to run), so the logins
    * of the next runs are ready when the plan is.
    */
-  const pass = (name: string, args: Run | Promise<Run | undefined>, signal: AbortSignal, track: Track) =>
-    new Promise<void>((resolve, reject) => {
+  const pass = (name: string, args: Run | Promise<Run | undefined>, signal: AbortSignal, track: Track) => {
+    // A plan that fails (an archive past archiveEntryLimit) rejects `args` while the login is still being made: the
+    // failure is the restore's (its own task reports it), and must not be an unhandled rejection meanwhile.
+    if (args instanceof Promise) args.catch(() => {});
+    return new Promise<void>((resolve, reject) => {
       track(() =>
         input.loginFor(name, async (login) => {
           const ready = await Promise.race([args, aborted(signal)]);
@@ -375,10 +400,19 @@ export async function restoreDatabase(input: {
         }),
       ).catch(reject);
     });
+  };
   // A section without data, or a list (the table of contents alone), needs no data block.
   const none: ReadonlySet<number> = new Set();
   const list = (section: string, signal: AbortSignal) =>
-    pipeToRestore({ ...read, args: ["--list", `--section=${section}`], env: {}, signal, untilDone: true, keep: none });
+    pipeToRestore({
+      ...archive,
+      args: ["--list", `--section=${section}`],
+      env: {},
+      signal,
+      untilDone: true,
+      keep: none,
+      listing: new ListingReader(maxEntries),
+    });
   // The `-L` lists hold dump ids only (no name, no data): files, as pg_restore cannot open a socket Node passes it.
   const lists = await mkdtemp(path.join(os.tmpdir(), "mds-restore-"));
   const timings: Record<string, number> = {};
@@ -474,14 +508,14 @@ export async function restoreDatabase(input: {
  * archive), through the same authenticated stream.
  */
 async function tableOfContents(
-  read: { file: string; archive: ArchiveKey },
+  read: { file: string; archive: ArchiveKey; maxEntries: number },
   dataSizes: boolean,
 ): Promise<Toc | undefined> {
   const bytes = createReadStream(read.file);
   try {
     return await readToc(
       openArchive(bytes as AsyncIterable<Buffer>, read.archive.key, read.archive.context, { allowPlain: true }),
-      { dataSizes },
+      { dataSizes, maxEntries: read.maxEntries },
     );
   } finally {
     bytes.destroy();
@@ -490,7 +524,7 @@ async function tableOfContents(
 
 /** What the plan needs: the sizes recorded at dump time when there are any, else read from the archive. */
 async function planningToc(
-  read: { file: string; archive: ArchiveKey },
+  read: { file: string; archive: ArchiveKey; maxEntries: number },
   dataBytes: Record<string, number> | undefined,
 ): Promise<Toc | undefined> {
   if (!dataBytes) return tableOfContents(read, true);

@@ -10,7 +10,8 @@ import {
   type LoginFor,
 } from "./dump.ts";
 import { jobLoginName, withOwnerLogin } from "./job-login.ts";
-import { JobFatalError } from "../queue/jobs.ts";
+import { JobFatalError, JobLimitError } from "../queue/jobs.ts";
+import { ArchiveLimitError } from "./restore-plan.ts";
 import type { ServerRef } from "../placement/servers.ts";
 import { getBackup } from "../store/queries.ts";
 
@@ -22,6 +23,18 @@ export const archiveKey = (deps: ServiceDeps, backupId: string): ArchiveKey => (
   key: deps.config.encryptionKey,
   context: backupId,
 });
+
+/**
+ * An archive past the service's limits fails its job for good, naming the setting; a retry would meet it again.
+ * Rethrows anything else unchanged.
+ */
+export function limitsAsFatal(err: unknown): never {
+  if (err instanceof ArchiveLimitError)
+    throw new JobLimitError(`${err.message}, the most this service dumps or restores (archiveEntryLimit)`, {
+      cause: err,
+    });
+  throw err;
+}
 
 /** `sealed` as verifyArchive judged the file: the restore holds to it. */
 type UsableBackup = {
@@ -83,8 +96,9 @@ export async function dumpAsOwner(
         file: input.file,
         archive: input.archive,
         lockTimeoutMs: lockTimeoutOf(deps.config, input.at.region),
+        maxEntries: deps.config.archiveEntryLimit,
         signal: input.signal,
-      }),
+      }).catch(limitsAsFatal),
   );
 }
 
@@ -120,9 +134,11 @@ export async function restoreAsOwner(
     archive: archiveKey(deps, input.backup.id),
     role: input.ownerRole,
     split: { jobs, minBytes: deps.config.restoreSplitMinBytes },
+    maxEntries: deps.config.archiveEntryLimit,
     signal: input.signal,
   }).catch((err: unknown) => {
     // An archive that does not authenticate will not authenticate on a retry either.
-    throw err instanceof ArchiveError ? new JobFatalError(err.message, { cause: err }) : err;
+    if (err instanceof ArchiveError) throw new JobFatalError(err.message, { cause: err });
+    return limitsAsFatal(err);
   });
 }

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { listFile, parseList, planData, planLanes, planPostData } from "./restore-plan.ts";
+import {
+  ArchiveLimitError,
+  ListingReader,
+  listFile,
+  parseList,
+  planData,
+  planLanes,
+  planPostData,
+} from "./restore-plan.ts";
 
 // As `pg_restore --list --section=…` prints them (PostgreSQL 15).
 const data = `;
@@ -130,4 +138,50 @@ describe("restore plan", () => {
     expect(plan.lanes[0]).toHaveLength(n + 1);
     expect(plan.after).toEqual([]);
   }, 60_000);
+});
+
+describe("a pg_restore --list output as it streams (ListingReader)", () => {
+  it("reads a listing past V8's longest string, keeping of each line only what the plan needs", () => {
+    // 600 lines of 1 MiB each (a function's signature as long as a tenant likes): 600 MiB, past the ~512 MiB a
+    // string may hold, which collected into one string threw RangeError in a stream callback and ended the service.
+    const filler = Buffer.alloc(1024 * 1024, "a");
+    const reader = new ListingReader(1000);
+    for (let id = 1; id <= 600; id++) {
+      reader.push(Buffer.from(`${id}; 1255 ${16000 + id} FUNCTION public f${id}(`));
+      reader.push(filler);
+      reader.push(Buffer.from(`) owner\n`));
+    }
+    const entries = reader.end();
+    expect(entries).toHaveLength(600);
+    expect(entries[599]!.id).toBe(600);
+    expect(entries[0]!.rest.startsWith("FUNCTION public f1(aaa")).toBe(true);
+    expect(entries[0]!.rest.length).toBeLessThanOrEqual(32);
+  });
+
+  it("splits lines wherever the chunks end, and reads a last line without its newline", () => {
+    const text = "12; 0 0 TABLE DATA public t owner\n13; 0 0 INDEX public i owner";
+    const reader = new ListingReader(10);
+    for (const ch of Buffer.from(text)) reader.push(Buffer.from([ch]));
+    expect(reader.end()).toEqual([
+      { id: 12, rest: "TABLE DATA public t owner" },
+      { id: 13, rest: "INDEX public i owner" },
+    ]);
+  });
+
+  it("refuses a listing past its entries, naming the limit", () => {
+    const reader = new ListingReader(3);
+    const lines = [1, 2, 3, 4].map((id) => `${id}; 0 0 FUNCTION public f${id}() owner\n`).join("");
+    expect(() => reader.push(Buffer.from(lines))).toThrow(ArchiveLimitError);
+    expect(() => new ListingReader(3).push(Buffer.from(lines))).toThrow("the backup archive lists more than 3 objects");
+    // The same id twice is one entry (as before).
+    const again = new ListingReader(1);
+    again.push(Buffer.from("5; 0 0 TABLE t\n5; 0 0 TABLE t\n"));
+    expect(again.end()).toHaveLength(1);
+    // Counting only: nothing kept, the limit still holds.
+    const counting = new ListingReader(3, { count: true });
+    expect(() => counting.push(Buffer.from(lines))).toThrow(ArchiveLimitError);
+    const counted = new ListingReader(3, { count: true });
+    counted.push(Buffer.from(lines.split("\n").slice(0, 3).join("\n")));
+    expect(counted.end()).toEqual([]);
+  });
 });

@@ -13,19 +13,81 @@
 
 const line = /^(\d+); \d+ \d+ (.*)$/;
 
+export type ListEntry = { id: number; rest: string };
+/** A `pg_restore --list` output: its text (tests), or its entries as ListingReader collected them. */
+export type Listing = string | readonly ListEntry[];
+
 /** The entries of a `pg_restore --list` output, in archive order, each id once. */
-export function parseList(text: string): { id: number; rest: string }[] {
-  const seen = new Set<number>();
-  const entries: { id: number; rest: string }[] = [];
-  for (const raw of text.split("\n")) {
-    const m = line.exec(raw);
-    if (!m) continue;
-    const id = Number(m[1]);
-    if (seen.has(id)) continue;
-    seen.add(id);
-    entries.push({ id, rest: m[2]! });
+export function parseList(text: string): ListEntry[] {
+  const reader = new ListingReader(Infinity);
+  reader.push(Buffer.from(text, "latin1"));
+  return reader.end();
+}
+
+const entriesOf = (listing: Listing): readonly ListEntry[] =>
+  typeof listing === "string" ? parseList(listing) : listing;
+
+/** What ListingReader reads of a line: the dump id, the two oids and the descriptor fit with room to spare. */
+const lineHead = 256;
+/** What it keeps of the rest of it: the descriptor's start, all the plan looks at (isTableData, isIndexOrConstraint). */
+const restHead = 32;
+
+/**
+ * Reads a `pg_restore --list` output as it streams, never holding it whole: a tenant decides how long its names and
+ * signatures are (26,000 functions with long signatures printed past V8's longest string and crashed the service). Of
+ * each line only its first `lineHead` characters are read and `restHead` of its descriptor kept (nothing with
+ * `count`: a check that only counts), and past `maxEntries` entries `push` throws: the archive has more objects than
+ * the service restores (`archiveEntryLimit`). Latin-1: the kept part is ASCII, and a multibyte character split between
+ * two chunks cannot turn into anything else.
+ */
+export class ListingReader {
+  private readonly entries: ListEntry[] = [];
+  private readonly seen = new Set<number>();
+  private head = "";
+  private readonly maxEntries: number;
+  private readonly keep: boolean;
+  constructor(maxEntries: number, options: { count?: boolean } = {}) {
+    this.maxEntries = maxEntries;
+    this.keep = !options.count;
   }
-  return entries;
+  push(chunk: Buffer): void {
+    let from = 0;
+    for (let nl = chunk.indexOf(10, from); nl !== -1; nl = chunk.indexOf(10, from)) {
+      this.take(chunk, from, nl);
+      this.line();
+      from = nl + 1;
+    }
+    this.take(chunk, from, chunk.length);
+  }
+  /** The entries, once the output ended. */
+  end(): ListEntry[] {
+    this.line();
+    return this.entries;
+  }
+  private take(chunk: Buffer, from: number, to: number): void {
+    const room = lineHead - this.head.length;
+    if (room > 0 && to > from) this.head += chunk.toString("latin1", from, Math.min(to, from + room));
+  }
+  private line(): void {
+    const m = line.exec(this.head);
+    this.head = "";
+    if (!m) return;
+    const id = Number(m[1]);
+    if (this.seen.has(id)) return;
+    if (this.seen.size >= this.maxEntries)
+      throw new ArchiveLimitError(`the backup archive lists more than ${this.maxEntries} objects`);
+    this.seen.add(id);
+    // sliced, then flattened: a slice of a string can keep its whole parent alive.
+    if (this.keep) this.entries.push({ id, rest: ` ${m[2]!.slice(0, restHead)}`.slice(1) });
+  }
+}
+
+/** An archive past a limit of the service (archiveEntryLimit): its job fails for good (dump.ts makes it a JobLimitError). */
+export class ArchiveLimitError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ArchiveLimitError";
+  }
 }
 
 const isTableData = (rest: string) => rest.startsWith("TABLE DATA ");
@@ -44,10 +106,10 @@ function deal(ids: number[], k: number): number[][] {
  * The data section (`--list --section=data`) as up to `k` lists of dump ids, to be restored in parallel. Each list
  * keeps archive order: from a pipe, pg_restore can only read forward.
  */
-export function planData(listing: string, k: number): number[][] {
+export function planData(listing: Listing, k: number): number[][] {
   const lists: number[][] = Array.from({ length: k }, () => []);
   let table = 0;
-  for (const e of parseList(listing)) lists[isTableData(e.rest) ? table++ % k : 0]!.push(e.id);
+  for (const e of entriesOf(listing)) lists[isTableData(e.rest) ? table++ % k : 0]!.push(e.id);
   return lists.filter((l) => l.length > 0);
 }
 
@@ -55,8 +117,8 @@ export function planData(listing: string, k: number): number[][] {
  * The post-data section (`--list --section=post-data`): up to `k` lists of indexes and constraints to run in
  * parallel, then the list of everything else, to run alone afterwards in archive order (empty when nothing is left).
  */
-export function planPostData(listing: string, k: number): { parallel: number[][]; after: number[] } {
-  const entries = parseList(listing);
+export function planPostData(listing: Listing, k: number): { parallel: number[][]; after: number[] } {
+  const entries = entriesOf(listing);
   return {
     parallel: deal(
       entries.filter((e) => isIndexOrConstraint(e.rest)).map((e) => e.id),
@@ -99,14 +161,14 @@ export const exactTablePattern = (schema: string, name: string): string =>
  * post-data entry, and the rest of post-data, runs `after`, alone, in archive order.
  */
 export function planLanes(
-  dataListing: string,
-  postListing: string,
+  dataListing: Listing,
+  postListing: Listing,
   toc: { entries: { id: number; desc: string; section: number; deps: number[] }[]; dataBytes: Map<number, number> },
   k: number,
 ): { lanes: number[][]; after: number[] } {
   const byId = new Map(toc.entries.map((e) => [e.id, e]));
-  const data = parseList(dataListing).map((e) => e.id);
-  const post = parseList(postListing).map((e) => e.id);
+  const data = entriesOf(dataListing).map((e) => e.id);
+  const post = entriesOf(postListing).map((e) => e.id);
   // The table each TABLE DATA entry loads, and its lane.
   const tableOf = new Map<number, number>();
   for (const id of data) {

@@ -239,9 +239,13 @@ export async function dropDatabase(
   await pool.query(`DROP ROLE IF EXISTS ${ident(input.ownerRole)}`);
 }
 
+/**
+ * The database's comment, its first 1,024 characters: the owner (a tenant) may write one of any size, and only a
+ * restore marker (far shorter) is ever looked for in it.
+ */
 export async function databaseComment(pool: pg.Pool, name: string): Promise<string | null> {
   const { rows } = await pool.query<{ c: string | null }>(
-    "SELECT shobj_description(oid, 'pg_database') AS c FROM pg_database WHERE datname = $1",
+    "SELECT left(shobj_description(oid, 'pg_database'), 1024) AS c FROM pg_database WHERE datname = $1",
     [name],
   );
   return rows[0]?.c ?? null;

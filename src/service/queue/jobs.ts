@@ -1,6 +1,8 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import type { Logger } from "pino";
+import { isUnavailable } from "../shared/errors.ts";
 import { inTransaction } from "../store/pool.ts";
 
 export type JobKind = "provision" | "backup" | "restore" | "drop";
@@ -18,6 +20,49 @@ export class JobFatalError extends Error {
     super(message, options);
     this.name = "JobFatalError";
   }
+}
+
+/**
+ * A job that went past one of the service's documented limits (the size of what a tenant's database holds): it failed
+ * for good, as retrying would only meet the same limit again.
+ */
+export class JobLimitError extends JobFatalError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "JobLimitError";
+  }
+}
+
+/** What threw outside the job's own promises (in a stream's callback, a timer, an unhandled rejection) and so ended it. */
+class JobCrashError extends JobFatalError {
+  constructor(cause: unknown) {
+    const message = cause instanceof Error ? cause.message : String(cause);
+    super(`the job failed on an unexpected error: ${message.slice(0, 500)}`, { cause });
+    this.name = "JobCrashError";
+  }
+}
+
+// Every attempt runs in an async context that knows how to end it. An exception nothing caught (a stream callback of
+// pg_dump's pipes that threw, say) still carries the context of the attempt it began in: it ends that attempt, not
+// the process, so one tenant's job can never take the API down for every workspace.
+const attemptScope = new AsyncLocalStorage<{ crash(err: unknown): void }>();
+let contained = 0;
+
+function onUncaught(err: unknown): void {
+  const attempt = attemptScope.getStore();
+  if (attempt) return attempt.crash(err);
+  // Not a job's: as Node itself would, unless someone else (a test runner) listens and decides.
+  if (process.listenerCount("uncaughtException") > 1) return;
+  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+}
+
+/** While a runner is started: uncaught exceptions of its jobs end their attempt (above). */
+function containJobCrashes(): () => void {
+  if (contained++ === 0) process.on("uncaughtException", onUncaught);
+  return () => {
+    if (--contained === 0) process.off("uncaughtException", onUncaught);
+  };
 }
 
 /**
@@ -100,6 +145,7 @@ export class JobRunner {
   private readonly workers: Promise<void>[] = [];
   private wakeUp: (() => void)[] = [];
   private running = 0;
+  private release = () => {};
 
   constructor(options: JobRunnerOptions) {
     this.options = options;
@@ -107,6 +153,7 @@ export class JobRunner {
   }
 
   start(): void {
+    this.release = containJobCrashes();
     for (let i = 0; i < this.options.concurrency; i++) this.workers.push(this.work());
   }
 
@@ -127,6 +174,8 @@ export class JobRunner {
     this.stopped = true;
     for (const w of this.wakeUp.splice(0)) w();
     await Promise.all(this.workers);
+    this.release();
+    this.release = () => {};
   }
 
   private idle(): Promise<void> {
@@ -195,19 +244,40 @@ export class JobRunner {
           log.debug("job started");
           const deadline = new AbortController();
           const timer = setTimeout(() => deadline.abort(new JobTimeoutError(timeoutMs)), timeoutMs);
+          // An uncaught exception of this attempt aborts it (its programs are killed) and ends it at once: the stream
+          // that threw may never deliver the event the handler waits for. It is not retried: it would throw again.
+          const crashed = new AbortController();
+          const crash = Promise.withResolvers<never>();
+          crash.promise.catch(() => {});
+          const scope = {
+            crash: (err: unknown) => {
+              if (crashed.signal.aborted) return log.warn({ err: { message: String(err) } }, "ended job threw again");
+              log.error({ err: { message: err instanceof Error ? err.message : String(err) } }, "job threw");
+              const error = new JobCrashError(err);
+              crashed.abort(error);
+              crash.reject(error);
+            },
+          };
+          const signal = AbortSignal.any([deadline.signal, crashed.signal]);
           try {
-            await handler.run(job, {
-              attempt,
-              runId,
-              signal: deadline.signal,
-              outcome: async (text, options) => {
-                outcome = text;
-                if (options?.durable) await pool.query("UPDATE job_runs SET outcome = $2 WHERE id = $1", [runId, text]);
-              },
-            });
+            await attemptScope.run(scope, () =>
+              Promise.race([
+                handler.run(job, {
+                  attempt,
+                  runId,
+                  signal,
+                  outcome: async (text, options) => {
+                    outcome = text;
+                    if (options?.durable)
+                      await pool.query("UPDATE job_runs SET outcome = $2 WHERE id = $1", [runId, text]);
+                  },
+                }),
+                crash.promise,
+              ]),
+            );
           } catch (err) {
-            // Whatever the aborted step threw (a killed pg_restore, an AbortError), the cause is the time limit.
-            throw deadline.signal.aborted ? (deadline.signal.reason as Error) : err;
+            // Whatever the aborted step threw (a killed pg_restore, an AbortError), the cause is the abort's.
+            throw signal.aborted ? (signal.reason as Error) : err;
           } finally {
             clearTimeout(timer);
           }
@@ -235,7 +305,15 @@ export class JobRunner {
               [job.id, backoffMs, error.message.slice(0, 2000)],
             );
           }
-          const ended = error instanceof JobTimeoutError ? "timed-out" : fatal ? "failed" : "retry";
+          // "unavailable": PostgreSQL out of reach, the platform's fault, not the workspace's (domain/job-budget.ts).
+          const ended =
+            error instanceof JobTimeoutError
+              ? "timed-out"
+              : fatal
+                ? "failed"
+                : isUnavailable(error)
+                  ? "unavailable"
+                  : "retry";
           await client.query("UPDATE job_runs SET finished_at = now(), outcome = $2 WHERE id = $1", [
             runId,
             outcome || ended,

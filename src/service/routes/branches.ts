@@ -24,7 +24,7 @@ export function branchRoutes(app: FastifyInstance, deps: ServiceDeps): void {
 
   app.post("/v1/projects/:projectId/branches", async (req, reply) => {
     const id = projectIdOf(req.params);
-    const raw = jsonBody(req);
+    const raw = jsonBody(req, ["gitName"]);
     // 422 when the gitName is what is wrong (the public API's "Invalid gitName"), 400 for anything else.
     const issues = CreateBranchBody.safeParse(raw).error?.issues ?? [];
     const gitNameOnly = issues.length > 0 && issues.every((i) => i.path[0] === "gitName");
@@ -50,7 +50,7 @@ export function branchRoutes(app: FastifyInstance, deps: ServiceDeps): void {
 
   app.patch("/v1/branches/:branchId", async (req) => {
     const id = branchIdOf(req.params);
-    const body = parseWith(UpdateBranchBody, jsonBody(req), "request body", "unprocessable");
+    const body = parseWith(UpdateBranchBody, jsonBody(req, ["gitName", "role"]), "request body", "unprocessable");
     return { data: renderBranch(deps.config, await updateBranch(deps, principalOf(req).workspaceId, id, body)) };
   });
 

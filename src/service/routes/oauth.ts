@@ -3,27 +3,31 @@ import type { ServiceDeps } from "../runtime/deps.ts";
 import { grantClientCredentials, grantRefreshToken, type IssuedTokens } from "../domain/oauth.ts";
 import { echo, invalidRequest } from "../shared/errors.ts";
 import { takeAuthAttempt } from "../http/request.ts";
+import { checkJsonStrings, checkPairs, utf8Body } from "../http/text.ts";
 
 // POST /oauth/token (CONTRACT §9): client_credentials (client_id = a service token's id, client_secret = the token)
 // and refresh_token with rotation (domain/oauth.ts). Every request counts against the budget of its address and secret.
 
 function formOf(req: FastifyRequest): URLSearchParams {
   const type = req.headers["content-type"] ?? "";
-  const raw = Buffer.isBuffer(req.body) ? req.body.toString("utf8") : "";
-  if (/^application\/x-www-form-urlencoded\s*(;|$)/i.test(type)) return new URLSearchParams(raw);
+  const raw = Buffer.isBuffer(req.body) ? utf8Body(req.body) : "";
+  if (/^application\/x-www-form-urlencoded\s*(;|$)/i.test(type)) {
+    // Checked as sent: URLSearchParams would quietly turn a bad escape into U+FFFD.
+    checkPairs(raw, "field");
+    return new URLSearchParams(raw);
+  }
   if (/^application\/json\s*(;|$)/i.test(type)) {
+    let value: unknown;
     try {
-      const value = JSON.parse(raw) as unknown;
-      if (value && typeof value === "object" && !Array.isArray(value)) {
-        return new URLSearchParams(
-          Object.entries(value as Record<string, unknown>).filter(([, v]) => typeof v === "string") as [
-            string,
-            string,
-          ][],
-        );
-      }
+      value = JSON.parse(raw) as unknown;
     } catch {
-      // fall through
+      value = undefined;
+    }
+    if (value && typeof value === "object" && !Array.isArray(value)) {
+      checkJsonStrings(value);
+      return new URLSearchParams(
+        Object.entries(value as Record<string, unknown>).filter(([, v]) => typeof v === "string") as [string, string][],
+      );
     }
   }
   throw invalidRequest(
@@ -61,6 +65,11 @@ export function oauthRoutes(app: FastifyInstance, deps: ServiceDeps): void {
     let clientSecret = form.get("client_secret");
     const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? "");
     if (basic) ({ clientId, clientSecret } = basicCredentials(basic[1]!));
+    // The same check as every other request's strings (http/text.ts), before any of them is looked up.
+    checkJsonStrings({
+      ...Object.fromEntries(form),
+      ...(basic ? { client_id: clientId, client_secret: clientSecret } : {}),
+    });
     const grant = form.get("grant_type");
     // Counted per address and secret (http/request.ts, attemptKey): a neighbour's bad secret never spends this one's budget.
     takeAuthAttempt(deps, req, (grant === "refresh_token" ? form.get("refresh_token") : clientSecret) ?? "");

@@ -41,3 +41,17 @@ export const notFound = (what: string, id: string) =>
   );
 export const conflict = (message: string, hint = "") => new ServiceError("conflict", message, hint);
 export const unprocessable = (message: string, hint = "") => new ServiceError("unprocessable", message, hint);
+
+/** Errors that mean "PostgreSQL is not reachable": 503 with Retry-After rather than 500. */
+export function isUnavailable(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  if (
+    typeof e.code === "string" &&
+    (/^(08|57P0[1-3]|53300)/.test(e.code) ||
+      ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND"].includes(e.code))
+  )
+    return true;
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+    e.message ?? "",
+  );
+}

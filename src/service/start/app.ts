@@ -1,9 +1,17 @@
 import { randomUUID } from "node:crypto";
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
+import type { Duplex } from "node:stream";
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from "fastify";
 import { errorBody } from "../../contract/index.ts";
 import type { ServiceDeps } from "../runtime/deps.ts";
-import { echo, ServiceError } from "../shared/errors.ts";
+import { echo, invalidRequest, isUnavailable, ServiceError } from "../shared/errors.ts";
 import { authenticate } from "../http/request.ts";
+import { checkRequestLine } from "../http/text.ts";
 import { replayAnnouncement } from "../domain/idempotency.ts";
 import { backupRoutes } from "../routes/backups.ts";
 import { branchRoutes } from "../routes/branches.ts";
@@ -16,20 +24,6 @@ import { regionRoutes } from "../routes/regions.ts";
 import { usageRoutes } from "../routes/usage.ts";
 
 const bodyLimitBytes = 64 * 1024;
-
-/** Errors that mean "PostgreSQL is not reachable": 503 with Retry-After rather than 500. */
-function isUnavailable(err: unknown): boolean {
-  const e = err as { code?: string; message?: string };
-  if (
-    typeof e.code === "string" &&
-    (/^(08|57P0[1-3]|53300)/.test(e.code) ||
-      ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND"].includes(e.code))
-  )
-    return true;
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
-    e.message ?? "",
-  );
-}
 
 function toServiceError(err: unknown): ServiceError | undefined {
   if (err instanceof ServiceError) return err;
@@ -55,6 +49,27 @@ function toServiceError(err: unknown): ServiceError | undefined {
   return undefined;
 }
 
+/**
+ * What Node's HTTP parser refuses before Fastify sees a request (a NUL, CR or LF in a header value, a malformed request
+ * line, headers past their size, a request too slow to arrive), answered in the API's error shape rather than
+ * Fastify's: still a 4xx, now with a message that says what was wrong.
+ */
+function clientErrorHandler(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const [status, text, message] =
+    err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? [408, "Request Timeout", "the request did not arrive in time"]
+      : err.code === "HPE_HEADER_OVERFLOW"
+        ? [431, "Request Header Fields Too Large", "the request's headers are too large"]
+        : [400, "Bad Request", "the request line or a header is not valid HTTP (a NUL, CR or LF in a header value?)"];
+  const body = JSON.stringify(errorBody("invalid_request", message, "send a well-formed HTTP/1.1 request"));
+  if (socket.writable)
+    socket.write(
+      `HTTP/1.1 ${status} ${text}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  socket.destroy(err);
+}
+
 /** The Managed Database Service API as a fastify instance (not listening). */
 export function createApp(deps: ServiceDeps): FastifyInstance {
   const app = Fastify({
@@ -68,6 +83,21 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
       return typeof given === "string" && /^[\x21-\x7e]{1,200}$/.test(given) ? given : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true },
+    clientErrorHandler,
+    // A path the router refuses (one it cannot decode, a segment past its length) never reaches a hook: answered
+    // as http/text.ts answers it, or else as a request it cannot route.
+    frameworkErrors: (_err, req, reply) => {
+      let e = invalidRequest("invalid request path", "check the request line");
+      try {
+        checkRequestLine(req);
+      } catch (refused) {
+        if (refused instanceof ServiceError) e = refused;
+      }
+      void (reply as unknown as FastifyReply)
+        .code(e.status)
+        .type("application/json; charset=utf-8")
+        .send(errorBody(e.code, e.message, e.hint));
+    },
   });
 
   // Bodies arrive raw; handlers decide what they accept (CONTRACT §1: a wrong content type is 400, not 415).
@@ -85,6 +115,8 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
     reply.header("x-request-id", req.id);
     if (req.url.startsWith("/v1/")) reply.header(replayAnnouncement.header, replayAnnouncement.value);
     (req as FastifyRequest & { startedAt?: bigint }).startedAt = process.hrtime.bigint();
+    // Before anything reads them (authentication, a route, a query): every string of the path, query and headers.
+    checkRequestLine(req);
     const url = req.routeOptions.url;
     if (url?.startsWith("/v1/"))
       (req as FastifyRequest & { principal?: unknown }).principal = await authenticate(deps, req);
