@@ -8,14 +8,14 @@ import { invalidRequest, ServiceError } from "../shared/errors.ts";
 // value itself.
 
 /** Longer than any id, name, git name (255), logicalId (128) or cursor (400) the API accepts. */
-export const maxTextLength = 1024;
+const maxTextLength = 1024;
 
 // C0 controls (NUL included), DEL and the C1 controls.
 // eslint-disable-next-line no-control-regex
 const control = /[\u0000-\u001f\u007f-\u009f]/;
 
 /** What is wrong with `value`, or undefined. */
-export function textProblem(value: string): string | undefined {
+function textProblem(value: string): string | undefined {
   if (value.length > maxTextLength) return `is longer than ${maxTextLength} characters`;
   if (!value.isWellFormed()) return "is not well-formed Unicode (it holds a lone surrogate)";
   if (value.includes("\0")) return "contains a NUL character";

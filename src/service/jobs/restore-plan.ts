@@ -15,7 +15,7 @@ const line = /^(\d+); \d+ \d+ (.*)$/;
 
 export type ListEntry = { id: number; rest: string };
 /** A `pg_restore --list` output: its text (tests), or its entries as ListingReader collected them. */
-export type Listing = string | readonly ListEntry[];
+type Listing = string | readonly ListEntry[];
 
 /** The entries of a `pg_restore --list` output, in archive order, each id once. */
 export function parseList(text: string): ListEntry[] {
