@@ -4,7 +4,7 @@
 
 /** Labels whose values are bounded by the code or the cluster, not by how many resources exist; each says why. */
 const boundedLabels: Record<string, string> = {
-  kind: "a kind of mds (`Project`, `Database`, …), or a Node.js GC kind",
+  kind: "a kind of mds (one per registered kind), or a Node.js GC kind",
   controller: "a controller: its kind in lower case, as controller-runtime names it",
   name: "a work queue's controller (`workqueue_*`), or the leader Lease (`leader_election_master_status`)",
   priority: "a work queue priority (always empty)",

@@ -179,7 +179,7 @@ const operatorRules: PolicyRule[] = [
   { apiGroups: ["mds.dev"], resources: ["projects"], verbs: ["list", "watch", "patch"] },
   { apiGroups: ["mds.dev"], resources: ["databases"], verbs: ["get", "list", "watch", "patch"] },
   { apiGroups: ["mds.dev"], resources: ["databaserestores"], verbs: ["get", "list", "watch"] },
-  { apiGroups: ["mds.dev"], resources: ["connections"], verbs: ["list", "watch", "patch"] },
+  { apiGroups: ["mds.dev"], resources: ["connections"], verbs: ["get", "list", "watch", "patch"] },
   { apiGroups: ["mds.dev"], resources: ["databasebackups"], verbs: ["get", "list", "watch", "create", "delete"] },
   { apiGroups: ["mds.dev"], resources: ["backupschedules"], verbs: ["get", "list", "watch"] },
   {
