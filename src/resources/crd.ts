@@ -95,11 +95,11 @@ export function openApiSchemaOf(schema: z.ZodType): JsonSchema {
 }
 
 /** Where the API server reaches the conversion webhook (`mds webhook`): a Service, or a URL (devkube, tests). */
-export type WebhookClientConfig =
+type WebhookClientConfig =
   | { service: { namespace: string; name: string; path: string; port: number }; caBundle?: string }
   | { url: string; caBundle?: string };
 
-export interface CrdOptions {
+interface CrdOptions {
   /**
    * Serve v1beta1 (storage) and v1alpha1 (deprecated), converted by the webhook at this address. Without it the CRD
    * serves v1alpha1 alone, as 0.1.0 did.

@@ -6,7 +6,7 @@
 // field's enum, so conversion is lossless both ways without an annotation: no field exists in one version only.
 
 /** One enum field of some kinds, with its values in v1alpha1 → v1beta1. */
-export interface EnumChange {
+interface EnumChange {
   kinds: readonly string[];
   /** Object path from the top of the resource, e.g. spec → source → type. */
   path: readonly string[];
