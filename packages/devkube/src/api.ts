@@ -5,6 +5,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { parse as parseYaml } from "yaml";
 import { AdmissionDenied, PolicyAdmission, type AdmissionRequest } from "./admission.ts";
+import type { ConversionWebhooks } from "./conversion-webhook.ts";
 import { crdResourceTypes, crdStatus, CRD_FINALIZER, defaultCrd, validateCrd } from "./crd.ts";
 import {
   ApiError,
@@ -79,10 +80,13 @@ export class Api {
   private readonly changed: () => void;
   private readonly admission: PolicyAdmission;
 
-  constructor(store: Store, registry: Registry, changed: () => void) {
+  private readonly webhooks: ConversionWebhooks | undefined;
+
+  constructor(store: Store, registry: Registry, changed: () => void, webhooks?: ConversionWebhooks) {
     this.store = store;
     this.registry = registry;
     this.changed = changed;
+    this.webhooks = webhooks;
     this.admission = new PolicyAdmission(store, registry, (from, to, obj) =>
       this.render(to, this.toStorage(from, clone(obj))),
     );
@@ -714,7 +718,7 @@ export class Api {
     if (rt.storageKey === "apiextensions.k8s.io/customresourcedefinitions") {
       const name = String(metaOf(obj)["name"]);
       if (removed) this.registry.removeCrd(name);
-      else this.registry.setCrd(name, crdResourceTypes(obj));
+      else this.registry.setCrd(name, crdResourceTypes(obj, this.webhooks));
     }
     this.changed();
   }
@@ -722,7 +726,7 @@ export class Api {
   /** Registers resource types of every stored CRD (at startup). */
   loadCrds(): void {
     for (const crd of this.store.list("apiextensions.k8s.io/customresourcedefinitions")) {
-      this.registry.setCrd(String(metaOf(crd)["name"]), crdResourceTypes(crd));
+      this.registry.setCrd(String(metaOf(crd)["name"]), crdResourceTypes(crd, this.webhooks));
     }
   }
 

@@ -1,3 +1,4 @@
+import type { ConversionWebhooks } from "./conversion-webhook.ts";
 import { invalid, type FieldCause } from "./errors.ts";
 import { evaluateJsonPath } from "./jsonpath.ts";
 import { ALL_VERBS, type PrinterColumn, type ResourceType } from "./resource-type.ts";
@@ -18,6 +19,8 @@ interface CrdVersion {
   subresources?: Obj;
   additionalPrinterColumns?: PrinterColumn[];
   selectableFields?: { jsonPath: string }[];
+  deprecated?: boolean;
+  deprecationWarning?: string;
 }
 
 function versionsOf(crd: Obj): CrdVersion[] {
@@ -222,12 +225,23 @@ export function crdStatus(crd: Obj, old: Obj | undefined): Obj {
 }
 
 /** The resource types one CRD serves (one per served version). */
-export function crdResourceTypes(crd: Obj): ResourceType[] {
+export function crdResourceTypes(crd: Obj, webhooks?: ConversionWebhooks): ResourceType[] {
   const spec = isObj(crd["spec"]) ? crd["spec"] : {};
   const names = isObj(spec["names"]) ? spec["names"] : {};
   const group = String(spec["group"]);
   const kind = String(names["kind"]);
   const plural = String(names["plural"]);
+  const storage = versionsOf(crd).find((v) => v.storage)?.name;
+  const conversion = isObj(spec["conversion"]) ? spec["conversion"] : {};
+  const webhook = isObj(conversion["webhook"]) ? conversion["webhook"] : {};
+  const clientConfig = isObj(webhook["clientConfig"]) ? webhook["clientConfig"] : undefined;
+  // strategy Webhook: every object is stored in the storage version and served in the one asked for, converted by
+  // the webhook whenever the two differ (kube-apiserver never calls it for the same version).
+  const convertTo = (apiVersion: string) => (obj: Obj) =>
+    obj["apiVersion"] === apiVersion || !webhooks || !clientConfig
+      ? obj
+      : webhooks.convert({ clientConfig, crdName: String(metaOf(crd)["name"]) }, [obj], apiVersion)[0]!;
+  const viaWebhook = conversion["strategy"] === "Webhook" && storage !== undefined;
   return versionsOf(crd)
     .filter((v) => v.served)
     .map((v) => {
@@ -259,6 +273,12 @@ export function crdResourceTypes(crd: Obj): ResourceType[] {
           const vals = evaluateJsonPath(`.${f}`, o);
           return vals.length > 0 ? String(vals[0]) : "";
         },
+        ...(v.deprecated
+          ? { deprecationWarning: v.deprecationWarning ?? `${group}/${v.name} ${kind} is deprecated` }
+          : {}),
+        ...(viaWebhook
+          ? { toStorage: convertTo(`${group}/${storage}`), fromStorage: convertTo(`${group}/${v.name}`) }
+          : {}),
       };
       if (
         scaleDef &&
