@@ -34,6 +34,10 @@ const productCommands: Record<string, Command> = {
     summary: "serve the CRD conversion webhook (v1alpha1 <-> v1beta1) with a certificate it manages",
     run: async (a) => (await import("./webhook.ts")).runWebhook(a),
   },
+  "migrate-storage": {
+    summary: "rewrite every mds.dev object in the CRDs' storage version and drop the others from storedVersions",
+    run: async (a) => (await import("./migrate-storage.ts")).runMigrateStorage(a),
+  },
   crds: {
     summary: "write crds/*.yaml from the resource schemas",
     run: async (a) => (await import("./crds.ts")).runCrds(a),

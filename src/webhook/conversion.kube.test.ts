@@ -1,7 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -12,6 +10,7 @@ import { crdOf } from "../resources/crd.ts";
 import { crdDefinitions } from "../resources/crd-files.ts";
 import { eventually } from "../../test/support/eventually.ts";
 import { runKubectl } from "../../test/support/kubectl.ts";
+import { webhookAddress, type WebhookProcess } from "../../test/support/webhook-process.ts";
 
 // The API server's side of conversion, on devkube with the real kubectl 1.32: the CRDs serve v1alpha1 (deprecated)
 // and v1beta1 (storage), and every read, write, list and watch in the version that is not stored goes through
@@ -21,18 +20,10 @@ const repo = fileURLToPath(new URL("../..", import.meta.url));
 const databases = join(repo, "examples/databases.yaml");
 const deprecation = "Warning: mds.dev/v1alpha1 Database is deprecated; use mds.dev/v1beta1 Database";
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
-}
-
 describe("CRD conversion through the webhook on devkube", () => {
   let dir = "";
   let kube: Devkube;
-  let webhook: ChildProcess | undefined;
+  let webhook: WebhookProcess | undefined;
   let url = "";
   const kubectl = (args: string[], input?: string) =>
     runKubectl(kube.kubeconfigPath, args, { cacheDir: join(dir, "kubectl-cache"), ...(input ? { input } : {}) });
@@ -46,28 +37,11 @@ describe("CRD conversion through the webhook on devkube", () => {
     dir = await mkdtemp(join(tmpdir(), "mds-conversion-"));
     kube = await startDevkube({ dir: join(dir, "kube"), port: 0 });
     expect((await kubectl(["create", "namespace", "mds-system"])).code).toBe(0);
-    const port = await freePort();
-    url = `https://127.0.0.1:${port}/convert`;
+    const address = await webhookAddress();
+    url = address.url;
     const crds = crdDefinitions.map((d) => stringify(crdOf(d, { conversion: { url } }))).join("---\n");
     expect((await kubectl(["apply", "-f", "-"], crds)).stderr).toBe("");
-    webhook = spawn(
-      process.execPath,
-      [join(repo, "bin/mds.js"), "webhook", "--url", url, "--port", String(port), "--host", "127.0.0.1"].concat([
-        "--kubeconfig",
-        kube.kubeconfigPath,
-        "--namespace",
-        "mds-system",
-      ]),
-      { stdio: ["ignore", "pipe", "inherit"] },
-    );
-    await new Promise<void>((resolve, reject) => {
-      let out = "";
-      webhook!.stdout!.on("data", (d: Buffer) => {
-        out += d.toString();
-        if (out.includes("conversion webhook serving")) resolve();
-      });
-      webhook!.once("exit", (code) => reject(new Error(`mds webhook exited with ${code}: ${out}`)));
-    });
+    webhook = await address.start(kube.kubeconfigPath);
     for (const d of crdDefinitions)
       await eventually(
         async () =>
@@ -84,7 +58,7 @@ describe("CRD conversion through the webhook on devkube", () => {
       );
   });
   afterAll(async () => {
-    webhook?.kill();
+    await webhook?.stop();
     await kube?.stop();
     await rm(dir, { recursive: true, force: true });
   });
@@ -172,10 +146,7 @@ describe("CRD conversion through the webhook on devkube", () => {
   });
 
   it("answers as kube-apiserver does when the webhook is down: the stored version still reads, the other fails", async () => {
-    const exited = new Promise((r) => webhook!.once("exit", r));
-    webhook!.kill();
-    await exited;
-    webhook = undefined;
+    await webhook!.stop();
     expect((await kubectl(["get", "databases.v1beta1.mds.dev", "orders"])).code).toBe(0);
     const down = await kubectl(["get", "databases.v1alpha1.mds.dev", "orders"]);
     expect(down.code).not.toBe(0);

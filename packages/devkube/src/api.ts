@@ -591,7 +591,12 @@ export class Api {
         nmeta["finalizers"] = [
           ...new Set([...(Array.isArray(nmeta["finalizers"]) ? (nmeta["finalizers"] as string[]) : []), CRD_FINALIZER]),
         ];
-      next["status"] = crdStatus(next, old);
+      const status = next["status"];
+      next["status"] = crdStatus(
+        next,
+        old,
+        how.subresource === "status" && isObj(status) ? { storedVersions: status["storedVersions"] } : undefined,
+      );
     }
     if (rt.schema) {
       let defaulted = rt.schema.applyDefaults(next);

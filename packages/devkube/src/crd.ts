@@ -179,14 +179,55 @@ export function defaultCrd(crd: Obj): void {
   }
 }
 
-/** The status the API server's controllers settle on: names accepted, established (or terminating). */
-export function crdStatus(crd: Obj, old: Obj | undefined): Obj {
+/**
+ * status.storedVersions as a client writes it through /status (what a storage migration does once every object is
+ * rewritten): refused as kube-apiserver refuses it unless every entry is a version of the CRD and the storage
+ * version is among them.
+ */
+function writtenStoredVersions(crd: Obj, written: unknown): string[] {
+  const name = String(metaOf(crd)["name"]);
+  const versions = versionsOf(crd).map((v) => v.name);
+  const storage = versionsOf(crd).find((v) => v.storage)?.name;
+  const list = Array.isArray(written) ? written.map(String) : [];
+  const goList = `[]string{${list.map((v) => JSON.stringify(v)).join(", ")}}`;
+  const causes: FieldCause[] = [];
+  if (list.length === 0)
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "status.storedVersions",
+      message: `Invalid value: ${goList}: must have at least one stored version`,
+    });
+  list.forEach((v, i) => {
+    if (!versions.includes(v))
+      causes.push({
+        type: "FieldValueInvalid",
+        field: `status.storedVersions[${i}]`,
+        message: `Invalid value: "${v}": must appear in spec.versions`,
+      });
+  });
+  if (list.length > 0 && storage !== undefined && !list.includes(storage))
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "status.storedVersions",
+      message: `Invalid value: ${goList}: must have the storage version ${storage}`,
+    });
+  if (causes.length > 0) throw invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes);
+  return list;
+}
+
+/**
+ * The status the API server's controllers settle on: names accepted, established (or terminating). storedVersions
+ * only grows with the storage version, except through a /status write (`written`), which may drop versions.
+ */
+export function crdStatus(crd: Obj, old: Obj | undefined, written?: { storedVersions: unknown }): Obj {
   const spec = isObj(crd["spec"]) ? crd["spec"] : {};
   const names = isObj(spec["names"]) ? { ...spec["names"] } : {};
   const stored = new Set<string>(
-    isObj(old?.["status"]) && Array.isArray(old["status"]["storedVersions"])
-      ? (old["status"]["storedVersions"] as string[])
-      : [],
+    written
+      ? writtenStoredVersions(crd, written.storedVersions)
+      : isObj(old?.["status"]) && Array.isArray(old["status"]["storedVersions"])
+        ? (old["status"]["storedVersions"] as string[])
+        : [],
   );
   for (const v of versionsOf(crd)) if (v.storage) stored.add(v.name);
   const now = timeNow();
