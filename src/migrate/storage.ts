@@ -19,7 +19,7 @@ interface Crd extends KubeObject {
   status?: { storedVersions?: string[] };
 }
 
-export interface MigrationReport {
+interface MigrationReport {
   crd: string;
   storageVersion: string;
   before: string[];
