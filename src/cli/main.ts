@@ -30,6 +30,14 @@ const productCommands: Record<string, Command> = {
     summary: "create, list and revoke service tokens",
     run: async (a) => (await import("./token.ts")).runToken(a),
   },
+  webhook: {
+    summary: "serve the CRD conversion webhook (v1alpha1 <-> v1beta1) with a certificate it manages",
+    run: async (a) => (await import("./webhook.ts")).runWebhook(a),
+  },
+  "migrate-storage": {
+    summary: "rewrite every mds.dev object in the CRDs' storage version and drop the others from storedVersions",
+    run: async (a) => (await import("./migrate-storage.ts")).runMigrateStorage(a),
+  },
   crds: {
     summary: "write crds/*.yaml from the resource schemas",
     run: async (a) => (await import("./crds.ts")).runCrds(a),

@@ -50,6 +50,11 @@ export interface KubeClientOptions {
   fieldManager?: string;
   /** Default: the config's shared request pool. */
   dispatcher?: Dispatcher;
+  /**
+   * false: objects come back whole. By default managedFields and kubectl's last-applied annotation are dropped
+   * (the operator never reads them); a client that writes back what it read (a storage migration) needs them.
+   */
+  strip?: boolean;
 }
 
 type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -120,6 +125,7 @@ export async function kubeFetch(
 export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOptions = {}): KubeClient {
   const timeoutMs = options.timeoutMs ?? 30_000;
   const fieldManager = options.fieldManager ?? "mds-operator";
+  const strip = options.strip === false ? <T>(obj: T) => obj : stripObject;
   async function request(
     what: string,
     method: Method,
@@ -154,7 +160,7 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
   return {
     async get<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string) {
       try {
-        return stripObject(
+        return strip(
           (await request(
             describe("get", type, namespace, name),
             HttpMethod.GET,
@@ -181,13 +187,13 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
         undefined,
         o.signal,
       )) as ObjectList<T>;
-      list.items = (list.items ?? []).map((item) => stripObject(item));
+      list.items = (list.items ?? []).map((item) => strip(item));
       list.metadata = list.metadata ?? {};
       return list;
     },
     async create<T extends KubeObject>(type: ResourceType, obj: T) {
       const ns = obj.metadata.namespace;
-      return stripObject(
+      return strip(
         (await request(
           describe("create", type, ns, obj.metadata.name),
           HttpMethod.POST,
@@ -200,7 +206,7 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
     async replace<T extends KubeObject>(type: ResourceType, obj: T) {
       const ns = obj.metadata.namespace;
       const name = obj.metadata.name;
-      return stripObject(
+      return strip(
         (await request(
           describe("update", type, ns, name),
           HttpMethod.PUT,
@@ -211,7 +217,7 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
       );
     },
     async patch<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string, patch: object) {
-      return stripObject(
+      return strip(
         (await request(
           describe("patch", type, namespace, name),
           HttpMethod.PATCH,
@@ -228,7 +234,7 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
       name: string,
       patch: object,
     ) {
-      return stripObject(
+      return strip(
         (await request(
           describe("update status of", type, namespace, name),
           HttpMethod.PATCH,

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { awaitingOperatorStatus } from "./conditions.ts";
 import { mdsVersion } from "../operator/build-info.ts";
+import { legacyVersion, storageVersion, v1beta1SchemaOf } from "./conversion/versions.ts";
 import { group, version } from "./group.ts";
 
 // The CRDs are generated from the zod schemas so the operator's parsing and the apiserver's validation cannot
@@ -97,8 +98,63 @@ export function openApiSchemaOf(schema: z.ZodType): JsonSchema {
 /** The annotation on every CRD naming the mds release that generated it. */
 export const crdVersionAnnotation = "mds.dev/version";
 
-export function crdOf(def: CrdDefinition): JsonSchema {
-  const wholeDescription = def.whole.description ?? def.kind;
+/** Where the API server reaches the conversion webhook (`mds webhook`): a Service, or a URL (devkube, tests). */
+type WebhookClientConfig =
+  | { service: { namespace: string; name: string; path: string; port: number }; caBundle?: string }
+  | { url: string; caBundle?: string };
+
+interface CrdOptions {
+  /**
+   * Serve v1beta1 (storage) and v1alpha1 (deprecated), converted by the webhook at this address. Without it the CRD
+   * serves v1alpha1 alone, as 0.1.0 did.
+   */
+  conversion?: WebhookClientConfig | undefined;
+}
+
+function openApiV3SchemaOf(def: CrdDefinition): JsonSchema {
+  return {
+    type: "object",
+    description: def.whole.description ?? def.kind,
+    properties: {
+      apiVersion: {
+        type: "string",
+        description: "APIVersion defines the versioned schema of this representation of an object.",
+      },
+      kind: { type: "string", description: "Kind is a string value representing the REST resource." },
+      metadata: { type: "object" },
+      spec: openApiSchemaOf(def.spec),
+      // Served until the operator writes a status, so kstatus reads InProgress, never Current, before it has looked.
+      status: { ...openApiSchemaOf(def.status), default: awaitingOperatorStatus },
+    },
+    required: ["spec"],
+  };
+}
+
+function versionOf(def: CrdDefinition, name: string, schema: JsonSchema, storage: boolean): JsonSchema {
+  return {
+    name,
+    served: true,
+    storage,
+    ...(name === legacyVersion && !storage
+      ? {
+          deprecated: true,
+          deprecationWarning: `${group}/${legacyVersion} ${def.kind} is deprecated; use ${group}/${storageVersion} ${def.kind}`,
+        }
+      : {}),
+    subresources: { status: {} },
+    additionalPrinterColumns: def.printerColumns,
+    schema: { openAPIV3Schema: schema },
+  };
+}
+
+export function crdOf(def: CrdDefinition, options: CrdOptions = {}): JsonSchema {
+  const v1alpha1 = openApiV3SchemaOf(def);
+  const versions = options.conversion
+    ? [
+        versionOf(def, legacyVersion, v1alpha1, false),
+        versionOf(def, storageVersion, v1beta1SchemaOf(def.kind, v1alpha1), true),
+      ]
+    : [versionOf(def, version, v1alpha1, true)];
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
@@ -120,33 +176,15 @@ export function crdOf(def: CrdDefinition): JsonSchema {
         categories: ["mds"],
       },
       scope: "Namespaced",
-      versions: [
-        {
-          name: version,
-          served: true,
-          storage: true,
-          subresources: { status: {} },
-          additionalPrinterColumns: def.printerColumns,
-          schema: {
-            openAPIV3Schema: {
-              type: "object",
-              description: wholeDescription,
-              properties: {
-                apiVersion: {
-                  type: "string",
-                  description: "APIVersion defines the versioned schema of this representation of an object.",
-                },
-                kind: { type: "string", description: "Kind is a string value representing the REST resource." },
-                metadata: { type: "object" },
-                spec: openApiSchemaOf(def.spec),
-                // Served until the operator writes a status, so kstatus reads InProgress, never Current, before it has looked.
-                status: { ...openApiSchemaOf(def.status), default: awaitingOperatorStatus },
-              },
-              required: ["spec"],
+      ...(options.conversion
+        ? {
+            conversion: {
+              strategy: "Webhook",
+              webhook: { conversionReviewVersions: ["v1"], clientConfig: options.conversion },
             },
-          },
-        },
-      ],
+          }
+        : {}),
+      versions,
     },
   };
 }

@@ -1,3 +1,4 @@
+import type { ConversionWebhooks } from "./conversion-webhook.ts";
 import { invalid, type FieldCause } from "./errors.ts";
 import { evaluateJsonPath } from "./jsonpath.ts";
 import { ALL_VERBS, type PrinterColumn, type ResourceType } from "./resource-type.ts";
@@ -18,6 +19,8 @@ interface CrdVersion {
   subresources?: Obj;
   additionalPrinterColumns?: PrinterColumn[];
   selectableFields?: { jsonPath: string }[];
+  deprecated?: boolean;
+  deprecationWarning?: string;
 }
 
 function versionsOf(crd: Obj): CrdVersion[] {
@@ -176,14 +179,55 @@ export function defaultCrd(crd: Obj): void {
   }
 }
 
-/** The status the API server's controllers settle on: names accepted, established (or terminating). */
-export function crdStatus(crd: Obj, old: Obj | undefined): Obj {
+/**
+ * status.storedVersions as a client writes it through /status (what a storage migration does once every object is
+ * rewritten): refused as kube-apiserver refuses it unless every entry is a version of the CRD and the storage
+ * version is among them.
+ */
+function writtenStoredVersions(crd: Obj, written: unknown): string[] {
+  const name = String(metaOf(crd)["name"]);
+  const versions = versionsOf(crd).map((v) => v.name);
+  const storage = versionsOf(crd).find((v) => v.storage)?.name;
+  const list = Array.isArray(written) ? written.map(String) : [];
+  const goList = `[]string{${list.map((v) => JSON.stringify(v)).join(", ")}}`;
+  const causes: FieldCause[] = [];
+  if (list.length === 0)
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "status.storedVersions",
+      message: `Invalid value: ${goList}: must have at least one stored version`,
+    });
+  list.forEach((v, i) => {
+    if (!versions.includes(v))
+      causes.push({
+        type: "FieldValueInvalid",
+        field: `status.storedVersions[${i}]`,
+        message: `Invalid value: "${v}": must appear in spec.versions`,
+      });
+  });
+  if (list.length > 0 && storage !== undefined && !list.includes(storage))
+    causes.push({
+      type: "FieldValueInvalid",
+      field: "status.storedVersions",
+      message: `Invalid value: ${goList}: must have the storage version ${storage}`,
+    });
+  if (causes.length > 0) throw invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes);
+  return list;
+}
+
+/**
+ * The status the API server's controllers settle on: names accepted, established (or terminating). storedVersions
+ * only grows with the storage version, except through a /status write (`written`), which may drop versions.
+ */
+export function crdStatus(crd: Obj, old: Obj | undefined, written?: { storedVersions: unknown }): Obj {
   const spec = isObj(crd["spec"]) ? crd["spec"] : {};
   const names = isObj(spec["names"]) ? { ...spec["names"] } : {};
   const stored = new Set<string>(
-    isObj(old?.["status"]) && Array.isArray(old["status"]["storedVersions"])
-      ? (old["status"]["storedVersions"] as string[])
-      : [],
+    written
+      ? writtenStoredVersions(crd, written.storedVersions)
+      : isObj(old?.["status"]) && Array.isArray(old["status"]["storedVersions"])
+        ? (old["status"]["storedVersions"] as string[])
+        : [],
   );
   for (const v of versionsOf(crd)) if (v.storage) stored.add(v.name);
   const now = timeNow();
@@ -222,12 +266,23 @@ export function crdStatus(crd: Obj, old: Obj | undefined): Obj {
 }
 
 /** The resource types one CRD serves (one per served version). */
-export function crdResourceTypes(crd: Obj): ResourceType[] {
+export function crdResourceTypes(crd: Obj, webhooks?: ConversionWebhooks): ResourceType[] {
   const spec = isObj(crd["spec"]) ? crd["spec"] : {};
   const names = isObj(spec["names"]) ? spec["names"] : {};
   const group = String(spec["group"]);
   const kind = String(names["kind"]);
   const plural = String(names["plural"]);
+  const storage = versionsOf(crd).find((v) => v.storage)?.name;
+  const conversion = isObj(spec["conversion"]) ? spec["conversion"] : {};
+  const webhook = isObj(conversion["webhook"]) ? conversion["webhook"] : {};
+  const clientConfig = isObj(webhook["clientConfig"]) ? webhook["clientConfig"] : undefined;
+  // strategy Webhook: every object is stored in the storage version and served in the one asked for, converted by
+  // the webhook whenever the two differ (kube-apiserver never calls it for the same version).
+  const convertTo = (apiVersion: string) => (obj: Obj) =>
+    obj["apiVersion"] === apiVersion || !webhooks || !clientConfig
+      ? obj
+      : webhooks.convert({ clientConfig, crdName: String(metaOf(crd)["name"]) }, [obj], apiVersion)[0]!;
+  const viaWebhook = conversion["strategy"] === "Webhook" && storage !== undefined;
   return versionsOf(crd)
     .filter((v) => v.served)
     .map((v) => {
@@ -259,6 +314,12 @@ export function crdResourceTypes(crd: Obj): ResourceType[] {
           const vals = evaluateJsonPath(`.${f}`, o);
           return vals.length > 0 ? String(vals[0]) : "";
         },
+        ...(v.deprecated
+          ? { deprecationWarning: v.deprecationWarning ?? `${group}/${v.name} ${kind} is deprecated` }
+          : {}),
+        ...(viaWebhook
+          ? { toStorage: convertTo(`${group}/${storage}`), fromStorage: convertTo(`${group}/${v.name}`) }
+          : {}),
       };
       if (
         scaleDef &&

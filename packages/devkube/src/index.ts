@@ -8,6 +8,7 @@ import { pino, type Logger } from "pino";
 import { stringify as toYaml } from "yaml";
 import { Api } from "./api.ts";
 import { Controllers } from "./controllers.ts";
+import { ConversionWebhooks, type ServiceAddresses } from "./conversion-webhook.ts";
 import { Registry } from "./registry.ts";
 import { defaultClusterRoles, rbacAuthorizer, TokenIssuer, type Authorizer } from "./rbac.ts";
 import { createApp } from "./server.ts";
@@ -29,6 +30,11 @@ export interface DevkubeOptions {
   /** Serve aggregated discovery (kubectl's default path); false forces the legacy fan-out. */
   aggregatedDiscovery?: boolean;
   authorize?: Authorizer;
+  /**
+   * Where a conversion webhook's Service is reached ("namespace/name" → "host:port"; devkube runs no pods): its
+   * certificate is checked for <name>.<namespace>.svc. A CRD's webhook by url needs nothing here.
+   */
+  services?: ServiceAddresses;
   /** Put the "default" ServiceAccount and "kube-root-ca.crt" ConfigMap in every namespace, as a cluster does (default true). */
   namespaceDefaults?: boolean;
 }
@@ -55,7 +61,8 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
 
   const store = new Store(dir, options.watchHistoryLimit ?? 1000);
   const registry = new Registry();
-  const api = new Api(store, registry, () => undefined);
+  const webhooks = new ConversionWebhooks(options.services);
+  const api = new Api(store, registry, () => undefined, webhooks);
   const controllers = new Controllers(
     api,
     store,
@@ -131,6 +138,7 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
         server.closeAllConnections();
       });
       store.close();
+      await webhooks.stop();
     },
   };
 }

@@ -61,6 +61,8 @@ export interface ResourceType {
   schema?: CompiledSchema;
   /** Built-ins: server-side-apply list types (upstream x-kubernetes-list-type/-map-keys) beyond the shared ones. */
   listTypes?: ListTypes;
+  /** A deprecated version's warning, sent with every request to it (`Warning: 299 - "…"`). */
+  deprecationWarning?: string;
   /** Wire form (this version) → storage form, and back. */
   toStorage?: (obj: Obj) => Obj;
   fromStorage?: (obj: Obj) => Obj;

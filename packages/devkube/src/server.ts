@@ -256,6 +256,8 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
         });
       }
       if (rt.storageKey === "/serviceaccounts" && sub === "token") return tokenRequest(ns ?? "", name ?? "");
+      // as the CRD handler does: every request to a deprecated version carries its warning
+      if (rt.deprecationWarning) res.appendHeader("Warning", `299 - ${JSON.stringify(rt.deprecationWarning)}`);
       if (sub === "scale") return serveScale(rt, ns, name ?? "", who);
       return serveResource(rt, ns, name, sub, who);
     }
