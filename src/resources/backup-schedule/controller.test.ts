@@ -14,6 +14,8 @@ import { BackupScheduleType } from "./schema.ts";
 import { stallingReasons } from "../index.ts";
 import { createRemoteMirror } from "../remote-mirror.ts";
 import type { MdsRemote } from "../remote-api.ts";
+import { acceptedFor } from "../../../test/support/accepted.ts";
+let acc: ReturnType<typeof acceptedFor>;
 
 // A BackupSchedule creates one DatabaseBackup per slot (deterministic name: a restart never doubles a slot), takes
 // only the latest slot missed during downtime, prunes only what it took (through its own database at the service),
@@ -33,6 +35,7 @@ let dbId: string;
 
 function setUp(publicApi: boolean) {
   kube = createFakeKube();
+  acc = acceptedFor(kube);
   api = createFakeApi({ publicApi });
   clock = Date.parse("2026-11-26T10:00:00Z");
   kube.put(SecretType, {
@@ -56,6 +59,7 @@ function setUp(publicApi: boolean) {
         pollIntervals: poll,
         onRemoteChange: () => {},
       }),
+      accepted: acc.accepted,
       defaultCredentials: {
         secretNamespace: "ops",
         secretName: "mds-credentials",
@@ -83,6 +87,7 @@ async function seed() {
     spec: { projectId: project.id },
     status: { id: dbId, secretName: "inv" },
   });
+  acc.accept("default", "inv");
   kube.put(BackupScheduleType, {
     apiVersion: "mds.dev/v1alpha1",
     kind: "BackupSchedule",

@@ -5,7 +5,7 @@ import type { MdsApi } from "../remote-api.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
-import { boundIdOf } from "../../operator/identity.ts";
+import { acceptedDatabaseId } from "../accepted-database.ts";
 import { oneShotController, parseOrTerminal, resolveCredentials } from "../../operator/controller.ts";
 import type { MdsControllerContext } from "../remote-api.ts";
 import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
@@ -93,7 +93,10 @@ const notSupportedMessage = (databaseId: string) =>
 
 // eslint-disable-next-line max-lines-per-function -- closure factory: its step and helpers share the context
 export function scheduleHandler(
-  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "cache" | "events" | "kube" | "pollIntervals">,
+  ctx: Pick<
+    MdsControllerContext,
+    "pool" | "defaultCredentials" | "cache" | "events" | "kube" | "pollIntervals" | "accepted"
+  >,
 ): OneShotHandler<ScheduleObject> {
   const ready = (status: "True" | "False", reason: string, message: string): ConditionUpdate => ({
     type: "Ready",
@@ -213,16 +216,8 @@ export function scheduleHandler(
       throw err;
     }
     const db = ctx.cache("Database").get(ns, obj.spec.databaseRef.name);
-    // The database comes from the spec's Database, by the status.id its own loop accepted; never from this status.
-    const databaseId = boundIdOf(db);
-    if (databaseId === undefined) {
-      throw new WaitingError(
-        "DatabaseNotReady",
-        db === undefined
-          ? `database "${obj.spec.databaseRef.name}" not found`
-          : `database "${obj.spec.databaseRef.name}" has no remote id yet`,
-      );
-    }
+    // The database comes from the spec's Database, by the id its own loop accepted (accepted.ts); never from a status.
+    const databaseId = acceptedDatabaseId(ctx.accepted, db, { namespace: ns, name: obj.spec.databaseRef.name });
     const s: BackupScheduleStatus = obj.status ?? {};
     const readyCondition = s.conditions?.find((c) => c.type === "Ready");
     if (

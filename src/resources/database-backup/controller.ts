@@ -2,7 +2,8 @@ import { errorCode, mayHaveLanded } from "../../operator/api.ts";
 import type { MdsApi } from "../remote-api.ts";
 import type { ConditionUpdate } from "../../operator/status.ts";
 import { ReconcileError, TerminalError, WaitingError } from "../../operator/errors.ts";
-import { boundIdOf, idempotencyKeyOf } from "../../operator/identity.ts";
+import { idempotencyKeyOf } from "../../operator/identity.ts";
+import { acceptedDatabaseId } from "../accepted-database.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
 import { resolveCredentials, oneShotController, parseOrTerminal, type ObjectGauge } from "../../operator/controller.ts";
@@ -66,7 +67,10 @@ const backupAgeGauge: ObjectGauge = {
 
 // eslint-disable-next-line max-lines-per-function -- closure factory: its step and helpers share the context
 export function backupHandler(
-  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "cache" | "events" | "crashPoint" | "pollIntervals">,
+  ctx: Pick<
+    MdsControllerContext,
+    "pool" | "defaultCredentials" | "cache" | "events" | "crashPoint" | "pollIntervals" | "accepted"
+  >,
   settings: BackupSettings = {},
 ): OneShotHandler<BackupObject> {
   const replayWindowMs = settings.replayWindowMs ?? 23 * 3600_000;
@@ -137,15 +141,10 @@ export function backupHandler(
     const key = obj.spec.idempotencyKey ?? obj.metadata.uid ?? `${ns}/${obj.metadata.name}`;
     const refName = obj.spec.databaseRef?.name;
     const db = refName === undefined ? undefined : ctx.cache("Database").get(ns, refName);
-    // The database comes from the spec: a Database of this namespace (its status.id, which its loop accepted) or an
-    // id with this namespace's own token. Never from status: anyone who may write it could name another's database.
-    const databaseId = obj.spec.databaseId ?? boundIdOf(db);
-    if (databaseId === undefined) {
-      throw new WaitingError(
-        "DatabaseNotReady",
-        db === undefined ? `database "${refName}" not found` : `database "${refName}" has no remote id yet`,
-      );
-    }
+    // The database comes from the spec: a Database of this namespace (the id its own loop accepted, accepted.ts) or
+    // an id with this namespace's own token. Never from status: anyone who may write it could name another's database.
+    const databaseId =
+      obj.spec.databaseId ?? acceptedDatabaseId(ctx.accepted, db, { namespace: ns, name: refName ?? "" });
     if (obj.spec.databaseId !== undefined && obj.spec.credentials === undefined) {
       throw new TerminalError(
         "InvalidSpec",
