@@ -1,6 +1,6 @@
 import { errorCode, mayHaveLanded } from "../../operator/api.ts";
 import type { ConditionUpdate } from "../../operator/status.ts";
-import { ReconcileError, TerminalError, WaitingError, messageOf } from "../../operator/errors.ts";
+import { ReconcileError, TerminalError, messageOf } from "../../operator/errors.ts";
 import { acceptedDatabaseId } from "../accepted-database.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
