@@ -42,6 +42,15 @@ function backupRequestKey(databaseId: string, namespace: string, key: string): s
   return idempotencyKeyOf("backup", databaseId, namespace, key);
 }
 
+/**
+ * What status.backupSeal seals: this resource (its uid), the database and the backup the service answered its POST
+ * with. Written only from that answer, so a BackupSchedule's retention can tell a backup taken for its DatabaseBackup
+ * from one whose id someone wrote into a status (backup-schedule/controller.ts).
+ */
+export function backupSealMessage(uid: string, databaseId: string, backupId: string): string {
+  return ["backup", uid, databaseId, backupId].join("\u0000");
+}
+
 /** Ready follows the phase: True once it Succeeded. */
 function readyOf(status: DatabaseBackupStatus, reason: string | undefined): ConditionUpdate {
   const phase = status.phase ?? "Pending";
@@ -103,13 +112,21 @@ export function backupHandler(
   const notSupported = (run: Run, databaseId: string) =>
     finish(run, "Failed", "NotSupported", notSupportedMessage(databaseId), { databaseId });
 
-  async function post(run: Run, api: MdsApi, databaseId: string, requestKey: string): Promise<Outcome | undefined> {
+  async function post(
+    run: Run,
+    remote: { api: MdsApi; seal: (message: string) => string },
+    databaseId: string,
+    requestKey: string,
+  ): Promise<Outcome | undefined> {
+    const api = remote.api;
     try {
       const backup = await api.createBackup(databaseId, { idempotencyKey: requestKey });
       notSent.delete(requestKey);
       await ctx.crashPoint("backup:after-post");
+      const uid = run.obj.metadata.uid;
       await write(run, {
         backupId: backup.id,
+        ...(uid === undefined ? {} : { backupSeal: remote.seal(backupSealMessage(uid, databaseId, backup.id)) }),
         takenAt: iso(new Date(backup.createdAt)),
         message: `Backup "${backup.id}" of database "${databaseId}" requested`,
       });
@@ -163,7 +180,8 @@ export function backupHandler(
       obj.spec.credentials !== undefined
         ? { credentials: obj.spec.credentials }
         : ((db?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } });
-    const { api, use } = await resolveCredentials(ctx, ns, spec);
+    const remote = await resolveCredentials(ctx, ns, spec);
+    const { api, use } = remote;
     if (!jsonEqual(s.credentials, credentialStatusOf(use)))
       await run.writeStatus({ credentials: credentialStatusOf(use) });
     const requestKey = backupRequestKey(databaseId, ns, key);
@@ -208,7 +226,7 @@ export function backupHandler(
           );
         }
       }
-      const stop = await post(run, api, databaseId, requestKey);
+      const stop = await post(run, remote, databaseId, requestKey);
       if (stop !== undefined) return stop;
     }
 
