@@ -15,6 +15,9 @@ interface DevStackOptions {
   operatorArgs?: string[];
 }
 
+/** The namespaces `mds dev` lends its token to (--credentials-fallback-namespaces): the quick start's. */
+const devTokenNamespaces = "default";
+
 export interface DevStack {
   dir: string;
   env: {
@@ -181,8 +184,14 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
       // Logs: service.log and devkube.log in dir (the stack's default).
       service: { port: ports.service, postgresPort: ports.postgres },
       devkube: { port: ports.devkube },
+      // The quick start's namespace only. Every namespace that uses one token sees every database of its workspace:
+      // with "*", any namespace could adopt (spec.externalId) and delete the databases another one created.
+      fallbackNamespaces: devTokenNamespaces,
     });
     cleanups.push(() => stack.stop());
+    say(
+      `token           lent to namespace "${devTokenNamespaces}" only; another namespace needs its own mds-credentials Secret (the same token shares this workspace with "${devTokenNamespaces}", see docs/many-teams.md)`,
+    );
     const { service, devkube: kube } = stack;
 
     const kubectl = await linkKubectl(path.join(dir, "bin"));

@@ -55,6 +55,12 @@ interface StackOptions {
   api?: (serviceUrl: string) => Promise<Seam>;
   /** Started after devkube, given its URL: the operator's kubeconfig points at it instead (a TCP proxy). */
   kube?: (devkubeUrl: string) => Promise<Seam>;
+  /**
+   * The operator's --credentials-fallback-namespaces: the namespaces that may use the stack's token without a
+   * mds-credentials Secret of their own. Default "*": the chaos harness and the benchmarks are one program's
+   * namespaces. `mds dev` lends it to "default" only (dev-stack.ts says why).
+   */
+  fallbackNamespaces?: string;
 }
 
 export interface OperatorProcess {
@@ -327,9 +333,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         operatorApiUrl,
         "--credentials-secret",
         `${credentialsSecret.namespace}/${credentialsSecret.name}`,
-        // One person's cluster: every namespace may use the dev token (a shared install restricts this, docs/many-teams.md).
+        // Which namespaces may use the stack's token without one of their own (docs/many-teams.md).
         "--credentials-fallback-namespaces",
-        "*",
+        options.fallbackNamespaces ?? "*",
         "--instance-id",
         options.instanceId,
         "--identity",

@@ -21,6 +21,7 @@ import { reconcileManaged } from "./managed-reconciler.ts";
 import { reconcileOneShot, type OneShotHandler } from "./one-shot-reconciler.ts";
 import type { Outcome } from "./outcome.ts";
 import type { StatusObject } from "./status.ts";
+import type { AcceptedIds } from "./accepted.ts";
 
 // A controller is what the operator runs for one kind (src/resources/index.ts lists them): the kind's address, its
 // reconciler (the managed loop or the one-shot loop, driving the kind's handler), which other kinds' changes wake
@@ -48,6 +49,11 @@ export interface ControllerContext<R extends RemoteState = RemoteState> {
   defaultCredentials: OperatorCredentials;
   /** For logicalId "k8s:<instanceId>:<namespace>/<name>" and connection names. */
   instanceId: string;
+  /**
+   * The remote ids the kinds' own loops accepted (accepted.ts): what a reference to another resource's remote object
+   * may act on, never its status alone.
+   */
+  accepted: AcceptedIds;
   /** The informer cache of a registered kind, by kind name (references between kinds). */
   cache(kind: string): ObjectCache;
   /** The labelled Secret cache (the operator's own Secrets). */

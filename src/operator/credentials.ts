@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, createHmac } from "node:crypto";
 import type { Logger } from "pino";
 import type { KubeClient } from "../kube/client.ts";
 import { SecretType, type Secret } from "../kube/types.ts";
@@ -62,6 +62,12 @@ export interface ApiContext<R extends RemoteState = RemoteState> {
   id: string;
   api: R["api"];
   mirror: R["mirror"];
+  /**
+   * A tag over `message` that only a holder of this token can compute (HMAC-SHA256 keyed by it): what the operator
+   * records where a tenant may write too (a status) is checked with it, so a forged record never passes. The token
+   * itself is never written anywhere.
+   */
+  seal(message: string): string;
 }
 
 /** A namespace's own credentials Secret: this name, the token under key "token" (docs/many-teams.md). */
@@ -238,7 +244,9 @@ export function createCredentialPool<R extends RemoteState>(options: {
       onChange: options.onRemoteChange,
     });
     mirror.start(options.pollIntervals.slowMs);
-    return { id, api, mirror, usedAt: now(), refs: new Set<string>() };
+    const seal = (message: string) =>
+      createHmac("sha256", token).update(`mds-seal\u0000${message}`).digest("base64url");
+    return { id, api, mirror, seal, usedAt: now(), refs: new Set<string>() };
   }
 
   function evict(id: string, reason: EvictionReason) {

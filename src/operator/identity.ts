@@ -75,11 +75,11 @@ export function annotatedOnlyIdOf(obj: KubeObject): string | undefined {
     : undefined;
 }
 
-/** The refusal of an id annotation that names an object this resource did not create. */
+/** The refusal of an id (the annotation's, or status.id) that names an object this resource did not create. */
 export function notCreatedHere(kind: string, id: string): TerminalError {
   return new TerminalError(
     "AdoptionRefused",
-    `the annotation ${externalIdAnnotation} names ${kind} "${id}", which this resource did not create; remove the annotation, or adopt it with spec.externalId`,
+    `status.id or the annotation ${externalIdAnnotation} names ${kind} "${id}", which this resource did not create (it does not carry this resource's logicalId) and does not adopt; nothing is done with it. Remove both, or adopt it with spec.externalId`,
   );
 }
 

@@ -16,6 +16,7 @@ import { createCredentialsGuard, credentialsSecretOf } from "./credentials-guard
 import { createDeletionProtectionAudit } from "./deletion-protection-audit.ts";
 import { createEventRecorder } from "./events.ts";
 import { remoteIdOf } from "./identity.ts";
+import { createAcceptedIds } from "./accepted.ts";
 import type { ControllerContext, Controller, ObjectCache } from "./controller.ts";
 import { operatorMetrics, reportApiContexts, type OperatorMetrics, type StateSource } from "./metrics.ts";
 import { resourceStateOf, summarizeStates, type ResourceState } from "./resource-state.ts";
@@ -186,13 +187,26 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     }
   }
 
+  const dependantsOf = (kind: string) =>
+    options.controllers.flatMap((other) =>
+      (other.wakeOn ?? []).filter((w) => w.kind === kind).map((w) => ({ kind: other.kind, keys: w.keys })),
+    );
+  const wakeDependants = (kind: string, obj: KubeObject) => {
+    for (const d of dependantsOf(kind)) for (const key of d.keys(obj, caches.get(d.kind)!)) enqueue(d.kind, key);
+  };
+  // An id a loop accepted (or no longer does) wakes what refers to that resource, as a change of it would: an
+  // acceptance after a restart changes no status, so no watch event would.
+  const accepted = createAcceptedIds((kind, ns, name) => {
+    const obj = caches.get(kind)?.get(ns, name);
+    if (obj !== undefined) wakeDependants(kind, obj);
+  });
+
   // One informer per kind: an event enqueues its own key and wakes what depends on it (wakeOn of other kinds).
   for (const reg of options.controllers) {
-    const dependants = options.controllers.flatMap((other) =>
-      (other.wakeOn ?? []).filter((w) => w.kind === reg.kind).map((w) => ({ kind: other.kind, keys: w.keys })),
-    );
+    const dependants = dependantsOf(reg.kind);
     const cache = makeInformers(reg.type, (event, obj) => {
       const key = keyOf(obj);
+      if (event === "delete") accepted.forget(reg.kind, obj);
       indexRemote(reg.kind, obj, event === "delete");
       keepDerivedState(reg.kind, key, obj, event === "delete");
       enqueue(reg.kind, key);
@@ -288,6 +302,7 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     pool,
     defaultCredentials: options.defaultCredentials,
     instanceId: options.instanceId,
+    accepted,
     cache: (kind) => {
       const c = caches.get(kind);
       if (c === undefined) throw new Error(`kind ${kind} is not registered`);

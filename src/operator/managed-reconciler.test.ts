@@ -16,6 +16,7 @@ import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fa
 import { stallingReasons } from "../resources/index.ts";
 import { createRemoteMirror } from "../resources/remote-mirror.ts";
 import type { MdsRemote } from "../resources/remote-api.ts";
+import { createAcceptedIds } from "./accepted.ts";
 
 // The generic loop with the Database kind, against a fake kube seam and a fake service: state is asserted, not
 // call sequences, except where the count of calls or writes is the behaviour (steady state, no duplicates).
@@ -57,8 +58,11 @@ beforeEach(async () => {
     pollIntervals: poll,
     onRemoteChange: () => {},
   });
+  // The Database loop records the ids it accepts where its clones' sources are read (src/operator/accepted.ts).
+  const accepted = createAcceptedIds();
   const deps: LoopDeps = {
     kube,
+    accepted,
     stalling: new Set(stallingReasons()),
     objects: kube.cache(DatabaseType),
     secrets: kube.cache<Secret>(SecretType),
@@ -81,6 +85,7 @@ beforeEach(async () => {
       fallbackNamespaces: "*" as const,
     },
     instanceId: "unit",
+    accepted,
     cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   });
   run = (name) => reconcileManaged(deps, kind, `default/${name}`);
@@ -349,6 +354,7 @@ describe("the managed loop (Database)", () => {
           fallbackNamespaces: "*" as const,
         },
         instanceId: "unit",
+        accepted: createAcceptedIds(),
         cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
       }),
       "default/orders",

@@ -39,8 +39,11 @@ export async function reconcileManaged<T extends ManagedObject>(
     if (isKubeNotFound(err) && (await goneMeanwhile(deps, handler, raw))) {
       // Deleted while this reconcile ran (an expiry, the finalizer dropped before the cache saw it): nothing to report.
       log.debug({ err }, `${handler.kind} is gone`);
+      deps.accepted?.forget(handler.kind, raw);
       return done();
     }
+    // A refusal (AdoptionConflict, AdoptionRefused, an invalid spec): nothing may act through this resource.
+    if (err instanceof TerminalError) deps.accepted?.forget(handler.kind, raw);
     await reportError(deps, handler.type, run?.obj ?? raw, err, log, now());
     return failed(err);
   }
@@ -57,7 +60,10 @@ async function goneMeanwhile<T extends ManagedObject>(
 }
 
 async function reconcile<T extends ManagedObject>(run: LoopRun<T>): Promise<Outcome> {
-  if (run.obj.metadata.deletionTimestamp !== undefined) return reconcileDeletion(run);
+  if (run.obj.metadata.deletionTimestamp !== undefined) {
+    run.unaccept();
+    return reconcileDeletion(run);
+  }
   run.requested = run.obj.metadata.annotations?.[reconcileRequestedAnnotation];
   if (run.obj.metadata.annotations?.[pausedAnnotation] === "true") {
     const message = "Reconciliation is paused by the mds.dev/paused annotation";
@@ -96,6 +102,7 @@ async function manage<T extends ManagedObject>(run: LoopRun<T>, slowMs: number):
       ? undefined
       : await ensureSecret(run, external, observed.secret, observed.status, observed.ready.ok);
   await run.writeStatus({ ...observed.status, ...published?.fields }, readyOf(observed.ready), run.synced);
+  run.accept();
   const poll = run.nextPoll(observed, slowMs);
   // A retiring connection's revocation or the next scheduled rotation may come before the next poll.
   return requeueAfter(Math.min(poll, published?.wakeInMs ?? poll));
@@ -136,6 +143,7 @@ async function observeOnly<T extends ManagedObject>(run: LoopRun<T>, slowMs: num
     readyOf(ready),
     run.synced === synced ? { type: "Synced", status: "True", reason: "ObserveOnly", message } : run.synced,
   );
+  run.accept();
   return requeueAfter(run.nextPoll(observed, slowMs));
 }
 
@@ -194,6 +202,7 @@ async function create<T extends ManagedObject>(run: LoopRun<T>, external: Extern
     { type: "Ready", status: "False", reason: "Creating", message: waiting },
     run.synced,
   );
+  run.accept();
   // The watch event of these writes brings the key back with a fresh object; an immediate requeue would read
   // the cache before it has them and repeat the lookup.
   return requeueAfter(run.deps.pollIntervals.fastMs);

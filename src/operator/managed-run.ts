@@ -11,6 +11,7 @@ import { requeueAfter, type Outcome } from "./outcome.ts";
 import { connectionSecrets } from "./secret/publisher.ts";
 import { synced, writeStatus, type ConditionUpdate } from "./status.ts";
 import { pollIntervalOf } from "./annotations.ts";
+import type { AcceptedIds } from "./accepted.ts";
 
 // One reconcile of one object by the managed loop (managed-reconciler.ts): the object as last written, what this
 // reconcile learnt (credentials, the requested reconcile, an invalid annotation) and the steps every path shares.
@@ -31,6 +32,8 @@ export interface LoopDeps {
   crashPoint: (name: string) => void | Promise<void>;
   /** Keeps the credentials Secret of a resolved token while this resource depends on it (credentials-guard.ts). */
   guardCredentials?: (ref: SecretKeyRef) => Promise<void>;
+  /** Where the loop records the remote id it accepted for an object (accepted.ts): what other kinds may act on. */
+  accepted?: AcceptedIds | undefined;
   now?: () => Date;
 }
 
@@ -128,6 +131,7 @@ export class LoopRun<T extends ManagedObject> {
    * an empty database under the old name).
    */
   async notFound(slowMs: number): Promise<Outcome> {
+    this.unaccept();
     if (this.obj.spec.externalId !== undefined) throw this.notVisible(this.obj.spec.externalId);
     const seen = `The remote object "${remoteIdOf(this.obj)}" no longer exists (as seen with credentials "${this.credentials?.secret}")`;
     const message = this.observeOnly ? seen : `${seen}; delete this resource (and its status) to create a new one`;
@@ -152,6 +156,17 @@ export class LoopRun<T extends ManagedObject> {
       "AdoptionConflict",
       `${this.handler.kind} "${manager}" already manages the remote ${this.noun} "${remoteIdOf(this.obj)}"; this resource acts on nothing remote and deleting it deletes nothing remote. Delete this resource, or hand the ${this.noun} over: delete "${manager}" with deletionPolicy Retain or set its managementPolicy to ObserveOnly`,
     );
+  }
+
+  /** This reconcile accepted the remote id its status now records (accepted.ts): others may act through it. */
+  accept(): void {
+    const id = this.obj.status?.id;
+    if (typeof id === "string") this.deps.accepted?.accept(this.handler.kind, this.obj, id);
+  }
+
+  /** Nothing may act through this resource: refused, gone remotely, or being deleted. */
+  unaccept(): void {
+    this.deps.accepted?.forget(this.handler.kind, this.obj);
   }
 
   async writeStatus(fields: Record<string, unknown>, ...conds: ConditionUpdate[]) {

@@ -15,6 +15,7 @@ import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fa
 import { stallingReasons } from "../resources/index.ts";
 import { createRemoteMirror } from "../resources/remote-mirror.ts";
 import type { MdsRemote } from "../resources/remote-api.ts";
+import { createAcceptedIds } from "./accepted.ts";
 
 // The operator's promises against the public Management API (the fake's public mode: Idempotency-Key ignored, no
 // replay announced, its status codes and legal nulls): no duplicate database, no lost or leaked credentials, every
@@ -67,6 +68,7 @@ function setUp(publicApi: boolean) {
       fallbackNamespaces: "*" as const,
     },
     instanceId: "unit",
+    accepted: createAcceptedIds(),
     cache: (kind: string) => kube.cache(kind === "Project" ? ProjectType : DatabaseType),
   };
   const databaseDeps: LoopDeps = { ...common, stalling: new Set(stallingReasons()), objects: kube.cache(DatabaseType) };

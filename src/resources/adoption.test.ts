@@ -13,6 +13,7 @@ import { DatabaseType, ProjectType } from "./types.ts";
 import { stallingReasons } from "./index.ts";
 import { createRemoteMirror } from "./remote-mirror.ts";
 import type { MdsRemote } from "./remote-api.ts";
+import { createAcceptedIds } from "../operator/accepted.ts";
 
 // Adoption is exclusive: the rule that picks the one manager of a remote id (status.id recorded, then the oldest,
 // then namespace/name), and what it means for the loop: a second claimant acts on nothing, even when an older
@@ -175,6 +176,7 @@ describe.each([false, true])("the loop with a second claimant (public API: %s)",
         fallbackNamespaces: "*" as const,
       },
       instanceId: "unit",
+      accepted: createAcceptedIds(),
       cache: (k) => kube.cache(k === "Project" ? ProjectType : DatabaseType),
     });
     const deps = {

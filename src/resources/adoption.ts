@@ -1,6 +1,6 @@
 import type { KubeObject } from "../kube/types.ts";
 import { ReconcileError } from "../operator/errors.ts";
-import { boundIdOf, remoteIdOf } from "../operator/identity.ts";
+import { boundIdOf, logicalIdOf, remoteIdOf } from "../operator/identity.ts";
 import { resolveCredentials, type Controller, type ObjectCache } from "../operator/controller.ts";
 import type { MdsControllerContext } from "./remote-api.ts";
 import { readDatabase } from "./database/read.ts";
@@ -10,9 +10,15 @@ import { readDatabase } from "./database/read.ts";
 // write, mint or delete anything (the managed loop: AdoptionConflict, and deletionPolicy Delete deletes nothing).
 //
 // Who manages, decided the same way by every reconcile of every claimant, whatever order they run in or crash in:
-//   1. a resource whose status.id records the id (it was accepted: it created the object or adopted it first);
+//   0. the resource that created the object: it carries that resource's logicalId at the service, which no status
+//      names and no namespace writes;
+//   1. a resource that recorded the id (it adopted it first): its status.id equals its spec.externalId, or its own
+//      loop accepted the id in this process (the operator's memory, ../operator/accepted.ts);
 //   2. then the oldest metadata.creationTimestamp;
 //   3. then namespace/name, alphabetically.
+// A claim is spec.externalId, or an id that status.id or the annotation alone names only where rule 0 or this
+// process's acceptance proves it: a status.id written by hand into a resource that neither created nor adopts the
+// object claims nothing, so it can neither take the object over nor hold its manager back.
 // A claimant that has not recorded the id and is Stalled holds nobody back: it acts on nothing, and it may be
 // stalled because its token cannot even see the object (AdoptionRefused); otherwise any namespace could block
 // another team's adoption by naming the id first.
@@ -34,13 +40,16 @@ function key(obj: KubeObject): string {
   return `${obj.metadata.namespace ?? ""}/${obj.metadata.name}`;
 }
 
-/** The remote id this resource claims to manage, if any. */
+/** The remote id this resource names (spec.externalId, status.id, the annotation), if it may claim at all. */
 function claimOf(obj: KubeObject): string | undefined {
   if ((obj["spec"] as { managementPolicy?: string } | undefined)?.managementPolicy === "ObserveOnly") return undefined;
   return remoteIdOf(obj);
 }
 
-const recordedIn = (o: KubeObject, id: string) => (o["status"] as { id?: string } | undefined)?.id === id;
+const adopts = (o: KubeObject, id: string) => (o["spec"] as { externalId?: string } | undefined)?.externalId === id;
+/** An adoption recorded in status (forgeable only among resources that adopt the id by spec anyway). */
+const recordedIn = (o: KubeObject, id: string) =>
+  adopts(o, id) && (o["status"] as { id?: string } | undefined)?.id === id;
 const stalled = (o: KubeObject) =>
   (o["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions?.some(
     (c) => c.type === "Stalled" && c.status === "True",
@@ -50,12 +59,13 @@ const stalled = (o: KubeObject) =>
  * Whether `claimant`'s own credentials, resolved from its spec and namespace (never its status), see remote object
  * `id`: answered from what that token's mirror holds, with no call, so a claimant's slow or refused token never
  * delays another's reconcile. A claimant that cannot see the object could not act on it, so holds nobody back.
+ * "created": seen, and the object carries the claimant's own logicalId (rule 0).
  */
-export type SeenByClaimant = (claimant: KubeObject, id: string) => Promise<boolean>;
+export type SeenByClaimant = (claimant: KubeObject, id: string) => Promise<boolean | "created">;
 
 /** SeenByClaimant through the operator's credential pool: the claimant's token as its own reconcile would pick it. */
 export function seenWithOwnCredentials(
-  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials">,
+  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId">,
   kind: "database" | "project",
 ): SeenByClaimant {
   return async (claimant, id) => {
@@ -63,8 +73,11 @@ export function seenWithOwnCredentials(
       credentials?: { secretRef: { name: string; key?: string | undefined } } | undefined;
     };
     try {
-      const own = await resolveCredentials(ctx, claimant.metadata.namespace ?? "default", spec);
-      return (kind === "database" ? own.mirror.peekDatabase(id) : own.mirror.peekProject(id)) !== undefined;
+      const ns = claimant.metadata.namespace ?? "default";
+      const own = await resolveCredentials(ctx, ns, spec);
+      const found = kind === "database" ? own.mirror.peekDatabase(id) : own.mirror.peekProject(id);
+      if (found === undefined) return false;
+      return found.logicalId === logicalIdOf(ctx.instanceId, ns, claimant.metadata.name) ? "created" : true;
     } catch (err) {
       // No token for it: it acts on nothing. Anything else (the apiserver) is retried rather than guessed.
       if (err instanceof ReconcileError && err.reason === "CredentialsMissing") return false;
@@ -76,33 +89,56 @@ export function seenWithOwnCredentials(
 /** The objects of the cache that may claim `id`: the operator's index, or a scan where there is none. */
 const candidatesOf = (objects: ObjectCache, id: string) => objects.withRemoteId?.(id) ?? objects.list();
 
-/** Negative when `a` comes before `b` for remote id `id` (the rules above). */
-function compareClaims(a: KubeObject, b: KubeObject, id: string): number {
-  const recorded = (o: KubeObject) => (recordedIn(o, id) ? 0 : 1);
+/** A claimant as ranked: whether it created the object (rule 0) and whether it recorded the id (rule 1). */
+interface Claim {
+  obj: KubeObject;
+  created: boolean;
+  recorded: boolean;
+}
+
+/** Negative when `a` comes before `b` (the rules above). */
+function compareClaims(a: Claim, b: Claim): number {
+  const rank = (c: Claim) => (c.created ? 0 : c.recorded ? 1 : 2);
   const created = (o: KubeObject) => Date.parse(o.metadata.creationTimestamp ?? "") || Number.MAX_SAFE_INTEGER;
-  const name = key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0;
-  return recorded(a) - recorded(b) || created(a) - created(b) || name;
+  const name = key(a.obj) < key(b.obj) ? -1 : key(a.obj) > key(b.obj) ? 1 : 0;
+  return rank(a) - rank(b) || created(a.obj) - created(b.obj) || name;
 }
 
 /**
  * The resource of the same kind that manages `obj`'s remote object instead of it ("namespace/name"), or undefined
  * when `obj` may act on it (it claims nothing, or it comes first). `objects` is the kind's informer cache; `obj`
- * itself is taken as given (it may be fresher than the cache).
+ * itself is taken as given (it may be fresher than the cache). `acceptedIdOf`: the id a resource's own loop accepted
+ * in this process (../operator/accepted.ts).
  */
 export async function managerOtherThan(
   objects: ObjectCache,
   obj: KubeObject,
   seen: SeenByClaimant,
+  acceptedIdOf: (o: KubeObject) => string | undefined = () => undefined,
 ): Promise<string | undefined> {
   const id = claimOf(obj);
   if (id === undefined) return undefined;
-  let first: KubeObject = obj;
+  /** The claim of `o`, or undefined when it claims nothing: unseen, or an id it neither created nor adopts. */
+  const claimBy = async (o: KubeObject): Promise<Claim | undefined> => {
+    const visible = await seen(o, id);
+    if (visible === false) return undefined;
+    const created = visible === "created";
+    const accepted = acceptedIdOf(o) === id;
+    if (!created && !accepted && !adopts(o, id)) return undefined;
+    return { obj: o, created, recorded: accepted || recordedIn(o, id) };
+  };
+  // The object itself: its own loop proved an id it does not adopt before asking (a Database's observe, by its
+  // logicalId or this process's acceptance; its deletion deletes only such an id), so it ranks as the creator.
+  const own = await claimBy(obj);
+  const self = { obj, created: own?.created === true || !adopts(obj, id), recorded: own?.recorded === true };
+  let first = self;
   for (const other of candidatesOf(objects, id)) {
-    if (claimOf(other) !== id || key(other) === key(obj) || (!recordedIn(other, id) && stalled(other))) continue;
-    // Only a claim that would come first is worth the credentials check.
-    if (compareClaims(other, first, id) < 0 && (await seen(other, id))) first = other;
+    if (claimOf(other) !== id || key(other) === key(obj)) continue;
+    const claim = await claimBy(other);
+    if (claim === undefined || (!claim.created && !claim.recorded && stalled(other))) continue;
+    if (compareClaims(claim, first) < 0) first = claim;
   }
-  return first === obj ? undefined : key(first);
+  return first === self ? undefined : key(first.obj);
 }
 
 /** Wakes the other claimants of a changed resource's remote id: a refused one may now come first. */
@@ -138,6 +174,6 @@ export async function protectingDatabaseOf(
         readDatabase(db)?.spec.deletionProtection === true,
     )
     .sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
-  for (const db of protecting) if (await seen(db, databaseId)) return key(db);
+  for (const db of protecting) if ((await seen(db, databaseId)) !== false) return key(db);
   return undefined;
 }

@@ -15,6 +15,7 @@ import type { RotationStatus } from "./spec.ts";
 import { stallingReasons } from "../../resources/index.ts";
 import { createRemoteMirror } from "../../resources/remote-mirror.ts";
 import type { MdsRemote } from "../../resources/remote-api.ts";
+import { createAcceptedIds } from "../accepted.ts";
 
 // Rotation with overlap through the managed loop (Database kind), against both kinds of server: one that replays
 // Idempotency-Keys and the public API, which does not. Time is a fake Date; a crash point throws, as the process would
@@ -80,6 +81,7 @@ async function setup(publicApi: boolean) {
       fallbackNamespaces: "*" as const,
     },
     instanceId: "unit",
+    accepted: createAcceptedIds(),
     cache: (k: string) => kube.cache(k === "Project" ? ProjectType : DatabaseType),
   });
   const run = () => reconcileManaged(deps, kind, "default/orders");

@@ -14,6 +14,9 @@ import { BackupScheduleType } from "./schema.ts";
 import { stallingReasons } from "../index.ts";
 import { createRemoteMirror } from "../remote-mirror.ts";
 import type { MdsRemote } from "../remote-api.ts";
+import { acceptedFor } from "../../../test/support/accepted.ts";
+import { backupHandler } from "../database-backup/controller.ts";
+let acc: ReturnType<typeof acceptedFor>;
 
 // A BackupSchedule creates one DatabaseBackup per slot (deterministic name: a restart never doubles a slot), takes
 // only the latest slot missed during downtime, prunes only what it took (through its own database at the service),
@@ -33,6 +36,7 @@ let dbId: string;
 
 function setUp(publicApi: boolean) {
   kube = createFakeKube();
+  acc = acceptedFor(kube);
   api = createFakeApi({ publicApi });
   clock = Date.parse("2026-11-26T10:00:00Z");
   kube.put(SecretType, {
@@ -56,6 +60,7 @@ function setUp(publicApi: boolean) {
         pollIntervals: poll,
         onRemoteChange: () => {},
       }),
+      accepted: acc.accepted,
       defaultCredentials: {
         secretNamespace: "ops",
         secretName: "mds-credentials",
@@ -83,6 +88,7 @@ async function seed() {
     spec: { projectId: project.id },
     status: { id: dbId, secretName: "inv" },
   });
+  acc.accept("default", "inv");
   kube.put(BackupScheduleType, {
     apiVersion: "mds.dev/v1alpha1",
     kind: "BackupSchedule",
@@ -108,14 +114,48 @@ const scheduleStatus = () =>
 const condition = (type: string) => scheduleStatus()?.conditions?.find((c) => c.type === type);
 
 /** What a DatabaseBackup's own loop would do: take the backup at the fake and mark the resource Succeeded. */
+/** The DatabaseBackup loop takes each new child's backup, as the operator runs it (it seals the record). */
 async function completeChildren() {
+  const logger = pino({ level: "silent" });
+  const kind = backupHandler({
+    cache: (k) => kube.cache(types[k]!),
+    pool: createCredentialPool<MdsRemote>({
+      createMirror: createRemoteMirror,
+      kube,
+      apiUrl: "x",
+      createApiClient: () => api,
+      logger,
+      pollIntervals: poll,
+      onRemoteChange: () => {},
+    }),
+    accepted: acc.accepted,
+    defaultCredentials: {
+      secretNamespace: "ops",
+      secretName: "mds-credentials",
+      key: "token",
+      fallbackNamespaces: "*",
+    },
+    events: { record() {} },
+    pollIntervals: poll,
+    crashPoint: () => {},
+  });
+  const deps = {
+    kube,
+    stalling: new Set(stallingReasons()),
+    events: { record() {} },
+    logger,
+    now: () => new Date(clock),
+  };
   for (const child of children()) {
-    if ((child["status"] as { phase?: string } | undefined)?.phase !== undefined) continue;
-    const backup = await api.createBackup(dbId);
-    kube.put(DatabaseBackupType, {
-      ...child,
-      status: { phase: "Succeeded", backupId: backup.id, databaseId: dbId },
-    });
+    const key = `default/${child.metadata.name}`;
+    for (let i = 0; i < 5; i++) {
+      const phase = (
+        kube.read<KubeObject>(DatabaseBackupType, "default", child.metadata.name)?.["status"] as
+          { phase?: string } | undefined
+      )?.phase;
+      if (phase === "Succeeded" || phase === "Failed") break;
+      await reconcileOneShot(deps, kind, key);
+    }
   }
 }
 
@@ -200,6 +240,54 @@ describe("BackupSchedule against our service", () => {
     await reconcile("default/nightly");
     expect(kube.read(DatabaseBackupType, "default", "manual")).toBeDefined();
     expect(api.backups.get(dbId)!.map((b) => b.id)).toContain(mine.id);
+  });
+
+  it("never prunes a backup through a forged child: its ownerReference, slot name and key are right, its record is not sealed", async () => {
+    const manual = await api.createBackup(dbId);
+    // The first slot's child is genuine; its seal is copied onto the forged one, which names the manual backup.
+    clock = Date.parse("2026-11-26T10:00:30Z");
+    await reconcile("default/nightly");
+    await completeChildren();
+    const genuine = children()[0]!;
+    const slot = Date.parse("2026-11-20T00:00:00Z");
+    const seal = (genuine["status"] as { backupSeal?: string }).backupSeal;
+    expect(seal).toBeDefined();
+    // Two forged children, as the schedule would name and key them for two old slots: one unsealed, one with the
+    // genuine child's seal (it seals that child's uid and backup, not these).
+    for (const [at, backupSeal] of [
+      [slot, undefined],
+      [slot + 60_000, seal],
+    ] as const) {
+      kube.put(DatabaseBackupType, {
+        apiVersion: "mds.dev/v1alpha1",
+        kind: "DatabaseBackup",
+        metadata: {
+          name: slotBackupName("nightly", at),
+          namespace: "default",
+          annotations: { "mds.dev/scheduled-at": new Date(at).toISOString() },
+          ownerReferences: [
+            {
+              apiVersion: "mds.dev/v1alpha1",
+              kind: "BackupSchedule",
+              name: "nightly",
+              uid: "uid-nightly",
+              controller: true,
+            },
+          ],
+        },
+        spec: { databaseRef: { name: "inv" }, idempotencyKey: `uid-nightly/${at / 60_000}` },
+        status: { phase: "Succeeded", backupId: manual.id, databaseId: dbId, ...(backupSeal ? { backupSeal } : {}) },
+      });
+    }
+    for (const hour of [11, 12, 13]) {
+      clock = Date.parse(`2026-11-26T${hour}:00:30Z`);
+      await reconcile("default/nightly");
+      await completeChildren();
+    }
+    await reconcile("default/nightly");
+    expect(api.backups.get(dbId)!.map((b) => b.id)).toContain(manual.id);
+    // The genuine ones past keep=2 are pruned as before.
+    expect(kube.read(DatabaseBackupType, "default", genuine.metadata.name)).toBeUndefined();
   });
 
   it("an invalid schedule is InvalidSpec (Stalled) and creates nothing", async () => {

@@ -1,3 +1,4 @@
+import { timingSafeEqual } from "node:crypto";
 import { isKubeNotFound, KubeAlreadyExistsError } from "../../kube/errors.ts";
 import type { KubeObject } from "../../kube/types.ts";
 import { errorCode, isApiNotFound } from "../../operator/api.ts";
@@ -5,13 +6,14 @@ import type { MdsApi } from "../remote-api.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
-import { boundIdOf } from "../../operator/identity.ts";
+import { acceptedDatabaseId } from "../accepted-database.ts";
 import { oneShotController, parseOrTerminal, resolveCredentials } from "../../operator/controller.ts";
 import type { MdsControllerContext } from "../remote-api.ts";
 import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import type { ConditionUpdate } from "../../operator/status.ts";
 import { forgetLatestBackup } from "../database-backup/latest.ts";
+import { backupSealMessage } from "../database-backup/controller.ts";
 import { DatabaseBackupType } from "../database-backup/schema.ts";
 import { apiVersion } from "../group.ts";
 import { CronError, latestSlot, nextSlot, parseCron } from "./cron.ts";
@@ -24,8 +26,12 @@ import { BackupSchedule, BackupScheduleType, type BackupScheduleStatus } from ".
 //   replays at the service. The DatabaseBackup is created before lastScheduleTime is written;
 // - only the latest slot since the last one taken (or since the schedule was created) is taken: a downtime that
 //   missed several slots takes one backup, not one per slot;
-// - retention acts only on DatabaseBackups this schedule controls (ownerReference with its uid, in its namespace),
-//   and deletes their backups at the service through the schedule's own database and token
+// - retention acts only on DatabaseBackups this schedule created: in its namespace, controlled by it (ownerReference
+//   with its uid) and exactly as it creates them (the slot's name and idempotencyKey, both derived from its name, uid
+//   and the slot), and only on a backup whose record the DatabaseBackup's loop sealed from the service's answer to
+//   that DatabaseBackup's own request (status.backupSeal: a tag only a holder of the token computes, over the
+//   DatabaseBackup's uid, the database and the backup). It deletes those backups at the service through the
+//   schedule's own database and token
 //   (DELETE /v1/databases/{the spec's database}/backups/{id}): the service answers 404 for a backup of any other
 //   database or workspace, whatever a label, an ownerReference or a status says. A backup it did not take (the
 //   service's daily ones, a DatabaseBackup of the user's) is never touched;
@@ -51,21 +57,45 @@ export function slotBackupName(schedule: string, slot: number): string {
 }
 
 type Child = KubeObject & {
-  status?: { phase?: string; backupId?: string; databaseId?: string } | undefined;
+  spec?: { idempotencyKey?: string } | undefined;
+  status?: { phase?: string; backupId?: string; databaseId?: string; backupSeal?: string } | undefined;
 };
 
-/** The DatabaseBackups this schedule controls: its namespace, an ownerReference with its uid. */
+/** The idempotencyKey of a slot's DatabaseBackup: one backup per schedule (uid) and slot. */
+const slotKey = (uid: string, slot: number) => `${uid}/${slotMinutes(slot)}`;
+
+/**
+ * The DatabaseBackups this schedule created, checked both ways: each names the schedule as its controller (an
+ * ownerReference with the schedule's uid, in its namespace), and is what the schedule creates for its slot (the
+ * name and idempotencyKey the schedule derives from its own name and uid and that slot). Anyone may create a
+ * DatabaseBackup with such an ownerReference; one made otherwise is not the schedule's.
+ */
 function ownedBackups(all: KubeObject[], schedule: ScheduleObject): Child[] {
   const ns = schedule.metadata.namespace;
   const uid = schedule.metadata.uid;
   if (uid === undefined) return [];
-  return all.filter(
-    (b) =>
+  return (all as Child[]).filter((b) => {
+    const slot = Date.parse(b.metadata.annotations?.[scheduledAtAnnotation] ?? "");
+    return (
       b.metadata.namespace === ns &&
       (b.metadata.ownerReferences ?? []).some(
         (r) => r.uid === uid && r.kind === "BackupSchedule" && r.controller === true,
-      ),
-  ) as Child[];
+      ) &&
+      !Number.isNaN(slot) &&
+      b.metadata.name === slotBackupName(schedule.metadata.name, slot) &&
+      b.spec?.idempotencyKey === slotKey(uid, slot)
+    );
+  });
+}
+
+/** Whether `child`'s record of its backup is the one its own loop sealed from the service's answer. */
+function sealed(child: Child, databaseId: string, backupId: string, seal: (message: string) => string): boolean {
+  const uid = child.metadata.uid;
+  const recorded = child.status?.backupSeal;
+  if (uid === undefined || recorded === undefined) return false;
+  const expected = Buffer.from(seal(backupSealMessage(uid, databaseId, backupId)));
+  const given = Buffer.from(recorded);
+  return expected.length === given.length && timingSafeEqual(expected, given);
 }
 
 const slotOf = (b: KubeObject) => {
@@ -93,7 +123,10 @@ const notSupportedMessage = (databaseId: string) =>
 
 // eslint-disable-next-line max-lines-per-function -- closure factory: its step and helpers share the context
 export function scheduleHandler(
-  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "cache" | "events" | "kube" | "pollIntervals">,
+  ctx: Pick<
+    MdsControllerContext,
+    "pool" | "defaultCredentials" | "cache" | "events" | "kube" | "pollIntervals" | "accepted"
+  >,
 ): OneShotHandler<ScheduleObject> {
   const ready = (status: "True" | "False", reason: string, message: string): ConditionUpdate => ({
     type: "Ready",
@@ -129,7 +162,7 @@ export function scheduleHandler(
         },
         spec: {
           databaseRef: { name: obj.spec.databaseRef.name },
-          idempotencyKey: `${obj.metadata.uid}/${slotMinutes(slot)}`,
+          idempotencyKey: slotKey(obj.metadata.uid ?? "", slot),
         },
       });
       ctx.events.record(obj, "Normal", "BackupScheduled", `Created DatabaseBackup "${name}" for the slot ${iso(slot)}`);
@@ -153,10 +186,27 @@ export function scheduleHandler(
    * Deletes the pruned DatabaseBackups' backups at the service (through the spec's database and its token: a 404
    * there means gone, or never this database's) and then the resources. A 409 (a running or daily backup) keeps both.
    */
-  async function prune(run: Run, api: MdsApi, databaseId: string, children: Child[]): Promise<number> {
+  async function prune(
+    run: Run,
+    remote: { api: MdsApi; seal: (message: string) => string },
+    databaseId: string,
+    children: Child[],
+  ): Promise<number> {
+    const api = remote.api;
     let removed = 0;
     for (const child of children) {
       const backupId = child.status?.backupId;
+      if (backupId !== undefined && !sealed(child, databaseId, backupId, remote.seal)) {
+        // Not provably the backup taken for this DatabaseBackup (written by hand, taken before seals, or sealed under
+        // a token since replaced): neither it nor its record is deleted.
+        ctx.events.record(
+          run.obj,
+          "Warning",
+          "RetentionRefused",
+          `DatabaseBackup "${child.metadata.name}" records backup "${backupId}" without a valid seal of its own request (status.backupSeal); neither is deleted. Delete them yourself if they are this schedule's`,
+        );
+        continue;
+      }
       // A backup is deleted only as the spec's database's; a status naming another database is not acted on.
       if (backupId !== undefined && child.status?.databaseId === databaseId) {
         try {
@@ -213,16 +263,8 @@ export function scheduleHandler(
       throw err;
     }
     const db = ctx.cache("Database").get(ns, obj.spec.databaseRef.name);
-    // The database comes from the spec's Database, by the status.id its own loop accepted; never from this status.
-    const databaseId = boundIdOf(db);
-    if (databaseId === undefined) {
-      throw new WaitingError(
-        "DatabaseNotReady",
-        db === undefined
-          ? `database "${obj.spec.databaseRef.name}" not found`
-          : `database "${obj.spec.databaseRef.name}" has no remote id yet`,
-      );
-    }
+    // The database comes from the spec's Database, by the id its own loop accepted (accepted.ts); never from a status.
+    const databaseId = acceptedDatabaseId(ctx.accepted, db, { namespace: ns, name: obj.spec.databaseRef.name });
     const s: BackupScheduleStatus = obj.status ?? {};
     const readyCondition = s.conditions?.find((c) => c.type === "Ready");
     if (
@@ -232,11 +274,12 @@ export function scheduleHandler(
     )
       return done(); // Nothing more to ask a server that takes no backups on request, until the spec changes.
 
-    const { api, use } = await resolveCredentials(
+    const remote = await resolveCredentials(
       ctx,
       ns,
       (db?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } },
     );
+    const { api, use } = remote;
     if (!jsonEqual(s.credentials, credentialStatusOf(use)))
       await run.writeStatus({ credentials: credentialStatusOf(use) });
 
@@ -275,7 +318,7 @@ export function scheduleHandler(
     }
 
     const { prune: old, kept } = toPrune(owned, obj.spec.keep);
-    if (old.length > 0) await prune(run, api, databaseId, old);
+    if (old.length > 0) await prune(run, remote, databaseId, old);
 
     const next = nextSlot(cron, Math.max(now, due ?? 0));
     const message =

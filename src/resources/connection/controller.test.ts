@@ -12,6 +12,8 @@ import { isNameOf } from "../../operator/identity.ts";
 import { stallingReasons } from "../index.ts";
 import { createRemoteMirror } from "../remote-mirror.ts";
 import type { MdsRemote } from "../remote-api.ts";
+import { acceptedFor } from "../../../test/support/accepted.ts";
+let acc: ReturnType<typeof acceptedFor>;
 
 // The Connection kind's refusals happen before any API call: nothing is minted for a namespace the Database does
 // not allow, nor by id with the operator's own token.
@@ -24,6 +26,7 @@ let run: (ns: string, name: string) => ReturnType<typeof reconcileManaged>;
 
 beforeEach(async () => {
   kube = createFakeKube();
+  acc = acceptedFor(kube);
   api = createFakeApi();
   kube.put(SecretType, {
     apiVersion: "v1",
@@ -40,6 +43,7 @@ beforeEach(async () => {
     spec: { projectId: project.id },
     status: { id: dbId },
   });
+  acc.accept("shop", "orders");
   const logger = pino({ level: "silent" });
   const deps: LoopDeps = {
     kube,
@@ -61,6 +65,7 @@ beforeEach(async () => {
       pollIntervals: poll,
       onRemoteChange: () => {},
     }),
+    accepted: acc.accepted,
     defaultCredentials: {
       secretNamespace: "ops",
       secretName: "mds-credentials",

@@ -1,6 +1,7 @@
 import type { KubeObject } from "../../kube/types.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
-import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
+import { remoteIdOf } from "../../operator/identity.ts";
+import { acceptedDatabaseId } from "../accepted-database.ts";
 import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
 import type { ExternalClient, ManagedHandler } from "../../operator/managed-handler.ts";
 import { ConnectionType } from "./schema.ts";
@@ -41,7 +42,7 @@ const nothingToDo: ExternalClient<ConnectionObject> = {
 };
 
 export function connectionHandler(
-  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
+  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache" | "accepted">,
 ): ManagedHandler<ConnectionObject> {
   return {
     kind: "Connection",
@@ -91,13 +92,14 @@ export function connectionHandler(
               `database "${dbNs}/${ref.name}" is ObserveOnly: nothing is minted for it; set its managementPolicy to Full first`,
             );
           }
-          databaseId = boundIdOf(db);
           credentials = { namespace: dbNs, spec: dbSpec ?? {} };
-          if (databaseId === undefined) {
-            // Never got a database id, so never minted anything: a deletion has nothing to revoke.
-            if (deleting) return nothingToDo;
-            throw new WaitingError("DatabaseNotReady", `database "${dbNs}/${ref.name}" has no remote id yet`);
-          }
+          // Minted only on the id the Database's own loop accepted (accepted.ts), never on what its status says.
+          // A deletion revokes what was minted on the database it recorded: revocation checks each login's name at
+          // the service, so a status naming another database revokes nothing there.
+          databaseId = deleting
+            ? (ctx.accepted.idOf(DatabaseType.kind, db) ?? obj.status?.databaseId)
+            : acceptedDatabaseId(ctx.accepted, db, { namespace: dbNs, name: ref.name });
+          if (databaseId === undefined) return nothingToDo;
         }
       }
       if (databaseId === undefined)

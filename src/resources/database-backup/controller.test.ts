@@ -13,6 +13,8 @@ import { DatabaseBackupType } from "./schema.ts";
 import { stallingReasons } from "../index.ts";
 import { createRemoteMirror } from "../remote-mirror.ts";
 import type { MdsRemote } from "../remote-api.ts";
+import { acceptedFor } from "../../../test/support/accepted.ts";
+let acc: ReturnType<typeof acceptedFor>;
 
 // One backup per resource: through a crash before or after the POST, a lost answer, and past the replay window
 // (OutcomeUnknown, never a second request); against the public API (no backup endpoint) NotSupported and no POST.
@@ -27,6 +29,7 @@ let dbId: string;
 
 function setUp(publicApi: boolean) {
   kube = createFakeKube();
+  acc = acceptedFor(kube);
   api = createFakeApi({ publicApi });
   clock = Date.parse("2026-11-21T10:00:00Z");
   crash = undefined;
@@ -51,6 +54,7 @@ function setUp(publicApi: boolean) {
         pollIntervals: poll,
         onRemoteChange: () => {},
       }),
+      accepted: acc.accepted,
       defaultCredentials: {
         secretNamespace: "ops",
         secretName: "mds-credentials",
@@ -92,6 +96,7 @@ async function seed() {
     spec: { projectId: project.id },
     status: { id: dbId, secretName: "inv" },
   });
+  acc.accept("default", "inv");
 }
 
 const applyBackup = (name: string, spec: Record<string, unknown> = { databaseRef: { name: "inv" } }) =>

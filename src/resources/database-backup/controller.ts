@@ -2,7 +2,8 @@ import { errorCode, mayHaveLanded } from "../../operator/api.ts";
 import type { MdsApi } from "../remote-api.ts";
 import type { ConditionUpdate } from "../../operator/status.ts";
 import { ReconcileError, TerminalError, WaitingError } from "../../operator/errors.ts";
-import { boundIdOf, idempotencyKeyOf } from "../../operator/identity.ts";
+import { idempotencyKeyOf } from "../../operator/identity.ts";
+import { acceptedDatabaseId } from "../accepted-database.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
 import { resolveCredentials, oneShotController, parseOrTerminal, type ObjectGauge } from "../../operator/controller.ts";
@@ -41,6 +42,15 @@ function backupRequestKey(databaseId: string, namespace: string, key: string): s
   return idempotencyKeyOf("backup", databaseId, namespace, key);
 }
 
+/**
+ * What status.backupSeal seals: this resource (its uid), the database and the backup the service answered its POST
+ * with. Written only from that answer, so a BackupSchedule's retention can tell a backup taken for its DatabaseBackup
+ * from one whose id someone wrote into a status (backup-schedule/controller.ts).
+ */
+export function backupSealMessage(uid: string, databaseId: string, backupId: string): string {
+  return ["backup", uid, databaseId, backupId].join("\u0000");
+}
+
 /** Ready follows the phase: True once it Succeeded. */
 function readyOf(status: DatabaseBackupStatus, reason: string | undefined): ConditionUpdate {
   const phase = status.phase ?? "Pending";
@@ -66,7 +76,10 @@ const backupAgeGauge: ObjectGauge = {
 
 // eslint-disable-next-line max-lines-per-function -- closure factory: its step and helpers share the context
 export function backupHandler(
-  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "cache" | "events" | "crashPoint" | "pollIntervals">,
+  ctx: Pick<
+    MdsControllerContext,
+    "pool" | "defaultCredentials" | "cache" | "events" | "crashPoint" | "pollIntervals" | "accepted"
+  >,
   settings: BackupSettings = {},
 ): OneShotHandler<BackupObject> {
   const replayWindowMs = settings.replayWindowMs ?? 23 * 3600_000;
@@ -99,13 +112,21 @@ export function backupHandler(
   const notSupported = (run: Run, databaseId: string) =>
     finish(run, "Failed", "NotSupported", notSupportedMessage(databaseId), { databaseId });
 
-  async function post(run: Run, api: MdsApi, databaseId: string, requestKey: string): Promise<Outcome | undefined> {
+  async function post(
+    run: Run,
+    remote: { api: MdsApi; seal: (message: string) => string },
+    databaseId: string,
+    requestKey: string,
+  ): Promise<Outcome | undefined> {
+    const api = remote.api;
     try {
       const backup = await api.createBackup(databaseId, { idempotencyKey: requestKey });
       notSent.delete(requestKey);
       await ctx.crashPoint("backup:after-post");
+      const uid = run.obj.metadata.uid;
       await write(run, {
         backupId: backup.id,
+        ...(uid === undefined ? {} : { backupSeal: remote.seal(backupSealMessage(uid, databaseId, backup.id)) }),
         takenAt: iso(new Date(backup.createdAt)),
         message: `Backup "${backup.id}" of database "${databaseId}" requested`,
       });
@@ -137,15 +158,10 @@ export function backupHandler(
     const key = obj.spec.idempotencyKey ?? obj.metadata.uid ?? `${ns}/${obj.metadata.name}`;
     const refName = obj.spec.databaseRef?.name;
     const db = refName === undefined ? undefined : ctx.cache("Database").get(ns, refName);
-    // The database comes from the spec: a Database of this namespace (its status.id, which its loop accepted) or an
-    // id with this namespace's own token. Never from status: anyone who may write it could name another's database.
-    const databaseId = obj.spec.databaseId ?? boundIdOf(db);
-    if (databaseId === undefined) {
-      throw new WaitingError(
-        "DatabaseNotReady",
-        db === undefined ? `database "${refName}" not found` : `database "${refName}" has no remote id yet`,
-      );
-    }
+    // The database comes from the spec: a Database of this namespace (the id its own loop accepted, accepted.ts) or
+    // an id with this namespace's own token. Never from status: anyone who may write it could name another's database.
+    const databaseId =
+      obj.spec.databaseId ?? acceptedDatabaseId(ctx.accepted, db, { namespace: ns, name: refName ?? "" });
     if (obj.spec.databaseId !== undefined && obj.spec.credentials === undefined) {
       throw new TerminalError(
         "InvalidSpec",
@@ -164,7 +180,8 @@ export function backupHandler(
       obj.spec.credentials !== undefined
         ? { credentials: obj.spec.credentials }
         : ((db?.["spec"] ?? {}) as { credentials?: { secretRef: { name: string; key?: string } } });
-    const { api, use } = await resolveCredentials(ctx, ns, spec);
+    const remote = await resolveCredentials(ctx, ns, spec);
+    const { api, use } = remote;
     if (!jsonEqual(s.credentials, credentialStatusOf(use)))
       await run.writeStatus({ credentials: credentialStatusOf(use) });
     const requestKey = backupRequestKey(databaseId, ns, key);
@@ -209,7 +226,7 @@ export function backupHandler(
           );
         }
       }
-      const stop = await post(run, api, databaseId, requestKey);
+      const stop = await post(run, remote, databaseId, requestKey);
       if (stop !== undefined) return stop;
     }
 

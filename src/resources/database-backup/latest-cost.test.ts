@@ -14,6 +14,7 @@ import { DatabaseBackupType } from "./schema.ts";
 import { stallingReasons } from "../index.ts";
 import { createRemoteMirror } from "../remote-mirror.ts";
 import type { MdsRemote } from "../remote-api.ts";
+import { createAcceptedIds } from "../../operator/accepted.ts";
 
 // Issue 24's budget: a steady resync of N databases costs about N/100 calls. status.latestBackup is read only for a
 // Database with a BackupSchedule or DatabaseBackup, or spec.trackLatestBackup: a plain Database's resyncs never list
@@ -67,6 +68,7 @@ beforeEach(async () => {
       fallbackNamespaces: "*",
     },
     instanceId: "unit",
+    accepted: createAcceptedIds(),
     cache,
   });
   const deps = {

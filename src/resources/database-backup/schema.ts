@@ -66,6 +66,13 @@ export const DatabaseBackupStatus = z
       .optional()
       .describe("When the backup was requested; written before the request is sent."),
     backupId: z.string().max(80).optional().describe("The backup the service took (bkp_…)."),
+    backupSeal: z
+      .string()
+      .max(100)
+      .optional()
+      .describe(
+        "Written by the operator with backupId, from the service's answer to this resource's request: a tag over this resource's uid, the database and the backup that only a holder of the API token can compute. A BackupSchedule's retention deletes only backups whose seal checks.",
+      ),
     takenAt: z.iso.datetime().optional().describe("The backup's time, as the service reports it (createdAt)."),
     completedAt: z.iso.datetime().optional().describe("When the backup reached a final phase."),
     sizeBytes: z.number().int().min(0).optional().describe("The backup's size in bytes, once completed."),

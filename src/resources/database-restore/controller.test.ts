@@ -13,6 +13,8 @@ import { restoreHandler } from "./controller.ts";
 import { stallingReasons } from "../index.ts";
 import { createRemoteMirror } from "../remote-mirror.ts";
 import type { MdsRemote } from "../remote-api.ts";
+import { acceptedFor } from "../../../test/support/accepted.ts";
+let acc: ReturnType<typeof acceptedFor>;
 
 // Restore at most once per key and target: wiped status, re-applied resource, crash before the POST beyond the
 // replay window (OutcomeUnknown, never a second request).
@@ -27,6 +29,7 @@ let dbId: string;
 
 beforeEach(async () => {
   kube = createFakeKube();
+  acc = acceptedFor(kube);
   api = createFakeApi();
   clock = Date.parse("2026-11-21T10:00:00Z");
   crash = undefined;
@@ -54,6 +57,7 @@ beforeEach(async () => {
         pollIntervals: poll,
         onRemoteChange: () => {},
       }),
+      accepted: acc.accepted,
       defaultCredentials: {
         secretNamespace: "ops",
         secretName: "mds-credentials",
@@ -96,6 +100,7 @@ async function seed() {
     spec: { projectId: project.id },
     status: { id: dbId, secretName: "inv" },
   });
+  acc.accept("default", "inv");
   kube.put(SecretType, {
     apiVersion: "v1",
     kind: "Secret",

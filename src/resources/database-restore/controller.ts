@@ -1,7 +1,7 @@
 import { errorCode, mayHaveLanded } from "../../operator/api.ts";
 import type { ConditionUpdate } from "../../operator/status.ts";
-import { ReconcileError, TerminalError, WaitingError, messageOf } from "../../operator/errors.ts";
-import { boundIdOf } from "../../operator/identity.ts";
+import { ReconcileError, TerminalError, messageOf } from "../../operator/errors.ts";
+import { acceptedDatabaseId } from "../accepted-database.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
 import { resolveCredentials, oneShotController, parseOrTerminal } from "../../operator/controller.ts";
@@ -59,7 +59,15 @@ function readyOf(status: DatabaseRestoreStatus, reason: string | undefined): Con
 export function restoreHandler(
   ctx: Pick<
     MdsControllerContext,
-    "pool" | "defaultCredentials" | "cache" | "secrets" | "kube" | "events" | "crashPoint" | "pollIntervals"
+    | "pool"
+    | "defaultCredentials"
+    | "cache"
+    | "secrets"
+    | "kube"
+    | "events"
+    | "crashPoint"
+    | "pollIntervals"
+    | "accepted"
   >,
   settings: RestoreSettings = {},
 ): OneShotHandler<RestoreObject> {
@@ -129,15 +137,10 @@ export function restoreHandler(
     // Everything is resolved from the spec. Status is the record of a started restore, but anyone who may write the
     // status subresource writes it too: it is used only where it agrees with what the spec resolves to, else the
     // spec's "by id needs spec.credentials" rule could be sidestepped by naming the ids in status.
-    const targetId = obj.spec.target.databaseId ?? boundIdOf(targetDb);
-    if (targetId === undefined) {
-      throw new WaitingError(
-        "DatabaseNotReady",
-        targetDb === undefined
-          ? `target database "${targetName}" not found`
-          : `target database "${targetName}" has no remote id yet`,
-      );
-    }
+    // A Database's id counts once its own loop accepted it (accepted.ts), never because its status names it.
+    const targetId =
+      obj.spec.target.databaseId ??
+      acceptedDatabaseId(ctx.accepted, targetDb, { namespace: ns, name: targetName ?? "" });
     const target = { ns, name: targetName, id: targetId };
     if (obj.status?.requestedAt === undefined && readDatabase(targetDb)?.spec.managementPolicy === "ObserveOnly") {
       // ObserveOnly promises the operator never changes the database, through any resource.
@@ -159,12 +162,9 @@ export function restoreHandler(
     }
     const sourceName = obj.spec.source.databaseRef?.name;
     const sourceIdOfSpec = () => {
-      const id =
-        obj.spec.source.databaseId ??
-        boundIdOf(sourceName === undefined ? undefined : ctx.cache(DatabaseType.kind).get(ns, sourceName));
-      if (id === undefined)
-        throw new WaitingError("DatabaseNotReady", `source database "${sourceName}" not found or has no remote id yet`);
-      return id;
+      if (obj.spec.source.databaseId !== undefined) return obj.spec.source.databaseId;
+      const source = sourceName === undefined ? undefined : ctx.cache(DatabaseType.kind).get(ns, sourceName);
+      return acceptedDatabaseId(ctx.accepted, source, { namespace: ns, name: sourceName ?? "" });
     };
     /** Whether the status' resolved restore is the one the spec asks for (a `latest` backup is resolved once, so any). */
     const recordedAgrees = (sourceId: string) => {

@@ -1,5 +1,6 @@
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
+import { acceptedDatabaseIdIfAny } from "../accepted-database.ts";
 import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
 import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { DatabaseType } from "./schema.ts";
@@ -18,7 +19,7 @@ import { backupTracking } from "../database-backup/latest.ts";
 // its project changes (it waits for the project's id).
 // Adoption is exclusive (../adoption.ts): one Database resource manages a remote database; the others are refused.
 
-type DatabaseContext = Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache"> &
+type DatabaseContext = Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache" | "accepted"> &
   Partial<Pick<MdsControllerContext, "crashPoint" | "pollIntervals">>;
 
 export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseObject> {
@@ -29,7 +30,9 @@ export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseOb
     secretDatabaseIds: (obj) => [remoteIdOf(obj)].filter((id): id is string => id !== undefined),
     expiry: (obj, now) => expiryOf(obj.spec, obj.metadata.creationTimestamp, obj.status, now),
     managerOtherThan: (obj) =>
-      managerOtherThan(ctx.cache(DatabaseType.kind), obj, seenWithOwnCredentials(ctx, "database")),
+      managerOtherThan(ctx.cache(DatabaseType.kind), obj, seenWithOwnCredentials(ctx, "database"), (db) =>
+        ctx.accepted.idOf(DatabaseType.kind, db),
+      ),
     async connect(obj) {
       const ns = obj.metadata.namespace ?? "default";
       let projectId = obj.spec.projectId;
@@ -54,7 +57,10 @@ export function databaseHandler(ctx: DatabaseContext): ManagedHandler<DatabaseOb
         mirror: api.mirror,
         instanceId: ctx.instanceId,
         projectId,
-        databaseIdOf: (namespace, name) => boundIdOf(ctx.cache(DatabaseType.kind).get(namespace, name)),
+        // A clone's source: the id its own loop accepted (accepted.ts), never its status alone.
+        databaseIdOf: (namespace, name) =>
+          acceptedDatabaseIdIfAny(ctx.accepted, ctx.cache(DatabaseType.kind).get(namespace, name), { namespace, name }),
+        acceptedIdOf: (db) => ctx.accepted.idOf(DatabaseType.kind, db),
         crashPoint: ctx.crashPoint ?? (() => {}),
         backupTracking: (db) => backupTracking(ctx.cache, ctx.pollIntervals?.slowMs)(db),
       });

@@ -3,7 +3,7 @@ import type { MdsApi } from "../remote-api.ts";
 import { incarnationKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
-import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
+import { createOnce, findByLogicalId } from "../create-once.ts";
 import { absent, createdWith, pollDelayOf, stripSecrets } from "../remote-database.ts";
 import { branchStatusOf, deleteBranchIfEmpty, specBranch } from "./branch.ts";
 import { createBodyOf } from "./create-body.ts";
@@ -29,6 +29,8 @@ interface DatabaseExternalDeps {
   /** Remote id of a Database resource in the same namespace (for source.databaseRef). */
   databaseIdOf: (namespace: string, name: string) => string | undefined;
   crashPoint: (name: string) => void | Promise<void>;
+  /** The id this Database's own loop accepted in this process (accepted.ts), if any. */
+  acceptedIdOf?: ((obj: DatabaseObject) => string | undefined) | undefined;
   /** Whether (and how often) this Database's backups are read for status.latestBackup (database-backup/latest.ts). */
   backupTracking?: ((obj: DatabaseObject) => { refreshMs: number } | undefined) | undefined;
 }
@@ -72,6 +74,23 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     return deletion;
   }
 
+  /**
+   * Whether the id this resource is bound to is its own. An adoption (spec.externalId) is the spec's, checked against
+   * the token elsewhere. Otherwise the id came from status.id or the id annotation, which are anyone's to write who
+   * may write them: it counts if this loop already accepted it in this process, or if the database carries this
+   * resource's logicalId at the service (it created it). So no status.id names another's database into this one,
+   * after a restart neither.
+   */
+  async function provenOwn(obj: DatabaseObject, db?: RemoteDatabase): Promise<boolean> {
+    const id = remoteIdOf(obj);
+    if (id === undefined || obj.spec.externalId !== undefined) return true;
+    if (deps.acceptedIdOf?.(obj) === id) return true;
+    const logicalId = (db ?? mirror.peekDatabase(id))?.logicalId;
+    // A service that does not report logicalId with the database is asked by logicalId instead.
+    if (typeof logicalId === "string") return logicalId === logicalIdFor(obj);
+    return (await lookup(obj))?.id === id;
+  }
+
   // The uid names this object, not only its name: a Database deleted and applied again within the service's replay
   // window must not get the deleted one's answer (docs/design.md#keys-name-the-incarnation).
   const createKey = (obj: DatabaseObject) => incarnationKeyOf(obj, "create-database", logicalIdFor(obj), projectId);
@@ -80,10 +99,10 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
     async observe(obj): Promise<Observation> {
       const id = remoteIdOf(obj);
       if (id === undefined) return absent("Creating");
-      if (!(await boundToOwn(obj, () => lookup(obj)))) throw notCreatedHere("database", id);
       const known = mirror.peekDatabase(id);
       const db = await mirror.getDatabase(id, known?.status === "provisioning" ? pollDelayOf(known) : undefined);
       if (db === undefined) return absent("RemoteNotFound");
+      if (!(await provenOwn(obj, db))) throw notCreatedHere("database", id);
       const observation = observationOf(obj, db, projectId, wantedNameOf(obj));
       if (db.status !== "ready") return observation;
       const latest = await latestBackupStatus(api, db.id, deps.backupTracking?.(obj));
@@ -137,8 +156,8 @@ export function createDatabaseExternal(deps: DatabaseExternalDeps): ExternalClie
         if (found === undefined) return withBranch(obj, { done: true });
         return withBranch(obj, await deleteDatabase(api, mirror, found.id));
       }
-      // Deleted only if it is ours: an id annotation alone must match our logicalId.
-      if (!(await boundToOwn(obj, () => lookup(obj)))) return { done: true };
+      // Deleted only if it is ours: an id that status or the annotation alone names must carry our logicalId.
+      if (!(await provenOwn(obj))) return { done: true };
       return withBranch(obj, await deleteDatabase(api, mirror, id));
     },
 
