@@ -93,6 +93,13 @@ class JobTimeoutError extends Error {
   }
 }
 
+class JobLockLostError extends Error {
+  constructor() {
+    super("job attempt lost the lock on its job: the control database session that held it ended");
+    this.name = "JobLockLostError";
+  }
+}
+
 export class JobRunner {
   readonly instanceId: string;
   private readonly options: JobRunnerOptions;
@@ -195,6 +202,10 @@ export class JobRunner {
           log.debug("job started");
           const deadline = new AbortController();
           const timer = setTimeout(() => deadline.abort(new JobTimeoutError(timeoutMs)), timeoutMs);
+          // The claim lives in this session: once it is gone (a failover of the control database), another worker
+          // can claim the job, so this run stops where it would stop at its time limit.
+          const lost = () => deadline.abort(new JobLockLostError());
+          client.once("end", lost);
           try {
             await handler.run(job, {
               attempt,
@@ -210,6 +221,7 @@ export class JobRunner {
             throw deadline.signal.aborted ? (deadline.signal.reason as Error) : err;
           } finally {
             clearTimeout(timer);
+            client.off("end", lost);
           }
           // The run's record commits with the job's: one flush. Nobody else touches this job_runs row.
           await client.query("UPDATE jobs SET state = 'done', finished_at = now() WHERE id = $1", [job.id]);
