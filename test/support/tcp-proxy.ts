@@ -10,6 +10,11 @@ export interface TcpProxy {
   port: number;
   /** Destroys every open connection (both sides); new connections still work. Returns how many were cut. */
   dropConnections(): number;
+  /**
+   * Sends new connections to another port (a Kubernetes Service whose endpoint moved to a new pod), or, with
+   * `undefined`, closes them at once (a Service with no ready endpoint). Open connections are left alone.
+   */
+  retarget(port: number | undefined): void;
   readonly openConnections: number;
   /** Connections accepted since start. */
   readonly accepted: number;
@@ -26,10 +31,15 @@ export async function startTcpProxy(options: {
   const host = options.host ?? "127.0.0.1";
   const pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
   let accepted = 0;
+  let targetPort: number | undefined = options.targetPort;
 
   const server = net.createServer((client) => {
     accepted++;
-    const upstream = net.connect(options.targetPort, options.targetHost);
+    if (targetPort === undefined) {
+      client.destroy();
+      return;
+    }
+    const upstream = net.connect(targetPort, options.targetHost);
     const pair = { client, upstream };
     pairs.add(pair);
     const close = () => {
@@ -62,6 +72,9 @@ export async function startTcpProxy(options: {
       }
       pairs.clear();
       return n;
+    },
+    retarget(port) {
+      targetPort = port;
     },
     get openConnections() {
       return pairs.size;

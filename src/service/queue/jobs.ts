@@ -138,6 +138,13 @@ class JobTimeoutError extends Error {
   }
 }
 
+class JobLockLostError extends Error {
+  constructor() {
+    super("job attempt lost the lock on its job: the control database session that held it ended");
+    this.name = "JobLockLostError";
+  }
+}
+
 export class JobRunner {
   readonly instanceId: string;
   private readonly options: JobRunnerOptions;
@@ -259,6 +266,10 @@ export class JobRunner {
             },
           };
           const signal = AbortSignal.any([deadline.signal, crashed.signal]);
+          // The claim lives in this session: once it is gone (a failover of the control database), another worker
+          // can claim the job, so this run stops where it would stop at its time limit.
+          const lost = () => deadline.abort(new JobLockLostError());
+          client.once("end", lost);
           try {
             await attemptScope.run(scope, () =>
               Promise.race([
@@ -280,6 +291,7 @@ export class JobRunner {
             throw signal.aborted ? (signal.reason as Error) : err;
           } finally {
             clearTimeout(timer);
+            client.off("end", lost);
           }
           // The run's record commits with the job's: one flush. Nobody else touches this job_runs row.
           await client.query("UPDATE jobs SET state = 'done', finished_at = now() WHERE id = $1", [job.id]);
