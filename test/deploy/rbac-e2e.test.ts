@@ -268,24 +268,27 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
     );
 
     // A BackupSchedule (read live, its status patched) creates a DatabaseBackup at its slot and, past keep: 1, deletes
-    // the older one it owns (created here by hand, with the schedule's ownerReference, as if from an earlier slot).
+    // the older one it owns (created here by hand exactly as the schedule creates a slot's: its ownerReference, the
+    // slot's name and idempotencyKey; its own loop takes and seals the backup, so retention may delete it).
     await apply({ apiVersion: "mds.dev/v1alpha1", kind: "BackupSchedule", metadata: meta("every-minute"), spec: { databaseRef: { name: "orders" }, schedule: "* * * * *", keep: 1 } });
     const scheduleUid = ((await getJson(["-n", ns, "get", "backupschedule", "every-minute"]))["metadata"] as { uid: string }).uid;
+    const earlierMinutes = Date.parse("2026-01-01T00:00:00Z") / 60_000;
+    const earlierSlot = `every-minute-${earlierMinutes}`;
     await apply({
       apiVersion: "mds.dev/v1alpha1",
       kind: "DatabaseBackup",
       metadata: {
-        ...meta("every-minute-earlier"),
+        ...meta(earlierSlot),
         annotations: { "mds.dev/scheduled-at": "2026-01-01T00:00:00Z" },
         ownerReferences: [{ apiVersion: "mds.dev/v1alpha1", kind: "BackupSchedule", name: "every-minute", uid: scheduleUid, controller: true }],
       },
-      spec: { databaseRef: { name: "orders" } },
+      spec: { databaseRef: { name: "orders" }, idempotencyKey: `${scheduleUid}/${earlierMinutes}` },
     });
     await eventually(
       async () => {
         const items = ((await getJson(["-n", ns, "get", "mdsbackup"]))["items"] as { metadata: { name: string }; status?: { phase?: string } }[]) ?? [];
         const slots = items.filter((b) => b.metadata.name.startsWith("every-minute-"));
-        if (slots.length !== 1 || slots[0]!.metadata.name === "every-minute-earlier" || slots[0]!.status?.phase !== "Succeeded") throw new Error(`slots ${JSON.stringify(slots.map((b) => [b.metadata.name, b.status?.phase]))}`);
+        if (slots.length !== 1 || slots[0]!.metadata.name === earlierSlot || slots[0]!.status?.phase !== "Succeeded") throw new Error(`slots ${JSON.stringify(slots.map((b) => [b.metadata.name, b.status?.phase]))}`);
       },
       { stopWhen: refused, what: "a slot taken and the earlier backup pruned", timeoutMs: 150_000 },
     );

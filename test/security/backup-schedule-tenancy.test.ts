@@ -99,7 +99,7 @@ describe("team B cannot make a BackupSchedule delete team A's backups", () => {
     expect(leaks).toBe("");
   });
 
-  it("forged owned DatabaseBackups naming A's backups are pruned as resources, never deleted at the service", async () => {
+  it("forged owned DatabaseBackups naming A's backups are not the schedule's: kept, never deleted at the service", async () => {
     const a1 = await takeBackup(dbA, tokenA);
     const a2 = await takeBackup(dbA, tokenA);
     const b1 = await takeBackup(dbB, tokenB);
@@ -164,16 +164,21 @@ describe("team B cannot make a BackupSchedule delete team A's backups", () => {
     await forge("labelled-only", { databaseId: dbB, backupId: b1 });
     operator = await stack.startOperator();
 
-    // Retention (keep: 1) removes the two older owned resources; the unowned one and the newest stay.
+    // None of them is what the schedule creates for a slot (its name and idempotencyKey, derived from the schedule's
+    // name, uid and the slot), whatever their ownerReference says: retention (keep: 1) counts none of them as its own
+    // and deletes nothing, neither a resource nor a backup. The schedule's reconcile, which runs retention, has run
+    // once it reports Ready.
     await eventually(
       async () => {
-        const left = (await stack.kube.list<KubeObject>(DatabaseBackupType, { namespace: ns("b") })).items
-          .map((b) => b.metadata.name)
-          .sort();
-        expect(left).toEqual(["labelled-only", "newest"]);
+        const status = (await stack.kube.get<KubeObject>(BackupScheduleType, ns("b"), "yearly"))?.["status"] as Status;
+        expect(status?.conditions?.find((c) => c.type === "Ready")).toMatchObject({ status: "True" });
       },
-      { what: "retention ran", timeoutMs: 30_000 },
+      { what: "the schedule reconciled", timeoutMs: 30_000 },
     );
+    const left = (await stack.kube.list<KubeObject>(DatabaseBackupType, { namespace: ns("b") })).items
+      .map((b) => b.metadata.name)
+      .sort();
+    expect(left).toEqual(["a-under-b", "labelled-only", "names-a", "newest"]);
     expect((await backupsOf(dbA, tokenA)).map((b) => b.id).sort()).toEqual(before);
     expect((await backupsOf(dbB, tokenB)).map((b) => b.id)).toContain(b1);
     const status = (await stack.kube.get<KubeObject>(BackupScheduleType, ns("b"), "yearly"))?.["status"] as Status;
