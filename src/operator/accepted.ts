@@ -23,13 +23,18 @@ interface Entry {
 export interface AcceptedIds {
   /** The loop of `obj` (of `kind`) accepted remote id `id` for it. */
   accept(kind: string, obj: KubeObject, id: string): void;
-  /** The loop of `obj` refused its id, or it is being deleted or gone: nothing may act through it. */
-  forget(kind: string, obj: KubeObject): void;
+  /** The loop of `obj` refused its id, or it is being deleted or `gone`: nothing may act through it. */
+  forget(kind: string, obj: KubeObject, options?: { gone?: boolean }): void;
   /**
    * The id other resources may act on through `obj`: the one its loop accepted, for this very object (uid), and only
    * while its status still records that id (a changed status.id waits for the loop to accept it again).
    */
   idOf(kind: string, obj: KubeObject | undefined): string | undefined;
+  /**
+   * Whether the loop of `obj` has decided on it in this process (accepted or refused an id, or seen it go). Before
+   * that, after a restart or a leader handover, a referrer waits quietly: the decision wakes it.
+   */
+  decided(kind: string, obj: KubeObject): boolean;
 }
 
 const keyOf = (kind: string, obj: KubeObject) => `${kind}|${obj.metadata.namespace ?? ""}/${obj.metadata.name}`;
@@ -37,17 +42,30 @@ const keyOf = (kind: string, obj: KubeObject) => `${kind}|${obj.metadata.namespa
 /** `onChange(kind, namespace, name)`: an acceptance was recorded or withdrawn (the operator wakes the referrers). */
 export function createAcceptedIds(onChange: (kind: string, namespace: string, name: string) => void = () => {}) {
   const entries = new Map<string, Entry>();
+  /** The uid of each object whose loop has decided in this process (see decided). */
+  const decided = new Map<string, string | undefined>();
   const changed = (kind: string, obj: KubeObject) => onChange(kind, obj.metadata.namespace ?? "", obj.metadata.name);
   const ids: AcceptedIds = {
     accept(kind, obj, id) {
       const key = keyOf(kind, obj);
+      decided.set(key, obj.metadata.uid);
       const before = entries.get(key);
       if (before?.id === id && before.uid === obj.metadata.uid) return;
       entries.set(key, { uid: obj.metadata.uid, id });
       changed(kind, obj);
     },
-    forget(kind, obj) {
-      if (entries.delete(keyOf(kind, obj))) changed(kind, obj);
+    forget(kind, obj, options) {
+      const key = keyOf(kind, obj);
+      const undecided = decided.get(key) !== obj.metadata.uid || !decided.has(key);
+      // A gone object needs no record: a referrer finds no object and says so.
+      if (options?.gone === true) decided.delete(key);
+      else decided.set(key, obj.metadata.uid);
+      // A referrer that waited quietly for this decision is woken to report its wait.
+      if (entries.delete(key) || undecided) changed(kind, obj);
+    },
+    decided(kind, obj) {
+      const key = keyOf(kind, obj);
+      return decided.has(key) && decided.get(key) === obj.metadata.uid;
     },
     idOf(kind, obj) {
       if (obj === undefined) return undefined;

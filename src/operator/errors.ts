@@ -28,9 +28,16 @@ export class TerminalError extends ReconcileError {
  * retried at least every 30 s, since no watched event may announce it.
  */
 export class WaitingError extends ReconcileError {
-  constructor(reason: string, message: string, options?: { cause?: unknown }) {
+  /**
+   * A wait this process expects to end by itself in moments, with an event that wakes the resource (a referenced
+   * resource its loop has not looked at yet since the operator started): no condition, no Event, so an operator
+   * restart writes nothing and warns of nothing.
+   */
+  readonly quiet: boolean;
+  constructor(reason: string, message: string, options?: { cause?: unknown; quiet?: boolean }) {
     super(reason, message, options);
     this.name = "WaitingError";
+    this.quiet = options?.quiet === true;
   }
 }
 
@@ -40,6 +47,8 @@ interface ErrorClass {
   terminal: boolean;
   /** Kubernetes 409: requeue at once, silently (no condition, no event). */
   conflict: boolean;
+  /** A quiet wait (WaitingError's `quiet`): retried like a wait, reported nowhere but the debug log. */
+  quiet?: boolean;
   /** A wait the service asked for (Retry-After), if any; for a terminal error, when to look again (if ever). */
   retryAfterMs?: number;
   /**
@@ -69,7 +78,8 @@ export function classifyError(err: unknown): ErrorClass {
       conflict: false,
       ...(err.recheckMs === undefined ? {} : { retryAfterMs: err.recheckMs }),
     };
-  if (err instanceof WaitingError) return { reason: err.reason, terminal: false, conflict: false, maxDelayMs: 30_000 };
+  if (err instanceof WaitingError)
+    return { reason: err.reason, terminal: false, conflict: false, maxDelayMs: 30_000, quiet: err.quiet };
   if (err instanceof ReconcileError) return { reason: err.reason, terminal: false, conflict: false };
   const api = apiCodeOf(err);
   if (api !== undefined && !(err instanceof Error && err.name.startsWith("Kube"))) {

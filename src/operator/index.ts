@@ -206,7 +206,7 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     const dependants = dependantsOf(reg.kind);
     const cache = makeInformers(reg.type, (event, obj) => {
       const key = keyOf(obj);
-      if (event === "delete") accepted.forget(reg.kind, obj);
+      if (event === "delete") accepted.forget(reg.kind, obj, { gone: true });
       indexRemote(reg.kind, obj, event === "delete");
       keepDerivedState(reg.kind, key, obj, event === "delete");
       enqueue(reg.kind, key);

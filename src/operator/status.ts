@@ -105,6 +105,10 @@ export async function reportError(
     log.debug({ err }, "Conflict; requeued");
     return;
   }
+  if (c.quiet) {
+    log.debug({ err }, "Waiting; requeued");
+    return;
+  }
   log.debug({ err }, `Could not reconcile ${type.kind}`);
   const message = messageOf(err);
   deps.events.record(obj, "Warning", c.reason, message);

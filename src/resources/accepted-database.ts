@@ -34,6 +34,10 @@ export function acceptedDatabaseIdIfAny(
   const recorded = (db?.["status"] as { id?: unknown } | undefined)?.id;
   if (id !== undefined || recorded === undefined) return id;
   const what = `Database "${ref.name}" of namespace "${ref.namespace}"`;
+  if (!accepted.decided("Database", db!)) {
+    // Its loop has not run since this operator started: it will decide in moments, and its decision wakes this one.
+    throw new WaitingError("DatabaseNotAccepted", `${what} is not yet reconciled by this operator`, { quiet: true });
+  }
   throw new WaitingError(
     "DatabaseNotAccepted",
     `${what} names remote database "${String(recorded)}" in its status, which its own reconcile has not accepted (yet): nothing is done through it until it has (it created or adopted that database under its own token without an adoption conflict; after an operator restart, within moments of its first reconcile)`,

@@ -48,7 +48,7 @@ export const conditionReasons = {
   ProjectNotReady: "The Database's project is missing or not ready yet; the operator waits for it.",
   DatabaseNotReady: "A database this resource refers to is missing or not ready yet; the operator waits for it.",
   DatabaseNotAccepted:
-    "The Database this resource refers to names a remote id in its status that its own reconcile has not accepted: it neither created that database nor adopted it (spec.externalId) under its own token without a conflict. Nothing is done through it until it has; right after an operator start this lasts until that Database's first reconcile.",
+    "The Database this resource refers to names a remote id in its status that its own reconcile has not accepted: it neither created that database nor adopted it (spec.externalId) under its own token without a conflict. Nothing is done through it until it has. Right after an operator start, until that Database's first reconcile, the wait is silent (no condition, no Event).",
   SourceNotReady:
     "A clone's source database is missing, has no remote id yet or is not ready; nothing is created until it is, and the operator retries.",
   NoProductionBranch:
