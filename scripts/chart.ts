@@ -28,7 +28,11 @@ interface SchemaNode {
 }
 
 /** One row per value the schema declares (its leaves), with its default from values.yaml. */
-export function valueRows(schema: SchemaNode, values: unknown, prefix = ""): { key: string; type: string; default: unknown; description: string }[] {
+export function valueRows(
+  schema: SchemaNode,
+  values: unknown,
+  prefix = "",
+): { key: string; type: string; default: unknown; description: string }[] {
   return Object.entries(schema.properties ?? {}).flatMap(([name, node]) => {
     const key = prefix === "" ? name : `${prefix}.${name}`;
     const value = (values as Record<string, unknown> | undefined)?.[name];
@@ -42,7 +46,9 @@ export function valueRows(schema: SchemaNode, values: unknown, prefix = ""): { k
 const cell = (s: string) => s.replaceAll("|", "\\|").replaceAll("\n", " ");
 
 export function renderValuesTable(schema: SchemaNode, values: unknown): string {
-  const rows = valueRows(schema, values).map((r) => `| \`${r.key}\` | ${r.type} | ${cell(`\`${JSON.stringify(r.default)}\``)} | ${cell(r.description)} |`);
+  const rows = valueRows(schema, values).map(
+    (r) => `| \`${r.key}\` | ${r.type} | ${cell(`\`${JSON.stringify(r.default)}\``)} | ${cell(r.description)} |`,
+  );
   return ["| value | type | default | description |", "|---|---|---|---|", ...rows].join("\n");
 }
 
@@ -53,17 +59,24 @@ const end = "<!-- end of values -->";
 export async function renderChartFiles(): Promise<Map<string, string>> {
   const files = new Map<string, string>();
   for (const [name, text] of renderCrdFiles()) files.set(`crds/${name}`, text);
-  for (const [name, source] of Object.entries(packagedFiles)) files.set(`files/${name}`, await readFile(join(repoRoot, source), "utf8"));
+  for (const [name, source] of Object.entries(packagedFiles))
+    files.set(`files/${name}`, await readFile(join(repoRoot, source), "utf8"));
   const { version } = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as { version: string };
   const chart = await readFile(join(chartRoot, "Chart.yaml"), "utf8");
-  files.set("Chart.yaml", chart.replace(/^version: .*$/m, `version: ${version}`).replace(/^appVersion: .*$/m, `appVersion: "${version}"`));
+  files.set(
+    "Chart.yaml",
+    chart.replace(/^version: .*$/m, `version: ${version}`).replace(/^appVersion: .*$/m, `appVersion: "${version}"`),
+  );
   const schema = JSON.parse(await readFile(join(chartRoot, "values.schema.json"), "utf8")) as SchemaNode;
   const values = parse(await readFile(join(chartRoot, "values.yaml"), "utf8")) as unknown;
   const readme = await readFile(join(chartRoot, "README.md"), "utf8");
   const from = readme.indexOf(start);
   const to = readme.indexOf(end);
   if (from < 0 || to < from) throw new Error(`charts/mds/README.md has no "${start}" … "${end}" block`);
-  files.set("README.md", `${readme.slice(0, from + start.length)}\n\n${renderValuesTable(schema, values)}\n\n${readme.slice(to)}`);
+  files.set(
+    "README.md",
+    `${readme.slice(0, from + start.length)}\n\n${renderValuesTable(schema, values)}\n\n${readme.slice(to)}`,
+  );
   return files;
 }
 
@@ -71,8 +84,11 @@ export async function renderChartFiles(): Promise<Map<string, string>> {
 export async function findChartDrift(): Promise<string[]> {
   const expected = await renderChartFiles();
   const drift: string[] = [];
-  for (const [path, text] of expected) if ((await readFile(join(chartRoot, path), "utf8").catch(() => undefined)) !== text) drift.push(path);
-  for (const dir of ["crds", "files"]) for (const name of await readdir(join(chartRoot, dir)).catch(() => [] as string[])) if (!expected.has(`${dir}/${name}`)) drift.push(`${dir}/${name}`);
+  for (const [path, text] of expected)
+    if ((await readFile(join(chartRoot, path), "utf8").catch(() => undefined)) !== text) drift.push(path);
+  for (const dir of ["crds", "files"])
+    for (const name of await readdir(join(chartRoot, dir)).catch(() => [] as string[]))
+      if (!expected.has(`${dir}/${name}`)) drift.push(`${dir}/${name}`);
   return drift.sort();
 }
 
