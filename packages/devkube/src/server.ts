@@ -651,8 +651,10 @@ function deleteOptions(q: URLSearchParams, body: Buffer, dryRun: boolean): Delet
   if (text) {
     let parsed: unknown;
     try {
-      parsed = JSON.parse(text);
+      // client-go sends it as protobuf when the client prefers protobuf (helm's release storage does)
+      parsed = body.subarray(0, 4).toString("latin1") === "k8s\0" ? decodeProtobuf(body) : JSON.parse(text);
     } catch (err) {
+      if (err instanceof ApiError) throw err;
       throw badRequest(`error decoding DeleteOptions: ${(err as Error).message}`);
     }
     if (isObj(parsed)) {
