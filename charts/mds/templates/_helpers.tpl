@@ -46,7 +46,7 @@ each kind's controller.ts under src/resources/; test/deploy/rbac-e2e.test.ts run
   verbs: ["get", "list", "watch"]
 - apiGroups: ["mds.dev"]
   resources: ["connections"]
-  verbs: ["list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch"]
 # DatabaseBackups are created and deleted by BackupSchedules (one per slot; retention deletes the ones it took).
 - apiGroups: ["mds.dev"]
   resources: ["databasebackups"]
