@@ -35,6 +35,8 @@ export interface AcceptedIds {
    * that, after a restart or a leader handover, a referrer waits quietly: the decision wakes it.
    */
   decided(kind: string, obj: KubeObject): boolean;
+  /** The loop of `obj` has run once in this process, whatever came of it: its referrers stop waiting quietly. */
+  looked(kind: string, obj: KubeObject): void;
 }
 
 const keyOf = (kind: string, obj: KubeObject) => `${kind}|${obj.metadata.namespace ?? ""}/${obj.metadata.name}`;
@@ -62,6 +64,12 @@ export function createAcceptedIds(onChange: (kind: string, namespace: string, na
       else decided.set(key, obj.metadata.uid);
       // A referrer that waited quietly for this decision is woken to report its wait.
       if (entries.delete(key) || undecided) changed(kind, obj);
+    },
+    looked(kind, obj) {
+      const key = keyOf(kind, obj);
+      if (decided.has(key) && decided.get(key) === obj.metadata.uid) return;
+      decided.set(key, obj.metadata.uid);
+      changed(kind, obj);
     },
     decided(kind, obj) {
       const key = keyOf(kind, obj);

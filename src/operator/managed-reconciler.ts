@@ -46,6 +46,9 @@ export async function reconcileManaged<T extends ManagedObject>(
     if (err instanceof TerminalError) deps.accepted?.forget(handler.kind, raw);
     await reportError(deps, handler.type, run?.obj ?? raw, err, log, now());
     return failed(err);
+  } finally {
+    // Whatever came of it (accepted, refused, an outage): a referrer that waited quietly for this loop now reports.
+    deps.accepted?.looked(handler.kind, raw);
   }
 }
 

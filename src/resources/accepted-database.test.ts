@@ -48,6 +48,10 @@ describe("acceptedDatabaseId", () => {
     // Gone, then created again under another uid: undecided again, so quiet again until its loop runs.
     accepted.forget("Database", forged, { gone: true });
     expect(waitOf(() => acceptedDatabaseId(accepted, db("u2", "db_other"), ref)).quiet).toBe(true);
+    // Its loop ran and neither accepted nor refused (an outage): the wait is reported, and the referrer was woken.
+    accepted.looked("Database", db("u2", "db_other"));
+    expect(waitOf(() => acceptedDatabaseId(accepted, db("u2", "db_other"), ref)).quiet).toBe(false);
+    expect(woken).toEqual(["Database a/orders", "Database a/orders"]);
   });
 
   it("says DatabaseNotReady, loudly, for a Database that is missing or has no id", () => {
