@@ -91,4 +91,47 @@ describe("kubectl rollout against devkube", () => {
     await h.ok(["rollout", "undo", "deployment/stuck"]);
     expect(await h.ok(["rollout", "status", "deployment/stuck", "--timeout=60s"])).toContain("successfully rolled out");
   });
+
+  it("rollout status and restart of a StatefulSet and a DaemonSet; history from ControllerRevisions", async () => {
+    const pod = `
+  template:
+    metadata: { labels: { app: NAME } }
+    spec: { containers: [{ name: app, image: example/app:1 }] }`;
+    await h.ok(
+      ["apply", "-f", "-"],
+      `apiVersion: apps/v1
+kind: StatefulSet
+metadata: { name: db, namespace: default }
+spec:
+  replicas: 2
+  serviceName: db
+  selector: { matchLabels: { app: db } }${pod.replace("NAME", "db")}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: { name: agent, namespace: default }
+spec:
+  selector: { matchLabels: { app: agent } }${pod.replace("NAME", "agent")}
+`,
+    );
+    expect(await h.ok(["rollout", "status", "statefulset/db", "--timeout=60s"])).toContain(
+      "partitioned roll out complete: 2 new pods have been updated...",
+    );
+    expect(await h.ok(["rollout", "status", "daemonset/agent", "--timeout=60s"])).toContain(
+      'daemon set "agent" successfully rolled out',
+    );
+    const before = (await getJson(["statefulset", "db"])) as Json;
+    await h.ok(["rollout", "restart", "statefulset/db"]);
+    await h.ok(["rollout", "restart", "daemonset/agent"]);
+    expect(await h.ok(["rollout", "status", "statefulset/db", "--timeout=60s"])).toContain("roll out complete");
+    expect(await h.ok(["rollout", "status", "daemonset/agent", "--timeout=60s"])).toContain("successfully rolled out");
+    const after = (await getJson(["statefulset", "db"])) as Json;
+    expect(after.status.updateRevision).not.toBe(before.status.updateRevision);
+    const pods = (await getJson(["pods", "-l", "app=db"])).items as Json[];
+    expect(pods.map((p) => p.metadata.name).sort()).toEqual(["db-0", "db-1"]);
+    for (const p of pods) expect(p.metadata.labels["controller-revision-hash"]).toBe(after.status.updateRevision);
+    expect(await h.ok(["rollout", "history", "statefulset/db"])).toMatch(/^2\s/m);
+    const ds = await h.ok(["get", "ds", "agent"]);
+    expect(ds.split("\n")[1]).toMatch(/^agent\s+1\s+1\s+1\s+1\s+1\s+<none>\s+/);
+  });
 });
