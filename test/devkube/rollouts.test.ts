@@ -51,6 +51,14 @@ describe("kubectl rollout against devkube", () => {
     const pod = ((await getJson(["pods", "-l", "app=web"])).items as Json[])[0] as Json;
     expect(pod.spec.containers[0].envFrom).toEqual([{ secretRef: { name: "db" } }]);
     expect(pod.spec.nodeName).toBe("devkube-node");
+    // the Events the controllers record, as kubectl describe shows them
+    expect(await h.ok(["describe", "deployment", "web"])).toMatch(
+      new RegExp(`ScalingReplicaSet\\s.*Scaled up replica set ${rsName} from 0 to 3`),
+    );
+    expect(await h.ok(["describe", "rs", rsName])).toMatch(/SuccessfulCreate\s.*Created pod: /);
+    const described = await h.ok(["describe", "pod", pod.metadata.name]);
+    expect(described).toMatch(/Scheduled\s.*Successfully assigned default\/\S+ to devkube-node/);
+    expect(described).toMatch(/Started\s.*Started container app/);
   });
 
   it("rollout restart rolls every pod onto a new ReplicaSet; history shows two revisions", async () => {

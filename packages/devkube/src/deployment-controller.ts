@@ -205,6 +205,14 @@ class DeploymentSync {
     cur["spec"] = specOf(cur);
     metaOf(cur)["annotations"] = { ...annotations, ...wantAnn };
     const written = this.ctx.update(STORAGE.replicaset, cur, MANAGER);
+    const before = replicasOf(rs);
+    if (before !== replicas)
+      this.ctx.event(
+        this.d,
+        "ScalingReplicaSet",
+        `Scaled ${replicas > before ? "up" : "down"} replica set ${nameOf(rs)} from ${before} to ${replicas}`,
+        "deployment-controller",
+      );
     specOf(rs)["replicas"] = replicas;
     metaOf(rs)["resourceVersion"] = metaOf(written)["resourceVersion"];
   }

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { labelsMatch } from "./admission.ts";
 import type { Api } from "./api.ts";
 import { ApiError } from "./errors.ts";
@@ -84,6 +85,41 @@ export class WorkloadContext {
       obj,
       writeOptions(manager),
     ).body;
+  }
+
+  /**
+   * A core/v1 Event about obj, as the controllers record them (what `kubectl describe` lists): reason, message, the
+   * reporting component.
+   */
+  event(obj: Obj, reason: string, message: string, component: string, type: "Normal" | "Warning" = "Normal"): void {
+    const meta = metaOf(obj);
+    const ns = String(meta["namespace"] ?? "default");
+    const time = nowTime();
+    this.create(
+      "/events",
+      ns,
+      {
+        metadata: { name: `${nameOf(obj)}.${randomBytes(8).toString("hex")}`, namespace: ns },
+        involvedObject: {
+          apiVersion: obj["apiVersion"],
+          kind: obj["kind"],
+          name: meta["name"],
+          namespace: ns,
+          uid: meta["uid"],
+          resourceVersion: meta["resourceVersion"],
+        },
+        reason,
+        message,
+        type,
+        source: { component },
+        reportingComponent: component,
+        reportingInstance: component,
+        firstTimestamp: time,
+        lastTimestamp: time,
+        count: 1,
+      },
+      component,
+    );
   }
 
   delete(sk: string, ns: string, name: string): void {
