@@ -24,7 +24,7 @@ export function templateOf(revision: Obj): Obj {
   return template;
 }
 
-export interface Revision {
+interface Revision {
   name: string;
   hash: string;
   revision: number;

@@ -234,7 +234,7 @@ export class PodLifecycle {
 }
 
 /** Sets a condition, keeping lastTransitionTime when its status did not change (as every controller does). */
-export function setCondition(conditions: Obj[], next: Obj): Obj[] {
+function setCondition(conditions: Obj[], next: Obj): Obj[] {
   const current = conditions.find((c) => c["type"] === next["type"]);
   if (current && current["status"] === next["status"] && current["reason"] === next["reason"]) return conditions;
   const merged = { ...next };

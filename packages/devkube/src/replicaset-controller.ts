@@ -79,7 +79,7 @@ export function podFromTemplate(owner: Obj, kind: string, name?: string, extraLa
 const PHASE_RANK: Record<string, number> = { Pending: 0, Unknown: 1, Running: 2 };
 
 /** Upstream's ActivePods order, the first to delete first: unscheduled, pending, not ready, ready the shortest, newest. */
-export function rankForDeletion(pods: Obj[]): Obj[] {
+function rankForDeletion(pods: Obj[]): Obj[] {
   const key = (p: Obj): Array<number | string> => {
     const readySince = condition(p, "Ready")?.["lastTransitionTime"];
     return [

@@ -36,7 +36,7 @@ export function listTypes(table: Record<string, { type: "map"; keys: string[] }>
 }
 
 /** "a=b,c=d" of a LabelSelector's matchLabels and matchExpressions, as kubectl prints it. */
-export function formatSelector(sel: unknown): string {
+function formatSelector(sel: unknown): string {
   if (!isObj(sel)) return "<none>";
   const parts: string[] = [];
   if (isObj(sel["matchLabels"]))
@@ -103,7 +103,7 @@ export function defaults(target: Obj, values: Obj): void {
   for (const [k, v] of Object.entries(values)) if (target[k] === undefined) target[k] = structuredClone(v);
 }
 
-export const REPLICAS_READY = (o: Obj): string =>
+const REPLICAS_READY = (o: Obj): string =>
   `${Number(statusOf(o)["readyReplicas"] ?? 0)}/${Number(specOf(o)["replicas"] ?? 0)}`;
 
 const DEPLOYMENT_TABLE: BuiltinTable = {
