@@ -147,9 +147,14 @@ describe("the backup volume runs out of space", () => {
     // At least one ran out of room; its job says so, and its partial archive is gone: the volume holds exactly the
     // completed archives.
     expect(outcomes).toContain("failed");
+    // A backup is marked failed just before its job's own record commits: wait for that too.
+    await eventually(async () =>
+      expect(await sql(controlUrl, "SELECT id FROM jobs WHERE kind = 'backup' AND state = 'pending'")).toEqual([]),
+    );
     const failedRuns = await sql<{ outcome: string; error: string }>(
       controlUrl,
-      "SELECT r.outcome, j.error FROM job_runs r JOIN jobs j ON j.id = r.job_id WHERE j.kind = 'backup' AND j.state = 'failed'",
+      `SELECT (SELECT r.outcome FROM job_runs r WHERE r.job_id = j.id ORDER BY r.id DESC LIMIT 1) AS outcome, j.error
+       FROM jobs j WHERE j.kind = 'backup' AND j.state = 'failed'`,
     );
     expect(failedRuns.length).toBe(outcomes.filter((s) => s === "failed").length);
     for (const run of failedRuns) {
@@ -199,7 +204,11 @@ describe("the backup volume runs out of space", () => {
     );
     expect((await settledDatabase(api, kept.db.id)).status).toBe("ready");
 
-    // Space returns (the kept backup is deleted): the same request now succeeds, and its archive is whole.
+    // Space returns (the kept backup is deleted once the restore's job has ended: until then it reads it, and a
+    // DELETE is a 409): the same request now succeeds, and its archive is whole.
+    await eventually(async () =>
+      expect(await sql(controlUrl, "SELECT id FROM jobs WHERE kind = 'restore' AND state = 'pending'")).toEqual([]),
+    );
     expect((await api("DELETE", `/v1/databases/${kept.db.id}/backups/${kept.id}`)).status).toBe(204);
     await eventually(async () => expect(await freeBytes()).toBeGreaterThan(volumeBytes - 1024 * 1024));
     const again = await completedBackup(api, second.id);
