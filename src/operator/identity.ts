@@ -63,18 +63,6 @@ export function remoteIdOf(obj: KubeObject | undefined): string | undefined {
   return spec?.externalId ?? status?.id ?? obj.metadata.annotations?.[externalIdAnnotation];
 }
 
-/**
- * The id only the mds.dev/external-id annotation names (no spec.externalId, no status.id): written by the loop right
- * after a create, but an annotation is anyone's to write. The kinds prove it theirs by logicalId before acting on it.
- */
-export function annotatedOnlyIdOf(obj: KubeObject): string | undefined {
-  const spec = obj["spec"] as { externalId?: string } | undefined;
-  const status = obj["status"] as { id?: string } | undefined;
-  return spec?.externalId === undefined && status?.id === undefined
-    ? obj.metadata.annotations?.[externalIdAnnotation]
-    : undefined;
-}
-
 /** The refusal of an id (the annotation's, or status.id) that names an object this resource did not create. */
 export function notCreatedHere(kind: string, id: string): TerminalError {
   return new TerminalError(
@@ -92,6 +80,6 @@ export function notCreatedHere(kind: string, id: string): TerminalError {
 export function boundIdOf(obj: KubeObject | undefined): string | undefined {
   const externalId = (obj?.["spec"] as { externalId?: string } | undefined)?.externalId;
   const id = (obj?.["status"] as { id?: string } | undefined)?.id;
-  // status.id only: the id annotation alone is not proven (annotatedOnlyIdOf).
+  // status.id only: the id annotation alone is not proven (each kind proves it by its logicalId before acting on it).
   return externalId === undefined || id === externalId ? id : undefined;
 }

@@ -1,7 +1,5 @@
 import { errorCode, isApiConflict, mayHaveLanded } from "../operator/api.ts";
 import { ReconcileError } from "../operator/errors.ts";
-import { annotatedOnlyIdOf } from "../operator/identity.ts";
-import type { KubeObject } from "../kube/types.ts";
 import type { Lookup, RemoteMirror } from "./remote-mirror.ts";
 
 // Creating without duplicates (docs/design.md#creating-without-duplicates), written once for every kind with a logicalId.
@@ -59,16 +57,4 @@ export async function createOnce<R, C>(args: {
     if (mayHaveLanded(err)) mirror.suspect(logicalId);
     throw err;
   }
-}
-
-/**
- * Whether the id a resource is bound to is its own: always, unless only the mds.dev/external-id annotation names it
- * (anyone may write an annotation); then the lookup by our logicalId must find that very object.
- */
-export async function boundToOwn<R extends { id: string }>(
-  obj: KubeObject,
-  lookup: () => Promise<R | undefined>,
-): Promise<boolean> {
-  const annotated = annotatedOnlyIdOf(obj);
-  return annotated === undefined || (await lookup())?.id === annotated;
 }

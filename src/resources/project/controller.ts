@@ -13,7 +13,8 @@ import type { MdsControllerContext } from "../remote-api.ts";
 // Adoption is exclusive (../adoption.ts): one Project resource manages a remote project; the others are refused.
 
 export function projectHandler(
-  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache">,
+  ctx: Pick<MdsControllerContext, "pool" | "defaultCredentials" | "instanceId" | "cache"> &
+    Partial<Pick<MdsControllerContext, "accepted">>,
 ): ManagedHandler<ProjectObject> {
   return {
     kind: "Project",
@@ -29,7 +30,14 @@ export function projectHandler(
       const protectedBy = (databaseId: string) =>
         protectingDatabaseOf(ctx.cache(DatabaseType.kind), databaseId, seenWithOwnCredentials(ctx, "database"));
       return {
-        ...createProjectExternal({ api: api.api, mirror: api.mirror, instanceId: ctx.instanceId, protectedBy }),
+        ...createProjectExternal({
+          api: api.api,
+          mirror: api.mirror,
+          instanceId: ctx.instanceId,
+          protectedBy,
+          // What this loop accepted needs no lookup to prove again (../../operator/accepted.ts).
+          acceptedIdOf: (project) => ctx.accepted?.idOf(ProjectType.kind, project),
+        }),
         credentials: api.use,
       };
     },

@@ -11,7 +11,7 @@ import type { Creation, ExternalClient, Observation } from "../../operator/manag
 import { connectionCalls } from "../../operator/secret/recovery.ts";
 import { originalConnectionOf } from "../../operator/secret/revocation.ts";
 import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
-import { boundToOwn, createOnce, findByLogicalId } from "../create-once.ts";
+import { createOnce, findByLogicalId } from "../create-once.ts";
 import { createdWith, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
 import { deleteProject } from "./deletion.ts";
 import type { Project } from "./schema.ts";
@@ -28,6 +28,8 @@ interface ProjectExternalDeps {
   instanceId: string;
   /** The protected Database resource ("namespace/name") that manages this remote database, if any. */
   protectedBy: (databaseId: string) => Promise<string | undefined>;
+  /** The id this Project's own loop accepted in this process (../../operator/accepted.ts), if any. */
+  acceptedIdOf?: ((obj: ProjectObject) => string | undefined) | undefined;
 }
 
 // eslint-disable-next-line max-lines-per-function -- a factory: observe, create, update and delete share the client, mirror and ids in its closure; each is short
@@ -45,6 +47,24 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
   });
   const lookup = (obj: ProjectObject) =>
     findByLogicalId(() => api.listProjects({ logicalId: logicalIdFor(obj), limit: 1 }), "project", logicalIdFor(obj));
+
+  /**
+   * Whether the id this resource is bound to is its own, as for a Database (../database/external.ts). An adoption
+   * (spec.externalId) is the spec's, checked against the token elsewhere. An id that only status.id or the id
+   * annotation names is anyone's writing who may write them: it counts if this loop already accepted it in this
+   * process, or if the project carries this resource's logicalId at the service (it created it). Otherwise a
+   * status.id naming another namespace's project (seen through a shared token) made this resource rank as that
+   * project's creator: it minted on its default database and, under deletionPolicy Delete, deleted it.
+   */
+  async function provenOwn(obj: ProjectObject): Promise<boolean> {
+    const id = remoteIdOf(obj);
+    if (id === undefined || obj.spec.externalId !== undefined) return true;
+    if (deps.acceptedIdOf?.(obj) === id) return true;
+    const logicalId = mirror.peekProject(id)?.logicalId;
+    // A service that does not report logicalId with the project is asked by logicalId instead.
+    if (typeof logicalId === "string") return logicalId === logicalIdFor(obj);
+    return (await lookup(obj))?.id === id;
+  }
 
   async function defaultDatabaseOf(projectId: string): Promise<RemoteDatabase | undefined> {
     let db = mirror.databasesOf(projectId).find((d) => d.isDefault);
@@ -72,7 +92,7 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
           drift: [],
           fastPoll: true,
         };
-      if (!(await boundToOwn(obj, () => lookup(obj)))) throw notCreatedHere("project", id);
+      if (!(await provenOwn(obj))) throw notCreatedHere("project", id);
       const project = await mirror.getProject(id);
       if (project === undefined)
         return {
@@ -144,8 +164,8 @@ export function createProjectExternal(deps: ProjectExternalDeps): ExternalClient
       // Without a recorded id a create may still have landed; only the service's answer that there is none counts.
       const id = remoteIdOf(obj) ?? (obj.spec.externalId === undefined ? (await lookup(obj))?.id : undefined);
       if (id === undefined) return { done: true };
-      // Deleted only if it is ours: an id annotation alone must match our logicalId.
-      if (!(await boundToOwn(obj, () => lookup(obj)))) return { done: true };
+      // Deleted only if it is ours: an id that status or the annotation alone names must carry our logicalId.
+      if (!(await provenOwn(obj))) return { done: true };
       return deleteProject(api, mirror, id, deps.protectedBy);
     },
 

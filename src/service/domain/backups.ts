@@ -1,4 +1,4 @@
-import { rm } from "node:fs/promises";
+import { rm, statfs } from "node:fs/promises";
 import type pg from "pg";
 import { newId } from "../../contract/index.ts";
 import { serverPool, type ServiceDeps } from "../runtime/deps.ts";
@@ -129,8 +129,30 @@ export function takeBackup(
     await checkFailureBudget(client, deps.config, request.workspaceId, "take a backup");
     const estimate = await backupEstimate(deps, db);
     await checkBackupQuota(client, deps.config, request.workspaceId, { estimate });
+    await checkBackupVolume(deps, estimate);
     return respond(await insertBackup(client, databaseId, "manual", estimate));
   });
+}
+
+/**
+ * The backup volume is every workspace's: a manual backup is not started on a volume with less free space than its
+ * reservation (its database's size, a bound above its archive's), so a full volume is a 409 at the request rather
+ * than a failed backup later. Backups running at once may still fill it between them: the job that runs out of space
+ * fails and deletes its partial archive (jobs/handlers.ts).
+ */
+async function checkBackupVolume(deps: ServiceDeps, estimate: number): Promise<void> {
+  let free: number;
+  try {
+    const stats = await statfs(deps.config.backupDir);
+    free = stats.bavail * stats.bsize;
+  } catch {
+    return; // Not measurable here: the job finds out.
+  }
+  if (free < estimate)
+    throw conflict(
+      `cannot take a backup: the backup volume has ${free} bytes free and this backup needs up to ${estimate} (its database's size)`,
+      "the service's operator must free or grow the backup volume (backupDir); ask again then",
+    );
 }
 
 /**

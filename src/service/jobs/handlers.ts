@@ -19,6 +19,7 @@ import {
   revokeLoginRole,
   swapDatabases,
 } from "../placement/provisioner.ts";
+import { isNoSpace } from "../shared/errors.ts";
 import { inTransaction } from "../store/pool.ts";
 import { getDatabaseById } from "../store/queries.ts";
 import { archiveKey, dumpAsOwner, restoreAsOwner, usableBackup } from "./owner-dump.ts";
@@ -125,22 +126,35 @@ const backup: (deps: ServiceDeps) => JobHandler = (deps) => ({
     // The database may have grown since the request: past the workspace's byte quota, a manual backup fails here.
     await reserveBeforeDump(deps, db, backupId);
     const file = backupFile(deps, db.id, backupId);
-    await privateDirectory(deps.config.backupDir);
-    await privateDirectory(path.dirname(file));
     const { rows: logins } = await deps.pool.query<{ role_name: string }>(
       "SELECT role_name FROM connections WHERE database_id = $1",
       [db.id],
     );
-    const result = await dumpAsOwner(deps, {
-      jobId: job.id,
-      at: db,
-      pgName: db.pg_name,
-      ownerRole: db.owner_role,
-      loginRoles: logins.map((l) => l.role_name),
-      file,
-      archive: archiveKey(deps, backupId),
-      signal: ctx.signal,
-    });
+    let result;
+    try {
+      await privateDirectory(deps.config.backupDir);
+      await privateDirectory(path.dirname(file));
+      result = await dumpAsOwner(deps, {
+        jobId: job.id,
+        at: db,
+        pgName: db.pg_name,
+        ownerRole: db.owner_role,
+        loginRoles: logins.map((l) => l.role_name),
+        file,
+        archive: archiveKey(deps, backupId),
+        signal: ctx.signal,
+      });
+    } catch (err) {
+      if (!isNoSpace(err)) throw err;
+      // The volume is the service's, not the tenant's: not retried in seconds (it stays full until someone frees it),
+      // and not charged to the workspace's failed attempts (domain/job-budget.ts counts "failed", not this outcome).
+      // dumpDatabase deleted the partial archive, so the space this attempt took is free again.
+      await ctx.outcome("volume-full");
+      throw new JobFatalError(
+        "the backup volume is full (no space left on device): the partial archive was deleted; ask for a backup again once the service's operator has freed or grown it",
+        { cause: err },
+      );
+    }
     await deps.pool.query(
       "UPDATE backups SET status = 'completed', size = $2, sha256 = $3, path = $4, data_bytes = $5, completed_at = now() WHERE id = $1",
       [backupId, result.size, result.sha256, file, result.dataBytes ? JSON.stringify(result.dataBytes) : null],

@@ -82,4 +82,18 @@ describe("JobRunner", () => {
       await lockPool.end();
     }
   });
+
+  it("holds its locks on sessions whose server gives up on a vanished peer within 30 s", async () => {
+    // A replica SIGKILLed closes its sockets and PostgreSQL ends its sessions at once (test/service/replica-kill); a
+    // replica whose machine vanished sends nothing, and only keepalive probes end its sessions and free its jobs.
+    const lockPool = createPool(postgres.url, 1, { deadPeerSeconds: 30 });
+    try {
+      const { rows } = await lockPool.query<{ idle: string; interval: string; count: string }>(
+        "SELECT current_setting('tcp_keepalives_idle') AS idle, current_setting('tcp_keepalives_interval') AS interval, current_setting('tcp_keepalives_count') AS count",
+      );
+      expect(rows).toEqual([{ idle: "10", interval: "5", count: "4" }]);
+    } finally {
+      await lockPool.end();
+    }
+  });
 });

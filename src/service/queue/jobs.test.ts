@@ -85,14 +85,14 @@ describe("JobRunner", () => {
 
   it("ends an attempt whose callback threw outside its promises, at once and for good; the process goes on", async () => {
     // The runner's own listener alone, as in `mds service` (vitest's would report the planted throw as a failure);
-    // a started runner installs it.
+    // a started runner installs it. Without workers: one would race outcomes() for the job (and has no handler).
     const others = process.listeners("uncaughtException");
     process.removeAllListeners("uncaughtException");
     const runner = new JobRunner({
       pool,
       lockPool,
       handlers: {} as Record<JobKind, JobHandler>,
-      concurrency: 1,
+      concurrency: 0,
       pollIntervalMs: 60_000,
       maxAttempts: 1,
       timeoutMs: 1000,

@@ -42,9 +42,19 @@ export const notFound = (what: string, id: string) =>
 export const conflict = (message: string, hint = "") => new ServiceError("conflict", message, hint);
 export const unprocessable = (message: string, hint = "") => new ServiceError("unprocessable", message, hint);
 
-/** Errors that mean "PostgreSQL is not reachable": 503 with Retry-After rather than 500. */
+/**
+ * A PostgreSQL server that answers but refuses writes: a read-only transaction (a standby not yet promoted, or a
+ * managed server that turned itself read-only as its storage filled up) or a full disk. The platform's fault, for now.
+ */
+export function refusesWrites(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === "25006" || code === "53100";
+}
+
+/** Errors that mean "PostgreSQL is not reachable" or refuses writes for now: 503 with Retry-After rather than 500. */
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
+  if (refusesWrites(err)) return true;
   if (
     typeof e.code === "string" &&
     (/^(08|57P0[1-3]|53300)/.test(e.code) ||
@@ -54,4 +64,13 @@ export function isUnavailable(err: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
     e.message ?? "",
   );
+}
+
+/** A write that found its filesystem full (or over a quota), anywhere in the error's cause chain. */
+export function isNoSpace(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (code === "ENOSPC" || code === "EDQUOT") return true;
+  }
+  return false;
 }

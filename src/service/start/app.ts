@@ -9,7 +9,7 @@ import Fastify, {
 } from "fastify";
 import { errorBody } from "../../contract/index.ts";
 import type { ServiceDeps } from "../runtime/deps.ts";
-import { echo, invalidRequest, isUnavailable, ServiceError } from "../shared/errors.ts";
+import { echo, invalidRequest, isUnavailable, refusesWrites, ServiceError } from "../shared/errors.ts";
 import { authenticate } from "../http/request.ts";
 import { checkRequestLine } from "../http/text.ts";
 import { replayAnnouncement } from "../domain/idempotency.ts";
@@ -43,9 +43,14 @@ function toServiceError(err: unknown): ServiceError | undefined {
   if (e.statusCode === 400)
     return new ServiceError("invalid_request", "invalid request", "check the request line and headers");
   if (isUnavailable(err))
-    return new ServiceError("unavailable", "the service cannot reach its database", "retry later", {
-      headers: { "retry-after": "5" },
-    });
+    return new ServiceError(
+      "unavailable",
+      refusesWrites(err)
+        ? "a database server of the service refuses writes for now (read-only, or out of disk space)"
+        : "the service cannot reach its database",
+      "retry later with the same Idempotency-Key",
+      { headers: { "retry-after": "5" } },
+    );
   return undefined;
 }
 

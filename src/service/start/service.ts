@@ -75,7 +75,8 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
     await hardenServers(pool, pools, logger);
     await applyTenantLimits({ config, control: pool, servers, logger });
     await privateDirectory(config.backupDir);
-    const lockPool = createPool(config.controlUrl, config.jobConcurrency + 1);
+    // A job's claim is a row lock of one of these sessions: a replica that vanished releases its jobs within ~30 s.
+    const lockPool = createPool(config.controlUrl, config.jobConcurrency + 1, { deadPeerSeconds: 30 });
     pools.push(lockPool);
     const metrics = createMetrics();
     const wake = { fn: () => {} };

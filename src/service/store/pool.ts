@@ -1,7 +1,11 @@
 import pg from "pg";
 
 // timestamptz comes back as Date (ms precision is enough for output; cursors use text from SQL).
-export function createPool(url: string, max = 10, options: { lockTimeoutMs?: number } = {}): pg.Pool {
+export function createPool(
+  url: string,
+  max = 10,
+  options: { lockTimeoutMs?: number; deadPeerSeconds?: number } = {},
+): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     max,
@@ -13,6 +17,23 @@ export function createPool(url: string, max = 10, options: { lockTimeoutMs?: num
   // and the broken client is discarded on release.
   pool.on("error", () => {});
   pool.on("connect", (client) => client.on("error", () => {}));
+  if (options.deadPeerSeconds) {
+    // The server probes an idle session's peer and ends the session once it stops answering. Without this, a client
+    // whose machine vanished (no FIN, no RST: a node lost, a network cut) keeps its session, and what the session
+    // holds (a job's row lock), for the operating system's default of more than two hours. Queued before any query
+    // of the caller's; ignored on a Unix socket.
+    const idle = Math.max(1, Math.round(options.deadPeerSeconds / 3));
+    const count = 4;
+    const interval = Math.max(1, Math.floor((options.deadPeerSeconds - idle) / count));
+    pool.on("connect", (client) => {
+      client
+        .query(
+          "SELECT set_config('tcp_keepalives_idle', $1, false), set_config('tcp_keepalives_interval', $2, false), set_config('tcp_keepalives_count', $3, false)",
+          [String(idle), String(interval), String(count)],
+        )
+        .catch(() => {});
+    });
+  }
   return pool;
 }
 

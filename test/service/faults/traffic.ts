@@ -28,6 +28,8 @@ type Options = {
   /** A broken connection counts as retryable only when a replica may be killed. */
   brokenIsRetryable?: boolean;
   deadlineMs?: number;
+  /** Requests on their way, per URL: a test kills a replica while one of its requests is in flight. */
+  inFlight?: Map<string, number>;
 };
 
 let turn = 0;
@@ -47,6 +49,8 @@ export async function sendUntilDone(
     const url = urls[turn++ % urls.length]!;
     const api = client({ url }, options.token);
     let res;
+    const inFlight = options.inFlight;
+    inFlight?.set(url, (inFlight.get(url) ?? 0) + 1);
     try {
       res = await api(method, path, body, key ? { "idempotency-key": key } : {});
     } catch (err) {
@@ -58,6 +62,8 @@ export async function sendUntilDone(
       ledger.lastFailureAt = Date.now();
       if (Date.now() > deadline) throw err;
       continue;
+    } finally {
+      inFlight?.set(url, inFlight.get(url)! - 1);
     }
     if (res.status < 300) return res;
     if (res.status === 503 && res.body?.error?.code === "unavailable" && Number(res.headers.get("retry-after")) > 0) {
