@@ -284,6 +284,57 @@ spec:
   });
 });
 
+describe("Pod", () => {
+  // Stored for clients that create pods themselves (helm test's hook pods): Pending until a client playing the
+  // kubelet writes its status; the spec cannot change afterwards.
+  const POD = `apiVersion: v1
+kind: Pod
+metadata: { name: check, namespace: default }
+spec:
+  restartPolicy: Never
+  containers: [{ name: c, image: example/check:1, command: ["node", "-e", "1"] }]
+`;
+
+  it("is created Pending and finishes only when its status is written", async () => {
+    await h.ok(["create", "-f", "-"], POD);
+    expect((await getJson(["pod", "check"])).status).toEqual({ phase: "Pending" });
+    expect(await h.ok(["get", "pods", "--field-selector=status.phase=Pending", "-o", "name"])).toBe("pod/check\n");
+    await h.ok([
+      "patch",
+      "pod",
+      "check",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      JSON.stringify({
+        status: { phase: "Succeeded", containerStatuses: [{ name: "c", ready: false, restartCount: 0 }] },
+      }),
+    ]);
+    expect(await h.ok(["get", "pod", "check"])).toMatch(
+      /^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\ncheck\s+0\/1\s+Succeeded\s+0\s+\d+s\n$/,
+    );
+    expect(await h.ok(["get", "pods", "--field-selector=status.phase=Pending", "-o", "name"])).toBe("");
+  });
+
+  it("refuses a change of its spec and a pod without containers", async () => {
+    const changed = await h.kubectl([
+      "patch",
+      "pod",
+      "check",
+      "--type=merge",
+      "-p",
+      '{"spec":{"restartPolicy":"Always"}}',
+    ]);
+    expect(changed.stderr).toContain("pod updates may not change fields other than those the kubelet owns");
+    const empty = await h.kubectl(
+      ["create", "-f", "-"],
+      POD.replace("check", "empty").replace(/containers: .*\n/, "containers: []\n"),
+    );
+    expect(empty.stderr).toContain('Pod "empty" is invalid: spec.containers: Required value');
+    await h.ok(["delete", "pod", "check"]);
+  });
+});
+
 describe("discovery, OpenAPI and watch", () => {
   it("publishes the kinds with short names, and PATCH operations with fieldValidation and their GVK", async () => {
     const resources = await h.ok(["api-resources", "--api-group=apps", "-o", "wide", "--no-headers"]);

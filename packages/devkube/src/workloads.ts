@@ -131,6 +131,43 @@ const DEPLOYMENT_TABLE: BuiltinTable = {
   ],
 };
 
+// A pod's phase is whatever a client (a test playing the kubelet) writes through the status subresource.
+const POD_TABLE: BuiltinTable = {
+  columns: [
+    NAME_COLUMN,
+    column("Ready", "string", "The number of ready containers"),
+    column("Status", "string", "The phase of the pod"),
+    column("Restarts", "integer", "The number of container restarts"),
+    AGE_COLUMN,
+  ],
+  cells: (o, now) => {
+    const containers = Array.isArray(specOf(o)["containers"]) ? (specOf(o)["containers"] as unknown[]).length : 0;
+    const statuses = Array.isArray(statusOf(o)["containerStatuses"]) ? (statusOf(o)["containerStatuses"] as Obj[]) : [];
+    const ready = statuses.filter((c) => c["ready"] === true).length;
+    const restarts = statuses.reduce((n, c) => n + Number(c["restartCount"] ?? 0), 0);
+    return [nameOf(o), `${ready}/${containers}`, String(statusOf(o)["phase"] ?? ""), restarts, age(o, now)];
+  },
+};
+
+/** A new pod is Pending (nothing schedules it); its spec cannot change afterwards, as upstream (bar a few fields). */
+function preparePod(o: Obj, ctx: PrepareContext): void {
+  const spec = specOf(o);
+  if (!Array.isArray(spec["containers"]) || spec["containers"].length === 0)
+    throw invalid("Pod", "", nameOf(o), [
+      { field: "spec.containers", type: "FieldValueRequired", message: "Required value" },
+    ]);
+  defaults(spec, { restartPolicy: "Always" });
+  if (ctx.operation === "create") o["status"] = { phase: "Pending" };
+  else if (ctx.old && !jsonEqual(ctx.old["spec"], spec))
+    throw invalid("Pod", "", nameOf(o), [
+      {
+        field: "spec",
+        type: "FieldValueForbidden",
+        message: "Forbidden: pod updates may not change fields other than those the kubelet owns",
+      },
+    ]);
+}
+
 const STATEFULSET_TABLE: BuiltinTable = {
   columns: [NAME_COLUMN, column("Ready", "string", "Number of the pod with ready state"), AGE_COLUMN],
   cells: (o, now) => [nameOf(o), REPLICAS_READY(o), age(o, now)],
@@ -516,6 +553,23 @@ export function workloadResourceTypes(): ResourceType[] {
           persistentVolumeClaimRetentionPolicy: { whenDeleted: "Retain", whenScaled: "Retain" },
         });
       },
+    }),
+    base("", "v1", "Pod", "pods", true, {
+      shortNames: ["po"],
+      categories: ["all"],
+      subresources: ["status"],
+      knownFields: known("spec", "status"),
+      table: POD_TABLE,
+      nestedKnownFields: { spec: POD_SPEC, "spec.containers[]": CONTAINER, "spec.initContainers[]": CONTAINER },
+      listTypes: listTypes(podTemplateListTypes("spec")),
+      fieldSelectorKeys: ["status.phase", "spec.nodeName", "spec.restartPolicy"],
+      fieldSelector: (o, f) =>
+        f === "status.phase"
+          ? String(statusOf(o)["phase"] ?? "")
+          : f.startsWith("spec.")
+            ? String(specOf(o)[f.slice("spec.".length)] ?? "")
+            : undefined,
+      prepare: preparePod,
     }),
     base("", "v1", "Service", "services", true, {
       shortNames: ["svc"],
