@@ -118,7 +118,6 @@ it("helm install, then kubectl apply -f examples/, gives a DATABASE_URL that con
     "--set", `config.apiUrl=${service.url}`,
     "--set", `credentials.fallbackNamespaces={${appNs}}`,
     ...clusterValues,
-    ...(real === undefined ? [] : ["--wait", "--timeout", "5m"]),
   ]);
   expect({ code: install.code, stderr: install.stderr }).toEqual({ code: 0, stderr: "" });
   expect(install.stdout).toContain("STATUS: deployed");
