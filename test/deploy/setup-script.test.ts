@@ -1,9 +1,10 @@
-// `bash scripts/setup.sh`, a newcomer's first screen: on this machine (every package present, node_modules
-// installed) it prints two lines and returns at once, however often it runs. What it prints around `npm ci` is
-// tested with a stand-in `npm` and `node` on PATH (the seam: their output, not a registry) in a copy of the script
-// beside the project's package.json and lockfile, with no node_modules, so that it runs `npm ci`.
+// `bash scripts/setup.sh`, a newcomer's first screen, run for real on this machine's packages (every one present, as
+// `npm test` needs them) in a copy of the script beside the project's package.json and lockfile, never in the
+// repository itself (its `npm ci` would replace the node_modules the tests run from). `npm` and `node` are stand-ins
+// on PATH (the seam: their output and exit code, not a registry); node_modules, when there is one, is what npm
+// leaves: its record of the install (node_modules/.package-lock.json) and the project's Node 24.
 import { spawn } from "node:child_process";
-import { copyFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -34,20 +35,7 @@ const systemPath = (process.env["PATH"] ?? "")
   .filter((d) => !d.includes("node_modules"))
   .join(":");
 
-it("prints what it did and nothing else when everything is present, fast, and again on a second run", async () => {
-  for (let i = 0; i < 2; i++) {
-    const started = Date.now();
-    const run = await runSetup(repoRoot, systemPath);
-    expect(run).toEqual({
-      code: 0,
-      stdout: "setup: every package it needs is present\nsetup: node_modules is current (npm ci skipped; run it yourself to reinstall)\n",
-      stderr: "",
-    });
-    expect(Date.now() - started).toBeLessThan(10_000);
-  }
-});
-
-describe("npm ci's output", () => {
+describe("setup.sh", () => {
   let dir: string;
   const ebadengine = [
     "npm warn EBADENGINE Unsupported engine {",
@@ -57,8 +45,17 @@ describe("npm ci's output", () => {
     "npm warn EBADENGINE }",
   ].join("\n");
 
-  /** A project copy whose `npm` prints `output` and exits with `code`, and whose `node --version` says `version`. */
-  async function project(name: string, nodeVersion: string, output: string, code: number): Promise<{ cwd: string; path: string }> {
+  /**
+   * A project copy whose `npm` prints `output` and exits with `code`, and whose `node --version` says `version`; with
+   * `installed`, a node_modules whose record of the install lists the lockfile's packages, edited by `installed`.
+   */
+  async function project(
+    name: string,
+    nodeVersion: string,
+    output: string,
+    code: number,
+    installed?: (packages: Record<string, { version?: string }>) => void,
+  ): Promise<{ cwd: string; path: string }> {
     const cwd = join(dir, name);
     const bin = join(cwd, "fake-bin");
     await mkdir(join(cwd, "scripts"), { recursive: true });
@@ -66,7 +63,16 @@ describe("npm ci's output", () => {
     await copyFile(join(repoRoot, "scripts", "setup.sh"), join(cwd, "scripts", "setup.sh"));
     for (const f of ["package.json", "package-lock.json"]) await copyFile(join(repoRoot, f), join(cwd, f));
     await writeFile(join(bin, "npm"), `#!/bin/bash\ncat <<'EOF'\n${output}\nEOF\nexit ${code}\n`, { mode: 0o755 });
-    await writeFile(join(bin, "node"), `#!/bin/bash\necho ${nodeVersion}\n`, { mode: 0o755 });
+    // `node --version` as asked; anything else (the script's check of node_modules) runs on the real Node.
+    await writeFile(join(bin, "node"), `#!/bin/bash\n[ "$1" = --version ] && { echo ${nodeVersion}; exit 0; }\nexec ${process.execPath} "$@"\n`, { mode: 0o755 });
+    if (installed !== undefined) {
+      const lock = JSON.parse(await readFile(join(repoRoot, "package-lock.json"), "utf8")) as { packages: Record<string, { version?: string; optional?: boolean }> };
+      const packages = Object.fromEntries(Object.entries(lock.packages).filter(([k, p]) => k !== "" && p.optional !== true));
+      installed(packages);
+      await mkdir(join(cwd, "node_modules", ".bin"), { recursive: true });
+      await writeFile(join(cwd, "node_modules", ".package-lock.json"), JSON.stringify({ ...lock, packages }));
+      await symlink(process.execPath, join(cwd, "node_modules", ".bin", "node"));
+    }
     return { cwd, path: `${bin}:${systemPath}` };
   }
 
@@ -75,6 +81,27 @@ describe("npm ci's output", () => {
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
+  });
+
+  it("prints what it found and nothing else when everything is present, at once and again on a second run; npm never runs", async () => {
+    const p = await project("current", "v20.20.2", "npm must not run", 99, () => {});
+    for (let i = 0; i < 2; i++) {
+      const started = Date.now();
+      expect(await runSetup(p.cwd, p.path)).toEqual({
+        code: 0,
+        stdout: "setup: every package it needs is present\nsetup: node_modules is current (npm ci skipped; run it yourself to reinstall)\n",
+        stderr: "",
+      });
+      expect(Date.now() - started).toBeLessThan(10_000);
+    }
+  });
+
+  it("runs npm ci when node_modules holds a package at another version than the lockfile's", async () => {
+    const p = await project("stale", "v20.20.2", "added 1 package in 1s", 0, (packages) => {
+      const [name] = Object.keys(packages).filter((k) => packages[k]?.version !== undefined);
+      packages[name!] = { ...packages[name!], version: "0.0.0-stale" };
+    });
+    expect(await runSetup(p.cwd, p.path)).toEqual({ code: 0, stdout: "setup: every package it needs is present\nsetup: npm ci: added 1 package in 1s\n", stderr: "" });
   });
 
   it("under an older Node: leaves the expected EBADENGINE warnings out, keeps any other warning, says what it installed", async () => {
