@@ -161,11 +161,7 @@ async function operatorEndpoint(service: Service, port: ServicePort): Promise<{ 
 const helmTestName = "helm test: the hook pod reaches the operator's /readyz through its Service";
 const onDevkube = real === undefined ? it : it.skip;
 onDevkube(`${helmTestName}${real === undefined ? "" : " [skipped on a real cluster: the pod needs the image in a registry and running operator pods]"}`, async () => {
-  let endpoint: { host: string; port: number } | undefined;
-  kubelet = await startTestPodKubelet({ kubeConfig: parseKubeConfig(await readFile(kubeconfigPath, "utf8")), namespace: ns, endpoint: () => endpoint });
-  const service = await getJson<Service>(["-n", ns, "get", "service", "mds-operator-metrics"]);
-  endpoint = await operatorEndpoint(service, service.spec.ports?.[0] ?? { port: 0 });
-  expect(endpoint).toBeDefined();
+  kubelet = await startTestPodKubelet({ kubeConfig: parseKubeConfig(await readFile(kubeconfigPath, "utf8")), namespace: ns, endpoint: operatorEndpoint });
   const result = await h(["test", "mds", "-n", ns, "--timeout", "2m"]);
   expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: "" });
   expect(result.stdout).toMatch(/TEST SUITE:\s+mds-operator-test-ready[\s\S]*Phase:\s+Succeeded/);
@@ -173,8 +169,11 @@ onDevkube(`${helmTestName}${real === undefined ? "" : " [skipped on a real clust
   // hook-succeeded: helm deleted the pod.
   expect(await k(["-n", ns, "get", "pods", "-o", "name"])).toBe("");
 
-  // Without a ready operator behind the Service, the same test fails and its pod stays for kubectl logs/describe.
-  endpoint = undefined;
+  // With the operator stopped (no endpoint behind the Service), the same test fails and its pod stays for
+  // kubectl describe; the operator then starts again for the tests after this one.
+  await runtime?.stop();
+  runtime = undefined;
+  await operatorKube?.close();
   const failed = await h(["test", "mds", "-n", ns, "--timeout", "2m"]);
   expect(failed.code).not.toBe(0);
   expect(failed.stderr).toContain("mds-operator-test-ready");
@@ -183,6 +182,7 @@ onDevkube(`${helmTestName}${real === undefined ? "" : " [skipped on a real clust
   await kubelet.stop();
   kubelet = undefined;
   await k(["-n", ns, "delete", "pod", "mds-operator-test-ready"]);
+  await startOperator();
 }, 240_000);
 
 it("helm upgrade to a changed value changes the options and rolls the pods; helm rollback restores both", async () => {

@@ -49,7 +49,7 @@ export interface TestPodKubelet {
 export async function startTestPodKubelet(options: {
   kubeConfig: KubeConfig;
   namespace: string;
-  endpoint: (service: Service, port: ServicePort) => { host: string; port: number } | undefined;
+  endpoint: (service: Service, port: ServicePort) => Promise<{ host: string; port: number } | undefined>;
 }): Promise<TestPodKubelet> {
   const { kubeConfig, namespace } = options;
   const client = createKubeClient(kubeConfig);
