@@ -159,7 +159,7 @@ describe("examples/gitops rendered and dry-run on the server", () => {
           MDS_API_URL: "https://mds-api.example.com",
           MDS_INSTANCE_ID: "prod-eu-1",
         });
-        // The test hook is not applied by Argo CD on a sync: left out, as Argo CD leaves helm test hooks out.
+        // The helm test hook is no resource of a sync (Argo CD has no equivalent of helm test): left out.
         const synced = objects.filter((o) => o.kind !== "Pod");
         expect(syncPolicy.syncOptions).toContain("ServerSideApply=true");
         await serverDryRun(
