@@ -66,6 +66,48 @@ else
   echo "setup: every package it needs is present"
 fi
 
+# npm ci, quiet: on success one line says what it installed. Its EBADENGINE warnings are expected when the Node.js
+# running npm is older than 24 (the packages ask for the Node 24 that npm ci itself brings) and are left out then;
+# any other warning is shown, and on failure everything npm printed. Skipped when node_modules already holds what
+# the lockfile says (npm's own record of the last install, node_modules/.package-lock.json, lists the same packages
+# at the same versions; optional ones may be absent) and its Node 24 runs: a second run costs nothing.
+run_npm_ci() {
+  local log status node_major
+  node_major=$(node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/')
+  log=$(mktemp)
+  set +e
+  npm ci --no-audit --no-fund >"$log" 2>&1
+  status=$?
+  set -e
+  if [ "$status" -ne 0 ]; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "setup: npm ci failed (exit $status)" >&2
+    exit "$status"
+  fi
+  if [ "${node_major:-0}" -lt 24 ] 2>/dev/null; then
+    grep -iv '^npm warn EBADENGINE' "$log" | grep -i '^npm warn' >&2 || true
+  else
+    grep -i '^npm warn' "$log" >&2 || true
+  fi
+  echo "setup: npm ci: $(grep -E '^(added|removed|changed|up to date)' "$log" | tail -n 1)"
+  rm -f "$log"
+}
+
+node_modules_current() {
+  [ -f node_modules/.package-lock.json ] && node_modules/.bin/node --version 2>/dev/null | grep -q '^v24\.' &&
+    node -e '
+      const want = require("./package-lock.json").packages, have = require("./node_modules/.package-lock.json").packages;
+      const id = (p) => p.version ?? p.resolved;
+      const ok = Object.entries(want).every(([k, p]) => k === "" || (have[k] ? id(have[k]) === id(p) : p.optional || p.devOptional))
+        && Object.keys(have).every((k) => k in want);
+      process.exit(ok ? 0 : 1);' 2>/dev/null
+}
+
 if [ "$npm_ci" = yes ]; then
-  npm ci --no-audit --no-fund
+  if node_modules_current; then
+    echo "setup: node_modules is current (npm ci skipped; run it yourself to reinstall)"
+  else
+    run_npm_ci
+  fi
 fi

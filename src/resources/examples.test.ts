@@ -9,9 +9,19 @@ import { kindModules } from "./index.ts";
 
 // The examples a newcomer applies must stay valid against the schemas the CRDs come from.
 const root = fileURLToPath(new URL("../../examples", import.meta.url));
-const files = ["", "restore", "clone", "credentials", "backup", "backup-schedule"].flatMap((sub) =>
+const dirs = [
+  "",
+  "restore",
+  "clone",
+  "credentials",
+  "backup",
+  "backup-schedule",
+  "gitops/flux/project",
+  "gitops/flux/databases",
+];
+const files = dirs.flatMap((sub) =>
   readdirSync(join(root, sub))
-    .filter((f) => f.endsWith(".yaml"))
+    .filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml")
     .map((f) => join(sub, f)),
 );
 const schemas: Record<string, z.ZodType> = Object.fromEntries(

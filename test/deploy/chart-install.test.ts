@@ -4,9 +4,12 @@
 // No kubelet runs the operator's pods on devkube, and on a real cluster they could not reach the service on this
 // machine: the operator runs in the test process instead, with the options the installed Deployment and ConfigMap
 // give it (read back from the API server) and a token of the chart's ServiceAccount, so the chart's RBAC is what
-// the API server enforces.
+// the API server enforces. `helm test` runs its hook pod on devkube through test-pod-kubelet.ts, which plays the
+// kubelet and routes the pod's connection to the Service to that in-process operator's health port. On a real
+// cluster the hook pod would need the operator's image in a registry the cluster pulls from, and a Service with
+// running operator pods behind it (here replicas=0): `helm test` is devkube's part only.
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -24,6 +27,7 @@ import { startTestService, type TestService } from "../support/test-service.ts";
 import { containerOptions } from "./container-options.ts";
 import { chartDir, helm } from "./helm.ts";
 import { kubectl } from "./kubectl.ts";
+import { startTestPodKubelet, type Service, type ServicePort, type TestPodKubelet } from "./test-pod-kubelet.ts";
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 const real = realClusterFromEnv();
@@ -40,6 +44,7 @@ let kubeconfigPath: string;
 let service: TestService;
 let runtime: OperatorRuntime | undefined;
 let operatorKube: KubeConfig | undefined;
+let kubelet: TestPodKubelet | undefined;
 const logs: string[] = [];
 
 const contextArgs = (flag: string) => (real?.context === undefined ? [] : [flag, real.context]);
@@ -61,17 +66,19 @@ const installed = async () => [await getJson<Obj>(["-n", ns, "get", "deployment"
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "mds-chart-install-"));
   if (real === undefined) {
-    devkube = await startDevkube({ dir: join(dir, "kube") });
+    devkube = await startDevkube({ dir: join(dir, "kube"), workloadControllers: false });
     kubeconfigPath = devkube.kubeconfigPath;
   } else kubeconfigPath = real.kubeconfigPath;
   service = await startTestService();
   await k(["create", "namespace", ns]);
+  if (real !== undefined) await k(["label", "namespace", ns, "app.kubernetes.io/created-by=mds-e2e"]);
   if (appNs !== ns) await k(["create", "namespace", appNs]);
   // The token as docs/install.md says: kubectl create secret, never a manifest.
   await k(["-n", ns, "create", "secret", "generic", "mds-credentials", `--from-literal=token=${service.token}`]);
 }, 120_000);
 
 afterAll(async () => {
+  await kubelet?.stop();
   await runtime?.stop();
   await operatorKube?.close();
   if (real !== undefined && !real.keepNamespaces) await kubectl([...contextArgs("--context"), "delete", "namespace", ns, "--wait=false"], { kubeconfig: kubeconfigPath });
@@ -81,8 +88,8 @@ afterAll(async () => {
 
 async function startOperator(): Promise<void> {
   const { args, env } = containerOptions(await installed(), ns, "mds-operator-0");
-  // Only the poll interval and the metrics port differ from what the pods would get.
-  const config = parseOperatorConfig([...args.filter((a) => !a.startsWith("--metrics-address")), "--metrics-address=off"], { ...env, MDS_POLL_FAST: "200ms" });
+  // Only the poll interval and the metrics address (a free port of this machine) differ from what the pods would get.
+  const config = parseOperatorConfig([...args.filter((a) => !a.startsWith("--metrics-address")), "--metrics-address=127.0.0.1:0"], { ...env, MDS_POLL_FAST: "200ms" });
   if (config === "help") throw new Error("unexpected help");
   const token = (await k(["-n", ns, "create", "token", "mds-operator", "--duration=1h"])).trim();
   // The admin's kubeconfig for the cluster in use, its user replaced by the ServiceAccount's token.
@@ -111,7 +118,6 @@ it("helm install, then kubectl apply -f examples/, gives a DATABASE_URL that con
     "--set", `config.apiUrl=${service.url}`,
     "--set", `credentials.fallbackNamespaces={${appNs}}`,
     ...clusterValues,
-    ...(real === undefined ? [] : ["--wait", "--timeout", "5m"]),
   ]);
   expect({ code: install.code, stderr: install.stderr }).toEqual({ code: 0, stderr: "" });
   expect(install.stdout).toContain("STATUS: deployed");
@@ -135,6 +141,48 @@ it("helm install, then kubectl apply -f examples/, gives a DATABASE_URL that con
     await client.end();
   }
   expect(logs.join("")).not.toContain(service.token);
+}, 240_000);
+
+/**
+ * The Service's endpoint as kube-proxy would find it: the pods its selector matches (the Deployment's template, run
+ * in this process) on the container port its targetPort names; none while the operator does not run.
+ */
+async function operatorEndpoint(service: Service, port: ServicePort): Promise<{ host: string; port: number } | undefined> {
+  const deployment = await getJson<{ spec: { template: { metadata: { labels: Record<string, string> }; spec: { containers: { ports?: { name?: string; containerPort: number }[] }[] } } } }>(["-n", ns, "get", "deployment", "mds-operator"]);
+  const labels = deployment.spec.template.metadata.labels;
+  const selected = Object.entries(service.spec.selector ?? {}).every(([key, value]) => labels[key] === value);
+  const ports = deployment.spec.template.spec.containers.flatMap((c) => c.ports ?? []);
+  const served = ports.some((p) => p.name === port.targetPort || p.containerPort === port.targetPort);
+  if (!selected || !served || runtime?.healthUrl === undefined) return undefined;
+  const url = new URL(runtime.healthUrl);
+  return { host: url.hostname, port: Number(url.port) };
+}
+
+const helmTestName = "helm test: the hook pod reaches the operator's /readyz through its Service";
+const onDevkube = real === undefined ? it : it.skip;
+onDevkube(`${helmTestName}${real === undefined ? "" : " [skipped on a real cluster: the pod needs the image in a registry and running operator pods]"}`, async () => {
+  kubelet = await startTestPodKubelet({ kubeConfig: parseKubeConfig(await readFile(kubeconfigPath, "utf8")), namespace: ns, endpoint: operatorEndpoint });
+  const result = await h(["test", "mds", "-n", ns, "--timeout", "2m"]);
+  expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: "" });
+  expect(result.stdout).toMatch(/TEST SUITE:\s+mds-operator-test-ready[\s\S]*Phase:\s+Succeeded/);
+  expect(kubelet.runs).toEqual([{ name: "mds-operator-test-ready", exitCode: 0, output: expect.stringMatching(new RegExp(`^http://mds-operator-metrics\\.${ns}\\.svc:8080/readyz: 200 ok`)) }]);
+  // hook-succeeded: helm deleted the pod.
+  expect(await k(["-n", ns, "get", "pods", "-o", "name"])).toBe("");
+
+  // With the operator stopped (no endpoint behind the Service), the same test fails and its pod stays for
+  // kubectl describe; the operator then starts again for the tests after this one.
+  await runtime?.stop();
+  runtime = undefined;
+  await operatorKube?.close();
+  const failed = await h(["test", "mds", "-n", ns, "--timeout", "2m"]);
+  expect(failed.code).not.toBe(0);
+  expect(failed.stderr).toContain("mds-operator-test-ready");
+  expect(kubelet.runs[1]?.exitCode).toBe(1);
+  expect((await getJson<{ status: { phase: string } }>(["-n", ns, "get", "pod", "mds-operator-test-ready"])).status.phase).toBe("Failed");
+  await kubelet.stop();
+  kubelet = undefined;
+  await k(["-n", ns, "delete", "pod", "mds-operator-test-ready"]);
+  await startOperator();
 }, 240_000);
 
 it("helm upgrade to a changed value changes the options and rolls the pods; helm rollback restores both", async () => {

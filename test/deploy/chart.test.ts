@@ -127,7 +127,7 @@ it("rolls the operator's pods when an option changes, and only then", async () =
 
 it("refuses values the schema does not allow, naming the value", async () => {
   const cases: [string[], RegExp][] = [
-    [["replicas=0"], /replicas: Must be greater than or equal to 1/],
+    [["replicas=-1"], /replicas: Must be greater than or equal to 0/],
     [["config.logLevel=loud"], /config\.logLevel: config\.logLevel must be one of the following/],
     [["config.apiUrl=mds.example.com"], /config\.apiUrl: Does not match pattern/],
     [["config.extra.CONCURRENCY=8"], /CONCURRENCY/],
