@@ -3,7 +3,8 @@ import { startHarness, type Harness } from "./helpers.ts";
 
 // The workload kinds of our install manifests, through the real kubectl: stored built-ins with
 // defaulting, generation, status and scale subresources, strategic merge patch and server-side apply
-// with upstream's list keys, Tables. No controllers: statuses are whatever a client writes.
+// with upstream's list keys, Tables. Without the workload controllers (workloadControllers: false), so statuses
+// are whatever a client writes; the controllers are tested in test/devkube/rollouts.test.ts and packages/devkube.
 
 let h: Harness;
 
@@ -26,7 +27,7 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 const getJson = async (args: string[]): Promise<Json> => JSON.parse(await h.ok(["get", ...args, "-o", "json"])) as Json;
 
 beforeAll(async () => {
-  h = await startHarness();
+  h = await startHarness({ workloadControllers: false });
   await h.ok(["apply", "-f", "-"], DEPLOYMENT);
 });
 afterAll(async () => {

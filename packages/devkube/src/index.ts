@@ -9,12 +9,16 @@ import { stringify as toYaml } from "yaml";
 import { Api } from "./api.ts";
 import { Controllers } from "./controllers.ts";
 import { ConversionWebhooks, type ServiceAddresses } from "./conversion-webhook.ts";
+import type { PodLifecycleOptions } from "./pod-lifecycle.ts";
 import { Registry } from "./registry.ts";
 import { defaultClusterRoles, rbacAuthorizer, TokenIssuer, type Authorizer } from "./rbac.ts";
 import { createApp } from "./server.ts";
 import { Store } from "./store.ts";
 import { ensureTls } from "./tls.ts";
 import { WatchHub } from "./watch.ts";
+import { WorkloadControllers } from "./workload-controllers.ts";
+
+export { READY_ANNOTATION } from "./pod-lifecycle.ts";
 
 export interface DevkubeOptions {
   dir: string;
@@ -37,6 +41,17 @@ export interface DevkubeOptions {
   services?: ServiceAddresses;
   /** Put the "default" ServiceAccount and "kube-root-ca.crt" ConfigMap in every namespace, as a cluster does (default true). */
   namespaceDefaults?: boolean;
+  /**
+   * The pod lifecycle (src/pod-lifecycle.ts): `kubelet: false` leaves pods scheduled but Pending for a test harness
+   * to play the kubelet (default true); `readyDelayMs` from scheduling to Running and Ready (default 200); `nodes`,
+   * the fake Nodes' names (default ["devkube-node"]).
+   */
+  pods?: Partial<PodLifecycleOptions>;
+  /**
+   * Run the workload controllers, the scheduler and the kubelet (default true); false serves the workload kinds as a
+   * kube-apiserver without kube-controller-manager would: stored, with a status only a client writes.
+   */
+  workloadControllers?: boolean;
 }
 
 export interface Devkube {
@@ -74,6 +89,12 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
   api.loadCrds();
   seed(api, registry);
   controllers.schedule();
+  const workloads = new WorkloadControllers(api, store, registry, logger, {
+    kubelet: options.pods?.kubelet ?? true,
+    readyDelayMs: options.pods?.readyDelayMs ?? 200,
+    nodes: options.pods?.nodes ?? ["devkube-node"],
+  });
+  const unwatchWorkloads = options.workloadControllers === false ? () => undefined : workloads.start();
   const watches = new WatchHub(store, api, {
     bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000,
     maxWatchSeconds: options.maxWatchSeconds ?? 1800,
@@ -131,6 +152,8 @@ export async function startDevkube(options: DevkubeOptions): Promise<Devkube> {
       if (stopped) return;
       stopped = true;
       unwatch();
+      unwatchWorkloads();
+      workloads.stop();
       controllers.stop();
       watches.closeAll();
       await new Promise<void>((resolve) => {

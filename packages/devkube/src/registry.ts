@@ -1,5 +1,6 @@
 import { admissionPolicyResourceTypes } from "./admission-policy.ts";
 import { builtinResourceTypes, crdBaseType } from "./builtins.ts";
+import { podResourceTypes } from "./pod-kinds.ts";
 import type { ResourceType } from "./resource-type.ts";
 import { workloadResourceTypes } from "./workloads.ts";
 
@@ -20,6 +21,7 @@ export class Registry {
     this.builtins = [
       ...builtinResourceTypes(),
       ...workloadResourceTypes(),
+      ...podResourceTypes(),
       ...admissionPolicyResourceTypes(),
       crdBaseType(),
     ];

@@ -6,17 +6,17 @@ import type { BuiltinTable, PrepareContext, ResourceType } from "./resource-type
 import { AGE_COLUMN, age, column, NAME_COLUMN } from "./table.ts";
 import { isObj, jsonEqual, metaOf, type Obj } from "./types.ts";
 
-// The workload kinds of our install manifests, stored like any built-in: devkube runs no controllers,
-// so nothing creates pods, binds claims or fills in a status unless a client writes it (status subresource).
-// What is here is what a client notices from the API server alone: defaulting, the checks our manifests
-// could get wrong, generation, list merge keys, printer columns.
+// The workload kinds of our install manifests as the API server stores them: defaulting, the checks our manifests
+// could get wrong, generation, list merge keys, printer columns. The controllers that run Deployments and
+// StatefulSets are in *-controller.ts; nothing binds claims (PVCs stay Pending). Pods, ReplicaSets, DaemonSets,
+// Jobs and Nodes are in pod-kinds.ts.
 
 const specOf = (o: Obj): Obj => (isObj(o["spec"]) ? o["spec"] : {});
 const statusOf = (o: Obj): Obj => (isObj(o["status"]) ? o["status"] : {});
 const nameOf = (o: Obj): string => String(metaOf(o)["name"] ?? "");
 
 /** Server-side-apply list types of a pod template (upstream x-kubernetes-list-map-keys, merge keys as in SMP). */
-function podTemplateListTypes(prefix: string): Record<string, { type: "map"; keys: string[] }> {
+export function podTemplateListTypes(prefix: string): Record<string, { type: "map"; keys: string[] }> {
   const map = (keys: string[]) => ({ type: "map" as const, keys });
   const out: Record<string, { type: "map"; keys: string[] }> = {
     [`${prefix}.volumes`]: map(["name"]),
@@ -31,12 +31,12 @@ function podTemplateListTypes(prefix: string): Record<string, { type: "map"; key
   return out;
 }
 
-function listTypes(table: Record<string, { type: "map"; keys: string[] }>): ListTypes {
+export function listTypes(table: Record<string, { type: "map"; keys: string[] }>): ListTypes {
   return (path) => table[path.join(".")];
 }
 
 /** "a=b,c=d" of a LabelSelector's matchLabels and matchExpressions, as kubectl prints it. */
-function formatSelector(sel: unknown): string {
+export function formatSelector(sel: unknown): string {
   if (!isObj(sel)) return "<none>";
   const parts: string[] = [];
   if (isObj(sel["matchLabels"]))
@@ -55,7 +55,7 @@ function formatSelector(sel: unknown): string {
 }
 
 /** apps/v1 ValidateDeploymentSpec / ValidateStatefulSetSpec, the parts a manifest gets wrong: selector and template. */
-function checkPodController(kind: string, o: Obj, ctx: PrepareContext): void {
+export function checkPodController(kind: string, o: Obj, ctx: PrepareContext): void {
   const spec = specOf(o);
   const causes: FieldCause[] = [];
   const selector = spec["selector"];
@@ -64,7 +64,7 @@ function checkPodController(kind: string, o: Obj, ctx: PrepareContext): void {
     causes.push({
       type: "FieldValueInvalid",
       field: "spec.selector",
-      message: 'Invalid value: "null": empty selector is invalid for deployment',
+      message: `Invalid value: "null": empty selector is invalid for ${kind.toLowerCase()}`,
     });
   }
   const template = isObj(spec["template"]) ? spec["template"] : {};
@@ -99,11 +99,11 @@ function checkPodController(kind: string, o: Obj, ctx: PrepareContext): void {
   if (causes.length > 0) throw invalid(kind, "apps", nameOf(o), causes);
 }
 
-function defaults(target: Obj, values: Obj): void {
+export function defaults(target: Obj, values: Obj): void {
   for (const [k, v] of Object.entries(values)) if (target[k] === undefined) target[k] = structuredClone(v);
 }
 
-const REPLICAS_READY = (o: Obj): string =>
+export const REPLICAS_READY = (o: Obj): string =>
   `${Number(statusOf(o)["readyReplicas"] ?? 0)}/${Number(specOf(o)["replicas"] ?? 0)}`;
 
 const DEPLOYMENT_TABLE: BuiltinTable = {
@@ -371,7 +371,7 @@ function prepareNetworkPolicy(o: Obj): void {
 
 // Known fields of the specs and pod templates (k8s.io/api 1.32), so a typo in a manifest is pruned, or
 // refused with fieldValidation=Strict (kubectl's default), instead of vanishing silently.
-const CONTAINER = [
+export const CONTAINER = [
   "name",
   "image",
   "command",
@@ -397,7 +397,7 @@ const CONTAINER = [
   "stdinOnce",
   "tty",
 ];
-const POD_SPEC = [
+export const POD_SPEC = [
   "volumes",
   "initContainers",
   "containers",
@@ -440,7 +440,7 @@ const POD_SPEC = [
   "resources",
 ];
 
-function podTemplateFields(spec: string[]): Record<string, string[]> {
+export function podTemplateFields(spec: string[]): Record<string, string[]> {
   return {
     spec,
     "spec.template": ["metadata", "spec"],
@@ -450,7 +450,7 @@ function podTemplateFields(spec: string[]): Record<string, string[]> {
   };
 }
 
-const REPLICAS_SCALE = { specReplicasPath: ".spec.replicas", statusReplicasPath: ".status.replicas" };
+export const REPLICAS_SCALE = { specReplicasPath: ".spec.replicas", statusReplicasPath: ".status.replicas" };
 
 export function workloadResourceTypes(): ResourceType[] {
   const apps = "apps";

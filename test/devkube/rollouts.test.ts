@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "./helpers.ts";
+
+// The real kubectl's rollout commands against devkube's workload controllers and pod lifecycle: what an operator's
+// rotation (and a person at a terminal) relies on to see a rollout progress, finish or get stuck.
+
+let h: Harness;
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+const getJson = async (args: string[]): Promise<Json> => JSON.parse(await h.ok(["get", ...args, "-o", "json"])) as Json;
+
+const deployment = (name: string, extra = "") => `apiVersion: apps/v1
+kind: Deployment
+metadata: { name: ${name}, namespace: default }
+spec:
+  replicas: 3
+  selector: { matchLabels: { app: ${name} } }${extra}
+  template:
+    metadata: { labels: { app: ${name} } }
+    spec:
+      containers:
+        - name: app
+          image: example/app:1
+          envFrom: [{ secretRef: { name: db } }]
+`;
+
+beforeAll(async () => {
+  h = await startHarness({ pods: { readyDelayMs: 50 } });
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+describe("kubectl rollout against devkube", () => {
+  it("rollout status waits for the pods and says the deployment rolled out; get shows ReplicaSet and pods", async () => {
+    await h.ok(["apply", "-f", "-"], deployment("web"));
+    const out = await h.ok(["rollout", "status", "deployment/web", "--timeout=60s"]);
+    expect(out).toContain('deployment "web" successfully rolled out');
+    const rs = (await getJson(["rs", "-l", "app=web"])).items as Json[];
+    expect(rs).toHaveLength(1);
+    const rsName = rs[0]?.metadata.name as string;
+    expect(rsName).toMatch(/^web-[bcdfghjklmnpqrstvwxz2456789]+$/);
+    const pods = await h.ok(["get", "pods", "-l", "app=web"]);
+    expect(pods.split("\n")[0]).toMatch(/^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE$/);
+    expect(pods.trim().split("\n").slice(1)).toHaveLength(3);
+    for (const line of pods.trim().split("\n").slice(1))
+      expect(line).toMatch(new RegExp(`^${rsName}-\\w{5}\\s+1/1\\s+Running\\s+0\\s+`));
+    const deploy = await h.ok(["get", "deploy", "web"]);
+    expect(deploy.split("\n")[1]).toMatch(/^web\s+3\/3\s+3\s+3\s+/);
+    // the pods carry what a kubelet needs from the template
+    const pod = ((await getJson(["pods", "-l", "app=web"])).items as Json[])[0] as Json;
+    expect(pod.spec.containers[0].envFrom).toEqual([{ secretRef: { name: "db" } }]);
+    expect(pod.spec.nodeName).toBe("devkube-node");
+  });
+
+  it("rollout restart rolls every pod onto a new ReplicaSet; history shows two revisions", async () => {
+    const before = new Set(((await getJson(["pods", "-l", "app=web"])).items as Json[]).map((p) => p.metadata.name));
+    expect(await h.ok(["rollout", "restart", "deployment/web"])).toContain("deployment.apps/web restarted");
+    const out = await h.ok(["rollout", "status", "deployment/web", "--timeout=60s"]);
+    expect(out).toContain('deployment "web" successfully rolled out');
+    const pods = (await getJson(["pods", "-l", "app=web"])).items as Json[];
+    expect(pods).toHaveLength(3);
+    for (const p of pods) {
+      expect(before.has(p.metadata.name)).toBe(false);
+      expect(p.metadata.annotations["kubectl.kubernetes.io/restartedAt"]).toBeTruthy();
+    }
+    const d = (await getJson(["deploy", "web"])) as Json;
+    expect(d.metadata.annotations["deployment.kubernetes.io/revision"]).toBe("2");
+    expect(d.status.observedGeneration).toBe(d.metadata.generation);
+    const history = await h.ok(["rollout", "history", "deployment/web"]);
+    expect(history).toMatch(/^1\s/m);
+    expect(history).toMatch(/^2\s/m);
+  });
+
+  it("rollout status of a rollout whose pods never become ready fails with the progress deadline", async () => {
+    await h.ok(["apply", "-f", "-"], deployment("stuck", "\n  progressDeadlineSeconds: 2"));
+    await h.ok(["rollout", "status", "deployment/stuck", "--timeout=60s"]);
+    await h.ok([
+      "patch",
+      "deployment",
+      "stuck",
+      "-p",
+      JSON.stringify({ spec: { template: { metadata: { annotations: { "devkube.mds.dev/ready": "false" } } } } }),
+    ]);
+    const r = await h.kubectl(["rollout", "status", "deployment/stuck", "--timeout=60s"]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('deployment "stuck" exceeded its progress deadline');
+    const d = (await getJson(["deploy", "stuck"])) as Json;
+    expect(d.status.availableReplicas).toBe(3);
+    // a later successful rollout settles it
+    await h.ok(["rollout", "undo", "deployment/stuck"]);
+    expect(await h.ok(["rollout", "status", "deployment/stuck", "--timeout=60s"])).toContain("successfully rolled out");
+  });
+});
