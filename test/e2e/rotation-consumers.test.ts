@@ -1,0 +1,318 @@
+import { Registry } from "prom-client";
+import { afterAll, beforeAll, describe, expect } from "vitest";
+import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
+import type { Operator } from "../../src/operator/index.ts";
+import { DeploymentType, restartAnnotationOf, restartFieldManager } from "../../src/operator/secret/consumers.ts";
+import { DatabaseType } from "../../src/resources/types.ts";
+import { startPodApps, type PodApps } from "../support/pod-apps.ts";
+import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "./helpers.ts";
+
+// The proof of rotation that follows its consumers (docs/credentials.md): a Deployment of 3 replicas whose app reads
+// DATABASE_URL once, at start (test/support/pod-apps.ts plays the kubelet's part), rotated three times in a row with
+// consumers: Restart and a gracePeriod far shorter than the rollout (minReadySeconds makes each pod take 2 s):
+// no query fails, and every replaced login is revoked, after its last pod left. The same app under Ignore fails
+// queries (the problem is real); a rollout that never finishes keeps the old login, says so, and rotate-force ends
+// it; a bare pod (as a Job makes) holds the revocation until it is gone; another namespace's workload that names a
+// Secret of the same name is never touched and never waited for.
+
+type Status = {
+  connection?: { id: string };
+  rotation?: { trigger?: string; retiring?: { id: string; waitingFor?: string[] } };
+  conditions?: { type: string; status: string; reason: string; message: string }[];
+};
+
+describe.each(counterparts)("rotation that follows its consumers against %s", (api) => {
+  let stack: Stack;
+  let operator: Operator;
+  let apps: PodApps;
+  const metrics = new Registry();
+
+  beforeAll(async () => {
+    stack = await startStack({ api, namespaces: ["other"] });
+    operator = await stack.startOperator({ followConsumers: true, metrics });
+    apps = await startPodApps({ kubeConfig: stack.kubeConfig, kube: stack.kube, namespace: stack.namespace });
+  }, 120_000);
+  afterAll(async () => {
+    await apps?.stop();
+    await operator?.stop();
+    await stack?.stop();
+  });
+
+  const statusOf = async (name: string) =>
+    ((await stack.kube.get<KubeObject>(DatabaseType, stack.namespace, name))?.["status"] ?? {}) as Status;
+  const deployment = (name: string, secret: string, extra: { ready?: boolean; namespace?: string } = {}) => ({
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name, ...(extra.namespace === undefined ? {} : { namespace: extra.namespace }) },
+    spec: {
+      replicas: 3,
+      minReadySeconds: 2,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: {
+          labels: { app: name },
+          ...(extra.ready === false ? { annotations: { "devkube.mds.dev/ready": "false" } } : {}),
+        },
+        spec: { containers: [{ name: "app", image: "example/app:1", envFrom: [{ secretRef: { name: secret } }] }] },
+      },
+    },
+  });
+  async function database(name: string, rotation: Record<string, string>) {
+    await stack.kubectl(
+      ["apply", "-f", "-"],
+      manifests(
+        {
+          apiVersion: "mds.dev/v1alpha1",
+          kind: "Project",
+          metadata: { name: "rot", namespace: stack.namespace },
+          spec: { region: "us-east-1" },
+        },
+        {
+          apiVersion: "mds.dev/v1alpha1",
+          kind: "Database",
+          metadata: { name, namespace: stack.namespace },
+          spec: {
+            projectRef: { name: "rot" },
+            connectionSecret: { name: `${name}-db`, endpoint: "direct", rotation },
+          },
+        },
+      ),
+    );
+    await eventually(
+      async () => {
+        const ready = (await statusOf(name)).conditions?.find((c) => c.type === "Ready");
+        if (ready?.status !== "True") throw new Error(`not Ready: ${JSON.stringify(ready)}`);
+      },
+      { what: `Database ${name} Ready` },
+    );
+  }
+  const rotate = (name: string, value: string) =>
+    stack.kubectl(["annotate", `databases.mds.dev/${name}`, `mds.dev/rotate=${value}`, "--overwrite"]);
+  const rolledOut = (name: string) => stack.kubectl(["rollout", "status", `deployment/${name}`, "--timeout=120s"]);
+  const appsOn = (prefix: string) => [...apps.running()].filter(([pod]) => pod.startsWith(`${prefix}-`));
+  /** Whether a login of a URL still connects: the service ends a revoked login's sessions and refuses new ones. */
+  const loginAlive = async (url: string) => {
+    const pg = (await import("pg")).default;
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+    try {
+      await client.connect();
+      await client.query("select 1");
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  };
+
+  itNeedsDevkube(
+    "Restart: three rotations in a row, 0 failed queries, each old login revoked after its last pod left",
+    "devkube's controllers roll the Deployment at a known pace (minReadySeconds)",
+    async () => {
+      await database("orders", { gracePeriod: "1s", consumers: "Restart", consumerTimeout: "5m" });
+      await stack.kubectl(["apply", "-f", "-"], manifests(deployment("web", "orders-db")));
+      // The attack: another namespace's Deployment names a Secret of the same name (its own namespace's).
+      await stack.kubectl(
+        ["apply", "-f", "-"],
+        manifests(deployment("web", "orders-db", { namespace: stack.namespaceOf("other") })),
+      );
+      await rolledOut("web");
+      await eventually(
+        async () => {
+          if (appsOn("web").length !== 3) throw new Error(`${appsOn("web").length} apps`);
+        },
+        { what: "3 apps running" },
+      );
+      const firstUrl = appsOn("web")[0]![1]!;
+      const revoked: string[] = [];
+      for (const round of ["1", "2", "3"]) {
+        const before = (await statusOf("orders")).connection!.id;
+        const oldUrls = new Set(appsOn("web").map(([, url]) => url!));
+        await rotate("orders", round);
+        await eventually(
+          async () => {
+            const s = await statusOf("orders");
+            if (s.connection?.id === before || s.rotation?.trigger !== round) throw new Error("not rotated yet");
+          },
+          { what: `rotation ${round}` },
+        );
+        // The rollout takes ~6 s (3 pods, 2 s each before available); the grace period is 1 s. The old login must
+        // outlive it: as long as an app of the old pods runs, its queries succeed.
+        await rolledOut("web");
+        await eventually(
+          async () => {
+            const s = await statusOf("orders");
+            if (s.rotation?.retiring !== undefined) throw new Error(`still retiring: ${JSON.stringify(s.rotation)}`);
+          },
+          { what: `the login replaced by rotation ${round} revoked`, timeoutMs: 60_000 },
+        );
+        for (const url of oldUrls) expect(await loginAlive(url)).toBe(false);
+        expect(appsOn("web").every(([, url]) => !oldUrls.has(url!))).toBe(true);
+        revoked.push(before);
+      }
+      expect(apps.failures).toEqual([]);
+      expect(apps.queries()).toBeGreaterThan(100);
+      expect(await loginAlive(firstUrl)).toBe(false);
+      expect(new Set(revoked).size).toBe(3);
+
+      // The restart annotation carries the Secret's data hash, written by its own field manager only: what Argo CD's
+      // ignoreDifferences.managedFieldsManagers [mds-operator-rotation] leaves out of its diff.
+      const secret = await stack.kube.get<Secret>(SecretType, stack.namespace, "orders-db");
+      const web = JSON.parse(
+        await stack.kubectl(["get", "deployment", "web", "-o", "json", "--show-managed-fields"]),
+      ) as KubeObject & {
+        spec: { template: { metadata: { annotations: Record<string, string> } } };
+        metadata: { managedFields: { manager: string; operation: string; fieldsV1: unknown }[] };
+      };
+      const key = restartAnnotationOf("orders-db");
+      expect(web.spec.template.metadata.annotations[key]).toBe(secret?.metadata.annotations?.["mds.dev/data-hash"]);
+      const ours = web.metadata.managedFields.filter((m) => m.manager === restartFieldManager);
+      expect(ours.map((m) => m.operation)).toEqual(["Apply"]);
+      expect(ours[0]?.fieldsV1).toEqual({
+        "f:spec": { "f:template": { "f:metadata": { "f:annotations": { [`f:${key}`]: {} } } } },
+      });
+      // Another namespace's workload was never touched.
+      const other = await stack.kube.get<KubeObject>(DeploymentType, stack.namespaceOf("other"), "web");
+      expect(other?.metadata.generation).toBe(1);
+      expect(await stack.leaks()).toBe("");
+    },
+    240_000,
+  );
+
+  itNeedsDevkube(
+    "Ignore: the same app fails queries once the grace period revokes the login it started with",
+    "devkube's controllers and kubelet",
+    async () => {
+      await database("plain", { gracePeriod: "1s", consumers: "Ignore" });
+      await stack.kubectl(["apply", "-f", "-"], manifests(deployment("plainweb", "plain-db")));
+      await rolledOut("plainweb");
+      await eventually(
+        async () => {
+          if (appsOn("plainweb").length !== 3) throw new Error(`${appsOn("plainweb").length} apps`);
+        },
+        { what: "3 apps running" },
+      );
+      await rotate("plain", "1");
+      await eventually(
+        async () => {
+          if (!apps.failures.some((f) => f.startsWith("plainweb-"))) throw new Error("no failed query yet");
+        },
+        { what: "the apps' queries fail", timeoutMs: 30_000 },
+      );
+      // Nothing was rolled: Ignore touches no workload.
+      const d = await stack.kube.get<KubeObject>(DeploymentType, stack.namespace, "plainweb");
+      expect(d?.metadata.generation).toBe(1);
+      await stack.kubectl(["delete", "deployment", "plainweb"]);
+      apps.failures.splice(0); // the failures were this case's point; the other cases count their own
+    },
+    120_000,
+  );
+
+  itNeedsDevkube(
+    "a stuck rollout keeps the old login, says so (condition, Event, metric); rotate-force revokes it",
+    "devkube's readiness failure (devkube.mds.dev/ready)",
+    async () => {
+      await database("stuck", { gracePeriod: "1s", consumers: "Restart", consumerTimeout: "4s" });
+      await stack.kubectl(["apply", "-f", "-"], manifests(deployment("stuckweb", "stuck-db", { ready: false })));
+      await eventually(
+        async () => {
+          if (appsOn("stuckweb").length !== 3) throw new Error(`${appsOn("stuckweb").length} apps`);
+        },
+        { what: "3 apps running (never Ready)" },
+      );
+      const old = (await statusOf("stuck")).connection!.id;
+      await rotate("stuck", "1");
+      await eventually(
+        async () => {
+          const reconciling = (await statusOf("stuck")).conditions?.find((c) => c.type === "Reconciling");
+          if (reconciling?.reason !== "ConsumersNotRolled") throw new Error(JSON.stringify(reconciling));
+          expect(reconciling.status).toBe("True");
+          expect(reconciling.message).toContain("Deployment/stuckweb");
+        },
+        { what: "Reconciling=True ConsumersNotRolled", timeoutMs: 60_000 },
+      );
+      expect((await statusOf("stuck")).rotation?.retiring?.id).toBe(old);
+      const events = await stack.kubectl([
+        "get",
+        "events",
+        "--field-selector",
+        "reason=ConsumersNotRolled",
+        "-o",
+        "name",
+      ]);
+      expect(events.trim()).not.toBe("");
+      const gauge = (await metrics.getSingleMetric("mds_operator_resource_conditions")?.get())?.values ?? [];
+      expect(
+        gauge.find((v) => v.labels["reason"] === "ConsumersNotRolled" && v.labels["kind"] === "Database")?.value,
+      ).toBe(1);
+      expect(apps.failures.filter((f) => f.startsWith("stuckweb-"))).toEqual([]);
+      await stack.kubectl(["annotate", "databases.mds.dev/stuck", "mds.dev/rotate-force=now", "--overwrite"]);
+      await eventually(
+        async () => {
+          if ((await statusOf("stuck")).rotation?.retiring !== undefined) throw new Error("still retiring");
+        },
+        { what: "rotate-force revokes the old login", timeoutMs: 30_000 },
+      );
+      // What force costs, as documented: the pods still on the old login lose it.
+      const stuckFailures = () => apps.failures.filter((f) => f.startsWith("stuckweb-"));
+      await eventually(
+        async () => {
+          if (stuckFailures().length < 3) throw new Error(`${stuckFailures().length} apps failed`);
+        },
+        { what: "the old pods' apps lose their login" },
+      );
+      await stack.kubectl(["delete", "deployment", "stuckweb"]);
+      apps.failures.splice(0);
+    },
+    120_000,
+  );
+
+  itNeedsDevkube(
+    "a bare pod (as a Job makes) that started with the old login holds the revocation until it is gone",
+    "devkube's kubelet",
+    async () => {
+      await database("batch", { gracePeriod: "1s", consumers: "Wait" });
+      await stack.kubectl(
+        ["apply", "-f", "-"],
+        manifests({
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { name: "report", labels: { "job-name": "report" } },
+          spec: {
+            restartPolicy: "Never",
+            containers: [
+              {
+                name: "app",
+                image: "example/report:1",
+                env: [{ name: "DATABASE_URL", valueFrom: { secretKeyRef: { name: "batch-db", key: "DATABASE_URL" } } }],
+              },
+            ],
+          },
+        }),
+      );
+      await eventually(
+        async () => {
+          if (!apps.running().has("report")) throw new Error("not running");
+        },
+        { what: "the report app running" },
+      );
+      await rotate("batch", "1");
+      await eventually(
+        async () => {
+          const waiting = (await statusOf("batch")).rotation?.retiring?.waitingFor ?? [];
+          if (!waiting.some((w) => w.includes("report"))) throw new Error(JSON.stringify(waiting));
+        },
+        { what: "the revocation waits for the pod", timeoutMs: 30_000 },
+      );
+      await stack.kubectl(["delete", "pod", "report", "--wait=true"]);
+      await eventually(
+        async () => {
+          if ((await statusOf("batch")).rotation?.retiring !== undefined) throw new Error("still retiring");
+        },
+        { what: "revoked once the pod is gone", timeoutMs: 30_000 },
+      );
+      expect(apps.failures).toEqual([]);
+    },
+    120_000,
+  );
+});
