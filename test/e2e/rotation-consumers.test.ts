@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
 import type { Operator } from "../../src/operator/index.ts";
 import { DeploymentType, restartAnnotationOf, restartFieldManager } from "../../src/operator/secret/consumers.ts";
-import { DatabaseType } from "../../src/resources/types.ts";
+import { ConnectionType, DatabaseType } from "../../src/resources/types.ts";
 import { startPodApps, type PodApps } from "../support/pod-apps.ts";
 import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "./helpers.ts";
 
@@ -263,6 +263,75 @@ describe.each(counterparts)("rotation that follows its consumers against %s", (a
       );
       await stack.kubectl(["delete", "deployment", "stuckweb"]);
       apps.failures.splice(0);
+    },
+    120_000,
+  );
+
+  itNeedsDevkube(
+    "a granted Connection's rotation rolls only the grantee's workloads, whatever the owner's namespace names",
+    "devkube's controllers roll the Deployments",
+    async () => {
+      const other = stack.namespaceOf("other");
+      await stack.kubectl(
+        ["apply", "-f", "-"],
+        manifests(
+          {
+            apiVersion: "mds.dev/v1alpha1",
+            kind: "Project",
+            metadata: { name: "rot", namespace: stack.namespace },
+            spec: { region: "us-east-1" },
+          },
+          {
+            apiVersion: "mds.dev/v1alpha1",
+            kind: "Database",
+            metadata: { name: "granted", namespace: stack.namespace },
+            spec: {
+              projectRef: { name: "rot" },
+              connectionSecret: { name: "granted-db" },
+              connectionPolicy: { allowedNamespaces: [other] },
+            },
+          },
+          {
+            apiVersion: "mds.dev/v1alpha1",
+            kind: "Connection",
+            metadata: { name: "billing", namespace: other },
+            spec: {
+              databaseRef: { name: "granted", namespace: stack.namespace },
+              connectionSecret: {
+                name: "billing-db",
+                endpoint: "direct",
+                rotation: { gracePeriod: "1s", consumers: "Restart" },
+              },
+            },
+          },
+          deployment("billing", "billing-db", { namespace: other }),
+          // The database owner's namespace names the grantee's Secret: neither rolled nor waited for.
+          deployment("billing", "billing-db", { namespace: stack.namespace }),
+        ),
+      );
+      const connectionStatus = async () =>
+        ((await stack.kube.get<KubeObject>(ConnectionType, other, "billing"))?.["status"] ?? {}) as Status;
+      await eventually(
+        async () => {
+          const ready = (await connectionStatus()).conditions?.find((c) => c.type === "Ready");
+          if (ready?.status !== "True") throw new Error(`not Ready: ${JSON.stringify(ready)}`);
+        },
+        { what: "Connection billing Ready", timeoutMs: 60_000 },
+      );
+      const before = (await connectionStatus()).connection!.id;
+      await stack.kubectl(["annotate", "-n", other, "connections.mds.dev/billing", "mds.dev/rotate=1", "--overwrite"]);
+      await eventually(
+        async () => {
+          const s = await connectionStatus();
+          if (s.connection?.id === before || s.rotation?.retiring !== undefined) throw new Error("not done yet");
+        },
+        { what: "the Connection rotated and its old login revoked", timeoutMs: 60_000 },
+      );
+      expect((await stack.kube.get<KubeObject>(DeploymentType, other, "billing"))?.metadata.generation).toBe(2);
+      expect((await stack.kube.get<KubeObject>(DeploymentType, stack.namespace, "billing"))?.metadata.generation).toBe(
+        1,
+      );
+      await stack.kubectl(["delete", "deployment", "billing"]);
     },
     120_000,
   );
