@@ -1,3 +1,5 @@
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
@@ -14,6 +16,8 @@ import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type S
 // queries (the problem is real); a rollout that never finishes keeps the old login, says so, and rotate-force ends
 // it; a bare pod (as a Job makes) holds the revocation until it is gone; another namespace's workload that names a
 // Secret of the same name is never touched and never waited for.
+
+const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 
 type Status = {
   connection?: { id: string };
@@ -110,7 +114,8 @@ describe.each(counterparts)("rotation that follows its consumers against %s", (a
     "devkube's controllers roll the Deployment at a known pace (minReadySeconds)",
     async () => {
       await database("orders", { gracePeriod: "1s", consumers: "Restart", consumerTimeout: "5m" });
-      await stack.kubectl(["apply", "-f", "-"], manifests(deployment("web", "orders-db")));
+      // The example a newcomer applies (examples/rotation/web.yaml): 3 replicas, envFrom orders-db, minReadySeconds 2.
+      await stack.kubectl(["apply", "-f", path.join(repoRoot, "examples/rotation/web.yaml")]);
       // The attack: another namespace's Deployment names a Secret of the same name (its own namespace's).
       await stack.kubectl(
         ["apply", "-f", "-"],
