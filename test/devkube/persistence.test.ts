@@ -15,10 +15,10 @@ const node = path.join(root, "node_modules/.bin/node");
 let dir: string;
 const children: ChildProcess[] = [];
 
-function start(): { child: ChildProcess; output: () => string } {
+function start(extra: string[] = []): { child: ChildProcess; output: () => string } {
   const child = spawn(
     node,
-    [path.join(root, "bin/mds.js"), "devkube", "--dir", dir, "--port", "0", "--log-level", "debug"],
+    [path.join(root, "bin/mds.js"), "devkube", "--dir", dir, "--port", "0", "--log-level", "debug", ...extra],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   children.push(child);
@@ -104,5 +104,49 @@ describe("mds devkube process", () => {
     });
     expect(await exited(child)).toBe(2);
     expect(err).toContain("--dir is required");
+  });
+
+  it("rejects a --pod-ready-delay that is not whole milliseconds", async () => {
+    const child = spawn(
+      node,
+      [path.join(root, "bin/mds.js"), "devkube", "--dir", tmpdir(), "--pod-ready-delay", "soon"],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let err = "";
+    child.stderr.on("data", (d: Buffer) => {
+      err += d.toString();
+    });
+    expect(await exited(child)).toBe(2);
+    expect(err).toContain('--pod-ready-delay must be a whole number of milliseconds, got "soon"');
+  });
+
+  it("--no-kubelet: pods are scheduled and stay Pending until a client (a harness playing the kubelet) reports them", async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "devkube-cli-"));
+    const proc = start(["--no-kubelet", "--pod-ready-delay", "0"]);
+    const core = await client();
+    await core.createNamespacedPod({
+      namespace: "default",
+      body: {
+        metadata: { name: "app" },
+        spec: { containers: [{ name: "app", image: "x", envFrom: [{ secretRef: { name: "db" } }] }] },
+      },
+    });
+    const scheduled = await eventually(async () => {
+      const p = await core.readNamespacedPod({ name: "app", namespace: "default" });
+      return p.spec?.nodeName === "devkube-node" && p;
+    });
+    expect(scheduled.status?.phase).toBe("Pending");
+    expect(scheduled.spec?.containers[0]?.envFrom).toEqual([{ secretRef: { name: "db" } }]);
+    scheduled.status = {
+      ...scheduled.status,
+      phase: "Running",
+      conditions: [{ type: "Ready", status: "True", lastTransitionTime: new Date() }],
+    };
+    const written = await core.replaceNamespacedPodStatus({ name: "app", namespace: "default", body: scheduled });
+    expect(written.status?.phase).toBe("Running");
+    proc.child.kill("SIGTERM");
+    expect(await exited(proc.child)).toBe(0);
   });
 });

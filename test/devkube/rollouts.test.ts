@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHarness, type Harness } from "./helpers.ts";
+import { eventually, startHarness, type Harness } from "./helpers.ts";
 
 // The real kubectl's rollout commands against devkube's workload controllers and pod lifecycle: what an operator's
 // rotation (and a person at a terminal) relies on to see a rollout progress, finish or get stuck.
@@ -90,5 +90,77 @@ describe("kubectl rollout against devkube", () => {
     // a later successful rollout settles it
     await h.ok(["rollout", "undo", "deployment/stuck"]);
     expect(await h.ok(["rollout", "status", "deployment/stuck", "--timeout=60s"])).toContain("successfully rolled out");
+  });
+
+  it("rollout status and restart of a StatefulSet and a DaemonSet; history from ControllerRevisions", async () => {
+    const pod = `
+  template:
+    metadata: { labels: { app: NAME } }
+    spec: { containers: [{ name: app, image: example/app:1 }] }`;
+    await h.ok(
+      ["apply", "-f", "-"],
+      `apiVersion: apps/v1
+kind: StatefulSet
+metadata: { name: db, namespace: default }
+spec:
+  replicas: 2
+  serviceName: db
+  selector: { matchLabels: { app: db } }${pod.replace("NAME", "db")}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: { name: agent, namespace: default }
+spec:
+  selector: { matchLabels: { app: agent } }${pod.replace("NAME", "agent")}
+`,
+    );
+    expect(await h.ok(["rollout", "status", "statefulset/db", "--timeout=60s"])).toContain(
+      "partitioned roll out complete: 2 new pods have been updated...",
+    );
+    expect(await h.ok(["rollout", "status", "daemonset/agent", "--timeout=60s"])).toContain(
+      'daemon set "agent" successfully rolled out',
+    );
+    const before = (await getJson(["statefulset", "db"])) as Json;
+    await h.ok(["rollout", "restart", "statefulset/db"]);
+    await h.ok(["rollout", "restart", "daemonset/agent"]);
+    expect(await h.ok(["rollout", "status", "statefulset/db", "--timeout=60s"])).toContain("roll out complete");
+    expect(await h.ok(["rollout", "status", "daemonset/agent", "--timeout=60s"])).toContain("successfully rolled out");
+    const after = (await getJson(["statefulset", "db"])) as Json;
+    expect(after.status.updateRevision).not.toBe(before.status.updateRevision);
+    const pods = (await getJson(["pods", "-l", "app=db"])).items as Json[];
+    expect(pods.map((p) => p.metadata.name).sort()).toEqual(["db-0", "db-1"]);
+    for (const p of pods) expect(p.metadata.labels["controller-revision-hash"]).toBe(after.status.updateRevision);
+    expect(await h.ok(["rollout", "history", "statefulset/db"])).toMatch(/^2\s/m);
+    const ds = await h.ok(["get", "ds", "agent"]);
+    expect(ds.split("\n")[1]).toMatch(/^agent\s+1\s+1\s+1\s+1\s+1\s+<none>\s+/);
+  });
+
+  it("rollout pause/resume, scale, and delete: the pods follow, then go with their Deployment and namespace", async () => {
+    await h.ok(["create", "namespace", "team"]);
+    await h.ok(["apply", "-n", "team", "-f", "-"], deployment("api").replace("namespace: default", "namespace: team"));
+    await h.ok(["rollout", "status", "-n", "team", "deployment/api", "--timeout=60s"]);
+    await h.ok(["rollout", "pause", "-n", "team", "deployment/api"]);
+    await h.ok(["set", "env", "-n", "team", "deployment/api", "B=2"]);
+    // once the paused Deployment's new generation is observed, still no new ReplicaSet
+    await eventually(async () => {
+      const d = await getJson(["deploy", "-n", "team", "api"]);
+      expect(d.status.observedGeneration).toBe(d.metadata.generation);
+      expect(d.status.conditions).toContainEqual(expect.objectContaining({ reason: "DeploymentPaused" }));
+    });
+    expect(((await getJson(["rs", "-n", "team"])).items as Json[]).length).toBe(1);
+    await h.ok(["rollout", "resume", "-n", "team", "deployment/api"]);
+    await h.ok(["rollout", "status", "-n", "team", "deployment/api", "--timeout=60s"]);
+    await h.ok(["scale", "-n", "team", "deployment/api", "--replicas=1"]);
+    await h.ok(["rollout", "status", "-n", "team", "deployment/api", "--timeout=60s"]);
+    const pods = (await getJson(["pods", "-n", "team"])).items as Json[];
+    expect(pods).toHaveLength(1);
+    expect(pods[0]?.spec.containers[0].env).toEqual([{ name: "B", value: "2" }]);
+    await h.ok(["delete", "-n", "team", "deployment/api", "--cascade=foreground"]);
+    expect(await h.ok(["get", "rs,pods", "-n", "team", "-o", "name"])).toBe("");
+    await h.ok(["apply", "-n", "team", "-f", "-"], deployment("api").replace("namespace: default", "namespace: team"));
+    await h.ok(["rollout", "status", "-n", "team", "deployment/api", "--timeout=60s"]);
+    await h.ok(["delete", "namespace", "team", "--timeout=60s"]);
+    const r = await h.kubectl(["get", "namespace", "team"]);
+    expect(r.stderr).toContain('namespaces "team" not found');
   });
 });

@@ -35,7 +35,7 @@ export interface DevkubeOptions {
   aggregatedDiscovery?: boolean;
   authorize?: Authorizer;
   /**
-   * Where a conversion webhook's Service is reached ("namespace/name" → "host:port"; devkube runs no pods): its
+   * Where a conversion webhook's Service is reached ("namespace/name" → "host:port"; devkube's pods run nothing): its
    * certificate is checked for <name>.<namespace>.svc. A CRD's webhook by url needs nothing here.
    */
   services?: ServiceAddresses;

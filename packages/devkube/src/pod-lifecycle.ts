@@ -130,7 +130,7 @@ export class PodLifecycle {
   /** The scheduler's binding: the node with the fewest pods (ties: round robin), and PodScheduled. */
   private bind(pod: Obj): void {
     const counts = new Map(this.opts.nodes.map((n) => [n, 0]));
-    for (const { obj } of this.ctx.store.scan()) {
+    for (const [, obj] of this.ctx.store.sorted(STORAGE.pod)) {
       const n = specOf(obj)["nodeName"];
       if (typeof n === "string" && counts.has(n)) counts.set(n, (counts.get(n) ?? 0) + 1);
     }

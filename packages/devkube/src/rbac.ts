@@ -215,25 +215,37 @@ export function defaultClusterRoles(): Obj[] {
   });
   // the workload kinds as upstream's aggregated admin/edit/view grant them (scale for edit, status for view)
   const workloads = {
-    apiGroups: ["", "apps", "policy", "networking.k8s.io"],
+    apiGroups: ["", "apps", "batch", "policy", "networking.k8s.io"],
     resources: [
+      "pods",
       "services",
       "persistentvolumeclaims",
       "deployments",
       "deployments/scale",
+      "replicasets",
+      "replicasets/scale",
       "statefulsets",
       "statefulsets/scale",
+      "daemonsets",
+      "jobs",
+      "cronjobs",
       "poddisruptionbudgets",
       "networkpolicies",
     ],
   };
   const workloadStatus = {
-    apiGroups: ["", "apps", "policy"],
+    apiGroups: ["", "apps", "batch", "policy"],
     resources: [
+      "pods/status",
       "services/status",
       "persistentvolumeclaims/status",
       "deployments/status",
+      "replicasets/status",
       "statefulsets/status",
+      "daemonsets/status",
+      "controllerrevisions",
+      "jobs/status",
+      "cronjobs/status",
       "poddisruptionbudgets/status",
     ],
     verbs: read,
