@@ -14,8 +14,8 @@ import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type S
 // consumers: Restart and a gracePeriod far shorter than the rollout (minReadySeconds makes each pod take 2 s):
 // no query fails, and every replaced login is revoked, after its last pod left. The same app under Ignore fails
 // queries (the problem is real); a rollout that never finishes keeps the old login, says so, and rotate-force ends
-// it; a bare pod (as a Job makes) holds the revocation until it is gone; another namespace's workload that names a
-// Secret of the same name is never touched and never waited for.
+// it; a StatefulSet and a DaemonSet are rolled too; a Job's pod holds the revocation until it is over; another
+// namespace's workload that names a Secret of the same name is never touched and never waited for.
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -342,48 +342,127 @@ describe.each(counterparts)("rotation that follows its consumers against %s", (a
   );
 
   itNeedsDevkube(
-    "a bare pod (as a Job makes) that started with the old login holds the revocation until it is gone",
-    "devkube's kubelet",
+    "a StatefulSet and a DaemonSet are rolled too; the old login goes after both rolled, no query failed",
+    "devkube's StatefulSet and DaemonSet controllers",
+    async () => {
+      await database("fleet", { gracePeriod: "1s", consumers: "Restart" });
+      const template = (app: string) => ({
+        metadata: { labels: { app } },
+        spec: { containers: [{ name: "app", image: "example/app:1", envFrom: [{ secretRef: { name: "fleet-db" } }] }] },
+      });
+      await stack.kubectl(
+        ["apply", "-f", "-"],
+        manifests(
+          {
+            apiVersion: "apps/v1",
+            kind: "StatefulSet",
+            metadata: { name: "ledger" },
+            spec: {
+              replicas: 2,
+              serviceName: "ledger",
+              selector: { matchLabels: { app: "ledger" } },
+              template: template("ledger"),
+            },
+          },
+          {
+            apiVersion: "apps/v1",
+            kind: "DaemonSet",
+            metadata: { name: "agent" },
+            spec: { selector: { matchLabels: { app: "agent" } }, template: template("agent") },
+          },
+        ),
+      );
+      await stack.kubectl(["rollout", "status", "statefulset/ledger", "--timeout=120s"]);
+      await stack.kubectl(["rollout", "status", "daemonset/agent", "--timeout=120s"]);
+      await eventually(
+        async () => {
+          if (appsOn("ledger").length !== 2 || appsOn("agent").length < 1) throw new Error("apps not running yet");
+        },
+        { what: "the StatefulSet's and the DaemonSet's apps running" },
+      );
+      const oldUrls = new Set([...appsOn("ledger"), ...appsOn("agent")].map(([, url]) => url!));
+      await rotate("fleet", "1");
+      await stack.kubectl(["rollout", "status", "statefulset/ledger", "--timeout=120s"]);
+      await stack.kubectl(["rollout", "status", "daemonset/agent", "--timeout=120s"]);
+      await eventually(
+        async () => {
+          const s = await statusOf("fleet");
+          if (s.rotation?.trigger !== "1" || s.rotation.retiring !== undefined)
+            throw new Error(JSON.stringify(s.rotation));
+        },
+        { what: "the old login revoked", timeoutMs: 60_000 },
+      );
+      for (const kind of ["statefulset/ledger", "daemonset/agent"]) {
+        const o = JSON.parse(await stack.kubectl(["get", kind, "-o", "json"])) as KubeObject;
+        expect(o.metadata.generation).toBe(2);
+      }
+      for (const url of oldUrls) expect(await loginAlive(url)).toBe(false);
+      expect([...appsOn("ledger"), ...appsOn("agent")].every(([, url]) => !oldUrls.has(url!))).toBe(true);
+      expect(apps.failures).toEqual([]);
+      await stack.kubectl(["delete", "statefulset/ledger", "daemonset/agent"]);
+    },
+    180_000,
+  );
+
+  itNeedsDevkube(
+    "a Job's pod that started with the old login holds the revocation until it is over",
+    "devkube's Job controller and kubelet",
     async () => {
       await database("batch", { gracePeriod: "1s", consumers: "Wait" });
       await stack.kubectl(
         ["apply", "-f", "-"],
         manifests({
-          apiVersion: "v1",
-          kind: "Pod",
-          metadata: { name: "report", labels: { "job-name": "report" } },
+          apiVersion: "batch/v1",
+          kind: "Job",
+          metadata: { name: "report" },
           spec: {
-            restartPolicy: "Never",
-            containers: [
-              {
-                name: "app",
-                image: "example/report:1",
-                env: [{ name: "DATABASE_URL", valueFrom: { secretKeyRef: { name: "batch-db", key: "DATABASE_URL" } } }],
+            template: {
+              spec: {
+                restartPolicy: "Never",
+                containers: [
+                  {
+                    name: "app",
+                    image: "example/report:1",
+                    env: [
+                      { name: "DATABASE_URL", valueFrom: { secretKeyRef: { name: "batch-db", key: "DATABASE_URL" } } },
+                    ],
+                  },
+                ],
               },
-            ],
+            },
           },
         }),
       );
       await eventually(
         async () => {
-          if (!apps.running().has("report")) throw new Error("not running");
+          if (appsOn("report").length !== 1) throw new Error("not running");
         },
-        { what: "the report app running" },
+        { what: "the Job's app running" },
       );
       await rotate("batch", "1");
       await eventually(
         async () => {
           const waiting = (await statusOf("batch")).rotation?.retiring?.waitingFor ?? [];
-          if (!waiting.some((w) => w.includes("report"))) throw new Error(JSON.stringify(waiting));
+          if (!waiting.some((w) => w.includes("report-"))) throw new Error(JSON.stringify(waiting));
         },
-        { what: "the revocation waits for the pod", timeoutMs: 30_000 },
+        { what: "the revocation waits for the Job's pod", timeoutMs: 30_000 },
       );
-      await stack.kubectl(["delete", "pod", "report", "--wait=true"]);
+      // The Job's process ends: as a kubelet, report its pod Succeeded.
+      const pod = appsOn("report")[0]![0];
+      await stack.kubectl([
+        "patch",
+        "pod",
+        pod,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        JSON.stringify({ status: { phase: "Succeeded" } }),
+      ]);
       await eventually(
         async () => {
           if ((await statusOf("batch")).rotation?.retiring !== undefined) throw new Error("still retiring");
         },
-        { what: "revoked once the pod is gone", timeoutMs: 30_000 },
+        { what: "revoked once the Job's pod is over", timeoutMs: 30_000 },
       );
       expect(apps.failures).toEqual([]);
     },

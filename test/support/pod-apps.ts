@@ -10,7 +10,7 @@ import { PodType } from "../../src/operator/secret/consumers.ts";
 // The apps of a rotation test, played as a kubelet runs containers: one "app" per Running pod, with DATABASE_URL
 // resolved from the Secret as it was when the pod was first seen (a kubelet resolves env once, when it starts the
 // container; it never follows a later change), querying PostgreSQL in a loop until its pod is deleted or terminating
-// (when a kubelet would send SIGTERM). An app is a loop in this process, not a child process: what matters is its
+// (when a kubelet would send SIGTERM) or reported over. An app is a loop in this process, not a child process: what matters is its
 // login and its lifetime, which follow the pod's exactly. Pods come from a watch (an informer), never a poll.
 
 interface App {
@@ -97,7 +97,13 @@ export async function startPodApps(args: {
   function onEvent(event: "add" | "update" | "delete", pod: KubeObject) {
     const uid = pod.metadata.uid ?? pod.metadata.name;
     const phase = (pod["status"] as { phase?: string } | undefined)?.phase;
-    if (event === "delete" || pod.metadata.deletionTimestamp !== undefined) {
+    // Deleted, terminating (a kubelet sends SIGTERM) or over (its process exited): the app stops.
+    if (
+      event === "delete" ||
+      pod.metadata.deletionTimestamp !== undefined ||
+      phase === "Succeeded" ||
+      phase === "Failed"
+    ) {
       const app = apps.get(uid);
       if (app !== undefined) app.stopped = true;
       resolved.delete(uid);

@@ -73,9 +73,10 @@ describe("podMayHoldOld", () => {
     metadata: { name: "p", creationTimestamp: created, ...(annotations ? { annotations } : {}) },
     status: { phase },
   });
-  it("a running pod created before the write's second holds the old credentials; one of that second or later does not", () => {
+  it("a running pod created up to the write's second may hold the old credentials; one created later does not", () => {
     expect(podMayHoldOld(pod("2030-01-01T00:00:09Z"), write)).toBe(true);
-    expect(podMayHoldOld(pod("2030-01-01T00:00:10Z"), write)).toBe(false);
+    expect(podMayHoldOld(pod("2030-01-01T00:00:10Z"), write)).toBe(true);
+    expect(podMayHoldOld(pod("2030-01-01T00:00:11Z"), write)).toBe(false);
     expect(podMayHoldOld(pod("2030-01-01T00:00:09Z", "Succeeded"), write)).toBe(false);
   });
   it("the restart annotation decides when a pod carries it", () => {

@@ -142,8 +142,8 @@ export function rolloutPending(workload: KubeObject): string | undefined {
 /**
  * Whether a pod may still hold the credentials the Secret had before `writtenAt` (ms): one that is not over and
  * either carries the restart annotation with another data hash, or was created before the write. creationTimestamp
- * has whole seconds; a pod created in the second of the write counts as new, since a kubelet reads the Secret when it
- * starts the containers, after the pod was created.
+ * has whole seconds: a pod created in the second of the write may have started before it, so it counts as old (a
+ * revocation waits rather than cut a login an app still uses).
  */
 export function podMayHoldOld(pod: KubeObject, writtenAt: number, restart?: { key: string; hash: string }): boolean {
   const status = isObj(pod["status"]) ? pod["status"] : {};
@@ -153,5 +153,5 @@ export function podMayHoldOld(pod: KubeObject, writtenAt: number, restart?: { ke
   if (stamped !== undefined) return stamped !== restart?.hash;
   const created = Date.parse(pod.metadata.creationTimestamp ?? "");
   if (Number.isNaN(created)) return true;
-  return created < Math.floor(writtenAt / 1000) * 1000;
+  return created <= Math.floor(writtenAt / 1000) * 1000;
 }
