@@ -185,6 +185,60 @@ describe.each(counterparts)("rotation that follows its consumers against %s", (a
   );
 
   itNeedsDevkube(
+    "an operator that dies right after restarting the consumers: its successor finishes, nothing rolls twice, no query fails",
+    "devkube's controllers roll the Deployment",
+    async () => {
+      await database("crashy", { gracePeriod: "1s", consumers: "Restart" });
+      await stack.kubectl(["apply", "-f", "-"], manifests(deployment("crashweb", "crashy-db")));
+      await rolledOut("crashweb");
+      await eventually(
+        async () => {
+          if (appsOn("crashweb").length !== 3) throw new Error(`${appsOn("crashweb").length} apps`);
+        },
+        { what: "3 apps running" },
+      );
+      const oldUrls = new Set(appsOn("crashweb").map(([, url]) => url!));
+      // The leader dies at the crash point: from then on it writes nothing (as a dead process), and is stopped.
+      await operator.stop();
+      let alive = true;
+      let died!: () => void;
+      const death = new Promise<void>((resolve) => (died = resolve));
+      const dying = await stack.startOperator({
+        followConsumers: true,
+        canWrite: () => alive,
+        crashPoint: (name) => {
+          if (name !== "database:after-rotate-restart" || !alive) return;
+          alive = false;
+          died();
+          throw new Error(`simulated crash at ${name}`);
+        },
+      });
+      await rotate("crashy", "1");
+      await death;
+      await dying.stop();
+      const rolled = await stack.kube.get<KubeObject>(DeploymentType, stack.namespace, "crashweb");
+      expect(rolled?.metadata.generation).toBe(2);
+      operator = await stack.startOperator({ followConsumers: true, metrics });
+      await rolledOut("crashweb");
+      await eventually(
+        async () => {
+          const s = await statusOf("crashy");
+          if (s.rotation?.trigger !== "1" || s.rotation.retiring !== undefined)
+            throw new Error(JSON.stringify(s.rotation));
+        },
+        { what: "the successor finishes the rotation and revokes the old login", timeoutMs: 60_000 },
+      );
+      expect((await stack.kube.get<KubeObject>(DeploymentType, stack.namespace, "crashweb"))?.metadata.generation).toBe(
+        2,
+      );
+      for (const url of oldUrls) expect(await loginAlive(url)).toBe(false);
+      expect(apps.failures).toEqual([]);
+      await stack.kubectl(["delete", "deployment", "crashweb"]);
+    },
+    180_000,
+  );
+
+  itNeedsDevkube(
     "Ignore: the same app fails queries once the grace period revokes the login it started with",
     "devkube's controllers and kubelet",
     async () => {
