@@ -224,7 +224,7 @@ export const RotationStatus = z
           .optional()
           .describe("consumers Restart or Wait: when waiting for the Secret's consumers ends (consumerTimeout)."),
         waitingFor: z
-          .array(z.string().max(300))
+          .array(z.string().max(300).describe("One consumer and why it holds the revocation back."))
           .max(10)
           .optional()
           .describe(
