@@ -394,6 +394,21 @@ describe.each([
     expect(t.kube.writes.filter((w) => w.verb.startsWith("apply"))).toHaveLength(1);
   });
 
+  it("Restart without --rotation-consumers behaves as Ignore and says so", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setup(publicApi);
+    const spec = { rotation: { gracePeriod: "5s", consumers: "Restart" } };
+    t.apply(spec);
+    await t.advance(1_000, 6);
+    const first = t.status().connection!.id;
+    t.apply(spec, { [rotateAnnotation]: "1" });
+    await t.advance(1_000, 2);
+    expect(t.events).toContain("ConsumersNotFollowed");
+    expect(t.status().rotation?.retiring).not.toHaveProperty("consumersDeadline");
+    await t.advance(6_000, 2);
+    expect(t.api.passwords.has(first)).toBe(false);
+  });
+
   it("a rotation with no consumers costs no more Kubernetes calls or writes than Ignore", async () => {
     const measure = async (consumers: "Restart" | "Ignore", follow: boolean) => {
       vi.useFakeTimers({ toFake: ["Date"] });
