@@ -372,6 +372,27 @@ describe.each([
     expect(t.status().conditions?.find((c) => c.type === "Reconciling")?.status).toBe("False");
   });
 
+  it("a rotation begun under Ignore and followed after a spec change still times out", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setupWithConsumers();
+    t.apply({ rotation: { gracePeriod: "10s" } });
+    await t.step(1_000, 6);
+    const first = t.status().connection!.id;
+    t.kube.put(PodType, pod("default", "web-old", "orders"));
+    t.apply({ rotation: { gracePeriod: "10s" } }, { [rotateAnnotation]: "1" });
+    await t.step(1_000, 2);
+    expect(t.status().rotation?.retiring).not.toHaveProperty("consumersDeadline");
+    t.apply(
+      { rotation: { gracePeriod: "10s", consumers: "Wait", consumerTimeout: "1m" } },
+      { [rotateAnnotation]: "1" },
+    );
+    await t.step(10_000, 1);
+    expect(t.status().rotation?.retiring?.consumersDeadline).toBeDefined();
+    await t.step(60_000, 1);
+    expect(t.api.passwords.has(first)).toBe(true);
+    expect(t.status().conditions?.find((c) => c.type === "Reconciling")?.reason).toBe("ConsumersNotRolled");
+  });
+
   it("survives a crash after the restart: the workload is rolled once, the old login goes after it", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     const t = await setupWithConsumers();

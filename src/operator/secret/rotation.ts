@@ -214,7 +214,15 @@ async function retireUnlessUsed<T extends SecretOwner>(
   rotation: RotationStatus,
   force: string | undefined,
 ): Promise<{ r: RotationStatus; waiting: boolean }> {
-  const retiring = rotation.retiring!;
+  // A rotation that began under Ignore and is followed now (the spec changed) gets its deadline from its own time.
+  const written = Date.parse(rotation.lastRotationTime ?? "");
+  const retiring = {
+    ...rotation.retiring!,
+    ...(follow === undefined || rotation.retiring?.consumersDeadline !== undefined
+      ? {}
+      : { consumersDeadline: iso((Number.isNaN(written) ? ctx.now : written) + ctx.policy.consumerTimeoutMs) }),
+  };
+  rotation = { ...rotation, retiring };
   const forced = force !== undefined && force !== rotation.forced;
   const left = follow === undefined ? [] : await consumersLeft(ctx, follow, rotation, ctx.policy);
   if (left.length > 0 && !forced)
