@@ -50,6 +50,9 @@ describe("kubectl rollout against devkube", () => {
     expect(pods.trim().split("\n").slice(1)).toHaveLength(3);
     for (const line of pods.trim().split("\n").slice(1))
       expect(line).toMatch(new RegExp(`^${rsName}-\\w{5}\\s+1/1\\s+Running\\s+0\\s+`));
+    // the "all" category lists the workload kinds with their columns
+    const all = await h.ok(["get", "all"]);
+    for (const kind of ["pod/web-", "deployment.apps/web", "replicaset.apps/web-"]) expect(all).toContain(kind);
     const deploy = await h.ok(["get", "deploy", "web"]);
     expect(deploy.split("\n")[1]).toMatch(/^web\s+3\/3\s+3\s+3\s+/);
     // the pods carry what a kubelet needs from the template
