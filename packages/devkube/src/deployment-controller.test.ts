@@ -25,6 +25,7 @@ const deployment = (name: string, spec: Obj = {}, template: Obj = {}): Obj => ({
 
 const status = (o: Obj | undefined): Obj => (o && isObj(o["status"]) ? o["status"] : {});
 const annotations = (o: Obj): Obj => (metaOf(o)["annotations"] as Obj | undefined) ?? {};
+const names = (pods: Obj[]): string[] => pods.map((p) => String(metaOf(p)["name"])).sort();
 const replicaSetsOf = (d: Obj): Obj[] => kit.list("replicasets").filter((rs) => controllerOf(rs)?.["uid"] === uidOf(d));
 
 /** Resolves when the Deployment has rolled out its current generation (what `kubectl rollout status` waits for). */
@@ -259,6 +260,38 @@ describe("Deployment → ReplicaSet → Pod", () => {
     expect((newPods[0] as Obj)["status"]).toMatchObject({ phase: "Running" });
     expect(condition(newPods[0] as Obj, "Ready")).toMatchObject({ status: "False", reason: "ContainersNotReady" });
     expect(status(d)).toMatchObject({ replicas: 3, updatedReplicas: 1, availableReplicas: 2, unavailableReplicas: 1 });
+  });
+});
+
+describe("controller references", () => {
+  it("a Deployment re-created after an orphaning delete adopts its ReplicaSet and pods; a relabelled pod is released", async () => {
+    kit = startKit();
+    kit.apply("deployments", deployment("o", { replicas: 2 }));
+    const first = await rolledOut("o");
+    const rs = replicaSetsOf(first)[0] as Obj;
+    const pods = names(kit.podsOf(rs));
+    kit.api.delete(kit.registry.forStorageKey(STORAGE.deployment)!, "default", "o", {
+      propagationPolicy: "Orphan",
+      dryRun: false,
+    });
+    await kit.until("orphaned", () => {
+      const r = kit.get("replicasets", String(metaOf(rs)["name"]));
+      return r && controllerOf(r) === undefined && !kit.get("deployments", "o");
+    });
+    kit.apply("deployments", deployment("o", { replicas: 2 }));
+    const again = await rolledOut("o");
+    const sets = replicaSetsOf(again);
+    expect(sets.map((r) => metaOf(r)["name"])).toEqual([metaOf(rs)["name"]]);
+    expect(names(kit.podsOf(sets[0] as Obj))).toEqual(pods);
+
+    const [loose] = pods;
+    kit.patch("pods", String(loose), { metadata: { labels: { app: null } } });
+    const after = await kit.until("replaced", () => {
+      const owned = names(kit.podsOf(sets[0] as Obj));
+      return owned.length === 2 && !owned.includes(String(loose)) && owned;
+    });
+    expect(after).toHaveLength(2);
+    expect(controllerOf(kit.get("pods", String(loose)) as Obj)).toBeUndefined();
   });
 });
 
