@@ -320,6 +320,23 @@ describe("pod lifecycle", () => {
     await rolledOut("k");
   });
 
+  it("the ready annotation on a pod is followed both ways", async () => {
+    kit = startKit();
+    kit.apply("pods", {
+      metadata: { name: "solo", annotations: { "devkube.mds.dev/ready": "false" } },
+      spec: { containers: [{ name: "app", image: "x" }] },
+    });
+    const running = await kit.until("running", () => {
+      const p = kit.get("pods", "solo") as Obj;
+      return status(p)["phase"] === "Running" && p;
+    });
+    expect(condition(running, "Ready")?.["status"]).toBe("False");
+    kit.patch("pods", "solo", { metadata: { annotations: { "devkube.mds.dev/ready": null } } });
+    await kit.until("ready", () => condition(kit.get("pods", "solo") as Obj, "Ready")?.["status"] === "True");
+    kit.patch("pods", "solo", { metadata: { annotations: { "devkube.mds.dev/ready": "false" } } });
+    await kit.until("unready", () => condition(kit.get("pods", "solo") as Obj, "Ready")?.["status"] === "False");
+  });
+
   it("costs nothing without workload objects: no sync for other kinds' writes", () => {
     kit = startKit();
     for (let i = 0; i < 50; i++) kit.apply("configmaps", { metadata: { name: `c${i}` }, data: { a: "b" } });
