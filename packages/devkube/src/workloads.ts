@@ -103,7 +103,7 @@ const PERCENT_MESSAGE =
   "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
 
 /** An int-or-percent of a rolling update (upstream ValidatePositiveIntOrPercent, IsNotMoreThan100Percent). */
-function intOrPercentCauses(value: unknown, field: string, max100: boolean): FieldCause[] {
+export function intOrPercentCauses(value: unknown, field: string, max100: boolean): FieldCause[] {
   const bad = (message: string): FieldCause[] => [
     { type: "FieldValueInvalid", field, message: `Invalid value: ${JSON.stringify(value)}: ${message}` },
   ];
