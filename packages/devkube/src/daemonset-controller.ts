@@ -22,6 +22,12 @@ import {
 // OnDelete replaces only deleted ones. Pods carry controller-revision-hash and pod-template-generation.
 
 const MANAGER = "kube-controller-manager";
+const COMPONENT = "daemonset-controller";
+
+function deletePod(ctx: WorkloadContext, ds: Obj, pod: Obj): void {
+  ctx.delete(STORAGE.pod, String(metaOf(ds)["namespace"]), nameOf(pod));
+  ctx.event(ds, "SuccessfulDelete", `Deleted pod: ${nameOf(pod)}`, COMPONENT);
+}
 
 export function syncDaemonSet(ctx: WorkloadContext, ns: string, name: string): void {
   const ds = ctx.get(STORAGE.daemonset, ns, name);
@@ -38,6 +44,7 @@ export function syncDaemonSet(ctx: WorkloadContext, ns: string, name: string): v
         Object.entries(selector).every(([k, v]) => (metaOf(n)["labels"] as Obj | undefined)?.[k] === v),
     )
     .map(nameOf);
+  ctx.claim(STORAGE.pod, ds, "DaemonSet");
   const revision = ensureRevision(ctx, ds, "DaemonSet");
   const isCurrent = (p: Obj) =>
     (metaOf(p)["labels"] as Obj | undefined)?.["controller-revision-hash"] === revision.hash;
@@ -58,7 +65,7 @@ export function syncDaemonSet(ctx: WorkloadContext, ns: string, name: string): v
     const extra = nodes.includes(node)
       ? [...pods].sort((a, b) => Number(isCurrent(b)) - Number(isCurrent(a))).slice(1)
       : pods;
-    for (const p of extra) ctx.delete(STORAGE.pod, ns, nameOf(p));
+    for (const p of extra) deletePod(ctx, ds, p);
   }
   for (const node of nodes) {
     if (byNode.has(node)) continue;
@@ -67,7 +74,8 @@ export function syncDaemonSet(ctx: WorkloadContext, ns: string, name: string): v
       "pod-template-generation": String(metaOf(ds)["generation"] ?? 1),
     });
     (pod["spec"] as Obj)["nodeName"] = node;
-    ctx.create(STORAGE.pod, ns, pod, MANAGER);
+    const created = ctx.create(STORAGE.pod, ns, pod, MANAGER);
+    ctx.event(ds, "SuccessfulCreate", `Created pod: ${nameOf(created)}`, COMPONENT);
   }
 
   byNode = podsByNode();
@@ -79,10 +87,10 @@ export function syncDaemonSet(ctx: WorkloadContext, ns: string, name: string): v
     let unavailable = nodes.filter((n) => !available(byNode.get(n)?.[0])).length;
     const old = nodes.map((n) => byNode.get(n)?.[0]).filter((p): p is Obj => p !== undefined && !isCurrent(p));
     // old pods that are not available go first: replacing them costs no availability
-    for (const p of old.filter((x) => !available(x))) ctx.delete(STORAGE.pod, ns, nameOf(p));
+    for (const p of old.filter((x) => !available(x))) deletePod(ctx, ds, p);
     for (const p of old.filter((x) => available(x))) {
       if (unavailable >= maxUnavailable) break;
-      ctx.delete(STORAGE.pod, ns, nameOf(p));
+      deletePod(ctx, ds, p);
       unavailable++;
     }
   }

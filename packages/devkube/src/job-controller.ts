@@ -20,6 +20,7 @@ import {
 // CronJob owner reference, as `kubectl create job --from=cronjob/…` does, is run like any other).
 
 const MANAGER = "kube-controller-manager";
+const COMPONENT = "job-controller";
 
 export function syncJob(ctx: WorkloadContext, ns: string, name: string): void {
   const job = ctx.get(STORAGE.job, ns, name);
@@ -36,8 +37,14 @@ export function syncJob(ctx: WorkloadContext, ns: string, name: string): void {
   const completions = num(spec["completions"], 1);
   const want = spec["suspend"] === true ? 0 : Math.min(num(spec["parallelism"], 1), completions - succeeded);
   const running = active();
-  for (let i = running.length; i < want; i++) ctx.create(STORAGE.pod, ns, podFromTemplate(job, "Job"), MANAGER);
-  for (const p of running.slice(Math.max(0, want))) ctx.delete(STORAGE.pod, ns, nameOf(p));
+  for (let i = running.length; i < want; i++) {
+    const pod = ctx.create(STORAGE.pod, ns, podFromTemplate(job, "Job"), MANAGER);
+    ctx.event(job, "SuccessfulCreate", `Created pod: ${nameOf(pod)}`, COMPONENT);
+  }
+  for (const p of running.slice(Math.max(0, want))) {
+    ctx.delete(STORAGE.pod, ns, nameOf(p));
+    ctx.event(job, "SuccessfulDelete", `Deleted pod: ${nameOf(p)}`, COMPONENT);
+  }
   pods = active();
   const now = nowTime();
   const next: Obj = {
@@ -78,4 +85,5 @@ export function syncJob(ctx: WorkloadContext, ns: string, name: string): void {
   if (!cur) return;
   cur["status"] = next;
   ctx.update(STORAGE.job, cur, MANAGER, "status");
+  if (next["completionTime"] !== undefined) ctx.event(job, "Completed", "Job completed", COMPONENT);
 }

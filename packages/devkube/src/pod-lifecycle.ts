@@ -149,6 +149,12 @@ export class PodLifecycle {
     });
     bound["status"] = status;
     this.ctx.update(STORAGE.pod, bound, SCHEDULER, "status");
+    this.ctx.event(
+      bound,
+      "Scheduled",
+      `Successfully assigned ${String(metaOf(bound)["namespace"])}/${String(metaOf(bound)["name"])} to ${node}`,
+      "default-scheduler",
+    );
   }
 
   /** What a kubelet reports once the containers run: Running, Ready unless the annotation says "false". */
@@ -214,8 +220,11 @@ export class PodLifecycle {
       }),
     };
     if (JSON.stringify(orderless(next)) === JSON.stringify(orderless(statusOf(pod)))) return;
+    const starting = statusOf(pod)["phase"] !== "Running";
     pod["status"] = next;
     this.ctx.update(STORAGE.pod, pod, KUBELET, "status");
+    if (starting)
+      for (const c of containers) this.ctx.event(pod, "Started", `Started container ${String(c["name"])}`, KUBELET);
   }
 
   private allocateIp(): string {

@@ -19,19 +19,27 @@ import {
 // does; which pod goes first on a scale-down follows upstream's ranking (unscheduled, pending, not ready, newest).
 
 const MANAGER = "kube-controller-manager";
+const COMPONENT = "replicaset-controller";
 
 export function syncReplicaSet(ctx: WorkloadContext, ns: string, name: string): void {
   const rs = ctx.get(STORAGE.replicaset, ns, name);
   if (!rs || isTerminating(rs)) return;
   const spec = specOf(rs);
   const uid = uidOf(rs);
+  ctx.claim(STORAGE.pod, rs, "ReplicaSet");
   const live = () => ctx.owned(STORAGE.pod, ns, uid).filter((p) => !isTerminating(p));
   const pods = live();
   const desired = num(spec["replicas"], 1);
   if (pods.length < desired) {
-    for (let i = pods.length; i < desired; i++) ctx.create(STORAGE.pod, ns, podFromTemplate(rs, "ReplicaSet"), MANAGER);
+    for (let i = pods.length; i < desired; i++) {
+      const pod = ctx.create(STORAGE.pod, ns, podFromTemplate(rs, "ReplicaSet"), MANAGER);
+      ctx.event(rs, "SuccessfulCreate", `Created pod: ${nameOf(pod)}`, COMPONENT);
+    }
   } else if (pods.length > desired) {
-    for (const p of rankForDeletion(pods).slice(0, pods.length - desired)) ctx.delete(STORAGE.pod, ns, nameOf(p));
+    for (const p of rankForDeletion(pods).slice(0, pods.length - desired)) {
+      ctx.delete(STORAGE.pod, ns, nameOf(p));
+      ctx.event(rs, "SuccessfulDelete", `Deleted pod: ${nameOf(p)}`, COMPONENT);
+    }
   }
   const now = Date.now();
   const after = live();

@@ -24,6 +24,7 @@ import {
 // on scale-down or deletion (claims are kept, as the default Retain does).
 
 const MANAGER = "kube-controller-manager";
+const COMPONENT = "statefulset-controller";
 const REVISION_LABEL = "controller-revision-hash";
 
 const ordinalOf = (sts: Obj, pod: Obj): number => {
@@ -41,6 +42,7 @@ export function syncStatefulSet(ctx: WorkloadContext, ns: string, name: string):
   const strategy = isObj(spec["updateStrategy"]) ? spec["updateStrategy"] : {};
   const rolling = strategy["type"] !== "OnDelete";
   const partition = rolling && isObj(strategy["rollingUpdate"]) ? num(strategy["rollingUpdate"]["partition"]) : 0;
+  ctx.claim(STORAGE.pod, sts, "StatefulSet", (p) => ordinalOf(sts, p) >= 0);
   const update = ensureRevision(ctx, sts, "StatefulSet");
   const currentName = String(statusOf(sts)["currentRevision"] ?? update.name);
   const current = revisionsOf(ctx, sts).find((r) => nameOf(r) === currentName);
@@ -73,13 +75,13 @@ export function syncStatefulSet(ctx: WorkloadContext, ns: string, name: string):
   const condemned = [...byOrdinal.keys()].filter((i) => i >= replicas || i < 0).sort((a, b) => b - a);
   if (condemned.length > 0) {
     for (const i of parallel ? condemned : condemned.slice(0, 1))
-      if (parallel || allReady) ctx.delete(STORAGE.pod, ns, nameOf(byOrdinal.get(i) as Obj));
+      if (parallel || allReady) deletePod(ctx, sts, byOrdinal.get(i) as Obj);
   } else if (rolling && allReady && byOrdinal.size === replicas) {
     // roll from the highest ordinal down to the partition: the first pod not at the update revision goes
     for (let i = replicas - 1; i >= partition; i--) {
       const pod = byOrdinal.get(i) as Obj;
       if (revisionOfPod(pod) !== update.name) {
-        ctx.delete(STORAGE.pod, ns, nameOf(pod));
+        deletePod(ctx, sts, pod);
         break;
       }
       if (!ready(i)) break;
@@ -119,6 +121,11 @@ export function syncStatefulSet(ctx: WorkloadContext, ns: string, name: string):
   ctx.update(STORAGE.statefulset, cur, MANAGER, "status");
 }
 
+function deletePod(ctx: WorkloadContext, sts: Obj, pod: Obj): void {
+  ctx.delete(STORAGE.pod, String(metaOf(sts)["namespace"]), nameOf(pod));
+  ctx.event(sts, "SuccessfulDelete", `delete Pod ${nameOf(pod)} in StatefulSet ${nameOf(sts)} successful`, COMPONENT);
+}
+
 function createPod(ctx: WorkloadContext, sts: Obj, i: number, template: Obj | undefined, revision: string): void {
   const ns = String(metaOf(sts)["namespace"]);
   const podName = `${nameOf(sts)}-${i}`;
@@ -141,6 +148,12 @@ function createPod(ctx: WorkloadContext, sts: Obj, i: number, template: Obj | un
       metaOf(body)["labels"] = { ...(metaOf(body)["labels"] as Obj | undefined), ...(metaOf(pod)["labels"] as Obj) };
       delete body["status"];
       ctx.create("/persistentvolumeclaims", ns, body, MANAGER);
+      ctx.event(
+        sts,
+        "SuccessfulCreate",
+        `create Claim ${claimName} Pod ${podName} in StatefulSet ${nameOf(sts)} success`,
+        COMPONENT,
+      );
     }
     if (!volumes.some((v) => v["name"] === nameOf(claim)))
       volumes.push({ name: nameOf(claim), persistentVolumeClaim: { claimName } });
@@ -148,4 +161,5 @@ function createPod(ctx: WorkloadContext, sts: Obj, i: number, template: Obj | un
   if (volumes.length > 0) podSpec["volumes"] = volumes;
   pod["spec"] = podSpec;
   ctx.create(STORAGE.pod, ns, pod, MANAGER);
+  ctx.event(sts, "SuccessfulCreate", `create Pod ${podName} in StatefulSet ${nameOf(sts)} successful`, COMPONENT);
 }

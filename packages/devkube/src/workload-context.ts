@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { labelsMatch } from "./admission.ts";
 import type { Api } from "./api.ts";
 import { ApiError } from "./errors.ts";
@@ -69,6 +70,29 @@ export class WorkloadContext {
       .filter((o) => controllerOf(o)?.["uid"] === uid);
   }
 
+  /**
+   * Upstream's ControllerRefManager: objects of sk in the owner's namespace that no controller owns and that its
+   * selector matches are adopted (a controller reference added), and those it owns that no longer match are released
+   * (its reference removed: their replacement follows). `member` narrows adoption (a StatefulSet's pod names).
+   */
+  claim(sk: string, owner: Obj, kind: string, member: (o: Obj) => boolean = () => true): void {
+    if (isTerminating(owner)) return;
+    const ns = String(metaOf(owner)["namespace"] ?? "");
+    const uid = uidOf(owner);
+    const selector = specOf(owner)["selector"];
+    for (const [, o] of this.store.sorted(sk, ns)) {
+      if (isTerminating(o)) continue;
+      const ref = controllerOf(o);
+      const matches = selects(selector, metaOf(o)["labels"]) && member(o);
+      if (ref ? ref["uid"] !== uid || matches : !matches) continue;
+      const cur = this.get(sk, ns, nameOf(o));
+      if (!cur) continue;
+      const others = objList(metaOf(cur)["ownerReferences"]).filter((r) => r["uid"] !== uid);
+      metaOf(cur)["ownerReferences"] = ref ? others : [...others, controllerRef(owner, "apps/v1", kind)];
+      this.update(sk, cur, "kube-controller-manager");
+    }
+  }
+
   create(sk: string, ns: string, body: Obj, manager: string): Obj {
     return this.api.create(this.type(sk), ns, body, writeOptions(manager)).body;
   }
@@ -84,6 +108,41 @@ export class WorkloadContext {
       obj,
       writeOptions(manager),
     ).body;
+  }
+
+  /**
+   * A core/v1 Event about obj, as the controllers record them (what `kubectl describe` lists): reason, message, the
+   * reporting component.
+   */
+  event(obj: Obj, reason: string, message: string, component: string, type: "Normal" | "Warning" = "Normal"): void {
+    const meta = metaOf(obj);
+    const ns = String(meta["namespace"] ?? "default");
+    const time = nowTime();
+    this.create(
+      "/events",
+      ns,
+      {
+        metadata: { name: `${nameOf(obj)}.${randomBytes(8).toString("hex")}`, namespace: ns },
+        involvedObject: {
+          apiVersion: obj["apiVersion"],
+          kind: obj["kind"],
+          name: meta["name"],
+          namespace: ns,
+          uid: meta["uid"],
+          resourceVersion: meta["resourceVersion"],
+        },
+        reason,
+        message,
+        type,
+        source: { component },
+        reportingComponent: component,
+        reportingInstance: component,
+        firstTimestamp: time,
+        lastTimestamp: time,
+        count: 1,
+      },
+      component,
+    );
   }
 
   delete(sk: string, ns: string, name: string): void {
