@@ -393,27 +393,38 @@ describe.each([
     expect(t.status().conditions?.find((c) => c.type === "Reconciling")?.reason).toBe("ConsumersNotRolled");
   });
 
-  it("survives a crash after the restart: the workload is rolled once, the old login goes after it", async () => {
-    vi.useFakeTimers({ toFake: ["Date"] });
-    const t = await setupWithConsumers();
-    const spec = { rotation: { gracePeriod: "5s", consumers: "Restart" } };
-    t.apply(spec);
-    await t.step(1_000, 6);
-    const first = t.status().connection!.id;
-    t.kube.put(DeploymentType, deployment("default", "web", "orders"));
-    t.kube.put(PodType, pod("default", "web-old", "orders"));
-    t.apply(spec, { [rotateAnnotation]: "1" });
-    t.crashAt("database:after-rotate-restart");
-    await t.step(1_000, 3);
-    expect(t.kube.read<KubeObject>(DeploymentType, "default", "web")!.metadata.generation).toBe(2);
-    expect(t.status().rotation?.retiring?.id).toBe(first);
-    await t.step(6_000, 1);
-    expect(t.api.passwords.has(first)).toBe(true);
-    t.roll("default", "web");
-    await t.step(1_000, 2);
-    expect(t.api.passwords.has(first)).toBe(false);
-    expect(t.kube.writes.filter((w) => w.verb.startsWith("apply"))).toHaveLength(1);
-  });
+  it.each([
+    "database:after-rotate-mint",
+    "database:after-rotate-secret",
+    "database:after-rotate-restart",
+    "database:before-retire",
+  ])(
+    "survives a crash at %s: the workload is rolled once, the old login goes after it, nothing leaks",
+    async (point) => {
+      vi.useFakeTimers({ toFake: ["Date"] });
+      const t = await setupWithConsumers();
+      const spec = { rotation: { gracePeriod: "5s", consumers: "Restart" } };
+      t.apply(spec);
+      await t.step(1_000, 6);
+      const first = t.status().connection!.id;
+      t.kube.put(DeploymentType, deployment("default", "web", "orders"));
+      t.kube.put(PodType, pod("default", "web-old", "orders"));
+      t.apply(spec, { [rotateAnnotation]: "1" });
+      t.crashAt(point);
+      await t.step(1_000, 3);
+      expect(t.kube.read<KubeObject>(DeploymentType, "default", "web")!.metadata.generation).toBe(2);
+      expect(t.status().rotation?.retiring?.id).toBe(first);
+      await t.step(6_000, 1);
+      expect(t.api.passwords.has(first)).toBe(true);
+      t.roll("default", "web");
+      await t.step(1_000, 3); // a crash before the revocation (before-retire) is followed by a step that revokes
+      expect(t.api.passwords.has(first)).toBe(false);
+      const current = t.status().connection!.id;
+      expect(t.secretConnection()).toBe(current);
+      expect(t.alive()).toEqual([current]);
+      expect(t.kube.writes.filter((w) => w.verb.startsWith("apply"))).toHaveLength(1);
+    },
+  );
 
   it("Restart without --rotation-consumers behaves as Ignore and says so", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
