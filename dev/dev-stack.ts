@@ -216,6 +216,8 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
         credentialsSecret.namespace,
         "--metrics-address",
         `127.0.0.1:${ports.health}`,
+        // devkube rolls Deployments and runs pods: a rotation can follow its consumers (examples/rotation/).
+        "--rotation-consumers",
         ...(options.operatorArgs ?? []),
       ],
       restartDelayMs: options.restartDelayMs ?? 1000,

@@ -37,7 +37,14 @@ const steps: Record<string, [between: string, restart: string]> = {
     "the rotated Secret written → status names the new connection and the retiring one",
     "finish the rotation: the old connection retires (never revoked at once as lost)",
   ],
-  "before-retire": ["a retiring connection's grace period over → it is revoked", "revoke it"],
+  "after-rotate-restart": [
+    "consumers Restart: the restart annotation applied to the Secret's workloads → status names the retiring connection",
+    "finish the rotation; applying the annotation again changes nothing (same hash), so nothing rolls twice",
+  ],
+  "before-retire": [
+    "a retiring connection's grace period over (and, with consumers Restart or Wait, its consumers moved) → it is revoked",
+    "revoke it",
+  ],
   "after-delete": ["the remote object deleted (or the login revoked) → the Secret deleted", "see it gone, delete the Secret"],
   "before-finalizer-drop": [
     "the Secret deleted or released → the finalizer removed",

@@ -118,6 +118,8 @@ export const OperatorConfig = z.object({
     .optional(),
   // At most the service's 24 h replay: a re-send past it would run the restore a second time.
   restoreReplayWindow: duration(0, 86_400_000).optional(),
+  // Off: watching every Pod and workload costs memory and rights a cluster admin grants on purpose (deploy/components/rotation-consumers).
+  rotationConsumers: bool.default(false),
 });
 export type OperatorConfig = z.infer<typeof OperatorConfig>;
 
@@ -225,6 +227,11 @@ export const operatorOptions: Record<Key, { flag: string; env: string; help: str
     env: "MDS_RESTORE_REPLAY_WINDOW",
     help: "how long after requestedAt a restore interrupted by a restart or a lost answer is re-sent with its Idempotency-Key, to an API that announced replay (default 23h, at most 24h, the service's replay window); past it the restore is Failed with reason OutcomeUnknown. Shorten it only for an API that replays for less time",
   },
+  rotationConsumers: {
+    flag: "rotation-consumers",
+    env: "MDS_ROTATION_CONSUMERS",
+    help: "follow the consumers of connection Secrets (default false): watch Deployments, StatefulSets, DaemonSets and Pods so a rotation with connectionSecret.rotation.consumers Restart or Wait rolls them and revokes the old credentials only once they moved; needs the rights of the rotation-consumers component (deploy/components/rotation-consumers, chart value rotationConsumers.enabled)",
+  },
 };
 
 export function operatorHelp(): string {
@@ -280,7 +287,8 @@ export function parseOperatorConfig(argv: string[], env: Record<string, string |
   const options: Record<string, { type: "string" | "boolean"; short?: string }> = {
     help: { type: "boolean", short: "h" },
   };
-  for (const [key, o] of entries) options[o.flag] = { type: key === "leaderElect" ? "boolean" : "string" };
+  for (const [key, o] of entries)
+    options[o.flag] = { type: key === "leaderElect" || key === "rotationConsumers" ? "boolean" : "string" };
   let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({

@@ -25,7 +25,19 @@ describe("mds operator configuration", () => {
       leaseName: "mds-operator",
       metricsAddress: ":8080",
       logLevel: "info",
+      rotationConsumers: false,
     });
+  });
+
+  it("follows rotation consumers only when asked (--rotation-consumers, MDS_ROTATION_CONSUMERS)", () => {
+    const env = { MDS_API_URL: "http://api" };
+    expect(parseOperatorConfig(["--rotation-consumers"], env)).toMatchObject({ rotationConsumers: true });
+    expect(parseOperatorConfig([], { ...env, MDS_ROTATION_CONSUMERS: "true" })).toMatchObject({
+      rotationConsumers: true,
+    });
+    expect(() => parseOperatorConfig([], { ...env, MDS_ROTATION_CONSUMERS: "maybe" })).toThrow(
+      /MDS_ROTATION_CONSUMERS/,
+    );
   });
 
   it("reads flags before the environment", () => {

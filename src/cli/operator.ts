@@ -168,6 +168,7 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
           },
         }),
     ...(config.restoreReplayWindow === undefined ? {} : { restoreReplayWindowMs: config.restoreReplayWindow }),
+    ...(config.rotationConsumers ? { followConsumers: true } : {}),
   });
 
   let stopped = false;

@@ -40,6 +40,11 @@ export interface KubeClient {
     name: string,
     patch: object,
   ): Promise<T>;
+  /**
+   * Server-side apply of `obj` under `fieldManager`, forcing ownership of the fields it names (only fields that are
+   * the caller's own: a restart annotation). Optional: only the real client has it; callers without it skip the write.
+   */
+  apply?<T extends KubeObject>(type: ResourceType, obj: T, fieldManager: string): Promise<T>;
   /** Resolves whether or not the object existed. */
   delete(type: ResourceType, namespace: string | undefined, name: string, options?: DeleteOptions): Promise<void>;
 }
@@ -242,6 +247,20 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
           { fieldManager },
           patch,
           "application/merge-patch+json",
+        )) as T,
+      );
+    },
+    async apply<T extends KubeObject>(type: ResourceType, obj: T, manager: string) {
+      const ns = obj.metadata.namespace;
+      const name = obj.metadata.name;
+      return strip(
+        (await request(
+          describe("apply", type, ns, name),
+          HttpMethod.PATCH,
+          pathOf(type, ns, name),
+          { fieldManager: manager, force: "true" },
+          obj,
+          "application/apply-patch+yaml",
         )) as T,
       );
     },

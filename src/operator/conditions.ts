@@ -34,6 +34,8 @@ export const loopReasons = {
   Progressing: "The operator has started on the resource; Ready and Synced say what it is doing.",
   Rotating:
     "The operator is rotating the connection Secret's credentials (status.rotation.pending); the current ones keep working.",
+  ConsumersNotRolled:
+    "A rotation's replaced credentials are kept past rotation.consumerTimeout: workloads or pods that use the Secret have not moved to the new ones (status.rotation.retiring.waitingFor names them). Fix the rollout, or set a new value of mds.dev/rotate-force to revoke them anyway.",
   // Synced
   ReconcileSuccess: "The last reconcile completed without error.",
   ReconcileError: "The last reconcile failed; the message names the cause and the operator retries with backoff.",

@@ -22,6 +22,7 @@ import { reconcileOneShot, type OneShotHandler } from "./one-shot-reconciler.ts"
 import type { Outcome } from "./outcome.ts";
 import type { StatusObject } from "./status.ts";
 import type { AcceptedIds } from "./accepted.ts";
+import type { ConsumerIndex } from "./secret/consumer-index.ts";
 
 // A controller is what the operator runs for one kind (src/resources/index.ts lists them): the kind's address, its
 // reconciler (the managed loop or the one-shot loop, driving the kind's handler), which other kinds' changes wake
@@ -62,6 +63,8 @@ export interface ControllerContext<R extends RemoteState = RemoteState> {
   logger: Logger;
   pollIntervals: { fastMs: number; slowMs: number };
   crashPoint: (name: string) => void | Promise<void>;
+  /** Who uses which Secret, when the operator follows a rotation's consumers (--rotation-consumers). */
+  consumers?: ConsumerIndex | undefined;
 }
 
 export interface Controller<R extends RemoteState = RemoteState> {

@@ -19,6 +19,7 @@ const managedCrashPoints = {
   rotate: [
     "after-rotate-mint", // a new connection minted (status.rotation.pending recorded); Secret not yet written
     "after-rotate-secret", // rotated Secret written; status does not name the new connection nor the retiring one
+    "after-rotate-restart", // consumers Restart: restart annotation applied to the Secret's workloads; status not yet
     "before-retire", // a retiring connection's grace period ended; not yet revoked
   ],
   delete: [

@@ -24,6 +24,8 @@ import { applyOutcome, notLeaderRequeueMs, type Outcome } from "./outcome.ts";
 import { createWorkQueue, type QueueObserver, type WorkQueue } from "./work-queue.ts";
 import { ReconcileError, classifyError } from "./errors.ts";
 import { splitKey } from "./status.ts";
+import { createConsumerIndex, type ConsumerIndex } from "./secret/consumer-index.ts";
+import { PodType, workloadTypes } from "./secret/consumers.ts";
 
 export interface OperatorOptions<R extends RemoteState = RemoteState> {
   kubeConfig: KubeConfig;
@@ -59,6 +61,12 @@ export interface OperatorOptions<R extends RemoteState = RemoteState> {
    * so bench/fairness.ts can measure what fairness buys in one run (MDS_QUEUE_ORDER).
    */
   queueOrder?: "namespaces" | "fifo";
+  /**
+   * Follow the consumers of the connection Secrets (--rotation-consumers): watch Deployments, StatefulSets,
+   * DaemonSets and Pods so a rotation with consumers Restart or Wait can roll them and wait for them. Off by default:
+   * it needs the RBAC of the rotation-consumers component.
+   */
+  followConsumers?: boolean;
 }
 
 export interface Operator {
@@ -220,6 +228,7 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     });
     caches.set(reg.kind, { ...cache, withRemoteId: (id) => indexed(reg.kind, id, cache) });
   }
+  const consumers = options.followConsumers === true ? followConsumers() : undefined;
   // Only the operator's own Secrets are cached (label selector): unrelated Secrets cost no memory.
   const secrets = makeInformers(
     SecretType,
@@ -235,6 +244,25 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     get(ns: string | undefined, name: string): Secret | undefined;
     list(namespace?: string): Secret[];
   };
+
+  /**
+   * The consumer index, fed by one informer per workload kind and Pods. A change of a Secret's consumer wakes the
+   * resource that publishes the Secret (its mds.dev/owner annotation, in the same namespace), so a rotation waiting
+   * for a rollout moves on when it ends, not on a timer. Secrets the operator does not publish wake nothing.
+   */
+  function followConsumers(): ConsumerIndex {
+    const index = createConsumerIndex();
+    for (const type of [...workloadTypes, PodType])
+      makeInformers(type, (event, obj) => {
+        for (const key of index.update(type.kind, obj, event === "delete")) {
+          const [ns, name] = splitKey(key);
+          const owner = secrets.get(ns, name)?.metadata.annotations?.[annotations.owner] ?? "";
+          const i = owner.indexOf("/");
+          if (i > 0 && kinds.has(owner.slice(0, i))) enqueue(owner.slice(0, i), `${ns ?? ""}/${owner.slice(i + 1)}`);
+        }
+      });
+    return index;
+  }
 
   function noteReady(kind: string, obj: KubeObject) {
     const conds = (obj["status"] as { conditions?: { type: string; status: string }[] } | undefined)?.conditions;
@@ -313,6 +341,7 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     logger,
     pollIntervals: options.pollIntervals,
     crashPoint,
+    consumers,
   };
 
   const deletionProtection = createDeletionProtectionAudit({
@@ -524,6 +553,15 @@ function countWrites(
       counter.inc({ verb: "patch", resource: `${type.plural}/status` });
       return kube.patchStatus(type, ns, name, patch);
     },
+    ...(kube.apply === undefined
+      ? {}
+      : {
+          async apply(type, obj, manager) {
+            gate("patch", type);
+            counter.inc({ verb: "patch", resource: type.plural });
+            return kube.apply!(type, obj, manager);
+          },
+        }),
     async delete(type, ns, name, o) {
       gate("delete", type);
       counter.inc({ verb: "delete", resource: type.plural });

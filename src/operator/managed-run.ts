@@ -12,6 +12,7 @@ import { connectionSecrets } from "./secret/publisher.ts";
 import { synced, writeStatus, type ConditionUpdate } from "./status.ts";
 import { pollIntervalOf } from "./annotations.ts";
 import type { AcceptedIds } from "./accepted.ts";
+import type { ConsumerIndex } from "./secret/consumer-index.ts";
 
 // One reconcile of one object by the managed loop (managed-reconciler.ts): the object as last written, what this
 // reconcile learnt (credentials, the requested reconcile, an invalid annotation) and the steps every path shares.
@@ -34,6 +35,8 @@ export interface LoopDeps {
   guardCredentials?: (ref: SecretKeyRef) => Promise<void>;
   /** Where the loop records the remote id it accepted for an object (accepted.ts): what other kinds may act on. */
   accepted?: AcceptedIds | undefined;
+  /** Who uses which Secret, when the operator follows a rotation's consumers (--rotation-consumers). */
+  consumers?: ConsumerIndex | undefined;
   now?: () => Date;
 }
 

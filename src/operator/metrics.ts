@@ -77,7 +77,7 @@ export interface ResourceSummary {
   longestNotReadySeconds: number;
   /** Resources whose status.rotation.nextRotationTime has passed without a rotation. */
   rotationOverdue: number;
-  /** Resources whose retiring connection is still there after status.rotation.retiring.revokeAt. */
+  /** Resources whose retiring connection is still there after status.rotation.retiring.revokeAt (or consumersDeadline). */
   retiringPastRevoke: number;
 }
 
@@ -323,7 +323,7 @@ function registerStateGauges(registers: Registry[], sources: Set<StateSource>, o
   );
   gauge(
     "mds_operator_retiring_past_revoke",
-    "Resources whose replaced connection still exists after its grace period (status.rotation.retiring.revokeAt).",
+    "Resources whose replaced connection still exists after its grace period (status.rotation.retiring.revokeAt; with rotation consumers, after consumersDeadline).",
     ["kind"],
     (g, s) => {
       for (const r of s.resources) g.set({ kind: r.kind }, r.retiringPastRevoke);

@@ -16,6 +16,8 @@ export interface ProgressInput {
   deleting: boolean;
   /** status.rotation.pending: new credentials minted or about to be, not yet published. */
   rotating: boolean;
+  /** The message when a retiring connection is kept past consumerTimeout (status.ts); undefined otherwise. */
+  consumersNotRolled?: string | undefined;
   /** A terminal error being reported (errors.ts): stalls whatever its reason. */
   terminal?: { reason: string; message: string } | undefined;
   /** The reasons that stall (conditions.ts `loopStallingReasons` and the kind's own). */
@@ -61,6 +63,7 @@ function reconciling(
       ? ["True", ready.reason, ready.message]
       : ["True", "Deleting", "The resource is being deleted"];
   if (synced?.reason === "ReconcilePaused") return ["False", "ReconcilePaused", synced.message];
+  if (input.consumersNotRolled !== undefined) return ["True", "ConsumersNotRolled", input.consumersNotRolled];
   if (input.rotating)
     return ["True", "Rotating", "Rotating the connection Secret's credentials; the current ones keep working"];
   if (ready?.status === "True") return ["False", "Available", ""];

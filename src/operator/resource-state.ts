@@ -10,7 +10,7 @@ const reasonPattern = /^[A-Z][A-Za-z0-9]{0,63}$/;
 
 interface StatusView {
   conditions?: { type?: unknown; status?: unknown; reason?: unknown; lastTransitionTime?: unknown }[];
-  rotation?: { nextRotationTime?: unknown; retiring?: { revokeAt?: unknown } };
+  rotation?: { nextRotationTime?: unknown; retiring?: { revokeAt?: unknown; consumersDeadline?: unknown } };
 }
 
 /**
@@ -61,7 +61,9 @@ export function resourceStateOf(obj: KubeObject): ResourceState {
         ? NaN
         : (timeOf(ready?.lastTransitionTime) ?? timeOf(obj.metadata.creationTimestamp) ?? NaN),
     nextRotation: timeOf(status.rotation?.nextRotationTime) ?? NaN,
-    revokeAt: timeOf(status.rotation?.retiring?.revokeAt) ?? NaN,
+    // While a rotation waits for its consumers (within consumerTimeout) the replaced login is kept on purpose.
+    revokeAt:
+      timeOf(status.rotation?.retiring?.consumersDeadline) ?? timeOf(status.rotation?.retiring?.revokeAt) ?? NaN,
   };
   const timed =
     !Number.isNaN(state.notReadySince) || !Number.isNaN(state.nextRotation) || !Number.isNaN(state.revokeAt);

@@ -50,6 +50,7 @@ export async function writeStatus<T extends StatusObject>(
       generation,
       deleting: obj.metadata.deletionTimestamp !== undefined,
       rotating: rotationPending(merged),
+      consumersNotRolled: consumersNotRolled(merged, now),
       stalling: deps.stalling,
     },
     now,
@@ -84,6 +85,18 @@ function mergePatchOf(from: Record<string, unknown>, to: Record<string, unknown>
 
 const rotationPending = (status: Record<string, unknown> | undefined) =>
   (status?.["rotation"] as { pending?: unknown } | undefined)?.pending !== undefined;
+
+/** The message of Reconciling=True ConsumersNotRolled: a retiring connection kept past consumerTimeout, and why. */
+function consumersNotRolled(status: Record<string, unknown> | undefined, now: Date): string | undefined {
+  const retiring = (
+    status?.["rotation"] as
+      { retiring?: { id?: unknown; consumersDeadline?: unknown; waitingFor?: unknown } } | undefined
+  )?.retiring;
+  const waiting = Array.isArray(retiring?.waitingFor) ? retiring.waitingFor.filter((w) => typeof w === "string") : [];
+  const deadline = typeof retiring?.consumersDeadline === "string" ? Date.parse(retiring.consumersDeadline) : NaN;
+  if (waiting.length === 0 || Number.isNaN(deadline) || now.getTime() < deadline) return undefined;
+  return `The replaced credentials are kept: the Secret's consumers did not move within consumerTimeout: ${waiting.join("; ")}`;
+}
 
 /**
  * A failed reconcile: one Warning Event, Synced=False with the classified reason and message, Ready=False too if
@@ -131,6 +144,7 @@ export async function reportError(
       generation,
       deleting: obj.metadata.deletionTimestamp !== undefined,
       rotating: rotationPending(obj.status),
+      consumersNotRolled: consumersNotRolled(obj.status, now),
       terminal: c.terminal ? { reason: c.reason, message } : undefined,
       stalling: deps.stalling,
     },

@@ -38,6 +38,7 @@ export const conditionReasons = {
   AwaitingOperator: loopReasons.AwaitingOperator,
   Progressing: loopReasons.Progressing,
   Rotating: loopReasons.Rotating,
+  ConsumersNotRolled: loopReasons.ConsumersNotRolled,
   // Synced
   ReconcileSuccess: loopReasons.ReconcileSuccess,
   ReconcileError: loopReasons.ReconcileError,

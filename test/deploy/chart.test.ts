@@ -61,6 +61,8 @@ const equivalents: [string, string[]][] = [
   ["deploy/overlays/single-namespace", ["namespace.create=true", "singleNamespace=true"]],
   ["deploy/overlays/with-monitoring", ["namespace.create=true", "monitoring.enabled=true"]],
   ["deploy/overlays/with-service", ["namespace.create=true", "service.enabled=true"]],
+  ["deploy/overlays/with-rotation-consumers", ["namespace.create=true", "rotationConsumers.enabled=true"]],
+  ["deploy/overlays/single-namespace-rotation-consumers", ["namespace.create=true", "singleNamespace=true", "rotationConsumers.enabled=true"]],
 ];
 
 describe.each(equivalents)("helm template with the values equivalent to %s", (dir, values) => {
@@ -79,7 +81,7 @@ it("renders the Namespace only when asked (the release namespace is otherwise He
 });
 
 it("passes helm lint --strict with the defaults and with every option on", async () => {
-  for (const values of [[], ["singleNamespace=true", "monitoring.enabled=true", "monitoring.release=kube-prometheus-stack", "service.enabled=true", "credentials.fallbackNamespaces={shop,billing}", "image.digest=sha256:" + "a".repeat(64)]]) {
+  for (const values of [[], ["singleNamespace=true", "rotationConsumers.enabled=true", "monitoring.enabled=true", "monitoring.release=kube-prometheus-stack", "service.enabled=true", "credentials.fallbackNamespaces={shop,billing}", "image.digest=sha256:" + "a".repeat(64)]]) {
     const result = await helm(["lint", "--strict", chartRoot, ...values.flatMap((v) => ["--set", v])]);
     expect({ values, code: result.code, problems: result.stdout.split("\n").filter((l) => /\[(WARNING|ERROR)\]/.test(l)) }).toEqual({ values, code: 0, problems: [] });
   }

@@ -17,6 +17,9 @@ const installs = {
   withService: "deploy/overlays/with-service",
   // The default install plus components/monitoring (its own checks, promtool's included: monitoring.test.ts).
   withMonitoring: "deploy/overlays/with-monitoring",
+  // Rotation that follows its consumers (components/rotation-consumers and its namespaced twin).
+  withRotationConsumers: "deploy/overlays/with-rotation-consumers",
+  singleNamespaceRotationConsumers: "deploy/overlays/single-namespace-rotation-consumers",
 } as const;
 type Install = keyof typeof installs;
 
@@ -226,6 +229,28 @@ describe("RBAC", () => {
     expect(rulesOf(find("singleNamespace", "Role", "mds-operator"))).toEqual(operatorRules);
     const args = podSpecOf(find("singleNamespace", "Deployment", "mds-operator")).containers[0]?.args ?? [];
     expect(args).toContain("--namespaces=$(POD_NAMESPACE)");
+  });
+
+  it("adds rotation consumers' rights only with its component: read pods and workloads, patch only workloads", () => {
+    const consumerRules: PolicyRule[] = [
+      { apiGroups: ["apps"], resources: ["deployments", "statefulsets", "daemonsets"], verbs: ["list", "watch", "patch"] },
+      { apiGroups: [""], resources: ["pods"], verbs: ["list", "watch"] },
+    ];
+    const argsOf = (install: Install) => podSpecOf(find(install, "Deployment", "mds-operator")).containers[0]?.args ?? [];
+    expect(rulesOf(find("withRotationConsumers", "ClusterRole", "mds-operator-rotation-consumers"))).toEqual(consumerRules);
+    expect(rulesOf(find("withRotationConsumers", "ClusterRole", "mds-operator"))).toEqual(operatorRules);
+    expect(argsOf("withRotationConsumers")).toContain("--rotation-consumers");
+    const binding = find("withRotationConsumers", "ClusterRoleBinding", "mds-operator-rotation-consumers") as unknown as { subjects: unknown[] };
+    expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "mds-operator", namespace: "mds-system" }]);
+    // Namespaced: the same rules as a Role, no ClusterRole at all.
+    expect(rendered.singleNamespaceRotationConsumers.map((o) => o.kind)).not.toContain("ClusterRole");
+    expect(rulesOf(find("singleNamespaceRotationConsumers", "Role", "mds-operator-rotation-consumers"))).toEqual(consumerRules);
+    expect(argsOf("singleNamespaceRotationConsumers")).toEqual(expect.arrayContaining(["--rotation-consumers", "--namespaces=$(POD_NAMESPACE)"]));
+    // Without the component: none of it.
+    for (const install of ["default", "singleNamespace", "withService", "withMonitoring"] as const) {
+      expect(rendered[install].filter((o) => o.metadata.name === "mds-operator-rotation-consumers")).toEqual([]);
+      expect(argsOf(install)).not.toContain("--rotation-consumers");
+    }
   });
 
   it("gives the service pod no Kubernetes API token", () => {

@@ -13,6 +13,7 @@ import { eventually } from "./helpers.ts";
 const root = path.resolve(import.meta.dirname, "../..");
 const node = path.join(root, "node_modules/.bin/node");
 let dir: string;
+const dirs: string[] = [];
 const children: ChildProcess[] = [];
 
 function start(extra: string[] = []): { child: ChildProcess; output: () => string } {
@@ -49,12 +50,13 @@ function exited(child: ChildProcess): Promise<number | null> {
 
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
-  if (dir) await rm(dir, { recursive: true, force: true });
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
 describe("mds devkube process", () => {
   it("keeps objects across SIGTERM and kill -9, and never prints the token", async () => {
     dir = await mkdtemp(path.join(tmpdir(), "devkube-cli-"));
+    dirs.push(dir);
     const first = start();
     let core = await client();
     await core.createNamespacedSecret({
@@ -124,6 +126,7 @@ describe("mds devkube process", () => {
 
   it("--no-kubelet: pods are scheduled and stay Pending until a client (a harness playing the kubelet) reports them", async () => {
     dir = await mkdtemp(path.join(tmpdir(), "devkube-cli-"));
+    dirs.push(dir);
     const proc = start(["--no-kubelet", "--pod-ready-delay", "0"]);
     const core = await client();
     await core.createNamespacedPod({

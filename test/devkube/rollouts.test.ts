@@ -1,3 +1,8 @@
+import * as k8s from "@kubernetes/client-node";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { startDevkube } from "@mds/devkube";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually, startHarness, type Harness } from "./helpers.ts";
 
@@ -45,6 +50,9 @@ describe("kubectl rollout against devkube", () => {
     expect(pods.trim().split("\n").slice(1)).toHaveLength(3);
     for (const line of pods.trim().split("\n").slice(1))
       expect(line).toMatch(new RegExp(`^${rsName}-\\w{5}\\s+1/1\\s+Running\\s+0\\s+`));
+    // the "all" category lists the workload kinds with their columns
+    const all = await h.ok(["get", "all"]);
+    for (const kind of ["pod/web-", "deployment.apps/web", "replicaset.apps/web-"]) expect(all).toContain(kind);
     const deploy = await h.ok(["get", "deploy", "web"]);
     expect(deploy.split("\n")[1]).toMatch(/^web\s+3\/3\s+3\s+3\s+/);
     // the pods carry what a kubelet needs from the template
@@ -170,5 +178,80 @@ spec:
     await h.ok(["delete", "namespace", "team", "--timeout=60s"]);
     const r = await h.kubectl(["get", "namespace", "team"]);
     expect(r.stderr).toContain('namespaces "team" not found');
+  });
+});
+
+describe("what a test harness that runs an app per pod sees", () => {
+  it("a client-node informer on pods: Running and Ready with the template's env, deleted on a restart", async () => {
+    const kc = new k8s.KubeConfig();
+    kc.loadFromString(h.devkube.kubeconfig);
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    const informer = k8s.makeInformer(
+      kc,
+      "/api/v1/namespaces/default/pods",
+      () => core.listNamespacedPod({ namespace: "default", labelSelector: "app=shop" }),
+      "app=shop",
+    );
+    const running = new Map<string, k8s.V1Pod>();
+    const deleted: string[] = [];
+    const seen = (p: k8s.V1Pod) => {
+      const ready = p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+      if (p.status?.phase === "Running" && ready) running.set(p.metadata?.name ?? "", p);
+    };
+    informer.on("add", seen);
+    informer.on("update", seen);
+    informer.on("delete", (p) => deleted.push(p.metadata?.name ?? ""));
+    informer.on("error", () => undefined);
+    await informer.start();
+    await h.ok(["apply", "-f", "-"], deployment("shop").replace("replicas: 3", "replicas: 2"));
+    await h.ok(["rollout", "status", "deployment/shop", "--timeout=60s"]);
+    await eventually(() => running.size === 2);
+    const first = [...running.values()][0] as k8s.V1Pod;
+    expect(first.spec?.containers[0]?.envFrom).toEqual([{ secretRef: { name: "db" } }]);
+    expect(first.status?.containerStatuses?.[0]?.state?.running?.startedAt).toBeTruthy();
+    const before = [...running.keys()];
+    await h.ok(["rollout", "restart", "deployment/shop"]);
+    await h.ok(["rollout", "status", "deployment/shop", "--timeout=60s"]);
+    await eventually(() => expect(deleted.sort()).toEqual(before.sort()));
+    await informer.stop();
+  });
+
+  it("a restarted devkube goes on with the rollouts it had stored", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "devkube-restart-"));
+    try {
+      // pods that would take a minute to start: stopped before any is Ready
+      let kube = await startDevkube({ dir, pods: { readyDelayMs: 60_000 } });
+      const kc = new k8s.KubeConfig();
+      kc.loadFromString(kube.kubeconfig);
+      const apps = kc.makeApiClient(k8s.AppsV1Api);
+      await apps.createNamespacedDeployment({
+        namespace: "default",
+        body: {
+          metadata: { name: "later" },
+          spec: {
+            replicas: 2,
+            selector: { matchLabels: { app: "later" } },
+            template: { metadata: { labels: { app: "later" } }, spec: { containers: [{ name: "c", image: "x" }] } },
+          },
+        },
+      });
+      await kube.stop();
+      kube = await startDevkube({ dir, pods: { readyDelayMs: 10 } });
+      const again = new k8s.KubeConfig();
+      again.loadFromString(kube.kubeconfig);
+      const apps2 = again.makeApiClient(k8s.AppsV1Api);
+      try {
+        await eventually(async () => {
+          const d = await apps2.readNamespacedDeployment({ name: "later", namespace: "default" });
+          expect(d.status?.availableReplicas).toBe(2);
+        });
+        const pods = await again.makeApiClient(k8s.CoreV1Api).listNamespacedPod({ namespace: "default" });
+        expect(pods.items).toHaveLength(2);
+      } finally {
+        await kube.stop();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -159,6 +159,35 @@ spec:
     expect(changed.stderr).toContain("field is immutable");
     expect((await h.kubectl(["get", "deployment", "bad"])).code).not.toBe(0);
   });
+
+  it("refuses a rolling update that is not ints or percentages, or that may make no progress; defaults each bound", async () => {
+    const strategy = (s: string) =>
+      DEPLOYMENT.replace("name: web,", "name: strat,").replace(
+        "spec:\n  selector",
+        `spec:\n  strategy: ${s}\n  selector`,
+      );
+    const words = await h.kubectl(["apply", "-f", "-"], strategy("{ rollingUpdate: { maxSurge: lots } }"));
+    expect(words.stderr).toContain(
+      'spec.strategy.rollingUpdate.maxSurge: Invalid value: "lots": a valid percent string',
+    );
+    const over = await h.kubectl(["apply", "-f", "-"], strategy("{ rollingUpdate: { maxUnavailable: 150% } }"));
+    expect(over.stderr).toContain("must not be greater than 100%");
+    const stuck = await h.kubectl(
+      ["apply", "-f", "-"],
+      strategy("{ rollingUpdate: { maxUnavailable: 0, maxSurge: 0 } }"),
+    );
+    expect(stuck.stderr).toContain("may not be 0 when `maxSurge` is 0");
+    const recreate = await h.kubectl(
+      ["apply", "-f", "-"],
+      strategy("{ type: Recreate, rollingUpdate: { maxSurge: 1 } }"),
+    );
+    expect(recreate.stderr).toContain("may not be specified when strategy `type` is 'Recreate'");
+    expect((await h.kubectl(["get", "deployment", "strat"])).code).not.toBe(0);
+    await h.ok(["apply", "-f", "-"], strategy("{ rollingUpdate: { maxSurge: 1 } }"));
+    const d = await getJson(["deployment", "strat"]);
+    expect(d.spec.strategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: "25%" } });
+    await h.ok(["delete", "deployment", "strat"]);
+  });
 });
 
 describe("the other kinds", () => {

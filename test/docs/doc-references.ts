@@ -45,7 +45,7 @@ export function docFiles(): string[] {
 const sourceText = files
   .filter(
     (f) =>
-      /^(src|test|bench|scripts|bin|deploy)\//.test(f) && /\.(ts|js|mjs|sh|yaml|json)$/.test(f) && !f.startsWith("test/docs/"),
+      /^(src|test|bench|scripts|bin|deploy|packages)\//.test(f) && /\.(ts|js|mjs|sh|yaml|json)$/.test(f) && !f.startsWith("test/docs/"),
   )
   .concat(["package.json", "Dockerfile"].filter((f) => fileSet.has(f)))
   .map(read)
@@ -244,7 +244,7 @@ export function brokenFunctions(doc: string, text = read(doc)): string[] {
 export function brokenCitations(): string[] {
   const broken: string[] = [];
   const sources = files.filter(
-    (f) => /^(src|test|bench|scripts|bin|deploy)\//.test(f) && /\.(ts|js|mjs|sh|yaml|lua)$/.test(f) && !f.startsWith("test/docs/"),
+    (f) => /^(src|test|bench|scripts|bin|deploy|packages)\//.test(f) && /\.(ts|js|mjs|sh|yaml|lua)$/.test(f) && !f.startsWith("test/docs/"),
   );
   for (const file of sources) {
     const text = read(file);

@@ -143,6 +143,17 @@ export function createFakeKube(): FakeKube {
       next["status"] = mergePatch(current["status"], p.status);
       return store(type, next) as never;
     },
+    // Server-side apply as a merge of the applied fields (it never drops what an earlier apply named: enough for an
+    // annotation that only changes value).
+    async apply(type, obj, manager) {
+      writes.push({ verb: `apply:${manager}`, resource: type.plural, name: obj.metadata.name });
+      const current = existing(type, obj.metadata.namespace, obj.metadata.name);
+      const { apiVersion: _v, kind: _k, ...fields } = clone(obj);
+      const next = mergePatch(current, fields) as KubeObject;
+      if (JSON.stringify(next["spec"]) !== JSON.stringify(current["spec"]))
+        next.metadata.generation = (current.metadata.generation ?? 1) + 1;
+      return store(type, next) as never;
+    },
     async delete(type, ns, name, o: DeleteOptions = {}) {
       writes.push({ verb: "delete", resource: type.plural, name });
       const current = objects.get(keyOf(type, ns, name));

@@ -65,3 +65,16 @@ each kind's controller.ts under src/resources/; test/deploy/rbac-e2e.test.ts run
   resources: ["events"]
   verbs: ["create"]
 {{- end -}}
+
+{{/*
+What following a rotation's consumers adds (rotationConsumers.enabled; deploy/components/rotation-consumers): read pods
+and the workloads whose templates use a Secret, patch only those workloads (the restart annotation, server-side apply).
+*/}}
+{{- define "mds.rotationConsumersRules" -}}
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+{{- end -}}

@@ -44,6 +44,7 @@ export function syncDaemonSet(ctx: WorkloadContext, ns: string, name: string): v
         Object.entries(selector).every(([k, v]) => (metaOf(n)["labels"] as Obj | undefined)?.[k] === v),
     )
     .map(nameOf);
+  ctx.claim(STORAGE.pod, ds, "DaemonSet");
   const revision = ensureRevision(ctx, ds, "DaemonSet");
   const isCurrent = (p: Obj) =>
     (metaOf(p)["labels"] as Obj | undefined)?.["controller-revision-hash"] === revision.hash;

@@ -25,6 +25,7 @@ const deployment = (name: string, spec: Obj = {}, template: Obj = {}): Obj => ({
 
 const status = (o: Obj | undefined): Obj => (o && isObj(o["status"]) ? o["status"] : {});
 const annotations = (o: Obj): Obj => (metaOf(o)["annotations"] as Obj | undefined) ?? {};
+const names = (pods: Obj[]): string[] => pods.map((p) => String(metaOf(p)["name"])).sort();
 const replicaSetsOf = (d: Obj): Obj[] => kit.list("replicasets").filter((rs) => controllerOf(rs)?.["uid"] === uidOf(d));
 
 /** Resolves when the Deployment has rolled out its current generation (what `kubectl rollout status` waits for). */
@@ -262,6 +263,38 @@ describe("Deployment → ReplicaSet → Pod", () => {
   });
 });
 
+describe("controller references", () => {
+  it("a Deployment re-created after an orphaning delete adopts its ReplicaSet and pods; a relabelled pod is released", async () => {
+    kit = startKit();
+    kit.apply("deployments", deployment("o", { replicas: 2 }));
+    const first = await rolledOut("o");
+    const rs = replicaSetsOf(first)[0] as Obj;
+    const pods = names(kit.podsOf(rs));
+    kit.api.delete(kit.registry.forStorageKey(STORAGE.deployment)!, "default", "o", {
+      propagationPolicy: "Orphan",
+      dryRun: false,
+    });
+    await kit.until("orphaned", () => {
+      const r = kit.get("replicasets", String(metaOf(rs)["name"]));
+      return r && controllerOf(r) === undefined && !kit.get("deployments", "o");
+    });
+    kit.apply("deployments", deployment("o", { replicas: 2 }));
+    const again = await rolledOut("o");
+    const sets = replicaSetsOf(again);
+    expect(sets.map((r) => metaOf(r)["name"])).toEqual([metaOf(rs)["name"]]);
+    expect(names(kit.podsOf(sets[0] as Obj))).toEqual(pods);
+
+    const [loose] = pods;
+    kit.patch("pods", String(loose), { metadata: { labels: { app: null } } });
+    const after = await kit.until("replaced", () => {
+      const owned = names(kit.podsOf(sets[0] as Obj));
+      return owned.length === 2 && !owned.includes(String(loose)) && owned;
+    });
+    expect(after).toHaveLength(2);
+    expect(controllerOf(kit.get("pods", String(loose)) as Obj)).toBeUndefined();
+  });
+});
+
 describe("pod lifecycle", () => {
   it("with the kubelet off, pods are scheduled and stay Pending until a client reports them Running and Ready", async () => {
     kit = startKit({ kubelet: false });
@@ -285,6 +318,23 @@ describe("pod lifecycle", () => {
       "status",
     );
     await rolledOut("k");
+  });
+
+  it("the ready annotation on a pod is followed both ways", async () => {
+    kit = startKit();
+    kit.apply("pods", {
+      metadata: { name: "solo", annotations: { "devkube.mds.dev/ready": "false" } },
+      spec: { containers: [{ name: "app", image: "x" }] },
+    });
+    const running = await kit.until("running", () => {
+      const p = kit.get("pods", "solo") as Obj;
+      return status(p)["phase"] === "Running" && p;
+    });
+    expect(condition(running, "Ready")?.["status"]).toBe("False");
+    kit.patch("pods", "solo", { metadata: { annotations: { "devkube.mds.dev/ready": null } } });
+    await kit.until("ready", () => condition(kit.get("pods", "solo") as Obj, "Ready")?.["status"] === "True");
+    kit.patch("pods", "solo", { metadata: { annotations: { "devkube.mds.dev/ready": "false" } } });
+    await kit.until("unready", () => condition(kit.get("pods", "solo") as Obj, "Ready")?.["status"] === "False");
   });
 
   it("costs nothing without workload objects: no sync for other kinds' writes", () => {

@@ -19,7 +19,7 @@ import {
 // <deployment>-<pod-template-hash>, revisions in deployment.kubernetes.io/revision, RollingUpdate bounded by
 // maxSurge/maxUnavailable or Recreate, paused, revisionHistoryLimit, and the status and conditions
 // (Progressing/Available with upstream's reasons and messages, ProgressDeadlineExceeded) that
-// `kubectl rollout status` reads. Not emulated: adoption of orphan ReplicaSets, rollback through spec.rollbackTo.
+// `kubectl rollout status` reads.
 
 const MANAGER = "kube-controller-manager";
 const HASH = "pod-template-hash";
@@ -91,6 +91,7 @@ class DeploymentSync {
   }
 
   run(): void {
+    this.ctx.claim(STORAGE.replicaset, this.d, "Deployment");
     const paused = this.spec["paused"] === true;
     let all = this.replicaSets();
     let newRs = this.newRs(all);

@@ -7,6 +7,7 @@ import {
   checkPodController,
   CONTAINER,
   defaults,
+  intOrPercentCauses,
   listTypes,
   POD_SPEC,
   podTemplateFields,
@@ -363,8 +364,26 @@ export function podResourceTypes(): ResourceType[] {
         const spec = specOf(o);
         defaults(spec, { revisionHistoryLimit: 10 });
         defaults(spec, { updateStrategy: { type: "RollingUpdate" } });
-        if (isObj(spec["updateStrategy"]) && spec["updateStrategy"]["type"] === "RollingUpdate")
-          defaults(spec["updateStrategy"], { rollingUpdate: { maxUnavailable: 1, maxSurge: 0 } });
+        if (isObj(spec["updateStrategy"]) && spec["updateStrategy"]["type"] === "RollingUpdate") {
+          defaults(spec["updateStrategy"], { rollingUpdate: {} });
+          const ru = spec["updateStrategy"]["rollingUpdate"];
+          if (isObj(ru)) {
+            defaults(ru, { maxUnavailable: 1, maxSurge: 0 });
+            const field = "spec.updateStrategy.rollingUpdate";
+            const causes = [
+              ...intOrPercentCauses(ru["maxUnavailable"], `${field}.maxUnavailable`, true),
+              ...intOrPercentCauses(ru["maxSurge"], `${field}.maxSurge`, true),
+            ];
+            const zero = (v: unknown) => v === 0 || v === "0%";
+            if (causes.length === 0 && zero(ru["maxUnavailable"]) && zero(ru["maxSurge"]))
+              causes.push({
+                type: "FieldValueInvalid",
+                field: `${field}.maxUnavailable`,
+                message: `Invalid value: ${JSON.stringify(ru["maxUnavailable"])}: may not be 0 when \`maxSurge\` is 0`,
+              });
+            if (causes.length > 0) throw invalid("DaemonSet", "apps", nameOf(o), causes);
+          }
+        }
       },
     }),
     base("apps", "v1", "ControllerRevision", "controllerrevisions", true, {

@@ -26,6 +26,7 @@ export function syncReplicaSet(ctx: WorkloadContext, ns: string, name: string): 
   if (!rs || isTerminating(rs)) return;
   const spec = specOf(rs);
   const uid = uidOf(rs);
+  ctx.claim(STORAGE.pod, rs, "ReplicaSet");
   const live = () => ctx.owned(STORAGE.pod, ns, uid).filter((p) => !isTerminating(p));
   const pods = live();
   const desired = num(spec["replicas"], 1);

@@ -193,6 +193,29 @@ describe("DaemonSet", () => {
   });
 });
 
+describe("DaemonSet validation", () => {
+  it("refuses bounds that are not ints or percentages, or both zero; defaults each", () => {
+    kit = startKit();
+    const ds = (rollingUpdate: Obj) => ({
+      metadata: { name: "v" },
+      spec: {
+        selector: { matchLabels: { app: "v" } },
+        template: template("v"),
+        updateStrategy: { type: "RollingUpdate", rollingUpdate },
+      },
+    });
+    expect(() => kit.apply("daemonsets", ds({ maxUnavailable: "some" }))).toThrow(
+      /spec\.updateStrategy\.rollingUpdate\.maxUnavailable: Invalid value: "some": a valid percent string/,
+    );
+    expect(() => kit.apply("daemonsets", ds({ maxUnavailable: 0 }))).toThrow(/may not be 0 when `maxSurge` is 0/);
+    const made = kit.apply("daemonsets", ds({ maxSurge: 1 }));
+    expect((made["spec"] as Obj)["updateStrategy"]).toEqual({
+      type: "RollingUpdate",
+      rollingUpdate: { maxSurge: 1, maxUnavailable: 1 },
+    });
+  });
+});
+
 describe("Job", () => {
   it("runs its pods (<job>-<5 chars>, labelled and owned) and completes once they are reported Succeeded", async () => {
     kit = startKit();

@@ -42,6 +42,7 @@ export function syncStatefulSet(ctx: WorkloadContext, ns: string, name: string):
   const strategy = isObj(spec["updateStrategy"]) ? spec["updateStrategy"] : {};
   const rolling = strategy["type"] !== "OnDelete";
   const partition = rolling && isObj(strategy["rollingUpdate"]) ? num(strategy["rollingUpdate"]["partition"]) : 0;
+  ctx.claim(STORAGE.pod, sts, "StatefulSet", (p) => ordinalOf(sts, p) >= 0);
   const update = ensureRevision(ctx, sts, "StatefulSet");
   const currentName = String(statusOf(sts)["currentRevision"] ?? update.name);
   const current = revisionsOf(ctx, sts).find((r) => nameOf(r) === currentName);

@@ -69,6 +69,29 @@ export class WorkloadContext {
       .filter((o) => controllerOf(o)?.["uid"] === uid);
   }
 
+  /**
+   * Upstream's ControllerRefManager: objects of sk in the owner's namespace that no controller owns and that its
+   * selector matches are adopted (a controller reference added), and those it owns that no longer match are released
+   * (its reference removed: their replacement follows). `member` narrows adoption (a StatefulSet's pod names).
+   */
+  claim(sk: string, owner: Obj, kind: string, member: (o: Obj) => boolean = () => true): void {
+    if (isTerminating(owner)) return;
+    const ns = String(metaOf(owner)["namespace"] ?? "");
+    const uid = uidOf(owner);
+    const selector = specOf(owner)["selector"];
+    for (const [, o] of this.store.sorted(sk, ns)) {
+      if (isTerminating(o)) continue;
+      const ref = controllerOf(o);
+      const matches = selects(selector, metaOf(o)["labels"]) && member(o);
+      if (ref ? ref["uid"] !== uid || matches : !matches) continue;
+      const cur = this.get(sk, ns, nameOf(o));
+      if (!cur) continue;
+      const others = objList(metaOf(cur)["ownerReferences"]).filter((r) => r["uid"] !== uid);
+      metaOf(cur)["ownerReferences"] = ref ? others : [...others, controllerRef(owner, "apps/v1", kind)];
+      this.update(sk, cur, "kube-controller-manager");
+    }
+  }
+
   create(sk: string, ns: string, body: Obj, manager: string): Obj {
     return this.api.create(this.type(sk), ns, body, writeOptions(manager)).body;
   }

@@ -9,8 +9,17 @@ import type { Registry } from "./registry.ts";
 import { syncReplicaSet } from "./replicaset-controller.ts";
 import { syncStatefulSet } from "./statefulset-controller.ts";
 import type { Store, StoreEvent } from "./store.ts";
-import { metaOf } from "./types.ts";
-import { controllerOf, NODES, STORAGE, uidOf, WorkloadContext, type Kind } from "./workload-context.ts";
+import { metaOf, type Obj } from "./types.ts";
+import {
+  controllerOf,
+  NODES,
+  selects,
+  specOf,
+  STORAGE,
+  uidOf,
+  WorkloadContext,
+  type Kind,
+} from "./workload-context.ts";
 
 // kube-controller-manager's workload controllers, the scheduler and a kubelet, driven by the store's events: a
 // write enqueues the objects it concerns (itself, its controller); the queue is drained on the next turn of the event
@@ -66,17 +75,31 @@ export class WorkloadControllers {
       if (ev.type === "DELETED" && kind === "pod") this.pods.forget(uidOf(ev.object));
       if (ev.type !== "DELETED") this.enqueue(kind, ev.object);
       // the controller of what changed (a pod's ReplicaSet, a ReplicaSet's Deployment), before and after
+      const ns = String(metaOf(ev.object)["namespace"] ?? "");
       for (const o of [ev.object, ev.previous]) {
         const ref = o && controllerOf(o);
         const owner = ref && KIND_BY_OWNER[String(ref["kind"])];
-        if (owner) this.push(`${owner}|${String(metaOf(ev.object)["namespace"] ?? "")}|${String(ref["name"])}`);
+        if (owner) this.push(`${owner}|${ns}|${String(ref["name"])}`);
       }
+      // an orphan: the controllers whose selector matches it may adopt it
+      if (ev.type !== "DELETED" && !controllerOf(ev.object) && (kind === "pod" || kind === "replicaset"))
+        this.enqueueSelecting(
+          kind === "pod" ? ["replicaset", "statefulset", "daemonset"] : ["deployment"],
+          ns,
+          ev.object,
+        );
     } else if (sk === NODES) {
       for (const [, ds] of this.ctx.store.sorted(STORAGE.daemonset)) this.enqueue("daemonset", ds);
     }
   }
 
-  private enqueue(kind: Kind, o: Parameters<typeof metaOf>[0]): void {
+  private enqueueSelecting(kinds: Kind[], ns: string, o: Obj): void {
+    for (const kind of kinds)
+      for (const [, owner] of this.ctx.store.sorted(STORAGE[kind], ns))
+        if (selects(specOf(owner)["selector"], metaOf(o)["labels"])) this.enqueue(kind, owner);
+  }
+
+  private enqueue(kind: Kind, o: Obj): void {
     const meta = metaOf(o);
     this.push(`${kind}|${String(meta["namespace"] ?? "")}|${String(meta["name"])}`);
   }

@@ -99,6 +99,56 @@ export function checkPodController(kind: string, o: Obj, ctx: PrepareContext): v
   if (causes.length > 0) throw invalid(kind, "apps", nameOf(o), causes);
 }
 
+const PERCENT_MESSAGE =
+  "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
+
+/** An int-or-percent of a rolling update (upstream ValidatePositiveIntOrPercent, IsNotMoreThan100Percent). */
+export function intOrPercentCauses(value: unknown, field: string, max100: boolean): FieldCause[] {
+  const bad = (message: string): FieldCause[] => [
+    { type: "FieldValueInvalid", field, message: `Invalid value: ${JSON.stringify(value)}: ${message}` },
+  ];
+  if (typeof value === "string") {
+    if (!/^[0-9]+%$/.test(value)) return bad(PERCENT_MESSAGE);
+    if (max100 && Number(value.slice(0, -1)) > 100) return bad("must not be greater than 100%");
+    return [];
+  }
+  if (typeof value === "number" && Number.isInteger(value))
+    return value < 0 ? bad("must be greater than or equal to 0") : [];
+  return value === undefined ? [] : bad("must be an integer or a percent string");
+}
+
+/** ValidateDeploymentStrategy: the type, and maxSurge/maxUnavailable of a RollingUpdate (not both zero). */
+function checkStrategy(o: Obj): void {
+  const strategy = isObj(specOf(o)["strategy"]) ? (specOf(o)["strategy"] as Obj) : {};
+  const field = "spec.strategy";
+  const causes: FieldCause[] = [];
+  if (strategy["type"] !== "RollingUpdate" && strategy["type"] !== "Recreate")
+    causes.push({
+      type: "FieldValueNotSupported",
+      field: `${field}.type`,
+      message: `Unsupported value: ${JSON.stringify(strategy["type"])}: supported values: "Recreate", "RollingUpdate"`,
+    });
+  else if (strategy["type"] === "Recreate" && strategy["rollingUpdate"] !== undefined)
+    causes.push({
+      type: "FieldValueForbidden",
+      field: `${field}.rollingUpdate`,
+      message: "Forbidden: may not be specified when strategy `type` is 'Recreate'",
+    });
+  const ru = isObj(strategy["rollingUpdate"]) ? strategy["rollingUpdate"] : undefined;
+  if (strategy["type"] === "RollingUpdate" && ru) {
+    causes.push(...intOrPercentCauses(ru["maxUnavailable"], `${field}.rollingUpdate.maxUnavailable`, true));
+    causes.push(...intOrPercentCauses(ru["maxSurge"], `${field}.rollingUpdate.maxSurge`, false));
+    const zero = (v: unknown) => v === 0 || v === "0%";
+    if (causes.length === 0 && zero(ru["maxUnavailable"]) && zero(ru["maxSurge"]))
+      causes.push({
+        type: "FieldValueInvalid",
+        field: `${field}.rollingUpdate.maxUnavailable`,
+        message: `Invalid value: ${JSON.stringify(ru["maxUnavailable"])}: may not be 0 when \`maxSurge\` is 0`,
+      });
+  }
+  if (causes.length > 0) throw invalid("Deployment", "apps", nameOf(o), causes);
+}
+
 export function defaults(target: Obj, values: Obj): void {
   for (const [k, v] of Object.entries(values)) if (target[k] === undefined) target[k] = structuredClone(v);
 }
@@ -478,9 +528,14 @@ export function workloadResourceTypes(): ResourceType[] {
         checkPodController("Deployment", o, ctx);
         const spec = specOf(o);
         defaults(spec, { replicas: 1, revisionHistoryLimit: 10, progressDeadlineSeconds: 600 });
-        defaults(spec, { strategy: { type: "RollingUpdate" } });
-        if (isObj(spec["strategy"]) && spec["strategy"]["type"] === "RollingUpdate")
-          defaults(spec["strategy"], { rollingUpdate: { maxUnavailable: "25%", maxSurge: "25%" } });
+        defaults(spec, { strategy: {} });
+        if (isObj(spec["strategy"])) defaults(spec["strategy"], { type: "RollingUpdate" });
+        if (isObj(spec["strategy"]) && spec["strategy"]["type"] === "RollingUpdate") {
+          defaults(spec["strategy"], { rollingUpdate: {} });
+          if (isObj(spec["strategy"]["rollingUpdate"]))
+            defaults(spec["strategy"]["rollingUpdate"], { maxUnavailable: "25%", maxSurge: "25%" });
+        }
+        checkStrategy(o);
       },
     }),
     base(apps, "v1", "StatefulSet", "statefulsets", true, {

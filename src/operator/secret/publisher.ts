@@ -4,6 +4,7 @@ import { ReconcileError, TerminalError } from "../errors.ts";
 import { retryInProcess } from "../outcome.ts";
 import type { ConnectionCredentials } from "./connection-credentials.ts";
 import { annotations, buildSecret, credentialsFromSecret, labels, managedByValue, secretUpToDate } from "./render.ts";
+import { consumerGate } from "./consumer-gate.ts";
 import { revocations } from "./revocation.ts";
 import { rotateStep, rotationPolicyOf } from "./rotation.ts";
 import type { ConnectionSecretSpec } from "./spec.ts";
@@ -156,7 +157,16 @@ export function connectionSecrets<T extends SecretOwner>(deps: PublisherDeps, ob
         retire: (id) => retire(calls, target, id),
         saveStatus,
         crashPoint: point,
-        record: (reason, message) => deps.events.record(obj, "Normal", reason, message),
+        record: (reason, message, type = "Normal") => deps.events.record(obj, type, reason, message),
+        consumers:
+          deps.consumers === undefined
+            ? undefined
+            : consumerGate({
+                kube: deps.kube,
+                index: deps.consumers,
+                namespace: ns ?? "default",
+                secretName: target.name,
+              }),
       });
       return {
         fields: { ...publishedStatus(target, rotated.connectionId), rotation: rotated.rotation },

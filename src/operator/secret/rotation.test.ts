@@ -10,12 +10,20 @@ import { createCredentialPool } from "../credentials.ts";
 import { reconcileManaged, type LoopDeps } from "../managed-reconciler.ts";
 import { connectionNameOf } from "../identity.ts";
 import { parseDuration } from "../duration.ts";
-import { rotateAnnotation } from "./rotation.ts";
+import { rotateAnnotation, rotateForceAnnotation } from "./rotation.ts";
 import type { RotationStatus } from "./spec.ts";
 import { stallingReasons } from "../../resources/index.ts";
 import { createRemoteMirror } from "../../resources/remote-mirror.ts";
 import type { MdsRemote } from "../../resources/remote-api.ts";
 import { createAcceptedIds } from "../accepted.ts";
+import { createConsumerIndex, type ConsumerIndex } from "./consumer-index.ts";
+import {
+  DeploymentType,
+  PodType,
+  restartAnnotationOf,
+  restartFieldManager,
+  templateAnnotationsOf,
+} from "./consumers.ts";
 
 // Rotation with overlap through the managed loop (Database kind), against both kinds of server: one that replays
 // Idempotency-Keys and the public API, which does not. Time is a fake Date; a crash point throws, as the process would
@@ -25,10 +33,10 @@ const poll = { fastMs: 1_000, slowMs: 300_000 };
 type Status = {
   connection?: { id: string };
   rotation?: RotationStatus;
-  conditions?: { type: string; status: string }[];
+  conditions?: { type: string; status: string; reason?: string; message?: string }[];
 };
 
-async function setup(publicApi: boolean) {
+async function setup(publicApi: boolean, consumers?: ConsumerIndex) {
   const kube: FakeKube = createFakeKube();
   const api: FakeApi = createFakeApi({ publicApi });
   const events: string[] = [];
@@ -65,6 +73,7 @@ async function setup(publicApi: boolean) {
     events: { record: (_o, _t, reason) => events.push(reason) },
     logger,
     pollIntervals: poll,
+    consumers,
     crashPoint: (name) => {
       if (name === crash) {
         crash = undefined;
@@ -218,6 +227,250 @@ describe.each([
       expect(t.status().conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
     },
   );
+});
+
+// Rotation that follows its consumers: the index is fed as the operator's informers would (after every write), the
+// workloads' rollouts and pods are written by the test, as a kube-controller-manager would.
+describe.each([
+  ["a server that replays", false],
+  ["the public API (no replay)", true],
+])("rotation that follows its consumers, against %s", (_name, publicApi) => {
+  const deployment = (ns: string, name: string, secret: string): KubeObject => ({
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name, namespace: ns },
+    spec: {
+      replicas: 2,
+      template: { spec: { containers: [{ name: "app", envFrom: [{ secretRef: { name: secret } }] }] } },
+    },
+    status: { observedGeneration: 1, replicas: 2, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2 },
+  });
+  const pod = (ns: string, name: string, secret: string, annotations?: Record<string, string>): KubeObject => ({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: ns, ...(annotations === undefined ? {} : { annotations }) },
+    spec: {
+      containers: [
+        {
+          name: "app",
+          env: [{ name: "DATABASE_URL", valueFrom: { secretKeyRef: { name: secret, key: "DATABASE_URL" } } }],
+        },
+      ],
+    },
+    status: { phase: "Running" },
+  });
+
+  async function setupWithConsumers() {
+    const index = createConsumerIndex();
+    const t = await setup(publicApi, index);
+    const sync = () => {
+      for (const type of [DeploymentType, PodType])
+        for (const o of t.kube.cache<KubeObject>(type).list()) index.update(type.kind, o, false);
+    };
+    const step = async (ms: number, rounds = 1) => {
+      for (let i = 0; i < rounds; i++) {
+        vi.setSystemTime(Date.now() + ms);
+        sync();
+        await t.run();
+        sync();
+      }
+    };
+    /** The controller manager's part: the rollout of the current template done, its pods replaced. */
+    const roll = (ns: string, name: string) => {
+      const d = t.kube.read<KubeObject>(DeploymentType, ns, name)!;
+      const status = {
+        observedGeneration: d.metadata.generation,
+        replicas: 2,
+        updatedReplicas: 2,
+        readyReplicas: 2,
+        availableReplicas: 2,
+      };
+      t.kube.put(DeploymentType, { ...d, status });
+      index.update("Pod", t.kube.read<KubeObject>(PodType, ns, `${name}-old`)!, true);
+      void t.kube.delete(PodType, ns, `${name}-old`);
+      t.kube.put(PodType, pod(ns, `${name}-new`, "orders", templateAnnotationsOf(d)));
+    };
+    const hash = () => t.kube.read<Secret>(SecretType, "default", "orders")!.metadata.annotations!["mds.dev/data-hash"];
+    return { ...t, index, sync, step, roll, hash };
+  }
+
+  it("Restart rolls the namespace's workloads and revokes the old login only once they rolled and old pods left", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setupWithConsumers();
+    const spec = { rotation: { gracePeriod: "10s", consumers: "Restart", consumerTimeout: "5m" } };
+    t.apply(spec);
+    await t.step(1_000, 6);
+    const first = t.status().connection!.id;
+    t.kube.put(DeploymentType, deployment("default", "web", "orders"));
+    t.kube.put(PodType, pod("default", "web-old", "orders"));
+    // The attack: another namespace's workload and pod use a Secret of the same name there.
+    t.kube.put(DeploymentType, deployment("other", "web", "orders"));
+    t.kube.put(PodType, pod("other", "web-old", "orders"));
+    t.apply(spec, { [rotateAnnotation]: "1" });
+    await t.step(1_000, 2);
+    const second = t.status().connection!.id;
+    expect(second).not.toBe(first);
+    const web = t.kube.read<KubeObject>(DeploymentType, "default", "web")!;
+    expect(templateAnnotationsOf(web)).toEqual({ [restartAnnotationOf("orders")]: t.hash() });
+    expect(web.metadata.generation).toBe(2);
+    expect(t.kube.writes.filter((w) => w.verb.startsWith("apply"))).toEqual([
+      { verb: `apply:${restartFieldManager}`, resource: "deployments", name: "web" },
+    ]);
+    expect(t.kube.read<KubeObject>(DeploymentType, "other", "web")!.metadata.generation).toBe(1);
+    expect(t.events).toContain("ConsumersRestarted");
+    // The grace period is over, the rollout is not: the old login stays, status says why.
+    await t.step(11_000, 2);
+    expect(t.api.passwords.has(first)).toBe(true);
+    expect(t.status().rotation?.retiring?.waitingFor).toEqual([
+      "Deployment/web: the controller has not seen its new template yet",
+      "1 pod started before the rotation (web-old)",
+    ]);
+    t.roll("default", "web");
+    await t.step(1_000, 2);
+    expect(t.api.passwords.has(first)).toBe(false);
+    expect(t.status().rotation?.retiring).toBeUndefined();
+    // Another namespace's old pod never held the revocation back, and was never touched.
+    expect(t.kube.read<KubeObject>(PodType, "other", "web-old")).toBeDefined();
+    // A rotation re-applies nothing once the template carries the hash: one apply in all.
+    expect(t.kube.writes.filter((w) => w.verb.startsWith("apply"))).toHaveLength(1);
+  });
+
+  it("Wait past consumerTimeout keeps the old login and says so; mds.dev/rotate-force revokes it", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setupWithConsumers();
+    const spec = { rotation: { gracePeriod: "10s", consumers: "Wait", consumerTimeout: "1m" } };
+    t.apply(spec);
+    await t.step(1_000, 6);
+    const first = t.status().connection!.id;
+    t.kube.put(DeploymentType, deployment("default", "web", "orders"));
+    t.kube.put(PodType, pod("default", "web-old", "orders"));
+    t.apply(spec, { [rotateAnnotation]: "1" });
+    await t.step(1_000, 2);
+    // Wait rolls nothing.
+    expect(t.kube.read<KubeObject>(DeploymentType, "default", "web")!.metadata.generation).toBe(1);
+    await t.step(30_000, 1);
+    // Within consumerTimeout a wait is no failure: the old login stays, no condition says otherwise yet.
+    expect(t.api.passwords.has(first)).toBe(true);
+    expect(t.status().conditions?.find((c) => c.type === "Reconciling")?.reason).not.toBe("ConsumersNotRolled");
+    expect(t.status().rotation?.retiring?.waitingFor).toEqual(["1 pod started before the rotation (web-old)"]);
+    await t.step(31_000, 2);
+    expect(t.api.passwords.has(first)).toBe(true);
+    const reconciling = t.status().conditions?.find((c) => c.type === "Reconciling") as unknown as {
+      status: string;
+      reason: string;
+      message: string;
+    };
+    expect(reconciling).toMatchObject({ status: "True", reason: "ConsumersNotRolled" });
+    expect(reconciling.message).toContain("web-old");
+    expect(t.events).toContain("ConsumersNotRolled");
+    t.apply(spec, { [rotateAnnotation]: "1", [rotateForceAnnotation]: "now" });
+    await t.step(1_000, 2);
+    expect(t.api.passwords.has(first)).toBe(false);
+    expect(t.status().rotation).toMatchObject({ forced: "now" });
+    expect(t.status().rotation?.retiring).toBeUndefined();
+    expect(t.events).toContain("RotationForced");
+    expect(t.status().conditions?.find((c) => c.type === "Reconciling")?.status).toBe("False");
+  });
+
+  it("a rotation begun under Ignore and followed after a spec change still times out", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setupWithConsumers();
+    t.apply({ rotation: { gracePeriod: "10s" } });
+    await t.step(1_000, 6);
+    const first = t.status().connection!.id;
+    t.kube.put(PodType, pod("default", "web-old", "orders"));
+    t.apply({ rotation: { gracePeriod: "10s" } }, { [rotateAnnotation]: "1" });
+    await t.step(1_000, 2);
+    expect(t.status().rotation?.retiring).not.toHaveProperty("consumersDeadline");
+    t.apply(
+      { rotation: { gracePeriod: "10s", consumers: "Wait", consumerTimeout: "1m" } },
+      { [rotateAnnotation]: "1" },
+    );
+    await t.step(10_000, 1);
+    expect(t.status().rotation?.retiring?.consumersDeadline).toBeDefined();
+    await t.step(60_000, 1);
+    expect(t.api.passwords.has(first)).toBe(true);
+    expect(t.status().conditions?.find((c) => c.type === "Reconciling")?.reason).toBe("ConsumersNotRolled");
+  });
+
+  it.each([
+    "database:after-rotate-mint",
+    "database:after-rotate-secret",
+    "database:after-rotate-restart",
+    "database:before-retire",
+  ])(
+    "survives a crash at %s: the workload is rolled once, the old login goes after it, nothing leaks",
+    async (point) => {
+      vi.useFakeTimers({ toFake: ["Date"] });
+      const t = await setupWithConsumers();
+      const spec = { rotation: { gracePeriod: "5s", consumers: "Restart" } };
+      t.apply(spec);
+      await t.step(1_000, 6);
+      const first = t.status().connection!.id;
+      t.kube.put(DeploymentType, deployment("default", "web", "orders"));
+      t.kube.put(PodType, pod("default", "web-old", "orders"));
+      t.apply(spec, { [rotateAnnotation]: "1" });
+      t.crashAt(point);
+      await t.step(1_000, 3);
+      expect(t.kube.read<KubeObject>(DeploymentType, "default", "web")!.metadata.generation).toBe(2);
+      expect(t.status().rotation?.retiring?.id).toBe(first);
+      await t.step(6_000, 1);
+      expect(t.api.passwords.has(first)).toBe(true);
+      t.roll("default", "web");
+      await t.step(1_000, 3); // a crash before the revocation (before-retire) is followed by a step that revokes
+      expect(t.api.passwords.has(first)).toBe(false);
+      const current = t.status().connection!.id;
+      expect(t.secretConnection()).toBe(current);
+      expect(t.alive()).toEqual([current]);
+      expect(t.kube.writes.filter((w) => w.verb.startsWith("apply"))).toHaveLength(1);
+    },
+  );
+
+  it("Restart without --rotation-consumers behaves as Ignore and says so", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setup(publicApi);
+    const spec = { rotation: { gracePeriod: "5s", consumers: "Restart" } };
+    t.apply(spec);
+    await t.advance(1_000, 6);
+    const first = t.status().connection!.id;
+    t.apply(spec, { [rotateAnnotation]: "1" });
+    await t.advance(1_000, 2);
+    expect(t.events).toContain("ConsumersNotFollowed");
+    expect(t.status().rotation?.retiring).not.toHaveProperty("consumersDeadline");
+    await t.advance(6_000, 2);
+    expect(t.api.passwords.has(first)).toBe(false);
+  });
+
+  it("a rotation with no consumers costs no more Kubernetes calls or writes than Ignore", async () => {
+    const measure = async (consumers: "Restart" | "Ignore", follow: boolean) => {
+      vi.useFakeTimers({ toFake: ["Date"] });
+      vi.setSystemTime(Date.parse("2030-01-01T00:00:00Z"));
+      const t = follow ? await setupWithConsumers() : { ...(await setup(publicApi)), step: undefined };
+      const step = t.step ?? t.advance;
+      const spec = { rotation: { gracePeriod: "5s", consumers } };
+      t.apply(spec);
+      await step(1_000, 6);
+      const gets = vi.spyOn(t.kube, "get");
+      const writesBefore = t.kube.writes.length;
+      const apiBefore = Object.values(t.api.calls).reduce((a, b) => a + b, 0);
+      t.apply(spec, { [rotateAnnotation]: "1" });
+      await step(1_000, 2);
+      await step(6_000, 2);
+      expect(t.status().rotation?.retiring).toBeUndefined();
+      const counts = {
+        gets: gets.mock.calls.length,
+        writes: t.kube.writes.length - writesBefore,
+        apiCalls: Object.values(t.api.calls).reduce((a, b) => a + b, 0) - apiBefore,
+      };
+      vi.useRealTimers();
+      return counts;
+    };
+    const following = await measure("Restart", true);
+    expect(following).toEqual(await measure("Ignore", false));
+    // What is compared is a real rotation's cost: a mint, a Secret write, a revocation.
+    expect(following.apiCalls).toBeGreaterThan(0);
+    expect(following.writes).toBeGreaterThan(0);
+  });
 });
 
 describe("a rotation mint whose answer was lost, then a crash after the Secret", () => {

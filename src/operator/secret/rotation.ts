@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { parseDuration } from "../duration.ts";
 import type { ConnectionCredentials } from "./connection-credentials.ts";
+import type { ConsumerGate } from "./consumer-gate.ts";
 import type { ConnectionSecretSpec, RotationStatus } from "./spec.ts";
 import type { ConnectionCalls, SecretOwner, SecretTarget } from "./types.ts";
 
@@ -12,18 +13,28 @@ import type { ConnectionCalls, SecretOwner, SecretTarget } from "./types.ts";
 // - a crash after it finds the Secret holding a connection status does not name, with a rotation pending: the
 //   rotation is finished (the old one retires), never mistaken for a lost connection and revoked at once;
 // - a rotation never starts while another connection is retiring: at most one retired connection per Secret;
-// - the retiring connection is revoked only while the live Secret holds another one.
+// - the retiring connection is revoked only while the live Secret holds another one;
+// - with consumers Restart or Wait, only once nothing that may hold it is left (consumer-gate.ts): the restart
+//   annotation is applied again on every step while a connection retires (idempotent), so a crash after the Secret
+//   write, or after some of the workloads, restarts the rest; past consumerTimeout the old connection is kept until
+//   the consumers move or mds.dev/rotate-force says otherwise.
 
 /** A new value of this annotation asks for one rotation now. */
 export const rotateAnnotation = "mds.dev/rotate";
+/** A new value of this annotation revokes a retiring connection now, whatever its consumers (past its grace period). */
+export const rotateForceAnnotation = "mds.dev/rotate-force";
 /** The suffix a rotation mints under: `-r` and the time in base 36 (at most 12 characters: any date to come). */
 const rotationSuffix = /^-r[0-9a-z]{1,10}$/;
 /** Without spec.connectionSecret.rotation.gracePeriod, an on-demand rotation keeps the old credentials this long. */
 const defaultGracePeriodMs = 10 * 60_000;
+/** Without rotation.consumerTimeout, Restart and Wait wait this long for the consumers before they say so. */
+const defaultConsumerTimeoutMs = 30 * 60_000;
 
 interface RotationPolicy {
   everyMs: number | undefined;
   gracePeriodMs: number;
+  consumers: "Restart" | "Wait" | "Ignore";
+  consumerTimeoutMs: number;
 }
 
 export function rotationPolicyOf(spec: ConnectionSecretSpec | undefined): RotationPolicy {
@@ -31,6 +42,8 @@ export function rotationPolicyOf(spec: ConnectionSecretSpec | undefined): Rotati
   return {
     everyMs: r?.every === undefined ? undefined : parseDuration(r.every),
     gracePeriodMs: r?.gracePeriod === undefined ? defaultGracePeriodMs : parseDuration(r.gracePeriod),
+    consumers: r?.consumers ?? "Ignore",
+    consumerTimeoutMs: r?.consumerTimeout === undefined ? defaultConsumerTimeoutMs : parseDuration(r.consumerTimeout),
   };
 }
 
@@ -68,7 +81,9 @@ interface RotationContext<T extends SecretOwner> {
   /** Writes status fields before the mint (the pending rotation must be recorded before it can have acted). */
   saveStatus(fields: Record<string, unknown>): Promise<void>;
   crashPoint(name: string): void | Promise<void>;
-  record(reason: string, message: string): void;
+  record(reason: string, message: string, type?: "Normal" | "Warning"): void;
+  /** The Secret's consumers; undefined when this operator does not follow them (--rotation-consumers off). */
+  consumers?: ConsumerGate | undefined;
 }
 
 /**
@@ -86,6 +101,8 @@ export async function rotateStep<T extends SecretOwner>(
   if (r.pending !== undefined && !rotationSuffix.test(r.pending.suffix)) r.pending = undefined;
   const recorded = obj.status?.connection?.id;
   const trigger = obj.metadata.annotations?.[rotateAnnotation];
+  const force = obj.metadata.annotations?.[rotateForceAnnotation];
+  const follow = policy.consumers === "Ignore" ? undefined : ctx.consumers;
   let connectionId = ctx.published;
   const nameOf = (id: string) => target.connections.find((c) => c.id === id)?.name ?? "";
   const finish = (retired: string, t: string | undefined): RotationStatus => ({
@@ -94,7 +111,13 @@ export async function rotateStep<T extends SecretOwner>(
       ? {}
       : { nextRotationTime: iso(now + jittered(policy.everyMs, obj.metadata.uid)) }),
     ...(t === undefined ? {} : { trigger: t }),
-    retiring: { id: retired, name: nameOf(retired), revokeAt: iso(now + policy.gracePeriodMs) },
+    ...(r.forced === undefined ? {} : { forced: r.forced }),
+    retiring: {
+      id: retired,
+      name: nameOf(retired),
+      revokeAt: iso(now + policy.gracePeriodMs),
+      ...(follow === undefined ? {} : { consumersDeadline: iso(now + policy.consumerTimeoutMs) }),
+    },
   });
 
   // A crash after the rotated Secret was written and before status named it: the Secret no longer holds the
@@ -111,17 +134,17 @@ export async function rotateStep<T extends SecretOwner>(
         await ctx.revoke(c.id, "a rotation minted it and its answer was lost");
     }
     r = finish(replaced, r.pending.trigger ?? r.trigger);
+    unfollowed(ctx);
     ctx.record(
       "SecretRotated",
       `Published new credentials (connection "${ctx.published}"); connection "${replaced}" keeps working until ${r.retiring?.revokeAt}`,
     );
   }
-  if (r.retiring !== undefined && now >= Date.parse(r.retiring.revokeAt)) {
-    await ctx.crashPoint("before-retire");
-    // A failed revocation throws: `retiring` stays in status and the next reconcile tries again.
-    if ((await ctx.liveConnectionId()) !== r.retiring.id) await ctx.retire(r.retiring.id);
-    r = { ...r, retiring: undefined };
-  }
+  let waiting = false;
+  if (r.retiring !== undefined && now >= Date.parse(r.retiring.revokeAt))
+    ({ r, waiting } = await retireUnlessUsed(ctx, follow, r, force));
+  // A force with nothing to force is taken as seen: it must not cut the next rotation's wait short.
+  if (r.retiring === undefined && force !== undefined) r.forced = force;
   if (policy.everyMs === undefined) r.nextRotationTime = undefined;
   else
     r.nextRotationTime ??= iso(Date.parse(r.lastRotationTime ?? iso(now)) + jittered(policy.everyMs, obj.metadata.uid));
@@ -144,18 +167,108 @@ export async function rotateStep<T extends SecretOwner>(
     for (const id of minted.leaked) await ctx.revoke(id, "a rotation minted it and its answer was lost");
     r = finish(ctx.published, pending.trigger ?? r.trigger);
     connectionId = minted.credentials.connectionId;
+    unfollowed(ctx);
     ctx.record(
       "SecretRotated",
       `Published new credentials (connection "${connectionId}"); connection "${ctx.published}" keeps working until ${r.retiring?.revokeAt}`,
     );
   }
-  const wakes = [r.retiring?.revokeAt, r.nextRotationTime]
+  if (r.retiring !== undefined && follow !== undefined && policy.consumers === "Restart")
+    await restartConsumers(ctx, follow, r.retiring.id);
+  const empty = Object.values(r).every((v) => v === undefined);
+  return { connectionId, rotation: empty ? undefined : r, wakeInMs: wakeOf(r, waiting, now) };
+}
+
+/**
+ * When to look again: the grace period's end, the next rotation. While consumers hold the old credentials the grace
+ * period's end is no wake-up (it passed): their events are (index.ts), and the deadline.
+ */
+function wakeOf(r: RotationStatus, waiting: boolean, now: number): number | undefined {
+  const deadline = r.retiring?.consumersDeadline;
+  const wakes = [
+    waiting ? (deadline !== undefined && Date.parse(deadline) > now ? deadline : undefined) : r.retiring?.revokeAt,
+    r.nextRotationTime,
+  ]
     .filter((t): t is string => t !== undefined)
     .map((t) => Math.max(0, Date.parse(t) - now));
-  const empty = Object.values(r).every((v) => v === undefined);
-  return {
-    connectionId,
-    rotation: empty ? undefined : r,
-    wakeInMs: wakes.length === 0 ? undefined : Math.min(...wakes),
+  return wakes.length === 0 ? undefined : Math.min(...wakes);
+}
+
+/** Restart or Wait asked for, and this operator cannot see the consumers: said once per rotation, as a Warning. */
+function unfollowed<T extends SecretOwner>(ctx: RotationContext<T>) {
+  if (ctx.policy.consumers !== "Ignore" && ctx.consumers === undefined)
+    ctx.record(
+      "ConsumersNotFollowed",
+      `rotation.consumers is ${ctx.policy.consumers} but this operator does not follow consumers (its --rotation-consumers is off): the replaced credentials are revoked after gracePeriod, as with Ignore`,
+      "Warning",
+    );
+}
+
+/**
+ * The retiring connection's grace period is over: revoke it unless something may still use it (or a new value of
+ * mds.dev/rotate-force says to anyway); else record what it waits for.
+ */
+async function retireUnlessUsed<T extends SecretOwner>(
+  ctx: RotationContext<T>,
+  follow: ConsumerGate | undefined,
+  rotation: RotationStatus,
+  force: string | undefined,
+): Promise<{ r: RotationStatus; waiting: boolean }> {
+  // A rotation that began under Ignore and is followed now (the spec changed) gets its deadline from its own time.
+  const written = Date.parse(rotation.lastRotationTime ?? "");
+  const retiring = {
+    ...rotation.retiring!,
+    ...(follow === undefined || rotation.retiring?.consumersDeadline !== undefined
+      ? {}
+      : { consumersDeadline: iso((Number.isNaN(written) ? ctx.now : written) + ctx.policy.consumerTimeoutMs) }),
   };
+  rotation = { ...rotation, retiring };
+  const forced = force !== undefined && force !== rotation.forced;
+  const left = follow === undefined ? [] : await consumersLeft(ctx, follow, rotation, ctx.policy);
+  if (left.length > 0 && !forced)
+    return { r: { ...rotation, retiring: { ...retiring, waitingFor: left } }, waiting: true };
+  if (left.length > 0)
+    ctx.record(
+      "RotationForced",
+      `${rotateForceAnnotation} revokes connection "${retiring.id}" while these may still use it: ${left.join("; ")}`,
+      "Warning",
+    );
+  await ctx.crashPoint("before-retire");
+  // A failed revocation throws: `retiring` stays in status and the next reconcile tries again.
+  if ((await ctx.liveConnectionId()) !== retiring.id) await ctx.retire(retiring.id);
+  return { r: { ...rotation, retiring: undefined, ...(forced ? { forced: force } : {}) }, waiting: false };
+}
+
+/** Restart: the restart annotation on every consuming workload that lacks the Secret's current hash. */
+async function restartConsumers<T extends SecretOwner>(
+  ctx: RotationContext<T>,
+  follow: ConsumerGate,
+  retiring: string,
+) {
+  const restarted = await follow.restart();
+  if (restarted.length === 0) return;
+  ctx.record(
+    "ConsumersRestarted",
+    `Restarted ${restarted.join(", ")} to pick up the rotated Secret; connection "${retiring}" is revoked once they rolled`,
+  );
+  await ctx.crashPoint("after-rotate-restart");
+}
+
+/** What may still use the retiring connection; past the deadline a Warning says so (the Event recorder dedupes it). */
+async function consumersLeft<T extends SecretOwner>(
+  ctx: RotationContext<T>,
+  follow: ConsumerGate,
+  r: RotationStatus,
+  policy: RotationPolicy,
+): Promise<string[]> {
+  const written = Date.parse(r.lastRotationTime ?? "");
+  const left = await follow.waitingFor(Number.isNaN(written) ? ctx.now : written, policy.consumers === "Restart");
+  const deadline = Date.parse(r.retiring?.consumersDeadline ?? "");
+  if (left.length > 0 && !Number.isNaN(deadline) && ctx.now >= deadline)
+    ctx.record(
+      "ConsumersNotRolled",
+      `Keeping connection "${r.retiring?.id}": its consumers did not move within consumerTimeout: ${left.join("; ")}. Fix the rollout, or set a new value of the annotation ${rotateForceAnnotation} to revoke it anyway`,
+      "Warning",
+    );
+  return left;
 }

@@ -95,13 +95,32 @@ export const ConnectionSecret = z
         gracePeriod: duration
           .optional()
           .describe(
-            "How long the replaced credentials keep working after a rotation (default 10m); then they are revoked.",
+            "How long the replaced credentials keep working after a rotation at least (default 10m). With consumers " +
+              "Ignore they are revoked then; with Restart or Wait not before the Secret's consumers have moved too.",
+          ),
+        consumers: z
+          .enum(["Restart", "Wait", "Ignore"])
+          .optional()
+          .describe(
+            "What a rotation does with the workloads in this namespace whose pods use the Secret (env, envFrom, " +
+              "volumes): Restart rolls each Deployment, StatefulSet and DaemonSet (a pod-template annotation, as " +
+              "kubectl rollout restart) and revokes the old credentials only once they rolled and no pod started " +
+              "before the rotation runs; Wait rolls nothing but waits alike; Ignore (default) revokes after " +
+              "gracePeriod whatever uses them. Restart and Wait need the operator's --rotation-consumers.",
+          ),
+        consumerTimeout: duration
+          .optional()
+          .describe(
+            "How long Restart or Wait waits for the consumers (default 30m). Past it the old credentials are kept, " +
+              "Reconciling=True reason ConsumersNotRolled names the workloads; a new value of the annotation " +
+              "mds.dev/rotate-force revokes them anyway.",
           ),
       })
       .optional()
       .describe(
         "Rotation with overlap: a new connection is minted and published to the Secret (its data-hash annotation " +
-          "changes, so pods that roll on it pick it up), the old one keeps working for gracePeriod, then it is revoked. " +
+          "changes, so pods that roll on it pick it up), the old one keeps working for gracePeriod (and, with " +
+          "consumers Restart or Wait, until the Secret's consumers have moved), then it is revoked. " +
           "A new value of the annotation mds.dev/rotate asks for one rotation now.",
       ),
     tls: z
@@ -181,6 +200,7 @@ export const RotationStatus = z
       .optional()
       .describe("When the next scheduled rotation is due (rotation.every, spread by up to 10 %)."),
     trigger: z.string().max(253).optional().describe("The last value of the mds.dev/rotate annotation acted on."),
+    forced: z.string().max(253).optional().describe("The last value of the mds.dev/rotate-force annotation acted on."),
     pending: z
       .object({
         suffix: z.string().max(32).describe("Suffix of the connection name the rotation mints under."),
@@ -197,7 +217,20 @@ export const RotationStatus = z
       .object({
         id: z.string().max(80).describe("The service's connection id (con_…)."),
         name: z.string().max(128).describe("The service's connection name."),
-        revokeAt: time.describe("When it is revoked: the rotation's time plus gracePeriod."),
+        revokeAt: time.describe(
+          "When it may be revoked at the earliest: the rotation's time plus gracePeriod (consumers Ignore: when it is).",
+        ),
+        consumersDeadline: time
+          .optional()
+          .describe("consumers Restart or Wait: when waiting for the Secret's consumers ends (consumerTimeout)."),
+        waitingFor: z
+          .array(z.string().max(300).describe("One consumer and why it holds the revocation back."))
+          .max(10)
+          .optional()
+          .describe(
+            "The consumers the revocation still waits for, as Kind/name and why (at most 10 named), e.g. " +
+              "'Deployment/web: 2 of 3 replicas updated'.",
+          ),
       })
       .optional()
       .describe("The connection the last rotation replaced: it keeps working until revokeAt."),

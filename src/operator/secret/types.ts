@@ -3,6 +3,7 @@ import type { KubeClient } from "../../kube/client.ts";
 import type { KubeObject, Secret } from "../../kube/types.ts";
 import type { EventRecorder } from "../events.ts";
 import type { ConnectionCredentials, Endpoint } from "./connection-credentials.ts";
+import type { ConsumerIndex } from "./consumer-index.ts";
 import type { ConnectionSecretSpec, RotationStatus } from "./spec.ts";
 
 // The types the component's files share (kept apart so that publisher.ts, rotation.ts and recovery.ts import them
@@ -85,4 +86,6 @@ export interface PublisherDeps {
   events: EventRecorder;
   log: Logger;
   crashPoint: (name: string) => void | Promise<void>;
+  /** Who uses which Secret, when the operator follows consumers (--rotation-consumers); else undefined. */
+  consumers?: ConsumerIndex | undefined;
 }

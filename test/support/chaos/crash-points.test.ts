@@ -18,7 +18,7 @@ describe("crash points", () => {
     expect(byStep["restore"]).toEqual(["restore:before-post", "restore:after-post"]);
     expect(byStep["backup"]).toEqual(["backup:before-post", "backup:after-post"]);
     expect(byStep["branch"]).toEqual(["database:after-branch-create"]);
-    expect(byStep["rotate"]).toHaveLength(9); // three points for each of the three kinds that publish a Secret
+    expect(byStep["rotate"]).toHaveLength(12); // four points for each of the three kinds that publish a Secret
     expect(() => stepOf("database:somewhere-new")).toThrow(/belongs to no chaos step/);
   });
 

@@ -16,7 +16,7 @@ export function stepOf(point: string): ChaosStep {
   if (/:after-(create|secret)$/.test(point)) return "create";
   if (/:after-update$/.test(point)) return "update";
   if (/:(after-recover|before-revoke)$/.test(point)) return "secret";
-  if (/:(after-rotate-mint|after-rotate-secret|before-retire)$/.test(point)) return "rotate";
+  if (/:(after-rotate-mint|after-rotate-secret|after-rotate-restart|before-retire)$/.test(point)) return "rotate";
   if (/:(after-delete|before-finalizer-drop)$/.test(point)) return "delete";
   throw new Error(`crash point ${point} belongs to no chaos step: add it to stepOf`);
 }
