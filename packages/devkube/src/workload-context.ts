@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { labelsMatch } from "./admission.ts";
 import type { Api } from "./api.ts";
 import { ApiError } from "./errors.ts";
 import type { Registry } from "./registry.ts";
@@ -163,6 +164,10 @@ export function controllerOf(o: Obj): Obj | undefined {
 
 export function controllerRef(owner: Obj, apiVersion: string, kind: string): Obj {
   return { apiVersion, kind, name: nameOf(owner), uid: uidOf(owner), controller: true, blockOwnerDeletion: true };
+}
+
+export function selects(selector: unknown, labels: unknown): boolean {
+  return labelsMatch(selector, isObj(labels) ? (labels as Record<string, string>) : {});
 }
 
 export function condition(o: Obj, type: string): Obj | undefined {

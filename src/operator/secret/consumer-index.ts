@@ -6,7 +6,7 @@ import { podSpecOf, secretsOfPodSpec } from "./consumers.ts";
 // namespace, so a Secret's consumers are never looked for anywhere else. Only what a rotation reads is kept of each
 // object (a slim copy), and only of objects that use some Secret.
 
-export interface SecretConsumers {
+interface SecretConsumers {
   workloads: KubeObject[];
   pods: KubeObject[];
 }

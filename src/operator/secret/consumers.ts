@@ -12,8 +12,8 @@ export const DeploymentType: ResourceType = {
   kind: "Deployment",
   namespaced: true,
 };
-export const StatefulSetType: ResourceType = { ...DeploymentType, plural: "statefulsets", kind: "StatefulSet" };
-export const DaemonSetType: ResourceType = { ...DeploymentType, plural: "daemonsets", kind: "DaemonSet" };
+const StatefulSetType: ResourceType = { ...DeploymentType, plural: "statefulsets", kind: "StatefulSet" };
+const DaemonSetType: ResourceType = { ...DeploymentType, plural: "daemonsets", kind: "DaemonSet" };
 export const PodType: ResourceType = { group: "", version: "v1", plural: "pods", kind: "Pod", namespaced: true };
 /** The kinds a Restart rolls: those whose pod template Kubernetes rolls out on a change. */
 export const workloadTypes = [DeploymentType, StatefulSetType, DaemonSetType];
