@@ -24,6 +24,7 @@ import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "..
 import { connectionSecretValues } from "../support/chaos/invariants.ts";
 import { KubeConfig as ClientNodeKubeConfig } from "@kubernetes/client-node";
 import { eventually } from "../support/eventually.ts";
+import { serviceWebhook, type WebhookProcess } from "../support/webhook-process.ts";
 
 export { eventually };
 
@@ -194,11 +195,18 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const dir = await mkdtemp(path.join(tmpdir(), "mds-e2e-"));
   // Both at once; when either (or the emulator after them) fails to start, what did start is stopped before the
   // error is thrown: nothing the caller never got a handle on may outlive the test.
+  // On devkube the conversion webhook runs as a process behind the Service crds/ names; a real cluster runs the
+  // Deployment of deploy/ (docs/e2e.md).
+  const webhookAt = real === undefined ? await serviceWebhook() : undefined;
+  let webhook: WebhookProcess | undefined;
   const [devkubeStart, serviceStart] = await Promise.allSettled([
-    real === undefined ? startDevkube({ dir: path.join(dir, "kube"), port: 0 }) : Promise.resolve(undefined),
+    real === undefined
+      ? startDevkube({ dir: path.join(dir, "kube"), port: 0, services: webhookAt!.services })
+      : Promise.resolve(undefined),
     startTestService(),
   ]);
   const stopStarted = async () => {
+    await webhook?.stop().catch(() => {});
     if (devkubeStart.status === "fulfilled") await devkubeStart.value?.stop().catch(() => {});
     if (serviceStart.status === "fulfilled") await serviceStart.value.stop().catch(() => {});
     await rm(dir, { recursive: true, force: true });
@@ -268,6 +276,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   try {
     if (real === undefined) {
       await kubectl(["apply", "-f", crdsDir]);
+      await kubectl(["create", "namespace", "mds-system"]);
+      webhook = await webhookAt!.start(kubeconfigPath);
     } else {
       // Server-side, under our own field manager: a no-op when the cluster already has these CRDs; never deleted.
       await kubectl(["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crdsDir]);
@@ -297,7 +307,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   } catch (err) {
     // A half-started stack leaves nothing behind: no namespace on the cluster, no servers in the test process.
     if (real !== undefined && !real.keepNamespaces) await removeNamespaces(created).catch(() => {});
-    await Promise.all([devkube?.stop(), service.stop(), emulator?.stop()]).catch(() => {});
+    await Promise.all([webhook?.stop(), devkube?.stop(), service.stop(), emulator?.stop()]).catch(() => {});
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
@@ -368,7 +378,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       try {
         if (real !== undefined && !real.keepNamespaces) await removeNamespaces(namespaces);
       } finally {
-        await Promise.all([devkube?.stop(), service.stop(), emulator?.stop()]);
+        await Promise.all([webhook?.stop(), devkube?.stop(), service.stop(), emulator?.stop()]);
         await rm(dir, { recursive: true, force: true });
       }
     },
