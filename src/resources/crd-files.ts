@@ -23,7 +23,12 @@ function crdFileName(def: CrdDefinition): string {
 
 // file name → YAML text, in a stable order.
 export function renderCrdFiles(): Map<string, string> {
-  return new Map(crdDefinitions.map((def) => [crdFileName(def), crdHeader + stringify(crdOf(def, { conversion: { service: webhookService } }), { lineWidth: 0 })]));
+  return new Map(
+    crdDefinitions.map((def) => [
+      crdFileName(def),
+      crdHeader + stringify(crdOf(def, { conversion: { service: webhookService } }), { lineWidth: 0 }),
+    ]),
+  );
 }
 
 // All CRDs as one multi-document YAML stream, for `kubectl apply -f -`.
