@@ -24,10 +24,15 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function spawnWebhook(url: string, args: string[], kubeconfig: string): Promise<WebhookProcess> {
+async function spawnWebhook(
+  url: string,
+  args: string[],
+  kubeconfig: string,
+  namespace = "mds-system",
+): Promise<WebhookProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
-    [bin, "webhook", ...args, "--host", "127.0.0.1", "--kubeconfig", kubeconfig, "--namespace", "mds-system"],
+    [bin, "webhook", ...args, "--host", "127.0.0.1", "--kubeconfig", kubeconfig, "--namespace", namespace],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
   await new Promise<void>((resolve, reject) => {
@@ -62,21 +67,21 @@ export async function webhookAddress(): Promise<{ url: string; start(kubeconfig:
 }
 
 /**
- * The webhook as deploy/ runs it, behind the Service crds/ names: give `services` to startDevkube, then `start` once
- * the namespace mds-system and the CRDs exist. `start` resolves once every mds.dev CRD carries its caBundle, so the
- * first request in the other version converts.
+ * The webhook as deploy/ runs it, behind the Service crds/ names (in `namespace` when an install moved it there): give
+ * `services` to startDevkube, then `start` once that namespace and the CRDs exist. `start` resolves once every mds.dev
+ * CRD carries its caBundle, so the first request in the other version converts.
  */
-export async function serviceWebhook(): Promise<{
+export async function serviceWebhook(namespace = webhookService.namespace): Promise<{
   services: Record<string, string>;
   start(kubeconfig: string): Promise<WebhookProcess>;
 }> {
   const port = await freePort();
-  const { namespace, name, path } = webhookService;
+  const { name, path } = webhookService;
   return {
     services: { [`${namespace}/${name}`]: `127.0.0.1:${port}` },
     async start(kubeconfig: string) {
       const url = `https://${name}.${namespace}.svc${path}`;
-      const webhook = await spawnWebhook(url, ["--service", name, "--port", String(port)], kubeconfig);
+      const webhook = await spawnWebhook(url, ["--service", name, "--port", String(port)], kubeconfig, namespace);
       try {
         await caBundlesInjected(kubeconfig);
       } catch (err) {
