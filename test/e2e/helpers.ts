@@ -125,6 +125,11 @@ export interface StackOptions {
    * devkube, `<namespace>-<role>` on a real cluster, so test files running in parallel on one cluster never share one.
    */
   namespaces?: string[];
+  /**
+   * The CRDs to install instead of this tree's crds/ (an older release's, e.g. 0.1.0's, which serve v1alpha1 alone).
+   * The conversion webhook runs all the same, waiting for CRDs that name it.
+   */
+  crdsDir?: string;
 }
 
 export type Counterpart = "service" | "emulator";
@@ -274,13 +279,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 
   const created: string[] = [];
   try {
+    const crds = options.crdsDir ?? crdsDir;
     if (real === undefined) {
-      await kubectl(["apply", "-f", crdsDir]);
+      await kubectl(["apply", "-f", crds]);
       await kubectl(["create", "namespace", "mds-system"]);
-      webhook = await webhookAt!.start(kubeconfigPath);
+      webhook = await webhookAt!.start(kubeconfigPath, { caBundles: options.crdsDir === undefined });
     } else {
       // Server-side, under our own field manager: a no-op when the cluster already has these CRDs; never deleted.
-      await kubectl(["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crdsDir]);
+      await kubectl(["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crds]);
     }
     // On devkube "default" exists already; on a real cluster every namespace of the test is its own.
     for (const ns of real === undefined ? namespaces.slice(1) : namespaces) {
