@@ -81,6 +81,22 @@ describe("mds dev", () => {
     },
   );
 
+  it("serves databases.v1beta1.mds.dev and, through the webhook, databases.v1alpha1.mds.dev with kubectl's deprecation warning", async () => {
+    const get = (resource: string) =>
+      runKubectl(
+        stack!.env.KUBECONFIG,
+        ["get", resource, "orders", "-o", "jsonpath={.apiVersion} {.spec.connectionSecret.endpoint}"],
+        {
+          cacheDir: join(dir, "kubectl-cache"),
+        },
+      );
+    const beta = await get("databases.v1beta1.mds.dev");
+    expect({ out: beta.stdout, err: beta.stderr }).toEqual({ out: "mds.dev/v1beta1 Pooled", err: "" });
+    const alpha = await get("databases.v1alpha1.mds.dev");
+    expect(alpha.stdout).toBe("mds.dev/v1alpha1 pooled");
+    expect(alpha.stderr).toContain("Warning: mds.dev/v1alpha1 Database is deprecated; use mds.dev/v1beta1 Database");
+  });
+
   it("enforces deletionProtection as an install does: deploy/base's admission policy refuses the delete", async () => {
     await kubectl(["patch", "mdsdb", "orders", "--type=merge", "-p", '{"spec":{"deletionProtection":true}}']);
     const refused = await runKubectl(stack!.env.KUBECONFIG, ["delete", "mdsdb", "orders", "--wait=false"], {

@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import {
@@ -23,10 +24,11 @@ import {
   type EmbeddedService,
   type EmbeddedServiceOptions,
 } from "../src/service/embedded/stack.ts";
-import { renderCrdFiles } from "../src/resources/crd-files.ts";
+import { crdDefinitions, renderCrdFiles, webhookService } from "../src/resources/crd-files.ts";
 
 // The whole local stack, once: PostgreSQL and the embedded service, devkube with the CRDs (rendered from
-// src/resources, as `mds crds` writes them), the credentials Secret, and operator child processes started the way
+// src/resources, as `mds crds` writes them) and the conversion webhook they name (`mds webhook`, behind the Service
+// mds-system/mds-webhook, which devkube maps to its port), the credentials Secret, and operator child processes started the way
 // `mds operator` runs in a cluster. `mds dev` (dev-stack.ts) adds its state directory, fixed ports, env files and
 // one supervised operator; the chaos harness and the operator benchmarks (test/support/chaos/stack.ts) add their
 // fault proxy, public-API emulator and TCP proxy through the `api` and `kube` seams.
@@ -265,6 +267,65 @@ async function applyCredentials(kc: KubeConfig, token: string): Promise<void> {
   }
 }
 
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/**
+ * `mds webhook` as deploy/ runs it, as its own process (devkube must not host it on its own thread), behind the
+ * Service the CRDs name. Resolves once every mds.dev CRD carries its caBundle: from then on both versions are served.
+ */
+async function startWebhook(
+  kc: KubeConfig,
+  kubeconfigPath: string,
+  port: number,
+  logFile: string,
+): Promise<{ stop(): Promise<void> }> {
+  const fd = openSync(logFile, "a");
+  const args = ["webhook", "--service", webhookService.name, "--namespace", webhookService.namespace];
+  const child = spawn(
+    process.execPath,
+    [
+      path.join(repoRoot, "bin/mds.js"),
+      ...args,
+      "--kubeconfig",
+      kubeconfigPath,
+      "--port",
+      String(port),
+      "--host",
+      "127.0.0.1",
+    ],
+    { stdio: ["ignore", fd, fd], cwd: repoRoot },
+  );
+  closeSync(fd);
+  let exited = false;
+  const done = new Promise<void>((resolve) => child.once("exit", () => ((exited = true), resolve())));
+  const stop = async () => {
+    if (exited) return;
+    child.kill("SIGTERM");
+    await done;
+  };
+  try {
+    const api = kc.makeApiClient(ApiextensionsV1Api);
+    await until(async () => {
+      if (exited) throw new Error(`mds webhook exited (log ${logFile})`);
+      for (const def of crdDefinitions) {
+        const crd = await api.readCustomResourceDefinition({ name: `${def.plural}.mds.dev` });
+        if (!crd.spec.conversion?.webhook?.clientConfig?.caBundle) return false;
+      }
+      return true;
+    }, "the conversion webhook to inject its CA into the CRDs");
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { stop };
+}
+
 export async function startStack(options: StackOptions): Promise<Stack> {
   const dir = path.resolve(options.dir);
   const say = options.say ?? (() => undefined);
@@ -290,8 +351,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const api = options.api ? await options.api(service.url) : undefined;
     if (api) cleanups.push(() => api.stop());
 
+    const webhookPort = await freePort();
     const devkube = await startDevkube({
       dir: path.join(dir, "devkube"),
+      services: { [`${webhookService.namespace}/${webhookService.name}`]: `127.0.0.1:${webhookPort}` },
       logger: options.devkube?.logger ?? fileLogger(path.join(dir, "devkube.log")),
       ...(options.devkube?.port === undefined ? {} : { port: options.devkube.port }),
     });
@@ -315,6 +378,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     );
     await applyCredentials(kc, service.token);
     say(`credentials     Secret ${credentialsSecret.namespace}/${credentialsSecret.name}`);
+    const webhookLog = path.join(dir, "webhook.log");
+    const webhook = await startWebhook(kc, devkube.kubeconfigPath, webhookPort, webhookLog);
+    cleanups.push(() => webhook.stop());
+    say(
+      `webhook         mds webhook on 127.0.0.1:${webhookPort} as Service ${webhookService.namespace}/${webhookService.name}: v1beta1 stored, v1alpha1 served converted (log ${webhookLog})`,
+    );
 
     const operatorApiUrl = api?.url ?? service.url;
     const processes = new Set<OperatorProcess>();

@@ -1,5 +1,5 @@
 // `npm run chart`: writes what the Helm chart (charts/mds) copies instead of repeating by hand: the CRDs from the
-// same generator as crds/ (src/resources/*/schema.ts), the monitoring and service manifests of deploy/components,
+// same generator as crds/ (src/resources/*/schema.ts), the monitoring, service and webhook manifests of deploy/components,
 // the chart's version from package.json and the values table of its README from values.schema.json. `--check`
 // writes nothing and exits 1 naming the files that differ; test/deploy/chart.test.ts runs the same comparison.
 import { readFile, readdir, rm, writeFile } from "node:fs/promises";
@@ -19,6 +19,12 @@ const packagedFiles: Record<string, string> = {
   "postgres.yaml": "deploy/components/service/postgres.yaml",
   "service.yaml": "deploy/components/service/service.yaml",
   "service-network-policy.yaml": "deploy/components/service/network-policy.yaml",
+  "webhook-service-account.yaml": "deploy/components/webhook/service-account.yaml",
+  "webhook-rbac.yaml": "deploy/components/webhook/rbac.yaml",
+  "webhook-deployment.yaml": "deploy/components/webhook/deployment.yaml",
+  "webhook-service.yaml": "deploy/components/webhook/service.yaml",
+  "webhook-pod-disruption-budget.yaml": "deploy/components/webhook/pod-disruption-budget.yaml",
+  "webhook-network-policy.yaml": "deploy/components/webhook/network-policy.yaml",
 };
 
 interface SchemaNode {

@@ -2,13 +2,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { startDevkube, type Devkube } from "@mds/devkube";
+import type { Devkube } from "@mds/devkube";
 import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { parseKubeConfig } from "../kube/kubeconfig.ts";
 import type { KubeObject } from "../kube/types.ts";
-import { renderCrdBundle } from "../resources/crd-files.ts";
 import { DatabaseType, ProjectType } from "../resources/types.ts";
 import { runKubectl } from "../../test/support/kubectl.ts";
+import { startDevkubeWithCrds, type DevkubeWithCrds } from "../../test/support/devkube-with-crds.ts";
 import { main } from "./main.ts";
 
 // `mds prepare-rollback` against devkube: it removes exactly the conditions the older release does not know, from
@@ -16,6 +16,7 @@ import { main } from "./main.ts";
 describe("mds prepare-rollback", () => {
   let dir = "";
   let devkube: Devkube;
+  let cluster: DevkubeWithCrds | undefined;
   let kube: KubeClient;
   const condition = (type: string) => ({
     type,
@@ -40,9 +41,9 @@ describe("mds prepare-rollback", () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "mds-prepare-rollback-"));
-    devkube = await startDevkube({ dir: join(dir, "kube") });
+    cluster = await startDevkubeWithCrds({ dir: join(dir, "kube") });
+    devkube = cluster.devkube;
     kube = createKubeClient(parseKubeConfig(devkube.kubeconfig));
-    expect((await runKubectl(devkube.kubeconfigPath, ["apply", "-f", "-"], { input: renderCrdBundle() })).code).toBe(0);
     expect((await runKubectl(devkube.kubeconfigPath, ["create", "namespace", "team-b"])).code).toBe(0);
     const create = async (type: typeof DatabaseType, ns: string, name: string, spec: object, types: string[]) => {
       const obj = await kube.create<KubeObject>(type, {
@@ -65,7 +66,7 @@ describe("mds prepare-rollback", () => {
     await create(ProjectType, "default", "shop", { region: "us-east-1" }, ["Ready", "Synced"]);
   }, 60_000);
   afterAll(async () => {
-    await devkube?.stop();
+    await cluster?.stop();
     await rm(dir, { recursive: true, force: true });
   });
 

@@ -2,17 +2,18 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { startDevkube, type Devkube } from "@mds/devkube";
+import type { Devkube } from "@mds/devkube";
 import { runKubectl } from "../../test/support/kubectl.ts";
+import { startDevkubeWithCrds, type DevkubeWithCrds } from "../../test/support/devkube-with-crds.ts";
 
-// The generated CRDs installed the way a user installs them (kubectl apply -f crds/) and exercised with the
-// real kubectl: explain shows the descriptions, the apiserver refuses what the schemas and CEL rules refuse.
-const crds = fileURLToPath(new URL("../../crds", import.meta.url));
+// The generated CRDs installed the way a user installs them (kubectl apply -f crds/, with the conversion webhook they
+// name) and exercised with the real kubectl: explain shows the descriptions, the apiserver refuses what the schemas
+// and CEL rules refuse.
 
 describe("CRDs on devkube with kubectl", () => {
   let dir = "";
   let kube: Devkube;
+  let cluster: DevkubeWithCrds | undefined;
   const kubectl = async (args: string[], input?: string) =>
     runKubectl(kube.kubeconfigPath, args, {
       cacheDir: join(dir, "kubectl-cache"),
@@ -22,9 +23,8 @@ describe("CRDs on devkube with kubectl", () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "mds-crds-"));
-    kube = await startDevkube({ dir: join(dir, "kube") });
-    const applied = await kubectl(["apply", "-f", crds]);
-    expect(applied.stderr).toBe("");
+    cluster = await startDevkubeWithCrds({ dir: join(dir, "kube") });
+    kube = cluster.devkube;
     const waited = await kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=30s"]);
     expect(waited.code).toBe(0);
     // kubectl's discovery cache predates the CRDs; `get` refreshes it (explain alone would not, as with a real
@@ -32,7 +32,7 @@ describe("CRDs on devkube with kubectl", () => {
     expect((await kubectl(["get", "mdsdb"])).code).toBe(0);
   });
   afterAll(async () => {
-    await kube?.stop();
+    await cluster?.stop();
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -51,7 +51,7 @@ describe("CRDs on devkube with kubectl", () => {
   });
 
   it("refuses a Database naming two projects, with the rule's message", async () => {
-    const res = await apply(`apiVersion: mds.dev/v1alpha1
+    const res = await apply(`apiVersion: mds.dev/v1beta1
 kind: Database
 metadata: { name: two-projects }
 spec:
@@ -63,7 +63,7 @@ spec:
   });
 
   it("refuses an unknown region and an unknown template variable", async () => {
-    const res = await apply(`apiVersion: mds.dev/v1alpha1
+    const res = await apply(`apiVersion: mds.dev/v1beta1
 kind: Database
 metadata: { name: bad-region }
 spec:
@@ -73,7 +73,7 @@ spec:
     expect(res.code).not.toBe(0);
     expect(res.stderr).toContain("spec.region");
     expect(res.stderr).toContain('supported values: "us-east-1"');
-    const tpl = await apply(`apiVersion: mds.dev/v1alpha1
+    const tpl = await apply(`apiVersion: mds.dev/v1beta1
 kind: Database
 metadata: { name: bad-template }
 spec:
@@ -85,7 +85,7 @@ spec:
   });
 
   it("applies the defaults and refuses changes to immutable fields", async () => {
-    const created = await apply(`apiVersion: mds.dev/v1alpha1
+    const created = await apply(`apiVersion: mds.dev/v1beta1
 kind: Database
 metadata: { name: orders }
 spec:
@@ -115,7 +115,7 @@ spec:
   });
 
   it("refuses any change to a DatabaseRestore's spec", async () => {
-    const created = await apply(`apiVersion: mds.dev/v1alpha1
+    const created = await apply(`apiVersion: mds.dev/v1beta1
 kind: DatabaseRestore
 metadata: { name: r1 }
 spec:
@@ -133,7 +133,7 @@ spec:
     ]);
     expect(changed.code).not.toBe(0);
     expect(changed.stderr).toContain("spec is immutable");
-    const both = await apply(`apiVersion: mds.dev/v1alpha1
+    const both = await apply(`apiVersion: mds.dev/v1beta1
 kind: DatabaseRestore
 metadata: { name: r2 }
 spec:
@@ -141,6 +141,38 @@ spec:
   source: { databaseRef: { name: orders }, backupId: bkp_c1234567890, latest: true }
 `);
     expect(both.stderr).toContain("exactly one of source.backupId or source.latest: true must be set");
+  });
+
+  it("serves v1beta1 (stored) and v1alpha1 (deprecated, with kubectl's warning) through the webhook crds/ names", async () => {
+    const applied = await apply(`apiVersion: mds.dev/v1alpha1
+kind: Database
+metadata: { name: legacy }
+spec:
+  projectRef: { name: shop }
+  connectionSecret: { endpoint: direct }
+`);
+    expect(applied.code, applied.stderr).toBe(0);
+    const warning = "Warning: mds.dev/v1alpha1 Database is deprecated; use mds.dev/v1beta1 Database";
+    expect(applied.stderr).toContain(warning);
+    const beta = await kubectl([
+      "get",
+      "databases.v1beta1.mds.dev",
+      "legacy",
+      "-o",
+      "jsonpath={.spec.connectionSecret.endpoint}",
+    ]);
+    expect({ out: beta.stdout, err: beta.stderr }).toEqual({ out: "Direct", err: "" });
+    const alpha = await kubectl([
+      "get",
+      "databases.v1alpha1.mds.dev",
+      "legacy",
+      "-o",
+      "jsonpath={.spec.connectionSecret.endpoint}",
+    ]);
+    expect(alpha.stdout).toBe("direct");
+    expect(alpha.stderr).toContain(warning);
+    const crd = await kubectl(["get", "crd", "databases.mds.dev", "-o", "jsonpath={.status.storedVersions}"]);
+    expect(crd.stdout).toBe('["v1beta1"]');
   });
 
   it("kubectl get mds lists every kind with its printer columns", async () => {
@@ -152,7 +184,7 @@ spec:
   });
 
   it("kubectl shows a BackupSchedule's next slot, a future time, as the time itself (a date column shows <invalid>)", async () => {
-    const applied = await apply(`apiVersion: mds.dev/v1alpha1
+    const applied = await apply(`apiVersion: mds.dev/v1beta1
 kind: BackupSchedule
 metadata: { name: nightly }
 spec: { databaseRef: { name: orders }, schedule: "0 3 * * *", keep: 7 }

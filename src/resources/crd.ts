@@ -149,10 +149,12 @@ function versionOf(def: CrdDefinition, name: string, schema: JsonSchema, storage
 
 export function crdOf(def: CrdDefinition, options: CrdOptions = {}): JsonSchema {
   const v1alpha1 = openApiV3SchemaOf(def);
+  // The storage version first: the API server orders versions by their names' priority whatever the order here, but
+  // a client that takes the first listed (devkube's controllers, some tools) then reads what is stored, unconverted.
   const versions = options.conversion
     ? [
-        versionOf(def, legacyVersion, v1alpha1, false),
         versionOf(def, storageVersion, v1beta1SchemaOf(def.kind, v1alpha1), true),
+        versionOf(def, legacyVersion, v1alpha1, false),
       ]
     : [versionOf(def, version, v1alpha1, true)];
   return {

@@ -9,7 +9,7 @@
 // cluster the hook pod would need the operator's image in a registry the cluster pulls from, and a Service with
 // running operator pods behind it (here replicas=0): `helm test` is devkube's part only.
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -24,6 +24,7 @@ import { createOperatorWithKinds, startOperatorRuntime, type OperatorRuntime } f
 import { parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { realClusterFromEnv } from "../e2e/helpers.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
+import { serviceWebhook, type WebhookProcess } from "../support/webhook-process.ts";
 import { containerOptions } from "./container-options.ts";
 import { chartDir, helm } from "./helm.ts";
 import { kubectl } from "./kubectl.ts";
@@ -45,6 +46,9 @@ let service: TestService;
 let runtime: OperatorRuntime | undefined;
 let operatorKube: KubeConfig | undefined;
 let kubelet: TestPodKubelet | undefined;
+// On devkube, which runs no pods: the chart's conversion webhook as a process, as its ServiceAccount.
+let webhookAt: Awaited<ReturnType<typeof serviceWebhook>> | undefined;
+let webhook: WebhookProcess | undefined;
 const logs: string[] = [];
 
 const contextArgs = (flag: string) => (real?.context === undefined ? [] : [flag, real.context]);
@@ -66,7 +70,8 @@ const installed = async () => [await getJson<Obj>(["-n", ns, "get", "deployment"
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "mds-chart-install-"));
   if (real === undefined) {
-    devkube = await startDevkube({ dir: join(dir, "kube"), workloadControllers: false });
+    webhookAt = await serviceWebhook(ns);
+    devkube = await startDevkube({ dir: join(dir, "kube"), services: webhookAt.services, workloadControllers: false });
     kubeconfigPath = devkube.kubeconfigPath;
   } else kubeconfigPath = real.kubeconfigPath;
   service = await startTestService();
@@ -82,20 +87,25 @@ afterAll(async () => {
   await runtime?.stop();
   await operatorKube?.close();
   if (real !== undefined && !real.keepNamespaces) await kubectl([...contextArgs("--context"), "delete", "namespace", ns, "--wait=false"], { kubeconfig: kubeconfigPath });
+  await webhook?.stop();
   await Promise.all([devkube?.stop(), service?.stop()]);
   if (dir !== undefined) await rm(dir, { recursive: true, force: true });
 });
+
+/** The admin's kubeconfig for the cluster in use, its user replaced by the ServiceAccount's token. */
+async function kubeconfigOf(serviceAccount: string): Promise<string> {
+  const token = (await k(["-n", ns, "create", "token", serviceAccount, "--duration=1h"])).trim();
+  const own = parse(await k(["config", "view", "--minify", "--flatten", "--raw"])) as { users: { user: unknown }[] };
+  for (const user of own.users) user.user = { token };
+  return stringify(own);
+}
 
 async function startOperator(): Promise<void> {
   const { args, env } = containerOptions(await installed(), ns, "mds-operator-0");
   // Only the poll interval and the metrics address (a free port of this machine) differ from what the pods would get.
   const config = parseOperatorConfig([...args.filter((a) => !a.startsWith("--metrics-address")), "--metrics-address=127.0.0.1:0"], { ...env, MDS_POLL_FAST: "200ms" });
   if (config === "help") throw new Error("unexpected help");
-  const token = (await k(["-n", ns, "create", "token", "mds-operator", "--duration=1h"])).trim();
-  // The admin's kubeconfig for the cluster in use, its user replaced by the ServiceAccount's token.
-  const own = parse(await k(["config", "view", "--minify", "--flatten", "--raw"])) as { users: { user: unknown }[] };
-  for (const user of own.users) user.user = { token };
-  operatorKube = parseKubeConfig(stringify(own));
+  operatorKube = parseKubeConfig(await kubeconfigOf("mds-operator"));
   runtime = await startOperatorRuntime(config, {
     kubeConfig: operatorKube,
     logger: pino({ level: "info" }, new Writable({ write: (chunk: Buffer, _e, cb) => (logs.push(chunk.toString()), cb()) })),
@@ -126,6 +136,13 @@ it("helm install, then kubectl apply -f examples/, gives a DATABASE_URL that con
   // Helm created the CRDs from crds/ and the objects of the templates.
   expect((await k(["get", "crd", "-o", "name"])).split("\n").filter((l) => l.endsWith(".mds.dev"))).toHaveLength(6);
   await k(["-n", ns, "get", "serviceaccount/mds-operator", "deployment/mds-operator", "configmap/mds-operator-config", "service/mds-operator-metrics"]);
+
+  await k(["-n", ns, "get", "serviceaccount/mds-webhook", "deployment/mds-webhook", "service/mds-webhook"]);
+  if (webhookAt !== undefined) {
+    const webhookKubeconfig = join(dir, "webhook-kubeconfig");
+    await writeFile(webhookKubeconfig, await kubeconfigOf("mds-webhook"));
+    webhook = await webhookAt.start(webhookKubeconfig);
+  }
 
   await startOperator();
   await k(["apply", "-n", appNs, "-f", join(repoRoot, "examples")]);

@@ -21,8 +21,8 @@ const ok = async (args: string[], input?: string): Promise<string> => {
   if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")} failed (${r.code}): ${r.stderr}`);
   return r.stdout;
 };
-const database = (name: string, spec: Record<string, unknown> = {}) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Database", metadata: { name, namespace: "shop" }, spec: { projectId: "proj_abcdefgh1234", ...spec } });
-const project = (name: string, spec: Record<string, unknown> = {}) => ({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name, namespace: "shop" }, spec });
+const database = (name: string, spec: Record<string, unknown> = {}) => ({ apiVersion: "mds.dev/v1beta1", kind: "Database", metadata: { name, namespace: "shop" }, spec: { projectId: "proj_abcdefgh1234", ...spec } });
+const project = (name: string, spec: Record<string, unknown> = {}) => ({ apiVersion: "mds.dev/v1beta1", kind: "Project", metadata: { name, namespace: "shop" }, spec });
 const apply = (...objects: object[]) => ok(["apply", "-f", "-"], objects.map((o) => stringify(o)).join("---\n"));
 const refusal = (resource: string, name: string) =>
   `Error from server (Forbidden): ${resource}.mds.dev "${name}" is forbidden: ValidatingAdmissionPolicy 'mds-deletion-protection' with binding 'mds-deletion-protection' denied request: ` +
@@ -87,7 +87,7 @@ describe("spec.deletionProtection with deploy/'s ValidatingAdmissionPolicy", () 
   });
 
   it("protects Connections too", async () => {
-    const connection = { apiVersion: "mds.dev/v1alpha1", kind: "Connection", metadata: { name: "reporting", namespace: "shop" }, spec: { databaseRef: { name: "orders" }, deletionProtection: true } };
+    const connection = { apiVersion: "mds.dev/v1beta1", kind: "Connection", metadata: { name: "reporting", namespace: "shop" }, spec: { databaseRef: { name: "orders" }, deletionProtection: true } };
     await apply(connection);
     const refused = await k(["-n", "shop", "delete", "connection", "reporting"]);
     expect({ code: refused.code, stderr: refused.stderr }).toEqual({ code: 1, stderr: refusal("connections", "reporting") });

@@ -8,6 +8,7 @@ import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
 import { kubectl } from "./kubectl.ts";
+import { mdsCrdNames } from "../../src/webhook/crd-ca-bundle.ts";
 import { describeObject, validateKubernetesObject, type KubeObjectLike } from "./kubernetes-schema.ts";
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
@@ -222,10 +223,35 @@ describe("RBAC", () => {
     ]);
   });
 
-  it("uses only namespaced Roles in single-namespace mode, with the same rules", () => {
-    const kinds = rendered.singleNamespace.map((o) => o.kind);
-    expect(kinds).not.toContain("ClusterRole");
-    expect(kinds).not.toContain("ClusterRoleBinding");
+  // The conversion webhook: what src/webhook calls (the CRDs' caBundle, its own certificate Secret), in every install.
+  const webhookClusterRules: PolicyRule[] = [
+    { apiGroups: ["apiextensions.k8s.io"], resources: ["customresourcedefinitions"], verbs: ["list", "watch"] },
+    {
+      apiGroups: ["apiextensions.k8s.io"],
+      resources: ["customresourcedefinitions"],
+      resourceNames: mdsCrdNames.slice().sort(),
+      verbs: ["get", "patch"],
+    },
+  ];
+  it.each(Object.keys(installs) as Install[])("%s: lets the conversion webhook patch only the six CRDs and touch only its certificate Secret", (install) => {
+    const clusterRule = rulesOf(find(install, "ClusterRole", "mds-webhook")).map((r) => ({ ...r, ...(r.resourceNames ? { resourceNames: [...r.resourceNames].sort() } : {}) }));
+    expect(clusterRule).toEqual(webhookClusterRules);
+    expect(rulesOf(find(install, "Role", "mds-webhook"))).toEqual([
+      { apiGroups: [""], resources: ["secrets"], verbs: ["create"] },
+      { apiGroups: [""], resources: ["secrets"], resourceNames: ["mds-webhook-tls"], verbs: ["get", "update"] },
+    ]);
+    const crd = find(install, "CustomResourceDefinition", "databases.mds.dev") as unknown as { spec: { conversion: unknown } };
+    const webhook = find(install, "Service", "mds-webhook");
+    expect(crd.spec.conversion).toMatchObject({
+      strategy: "Webhook",
+      webhook: { clientConfig: { service: { name: "mds-webhook", namespace: webhook.metadata.namespace, path: "/convert", port: 443 } } },
+    });
+  });
+
+  it("uses only namespaced Roles in single-namespace mode, with the same rules (the webhook's CRD rule aside)", () => {
+    // CRDs are cluster-scoped: the webhook's ClusterRole, on the six mds.dev CRDs alone, is the one left.
+    const clusterScoped = rendered.singleNamespace.filter((o) => o.kind === "ClusterRole" || o.kind === "ClusterRoleBinding");
+    expect(clusterScoped.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(["ClusterRole/mds-webhook", "ClusterRoleBinding/mds-webhook"]);
     expect(rulesOf(find("singleNamespace", "Role", "mds-operator"))).toEqual(operatorRules);
     const args = podSpecOf(find("singleNamespace", "Deployment", "mds-operator")).containers[0]?.args ?? [];
     expect(args).toContain("--namespaces=$(POD_NAMESPACE)");

@@ -20,6 +20,7 @@ import { ensureTls } from "@mds/devkube/tls";
 import { parseKubeConfig, type KubeConfig } from "../../src/kube/kubeconfig.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { eventually } from "../support/eventually.ts";
+import { serviceWebhook, type WebhookProcess } from "../support/webhook-process.ts";
 import { containerOptions } from "./container-options.ts";
 import { kubectl } from "./kubectl.ts";
 import { authorize, grantsFor, startRecordingProxy, type Grant, type RecordingProxy, type RequestAttributes } from "./rbac.ts";
@@ -54,6 +55,7 @@ let kubeConfig: KubeConfig | undefined;
 let runtime: OperatorRuntime | undefined;
 let grants: Grant[];
 let logs: string[] = [];
+let webhook: WebhookProcess | undefined;
 
 const admin = async (args: string[], input?: string) => {
   const r = await kubectl(args, { kubeconfig: devkube.kubeconfigPath, ...(input === undefined ? {} : { input }) });
@@ -110,8 +112,10 @@ async function setup(mode: Mode): Promise<void> {
   logs = [];
   dir = await mkdtemp(join(tmpdir(), "mds-rbac-e2e-"));
   // Each assigned as soon as it runs, so teardown stops it even when the other fails to start.
+  // The conversion webhook the CRDs name, in the operator's namespace as the install puts it.
+  const webhookAt = await serviceWebhook(mode.namespace);
   await Promise.all([
-    startDevkube({ dir: join(dir, "kube") }).then((d) => (devkube = d)),
+    startDevkube({ dir: join(dir, "kube"), services: webhookAt.services }).then((d) => (devkube = d)),
     startTestService().then((s) => (service = s)),
   ]);
 
@@ -121,6 +125,12 @@ async function setup(mode: Mode): Promise<void> {
   grants = grantsFor(rendered as Parameters<typeof grantsFor>[0], { namespace: mode.namespace, name: "mds-operator" });
   const installable = ["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"];
   await apply(...rendered.filter((o) => installable.includes(o.kind)));
+  // The webhook runs as its own ServiceAccount, so the install's RBAC for it is proven enough: its certificate Secret
+  // made and read, the caBundle patched into the six CRDs (start waits for that).
+  const webhookToken = (await admin(["-n", mode.namespace, "create", "token", "mds-webhook", "--duration=2h"])).trim();
+  const webhookKubeconfig = join(dir, "webhook-kubeconfig");
+  await writeFile(webhookKubeconfig, devkube.kubeconfig.replace(devkube.token, webhookToken));
+  webhook = await webhookAt.start(webhookKubeconfig);
   await eventually(() => admin(["get", "mdsdb,mdsproject,mdsrestore", "-A"]), { stopWhen: refused, what: "CRDs served" });
   if (!(await exists(["namespace", ns]))) await admin(["create", "namespace", ns]);
   await apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "mds-credentials", namespace: mode.namespace }, stringData: { token: service.token } });
@@ -171,6 +181,8 @@ async function teardown(): Promise<void> {
     await proxy?.close();
   } finally {
     // The servers are stopped whatever failed before: they would outlive the run.
+    await webhook?.stop();
+    webhook = undefined;
     await Promise.all([devkube?.stop(), service?.stop()]);
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   }
@@ -216,11 +228,12 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
     const teamSecret = ns !== mode.namespace;
     if (teamSecret) {
       // The platform's own namespace may use the operator's token (the default fallback), read through its Role.
+      // kubectl reads the storage version, v1beta1: its enums are CamelCase.
       await apply({ apiVersion: "mds.dev/v1alpha1", kind: "Project", metadata: { name: "platform", namespace: mode.namespace }, spec: { region: "us-east-1" } });
       await eventually(
         async () => {
           const st = (await getJson(["-n", mode.namespace, "get", "mdsproject", "platform"])).status as { credentials?: { source: string }; conditions?: { type: string; status: string }[] } | undefined;
-          if (st?.conditions?.find((c) => c.type === "Ready")?.status !== "True" || st.credentials?.source !== "operator") throw new Error(`platform: ${JSON.stringify(st)}`);
+          if (st?.conditions?.find((c) => c.type === "Ready")?.status !== "True" || st.credentials?.source !== "Operator") throw new Error(`platform: ${JSON.stringify(st)}`);
         },
         { stopWhen: refused, what: "platform Project Ready with the operator's token" },
       );

@@ -24,6 +24,7 @@ import { formatFindings, scanKubernetes, scanText, type PlantedSecret } from "..
 import { connectionSecretValues } from "../support/chaos/invariants.ts";
 import { KubeConfig as ClientNodeKubeConfig } from "@kubernetes/client-node";
 import { eventually } from "../support/eventually.ts";
+import { serviceWebhook, type WebhookProcess } from "../support/webhook-process.ts";
 
 export { eventually };
 
@@ -124,6 +125,11 @@ export interface StackOptions {
    * devkube, `<namespace>-<role>` on a real cluster, so test files running in parallel on one cluster never share one.
    */
   namespaces?: string[];
+  /**
+   * The CRDs to install instead of this tree's crds/ (an older release's, e.g. 0.1.0's, which serve v1alpha1 alone).
+   * The conversion webhook runs all the same, waiting for CRDs that name it.
+   */
+  crdsDir?: string;
 }
 
 export type Counterpart = "service" | "emulator";
@@ -194,11 +200,18 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const dir = await mkdtemp(path.join(tmpdir(), "mds-e2e-"));
   // Both at once; when either (or the emulator after them) fails to start, what did start is stopped before the
   // error is thrown: nothing the caller never got a handle on may outlive the test.
+  // On devkube the conversion webhook runs as a process behind the Service crds/ names; a real cluster runs the
+  // Deployment of deploy/ (docs/e2e.md).
+  const webhookAt = real === undefined ? await serviceWebhook() : undefined;
+  let webhook: WebhookProcess | undefined;
   const [devkubeStart, serviceStart] = await Promise.allSettled([
-    real === undefined ? startDevkube({ dir: path.join(dir, "kube"), port: 0 }) : Promise.resolve(undefined),
+    real === undefined
+      ? startDevkube({ dir: path.join(dir, "kube"), port: 0, services: webhookAt!.services })
+      : Promise.resolve(undefined),
     startTestService(),
   ]);
   const stopStarted = async () => {
+    await webhook?.stop().catch(() => {});
     if (devkubeStart.status === "fulfilled") await devkubeStart.value?.stop().catch(() => {});
     if (serviceStart.status === "fulfilled") await serviceStart.value.stop().catch(() => {});
     await rm(dir, { recursive: true, force: true });
@@ -266,11 +279,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 
   const created: string[] = [];
   try {
+    const crds = options.crdsDir ?? crdsDir;
     if (real === undefined) {
-      await kubectl(["apply", "-f", crdsDir]);
+      await kubectl(["apply", "-f", crds]);
+      await kubectl(["create", "namespace", "mds-system"]);
+      webhook = await webhookAt!.start(kubeconfigPath, { caBundles: options.crdsDir === undefined });
     } else {
       // Server-side, under our own field manager: a no-op when the cluster already has these CRDs; never deleted.
-      await kubectl(["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crdsDir]);
+      await kubectl(["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crds]);
     }
     // On devkube "default" exists already; on a real cluster every namespace of the test is its own.
     for (const ns of real === undefined ? namespaces.slice(1) : namespaces) {
@@ -297,7 +313,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   } catch (err) {
     // A half-started stack leaves nothing behind: no namespace on the cluster, no servers in the test process.
     if (real !== undefined && !real.keepNamespaces) await removeNamespaces(created).catch(() => {});
-    await Promise.all([devkube?.stop(), service.stop(), emulator?.stop()]).catch(() => {});
+    await Promise.all([webhook?.stop(), devkube?.stop(), service.stop(), emulator?.stop()]).catch(() => {});
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
@@ -368,7 +384,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       try {
         if (real !== undefined && !real.keepNamespaces) await removeNamespaces(namespaces);
       } finally {
-        await Promise.all([devkube?.stop(), service.stop(), emulator?.stop()]);
+        await Promise.all([webhook?.stop(), devkube?.stop(), service.stop(), emulator?.stop()]);
         await rm(dir, { recursive: true, force: true });
       }
     },

@@ -9,6 +9,7 @@ import { DatabaseType } from "../../src/resources/types.ts";
 import { crdVersionAnnotation } from "../../src/resources/crd.ts";
 import { main } from "../../src/cli/main.ts";
 import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.ts";
+import { caBundlesInjected } from "../support/webhook-process.ts";
 import { applyFleet, comparableStatus, fleet, getObj, settled, snapshot, type Snapshot } from "./fleet.ts";
 import {
   changingCrdsNote,
@@ -27,7 +28,9 @@ import {
 // this tree's CRDs are applied; then the operator (not the CRDs) is rolled back to the previous release. After each
 // roll: nothing created or deleted at the service, no Secret rewritten, no restore re-run, no backup duplicated,
 // every resource settled again with its status carried over, and the service called at most ⌈N/100⌉ + 5 times
-// per resync. Runs on a real cluster too (MDS_E2E_KUBECONFIG), in the test's namespaces with its own Lease.
+// per resync. Between the roll and the rollback `mds migrate-storage` rewrites every object in v1beta1 (storedVersions
+// [v1beta1]), so the rolled-back release reads only objects stored as v1beta1, served to it as v1alpha1 by the
+// conversion webhook. Runs on a real cluster too (MDS_E2E_KUBECONFIG), in the test's namespaces with its own Lease.
 // Whatever CRDs this tree generates (crds/) are the ones rolled to.
 
 /** The previous release: CHANGELOG.md's 0.1.0. */
@@ -203,6 +206,18 @@ describeChangingCrds.each(counterparts)("upgrade from %s and rollback" + changin
         : ["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crdsDir],
     );
 
+  const storedVersions = async () =>
+    Object.fromEntries(
+      (await stack.kube.list<KubeObject & { status?: { storedVersions?: string[] } }>(CrdType)).items
+        .filter((c) => c.metadata.name.endsWith(".mds.dev"))
+        .map((c) => [c.metadata.name, c.status?.storedVersions]),
+    );
+  const kubeconfigArgs = () => [
+    "--kubeconfig",
+    stack.devkube?.kubeconfigPath ?? real!.kubeconfigPath,
+    ...(real?.context === undefined ? [] : ["--context", real.context]),
+  ];
+
   const crdVersions = async () =>
     Object.fromEntries(
       (await stack.kube.list<KubeObject>(CrdType)).items
@@ -213,9 +228,8 @@ describeChangingCrds.each(counterparts)("upgrade from %s and rollback" + changin
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), "mds-upgrade-"));
     tree = await previousRelease(dir);
-    stack = await startStack({ api: counterpart });
-    // The previous release as installed: its CRDs (over the ones the stack applied), its operator.
-    await applyCrds(path.join(tree, "crds"));
+    // The previous release as installed: its CRDs (v1alpha1 alone, no conversion), its operator.
+    stack = await startStack({ api: counterpart, crdsDir: path.join(tree, "crds") });
     expect(Object.values(await crdVersions())).toEqual(fleetKinds().map(() => previous.version));
     proxy = await startFaultProxy({ target: stack.emulator?.url ?? stack.service.url });
     const old = startOperator(tree, "previous-1");
@@ -240,7 +254,10 @@ describeChangingCrds.each(counterparts)("upgrade from %s and rollback" + changin
     const old = operators[0]!;
     proxy.resetStats();
     const startedAt = Date.now();
+    // docs/upgrade.md's order: the CRDs (v1beta1 stored, v1alpha1 converted by the webhook, already running and
+    // injecting its CA into them), then the operator.
     await applyCrds(path.join(repoRoot, "crds"));
+    if (real === undefined) await caBundlesInjected(stack.devkube!.kubeconfigPath);
     const next = startOperator(repoRoot, "next-1");
     await waitStarted(next);
     expect(await leader()).toBe(old.identity);
@@ -249,6 +266,21 @@ describeChangingCrds.each(counterparts)("upgrade from %s and rollback" + changin
     await reconciledBy("upgraded");
     await expectCarriedOver(startedAt);
     expect(Object.values(await crdVersions())).toEqual(fleetKinds().map(() => version));
+  }, 180_000);
+
+  it("migrate-storage rewrites every object in v1beta1: storedVersions drops v1alpha1, nothing else changes", async () => {
+    expect(Object.values(await storedVersions())).toEqual(fleetKinds().map(() => ["v1alpha1", "v1beta1"]));
+    proxy.resetStats();
+    const startedAt = Date.now();
+    const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
+    try {
+      expect(await main(["migrate-storage", "--per-second", "200", ...kubeconfigArgs()])).toBe(0);
+    } finally {
+      log.mockRestore();
+    }
+    expect(Object.values(await storedVersions())).toEqual(fleetKinds().map(() => ["v1beta1"]));
+    await reconciledBy("migrated");
+    await expectCarriedOver(startedAt);
   }, 180_000);
 
   it(`rolls the operator back to ${previous.version} under this tree's CRDs, with the same promises`, async () => {
