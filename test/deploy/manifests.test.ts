@@ -268,8 +268,9 @@ describe("RBAC", () => {
     expect(argsOf("withRotationConsumers")).toContain("--rotation-consumers");
     const binding = find("withRotationConsumers", "ClusterRoleBinding", "mds-operator-rotation-consumers") as unknown as { subjects: unknown[] };
     expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "mds-operator", namespace: "mds-system" }]);
-    // Namespaced: the same rules as a Role, no ClusterRole at all.
-    expect(rendered.singleNamespaceRotationConsumers.map((o) => o.kind)).not.toContain("ClusterRole");
+    // Namespaced: the same rules as a Role; the webhook's ClusterRole on the six CRDs is the only cluster-scoped one.
+    const clusterRoles = rendered.singleNamespaceRotationConsumers.filter((o) => o.kind === "ClusterRole");
+    expect(clusterRoles.map((o) => o.metadata.name)).toEqual(["mds-webhook"]);
     expect(rulesOf(find("singleNamespaceRotationConsumers", "Role", "mds-operator-rotation-consumers"))).toEqual(consumerRules);
     expect(argsOf("singleNamespaceRotationConsumers")).toEqual(expect.arrayContaining(["--rotation-consumers", "--namespaces=$(POD_NAMESPACE)"]));
     // Without the component: none of it.
