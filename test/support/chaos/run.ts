@@ -64,7 +64,10 @@ export interface IterationResult {
   violations: Violation[];
   /** Upgrade mode: operator starts by version. */
   launches?: Record<string, number>;
-  /** Upgrade mode: crash points hit by one version and recovered by the other, `<from> -> <to>` → count. */
+  /**
+   * Upgrade mode: crash points hit by one version whose slot restarted on the other, `<from> -> <to>` → count. With
+   * one replica that restart is the recovery; with two the standby may recover first, on either version.
+   */
   handovers?: Record<string, number>;
 }
 
@@ -781,7 +784,7 @@ export function formatReport(report: ChaosReport): string {
   return lines.join("\n");
 }
 
-/** Upgrade mode: operator starts by version, and crash points recovered by the other version, summed. */
+/** Upgrade mode: operator starts by version, and crash points whose restart ran the other version, summed. */
 export function versionsLine(iterations: IterationResult[]): string {
   const sum = (pick: (r: IterationResult) => Record<string, number> | undefined) => {
     const out: Record<string, number> = {};
@@ -791,7 +794,7 @@ export function versionsLine(iterations: IterationResult[]): string {
       .map(([k, n]) => `${k} ${n}`)
       .join(", ");
   };
-  return `versions: started ${sum((r) => r.launches) || "none"}; a crash point of one version recovered by the other: ${sum((r) => r.handovers) || "none"}`;
+  return `versions: started ${sum((r) => r.launches) || "none"}; crash points whose restart ran the other version: ${sum((r) => r.handovers) || "none"}`;
 }
 
 /** Resolves when the operator logged that it started (or after 20 s). */
