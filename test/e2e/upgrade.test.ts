@@ -1,6 +1,6 @@
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, readFileSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm, symlink } from "node:fs/promises";
+import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream } from "node:fs";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
@@ -10,6 +10,7 @@ import { crdVersionAnnotation } from "../../src/resources/crd.ts";
 import { main } from "../../src/cli/main.ts";
 import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.ts";
 import { caBundlesInjected } from "../support/webhook-process.ts";
+import { buildPreviousRelease, currentVersion, previousRelease, repoRoot } from "../support/previous-release.ts";
 import { applyFleet, comparableStatus, fleet, getObj, settled, snapshot, type Snapshot } from "./fleet.ts";
 import {
   changingCrdsNote,
@@ -33,10 +34,8 @@ import {
 // conversion webhook. Runs on a real cluster too (MDS_E2E_KUBECONFIG), in the test's namespaces with its own Lease.
 // Whatever CRDs this tree generates (crds/) are the ones rolled to.
 
-/** The previous release: CHANGELOG.md's 0.1.0. */
-const previous = { version: "0.1.0", commit: "257d2a5bba39c4f5fa8f578ea627fd60f1c4cd0e" };
-const repoRoot = path.resolve(import.meta.dirname, "../..");
-const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string }).version;
+const previous = previousRelease;
+const version = await currentVersion();
 const pollSlowMs = 30_000;
 const LeaseType: ResourceType = {
   group: "coordination.k8s.io",
@@ -52,36 +51,6 @@ const CrdType: ResourceType = {
   kind: "CustomResourceDefinition",
   namespaced: false,
 };
-
-/**
- * The previous release's tree, from git history (no worktree is registered: `git archive` writes the commit's files
- * and nothing else). It shares this checkout's node_modules when its dependencies are the same, which is checked.
- */
-async function previousRelease(dir: string): Promise<string> {
-  const tree = path.join(dir, `mds-${previous.version}`);
-  await mkdir(tree);
-  try {
-    execFileSync("sh", ["-c", `git archive ${previous.commit} | tar -x -C "${tree}"`], {
-      cwd: repoRoot,
-      stdio: "pipe",
-    });
-  } catch (err) {
-    throw new Error(
-      `cannot read ${previous.version} (commit ${previous.commit}) from git history: clone with full history (${(err as Error).message})`,
-    );
-  }
-  // Its node_modules are this tree's: every package it declares must be here at the same version (this tree may
-  // declare more).
-  const deps = async (root: string) => {
-    const p = JSON.parse(await readFile(path.join(root, "package.json"), "utf8")) as Record<string, unknown>;
-    return { ...(p["dependencies"] as object), ...(p["devDependencies"] as object) } as Record<string, string>;
-  };
-  const here = await deps(repoRoot);
-  const differing = Object.entries(await deps(tree)).filter(([name, version]) => here[name] !== version);
-  expect(differing, `${previous.version} needs other packages than this tree: npm ci in its tree first`).toEqual([]);
-  await symlink(path.join(repoRoot, "node_modules"), path.join(tree, "node_modules"));
-  return tree;
-}
 
 interface OperatorProcess {
   identity: string;
@@ -227,7 +196,7 @@ describeChangingCrds.each(counterparts)("upgrade from %s and rollback" + changin
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), "mds-upgrade-"));
-    tree = await previousRelease(dir);
+    tree = await buildPreviousRelease(dir);
     // The previous release as installed: its CRDs (v1alpha1 alone, no conversion), its operator.
     stack = await startStack({ api: counterpart, crdsDir: path.join(tree, "crds") });
     expect(Object.values(await crdVersions())).toEqual(fleetKinds().map(() => previous.version));

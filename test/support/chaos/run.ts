@@ -19,6 +19,7 @@ import {
 import { seededRandom, type FaultSchedule } from "../fault-proxy.ts";
 import { conditionOf, isReady, type KubeObject } from "../kube-objects.ts";
 import type { ChaosStack, OperatorProcess } from "./stack.ts";
+import type { OperatorRelease, Releases } from "./versions.ts";
 
 // Chaos iterations: each runs one resource lifecycle (create, update, Secret rebuild, restore,
 // delete) on the local stack while the operator is SIGKILLed at named crash points and at random
@@ -43,6 +44,11 @@ export interface ChaosOptions {
   deadline?: number;
   /** The lifecycle steps to run, in order (default all five). */
   steps?: ChaosStep[];
+  /**
+   * Upgrade mode: the operator alternates between these two versions, at every restart of a slot (so each crash is
+   * followed by the other version) and at the start of each iteration (even ones start on the previous release).
+   */
+  releases?: Releases;
 }
 
 export interface IterationResult {
@@ -56,6 +62,13 @@ export interface IterationResult {
   apiFaults: number;
   seconds: number;
   violations: Violation[];
+  /** Upgrade mode: operator starts by version. */
+  launches?: Record<string, number>;
+  /**
+   * Upgrade mode: crash points hit by one version whose slot restarted on the other, `<from> -> <to>` → count. With
+   * one replica that restart is the recovery; with two the standby may recover first, on either version.
+   */
+  handovers?: Record<string, number>;
 }
 
 export interface ChaosReport {
@@ -99,36 +112,74 @@ function shuffle<T>(items: T[], random: () => number): T[] {
 /**
  * Keeps `replicas` operator processes running the way a Deployment would, restarting whatever
  * dies. Every start arms all crash points still queued; the one a process dies at leaves the queue, so a step
- * is crashed at each of its points in the order it reaches them.
+ * is crashed at each of its points in the order it reaches them. With `versions`, every restart of a slot runs the
+ * other version (an upgrade or a rollback after every crash), armed with the queued points that version knows.
  */
 class Supervisor {
   private readonly stack: ChaosStack;
   private readonly replicas: number;
+  private readonly versions: { releases: Releases; first: OperatorRelease } | undefined;
   private readonly processes = new Map<string, OperatorProcess>();
+  private readonly releaseOf = new Map<string, OperatorRelease>();
   private queue: string[] = [];
   private stopped = false;
   private generation = 0;
+  private broken: Error | undefined;
   crashPointHits: string[] = [];
   /** Exits nobody asked for (no crash point armed, no harness signal): a broken operator, not chaos. */
   unexpectedExits: Array<{ code: number | null; signal: NodeJS.Signals | null; logFile: string }> = [];
   randomKills = 0;
+  /** Operator starts by version. */
+  launches: Record<string, number> = {};
+  /** Crash points hit by one version whose slot then ran the other: `<from> -> <to>` → count. */
+  handovers: Record<string, number> = {};
 
-  constructor(stack: ChaosStack, replicas: number) {
+  constructor(stack: ChaosStack, replicas: number, versions?: { releases: Releases; first: OperatorRelease }) {
     this.stack = stack;
     this.replicas = replicas;
+    this.versions = versions;
   }
 
-  start(): void {
-    for (let r = 0; r < this.replicas; r++) this.launch(`r${r}`);
+  async start(): Promise<void> {
+    for (let r = 0; r < this.replicas; r++) await this.launch(`r${r}`);
   }
 
-  private launch(slot: string): void {
+  /** The version a slot runs next: the first one (the other for a second replica, as in a roll), then alternating. */
+  private nextRelease(slot: string): OperatorRelease | undefined {
+    if (this.versions === undefined) return undefined;
+    const { releases, first } = this.versions;
+    const other = (r: OperatorRelease) => (r === releases.previous ? releases.current : releases.previous);
+    const last = this.releaseOf.get(slot);
+    return last !== undefined ? other(last) : slot === "r0" ? first : other(first);
+  }
+
+  private async launch(slot: string, crashedAt?: string): Promise<void> {
     if (this.stopped) return;
-    const armed = this.queue.length > 0;
+    const release = this.nextRelease(slot);
+    const last = this.releaseOf.get(slot);
+    if (release !== undefined) {
+      try {
+        await this.versions?.releases.use(release);
+      } catch (error) {
+        this.broken = error instanceof Error ? error : new Error(String(error));
+        return;
+      }
+      if (this.stopped) return;
+      this.releaseOf.set(slot, release);
+      this.launches[release.version] = (this.launches[release.version] ?? 0) + 1;
+      if (crashedAt !== undefined && last !== undefined && last !== release) {
+        const key = `${last.version} -> ${release.version}`;
+        this.handovers[key] = (this.handovers[key] ?? 0) + 1;
+      }
+    }
+    const points = release === undefined ? this.queue : this.queue.filter((p) => release.crashPoints.has(p));
+    const armed = points.length > 0;
     const proc = this.stack.startOperator({
-      identity: `chaos-${slot}-${++this.generation}`,
+      // The version in the name, so the log files say which version each process ran.
+      identity: `chaos-${slot}-${++this.generation}${release === undefined ? "" : `-${release.version}`}`,
       leaderElect: this.replicas > 1,
-      ...(armed ? { crashPoint: armValue(this.queue) } : {}),
+      ...(armed ? { crashPoint: armValue(points) } : {}),
+      ...(release === undefined ? {} : { entry: release.entry }),
     });
     this.processes.set(slot, proc);
     void proc.exited.then(async ({ code, signal }) => {
@@ -142,7 +193,7 @@ class Supervisor {
         this.unexpectedExits.push({ code, signal, logFile: proc.logFile });
       }
       // Exit code 1 after a lost lease is expected with two replicas; a Deployment restarts it.
-      if (!this.stopped) setTimeout(() => this.launch(slot), this.unexpectedExits.length > 0 ? 500 : 50);
+      if (!this.stopped) setTimeout(() => void this.launch(slot, point), this.unexpectedExits.length > 0 ? 500 : 50);
     });
   }
 
@@ -187,7 +238,10 @@ class Supervisor {
     return new Promise((_resolve, reject) => {
       const check = setInterval(() => {
         if (this.stopped) return clearInterval(check);
-        if (this.unexpectedExits.length >= 3) {
+        if (this.broken !== undefined) {
+          clearInterval(check);
+          reject(new Error(`cannot switch the operator's version: ${this.broken.message}`));
+        } else if (this.unexpectedExits.length >= 3) {
           clearInterval(check);
           const last = this.unexpectedExits[this.unexpectedExits.length - 1];
           reject(
@@ -554,7 +608,12 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
     const twoReplicas = random() < 0.3;
     const replicas =
       options.replicas === undefined || options.replicas === "random" ? (twoReplicas ? 2 : 1) : options.replicas;
-    const supervisor = new Supervisor(stack, replicas);
+    const releases = options.releases;
+    const supervisor = new Supervisor(
+      stack,
+      replicas,
+      releases === undefined ? undefined : { releases, first: i % 2 === 0 ? releases.previous : releases.current },
+    );
     const violations: Violation[] = [];
     let watchDrops = 0;
     let outages = 0;
@@ -578,9 +637,8 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
             slowDelayMs: 300,
           };
     stack.apiProxy.setSchedule(schedule);
-    supervisor.start();
-
     try {
+      await supervisor.start();
       for (const step of options.steps ?? steps) {
         const candidates =
           options.crashSteps === undefined || options.crashSteps.includes(step) ? crashPointsForStep(step) : [];
@@ -670,9 +728,11 @@ export async function runChaos(stack: ChaosStack, options: ChaosOptions): Promis
       apiFaults: faults,
       seconds: Math.round((Date.now() - started) / 100) / 10,
       violations,
+      ...(releases === undefined ? {} : { launches: supervisor.launches, handovers: supervisor.handovers }),
     };
     results.push(result);
     log(formatRow(result));
+    if (releases !== undefined) log(`    ${versionsLine([result])}`);
     log(
       `    step seconds: ${Object.entries(stepSeconds)
         .map(([k, v]) => `${k} ${v}`)
@@ -716,11 +776,25 @@ export function formatReport(report: ChaosReport): string {
     r.violations.map((v) => `  iteration ${r.iteration}: ${v.invariant}: ${v.detail}`),
   );
   if (violations.length > 0) lines.push("", "violations:", ...violations);
+  if (report.iterations.some((r) => r.launches !== undefined)) lines.push("", versionsLine(report.iterations));
   lines.push(
     "",
     `chaos: ${report.iterations.length} iterations, ${report.crashes} crashes injected, ${report.violations} invariant violations`,
   );
   return lines.join("\n");
+}
+
+/** Upgrade mode: operator starts by version, and crash points whose restart ran the other version, summed. */
+export function versionsLine(iterations: IterationResult[]): string {
+  const sum = (pick: (r: IterationResult) => Record<string, number> | undefined) => {
+    const out: Record<string, number> = {};
+    for (const r of iterations) for (const [k, n] of Object.entries(pick(r) ?? {})) out[k] = (out[k] ?? 0) + n;
+    return Object.entries(out)
+      .sort()
+      .map(([k, n]) => `${k} ${n}`)
+      .join(", ");
+  };
+  return `versions: started ${sum((r) => r.launches) || "none"}; crash points whose restart ran the other version: ${sum((r) => r.handovers) || "none"}`;
 }
 
 /** Resolves when the operator logged that it started (or after 20 s). */
