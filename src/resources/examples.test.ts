@@ -5,9 +5,12 @@ import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
 import type { z } from "zod";
 import { parseCron } from "./backup-schedule/cron.ts";
+import { convertObject } from "./conversion/convert.ts";
+import { apiVersion } from "./group.ts";
 import { kindModules } from "./index.ts";
 
-// The examples a newcomer applies must stay valid against the schemas the CRDs come from.
+// The examples a newcomer applies must stay valid against the schemas the CRDs come from. They are written in the
+// storage version (v1beta1); the schemas are v1alpha1's, so each is converted first, as the webhook would.
 const root = fileURLToPath(new URL("../../examples", import.meta.url));
 const dirs = [
   "",
@@ -35,7 +38,8 @@ describe("examples", () => {
     for (const doc of docs) {
       const schema = schemas[doc.kind];
       expect(schema, `unknown kind ${doc.kind}`).toBeDefined();
-      const result = schema!.safeParse(doc);
+      expect((doc as { apiVersion?: string }).apiVersion).toBe("mds.dev/v1beta1");
+      const result = schema!.safeParse(convertObject(doc as unknown as Record<string, unknown>, apiVersion));
       expect(result.error?.message).toBeUndefined();
       // A schedule's cron is checked by the operator, not the CRD: check it here.
       if (doc.kind === "BackupSchedule") parseCron((doc as { spec?: { schedule?: string } }).spec?.schedule ?? "");

@@ -71,7 +71,8 @@ describe("examples/gitops rendered and dry-run on the server", () => {
     stack = await startStack();
     if (onRealCluster) return;
     await stack.kubectl(["apply", "-f", "-"], gitopsCrds);
-    for (const ns of ["flux-system", "argocd", "shop", "mds-system"]) await stack.kubectl(["create", "namespace", ns]);
+    // mds-system exists already: the stack runs the conversion webhook there.
+    for (const ns of ["flux-system", "argocd", "shop"]) await stack.kubectl(["create", "namespace", ns]);
     await stack.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
   }, 120_000);
   afterAll(async () => {
