@@ -18,6 +18,7 @@ import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
 import { controllers, crashPoints, objectGauges } from "../resources/index.ts";
 import { mdsRemote, type MdsRemote } from "../resources/remote-api.ts";
+import { mdsWireCodec } from "../resources/conversion/wire.ts";
 import { defaultRateLimit } from "../client/index.ts";
 
 // `mds operator`: configuration, logger, kubeconfig, leader election, health and metrics around the reconcilers
@@ -34,6 +35,7 @@ export const createOperatorWithKinds: CreateOperator = ({ restoreReplayWindowMs,
   createOperator({
     ...options,
     remote: mdsRemote,
+    codec: mdsWireCodec,
     controllers: controllers(
       restoreReplayWindowMs === undefined ? {} : { restore: { replayWindowMs: restoreReplayWindowMs } },
     ),

@@ -1,7 +1,8 @@
 import { fetch, type Dispatcher, type Response } from "undici";
 import { KubeError, kubeErrorFor } from "./errors.ts";
 import type { KubeConfig } from "./kubeconfig.ts";
-import { pathOf, stripObject, type KubeObject, type ObjectList, type ResourceType } from "./types.ts";
+import { pathOf as typePathOf, stripObject, type KubeObject, type ObjectList, type ResourceType } from "./types.ts";
+import { identityCodec, type WireCodec } from "./wire-codec.ts";
 
 export interface ListOptions {
   namespace?: string | undefined;
@@ -60,6 +61,8 @@ export interface KubeClientOptions {
    * (the operator never reads them); a client that writes back what it read (a storage migration) needs them.
    */
   strip?: boolean;
+  /** The version each type is spoken in on the wire, and the conversion to and from it (default: none). */
+  codec?: WireCodec | undefined;
 }
 
 type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -130,7 +133,12 @@ export async function kubeFetch(
 export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOptions = {}): KubeClient {
   const timeoutMs = options.timeoutMs ?? 30_000;
   const fieldManager = options.fieldManager ?? "mds-operator";
-  const strip = options.strip === false ? <T>(obj: T) => obj : stripObject;
+  const stripOnly = options.strip === false ? <T extends KubeObject>(obj: T) => obj : stripObject;
+  const codec = options.codec ?? identityCodec;
+  // Every request addresses the type's wire version; every object read is decoded, every body written encoded.
+  const pathOf = (type: ResourceType, namespace: string | undefined, name?: string, sub?: string) =>
+    typePathOf(codec.onWire(type), namespace, name, sub);
+  const read = <T extends KubeObject>(type: ResourceType, obj: T): T => stripOnly(codec.decode(type, obj));
   async function request(
     what: string,
     method: Method,
@@ -165,7 +173,8 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
   return {
     async get<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string) {
       try {
-        return strip(
+        return read(
+          type,
           (await request(
             describe("get", type, namespace, name),
             HttpMethod.GET,
@@ -192,43 +201,46 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
         undefined,
         o.signal,
       )) as ObjectList<T>;
-      list.items = (list.items ?? []).map((item) => strip(item));
+      list.items = (list.items ?? []).map((item) => read(type, item));
       list.metadata = list.metadata ?? {};
       return list;
     },
     async create<T extends KubeObject>(type: ResourceType, obj: T) {
       const ns = obj.metadata.namespace;
-      return strip(
+      return read(
+        type,
         (await request(
           describe("create", type, ns, obj.metadata.name),
           HttpMethod.POST,
           pathOf(type, ns),
           { fieldManager },
-          obj,
+          codec.encode(type, obj),
         )) as T,
       );
     },
     async replace<T extends KubeObject>(type: ResourceType, obj: T) {
       const ns = obj.metadata.namespace;
       const name = obj.metadata.name;
-      return strip(
+      return read(
+        type,
         (await request(
           describe("update", type, ns, name),
           HttpMethod.PUT,
           pathOf(type, ns, name),
           { fieldManager },
-          obj,
+          codec.encode(type, obj),
         )) as T,
       );
     },
     async patch<T extends KubeObject>(type: ResourceType, namespace: string | undefined, name: string, patch: object) {
-      return strip(
+      return read(
+        type,
         (await request(
           describe("patch", type, namespace, name),
           HttpMethod.PATCH,
           pathOf(type, namespace, name),
           { fieldManager },
-          patch,
+          codec.encode(type, patch),
           "application/merge-patch+json",
         )) as T,
       );
@@ -239,13 +251,14 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
       name: string,
       patch: object,
     ) {
-      return strip(
+      return read(
+        type,
         (await request(
           describe("update status of", type, namespace, name),
           HttpMethod.PATCH,
           pathOf(type, namespace, name, "status"),
           { fieldManager },
-          patch,
+          codec.encode(type, patch),
           "application/merge-patch+json",
         )) as T,
       );
@@ -253,13 +266,14 @@ export function createKubeClient(kubeConfig: KubeConfig, options: KubeClientOpti
     async apply<T extends KubeObject>(type: ResourceType, obj: T, manager: string) {
       const ns = obj.metadata.namespace;
       const name = obj.metadata.name;
-      return strip(
+      return read(
+        type,
         (await request(
           describe("apply", type, ns, name),
           HttpMethod.PATCH,
           pathOf(type, ns, name),
           { fieldManager: manager, force: "true" },
-          obj,
+          codec.encode(type, obj),
           "application/apply-patch+yaml",
         )) as T,
       );

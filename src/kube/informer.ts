@@ -5,6 +5,7 @@ import { kubeFetch, type KubeClient } from "./client.ts";
 import { KubeError, KubeGoneError, kubeErrorFor } from "./errors.ts";
 import type { KubeConfig } from "./kubeconfig.ts";
 import { pathOf, stripObject, type KubeObject, type ResourceType } from "./types.ts";
+import { identityCodec, type WireCodec } from "./wire-codec.ts";
 
 type InformerEvent = "add" | "update" | "delete";
 
@@ -23,6 +24,8 @@ interface InformerOptions<T extends KubeObject> {
   watchInactivityMs?: number;
   /** At most one watch request per this interval, whatever fails (client-node#1933). */
   minWatchIntervalMs?: number;
+  /** The client's codec (its lists go through `client`), for the watch: the wire version and decoding. */
+  codec?: WireCodec | undefined;
 }
 
 export interface Informer<T extends KubeObject> {
@@ -69,6 +72,7 @@ const sleep = (ms: number, signal: AbortSignal) =>
  */
 export function createInformer<T extends KubeObject>(options: InformerOptions<T>): Informer<T> {
   const { client, type, namespace, labelSelector, onEvent, logger } = options;
+  const codec = options.codec ?? identityCodec;
   const pageSize = options.pageSize ?? 500;
   const inactivityMs = options.watchInactivityMs ?? 90_000;
   const minWatchIntervalMs = options.minWatchIntervalMs ?? 1_000;
@@ -161,7 +165,7 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
       if (status.code === 410) resourceVersion = "";
       return;
     }
-    const obj = stripObject(raw as T);
+    const obj = stripObject(codec.decode(type, raw as T));
     if (obj.metadata?.resourceVersion) resourceVersion = obj.metadata.resourceVersion;
     lastActivity = Date.now();
     if (kind === "BOOKMARK") return;
@@ -202,7 +206,7 @@ export function createInformer<T extends KubeObject>(options: InformerOptions<T>
     };
     const what = `cannot watch ${type.plural}`;
     try {
-      const response = await kubeFetch(options.kubeConfig, what, "GET", pathOf(type, namespace), query, {
+      const response = await kubeFetch(options.kubeConfig, what, "GET", pathOf(codec.onWire(type), namespace), query, {
         signal: controller.signal,
         watch: true,
       });

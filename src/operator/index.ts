@@ -3,6 +3,7 @@ import type { Registry } from "prom-client";
 import { prometheusHooks, type ClientHooks } from "../client/index.ts";
 import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { createInformer, type Informer } from "../kube/informer.ts";
+import type { WireCodec } from "../kube/wire-codec.ts";
 import type { KubeConfig } from "../kube/kubeconfig.ts";
 import { SecretType, type KubeObject, type ResourceType, type Secret } from "../kube/types.ts";
 import { annotations, managedSecretSelector } from "./secret/render.ts";
@@ -56,6 +57,8 @@ export interface OperatorOptions<R extends RemoteState = RemoteState> {
   createApiClient?: ((options: { baseUrl: string; token: string }) => R["api"]) | undefined;
   /** Test seam: the Kubernetes client (default: built from kubeConfig). */
   kube?: KubeClient;
+  /** The version the kinds are spoken in on the wire, and the conversion to it (default: their own). */
+  codec?: WireCodec;
   /**
    * Benchmark-only: "fifo" serves every kind's queue in arrival order instead of namespaces in turn (work-queue.ts),
    * so bench/fairness.ts can measure what fairness buys in one run (MDS_QUEUE_ORDER).
@@ -82,7 +85,11 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
     options.metrics,
     options.controllers.flatMap((c) => c.objectGauges?.gauges ?? []),
   );
-  const kube = countWrites(options.kube ?? createKubeClient(options.kubeConfig), metrics.kubeWrites, options.canWrite);
+  const kube = countWrites(
+    options.kube ?? createKubeClient(options.kubeConfig, { codec: options.codec }),
+    metrics.kubeWrites,
+    options.canWrite,
+  );
   const namespaces = options.namespaces ?? [undefined];
   const crashPoint = options.crashPoint ?? (() => {});
   const writes = new Set(options.remote.writes);
@@ -153,6 +160,7 @@ export function createOperator<R extends RemoteState>(options: OperatorOptions<R
       createInformer<KubeObject>({
         kubeConfig: options.kubeConfig,
         client: kube,
+        codec: options.codec,
         type,
         namespace,
         labelSelector,

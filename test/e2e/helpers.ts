@@ -81,6 +81,8 @@ export const changingCrdsNote = crdTestsSkipped
 export interface Stack {
   /** The devkube of this file; undefined on a real cluster. */
   devkube: Devkube | undefined;
+  /** The conversion webhook the CRDs name, run beside devkube; undefined on a real cluster (deploy/ runs it). */
+  webhook: WebhookProcess | undefined;
   service: TestService;
   /** The public-API emulator the operator talks to, when the stack was started with `api: "emulator"`. */
   emulator: PublicApiEmulator | undefined;
@@ -320,6 +322,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 
   return {
     devkube,
+    webhook,
     service,
     emulator,
     kubeConfig,
