@@ -1,11 +1,10 @@
+import { deploymentStatus } from "./deployment-status.ts";
 import { clone, isObj, jsonEqual, metaOf, type Obj } from "./types.ts";
 import {
   controllerRef,
   isTerminating,
   nameOf,
-  nowTime,
   num,
-  objList,
   scaled,
   specOf,
   STORAGE,
@@ -18,7 +17,7 @@ import {
 // The Deployment controller as kubectl and an operator observe it: a ReplicaSet per pod template named
 // <deployment>-<pod-template-hash>, revisions in deployment.kubernetes.io/revision, RollingUpdate bounded by
 // maxSurge/maxUnavailable or Recreate, paused, revisionHistoryLimit, and the status and conditions
-// (Progressing/Available with upstream's reasons and messages, ProgressDeadlineExceeded) that
+// (Progressing/Available with upstream's reasons and messages, ProgressDeadlineExceeded: deployment-status.ts) that
 // `kubectl rollout status` reads.
 
 const MANAGER = "kube-controller-manager";
@@ -318,117 +317,16 @@ class DeploymentSync {
 
   private writeStatus(all: Obj[], newRs: Obj | undefined, paused: boolean): void {
     const before = statusOf(this.d);
-    const { unavailable } = this.fenceposts();
-    const st = (rs: Obj, k: string) => num(statusOf(rs)[k]);
-    const replicas = sum(all, (rs) => st(rs, "replicas"));
-    const available = sum(all, (rs) => st(rs, "availableReplicas"));
-    const status: Obj = {
-      observedGeneration: metaOf(this.d)["generation"],
-      replicas,
-      updatedReplicas: newRs ? st(newRs, "replicas") : 0,
-      readyReplicas: sum(all, (rs) => st(rs, "readyReplicas")),
-      availableReplicas: available,
-      // upstream counts the ReplicaSets' desired replicas here, surge included
-      unavailableReplicas: Math.max(0, sum(all, replicasOf) - available),
-    };
-    // DeploymentStatus' counts are omitempty
-    for (const k of Object.keys(status)) if (status[k] === 0) delete status[k];
-    if (before["collisionCount"] !== undefined) status["collisionCount"] = before["collisionCount"];
-    const now = Date.now();
-    const time = nowTime(now);
-    let conditions = objList(before["conditions"]).map((c) => ({ ...c }));
-    const put = (c: Obj, keepUpdateTime = false) => {
-      const cur = conditions.find((x) => x["type"] === c["type"]);
-      if (cur && cur["status"] === c["status"] && cur["reason"] === c["reason"] && !keepUpdateTime) return;
-      const next: Obj = { ...c, lastUpdateTime: time, lastTransitionTime: time };
-      if (cur && cur["status"] === c["status"]) next["lastTransitionTime"] = cur["lastTransitionTime"];
-      conditions = [...conditions.filter((x) => x !== cur), next];
-    };
-    put(
-      available >= this.replicas - unavailable
-        ? {
-            type: "Available",
-            status: "True",
-            reason: "MinimumReplicasAvailable",
-            message: "Deployment has minimum availability.",
-          }
-        : {
-            type: "Available",
-            status: "False",
-            reason: "MinimumReplicasUnavailable",
-            message: "Deployment does not have minimum availability.",
-          },
-    );
-    const rsName = newRs ? nameOf(newRs) : "";
-    const progressing = conditions.find((c) => c["type"] === "Progressing");
-    const deadline = this.spec["progressDeadlineSeconds"];
-    if (paused) {
-      if (progressing?.["reason"] !== "DeploymentPaused")
-        put({ type: "Progressing", status: "Unknown", reason: "DeploymentPaused", message: "Deployment is paused" });
-    } else if (progressing?.["reason"] === "DeploymentPaused") {
-      put({ type: "Progressing", status: "Unknown", reason: "DeploymentResumed", message: "Deployment is resumed" });
-    } else if (typeof deadline === "number") {
-      const complete =
-        num(status["updatedReplicas"]) === this.replicas && replicas === this.replicas && available === this.replicas;
-      const oldReplicas = (s: Obj) => num(s["replicas"]) - num(s["updatedReplicas"]);
-      const moved =
-        num(status["updatedReplicas"]) > num(before["updatedReplicas"]) ||
-        oldReplicas(status) < oldReplicas(before) ||
-        num(status["readyReplicas"]) > num(before["readyReplicas"]) ||
-        available > num(before["availableReplicas"]);
-      if (complete) {
-        put({
-          type: "Progressing",
-          status: "True",
-          reason: "NewReplicaSetAvailable",
-          message: `ReplicaSet "${rsName}" has successfully progressed.`,
-        });
-      } else if (this.created) {
-        put({
-          type: "Progressing",
-          status: "True",
-          reason: "NewReplicaSetCreated",
-          message: `Created new replica set "${rsName}"`,
-        });
-      } else if (!progressing && newRs) {
-        put({
-          type: "Progressing",
-          status: "True",
-          reason: "FoundNewReplicaSet",
-          message: `Found new replica set "${rsName}"`,
-        });
-      } else if (moved) {
-        put(
-          {
-            type: "Progressing",
-            status: "True",
-            reason: "ReplicaSetUpdated",
-            message: `ReplicaSet "${rsName}" is progressing.`,
-          },
-          true,
-        );
-      } else if (progressing?.["status"] === "True" && progressing["reason"] !== "NewReplicaSetAvailable") {
-        const since = Date.parse(String(progressing["lastUpdateTime"] ?? ""));
-        if (since + deadline * 1000 < now)
-          put({
-            type: "Progressing",
-            status: "False",
-            reason: "ProgressDeadlineExceeded",
-            message: `ReplicaSet "${rsName}" has timed out progressing.`,
-          });
-      }
-      // a rollout that stops moving times out progressDeadlineSeconds after its last progress: look again then
-      const after = conditions.find((c) => c["type"] === "Progressing");
-      if (!complete && after?.["status"] === "True") {
-        const since = Date.parse(String(after["lastUpdateTime"] ?? ""));
-        this.ctx.requeue("deployment", this.ns, nameOf(this.d), Math.max(0, since + deadline * 1000 - now) + 1000);
-      }
-    }
-    // Available first, as kube-controller-manager lists them
-    status["conditions"] = [
-      ...conditions.filter((c) => c["type"] === "Available"),
-      ...conditions.filter((c) => c["type"] !== "Available"),
-    ];
+    const { status, recheckInMs } = deploymentStatus({
+      d: this.d,
+      all,
+      newRs,
+      paused,
+      created: this.created,
+      maxUnavailable: this.fenceposts().unavailable,
+      now: Date.now(),
+    });
+    if (recheckInMs !== undefined) this.ctx.requeue("deployment", this.ns, nameOf(this.d), recheckInMs);
     if (jsonEqual(status, before)) return;
     const cur = this.ctx.get(STORAGE.deployment, this.ns, nameOf(this.d));
     if (!cur) return;
