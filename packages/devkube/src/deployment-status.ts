@@ -5,7 +5,7 @@ import { nameOf, nowTime, num, objList, specOf, statusOf } from "./workload-cont
 // counts kubectl prints, Available against maxUnavailable, and Progressing with its reasons and messages, timing out
 // (ProgressDeadlineExceeded) once nothing moved for progressDeadlineSeconds.
 
-export interface StatusInput {
+interface StatusInput {
   d: Obj;
   /** Its ReplicaSets, the new one included. */
   all: Obj[];
