@@ -11,6 +11,7 @@ import { crdOf } from "../resources/crd.ts";
 import { crdDefinitions } from "../resources/crd-files.ts";
 import { eventually } from "../../test/support/eventually.ts";
 import { runKubectl } from "../../test/support/kubectl.ts";
+import { exampleIn } from "../../test/support/example-in.ts";
 import { webhookAddress, type WebhookProcess } from "../../test/support/webhook-process.ts";
 
 // An upgrade's storage migration, observed through the API only: objects written by 0.1.0's CRDs (v1alpha1 stored),
@@ -46,7 +47,7 @@ describe("mds migrate-storage on devkube", () => {
       "credentials/connection.yaml",
       "backup-schedule/orders-nightly.yaml",
     ]) {
-      const res = await kubectl(["apply", "-f", join(examples, f)]);
+      const res = await kubectl(["apply", "-f", "-"], exampleIn(join(examples, f)));
       expect(res.code, res.stderr).toBe(0);
     }
   });

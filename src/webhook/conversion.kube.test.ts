@@ -10,6 +10,7 @@ import { crdOf } from "../resources/crd.ts";
 import { crdDefinitions } from "../resources/crd-files.ts";
 import { eventually } from "../../test/support/eventually.ts";
 import { runKubectl } from "../../test/support/kubectl.ts";
+import { exampleIn } from "../../test/support/example-in.ts";
 import { webhookAddress, type WebhookProcess } from "../../test/support/webhook-process.ts";
 
 // The API server's side of conversion, on devkube with the real kubectl 1.32: the CRDs serve v1alpha1 (deprecated)
@@ -64,7 +65,7 @@ describe("CRD conversion through the webhook on devkube", () => {
   });
 
   it("stores v1beta1 and serves both versions: a v1alpha1 apply reads back in either, with kubectl's deprecation warning", async () => {
-    const applied = await kubectl(["apply", "-f", databases]);
+    const applied = await kubectl(["apply", "-f", "-"], exampleIn(databases));
     expect(applied.code, applied.stderr).toBe(0);
     expect(applied.stderr).toContain(deprecation);
 

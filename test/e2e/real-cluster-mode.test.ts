@@ -7,6 +7,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startDevkube, type Devkube } from "@mds/devkube";
 import { runKubectl } from "../support/kubectl.ts";
+import { serviceWebhook, type WebhookProcess } from "../support/webhook-process.ts";
 import { SecretType, type KubeObject, type Secret } from "../../src/kube/types.ts";
 import { decodeData } from "../../src/operator/secret/render.ts";
 import { DatabaseType, ProjectType } from "../../src/resources/types.ts";
@@ -20,17 +21,31 @@ import { eventually, manifests, namespaceFlagNeeded, realClusterFromEnv, startSt
 let cluster: Devkube;
 let dir: string;
 let stack: Stack | undefined;
+let webhook: WebhookProcess | undefined;
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), "mds-e2e-cluster-"));
-  cluster = await startDevkube({ dir, port: 0 });
+  // A cluster mds is installed on runs the conversion webhook the CRDs name (docs/e2e.md): so does this one.
+  const at = await serviceWebhook();
+  cluster = await startDevkube({ dir, port: 0, services: at.services });
+  for (const args of [
+    ["create", "namespace", "mds-system"],
+    ["apply", "-f", crdsDir],
+  ]) {
+    const r = await clusterKubectl(args);
+    if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+  }
+  webhook = await at.start(cluster.kubeconfigPath);
 }, 60_000);
 
 afterAll(async () => {
   await stack?.stop();
+  await webhook?.stop();
   await cluster?.stop();
   await rm(dir, { recursive: true, force: true });
 });
+
+const crdsDir = path.resolve(import.meta.dirname, "../../crds");
 
 async function clusterKubectl(args: string[]) {
   return runKubectl(cluster.kubeconfigPath, args, { cacheDir: path.join(dir, "kubectl-cache") });

@@ -487,9 +487,9 @@ describe.each(counterparts)("the operator acts only on what it minted, against %
           what: "thief's finalizer",
         },
       );
-      await forgeStatus("connections.mds.dev", "thief", ns("b"), {
+      await forgeStatus("connections.v1beta1.mds.dev", "thief", ns("b"), {
         databaseId: "db_c000000000000000000000000",
-        credentials: { secret: `${ns("a")}/app`, key: "password", source: "spec" },
+        credentials: { secret: `${ns("a")}/app`, key: "password", source: "Spec" },
       });
       await eventually(
         async () =>
