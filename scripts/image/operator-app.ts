@@ -2,7 +2,8 @@
 // Dockerfile's runtime stage and scripts/build-image.sh assemble, the service image's /app). `mds operator` loads
 // bin/mds.js, dist/cli/main.js, dist/cli/heap-flags.js, dist/operator/build-info.js (`--version`) and the bundle dist/cli/operator.js, which holds our modules
 // and every npm package it imports (scripts/bundle-operator.ts); the one package it requires at run time instead is
-// `yaml`, and only to read a kubeconfig file. So the operator image carries those files, package.json (it declares
+// `yaml`, and only to read a kubeconfig file. `mds webhook` (the conversion webhook's Deployment runs this image) is
+// bundled the same way, in dist/cli/webhook.js. So the operator image carries those files, package.json (it declares
 // ESM and the version), dist/build-commit (the commit mds_build_info reports), the bundle's list of the packages it inlined (the SBOM reads it) and node_modules/yaml
 // without its type declarations, source maps and READMEs: about 1 MB instead of 130 MB of node_modules. The other
 // commands (`service`, `token`, `crds`) live in the service image. Run by the Dockerfile (operator-app stage), by
@@ -18,6 +19,7 @@ export const operatorFiles = [
   "dist/cli/heap-flags.js",
   "dist/operator/build-info.js",
   "dist/cli/operator.js",
+  "dist/cli/webhook.js",
   "dist/cli/operator.packages.json",
   "dist/build-commit",
 ];

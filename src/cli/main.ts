@@ -95,7 +95,7 @@ export async function main(argv: string[], devCommands: Record<string, Command> 
   } catch (err) {
     if (!commandModuleMissing(err, name)) throw err;
     console.error(
-      `mds: "${name}" is not in this image: the operator image holds \`mds operator\` alone (scripts/image/operator-app.ts); the service image holds every command`,
+      `mds: "${name}" is not in this image: the operator image holds \`mds operator\` and \`mds webhook\` (scripts/image/operator-app.ts); the service image holds every command`,
     );
     return 2;
   }
