@@ -236,18 +236,25 @@ export class JobRunner {
       this.running++;
       try {
         // Counted outside the lock's transaction, so a crash mid-run still counts as an attempt.
-        const run = await pool.query<{ id: string; attempts: string }>(
+        const run = await pool.query<{ id: string; attempts: string; runs: string }>(
           `WITH r AS (INSERT INTO job_runs (job_id, instance) VALUES ($1, $2) RETURNING id)
-           SELECT (SELECT id FROM r) AS id, (SELECT count(*) FROM job_runs WHERE job_id = $1) + 1 AS attempts`,
+           SELECT (SELECT id FROM r) AS id,
+                  (SELECT count(*) FROM job_runs WHERE job_id = $1 AND outcome IS DISTINCT FROM 'unavailable') + 1 AS attempts,
+                  (SELECT count(*) FROM job_runs WHERE job_id = $1) + 1 AS runs`,
           [job.id, this.instanceId],
         );
         const runId = run.rows[0]!.id;
+        // Attempts that found PostgreSQL out of reach (a failover, a restart) are the platform's, not the job's: they
+        // do not use up its attempts, only a ceiling of runs, so a job outlives an outage of minutes.
         const attempt = Number(run.rows[0]!.attempts);
+        const runs = Number(run.rows[0]!.runs);
+        const maxRuns = maxAttempts * 4;
         const log = logger.child({ job: job.id, kind: job.kind, target: job.target_id, attempt });
         let outcome = "";
         const handler = handlers[job.kind];
         try {
           if (attempt > maxAttempts) throw new JobFatalError(`gave up after ${maxAttempts} attempts`);
+          if (runs > maxRuns) throw new JobFatalError(`gave up after ${maxRuns} runs`);
           log.debug("job started");
           const deadline = new AbortController();
           const timer = setTimeout(() => deadline.abort(new JobTimeoutError(timeoutMs)), timeoutMs);
@@ -302,7 +309,8 @@ export class JobRunner {
           log.debug("job done");
         } catch (err) {
           const error = err instanceof Error ? err : new Error(String(err));
-          const fatal = error instanceof JobFatalError || attempt >= maxAttempts;
+          const fatal =
+            error instanceof JobFatalError || (isUnavailable(error) ? runs >= maxRuns : attempt >= maxAttempts);
           log.warn({ err: { message: error.message } }, fatal ? "job failed" : "job attempt failed, will retry");
           if (fatal) {
             await handler.fail(job, error);
