@@ -8,7 +8,7 @@ import { requireLua, runHealthScript } from "../deploy/lua.ts";
 import { argoAgrees, kstatusOf, type KStatus } from "../support/kstatus.ts";
 import { counterparts, eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
-// GitOps readers of status (issue 23 item 5): a Database and a DatabaseRestore walked through every state they pass,
+// GitOps readers of status: a Database and a DatabaseRestore walked through every state they pass,
 // against devkube and both counterparts, with kstatus computed as sigs.k8s.io/cli-utils does (test/support/kstatus.ts)
 // on the objects as the apiserver serves them, and the Argo CD health scripts run on the same objects. Every version
 // of every object is recorded through a watch, so a state that lasts one write is checked too.
