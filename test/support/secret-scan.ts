@@ -1,5 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
+import { group, version } from "../../src/resources/group.ts";
+import { kindModules } from "../../src/resources/index.ts";
 
 // Finds planted secrets (tokens, passwords, connection strings) where they must never appear:
 // log files, Kubernetes Events, object statuses. It looks for each secret in the forms a leak
@@ -120,13 +122,8 @@ export interface KubernetesScanOptions {
   customResources?: ReadonlyArray<{ group: string; version: string; plural: string }>;
 }
 
-export const mdsCustomResources = [
-  { group: "mds.dev", version: "v1alpha1", plural: "projects" },
-  { group: "mds.dev", version: "v1alpha1", plural: "databases" },
-  { group: "mds.dev", version: "v1alpha1", plural: "databaserestores" },
-  { group: "mds.dev", version: "v1alpha1", plural: "databasebackups" },
-  { group: "mds.dev", version: "v1alpha1", plural: "backupschedules" },
-] as const;
+/** Every kind of the registry: a new kind is scanned without anyone remembering to add it here. */
+export const mdsCustomResources = kindModules.map((k) => ({ group, version, plural: k.definition.plural }));
 
 interface Meta {
   metadata?: {
