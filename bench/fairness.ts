@@ -1,6 +1,6 @@
 // `node bench/fairness.ts [--burst 1000] [--probes 5] [--orders fifo,namespaces] [--spares 64] [--shared-token]
 //    [--dist DIR] [--no-leader-elect] [--keep]`
-// Fairness between teams (issue 24 item 3): team A applies a burst of N Databases at once; while it runs, team B
+// Fairness between teams: team A applies a burst of N Databases at once; while it runs, team B
 // applies one Database at a time ("probes"), each next to one database created directly at the service with B's
 // token at the same moment: the service's own create→ready time under the same load. B's figure is its apply→Ready
 // time minus that service time, p99 over the probes; target ≤ 2 s with the operator's queue serving namespaces in

@@ -1,5 +1,5 @@
 // `npm run bench:noisy-neighbour -- [--samples 12] [--noisy-projects 4] [--bump-ms 200] [--rotate-ms 1000] [--keep]`
-// Issue 22, attack 2: a team's bad token must never delay another team's reconcile. On the local stack (service,
+// A noisy neighbour: a team's bad token must never delay another team's reconcile. On the local stack (service,
 // devkube, one operator process, the service's production authentication limits), team A creates Databases one at a
 // time and each is timed from apply to Ready, in interleaved rounds of three: team B quiet; team B looping a garbage
 // token (its Projects name Secrets holding garbage, rotated every --rotate-ms, and `mds.dev/reconcile-requested-at`

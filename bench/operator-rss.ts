@@ -24,8 +24,8 @@ const { values } = parseArgs({
      */
     live: { type: "string" },
     /**
-     * Spread over this many namespaces (bench-0, bench-1, …; one Project each), as teams would be (issue 24 item 4:
-     * 100). Default 1: the namespace "bench".
+     * Spread over this many namespaces (bench-0, bench-1, …; one Project each), as teams would be (100
+     * in the cold-start bench). Default 1: the namespace "bench".
      */
     namespaces: { type: "string", default: "1" },
     /** Leader election on (the default, as deployed); off when the machine is too loaded to renew within 10 s. */
@@ -45,7 +45,7 @@ const { values } = parseArgs({
     "node-flags": { type: "string", default: "" },
     /**
      * After the resync: stop the operator and start a new one in front of everything it left, and count what the
-     * cold start costs until every Database is confirmed (issue 24 item 4). Exits 1 when a target is missed.
+     * cold start costs until every Database is confirmed. Exits 1 when a target is missed.
      */
     restart: { type: "boolean", default: false },
     /** Environment over the image's for the operator process, e.g. "MALLOC_MMAP_THRESHOLD_=32768" (comma-separated). */
@@ -328,7 +328,7 @@ async function runParent(): Promise<void> {
   let missed = 0;
 
   /**
-   * A cold start in front of everything the previous operator left (issue 24 item 4): a new operator process, and
+   * A cold start in front of everything the previous operator left: a new operator process, and
    * from its start until every Database was reconciled once and its queue is empty ("all confirmed", read from its
    * /metrics), the API calls (the fake counts each page of a list), per-object GETs, and the Kubernetes writes (Secrets,
    * statuses) at devkube. Nothing changed while it was down, so every write is one too many.

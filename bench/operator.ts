@@ -1,6 +1,6 @@
 // `npm run bench:operator -- [--sizes 100,1000] [--samples 10] [--rss-objects 10000] [--resync 60] [--spares N]
 //    [--dist DIR] [--no-leader-elect] [--api service|emulator] [--outage 0] [--churn-minutes 0] [--churn-size 10] [--keep]`
-// The operator as shipped (issue 24 items 1, 2 and 5): run from dist/ with the image's environment
+// The operator as shipped: run from dist/ with the image's environment
 // (bench/shipped-operator.ts) and production settings (poll-fast 1 s, 4 workers, leader election, the client's
 // 10 requests/s per credential), against the service with its production settings (rate limit, spare pool, job
 // polling; `--spares` overrides the pool). Measured: operator RSS with one object, apply-to-Secret latency for one
@@ -332,7 +332,7 @@ try {
     const during = stack.apiProxy.stats();
     const atRate = n / operatorRate.perSecond;
     const overhead = seconds / Math.max(atRate, serviceSeconds);
-    // At 1,000 and more the target is item 5's: within 5 % of what the rate allows, with the service not the
+    // At 1,000 and more the target is: within 5 % of what the rate allows, with the service not the
     // bottleneck (its own time under N/rate; a bigger --spares makes it so). Below, a fixed cost (the last create's
     // provisioning, the poll that sees it ready) weighs more: 25 %.
     const big = n >= 1000;

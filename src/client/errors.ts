@@ -2,7 +2,7 @@
 // (`instanceof NotFoundError`) or on the stable `code`; `retryable` says whether the same
 // call may succeed later without a change (the client has already retried what it may).
 
-/** Codes the service sends (CONTRACT §8) plus the client's own. */
+/** Codes the service sends (docs/decisions.md#errors) plus the client's own. */
 export const ServiceErrorCodes = [
   "invalid_request",
   "unauthorized",

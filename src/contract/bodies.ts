@@ -2,7 +2,7 @@ import { z } from "zod";
 import { BackupId, BranchId, DatabaseId, ProjectId, WorkspaceId } from "./ids.ts";
 import { Region } from "./regions.ts";
 
-// Request bodies (CONTRACT §5). Strict: an unknown field is a 400 naming it, so a typo never passes silently.
+// Request bodies (docs/decisions.md#request-bodies). Strict: an unknown field is a 400 naming it, so a typo never passes silently.
 
 // eslint-disable-next-line no-control-regex
 const controlCharacters = /[\u0000-\u001f\u007f]/;
@@ -118,7 +118,7 @@ export const UpdateDatabaseBody = z
   .superRefine(branchRules(true));
 export type UpdateDatabaseBody = z.input<typeof UpdateDatabaseBody>;
 
-/** POST /v1/projects/{id}/branches. A bad gitName is 422 (SDK), other bad fields 400 (CONTRACT §1). */
+/** POST /v1/projects/{id}/branches. A bad gitName is 422 (SDK), other bad fields 400 (docs/decisions.md#transport). */
 export const CreateBranchBody = z.strictObject({ gitName: GitName, isDefault: z.boolean().optional() });
 export type CreateBranchBody = z.input<typeof CreateBranchBody>;
 
@@ -148,7 +148,7 @@ export type CreateConnectionForDatabaseBody = z.input<typeof CreateConnectionFor
 /** POST /v1/connections/{id}/rotate takes no fields; an absent body is `{}`. */
 export const RotateConnectionBody = z.strictObject({});
 
-// Query strings arrive as strings; `limit` is never silently clamped (CONTRACT §7).
+// Query strings arrive as strings; `limit` is never silently clamped (docs/decisions.md#lists).
 export const Limit = z
   .string()
   .regex(/^[0-9]+$/, { error: "must be an integer from 1 to 100" })

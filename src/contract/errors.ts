@@ -1,6 +1,6 @@
 import { z } from "zod";
 
-// CONTRACT §8: every error code and the HTTP status that carries it.
+// Every error code and the HTTP status that carries it (docs/decisions.md#errors).
 export const errorStatus = {
   invalid_request: 400,
   unauthorized: 401,

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 
-// The seed's id patterns. Path ids are checked against them before any lookup (CONTRACT §3).
+// The seed's id patterns. Path ids are checked against them before any lookup (docs/decisions.md#identifiers).
 export const projectIdPattern = /^(proj_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 export const databaseIdPattern = /^(db_)?([cC][^\s-]{8,}|[a-z0-9]+)$/;
 // Our own ids for the extensions follow the same shape with their own prefixes.

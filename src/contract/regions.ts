@@ -1,6 +1,6 @@
 import { z } from "zod";
 
-// CONTRACT §5: the six regions of the API family.
+// The six regions of the API family (docs/decisions.md#request-bodies).
 export const regionIds = [
   "us-east-1",
   "us-west-1",

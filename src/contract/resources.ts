@@ -32,7 +32,7 @@ const endpointsOf = <T extends z.ZodType>(endpoint: T) =>
 export const DirectConnection = z.object({ host: z.string(), pass: z.string(), user: z.string() });
 export type DirectConnection = z.infer<typeof DirectConnection>;
 
-/** The mask that replaces `directConnection.pass` outside creation responses (CONTRACT §6). */
+/** The mask that replaces `directConnection.pass` outside creation responses (docs/decisions.md#secrets-in-responses). */
 export const maskedPassword = "********";
 
 export const Connection = z.object({

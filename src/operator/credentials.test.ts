@@ -177,7 +177,7 @@ describe("credentials guard", () => {
   });
 });
 
-describe("API contexts: a team's bad tokens cost that team, not the operator (issue 22, attack 2)", () => {
+describe("API contexts: a team's bad tokens cost that team, not the operator", () => {
   const refusal = Object.assign(new Error("unauthorized: invalid, expired or revoked token"), {
     code: "unauthorized",
     status: 401,

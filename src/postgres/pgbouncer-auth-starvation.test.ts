@@ -12,7 +12,7 @@ import {
   type RunningPostgres,
 } from "./index.ts";
 
-// Adversarial review of issue 22, finding 6: PgBouncer runs its auth_query as `mds_pooler` in each database a client
+// An attack on the pooler: PgBouncer runs its auth_query as `mds_pooler` in each database a client
 // names, and keeps that server connection idle for server_idle_timeout (60 s). Whoever reaches the pooled endpoint
 // could send logins (any user, any password) naming as many tenant databases as `mds_pooler` may hold connections
 // (its CONNECTION LIMIT): every other tenant's pooled login then failed for a minute. Here the limit is 4 (the

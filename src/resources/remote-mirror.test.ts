@@ -222,7 +222,7 @@ describe("remote mirror", () => {
     expect(mirror.peekDatabase(ids[246]!)?.status).toBe("provisioning");
   });
 
-  describe("a burst of creates at the rate budget (issue 24 item 5)", () => {
+  describe("a burst of creates at the rate budget", () => {
     it("confirms 1,000 creates with at most 0.02 calls each, the resync due mid-burst waiting for its end", async () => {
       const run = await simulateBurst({ burst: 1_000, resyncMs: 60_000, resyncDueInBurstMs: 5_000 });
       expect(run.creates).toBe(1_000);

@@ -111,7 +111,7 @@ export function createRemoteMirror(options: {
 
   // A burst of creates (a team applying many Databases at once) runs at the credential's rate budget, and every
   // other call of this mirror is one a create waits for. Polling: a tail list costs one page (see walkDatabases), so
-  // listing once per `createsPerBurstList` creates costs 1/70 of a call per create, the issue 24 target being 0.02;
+  // listing once per `createsPerBurstList` creates costs 1/70 of a call per create, the target being 0.02;
   // at the default budget (10 creates/s) that is a list every 7 s, which is how much longer a database created
   // mid-burst may wait to be seen Ready than one created alone (listed every two fast intervals as before); a slower
   // burst, which leaves the budget room, is listed at least every 10 fast intervals. Nothing cheaper exists: the API

@@ -1,5 +1,5 @@
-// Addresses of the kinds for the kube layer; each is defined beside its schema. Every kind of the registry is here
-// (types.test.ts checks it against kindModules).
+// Addresses of the kinds for the kube layer; each is defined beside its schema. src/resources/registry.test.ts checks
+// that every kind of the registry is here.
 export { ProjectType } from "./project/schema.ts";
 export { DatabaseType } from "./database/schema.ts";
 export { DatabaseRestoreType } from "./database-restore/schema.ts";

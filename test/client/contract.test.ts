@@ -21,7 +21,7 @@ import { eventually } from "../support/eventually.ts";
 import { scanText } from "../support/secret-scan.ts";
 
 // The shared contract suite: every client method against the real service (real PostgreSQL
-// behind it), page walks, and a typed error for every row of CONTRACT §8 a client can provoke.
+// behind it), page walks, and a typed error for every error row (docs/decisions.md#errors) a client can provoke.
 // 405 (no method sends a wrong verb) and 413 (bodies are checked before sending) cannot be
 // provoked through the client; 422 region_unavailable cannot either, because the test service
 // serves all six regions; 429 is in contract-rate-limit.test.ts. Those codes, 500 and 503 are

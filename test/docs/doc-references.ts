@@ -262,3 +262,27 @@ export function brokenCitations(): string[] {
   }
   return broken;
 }
+
+/**
+ * Citations a reader of the repository cannot follow: a tracker's issue or task number, or the old "CONTRACT §n"
+ * (the decisions are docs/decisions.md now). Dated benchmark records in bench/history and their index keep theirs.
+ */
+export function unfollowableCitations(): string[] {
+  const cited = /\b(?:CONTRACT §\d+|[Ii]ssues? \d+|[Tt]asks? \d+)/;
+  const checked = files.filter(
+    (f) =>
+      !f.startsWith("test/docs/") &&
+      !f.startsWith("bench/history/") &&
+      f !== "BENCHMARKS.md" &&
+      (docFiles().includes(f) || (/^(src|test|bench|scripts|bin|deploy|packages|dev)\//.test(f) && /\.(ts|js|mjs|sh|yaml|lua)$/.test(f))),
+  );
+  const found: string[] = [];
+  for (const file of checked)
+    read(file)
+      .split("\n")
+      .forEach((line, i) => {
+        const m = cited.exec(line);
+        if (m) found.push(`${file}:${i + 1}: ${m[0]}`);
+      });
+  return found;
+}

@@ -146,8 +146,18 @@ describe.each(counterparts)("BackupSchedule against %s", (counterpart) => {
       // Past a slot, through a restart: still nothing.
       await new Promise((r) => setTimeout(r, 61_000));
       await operator?.stop();
+      // The registry outlives the operator: the new one has looked at the schedule once the count grows.
+      const reconciles = async () => {
+        const m = (await metrics.getMetricsAsJSON()).find((x) => x.name === "controller_runtime_reconcile_total");
+        return (m?.values ?? [])
+          .filter((v) => v.labels["controller"] === "backupschedule")
+          .reduce((a, v) => a + v.value, 0);
+      };
+      const reconciledBefore = await reconciles();
       operator = await stack.startOperator({ metrics, pollIntervals });
-      await new Promise((r) => setTimeout(r, 3_000));
+      await eventually(async () => expect(await reconciles()).toBeGreaterThan(reconciledBefore), {
+        what: "the restarted operator reconciled the schedule",
+      });
       expect(await children()).toEqual([]);
       expect(await backupIds(dbId)).toEqual(before);
       const calls = await metrics.getSingleMetricAsString("mds_client_requests_total");

@@ -6,7 +6,7 @@ import type { Operator } from "../../src/operator/index.ts";
 import { DatabaseType } from "../../src/resources/types.ts";
 import { counterparts, eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
-// spec.branch (issue 23 item 2): a Database on a branch of its project by git name. A preview waits while the
+// spec.branch: a Database on a branch of its project by git name. A preview waits while the
 // project has no branch (the first would be its undeletable production branch); the database is created with the
 // branch's id and the logicalId, so a crash after the branch's or the database's POST creates neither twice; a
 // preview branch is soft-deleted with its last database.

@@ -5,7 +5,7 @@ import { decodeData } from "../../src/operator/secret/render.ts";
 import { DatabaseType } from "../../src/resources/types.ts";
 import { counterparts, eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
-// Clones (issue 23 item 1): a Database whose spec.source is another Database starts with that database's data; a
+// Clones: a Database whose spec.source is another Database starts with that database's data; a
 // clone of a source that is missing or not ready waits (Ready=False SourceNotReady, retried, not Stalled) and
 // creates nothing until the source is ready.
 

@@ -7,7 +7,7 @@ import { DatabaseType, ProjectType } from "../../src/resources/types.ts";
 import { startKeyRecorder, type KeyRecorder } from "../support/key-recorder.ts";
 import { counterparts, eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
-// The user's day two (issue 31), against both counterparts: a Database deleted and applied again within the
+// The user's day two, against both counterparts: a Database deleted and applied again within the
 // service's 24 h replay window, an expired preview applied again, a pull request closed and reopened. Each gets a new
 // remote database (and branch) with its source's data, never the deleted one's answer replayed, also through a crash
 // right after each create. Every POST goes through a recorder, so the test sees every Idempotency-Key the operator

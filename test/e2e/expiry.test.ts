@@ -4,7 +4,7 @@ import type { Operator } from "../../src/operator/index.ts";
 import { DatabaseType } from "../../src/resources/types.ts";
 import { counterparts, eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
-// Expiry (issue 23 item 3), with real durations: the time is computed once into status.expiresAt and survives an
+// Expiry, with real durations: the time is computed once into status.expiresAt and survives an
 // operator restart; at it the operator deletes the resource and (deletionPolicy Delete) its remote database; a
 // protected one is kept, and condition Expired says so.
 

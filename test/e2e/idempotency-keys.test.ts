@@ -4,7 +4,7 @@ import { DatabaseType } from "../../src/resources/types.ts";
 import { startKeyRecorder, type KeyRecorder } from "../support/key-recorder.ts";
 import { counterparts, eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
-// Every Idempotency-Key the operator sends, seen on the wire (issue 31): one incarnation of every kind that POSTs (a
+// Every Idempotency-Key the operator sends, seen on the wire: one incarnation of every kind that POSTs (a
 // Project with its default database, Databases on a production and a preview branch, a Connection, a rotation, a
 // lost Secret recovered, a DatabaseBackup and a DatabaseRestore), all deleted, then the same names applied again.
 // No key of the second incarnation is one of the first's, so within the service's 24 h replay window nothing of a

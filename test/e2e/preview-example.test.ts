@@ -12,7 +12,7 @@ import { decodeData } from "../../src/operator/secret/render.ts";
 import { DatabaseType } from "../../src/resources/types.ts";
 import { counterparts, eventually, startStack, type Stack } from "./helpers.ts";
 
-// examples/preview/ as a platform team copies it (issue 23 item 6): the manifests Argo CD's pull request generator
+// examples/preview/ as a platform team copies it: the manifests Argo CD's pull request generator
 // and Flux's ResourceSet would render for two pull requests each (their template parameters substituted here, the
 // Argo CD overlay built by the real `kubectl kustomize`), applied with the real kubectl. Each PR's Database is a
 // clone of staging on the PR's branch, its Secret connects the app, and its expiry deletes it.

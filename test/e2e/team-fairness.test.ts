@@ -3,7 +3,7 @@ import type { KubeObject } from "../../src/kube/types.ts";
 import { DatabaseType, ProjectType } from "../../src/resources/types.ts";
 import { eventually, manifests, startStack, type Stack } from "./helpers.ts";
 
-// Fairness between teams (issue 24 item 3): one operator, two teams with their own workspace tokens. Team A applies
+// Fairness between teams: one operator, two teams with their own workspace tokens. Team A applies
 // a burst of Databases in one go; team B then applies one. The operator's work queue serves namespaces in turn, so
 // B's Database is created after a few of A's, not after all of them, and is Ready while A's burst is still under way.
 // Asserted on order (how many of A's were Ready when B's was), never on wall-clock time: the machine may be slow.

@@ -3,7 +3,7 @@ import { SecretType, type KubeObject, type ResourceType, type Secret } from "../
 import { DatabaseType, ProjectType } from "../../src/resources/types.ts";
 import { counterparts, eventually, manifests, startStack, type Stack } from "../e2e/helpers.ts";
 
-// Issue 22, attack 5 (adoption): one remote object, one managing resource per operator.
+// Attacks through adoption: one remote object, one managing resource per operator.
 // - A second Database (same namespace, or another namespace with the same token) that adopts the externalId a
 //   protected Database already manages is Stalled (AdoptionConflict, naming the first); it renames nothing, mints
 //   nothing, and deleting it with deletionPolicy Delete deletes nothing remote. Same for Projects.
@@ -348,7 +348,7 @@ describe.each(counterparts)("adoption is exclusive against %s", (counterpart) =>
     expect((await api("GET", `/v1/projects/${projectId!}`)).status).toBe(404);
     await stack.kubectl(["delete", "databases.mds.dev/shop-main", "--wait=true", "--timeout=30s"]);
   }, 120_000);
-  // Review of issue 22, finding 2: status is anyone's to write who may write the status subresource. Team B learns a
+  // Status is not a proof of ownership: status is anyone's to write who may write the status subresource. Team B learns a
   // database id of team A (a granted Connection's status.databaseId, a Secret's label) and writes it in the status
   // of a Database of its own, with a token that cannot see that database. Its claim must count for nothing.
   const forged = async (name: string, spec: object, id: string) => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, sql } from "../service/helpers.ts";
 
-// Issue 22, attack 2 (service side). In a cluster every team's requests come from the operator's pod, so they share
+// A bad token next door (service side). In a cluster every team's requests come from the operator's pod, so they share
 // one client address. Team B puts a garbage token in its credentials and loops: its failures must cost B, never
 // team A, whose valid token comes from the same address. A guesser is still slowed: failures are limited per
 // address and token prefix, so the same garbage (or guesses at one token) is refused before it is looked up.

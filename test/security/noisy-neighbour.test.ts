@@ -11,7 +11,7 @@ import { mdsApiVersion } from "../support/chaos/invariants.ts";
 import { conditionOf, isReady, type KubeObject } from "../support/kube-objects.ts";
 import { eventually } from "../support/eventually.ts";
 
-// Issue 22, attack 2, end to end: one operator process, the real service with tight limits on failed
+// A noisy neighbour, end to end: one operator process, the real service with tight limits on failed
 // authentication. Team B puts garbage tokens in its Secrets, rotates them and bumps mds.dev/reconcile-requested-at in
 // a loop; team A creates a Project and a Database meanwhile. Team A must get Ready with the service never answering
 // 429 (before the fix, B's failures spent the operator pod's address budget and A's calls got 429), and the

@@ -7,12 +7,12 @@ import { ConnectionType, DatabaseRestoreType, DatabaseType } from "../../src/res
 import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.ts";
 import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "../e2e/helpers.ts";
 
-// Issue 22, attack 1: team B holds a Connection that team A's Database `orders` grants it. Everything B can write
+// A team attacks the operator through what it may write: team B holds a Connection that team A's Database `orders` grants it. Everything B can write
 // (its Connection's spec and status, its Secret's labels and annotations, a Secret of its own making) must never make
 // the operator revoke, with A's token, a login that is not B's Connection's own: neither a login of A's other
 // database `billing` nor the Database `orders`' own login. B learns such ids from pg_roles; here the test reads them
 // from A's status.
-// Review of issue 22, findings 8 and 9: a DatabaseRestore's status (its target, source and backup) and a deleting
+// The same through status: a DatabaseRestore's status (its target, source and backup) and a deleting
 // Connection's status.credentials are B's to write too; they must not choose what the operator acts on, nor which
 // Secret's value it sends as a token. The operator talks to the service through a counting proxy, which tells
 // (by a hash of the Authorization header) which tokens it sent.

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "../service/helpers.ts";
 
-// Adversarial review of issue 22, finding 4: a backup's bytes counted only once it completed (its size is unknown
+// The byte quota under concurrent backups: a backup's bytes counted only once it completed (its size is unknown
 // while it runs), so 100 concurrent `POST …/backups` on a big database all passed the byte quota with 0 bytes counted.
 // A backup now reserves its database's size when it is requested, until its archive's real size replaces it.
 

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, tryConnect, type Json } from "../service/helpers.ts";
 
-// Adversarial review of issue 22, finding 5: deleting a database marked its connections revoked but left their roles
+// A deleted database.s logins: deleting a database marked its connections revoked but left their roles
 // LOGIN until the drop job ran, and the tenant guard counts no session of a revoked login or a deleted database. A
 // tenant could mint logins up to its quota, open sessions, delete the database (freeing the quota) and repeat while
 // the drop jobs wait behind its own long jobs: sessions without end, counted toward no limit.

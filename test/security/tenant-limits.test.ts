@@ -64,7 +64,7 @@ describe("per client address", () => {
       });
       expect(oauth.status).toBe(429);
       expect(Number(oauth.headers.get("retry-after"))).toBeGreaterThan(0);
-      // A valid token from the same address is not refused because other tokens failed (issue 22: in a cluster every
+      // A valid token from the same address is not refused because other tokens failed (in a cluster every
       // team shares the operator's address). Guessing a 32-byte token is hopeless; what the budget stops is a loop.
       expect((await client(own, own.token)("GET", "/v1/projects")).status).toBe(200);
       // Another client address has its own budget for the same token.

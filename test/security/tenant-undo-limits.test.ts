@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "../service/helpers.ts";
 
-// Issue 22, items 3 and 4: a tenant owns its database, so it can change what the service set on it (CONNECTION
+// Undoing the service.s limits: a tenant owns its database, so it can change what the service set on it (CONNECTION
 // LIMIT, IS_TEMPLATE, ALTER DATABASE … SET, ALTER ROLE … SET on its login) and in its sessions (SET). None of that
 // may raise its share of the server, escape the idle-in-transaction bound, or break the service for anyone.
 

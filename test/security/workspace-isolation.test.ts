@@ -3,7 +3,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestService } from "../support/test-service.ts";
 
-// The two-workspace property (issue 7): whatever sequence of requests one workspace sends at the
+// The two-workspace property: whatever sequence of requests one workspace sends at the
 // other's projects, databases, connections and backups, every one is 404 (existence is never
 // revealed), lists show nothing of the other, and the other workspace's objects stay exactly as
 // they were, credentials included. Requests go over plain HTTP so each status is seen as sent.

@@ -85,7 +85,7 @@ describe("branches: workspace isolation", () => {
     expect(shape(moved, branch.id)).toEqual(
       shape(await api("PATCH", `/v1/databases/${db.id}`, { branchId: missingBranch }), missingBranch),
     );
-    // Filters by their branch find nothing of theirs (an unknown filter value is an empty page, CONTRACT §7).
+    // Filters by their branch find nothing of theirs (an unknown filter value is an empty page, docs/decisions.md#lists).
     expect((await api("GET", `/v1/databases?branchId=${branch.id}`)).body.data).toEqual([]);
     expect((await api("GET", `/v1/databases?branchGitName=main`)).body.data).toEqual([]);
     // And they still have it, untouched.

@@ -6,7 +6,7 @@ import { startService, type RunningService } from "../../src/service/index.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "./helpers.ts";
 
-// Every error row of CONTRACT §8, bad input that changes nothing, auth and OAuth, and logs that never hold a secret.
+// Every error row of docs/decisions.md#errors, bad input that changes nothing, auth and OAuth, and logs that never hold a secret.
 
 const logLines: string[] = [];
 const capture = new Writable({

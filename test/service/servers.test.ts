@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "./helpers.ts";
 
-// Several PostgreSQL servers in one region (issue 16 item 3), on real servers through the real API: each server of
+// Several PostgreSQL servers in one region, on real servers through the real API: each server of
 // the embedded stack is its own PostgreSQL with its own data directory, certificate and PgBouncer. Which server a
 // database landed on is read from PostgreSQL itself (inet_server_port()) through the connection strings handed out.
 

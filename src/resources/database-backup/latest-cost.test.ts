@@ -16,7 +16,7 @@ import { createRemoteMirror } from "../remote-mirror.ts";
 import type { MdsRemote } from "../remote-api.ts";
 import { createAcceptedIds } from "../../operator/accepted.ts";
 
-// Issue 24's budget: a steady resync of N databases costs about N/100 calls. status.latestBackup is read only for a
+// The resync budget: a steady resync of N databases costs about N/100 calls. status.latestBackup is read only for a
 // Database with a BackupSchedule or DatabaseBackup, or spec.trackLatestBackup: a plain Database's resyncs never list
 // its backups, and it has no backup-age series.
 

@@ -36,7 +36,7 @@ export function newestCompleted(
   };
 }
 
-// Which databases have their backups read at all (issue 24: a resync of N databases must cost about N/100 calls):
+// Which databases have their backups read at all (a resync of N databases must cost about N/100 calls, or 10,000 live ones overrun the rate budget):
 // only a Database with a BackupSchedule or a DatabaseBackup of it in its namespace, or with spec.trackLatestBackup.
 // A plain Database costs no call and has no backup-age series (an alert on it would only say "never looked").
 // When: once per operator process, then when a backup of it completes or a schedule prunes (forgetLatestBackup), and

@@ -21,7 +21,7 @@ type IssuedConnection = ConnectionView & { password: string };
 
 type ConnectionQuery = { databaseId?: string | undefined; cursor?: string | undefined; limit?: number | undefined };
 
-/** A page of live connections with their databases, in the workspace (CONTRACT §7 order and cursor). */
+/** A page of live connections with their databases, in the workspace (order and cursor: docs/decisions.md#lists). */
 export async function connectionPage(deps: ServiceDeps, workspaceId: string, q: ConnectionQuery) {
   const limit = q.limit ?? 100;
   const { items, pagination } = paginate(

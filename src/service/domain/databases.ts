@@ -78,7 +78,7 @@ type DatabaseQuery = {
 };
 
 /**
- * A page of the workspace's live databases (CONTRACT §7 order and cursor); an unknown or foreign `projectId`,
+ * A page of the workspace's live databases (order and cursor: docs/decisions.md#lists); an unknown or foreign `projectId`,
  * `branchId` or `branchGitName` filters everything out.
  */
 export async function databasePage(deps: ServiceDeps, workspaceId: string, q: DatabaseQuery) {

@@ -5,7 +5,7 @@ import { ServiceError } from "../shared/errors.ts";
 import { inTransaction } from "../store/pool.ts";
 import { newTokenId } from "./tokens.ts";
 
-// The OAuth grants of POST /oauth/token (CONTRACT §9). An access token lasts `accessTokenTtlSeconds`; its refresh
+// The OAuth grants of POST /oauth/token (docs/decisions.md#authentication). An access token lasts `accessTokenTtlSeconds`; its refresh
 // token is single-use, and presenting a spent one revokes its whole chain. Both are stored only hashed.
 
 /** A token pair just issued: the tokens exist only here and in the response. */

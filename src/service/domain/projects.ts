@@ -68,7 +68,7 @@ export async function createProject(
   }
 }
 
-/** A page of the workspace's live projects (CONTRACT §7 order and cursor). */
+/** A page of the workspace's live projects (order and cursor: docs/decisions.md#lists). */
 export async function projectPage(
   deps: ServiceDeps,
   workspaceId: string,

@@ -17,7 +17,7 @@ function describeIssue(issue: z.core.$ZodIssue): string {
   return `${where}: ${issue.message}`;
 }
 
-/** `code`: 400 `invalid_request` as CONTRACT §1 says, or 422 `unprocessable` where the public API answers so. */
+/** `code`: 400 `invalid_request` (docs/decisions.md#transport), or 422 `unprocessable` where the public API answers so. */
 export function parseWith<S extends z.ZodType>(
   schema: S,
   value: unknown,

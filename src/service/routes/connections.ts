@@ -73,7 +73,7 @@ export function connectionRoutes(app: FastifyInstance, deps: ServiceDeps): void 
 
   app.get("/v1/connections", async (req) => {
     const q = parseWith(ListConnectionsQuery, req.query, "query");
-    // Like `projectId` on GET /v1/databases: an unknown or foreign database id filters everything out (CONTRACT §7).
+    // Like `projectId` on GET /v1/databases: an unknown or foreign database id filters everything out (docs/decisions.md#lists).
     return renderPage(await connectionPage(deps, principalOf(req).workspaceId, q));
   });
 

@@ -5,7 +5,7 @@ import { echo, invalidRequest } from "../shared/errors.ts";
 import { takeAuthAttempt } from "../http/request.ts";
 import { checkJsonStrings, checkPairs, utf8Body } from "../http/text.ts";
 
-// POST /oauth/token (CONTRACT §9): client_credentials (client_id = a service token's id, client_secret = the token)
+// POST /oauth/token (docs/decisions.md#authentication): client_credentials (client_id = a service token's id, client_secret = the token)
 // and refresh_token with rotation (domain/oauth.ts). Every request counts against the budget of its address and secret.
 
 function formOf(req: FastifyRequest): URLSearchParams {

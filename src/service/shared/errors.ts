@@ -1,6 +1,6 @@
 import { errorStatus, type ErrorCode } from "../../contract/index.ts";
 
-/** An error that becomes a CONTRACT §8 response. `message` and `hint` are shown to callers: never put secrets in them. */
+/** An error that becomes an error response (docs/decisions.md#errors). `message` and `hint` are shown to callers: never put secrets in them. */
 export class ServiceError extends Error {
   readonly code: ErrorCode;
   readonly status: number;

@@ -105,7 +105,7 @@ export function createApp(deps: ServiceDeps): FastifyInstance {
     },
   });
 
-  // Bodies arrive raw; handlers decide what they accept (CONTRACT §1: a wrong content type is 400, not 415).
+  // Bodies arrive raw; handlers decide what they accept (docs/decisions.md#transport: a wrong content type is 400, not 415).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
 
