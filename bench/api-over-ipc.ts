@@ -1,5 +1,5 @@
 import type { ChildProcess } from "node:child_process";
-import type { MdsApi } from "../src/resources/remote-api.ts";
+import type { MdsApi } from "../src/resources/remote/remote-api.ts";
 
 // Serves the operator's API seam (MdsApi) to a child process over its IPC channel, so a benchmark keeps the fake
 // service in its own process and the child's RSS holds only the operator. The child's side is in

@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
 import { startDevkube, type Devkube } from "@mds/devkube";
-import { crdOf } from "../resources/crd.ts";
+import { crdOf } from "../resources/kit/crd.ts";
 import { crdDefinitions } from "../resources/crd-files.ts";
 import { eventually } from "../../test/support/eventually.ts";
 import { runKubectl } from "../../test/support/kubectl.ts";

@@ -12,7 +12,7 @@ import type { KubeObject } from "../kube/types.ts";
 // After a restart, or in a replica that has just become the leader, the record is empty: each resource's loop runs
 // again on start (the informer lists every object) and accepts its id again from what it can prove without status
 // (its logicalId at the service, or spec.externalId), never from status.id. Until then a referrer waits
-// (a kind's reason: DatabaseNotAccepted, src/resources/accepted-database.ts) and is woken when the acceptance is
+// (a kind's reason: DatabaseNotAccepted, src/resources/remote/accepted-database.ts) and is woken when the acceptance is
 // recorded (onChange).
 
 interface Entry {

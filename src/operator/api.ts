@@ -2,7 +2,7 @@ import type { PublicCreatedConnection, PublicDatabase } from "../contract/index.
 
 // The service as src/operator sees it. The operator builds and rate-limits one client per credential
 // (credentials.ts) without knowing its methods: each kind's calls are declared beside the kinds
-// (src/resources/remote-api.ts, `MdsApi`). Only the components every kind shares call the service from here: the
+// (src/resources/remote/remote-api.ts, `MdsApi`). Only the components every kind shares call the service from here: the
 // Secret component mints, reads and revokes a database's connections (`ConnectionApi`, which MdsApi extends).
 
 export interface CallOptions {

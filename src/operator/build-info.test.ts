@@ -7,7 +7,7 @@ import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { parse } from "yaml";
 import { main } from "../cli/main.ts";
-import { crdVersionAnnotation } from "../resources/crd.ts";
+import { crdVersionAnnotation } from "../resources/kit/crd.ts";
 import { renderCrdFiles } from "../resources/crd-files.ts";
 import { buildInfo, readBuildInfo } from "./build-info.ts";
 import { createMetricsRegistry } from "./metrics.ts";

@@ -6,8 +6,8 @@ import { chooseCredentials, createCredentialPool, type OperatorCredentials } fro
 import { createCredentialsGuard, credentialsFinalizer, credentialsLabel } from "./credentials-guard.ts";
 import { WaitingError } from "./errors.ts";
 import { createMetricsRegistry, operatorMetrics, reportApiContexts } from "./metrics.ts";
-import { createRemoteMirror } from "../resources/remote-mirror.ts";
-import type { MdsRemote } from "../resources/remote-api.ts";
+import { createRemoteMirror } from "../resources/remote/mirror.ts";
+import type { MdsRemote } from "../resources/remote/remote-api.ts";
 
 // Which token a resource acts with (spec, its namespace's mds-credentials, the operator's where allowed), and the
 // finalizer that keeps a team's credentials Secret while resources need it.

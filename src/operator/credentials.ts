@@ -15,7 +15,7 @@ export interface SecretKeyRef {
 /**
  * What one credential gives the kinds: a client of the service and a mirror of remote state that polls with it. The
  * operator builds both per token from a `RemoteDefinition` and never calls their methods: the kinds declare them
- * (src/resources/remote-api.ts).
+ * (src/resources/remote/remote-api.ts).
  */
 export interface RemoteState {
   api: object;

@@ -33,7 +33,7 @@ export interface OperatorOptions<R extends RemoteState = RemoteState> {
   apiUrl: string;
   /** One controller per kind to reconcile (src/resources/index.ts: controllers()). */
   controllers: Controller<R>[];
-  /** The service the controllers call: its client and mirror per credential (src/resources/remote-api.ts). */
+  /** The service the controllers call: its client and mirror per credential (src/resources/remote/remote-api.ts). */
   remote: RemoteDefinition<R>;
   /** The operator's own API token Secret, and which namespaces may fall back to it (default: its own). */
   defaultCredentials: OperatorCredentials;

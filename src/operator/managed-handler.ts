@@ -102,7 +102,7 @@ export interface ManagedHandler<T extends ManagedObject> {
   /** The database ids whose Secret this resource publishes (deletionPolicy Delete removes a released one too). */
   secretDatabaseIds?(obj: T): string[];
   /**
-   * Another resource ("namespace/name") that manages this one's remote object (src/resources/adoption.ts): then
+   * Another resource ("namespace/name") that manages this one's remote object (src/resources/remote/adoption.ts): then
    * this one acts on nothing remote, and its deletionPolicy Delete deletes nothing.
    */
   managerOtherThan?(obj: T): Promise<string | undefined>;

@@ -14,8 +14,8 @@ import { applyOutcome, type Outcome } from "./outcome.ts";
 import { createWorkQueue } from "./work-queue.ts";
 import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
 import { stallingReasons } from "../resources/index.ts";
-import { createRemoteMirror } from "../resources/remote-mirror.ts";
-import type { MdsRemote } from "../resources/remote-api.ts";
+import { createRemoteMirror } from "../resources/remote/mirror.ts";
+import type { MdsRemote } from "../resources/remote/remote-api.ts";
 import { createAcceptedIds } from "./accepted.ts";
 
 // The generic loop with the Database kind, against a fake kube seam and a fake service: state is asserted, not

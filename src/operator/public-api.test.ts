@@ -13,8 +13,8 @@ import { reconcileManaged, type LoopDeps } from "./managed-reconciler.ts";
 import type { Outcome } from "./outcome.ts";
 import { FakeApiError, createFakeApi, type FakeApi } from "../../test/support/fake-api.ts";
 import { stallingReasons } from "../resources/index.ts";
-import { createRemoteMirror } from "../resources/remote-mirror.ts";
-import type { MdsRemote } from "../resources/remote-api.ts";
+import { createRemoteMirror } from "../resources/remote/mirror.ts";
+import type { MdsRemote } from "../resources/remote/remote-api.ts";
 import { createAcceptedIds } from "./accepted.ts";
 
 // The operator's promises against the public Management API (the fake's public mode: Idempotency-Key ignored, no

@@ -19,11 +19,11 @@ import type { ExternalClient, ManagedObject } from "../operator/managed-handler.
 import { remoteIdOf } from "../operator/identity.ts";
 import { createOperator, type Operator } from "../operator/index.ts";
 import { Conditions } from "./conditions.ts";
-import { crdOf, type CrdDefinition } from "./crd.ts";
+import { crdOf, type CrdDefinition } from "./kit/crd.ts";
 import { apiVersion, group, version } from "./group.ts";
-import type { KindModule } from "./kind-module.ts";
-import { conditionsHealthScript } from "./kind-module.ts";
-import { age, condition } from "./printer-columns.ts";
+import type { KindModule } from "./kit/kind-module.ts";
+import { conditionsHealthScript } from "./kit/kind-module.ts";
+import { age, condition } from "./kit/printer-columns.ts";
 
 // A kind plugs in without an edit in src/operator: a throwaway kind, `Note`, written here the way a kind's folder is
 // (src/resources/README.md, "Adding a kind"): schema, external client over a remote API of its own, controller,

@@ -1,5 +1,5 @@
 import { stringify } from "yaml";
-import { crdOf, type CrdDefinition } from "./crd.ts";
+import { crdOf, type CrdDefinition } from "./kit/crd.ts";
 import { group } from "./group.ts";
 import { kindModules } from "./index.ts";
 

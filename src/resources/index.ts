@@ -4,14 +4,14 @@ import { connectionModule } from "./connection/index.ts";
 import { databaseBackupModule } from "./database-backup/index.ts";
 import { databaseRestoreModule } from "./database-restore/index.ts";
 import { databaseModule } from "./database/index.ts";
-import type { ControllerSettings, KindModule } from "./kind-module.ts";
+import type { ControllerSettings, MdsKindModule } from "./mds-kind.ts";
 import { projectModule } from "./project/index.ts";
-import type { MdsRemote } from "./remote-api.ts";
+import type { MdsRemote } from "./remote/remote-api.ts";
 
 // The registry: every kind, one line each. From here come the CRDs (crd.ts), the operator's controllers, the crash
 // points MDS_CRASH_POINT accepts, the stalling reasons and the Argo CD health checks. A new kind is its own folder
 // plus one line below (src/resources/README.md, "Adding a kind").
-export const kindModules: KindModule[] = [
+export const kindModules: MdsKindModule[] = [
   projectModule,
   databaseModule,
   databaseRestoreModule,

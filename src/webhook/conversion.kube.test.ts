@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { Agent, fetch } from "undici";
 import { startDevkube, type Devkube } from "@mds/devkube";
-import { crdOf } from "../resources/crd.ts";
+import { crdOf } from "../resources/kit/crd.ts";
 import { crdDefinitions } from "../resources/crd-files.ts";
 import { eventually } from "../../test/support/eventually.ts";
 import { runKubectl } from "../../test/support/kubectl.ts";

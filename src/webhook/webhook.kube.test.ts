@@ -9,7 +9,7 @@ import { startDevkube, type Devkube } from "@mds/devkube";
 import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { parseKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
 import { SecretType, type KubeObject, type Secret } from "../kube/types.ts";
-import { crdOf } from "../resources/crd.ts";
+import { crdOf } from "../resources/kit/crd.ts";
 import { crdDefinitions } from "../resources/crd-files.ts";
 import { eventually } from "../../test/support/eventually.ts";
 import { ensureServingCertificate } from "./certificates.ts";

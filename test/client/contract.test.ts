@@ -14,7 +14,7 @@ import {
   type MdsClient,
 } from "../../src/client/index.ts";
 import { newId, type PublicDatabase as Database } from "../../src/contract/index.ts";
-import type { MdsApi } from "../../src/resources/remote-api.ts";
+import type { MdsApi } from "../../src/resources/remote/remote-api.ts";
 import { listServiceTokens } from "../../src/service/domain/tokens.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { eventually } from "../support/eventually.ts";

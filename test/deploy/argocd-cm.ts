@@ -1,5 +1,5 @@
 // Renders Argo CD's health checks from the registry: each kind's module names its Lua script (most share
-// src/resources/health.lua), copied to deploy/argocd/resource_customizations/<group>/<Kind>/health.lua (Argo CD's
+// src/resources/kit/health.lua), copied to deploy/argocd/resource_customizations/<group>/<Kind>/health.lua (Argo CD's
 // own layout) and embedded in deploy/argocd/argocd-cm.yaml, so the snippet users paste into Argo CD is always the
 // code the tests ran. `npm run argocd-cm` writes both; argocd-health.test.ts fails when either drifts.
 import { mkdir, readFile, readdir, writeFile } from "node:fs/promises";

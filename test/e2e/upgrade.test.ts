@@ -6,7 +6,7 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import { SecretType, type KubeObject, type ResourceType, type Secret } from "../../src/kube/types.ts";
 import { DatabaseType } from "../../src/resources/types.ts";
-import { crdVersionAnnotation } from "../../src/resources/crd.ts";
+import { crdVersionAnnotation } from "../../src/resources/kit/crd.ts";
 import { main } from "../../src/cli/main.ts";
 import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.ts";
 import { caBundlesInjected } from "../support/webhook-process.ts";

@@ -8,7 +8,7 @@ import type {
   PublicCreatedProject,
 } from "../../src/contract/index.ts";
 import type { CreatedConnection } from "../../src/operator/api.ts";
-import type { MdsApi } from "../../src/resources/remote-api.ts";
+import type { MdsApi } from "../../src/resources/remote/remote-api.ts";
 
 // An in-memory Managed Database Service for unit tests of the loop: logicalId uniqueness, Idempotency-Key replay
 // (which a test can expire), connections with credentials only in creation responses, call counts and injected

@@ -2,7 +2,7 @@ import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { createFakeApi } from "../../../test/support/fake-api.ts";
 import { connectionCalls } from "./recovery.ts";
-import { createRemoteMirror } from "../../resources/remote-mirror.ts";
+import { createRemoteMirror } from "../../resources/remote/mirror.ts";
 
 // The one check between an id anyone could have written (an annotation, a label, a status) and a DELETE made with
 // the database's workspace token: a resource revokes only connections of its own names on its own database, or the

@@ -13,8 +13,8 @@ import { parseDuration } from "../duration.ts";
 import { rotateAnnotation, rotateForceAnnotation } from "./rotation.ts";
 import type { RotationStatus } from "./spec.ts";
 import { stallingReasons } from "../../resources/index.ts";
-import { createRemoteMirror } from "../../resources/remote-mirror.ts";
-import type { MdsRemote } from "../../resources/remote-api.ts";
+import { createRemoteMirror } from "../../resources/remote/mirror.ts";
+import type { MdsRemote } from "../../resources/remote/remote-api.ts";
 import { createAcceptedIds } from "../accepted.ts";
 import { createConsumerIndex, type ConsumerIndex } from "./consumer-index.ts";
 import {

@@ -3,8 +3,8 @@ import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import { CredentialStatus, LocalObjectReference, ObjectMeta } from "../common.ts";
-import type { CrdDefinition } from "../crd.ts";
-import { age, condition } from "../printer-columns.ts";
+import type { CrdDefinition } from "../kit/crd.ts";
+import { age, condition } from "../kit/printer-columns.ts";
 
 const BackupScheduleSpec = z
   .object({
@@ -72,7 +72,7 @@ export const BackupSchedule = z
   );
 export type BackupSchedule = z.infer<typeof BackupSchedule>;
 
-/** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
+/** The CRD's names and printer columns (src/resources/kit/crd.ts builds the CustomResourceDefinition from it). */
 export const backupScheduleDefinition: CrdDefinition = {
   kind: "BackupSchedule",
   plural: "backupschedules",

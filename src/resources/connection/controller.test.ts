@@ -10,8 +10,8 @@ import { ConnectionType, DatabaseType } from "../types.ts";
 import { connectionHandler } from "./controller.ts";
 import { isNameOf } from "../../operator/identity.ts";
 import { stallingReasons } from "../index.ts";
-import { createRemoteMirror } from "../remote-mirror.ts";
-import type { MdsRemote } from "../remote-api.ts";
+import { createRemoteMirror } from "../remote/mirror.ts";
+import type { MdsRemote } from "../remote/remote-api.ts";
 import { acceptedFor } from "../../../test/support/accepted.ts";
 let acc: ReturnType<typeof acceptedFor>;
 

@@ -1,17 +1,17 @@
 import type { KubeObject } from "../../kube/types.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { remoteIdOf } from "../../operator/identity.ts";
-import { acceptedDatabaseId } from "../accepted-database.ts";
+import { acceptedDatabaseId } from "../remote/accepted-database.ts";
 import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
 import type { ExternalClient, ManagedHandler } from "../../operator/managed-handler.ts";
 import { ConnectionType } from "./schema.ts";
 import { createConnectionExternal, type ConnectionObject } from "./external.ts";
 import { Connection } from "./schema.ts";
 import { readDatabase } from "../database/read.ts";
-import { typedReader } from "../read.ts";
+import { typedReader } from "../kit/read.ts";
 import { DatabaseType } from "../database/schema.ts";
-import { remoteDatabaseStallingReasons } from "../remote-database.ts";
-import type { MdsControllerContext } from "../remote-api.ts";
+import { remoteDatabaseStallingReasons } from "../remote/database.ts";
+import type { MdsControllerContext } from "../remote/remote-api.ts";
 
 // The Connection kind: one connection of a Database, in the Database's namespace or in one the Database allows
 // (spec.connectionPolicy.allowedNamespaces). With a databaseRef it acts with the Database's own credentials: the

@@ -1,10 +1,10 @@
-import type { MdsApi } from "../remote-api.ts";
+import type { MdsApi } from "../remote/remote-api.ts";
 import { WaitingError } from "../../operator/errors.ts";
 import { connectionNameOf, incarnationKeyOf, isNameOf, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import { connectionCalls, mintNamed } from "../../operator/secret/recovery.ts";
-import type { RemoteMirror } from "../remote-mirror.ts";
-import { readinessWithSecret, secretTargetOf } from "../remote-database.ts";
+import type { RemoteMirror } from "../remote/mirror.ts";
+import { readinessWithSecret, secretTargetOf } from "../remote/database.ts";
 import type { Connection } from "./schema.ts";
 
 // The Connection kind's external client. Its remote object is a connection of an existing database: created by a

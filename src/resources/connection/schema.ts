@@ -18,8 +18,8 @@ import {
   RotationStatus,
   secretNameUnchanged,
 } from "../../operator/secret/spec.ts";
-import type { CrdDefinition } from "../crd.ts";
-import { age, condition } from "../printer-columns.ts";
+import type { CrdDefinition } from "../kit/crd.ts";
+import { age, condition } from "../kit/printer-columns.ts";
 
 // One revocable credential of a Database for one application, with its own Secret; in another namespace only when
 // the Database allows that namespace (spec.connectionPolicy.allowedNamespaces).
@@ -102,7 +102,7 @@ export const Connection = z
   .describe("One revocable connection of a database for one application, with its credentials in its own Secret.");
 export type Connection = z.infer<typeof Connection>;
 
-/** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
+/** The CRD's names and printer columns (src/resources/kit/crd.ts builds the CustomResourceDefinition from it). */
 export const connectionDefinition: CrdDefinition = {
   kind: "Connection",
   plural: "connections",

@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
-import { crdOf } from "../crd.ts";
+import { crdOf } from "../kit/crd.ts";
 import { crdDefinitions } from "../crd-files.ts";
 import { changesOf, enumChanges } from "./changes.ts";
 import { ConversionError, convertObject } from "./convert.ts";

@@ -11,8 +11,8 @@ import { DatabaseType } from "../types.ts";
 import { backupHandler } from "./controller.ts";
 import { DatabaseBackupType } from "./schema.ts";
 import { stallingReasons } from "../index.ts";
-import { createRemoteMirror } from "../remote-mirror.ts";
-import type { MdsRemote } from "../remote-api.ts";
+import { createRemoteMirror } from "../remote/mirror.ts";
+import type { MdsRemote } from "../remote/remote-api.ts";
 import { acceptedFor } from "../../../test/support/accepted.ts";
 let acc: ReturnType<typeof acceptedFor>;
 

@@ -1,8 +1,9 @@
-import { oneShotHealthScript, type KindModule } from "../kind-module.ts";
+import type { MdsKindModule } from "../mds-kind.ts";
+import { oneShotHealthScript } from "../kit/kind-module.ts";
 import { backupController } from "./controller.ts";
 import { databaseBackupDefinition } from "./schema.ts";
 
-export const databaseBackupModule: KindModule = {
+export const databaseBackupModule: MdsKindModule = {
   definition: databaseBackupDefinition,
   controller: () => backupController(),
   healthScript: oneShotHealthScript,

@@ -12,8 +12,8 @@ import { DatabaseType, ProjectType } from "../types.ts";
 import { backupAges, backupTracking, forgetLatestBackup } from "./latest.ts";
 import { DatabaseBackupType } from "./schema.ts";
 import { stallingReasons } from "../index.ts";
-import { createRemoteMirror } from "../remote-mirror.ts";
-import type { MdsRemote } from "../remote-api.ts";
+import { createRemoteMirror } from "../remote/mirror.ts";
+import type { MdsRemote } from "../remote/remote-api.ts";
 import { createAcceptedIds } from "../../operator/accepted.ts";
 
 // The resync budget: a steady resync of N databases costs about N/100 calls. status.latestBackup is read only for a

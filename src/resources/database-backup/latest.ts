@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { KubeObject } from "../../kube/types.ts";
-import type { MdsApi } from "../remote-api.ts";
+import type { MdsApi } from "../remote/remote-api.ts";
 import type { ObjectCache } from "../../operator/controller.ts";
 
 // A Database's status.latestBackup: its newest completed backup as the service lists it (whoever took it: the

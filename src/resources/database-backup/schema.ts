@@ -3,8 +3,8 @@ import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import { Credentials, CredentialStatus, LocalObjectReference, ObjectMeta, exactlyOne, idPattern } from "../common.ts";
-import type { CrdDefinition } from "../crd.ts";
-import { age, condition } from "../printer-columns.ts";
+import type { CrdDefinition } from "../kit/crd.ts";
+import { age, condition } from "../kit/printer-columns.ts";
 
 const DatabaseBackupSpec = z
   .object({
@@ -97,7 +97,7 @@ export const DatabaseBackup = z
   );
 export type DatabaseBackup = z.infer<typeof DatabaseBackup>;
 
-/** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
+/** The CRD's names and printer columns (src/resources/kit/crd.ts builds the CustomResourceDefinition from it). */
 export const databaseBackupDefinition: CrdDefinition = {
   kind: "DatabaseBackup",
   plural: "databasebackups",

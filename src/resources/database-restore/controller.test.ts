@@ -11,8 +11,8 @@ import { DatabaseRestoreType, DatabaseType } from "../types.ts";
 import { reconcileOneShot } from "../../operator/one-shot-reconciler.ts";
 import { restoreHandler } from "./controller.ts";
 import { stallingReasons } from "../index.ts";
-import { createRemoteMirror } from "../remote-mirror.ts";
-import type { MdsRemote } from "../remote-api.ts";
+import { createRemoteMirror } from "../remote/mirror.ts";
+import type { MdsRemote } from "../remote/remote-api.ts";
 import { acceptedFor } from "../../../test/support/accepted.ts";
 let acc: ReturnType<typeof acceptedFor>;
 

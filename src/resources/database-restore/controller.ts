@@ -1,21 +1,21 @@
 import { errorCode, mayHaveLanded } from "../../operator/api.ts";
 import type { ConditionUpdate } from "../../operator/status.ts";
 import { ReconcileError, TerminalError, messageOf } from "../../operator/errors.ts";
-import { acceptedDatabaseId } from "../accepted-database.ts";
+import { acceptedDatabaseId } from "../remote/accepted-database.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
 import { resolveCredentials, oneShotController, parseOrTerminal } from "../../operator/controller.ts";
 import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
-import { remoteDatabaseStallingReasons, resolveBackup } from "../remote-database.ts";
+import { remoteDatabaseStallingReasons, resolveBackup } from "../remote/database.ts";
 import { DatabaseRestoreType } from "./schema.ts";
 import { readDatabase } from "../database/read.ts";
-import { typedReader } from "../read.ts";
+import { typedReader } from "../kit/read.ts";
 import { DatabaseType } from "../database/schema.ts";
 import { sourceKeyOf, startRestore } from "./external.ts";
 import { ledgerHas, recordLedger } from "./ledger.ts";
 import { DatabaseRestore, terminalRestorePhases, type DatabaseRestoreStatus } from "./schema.ts";
-import type { MdsControllerContext } from "../remote-api.ts";
+import type { MdsControllerContext } from "../remote/remote-api.ts";
 
 // Restore exactly once (docs/design.md#restore-exactly-once). A restore destroys data and GitOps re-applies manifests, so it runs at most once per idempotencyKey and target:
 // - the key is looked up in the target's ledger (Database status and its connection Secret, which outlives it);

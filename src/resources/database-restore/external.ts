@@ -1,5 +1,5 @@
 import type { PublicDatabase as RemoteDatabase } from "../../contract/index.ts";
-import type { MdsApi } from "../remote-api.ts";
+import type { MdsApi } from "../remote/remote-api.ts";
 import { idempotencyKeyOf } from "../../operator/identity.ts";
 
 // The restore's external call: started with an Idempotency-Key derived from the target and the restore's key, so a

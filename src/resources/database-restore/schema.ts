@@ -3,8 +3,8 @@ import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
 import { Credentials, CredentialStatus, LocalObjectReference, ObjectMeta, exactlyOne, idPattern } from "../common.ts";
-import type { CrdDefinition } from "../crd.ts";
-import { age } from "../printer-columns.ts";
+import type { CrdDefinition } from "../kit/crd.ts";
+import { age } from "../kit/printer-columns.ts";
 
 const databaseId = z.string().regex(idPattern("db")).max(80);
 
@@ -137,7 +137,7 @@ export const DatabaseRestore = z
   );
 export type DatabaseRestore = z.infer<typeof DatabaseRestore>;
 
-/** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
+/** The CRD's names and printer columns (src/resources/kit/crd.ts builds the CustomResourceDefinition from it). */
 export const databaseRestoreDefinition: CrdDefinition = {
   kind: "DatabaseRestore",
   plural: "databaserestores",

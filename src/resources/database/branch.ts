@@ -1,6 +1,6 @@
 import type { PublicBranch } from "../../contract/index.ts";
 import { errorCode, isApiConflict, isApiNotFound } from "../../operator/api.ts";
-import type { MdsApi } from "../remote-api.ts";
+import type { MdsApi } from "../remote/remote-api.ts";
 import { ReconcileError, TerminalError, WaitingError } from "../../operator/errors.ts";
 import { incarnationKeyOf } from "../../operator/identity.ts";
 import type { DatabaseBranch } from "./schema.ts";

@@ -2,8 +2,8 @@ import type { CreateDatabaseBody } from "../../contract/index.ts";
 import { connectionNameOf } from "../../operator/identity.ts";
 import { connectionCalls } from "../../operator/secret/recovery.ts";
 import { originalConnectionOf } from "../../operator/secret/revocation.ts";
-import type { MdsApi } from "../remote-api.ts";
-import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
+import type { MdsApi } from "../remote/remote-api.ts";
+import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote/mirror.ts";
 import type { DatabaseObject } from "./schema.ts";
 
 // How a Database's lost credentials come back (the Secret component does the rest): while a server that announced

@@ -1,6 +1,6 @@
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
-import { acceptedDatabaseIdIfAny } from "../accepted-database.ts";
+import { acceptedDatabaseIdIfAny } from "../remote/accepted-database.ts";
 import { resolveCredentials, managedController, parseOrTerminal } from "../../operator/controller.ts";
 import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { DatabaseType } from "./schema.ts";
@@ -9,10 +9,10 @@ import { clonesToWake } from "./clone-wake.ts";
 import { ProjectType } from "../types.ts";
 import { createDatabaseExternal, type DatabaseObject } from "./external.ts";
 import { Database } from "./schema.ts";
-import { remoteDatabaseStallingReasons } from "../remote-database.ts";
+import { remoteDatabaseStallingReasons } from "../remote/database.ts";
 import { expiryOf } from "./expiry.ts";
-import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
-import type { MdsControllerContext } from "../remote-api.ts";
+import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../remote/adoption.ts";
+import type { MdsControllerContext } from "../remote/remote-api.ts";
 import { backupTracking } from "../database-backup/latest.ts";
 
 // The Database kind: parsed by its schema, connected through its credentials and its project's remote id, woken when

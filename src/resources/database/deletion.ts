@@ -1,7 +1,7 @@
 import { errorCode, isApiConflict, isApiNotFound } from "../../operator/api.ts";
-import type { MdsApi } from "../remote-api.ts";
+import type { MdsApi } from "../remote/remote-api.ts";
 import type { Deletion } from "../../operator/managed-handler.ts";
-import type { RemoteMirror } from "../remote-mirror.ts";
+import type { RemoteMirror } from "../remote/mirror.ts";
 
 /**
  * Deletes one database. A project's default database cannot go first: our service answers 409 until the project's

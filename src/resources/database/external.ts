@@ -1,10 +1,10 @@
 import type { PublicBranch, SourceBody } from "../../contract/index.ts";
-import type { MdsApi } from "../remote-api.ts";
+import type { MdsApi } from "../remote/remote-api.ts";
 import { incarnationKeyOf, logicalIdOf, notCreatedHere, remoteIdOf } from "../../operator/identity.ts";
 import type { Creation, Deletion, ExternalClient, Observation } from "../../operator/managed-handler.ts";
-import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
-import { createOnce, findByLogicalId } from "../create-once.ts";
-import { absent, createdWith, pollDelayOf, stripSecrets } from "../remote-database.ts";
+import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote/mirror.ts";
+import { createOnce, findByLogicalId } from "../remote/create-once.ts";
+import { absent, createdWith, pollDelayOf, stripSecrets } from "../remote/database.ts";
 import { branchStatusOf, deleteBranchIfEmpty, specBranch } from "./branch.ts";
 import { createBodyOf } from "./create-body.ts";
 import { databaseConnections } from "./connections.ts";

@@ -1,8 +1,8 @@
 import { DatabaseStatus as RemoteDatabaseStatus } from "../../contract/index.ts";
 import { TerminalError } from "../../operator/errors.ts";
 import type { Creation, Observation } from "../../operator/managed-handler.ts";
-import { pollDelayOf, readinessWithSecret, secretTargetOf } from "../remote-database.ts";
-import type { MirroredDatabase as RemoteDatabase } from "../remote-mirror.ts";
+import { pollDelayOf, readinessWithSecret, secretTargetOf } from "../remote/database.ts";
+import type { MirroredDatabase as RemoteDatabase } from "../remote/mirror.ts";
 import type { DatabaseObject } from "./schema.ts";
 
 // What a Database resource makes of the remote database it observes or adopts: pure functions of the two.

@@ -1,4 +1,4 @@
-import { typedReader } from "../read.ts";
+import { typedReader } from "../kit/read.ts";
 import { Database } from "./schema.ts";
 
 // The Database as the other kinds read it (a Connection's or a restore's target, a clone's source).

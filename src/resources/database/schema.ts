@@ -23,8 +23,8 @@ import {
   RotationStatus,
   secretNameUnchanged,
 } from "../../operator/secret/spec.ts";
-import type { CrdDefinition } from "../crd.ts";
-import { age, condition } from "../printer-columns.ts";
+import type { CrdDefinition } from "../kit/crd.ts";
+import { age, condition } from "../kit/printer-columns.ts";
 
 const DatabaseSource = z
   .object({
@@ -321,7 +321,7 @@ export const Database = z
   .describe("A PostgreSQL database at the Managed Database Service, with its credentials in a connection Secret.");
 export type Database = z.infer<typeof Database>;
 
-/** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
+/** The CRD's names and printer columns (src/resources/kit/crd.ts builds the CustomResourceDefinition from it). */
 export const databaseDefinition: CrdDefinition = {
   kind: "Database",
   plural: "databases",

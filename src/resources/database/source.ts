@@ -1,7 +1,7 @@
 import type { SourceBody } from "../../contract/index.ts";
-import type { MdsApi } from "../remote-api.ts";
+import type { MdsApi } from "../remote/remote-api.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
-import { resolveBackup } from "../remote-database.ts";
+import { resolveBackup } from "../remote/database.ts";
 import type { Database } from "./schema.ts";
 
 /**

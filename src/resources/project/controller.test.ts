@@ -11,8 +11,8 @@ import { createFakeApi, type FakeApi } from "../../../test/support/fake-api.ts";
 import { DatabaseType, ProjectType } from "../types.ts";
 import { projectHandler } from "./controller.ts";
 import { stallingReasons } from "../index.ts";
-import { createRemoteMirror } from "../remote-mirror.ts";
-import type { MdsRemote } from "../remote-api.ts";
+import { createRemoteMirror } from "../remote/mirror.ts";
+import type { MdsRemote } from "../remote/remote-api.ts";
 
 // The Project kind through the generic loop: its default database's Secret, crash recovery by replay, and
 // Delete that waits for the project's other databases.

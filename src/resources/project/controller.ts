@@ -5,9 +5,14 @@ import { ProjectType } from "./schema.ts";
 import { DatabaseType } from "../types.ts";
 import { createProjectExternal, type ProjectObject } from "./external.ts";
 import { Project } from "./schema.ts";
-import { remoteDatabaseStallingReasons } from "../remote-database.ts";
-import { managerOtherThan, protectingDatabaseOf, seenWithOwnCredentials, wakeOtherClaimants } from "../adoption.ts";
-import type { MdsControllerContext } from "../remote-api.ts";
+import { remoteDatabaseStallingReasons } from "../remote/database.ts";
+import {
+  managerOtherThan,
+  protectingDatabaseOf,
+  seenWithOwnCredentials,
+  wakeOtherClaimants,
+} from "../remote/adoption.ts";
+import type { MdsControllerContext } from "../remote/remote-api.ts";
 
 // The Project kind: parsed by its schema, connected through its credentials; its Secret is its default database's.
 // Adoption is exclusive (../adoption.ts): one Project resource manages a remote project; the others are refused.

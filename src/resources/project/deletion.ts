@@ -1,8 +1,8 @@
 import { errorCode, isApiConflict, isApiNotFound } from "../../operator/api.ts";
-import type { MdsApi } from "../remote-api.ts";
+import type { MdsApi } from "../remote/remote-api.ts";
 import { messageOf } from "../../operator/errors.ts";
 import type { Deletion } from "../../operator/managed-handler.ts";
-import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
+import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote/mirror.ts";
 
 /**
  * A project goes after its other databases (each Database resource deletes its own). Its default database: our

@@ -1,5 +1,5 @@
 import type { CreateProjectBody, PublicProjectDatabase } from "../../contract/index.ts";
-import type { MdsApi } from "../remote-api.ts";
+import type { MdsApi } from "../remote/remote-api.ts";
 import {
   connectionNameOf,
   incarnationKeyOf,
@@ -10,9 +10,9 @@ import {
 import type { Creation, ExternalClient, Observation } from "../../operator/managed-handler.ts";
 import { connectionCalls } from "../../operator/secret/recovery.ts";
 import { originalConnectionOf } from "../../operator/secret/revocation.ts";
-import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote-mirror.ts";
-import { createOnce, findByLogicalId } from "../create-once.ts";
-import { createdWith, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote-database.ts";
+import type { MirroredDatabase as RemoteDatabase, RemoteMirror } from "../remote/mirror.ts";
+import { createOnce, findByLogicalId } from "../remote/create-once.ts";
+import { createdWith, readinessWithSecret, secretTargetOf, stripSecrets } from "../remote/database.ts";
 import { deleteProject } from "./deletion.ts";
 import type { Project } from "./schema.ts";
 

@@ -20,8 +20,8 @@ import {
   RotationStatus,
   secretNameUnchanged,
 } from "../../operator/secret/spec.ts";
-import type { CrdDefinition } from "../crd.ts";
-import { age, condition } from "../printer-columns.ts";
+import type { CrdDefinition } from "../kit/crd.ts";
+import { age, condition } from "../kit/printer-columns.ts";
 
 const ProjectSpec = z
   .object({
@@ -116,7 +116,7 @@ export const Project = z
   );
 export type Project = z.infer<typeof Project>;
 
-/** The CRD's names and printer columns (src/resources/crd.ts builds the CustomResourceDefinition from it). */
+/** The CRD's names and printer columns (src/resources/kit/crd.ts builds the CustomResourceDefinition from it). */
 export const projectDefinition: CrdDefinition = {
   kind: "Project",
   plural: "projects",

@@ -1,6 +1,6 @@
-import { errorCode, isApiConflict, mayHaveLanded } from "../operator/api.ts";
-import { ReconcileError } from "../operator/errors.ts";
-import type { Lookup, RemoteMirror } from "./remote-mirror.ts";
+import { errorCode, isApiConflict, mayHaveLanded } from "../../operator/api.ts";
+import { ReconcileError } from "../../operator/errors.ts";
+import type { Lookup, RemoteMirror } from "./mirror.ts";
 
 // Creating without duplicates (docs/design.md#creating-without-duplicates), written once for every kind with a logicalId.
 

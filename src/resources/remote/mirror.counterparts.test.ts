@@ -1,13 +1,13 @@
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createClient } from "../client/index.ts";
+import { createClient } from "../../client/index.ts";
 import type { MdsApi } from "./mds-api.ts";
-import { createRemoteMirror } from "./remote-mirror.ts";
-import { startTestService, type TestService } from "../../test/support/test-service.ts";
-import { startPublicApiEmulator, type PublicApiEmulator } from "../../test/support/public-api-emulator/server.ts";
+import { createRemoteMirror } from "./mirror.ts";
+import { startTestService, type TestService } from "../../../test/support/test-service.ts";
+import { startPublicApiEmulator, type PublicApiEmulator } from "../../../test/support/public-api-emulator/server.ts";
 
 // A burst's tail list stops before the youngest databases with a limit under the page size and resumes from the
-// cursor the service gave back (src/resources/remote-mirror.ts, walkDatabases): only `limit` and `cursor`, which both
+// cursor the service gave back (src/resources/remote/mirror.ts, walkDatabases): only `limit` and `cursor`, which both
 // our service and the public API (its emulator) document, so it must hold against both.
 
 let service: TestService;

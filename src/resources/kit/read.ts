@@ -1,7 +1,7 @@
 import type { z } from "zod";
-import type { ObjectCache } from "../operator/controller.ts";
-import type { KubeObject } from "../kube/types.ts";
-import { parseLeniently } from "../operator/lenient.ts";
+import type { ObjectCache } from "../../operator/controller.ts";
+import type { KubeObject } from "../../kube/types.ts";
+import { parseLeniently } from "../../operator/lenient.ts";
 
 // How one kind reads another's objects from the operator's caches: parsed with that kind's schema, never cast by
 // hand. Informer objects are replaced, never changed, on every update, so each version is parsed once (a WeakMap on

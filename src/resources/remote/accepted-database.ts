@@ -1,6 +1,6 @@
-import type { KubeObject } from "../kube/types.ts";
-import type { AcceptedIds } from "../operator/accepted.ts";
-import { WaitingError } from "../operator/errors.ts";
+import type { KubeObject } from "../../kube/types.ts";
+import type { AcceptedIds } from "../../operator/accepted.ts";
+import { WaitingError } from "../../operator/errors.ts";
 
 // The one rule for every kind that acts on a Database's remote database through a reference (a Connection, a clone's
 // source, a DatabaseBackup, a DatabaseRestore's target and source, a BackupSchedule): the id the Database's own loop

@@ -1,8 +1,8 @@
 import { pino } from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { createRemoteMirror } from "./remote-mirror.ts";
-import { pollDelayOf } from "./remote-database.ts";
-import { createFakeApi } from "../../test/support/fake-api.ts";
+import { createRemoteMirror } from "./mirror.ts";
+import { pollDelayOf } from "./database.ts";
+import { createFakeApi } from "../../../test/support/fake-api.ts";
 
 afterEach(() => {
   vi.useRealTimers();

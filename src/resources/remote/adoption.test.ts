@@ -1,19 +1,19 @@
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { createFakeKube } from "../../test/support/fake-kube.ts";
-import { createFakeApi } from "../../test/support/fake-api.ts";
-import { SecretType, type KubeObject } from "../kube/types.ts";
-import { encodeData } from "../operator/secret/render.ts";
-import { createCredentialPool } from "../operator/credentials.ts";
-import { reconcileManaged } from "../operator/managed-reconciler.ts";
-import type { ObjectCache } from "../operator/controller.ts";
+import { createFakeKube } from "../../../test/support/fake-kube.ts";
+import { createFakeApi } from "../../../test/support/fake-api.ts";
+import { SecretType, type KubeObject } from "../../kube/types.ts";
+import { encodeData } from "../../operator/secret/render.ts";
+import { createCredentialPool } from "../../operator/credentials.ts";
+import { reconcileManaged } from "../../operator/managed-reconciler.ts";
+import type { ObjectCache } from "../../operator/controller.ts";
 import { managerOtherThan, protectingDatabaseOf, wakeOtherClaimants, type SeenByClaimant } from "./adoption.ts";
-import { databaseHandler } from "./database/controller.ts";
-import { DatabaseType, ProjectType } from "./types.ts";
-import { stallingReasons } from "./index.ts";
-import { createRemoteMirror } from "./remote-mirror.ts";
+import { databaseHandler } from "../database/controller.ts";
+import { DatabaseType, ProjectType } from "../types.ts";
+import { stallingReasons } from "../index.ts";
+import { createRemoteMirror } from "./mirror.ts";
 import type { MdsRemote } from "./remote-api.ts";
-import { createAcceptedIds } from "../operator/accepted.ts";
+import { createAcceptedIds } from "../../operator/accepted.ts";
 
 // Adoption is exclusive: the rule that picks the one manager of a remote id (status.id recorded, then the oldest,
 // then namespace/name), and what it means for the loop: a second claimant acts on nothing, even when an older

@@ -2,11 +2,11 @@ import { describe, expect, it } from "vitest";
 import { evaluate } from "@marcbachmann/cel-js";
 import { fileURLToPath } from "node:url";
 import { crdOf, openApiSchemaOf } from "./crd.ts";
-import { crdDefinitions } from "./crd-files.ts";
-import { findCrdDrift } from "../cli/crds.ts";
+import { crdDefinitions } from "../crd-files.ts";
+import { findCrdDrift } from "../../cli/crds.ts";
 
 type Json = { [key: string]: unknown };
-const crdsDir = fileURLToPath(new URL("../../crds", import.meta.url));
+const crdsDir = fileURLToPath(new URL("../../../crds", import.meta.url));
 
 function walk(node: Json, path: string, visit: (node: Json, path: string) => void): void {
   visit(node, path);

@@ -1,12 +1,12 @@
-import type { CreatedConnection } from "../operator/api.ts";
+import type { CreatedConnection } from "../../operator/api.ts";
 import type { MdsApi } from "./remote-api.ts";
-import { ReconcileError, WaitingError } from "../operator/errors.ts";
-import { credentialsFromCreated } from "../operator/secret/connection-credentials.ts";
-import { originalConnectionOf } from "../operator/secret/revocation.ts";
-import type { Creation, Observation } from "../operator/managed-handler.ts";
-import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "./remote-mirror.ts";
-import type { SecretTarget } from "../operator/secret/types.ts";
-import { secretNameOf, type ConnectionSecretSpec } from "../operator/secret/spec.ts";
+import { ReconcileError, WaitingError } from "../../operator/errors.ts";
+import { credentialsFromCreated } from "../../operator/secret/connection-credentials.ts";
+import { originalConnectionOf } from "../../operator/secret/revocation.ts";
+import type { Creation, Observation } from "../../operator/managed-handler.ts";
+import type { MirroredConnection, MirroredDatabase as RemoteDatabase } from "./mirror.ts";
+import type { SecretTarget } from "../../operator/secret/types.ts";
+import { secretNameOf, type ConnectionSecretSpec } from "../../operator/secret/spec.ts";
 
 // What the kinds that publish a database's credentials (Project for its default database, Database) read the same
 // way from the service's answers: readiness, the Secret's target, credentials out of a creation response.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { KubeObject } from "../kube/types.ts";
-import { createAcceptedIds } from "../operator/accepted.ts";
-import { classifyError } from "../operator/errors.ts";
+import type { KubeObject } from "../../kube/types.ts";
+import { createAcceptedIds } from "../../operator/accepted.ts";
+import { classifyError } from "../../operator/errors.ts";
 import { acceptedDatabaseId } from "./accepted-database.ts";
 
 const db = (uid: string, id?: string): KubeObject =>

@@ -1,8 +1,8 @@
 import { z } from "zod";
-import { awaitingOperatorStatus } from "./conditions.ts";
-import { mdsVersion } from "../operator/build-info.ts";
-import { legacyVersion, storageVersion, v1beta1SchemaOf } from "./conversion/versions.ts";
-import { group, version } from "./group.ts";
+import { awaitingOperatorStatus } from "../conditions.ts";
+import { mdsVersion } from "../../operator/build-info.ts";
+import { legacyVersion, storageVersion, v1beta1SchemaOf } from "../conversion/versions.ts";
+import { group, version } from "../group.ts";
 
 // The CRDs are generated from the zod schemas so the operator's parsing and the apiserver's validation cannot
 // disagree. z.toJSONSchema gives draft JSON Schema; Kubernetes wants a *structural* OpenAPI v3 subset, so the

@@ -3,8 +3,8 @@ import type {
   PublicConnection as Connection,
   PublicDatabase as Database,
   PublicProject as Project,
-} from "../contract/index.ts";
-import { errorCode, isApiNotFound } from "../operator/api.ts";
+} from "../../contract/index.ts";
+import { errorCode, isApiNotFound } from "../../operator/api.ts";
 import type { MdsApi } from "./mds-api.ts";
 
 // Remote state mirrored by paginated lists: a resync of N databases costs ⌈N/100⌉ calls, not N. Objects that

@@ -1,9 +1,9 @@
-import type { KubeObject } from "../kube/types.ts";
-import { ReconcileError } from "../operator/errors.ts";
-import { boundIdOf, logicalIdOf, remoteIdOf } from "../operator/identity.ts";
-import { resolveCredentials, type Controller, type ObjectCache } from "../operator/controller.ts";
+import type { KubeObject } from "../../kube/types.ts";
+import { ReconcileError } from "../../operator/errors.ts";
+import { boundIdOf, logicalIdOf, remoteIdOf } from "../../operator/identity.ts";
+import { resolveCredentials, type Controller, type ObjectCache } from "../../operator/controller.ts";
 import type { MdsControllerContext } from "./remote-api.ts";
-import { readDatabase } from "./database/read.ts";
+import { readDatabase } from "../database/read.ts";
 
 // Adoption is exclusive (docs/design.md#adoption): one remote object, one managing resource (per operator, as its informer caches see it).
 // Of the resources of a kind that claim the same remote id, one manages it; the others are refused before they

@@ -3,8 +3,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Devkube } from "@mds/devkube";
-import { runKubectl } from "../../test/support/kubectl.ts";
-import { startDevkubeWithCrds, type DevkubeWithCrds } from "../../test/support/devkube-with-crds.ts";
+import { runKubectl } from "../../../test/support/kubectl.ts";
+import { startDevkubeWithCrds, type DevkubeWithCrds } from "../../../test/support/devkube-with-crds.ts";
 
 // The generated CRDs installed the way a user installs them (kubectl apply -f crds/, with the conversion webhook they
 // name) and exercised with the real kubectl: explain shows the descriptions, the apiserver refuses what the schemas

@@ -1,8 +1,8 @@
-import { createClient, type ClientOptions } from "../client/index.ts";
+import { createClient, type ClientOptions } from "../../client/index.ts";
 import type { MdsApi } from "./mds-api.ts";
-import type { RemoteDefinition } from "../operator/credentials.ts";
-import type { ControllerContext } from "../operator/controller.ts";
-import { createRemoteMirror, type RemoteMirror } from "./remote-mirror.ts";
+import type { RemoteDefinition } from "../../operator/credentials.ts";
+import type { ControllerContext } from "../../operator/controller.ts";
+import { createRemoteMirror, type RemoteMirror } from "./mirror.ts";
 
 // The service as the kinds call it: the calls (MdsApi, mds-api.ts), the one client (src/client) that makes them,
 // which of them write (refused by a replica that is not the leader) and the per-credential mirror the kinds share.

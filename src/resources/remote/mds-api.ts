@@ -12,8 +12,8 @@ import type {
   PublicProject,
   RestoreBody,
   UpdateDatabaseBody,
-} from "../contract/index.ts";
-import type { CallOptions, ConnectionApi } from "../operator/api.ts";
+} from "../../contract/index.ts";
+import type { CallOptions, ConnectionApi } from "../../operator/api.ts";
 
 // Every remote call of every kind (the mirror uses the list calls). A kind that calls something new adds the method
 // here, and to test/support/fake-api.ts, which implements exactly this. Responses have the shapes the public API may

@@ -1,0 +1,60 @@
+// The rooms of src/resources (README.md): kit/ is generic and knows no kind, no service and no wire contract;
+// remote/ is the service's model and reads a kind only through its typed reader; a kind reads another kind only
+// through that kind's typed reader (read.ts), schema or index, never its controller or other internals.
+import { readFileSync, readdirSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { kindModules } from "./index.ts";
+
+const here = fileURLToPath(new URL(".", import.meta.url));
+const kindFolders = [
+  ...new Set(
+    readdirSync(here, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name),
+  ),
+].filter((d) => !["kit", "remote", "conversion"].includes(d));
+
+function importsOf(file: string): string[] {
+  const text = readFileSync(join(here, file), "utf8");
+  return [...text.matchAll(/^(?:import|export)[^;]*?from "(\.[^"]+)"/gms)].map((m) =>
+    relative(here, join(here, dirname(file), m[1]!)),
+  );
+}
+
+function sources(folder: string): string[] {
+  return readdirSync(join(here, folder), { recursive: true, encoding: "utf8" })
+    .filter((f) => f.endsWith(".ts") && !f.endsWith(".test.ts"))
+    .map((f) => join(folder, f));
+}
+
+describe("the rooms of src/resources", () => {
+  it("every folder beside kit/, remote/ and conversion/ is a registered kind's", () => {
+    expect(kindFolders.length).toBe(kindModules.length);
+  });
+
+  it("kit/ imports no kind, nothing of remote/ and nothing outside src but node and libraries", () => {
+    const broken = sources("kit").flatMap((f) =>
+      importsOf(f)
+        .filter(
+          (i) =>
+            kindFolders.some((k) => i.startsWith(`${k}/`)) ||
+            i.startsWith("remote/") ||
+            i.includes("contract/") ||
+            i.includes("service/"),
+        )
+        .map((i) => `${f} → ${i}`),
+    );
+    expect(broken).toEqual([]);
+  });
+
+  it("remote/ reads a kind only through its typed reader", () => {
+    const broken = sources("remote").flatMap((f) =>
+      importsOf(f)
+        .filter((i) => kindFolders.some((k) => i.startsWith(`${k}/`)) && !/\/(read|schema)\.ts$/.test(i))
+        .map((i) => `${f} → ${i}`),
+    );
+    expect(broken).toEqual([]);
+  });
+});
