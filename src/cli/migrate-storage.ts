@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { createKubeClient } from "../kube/client.ts";
-import { KubeConfigError, loadKubeConfig } from "../kube/kubeconfig.ts";
+import { commandKubeConfig } from "./kube-config.ts";
 import { migrateStorage } from "../migrate/storage.ts";
 import { mdsCrdNames } from "../webhook/crd-ca-bundle.ts";
 
@@ -13,7 +13,7 @@ CRDs and \`mds webhook\` are installed; safe to interrupt and run again. Needs l
 every namespace and get and update on customresourcedefinitions/status (a cluster admin has them).
 
   --per-second <n>     objects written per second at most (default: 20)
-  --kubeconfig <file>  kubeconfig to reach the API server (default: in-cluster, else ~/.kube/config)
+  --kubeconfig <file>  kubeconfig to reach the API server (default: KUBECONFIG, else in-cluster, else ~/.kube/config)
   --context <name>     kubeconfig context`;
 
 export async function runMigrateStorage(argv: string[]): Promise<number> {
@@ -43,19 +43,10 @@ export async function runMigrateStorage(argv: string[]): Promise<number> {
     console.error(`mds migrate-storage: --per-second ${str("per-second")} is not a positive number`);
     return 2;
   }
-  let kubeConfig;
-  try {
-    kubeConfig = loadKubeConfig({
-      kubeconfig: str("kubeconfig"),
-      context: str("context"),
-      inCluster: process.env.KUBERNETES_SERVICE_HOST !== undefined && str("kubeconfig") === undefined,
-      env: process.env,
-    });
-  } catch (err) {
-    if (!(err instanceof KubeConfigError)) throw err;
-    console.error(`mds migrate-storage: ${err.message}`);
-    return 2;
-  }
+  const kubeConfig = commandKubeConfig({ kubeconfig: str("kubeconfig"), context: str("context") }, (message) =>
+    console.error(`mds migrate-storage: ${message}`),
+  );
+  if (kubeConfig === undefined) return 2;
   const kube = createKubeClient(kubeConfig, { timeoutMs: 60_000, fieldManager: "mds-migrate-storage", strip: false });
   try {
     await migrateStorage({ kube, crdNames: mdsCrdNames, perSecond, log: (line) => console.log(line) });

@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import { createKubeClient, type KubeClient } from "../kube/client.ts";
 import { isKubeConflict } from "../kube/errors.ts";
-import { loadKubeConfig } from "../kube/kubeconfig.ts";
+import { commandKubeConfig } from "./kube-config.ts";
 import type { KubeObject, ResourceType } from "../kube/types.ts";
 import { group, version } from "../resources/group.ts";
 import { kindModules } from "../resources/index.ts";
@@ -23,7 +23,7 @@ more). Nothing else changes: no spec, no Secret, nothing at the service. Run it 
   --keep-conditions <types>  the condition types it knows, comma-separated (a commit before 0.1.0: Ready,Synced,Stalled)
   --namespace <ns>           only this namespace (default: every namespace)
   --dry-run                  change nothing; print what would change
-  --kubeconfig <path>        kubeconfig file (default: KUBECONFIG, then ~/.kube/config)
+  --kubeconfig <path>        kubeconfig file (default: KUBECONFIG, else in-cluster, else ~/.kube/config)
   --context <name>           kubeconfig context (default: its current context)`;
 
 /** The condition types each release that reads status strictly knows. */
@@ -130,11 +130,8 @@ export async function runPrepareRollback(argv: string[]): Promise<number> {
     console.error(`mds prepare-rollback: ${(err as Error).message}\n\n${prepareRollbackHelp}`);
     return 2;
   }
-  const kubeConfig = loadKubeConfig({
-    kubeconfig: options.kubeconfig ?? process.env["KUBECONFIG"],
-    context: options.context,
-    env: process.env,
-  });
+  const kubeConfig = commandKubeConfig(options, (message) => console.error(`mds prepare-rollback: ${message}`));
+  if (kubeConfig === undefined) return 2;
   const lines = await prepareRollback(createKubeClient(kubeConfig), options);
   for (const line of lines) console.log(line);
   console.log(

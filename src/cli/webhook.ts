@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { createKubeClient } from "../kube/client.ts";
-import { KubeConfigError, loadKubeConfig } from "../kube/kubeconfig.ts";
+import { commandKubeConfig } from "./kube-config.ts";
 import { startWebhook } from "../webhook/index.ts";
 import type { WebhookAddress } from "../webhook/crd-ca-bundle.ts";
 import pino from "pino";
@@ -19,7 +19,7 @@ from the operator, so rolling the operator back leaves the CRDs readable.
   --secret <name>      the Secret holding the CA and the serving certificate (default: mds-webhook-tls)
   --port <port>        HTTPS port (default: 9443)
   --host <address>     address to listen on (default: all)
-  --kubeconfig <file>  kubeconfig to reach the API server (default: in-cluster, else ~/.kube/config)
+  --kubeconfig <file>  kubeconfig to reach the API server (default: KUBECONFIG, else in-cluster, else ~/.kube/config)
   --context <name>     kubeconfig context
   --log-level <level>  trace, debug, info, warn, error (default: info)`;
 
@@ -85,19 +85,10 @@ export async function runWebhook(argv: string[]): Promise<number> {
     url !== undefined ? { url } : { service: { namespace, name: str("service") ?? "mds-webhook" } };
   // Its own logger, not the operator's module (which would load the whole operator); it logs no secret material.
   const logger = pino({ level, base: { name: "mds-webhook", pid: process.pid } });
-  let kubeConfig;
-  try {
-    kubeConfig = loadKubeConfig({
-      kubeconfig: str("kubeconfig"),
-      context: str("context"),
-      inCluster: process.env.KUBERNETES_SERVICE_HOST !== undefined && str("kubeconfig") === undefined,
-      env: process.env,
-    });
-  } catch (err) {
-    if (!(err instanceof KubeConfigError)) throw err;
-    logger.error({ err: err.message }, "Cannot load the Kubernetes configuration");
-    return 2;
-  }
+  const kubeConfig = commandKubeConfig({ kubeconfig: str("kubeconfig"), context: str("context") }, (message) =>
+    logger.error({ err: message }, "Cannot load the Kubernetes configuration"),
+  );
+  if (kubeConfig === undefined) return 2;
   const kube = createKubeClient(kubeConfig, { timeoutMs: 30_000, fieldManager: "mds-webhook" });
   const webhook = await startWebhook({
     kube,
