@@ -3,6 +3,7 @@ import { resolveCredentials, managedController, parseOrTerminal } from "../../op
 import type { ManagedHandler } from "../../operator/managed-handler.ts";
 import { ProjectType } from "./schema.ts";
 import { DatabaseType } from "../types.ts";
+import { readDatabase } from "../database/read.ts";
 import { createProjectExternal, type ProjectObject } from "./external.ts";
 import { Project } from "./schema.ts";
 import { remoteDatabaseStallingReasons } from "../remote/database.ts";
@@ -33,7 +34,12 @@ export function projectHandler(
       if (remoteIdOf(obj) !== undefined) await api.mirror.ready();
       // A protected Database that adopted one of the project's databases (its default one) holds the deletion.
       const protectedBy = (databaseId: string) =>
-        protectingDatabaseOf(ctx.cache(DatabaseType.kind), databaseId, seenWithOwnCredentials(ctx, "database"));
+        protectingDatabaseOf(
+          ctx.cache(DatabaseType.kind),
+          databaseId,
+          seenWithOwnCredentials(ctx, "database"),
+          (db) => readDatabase(db)?.spec.deletionProtection === true,
+        );
       return {
         ...createProjectExternal({
           api: api.api,

@@ -14,6 +14,9 @@ import { stallingReasons } from "../index.ts";
 import { createRemoteMirror } from "./mirror.ts";
 import type { MdsRemote } from "./remote-api.ts";
 import { createAcceptedIds } from "../../operator/accepted.ts";
+import { readDatabase } from "../database/read.ts";
+
+const isProtected = (db: KubeObject) => readDatabase(db)?.spec.deletionProtection === true;
 
 // Adoption is exclusive: the rule that picks the one manager of a remote id (status.id recorded, then the oldest,
 // then namespace/name), and what it means for the loop: a second claimant acts on nothing, even when an older
@@ -117,9 +120,9 @@ describe("who manages a remote id", () => {
     const seenOutsideTeamB: SeenByClaimant = (claimant) => Promise.resolve(claimant.metadata.namespace !== "team-b");
     expect(await managerOtherThan(cacheOf(forged, younger), younger, seenOutsideTeamB)).toBeUndefined();
     expect(await managerOtherThan(cacheOf(forged, older, younger), younger, seenOutsideTeamB)).toBe("a/older");
-    expect(await protectingDatabaseOf(cacheOf(forged), id, seenOutsideTeamB)).toBeUndefined();
+    expect(await protectingDatabaseOf(cacheOf(forged), id, seenOutsideTeamB, isProtected)).toBeUndefined();
     const guard = db("a", "guard", "2026-01-01T00:00:09Z", { spec: { deletionProtection: true }, status: { id } });
-    expect(await protectingDatabaseOf(cacheOf(forged, guard), id, seenOutsideTeamB)).toBe("a/guard");
+    expect(await protectingDatabaseOf(cacheOf(forged, guard), id, seenOutsideTeamB, isProtected)).toBe("a/guard");
   });
 
   it("a change of one claimant wakes the others of its id, including when it stops claiming", () => {
@@ -139,9 +142,13 @@ describe("who manages a remote id", () => {
       status: { id },
       deleting: true,
     });
-    expect(await protectingDatabaseOf(cacheOf(unprotected, pending, going, guard), id, seenByAll)).toBe("a/guard");
+    expect(await protectingDatabaseOf(cacheOf(unprotected, pending, going, guard), id, seenByAll, isProtected)).toBe(
+      "a/guard",
+    );
     // An adoption never accepted (no status.id) protects nothing: it names an id, it does not hold it.
-    expect(await protectingDatabaseOf(cacheOf(unprotected, pending, going), id, seenByAll)).toBeUndefined();
+    expect(
+      await protectingDatabaseOf(cacheOf(unprotected, pending, going), id, seenByAll, isProtected),
+    ).toBeUndefined();
   });
 });
 

@@ -3,7 +3,6 @@ import { ReconcileError } from "../../operator/errors.ts";
 import { boundIdOf, logicalIdOf, remoteIdOf } from "../../operator/identity.ts";
 import { resolveCredentials, type Controller, type ObjectCache } from "../../operator/controller.ts";
 import type { MdsControllerContext } from "./remote-api.ts";
-import { readDatabase } from "../database/read.ts";
 
 // Adoption is exclusive (docs/design.md#adoption): one remote object, one managing resource (per operator, as its informer caches see it).
 // Of the resources of a kind that claim the same remote id, one manages it; the others are refused before they
@@ -165,14 +164,11 @@ export async function protectingDatabaseOf(
   databases: ObjectCache,
   databaseId: string,
   seen: SeenByClaimant,
+  /** Whether a Database resource has deletionProtection (the Database kind's typed reader says). */
+  isProtected: (db: KubeObject) => boolean,
 ): Promise<string | undefined> {
   const protecting = candidatesOf(databases, databaseId)
-    .filter(
-      (db) =>
-        db.metadata.deletionTimestamp === undefined &&
-        boundIdOf(db) === databaseId &&
-        readDatabase(db)?.spec.deletionProtection === true,
-    )
+    .filter((db) => db.metadata.deletionTimestamp === undefined && boundIdOf(db) === databaseId && isProtected(db))
     .sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
   for (const db of protecting) if ((await seen(db, databaseId)) !== false) return key(db);
   return undefined;
