@@ -13,7 +13,7 @@ import {
   type SecretKeyRef,
 } from "./credentials.ts";
 import { loopStallingReasons } from "./conditions.ts";
-import { managedCrashPointsOf, managedSteps, type ManagedStep } from "./crash-points.ts";
+import { managedCrashPointsOf, managedSteps, type CrashPoint, type ManagedStep } from "./crash-points.ts";
 import { TerminalError } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import type { ManagedHandler, ManagedObject } from "./managed-handler.ts";
@@ -70,8 +70,8 @@ export interface ControllerContext<R extends RemoteState = RemoteState> {
 export interface Controller<R extends RemoteState = RemoteState> {
   kind: string;
   type: ResourceType;
-  /** Every crash point its objects may pass (`<prefix>:<point>`); MDS_CRASH_POINT accepts these. */
-  crashPoints: readonly string[];
+  /** Every crash point its objects may pass (named `<prefix>:<point>`); MDS_CRASH_POINT accepts these names. */
+  crashPoints: readonly CrashPoint[];
   /** The reasons after which its objects are Stalled (the loops' own and the kind's). */
   stallingReasons: readonly string[];
   /** Workers of this kind's queue, given the operator's --concurrency (default: that). */
@@ -121,7 +121,7 @@ interface ControllerBase {
   /** The kind's own stalling reasons (conditions.ts has the loops'). */
   stallingReasons?: readonly string[];
   /** The kind's own crash points (`<prefix>:<point>`), besides the loop's. */
-  crashPoints?: readonly string[];
+  crashPoints?: readonly CrashPoint[];
   objectGauges?: Controller["objectGauges"];
 }
 
@@ -172,7 +172,7 @@ export function oneShotController<T extends StatusObject, R extends RemoteState>
   };
 }
 
-function declared(base: ControllerBase, crashPoints: readonly string[]): Omit<Controller, "reconciler"> {
+function declared(base: ControllerBase, crashPoints: readonly CrashPoint[]): Omit<Controller, "reconciler"> {
   return {
     ...base,
     crashPoints,

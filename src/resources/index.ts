@@ -1,4 +1,5 @@
 import type { Controller, ObjectGauge } from "../operator/controller.ts";
+import type { CrashPoint } from "../operator/crash-points.ts";
 import { backupScheduleModule } from "./backup-schedule/index.ts";
 import { connectionModule } from "./connection/index.ts";
 import { databaseBackupModule } from "./database-backup/index.ts";
@@ -24,9 +25,14 @@ export function controllers(settings: ControllerSettings = {}): Controller<MdsRe
   return kindModules.map((k) => k.controller(settings));
 }
 
-/** Every crash point of every kind (test-only; `MDS_CRASH_POINT` accepts exactly these), in registry order. */
-export function crashPoints(): string[] {
+/** Every crash point of every kind, as data (docs/crash-points.md is generated from it), in registry order. */
+export function crashPointDeclarations(): CrashPoint[] {
   return controllers().flatMap((c) => c.crashPoints);
+}
+
+/** The name of every crash point (test-only; `MDS_CRASH_POINT` accepts exactly these), in registry order. */
+export function crashPoints(): string[] {
+  return crashPointDeclarations().map((p) => p.name);
 }
 
 /** Every reason after which some kind's objects are Stalled (the Argo CD health script names the same). */

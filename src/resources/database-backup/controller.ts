@@ -1,3 +1,4 @@
+import type { CrashPoint } from "../../operator/crash-points.ts";
 import { errorCode, mayHaveLanded } from "../../operator/api.ts";
 import type { MdsApi } from "../remote/remote-api.ts";
 import type { ConditionUpdate } from "../../operator/status.ts";
@@ -26,6 +27,19 @@ import { backupAgesOf, backupAgeView, backupTracking, forgetLatestBackup, type B
 // - a server that does not take backups on request (the public API: its provider takes them, it has no such endpoint
 //   and announces no replay) is never sent a POST: phase Failed, reason NotSupported, Stalled, and nothing more.
 // Status is anyone's who may write the subresource: what it records is used only where it agrees with the spec.
+
+const backupCrashPoints = {
+  beforePost: {
+    name: "backup:before-post",
+    between: "a backup's `requestedAt` and key written (phase Running) → the backup requested",
+    restart: "send the POST with the same Idempotency-Key only to a server that replays it, else `OutcomeUnknown`",
+  },
+  afterPost: {
+    name: "backup:after-post",
+    between: "the service answered the POST with the backup's id → the id written to status",
+    restart: "the POST again with the same key gets the same backup back (replayed): never a second backup",
+  },
+} as const satisfies Record<string, CrashPoint>;
 
 type BackupObject = DatabaseBackup & { metadata: { name: string; namespace?: string | undefined } };
 type Run = OneShotRun<BackupObject>;
@@ -122,7 +136,7 @@ export function backupHandler(
     try {
       const backup = await api.createBackup(databaseId, { idempotencyKey: requestKey });
       notSent.delete(requestKey);
-      await ctx.crashPoint("backup:after-post");
+      await ctx.crashPoint(backupCrashPoints.afterPost.name);
       const uid = run.obj.metadata.uid;
       await write(run, {
         backupId: backup.id,
@@ -208,7 +222,7 @@ export function backupHandler(
         message: `Backup of database "${databaseId}" requested`,
       });
       notSent.add(requestKey);
-      await ctx.crashPoint("backup:before-post");
+      await ctx.crashPoint(backupCrashPoints.beforePost.name);
     }
 
     const requestedAt = run.obj.status?.requestedAt;
@@ -271,7 +285,7 @@ export function backupController(settings: BackupSettings = {}) {
     {
       kind: "DatabaseBackup",
       type: DatabaseBackupType,
-      crashPoints: ["backup:before-post", "backup:after-post"],
+      crashPoints: Object.values(backupCrashPoints),
       stallingReasons: ["ReferenceNotAllowed", "OutcomeUnknown", "NotSupported", ...remoteDatabaseStallingReasons],
       // How long each Database has gone without a backup, for the alert (deploy/components/monitoring).
       objectGauges: {

@@ -1,3 +1,4 @@
+import type { CrashPoint } from "../../operator/crash-points.ts";
 import { errorCode, mayHaveLanded } from "../../operator/api.ts";
 import type { ConditionUpdate } from "../../operator/status.ts";
 import { ReconcileError, TerminalError, messageOf } from "../../operator/errors.ts";
@@ -34,9 +35,17 @@ export interface RestoreSettings {
 
 /** Where a test may simulate a crash (src/operator/crash-points.ts): around the one POST that restores. */
 const restoreCrashPoints = {
-  beforePost: "restore:before-post", // requestedAt and ledger written; restore not yet requested
-  afterPost: "restore:after-post", // restore requested; outcome not yet followed
-} as const;
+  beforePost: {
+    name: "restore:before-post",
+    between: "a restore's `requestedAt` and ledger entry written → the restore requested",
+    restart: "re-send only to a server that replays, else observe the target; `OutcomeUnknown` if it cannot tell",
+  },
+  afterPost: {
+    name: "restore:after-post",
+    between: "the restore requested → its outcome followed",
+    restart: "the same: never a second restore",
+  },
+} as const satisfies Record<string, CrashPoint>;
 
 const readRestore = typedReader(DatabaseRestore).read;
 
@@ -239,7 +248,7 @@ export function restoreHandler(
       });
       notSent.add(`${targetId}|${restoreKey}`);
       await recordRunning(run, target, restoreKey);
-      await ctx.crashPoint(restoreCrashPoints.beforePost);
+      await ctx.crashPoint(restoreCrashPoints.beforePost.name);
     }
     const s = run.obj.status ?? {};
     const { backupId, sourceDatabaseId: sourceId, requestedAt } = s;
@@ -289,7 +298,7 @@ export function restoreHandler(
       }
       notSent.delete(ackKey);
       acknowledged.add(ackKey);
-      await ctx.crashPoint(restoreCrashPoints.afterPost);
+      await ctx.crashPoint(restoreCrashPoints.afterPost.name);
       run.log.info({ targetId, backupId }, "Requested restore");
       ctx.events.record(
         run.obj,

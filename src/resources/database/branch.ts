@@ -1,9 +1,17 @@
+import type { CrashPoint } from "../../operator/crash-points.ts";
 import type { PublicBranch } from "../../contract/index.ts";
 import { errorCode, isApiConflict, isApiNotFound } from "../../operator/api.ts";
 import type { MdsApi } from "../remote/remote-api.ts";
 import { ReconcileError, TerminalError, WaitingError } from "../../operator/errors.ts";
 import { incarnationKeyOf } from "../../operator/identity.ts";
 import type { DatabaseBranch } from "./schema.ts";
+
+/** Between the branch's creation and the database's on it (this kind's own crash point). */
+export const branchCreated: CrashPoint = {
+  name: "database:after-branch-create",
+  between: "spec.branch's branch created → the database created on it",
+  restart: "find the branch by git name (a second create of the name is a 409) and create the database once",
+};
 
 // spec.branch: a Database on a branch of its project, named by git name (docs/preview-environments.md).
 // - The database is created with the branch's id, never its git name: the public API refuses logicalId together with
@@ -69,7 +77,7 @@ async function ensureBranch(
       if (again === undefined) throw err;
       return checkRole(again, spec);
     }
-    await crashPoint("database:after-branch-create");
+    await crashPoint(branchCreated.name);
     // Only a server that replays can have answered with a branch that is gone; elsewhere every answer is a new one.
     const live = api.replaysIdempotencyKeys() ? await findBranch(api, projectId, spec.gitName) : created;
     // Two production Databases racing on a project without branches: only the first branch is production.

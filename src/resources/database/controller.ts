@@ -1,3 +1,4 @@
+import { branchCreated } from "./branch.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { boundIdOf, remoteIdOf } from "../../operator/identity.ts";
 import { acceptedDatabaseIdIfAny } from "../remote/accepted-database.ts";
@@ -75,7 +76,7 @@ export const databaseController = managedController(
     type: DatabaseType,
     stallingReasons: [...remoteDatabaseStallingReasons, "BranchRoleMismatch"],
     // Its own: spec.branch's branch was created; the database not yet (./branch.ts).
-    crashPoints: ["database:after-branch-create"],
+    crashPoints: [branchCreated],
     wakeOn: [
       {
         kind: ProjectType.kind,
