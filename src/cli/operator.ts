@@ -17,7 +17,8 @@ import { buildInfo } from "../operator/build-info.ts";
 import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
 import { controllers, crashPoints, objectGauges } from "../resources/index.ts";
-import { mdsRemote, type MdsRemote } from "../resources/remote/remote-api.ts";
+import { mdsRemote } from "../resources/mds-remote.ts";
+import type { MdsRemote } from "../resources/remote/remote-api.ts";
 import { mdsWireCodec } from "../resources/conversion/wire.ts";
 import { defaultRateLimit } from "../client/index.ts";
 

@@ -123,6 +123,9 @@ const noteController = managedController(
 );
 const noteModule: KindModule<NoteRemote> = {
   definition: noteDefinition,
+  access: { verbs: ["patch"], why: "finalizer by merge patch" },
+  deletionProtection: false,
+  api: { reads: ["getNote"], writes: ["createNote", "updateNote", "deleteNote"] },
   // A real kind's controller calls the service (MdsRemote); this one brings a remote of its own (below): the
   // operator builds whichever it is given.
   controller: () => noteController,
@@ -171,7 +174,7 @@ describe("adding a kind", () => {
       controllers: [noteController],
       remote: {
         client: () => noteApi,
-        writes: ["createNote", "updateNote", "deleteNote"],
+        writes: noteModule.api.writes,
         mirror: () => ({ start() {}, stop() {} }),
       },
       defaultCredentials: { secretNamespace: "default", secretName: "mds-credentials", key: "token" },

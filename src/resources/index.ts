@@ -7,6 +7,7 @@ import { databaseRestoreModule } from "./database-restore/index.ts";
 import { databaseModule } from "./database/index.ts";
 import type { ControllerSettings, MdsKindModule } from "./mds-kind.ts";
 import { projectModule } from "./project/index.ts";
+import { sharedApiCalls } from "./remote/shared-calls.ts";
 import type { MdsRemote } from "./remote/remote-api.ts";
 
 // The registry: every kind, one line each. From here come the CRDs (crd.ts), the operator's controllers, the crash
@@ -21,13 +22,23 @@ export const kindModules: MdsKindModule[] = [
   backupScheduleModule,
 ];
 
+/**
+ * Every remote call that writes, of the kinds and of what they share: a replica that is not the leader refuses them
+ * (the operator's remote, ./mds-remote.ts).
+ */
+export function apiWrites(kinds: readonly { api: { writes: readonly string[] } }[] = kindModules): string[] {
+  return [...new Set([...sharedApiCalls.writes, ...kinds.flatMap((k) => k.api.writes)])];
+}
+
 export function controllers(settings: ControllerSettings = {}): Controller<MdsRemote>[] {
   return kindModules.map((k) => k.controller(settings));
 }
 
 /** Every crash point of every kind, as data (docs/crash-points.md is generated from it), in registry order. */
-export function crashPointDeclarations(): CrashPoint[] {
-  return controllers().flatMap((c) => c.crashPoints);
+export function crashPointDeclarations(
+  kinds: readonly { controller(settings: ControllerSettings): { crashPoints: readonly CrashPoint[] } }[] = kindModules,
+): CrashPoint[] {
+  return kinds.flatMap((k) => k.controller({}).crashPoints);
 }
 
 /** The name of every crash point (test-only; `MDS_CRASH_POINT` accepts exactly these), in registry order. */

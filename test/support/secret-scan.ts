@@ -123,7 +123,9 @@ export interface KubernetesScanOptions {
 }
 
 // Every kind of the registry, so a new kind (and its status) is scanned without anyone remembering to add it here.
-export const mdsCustomResources = kindModules.map((k) => ({ group, version, plural: k.definition.plural }));
+export const customResourcesOf = (kinds: readonly { definition: { plural: string } }[]) =>
+  kinds.map((k) => ({ group, version, plural: k.definition.plural }));
+export const mdsCustomResources = customResourcesOf(kindModules);
 
 interface Meta {
   metadata?: {

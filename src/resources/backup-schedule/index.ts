@@ -5,6 +5,12 @@ import { backupScheduleDefinition } from "./schema.ts";
 
 export const backupScheduleModule: MdsKindModule = {
   definition: backupScheduleDefinition,
+  access: {
+    verbs: ["get"],
+    why: "read live by name; no finalizer, so never patched: only its status",
+  },
+  deletionProtection: false,
+  api: { reads: ["getDatabase", "listBackups"], writes: ["deleteBackup"] },
   controller: () => scheduleController(),
   healthScript: conditionsHealthScript,
 };

@@ -5,6 +5,12 @@ import { connectionDefinition } from "./schema.ts";
 
 export const connectionModule: MdsKindModule = {
   definition: connectionDefinition,
+  access: {
+    verbs: ["get", "patch"],
+    why: "finalizer and annotations by merge patch; read by name when a write found it gone",
+  },
+  deletionProtection: true,
+  api: { reads: ["getDatabase"], writes: [] },
   controller: () => connectionController,
   healthScript: conditionsHealthScript,
 };

@@ -5,6 +5,12 @@ import { databaseBackupDefinition } from "./schema.ts";
 
 export const databaseBackupModule: MdsKindModule = {
   definition: databaseBackupDefinition,
+  access: {
+    verbs: ["get", "create", "delete"],
+    why: "read live by name; a BackupSchedule creates one per slot and deletes those its retention drops",
+  },
+  deletionProtection: false,
+  api: { reads: ["getDatabase", "listBackups"], writes: ["createBackup"] },
   controller: () => backupController(),
   healthScript: oneShotHealthScript,
 };

@@ -5,6 +5,15 @@ import { databaseDefinition } from "./schema.ts";
 
 export const databaseModule: MdsKindModule = {
   definition: databaseDefinition,
+  access: {
+    verbs: ["get", "patch"],
+    why: "finalizer and annotations by merge patch; read by name where a restore needs its target live",
+  },
+  deletionProtection: true,
+  api: {
+    reads: ["getDatabase", "listDatabases", "listBranches", "listBackups"],
+    writes: ["createDatabase", "updateDatabase", "deleteDatabase", "createBranch", "deleteBranch"],
+  },
   controller: () => databaseController,
   healthScript: conditionsHealthScript,
 };

@@ -10,6 +10,19 @@ import type { CrdDefinition } from "./crd.ts";
 export interface KindModule<R extends RemoteState, S = unknown> {
   /** Its CRD: names, schema, printer columns (`npm run crds`). */
   definition: CrdDefinition;
+  /**
+   * What the operator may do to its objects, as RBAC verbs on its resource (every kind is also listed and watched by
+   * its informer, and its status subresource patched), with why: `npm run registry` writes the mds.dev rules of the
+   * ClusterRole, the single-namespace Role and the chart from these.
+   */
+  access: { verbs: readonly ResourceVerb[]; why: string };
+  /** Whether `spec.deletionProtection: true` makes the API server refuse its deletion (the admission policy's resources). */
+  deletionProtection: boolean;
+  /**
+   * The remote calls its code makes (besides the Secret component's, which every kind with a Secret shares) and,
+   * among them, the writes: a replica that is not the leader refuses those (src/operator/credentials.ts).
+   */
+  api: { reads: readonly ApiMethod<R>[]; writes: readonly ApiMethod<R>[] };
   /** What the operator runs for it: the loop with the kind's handler, its crash points and stalling reasons. */
   controller(settings: S): Controller<R>;
   /**
@@ -18,6 +31,12 @@ export interface KindModule<R extends RemoteState, S = unknown> {
    */
   healthScript: URL;
 }
+
+/** The verbs a kind may declare beyond list and watch, which every kind's informer needs. */
+export type ResourceVerb = "get" | "patch" | "create" | "delete";
+
+/** A method name of the remote's API client. */
+type ApiMethod<R extends RemoteState> = Extract<keyof R["api"], string>;
 
 /** The health check of every kind whose Ready, Synced, Reconciling and Stalled conditions say it all. */
 export const conditionsHealthScript = new URL("./health.lua", import.meta.url);

@@ -5,6 +5,12 @@ import { projectDefinition } from "./schema.ts";
 
 export const projectModule: MdsKindModule = {
   definition: projectDefinition,
+  access: {
+    verbs: ["patch"],
+    why: "finalizer and annotations by merge patch",
+  },
+  deletionProtection: true,
+  api: { reads: ["listProjects", "listDatabases"], writes: ["createProject", "deleteProject", "deleteDatabase"] },
   controller: () => projectController,
   healthScript: conditionsHealthScript,
 };

@@ -19,22 +19,10 @@ export interface MdsRemote {
 /** What a kind's controller code may use (src/operator/controller.ts), with this remote. */
 export type MdsControllerContext = ControllerContext<MdsRemote>;
 
-/** The remote as src/operator builds it per credential. */
-export const mdsRemote: RemoteDefinition<MdsRemote> = {
-  client: (options: ClientOptions) => createClient(options),
-  writes: [
-    "createProject",
-    "deleteProject",
-    "createDatabase",
-    "updateDatabase",
-    "deleteDatabase",
-    "restoreDatabase",
-    "createBackup",
-    "deleteBackup",
-    "createConnection",
-    "deleteConnection",
-    "createBranch",
-    "deleteBranch",
-  ],
-  mirror: createRemoteMirror,
-};
+/**
+ * The remote as src/operator builds it per credential; `writes`: every call that writes (the registry gathers them
+ * from the kinds, src/resources/index.ts), which a replica that is not the leader refuses.
+ */
+export function mdsRemoteWith(writes: readonly string[]): RemoteDefinition<MdsRemote> {
+  return { client: (options: ClientOptions) => createClient(options), writes, mirror: createRemoteMirror };
+}
