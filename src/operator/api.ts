@@ -1,5 +1,3 @@
-import type { PublicCreatedConnection, PublicDatabase } from "../contract/index.ts";
-
 // The service as src/operator sees it. The operator builds and rate-limits one client per credential
 // (credentials.ts) without knowing its methods: each kind's calls are declared beside the kinds
 // (src/resources/remote/remote-api.ts, `MdsApi`). Only the components every kind shares call the service from here: the
@@ -10,14 +8,37 @@ export interface CallOptions {
   idempotencyKey?: string;
 }
 
-export type CreatedConnection = PublicCreatedConnection;
+/** An endpoint of a created connection; its connection string carries the password (the public API may leave it out). */
+interface EndpointWithSecret {
+  host: string;
+  port: number;
+  connectionString?: string | undefined;
+}
+
+/** A connection as a creation answer gives it, credentials included: the only place they ever appear. */
+export interface CreatedConnection {
+  id: string;
+  name: string;
+  endpoints: {
+    direct?: EndpointWithSecret | undefined;
+    pooled?: EndpointWithSecret | undefined;
+    accelerate?: EndpointWithSecret | undefined;
+  };
+}
+
+/** What the Secret component reads of a database: its connections (which of them are a resource's own) and its default one. */
+interface DatabaseConnections {
+  createdAt: string;
+  defaultConnectionId?: string | null | undefined;
+  connections: { id: string; name: string; createdAt: string }[];
+}
 
 /** The calls of the Secret component (secret/recovery.ts, secret/revocation.ts): a database's connections, minted and revoked. */
 export interface ConnectionApi {
   createConnection(databaseId: string, body: { name: string }, options?: CallOptions): Promise<CreatedConnection>;
   deleteConnection(id: string, options?: CallOptions): Promise<void>;
   /** Read for its connections (which of them are the resource's own). */
-  getDatabase(id: string, options?: CallOptions): Promise<PublicDatabase>;
+  getDatabase(id: string, options?: CallOptions): Promise<DatabaseConnections>;
   /** Whether the server has announced that it replays Idempotency-Keys: only then may a POST be sent again. */
   replaysIdempotencyKeys(): boolean;
 }

@@ -14,7 +14,7 @@ export const credentialsFinalizer = "mds.dev/credentials-in-use";
 /** Set with the finalizer, so a restarted operator finds the Secrets it guards with one list. */
 export const credentialsLabel = "mds.dev/credentials-in-use";
 
-interface CredentialsGuard {
+export interface CredentialsGuard {
   /** Adds the finalizer to a Secret just read (unless it has it, or is being deleted: nothing may be added then). */
   protect(secret: Secret): Promise<void>;
   /** Removes the finalizer from `namespace/name` if no resource depends on it. */

@@ -7,7 +7,7 @@ import type {
   PublicCreatedDatabase,
   PublicCreatedProject,
 } from "../../src/contract/index.ts";
-import type { CreatedConnection } from "../../src/operator/api.ts";
+import type { PublicCreatedConnection as CreatedConnection } from "../../src/contract/index.ts";
 import type { MdsApi } from "../../src/resources/remote/remote-api.ts";
 
 // An in-memory Managed Database Service for unit tests of the loop: logicalId uniqueness, Idempotency-Key replay

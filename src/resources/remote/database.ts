@@ -1,4 +1,4 @@
-import type { CreatedConnection } from "../../operator/api.ts";
+import type { PublicCreatedConnection as CreatedConnection } from "../../contract/index.ts";
 import type { MdsApi } from "./remote-api.ts";
 import { ReconcileError, WaitingError } from "../../operator/errors.ts";
 import { credentialsFromCreated } from "../../operator/secret/connection-credentials.ts";

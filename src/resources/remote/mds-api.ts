@@ -6,6 +6,7 @@ import type {
   Page,
   PublicBackup,
   PublicBranch,
+  PublicCreatedConnection,
   PublicCreatedProject,
   PublicDatabase,
   PublicDatabaseWithCredentials,
@@ -20,6 +21,9 @@ import type { CallOptions, ConnectionApi } from "../../operator/api.ts";
 // send (src/contract/public-responses.ts), of which our service's are a part.
 
 export interface MdsApi extends ConnectionApi {
+  /** The wire contract's shapes, of which the Secret component's (ConnectionApi) are a part. */
+  createConnection(databaseId: string, body: { name: string }, options?: CallOptions): Promise<PublicCreatedConnection>;
+  getDatabase(id: string, options?: CallOptions): Promise<PublicDatabase>;
   createProject(body: CreateProjectBody, options?: CallOptions): Promise<PublicCreatedProject>;
   getProject(id: string, options?: CallOptions): Promise<PublicProject>;
   listProjects(params?: ListProjectsParams, options?: CallOptions): Promise<Page<PublicProject>>;
