@@ -31,6 +31,26 @@ export interface OneShotRun<T extends StatusObject> {
   writeStatus(fields: Record<string, unknown>, ready?: ConditionUpdate): Promise<T>;
 }
 
+/** A Ready condition: `ok` True, else False, with the reason and message. */
+export function readyCondition(ok: boolean, reason: string, message: string): ConditionUpdate {
+  return { type: "Ready", status: ok ? "True" : "False", reason, message };
+}
+
+/**
+ * Ready of an operation, following its phase: True (Available) in one of the `ok` phases; otherwise the reason the
+ * step gave, else the phase's own (`Running`, `Failed`; `Pending` for any other). The message is status.message.
+ */
+export function operationReady(
+  status: { phase?: string | undefined; message?: string | undefined },
+  reason: string | undefined,
+  reasons: { ok: readonly string[]; Pending: string; Running: string; Failed: string },
+): ConditionUpdate {
+  const phase = status.phase ?? "Pending";
+  const ok = reasons.ok.includes(phase);
+  const fallback = phase === "Failed" ? reasons.Failed : phase === "Running" ? reasons.Running : reasons.Pending;
+  return readyCondition(ok, ok ? "Available" : (reason ?? fallback), status.message ?? "");
+}
+
 interface OneShotDeps {
   kube: KubeClient;
   /** The reasons that stall this kind (progress.ts). */
