@@ -3,7 +3,15 @@ import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject, ResourceType } from "../kube/types.ts";
 import type { EventRecorder } from "./events.ts";
 import { done, failed, type Outcome } from "./outcome.ts";
-import { reportError, splitKey, synced, writeStatus, type ConditionUpdate, type StatusObject } from "./status.ts";
+import {
+  readyCondition,
+  reportError,
+  splitKey,
+  synced,
+  writeStatus,
+  type ConditionUpdate,
+  type StatusObject,
+} from "./status.ts";
 
 // The loop for one-shot operations (a restore): a resource that asks for one action and records how it ended. It
 // shares status writing, conditions (Ready and Synced with observedGeneration), error reporting and requeue rules
@@ -29,11 +37,6 @@ export interface OneShotRun<T extends StatusObject> {
   now(): Date;
   /** Merges `fields` into status with the given Ready condition and Synced=True (none: fields only); only when something changed. */
   writeStatus(fields: Record<string, unknown>, ready?: ConditionUpdate): Promise<T>;
-}
-
-/** A Ready condition: `ok` True, else False, with the reason and message. */
-export function readyCondition(ok: boolean, reason: string, message: string): ConditionUpdate {
-  return { type: "Ready", status: ok ? "True" : "False", reason, message };
 }
 
 /**

@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { KubeObject } from "../../kube/types.ts";
 import type { MdsApi } from "../remote/remote-api.ts";
 import type { ObjectCache } from "../../operator/controller.ts";
+import { isoSeconds } from "../../operator/time.ts";
 
 // A Database's status.latestBackup: its newest completed backup as the service lists it (whoever took it: the
 // provider's daily ones, a DatabaseBackup, a schedule), and the age of that backup per database for Prometheus
@@ -19,8 +20,6 @@ export const LatestBackup = z
   );
 export type LatestBackup = z.infer<typeof LatestBackup>;
 
-const iso = (t: string) => new Date(t).toISOString().replace(/\.\d+Z$/, "Z");
-
 /** The newest completed backup of a list (the service lists newest first; sorted here anyway). */
 export function newestCompleted(
   backups: { id: string; status: string; createdAt: string; size?: number | null | undefined }[],
@@ -31,7 +30,7 @@ export function newestCompleted(
   if (newest === undefined) return undefined;
   return {
     id: newest.id,
-    time: iso(newest.createdAt),
+    time: isoSeconds(newest.createdAt),
     ...(typeof newest.size === "number" ? { sizeBytes: newest.size } : {}),
   };
 }
