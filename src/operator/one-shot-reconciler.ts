@@ -18,6 +18,7 @@ import {
 // with the managed loop; the kind supplies only its steps:
 //   live get → parse (failure → Synced=False InvalidSpec) → finished? → kind's step → Synced=True
 // It reads the object live, never from the cache: acting on a stale phase could run a destructive action twice.
+// A recurring operation (a schedule: recurringController in controller.ts) runs on the same loop with no final phase.
 
 export interface OneShotHandler<T extends StatusObject> {
   kind: string;
@@ -29,6 +30,9 @@ export interface OneShotHandler<T extends StatusObject> {
   /** One pass of the operation's steps. Status goes through `run.writeStatus`; errors are thrown, typed. */
   step(run: OneShotRun<T>): Promise<Outcome>;
 }
+
+/** A recurring operation's handler (a schedule): a one-shot handler with no final phase (recurringController). */
+export type RecurringHandler<T extends StatusObject> = Omit<OneShotHandler<T>, "finished">;
 
 export interface OneShotRun<T extends StatusObject> {
   /** The object as last written. */
@@ -54,7 +58,7 @@ export function operationReady(
   return readyCondition(ok, ok ? "Available" : (reason ?? fallback), status.message ?? "");
 }
 
-interface OneShotDeps {
+export interface OneShotDeps {
   kube: KubeClient;
   /** The reasons that stall this kind (progress.ts). */
   stalling: ReadonlySet<string>;
@@ -111,4 +115,13 @@ export async function reconcileOneShot<T extends StatusObject>(
     await reportError(deps, handler.type, obj, err, log, now());
     return failed(err);
   }
+}
+
+/** One pass of a recurring operation: the one-shot loop with no final phase (it never finishes). */
+export function reconcileRecurring<T extends StatusObject>(
+  deps: OneShotDeps,
+  handler: RecurringHandler<T>,
+  key: string,
+): Promise<Outcome> {
+  return reconcileOneShot(deps, { ...handler, finished: () => false }, key);
 }

@@ -3,9 +3,9 @@ import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { acceptedDatabaseId } from "../remote/accepted-database.ts";
-import { oneShotController, parseOrTerminal, resolveCredentials } from "../../operator/controller.ts";
+import { parseOrTerminal, recurringController, resolveCredentials } from "../../operator/controller.ts";
 import type { MdsControllerContext } from "../remote/remote-api.ts";
-import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
+import type { OneShotRun, RecurringHandler } from "../../operator/one-shot-reconciler.ts";
 import { readyCondition } from "../../operator/status.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { isoSeconds } from "../../operator/time.ts";
@@ -60,7 +60,7 @@ export function scheduleHandler(
     MdsControllerContext,
     "pool" | "defaultCredentials" | "cache" | "events" | "kube" | "pollIntervals" | "accepted"
   >,
-): OneShotHandler<ScheduleObject> {
+): RecurringHandler<ScheduleObject> {
   /** Creates the slot's DatabaseBackup; an existing one of this schedule is the same slot (a restart, a lost answer). */
   async function createSlot(run: Run, slot: number): Promise<string> {
     const obj = run.obj;
@@ -237,14 +237,13 @@ export function scheduleHandler(
     kind: "BackupSchedule",
     type: BackupScheduleType,
     parse: (raw) => parseOrTerminal(BackupSchedule, "BackupSchedule", raw) as ScheduleObject,
-    // A schedule never ends: the one-shot loop's status writing, conditions and errors, with no final phase.
-    finished: () => false,
     step,
   };
 }
 
+// A schedule never ends: the recurring loop (the one-shot loop's status writing, conditions and errors, no final phase).
 export function scheduleController() {
-  return oneShotController(
+  return recurringController(
     {
       kind: "BackupSchedule",
       type: BackupScheduleType,
