@@ -10,7 +10,7 @@ import { readyCondition } from "../../operator/status.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { isoSeconds } from "../../operator/time.ts";
 import { notSupportedMessage, readOperationTarget, Refused } from "../remote/operations.ts";
-import { forgetLatestBackup } from "../database-backup/latest.ts";
+import { forgetLatestBackup } from "../remote/backups.ts";
 import { CronError, latestSlot, nextSlot, parseCron } from "./cron.ts";
 import { BackupSchedule, BackupScheduleType, type BackupScheduleStatus } from "./schema.ts";
 import {

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import type { KubeObject } from "../../kube/types.ts";
-import { backupSealMessage } from "../database-backup/controller.ts";
+import { backupSealMessage } from "../remote/backups.ts";
 import { scheduledAtAnnotation, slotBackupName, slotKey, type ScheduleObject } from "./operation.ts";
 
 // What retention may touch: the DatabaseBackups this schedule created (owned, both ways), of them the ones past

@@ -5,8 +5,7 @@ import { isoSeconds } from "../../operator/time.ts";
 import { acceptedDatabaseId } from "../remote/accepted-database.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
-import { resolveCredentials, oneShotController, parseOrTerminal, type ObjectGauge } from "../../operator/controller.ts";
-import { DatabaseType } from "../types.ts";
+import { resolveCredentials, oneShotController, parseOrTerminal } from "../../operator/controller.ts";
 import { remoteDatabaseStallingReasons } from "../remote/database.ts";
 import type { MdsControllerContext } from "../remote/remote-api.ts";
 import { operationReady, type OneShotHandler, type OneShotRun } from "../../operator/one-shot-reconciler.ts";
@@ -14,7 +13,7 @@ import { notSupportedMessage, readOperationTarget, Refused } from "../remote/ope
 import { backupRequestKey, findBackup, requestBackup, type BackupRefusal } from "./operation.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { DatabaseBackup, DatabaseBackupType, terminalBackupPhases, type DatabaseBackupStatus } from "./schema.ts";
-import { backupAgesOf, backupAgeView, backupTracking, forgetLatestBackup, type BackupAgeView } from "./latest.ts";
+import { backupSealMessage, forgetLatestBackup } from "../remote/backups.ts";
 
 // One backup per resource, exactly once, against a service that takes backups on request (our service's
 // POST /v1/databases/{id}/backups). The order of writes is what makes it safe:
@@ -36,15 +35,6 @@ interface BackupSettings {
   replayWindowMs?: number | undefined;
 }
 
-/**
- * What status.backupSeal seals: this resource (its uid), the database and the backup the service answered its POST
- * with. Written only from that answer, so a BackupSchedule's retention can tell a backup taken for its DatabaseBackup
- * from one whose id someone wrote into a status (backup-schedule/controller.ts).
- */
-export function backupSealMessage(uid: string, databaseId: string, backupId: string): string {
-  return ["backup", uid, databaseId, backupId].join("\u0000");
-}
-
 /** Ready follows the phase: True once it Succeeded. */
 const readyOf = (status: DatabaseBackupStatus, reason: string | undefined) =>
   operationReady(status, reason, {
@@ -60,13 +50,6 @@ const notSupportedWhat = {
   methods: "POST",
   outcome: "no backup was requested",
   listed: "where available",
-};
-
-/** One series per Database with a backup configuration: an alert must say which database has gone without a backup. */
-const backupAgeGauge: ObjectGauge = {
-  name: "mds_database_backup_age_seconds",
-  help: "Seconds since the newest completed backup of a Database (status.latestBackup), or since its creation when it has none. One series per Database with a backup configuration: an alert must name the database whose backups stopped. A Database has one when it has a remote id and a BackupSchedule, a DatabaseBackup or spec.trackLatestBackup.",
-  labels: ["database_namespace", "database"],
 };
 
 // eslint-disable-next-line max-lines-per-function -- closure factory: its step and helpers share the context
@@ -256,19 +239,6 @@ export function backupController(settings: BackupSettings = {}) {
       type: DatabaseBackupType,
       crashPoints: ["backup:before-post", "backup:after-post"],
       stallingReasons: ["ReferenceNotAllowed", "OutcomeUnknown", "NotSupported", ...remoteDatabaseStallingReasons],
-      // How long each Database has gone without a backup, for the alert (deploy/components/monitoring).
-      objectGauges: {
-        gauges: [backupAgeGauge],
-        of: DatabaseType.kind,
-        view: backupAgeView,
-        samples: (views: ReadonlyMap<string, BackupAgeView>, cache, now) =>
-          backupAgesOf(views, now, backupTracking(cache)).map((a) => ({
-            metric: backupAgeGauge.name,
-            namespace: a.namespace,
-            name: a.name,
-            value: a.seconds,
-          })),
-      },
       // Backups are few and each waits on the service: two workers at most.
       workers: (concurrency) => Math.max(1, Math.min(concurrency, 2)),
       // A Database that gets its remote id, or becomes ready, wakes the backups still waiting in its namespace.
