@@ -3,6 +3,8 @@
 // and Stalled are kstatus's abnormal-true pair (progress.ts derives both): working toward the spec, or stopped until
 // the user changes something. The CRD schema of a condition is in src/resources/conditions.ts; these are the loop's
 // own types.
+import { isoSeconds } from "./time.ts";
+
 export type ConditionType = "Ready" | "Synced" | "Reconciling" | "Stalled" | "Expired";
 
 export interface Condition {
@@ -101,9 +103,7 @@ export function setCondition(
     reason: input.reason,
     message: input.message,
     lastTransitionTime:
-      existing !== undefined && existing.status === input.status
-        ? existing.lastTransitionTime
-        : now.toISOString().replace(/\.\d+Z$/, "Z"),
+      existing !== undefined && existing.status === input.status ? existing.lastTransitionTime : isoSeconds(now),
     ...(input.observedGeneration === undefined ? {} : { observedGeneration: input.observedGeneration }),
   };
   if (i >= 0) list[i] = next;

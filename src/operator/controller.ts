@@ -18,7 +18,13 @@ import { TerminalError } from "./errors.ts";
 import type { EventRecorder } from "./events.ts";
 import type { ManagedHandler, ManagedObject } from "./managed-handler.ts";
 import { reconcileManaged } from "./managed-reconciler.ts";
-import { reconcileOneShot, type OneShotHandler } from "./one-shot-reconciler.ts";
+import {
+  reconcileOneShot,
+  reconcileRecurring,
+  type OneShotDeps,
+  type OneShotHandler,
+  type RecurringHandler,
+} from "./one-shot-reconciler.ts";
 import type { Outcome } from "./outcome.ts";
 import type { StatusObject } from "./status.ts";
 import type { AcceptedIds } from "./accepted.ts";
@@ -156,6 +162,27 @@ export function oneShotController<T extends StatusObject, R extends RemoteState>
   base: ControllerBase,
   build: (ctx: ControllerContext<R>) => OneShotHandler<T>,
 ): Controller<R> {
+  return stepLoopController(base, "once", build, reconcileOneShot);
+}
+
+/**
+ * A recurring operation (a schedule): the one-shot loop's live read, steps, status and errors, with no final phase,
+ * so it never finishes; each step says when the next one is due (its requeue).
+ */
+export function recurringController<T extends StatusObject, R extends RemoteState>(
+  base: ControllerBase,
+  build: (ctx: ControllerContext<R>) => RecurringHandler<T>,
+): Controller<R> {
+  return stepLoopController(base, "recurring", build, reconcileRecurring);
+}
+
+/** The controller of a kind on the one-shot loop (`once`) or its recurring variant. */
+function stepLoopController<R extends RemoteState, H>(
+  base: ControllerBase,
+  loop: "once" | "recurring",
+  build: (ctx: ControllerContext<R>) => H,
+  reconcile: (deps: OneShotDeps, handler: H, key: string) => Promise<Outcome>,
+): Controller<R> {
   const { crashPoints = [], ...rest } = base;
   const controller = declared(rest, crashPoints);
   return {
@@ -165,9 +192,9 @@ export function oneShotController<T extends StatusObject, R extends RemoteState>
       const deps = {
         ...ctx,
         stalling: new Set(controller.stallingReasons),
-        logger: ctx.logger.child({ controller: `once/${base.kind.toLowerCase()}` }),
+        logger: ctx.logger.child({ controller: `${loop}/${base.kind.toLowerCase()}` }),
       };
-      return (key) => reconcileOneShot(deps, handler, key);
+      return (key) => reconcile(deps, handler, key);
     },
   };
 }

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import type { KubeClient } from "../kube/client.ts";
 import { EventType, type KubeObject } from "../kube/types.ts";
+import { isoSeconds } from "./time.ts";
 
 export interface EventRecorder {
   /** Records what happened to `obj`. Fire and forget: an Event that cannot be written is logged, never thrown. */
@@ -35,7 +36,7 @@ export function createEventRecorder(
       if (prev !== undefined && prev.text === text && now - prev.at < repeatWindowMs) return;
       last.set(uid, { text, at: now });
       if (last.size > maxRemembered) forgetOlderThan(now - repeatWindowMs);
-      const time = new Date(now).toISOString().replace(/\.\d+Z$/, "Z");
+      const time = isoSeconds(now);
       const event = {
         apiVersion: "v1",
         kind: "Event",

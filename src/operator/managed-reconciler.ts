@@ -9,7 +9,7 @@ import { LoopRun, type LoopDeps } from "./managed-run.ts";
 import { done, failed, requeueAfter, type Outcome } from "./outcome.ts";
 import { publishedStatus } from "./secret/publisher.ts";
 import type { SecretTarget } from "./secret/types.ts";
-import { reportError, splitKey, synced, type ConditionUpdate } from "./status.ts";
+import { readyCondition, reportError, splitKey, synced, type ConditionUpdate } from "./status.ts";
 import { externalIdAnnotation, pausedAnnotation, reconcileRequestedAnnotation } from "./annotations.ts";
 
 export { type LoopDeps } from "./managed-run.ts";
@@ -112,9 +112,7 @@ async function manage<T extends ManagedObject>(run: LoopRun<T>, slowMs: number):
 }
 
 const readyOf = (ready: Observation["ready"]): ConditionUpdate =>
-  ready.ok
-    ? { type: "Ready", status: "True", reason: "Available", message: "" }
-    : { type: "Ready", status: "False", reason: ready.reason, message: ready.message };
+  ready.ok ? readyCondition(true, "Available", "") : readyCondition(false, ready.reason, ready.message);
 
 /**
  * ObserveOnly: mirror the remote object and report drift; never create, update, delete or mint, and no finalizer

@@ -3,13 +3,22 @@ import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject, ResourceType } from "../kube/types.ts";
 import type { EventRecorder } from "./events.ts";
 import { done, failed, type Outcome } from "./outcome.ts";
-import { reportError, splitKey, synced, writeStatus, type ConditionUpdate, type StatusObject } from "./status.ts";
+import {
+  readyCondition,
+  reportError,
+  splitKey,
+  synced,
+  writeStatus,
+  type ConditionUpdate,
+  type StatusObject,
+} from "./status.ts";
 
 // The loop for one-shot operations (a restore): a resource that asks for one action and records how it ended. It
 // shares status writing, conditions (Ready and Synced with observedGeneration), error reporting and requeue rules
 // with the managed loop; the kind supplies only its steps:
 //   live get → parse (failure → Synced=False InvalidSpec) → finished? → kind's step → Synced=True
 // It reads the object live, never from the cache: acting on a stale phase could run a destructive action twice.
+// A recurring operation (a schedule: recurringController in controller.ts) runs on the same loop with no final phase.
 
 export interface OneShotHandler<T extends StatusObject> {
   kind: string;
@@ -22,6 +31,9 @@ export interface OneShotHandler<T extends StatusObject> {
   step(run: OneShotRun<T>): Promise<Outcome>;
 }
 
+/** A recurring operation's handler (a schedule): a one-shot handler with no final phase (recurringController). */
+export type RecurringHandler<T extends StatusObject> = Omit<OneShotHandler<T>, "finished">;
+
 export interface OneShotRun<T extends StatusObject> {
   /** The object as last written. */
   readonly obj: T;
@@ -31,7 +43,22 @@ export interface OneShotRun<T extends StatusObject> {
   writeStatus(fields: Record<string, unknown>, ready?: ConditionUpdate): Promise<T>;
 }
 
-interface OneShotDeps {
+/**
+ * Ready of an operation, following its phase: True (Available) in one of the `ok` phases; otherwise the reason the
+ * step gave, else the phase's own (`Running`, `Failed`; `Pending` for any other). The message is status.message.
+ */
+export function operationReady(
+  status: { phase?: string | undefined; message?: string | undefined },
+  reason: string | undefined,
+  reasons: { ok: readonly string[]; Pending: string; Running: string; Failed: string },
+): ConditionUpdate {
+  const phase = status.phase ?? "Pending";
+  const ok = reasons.ok.includes(phase);
+  const fallback = phase === "Failed" ? reasons.Failed : phase === "Running" ? reasons.Running : reasons.Pending;
+  return readyCondition(ok, ok ? "Available" : (reason ?? fallback), status.message ?? "");
+}
+
+export interface OneShotDeps {
   kube: KubeClient;
   /** The reasons that stall this kind (progress.ts). */
   stalling: ReadonlySet<string>;
@@ -88,4 +115,13 @@ export async function reconcileOneShot<T extends StatusObject>(
     await reportError(deps, handler.type, obj, err, log, now());
     return failed(err);
   }
+}
+
+/** One pass of a recurring operation: the one-shot loop with no final phase (it never finishes). */
+export function reconcileRecurring<T extends StatusObject>(
+  deps: OneShotDeps,
+  handler: RecurringHandler<T>,
+  key: string,
+): Promise<Outcome> {
+  return reconcileOneShot(deps, { ...handler, finished: () => false }, key);
 }

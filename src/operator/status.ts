@@ -25,6 +25,11 @@ export interface ConditionUpdate {
 
 export const synced: ConditionUpdate = { type: "Synced", status: "True", reason: "ReconcileSuccess", message: "" };
 
+/** A Ready condition: `ok` True, else False, with the reason and message (both loops, every kind). */
+export function readyCondition(ok: boolean, reason: string, message: string): ConditionUpdate {
+  return { type: "Ready", status: ok ? "True" : "False", reason, message };
+}
+
 /** What a status write needs besides the object: the client, and the reasons that stall the object's kind. */
 interface StatusDeps {
   kube: KubeClient;

@@ -56,4 +56,18 @@ describe("the rooms of src/resources", () => {
     );
     expect(broken).toEqual([]);
   });
+
+  it("a kind imports from another kind's folder only its typed reader, schema or index", () => {
+    const broken = kindFolders.flatMap((kind) =>
+      sources(kind).flatMap((f) =>
+        importsOf(f)
+          .filter((i) => {
+            const other = kindFolders.find((k) => i.startsWith(`${k}/`));
+            return other !== undefined && other !== kind && !/^[\w-]+\/(read|schema|index)\.ts$/.test(i);
+          })
+          .map((i) => `${f} → ${i}`),
+      ),
+    );
+    expect(broken).toEqual([]);
+  });
 });

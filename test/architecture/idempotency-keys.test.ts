@@ -35,9 +35,9 @@ describe("the Idempotency-Keys the operator sends", () => {
     expect(callers("idempotencyKeyOf")).toEqual([
       // One backup per database and key: spec.idempotencyKey (a re-applied resource gets the same backup on
       // purpose), by default the DatabaseBackup's uid.
-      "src/resources/database-backup/controller.ts",
+      "src/resources/database-backup/operation.ts",
       // One restore per target and key: spec.idempotencyKey spans re-applied DatabaseRestores on purpose.
-      "src/resources/database-restore/external.ts",
+      "src/resources/database-restore/operation.ts",
     ]);
   });
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KubeObject } from "../../src/kube/types.ts";
 import { BackupScheduleType } from "../../src/resources/backup-schedule/schema.ts";
-import { slotBackupName } from "../../src/resources/backup-schedule/controller.ts";
+import { slotBackupName } from "../../src/resources/backup-schedule/operation.ts";
 import { DatabaseBackupType } from "../../src/resources/database-backup/schema.ts";
 import { ConnectionType, DatabaseRestoreType, DatabaseType } from "../../src/resources/types.ts";
 import { counterparts, eventually, manifests, startStack, type Stack } from "../e2e/helpers.ts";

@@ -4,6 +4,7 @@ import type { ConnectionCredentials } from "./connection-credentials.ts";
 import type { ConsumerGate } from "./consumer-gate.ts";
 import type { ConnectionSecretSpec, RotationStatus } from "./spec.ts";
 import type { ConnectionCalls, SecretOwner, SecretTarget } from "./types.ts";
+import { isoSeconds } from "../time.ts";
 
 // Rotation with overlap (docs/design.md#rotation): a new connection is minted and published, the replaced one keeps working for the grace
 // period, then it is revoked. The order makes every crash safe:
@@ -46,8 +47,6 @@ export function rotationPolicyOf(spec: ConnectionSecretSpec | undefined): Rotati
     consumerTimeoutMs: r?.consumerTimeout === undefined ? defaultConsumerTimeoutMs : parseDuration(r.consumerTimeout),
   };
 }
-
-const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
 
 /**
  * Spreads a shared schedule: each object rotates up to 10 % before its interval ends, at a fraction fixed by its uid,
@@ -106,17 +105,17 @@ export async function rotateStep<T extends SecretOwner>(
   let connectionId = ctx.published;
   const nameOf = (id: string) => target.connections.find((c) => c.id === id)?.name ?? "";
   const finish = (retired: string, t: string | undefined): RotationStatus => ({
-    lastRotationTime: iso(now),
+    lastRotationTime: isoSeconds(now),
     ...(policy.everyMs === undefined
       ? {}
-      : { nextRotationTime: iso(now + jittered(policy.everyMs, obj.metadata.uid)) }),
+      : { nextRotationTime: isoSeconds(now + jittered(policy.everyMs, obj.metadata.uid)) }),
     ...(t === undefined ? {} : { trigger: t }),
     ...(r.forced === undefined ? {} : { forced: r.forced }),
     retiring: {
       id: retired,
       name: nameOf(retired),
-      revokeAt: iso(now + policy.gracePeriodMs),
-      ...(follow === undefined ? {} : { consumersDeadline: iso(now + policy.consumerTimeoutMs) }),
+      revokeAt: isoSeconds(now + policy.gracePeriodMs),
+      ...(follow === undefined ? {} : { consumersDeadline: isoSeconds(now + policy.consumerTimeoutMs) }),
     },
   });
 
@@ -147,7 +146,9 @@ export async function rotateStep<T extends SecretOwner>(
   if (r.retiring === undefined && force !== undefined) r.forced = force;
   if (policy.everyMs === undefined) r.nextRotationTime = undefined;
   else
-    r.nextRotationTime ??= iso(Date.parse(r.lastRotationTime ?? iso(now)) + jittered(policy.everyMs, obj.metadata.uid));
+    r.nextRotationTime ??= isoSeconds(
+      Date.parse(r.lastRotationTime ?? isoSeconds(now)) + jittered(policy.everyMs, obj.metadata.uid),
+    );
 
   const requested = trigger !== undefined && trigger !== r.trigger;
   const scheduled = r.nextRotationTime !== undefined && now >= Date.parse(r.nextRotationTime);
@@ -155,7 +156,7 @@ export async function rotateStep<T extends SecretOwner>(
   if ((r.pending !== undefined || requested || scheduled) && r.retiring === undefined) {
     const pending = r.pending ?? {
       suffix: `-r${now.toString(36)}`,
-      since: iso(now),
+      since: isoSeconds(now),
       replaces: ctx.published,
       ...(requested ? { trigger } : {}),
     };
@@ -220,7 +221,7 @@ async function retireUnlessUsed<T extends SecretOwner>(
     ...rotation.retiring!,
     ...(follow === undefined || rotation.retiring?.consumersDeadline !== undefined
       ? {}
-      : { consumersDeadline: iso((Number.isNaN(written) ? ctx.now : written) + ctx.policy.consumerTimeoutMs) }),
+      : { consumersDeadline: isoSeconds((Number.isNaN(written) ? ctx.now : written) + ctx.policy.consumerTimeoutMs) }),
   };
   rotation = { ...rotation, retiring };
   const forced = force !== undefined && force !== rotation.forced;

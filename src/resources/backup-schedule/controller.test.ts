@@ -5,11 +5,12 @@ import { createFakeKube, type FakeKube } from "../../../test/support/fake-kube.t
 import { SecretType, type KubeObject, type ResourceType } from "../../kube/types.ts";
 import { encodeData } from "../../operator/secret/render.ts";
 import { createCredentialPool } from "../../operator/credentials.ts";
-import { reconcileOneShot } from "../../operator/one-shot-reconciler.ts";
+import { reconcileOneShot, reconcileRecurring } from "../../operator/one-shot-reconciler.ts";
 import type { Outcome } from "../../operator/outcome.ts";
 import { DatabaseBackupType } from "../database-backup/schema.ts";
 import { DatabaseType } from "../types.ts";
-import { scheduleHandler, slotBackupName } from "./controller.ts";
+import { scheduleHandler } from "./controller.ts";
+import { slotBackupName } from "./operation.ts";
 import { BackupScheduleType } from "./schema.ts";
 import { stallingReasons } from "../index.ts";
 import { createRemoteMirror } from "../remote/mirror.ts";
@@ -70,7 +71,7 @@ function setUp(publicApi: boolean) {
       events: { record() {} },
       pollIntervals: poll,
     });
-    return reconcileOneShot(
+    return reconcileRecurring(
       { kube, stalling: new Set(stallingReasons()), events: { record() {} }, logger, now: () => new Date(clock) },
       kind,
       key,

@@ -1,23 +1,26 @@
-import { timingSafeEqual } from "node:crypto";
-import { isKubeNotFound, KubeAlreadyExistsError } from "../../kube/errors.ts";
-import type { KubeObject } from "../../kube/types.ts";
-import { errorCode, isApiNotFound } from "../../operator/api.ts";
 import type { MdsApi } from "../remote/remote-api.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
 import { TerminalError, WaitingError } from "../../operator/errors.ts";
 import { acceptedDatabaseId } from "../remote/accepted-database.ts";
-import { oneShotController, parseOrTerminal, resolveCredentials } from "../../operator/controller.ts";
+import { parseOrTerminal, recurringController, resolveCredentials } from "../../operator/controller.ts";
 import type { MdsControllerContext } from "../remote/remote-api.ts";
-import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
+import type { OneShotRun, RecurringHandler } from "../../operator/one-shot-reconciler.ts";
+import { readyCondition } from "../../operator/status.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
-import type { ConditionUpdate } from "../../operator/status.ts";
-import { forgetLatestBackup } from "../database-backup/latest.ts";
-import { backupSealMessage } from "../database-backup/controller.ts";
-import { DatabaseBackupType } from "../database-backup/schema.ts";
-import { apiVersion } from "../group.ts";
+import { isoSeconds } from "../../operator/time.ts";
+import { notSupportedMessage, readOperationTarget, Refused } from "../remote/operations.ts";
+import { forgetLatestBackup } from "../remote/backups.ts";
 import { CronError, latestSlot, nextSlot, parseCron } from "./cron.ts";
 import { BackupSchedule, BackupScheduleType, type BackupScheduleStatus } from "./schema.ts";
+import {
+  createSlotBackup,
+  deleteServiceBackup,
+  deleteSlotBackup,
+  slotBackupName,
+  type ScheduleObject,
+} from "./operation.ts";
+import { ownedBackups, sealed, slotOf, toPrune, type Child } from "./retention.ts";
 
 // A schedule composes with DatabaseBackup as a CronJob does with Jobs: at every slot it creates one DatabaseBackup,
 // which takes that backup exactly once; retention deletes the oldest ones it took. What makes it safe:
@@ -38,88 +41,18 @@ import { BackupSchedule, BackupScheduleType, type BackupScheduleStatus } from ".
 // - against a server that takes no backups on request (the public API, which announces no Idempotency-Key replay):
 //   Ready=False, reason NotSupported (Stalled), nothing created, nothing requested, no further calls.
 
-type ScheduleObject = BackupSchedule & { metadata: { name: string; namespace?: string | undefined } };
 type Run = OneShotRun<ScheduleObject>;
 
-/** The annotation on a slot's DatabaseBackup: the slot it was created for. */
-const scheduledAtAnnotation = "mds.dev/scheduled-at";
-/** The label on a slot's DatabaseBackup (`kubectl get databasebackups -l mds.dev/backup-schedule=<name>`). */
-const scheduleLabel = "mds.dev/backup-schedule";
 /** A schedule's name leaves room for "-<unix minutes>" in its DatabaseBackups' names and fits a label value. */
 const maxNameLength = 52;
 
-const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
-const slotMinutes = (slot: number) => Math.floor(slot / 60_000);
-
-/** The DatabaseBackup of a slot: named and keyed by the slot, so its creation and its POST are idempotent. */
-export function slotBackupName(schedule: string, slot: number): string {
-  return `${schedule}-${slotMinutes(slot)}`;
-}
-
-type Child = KubeObject & {
-  spec?: { idempotencyKey?: string } | undefined;
-  status?: { phase?: string; backupId?: string; databaseId?: string; backupSeal?: string } | undefined;
+/** What a server that takes no backups on request is told of (remote/operations.ts). */
+const notSupportedWhat = {
+  verbs: "take or delete",
+  methods: "POST or DELETE",
+  outcome: "nothing is scheduled",
+  listed: "with spec.trackLatestBackup",
 };
-
-/** The idempotencyKey of a slot's DatabaseBackup: one backup per schedule (uid) and slot. */
-const slotKey = (uid: string, slot: number) => `${uid}/${slotMinutes(slot)}`;
-
-/**
- * The DatabaseBackups this schedule created, checked both ways: each names the schedule as its controller (an
- * ownerReference with the schedule's uid, in its namespace), and is what the schedule creates for its slot (the
- * name and idempotencyKey the schedule derives from its own name and uid and that slot). Anyone may create a
- * DatabaseBackup with such an ownerReference; one made otherwise is not the schedule's.
- */
-function ownedBackups(all: KubeObject[], schedule: ScheduleObject): Child[] {
-  const ns = schedule.metadata.namespace;
-  const uid = schedule.metadata.uid;
-  if (uid === undefined) return [];
-  return (all as Child[]).filter((b) => {
-    const slot = Date.parse(b.metadata.annotations?.[scheduledAtAnnotation] ?? "");
-    return (
-      b.metadata.namespace === ns &&
-      (b.metadata.ownerReferences ?? []).some(
-        (r) => r.uid === uid && r.kind === "BackupSchedule" && r.controller === true,
-      ) &&
-      !Number.isNaN(slot) &&
-      b.metadata.name === slotBackupName(schedule.metadata.name, slot) &&
-      b.spec?.idempotencyKey === slotKey(uid, slot)
-    );
-  });
-}
-
-/** Whether `child`'s record of its backup is the one its own loop sealed from the service's answer. */
-function sealed(child: Child, databaseId: string, backupId: string, seal: (message: string) => string): boolean {
-  const uid = child.metadata.uid;
-  const recorded = child.status?.backupSeal;
-  if (uid === undefined || recorded === undefined) return false;
-  const expected = Buffer.from(seal(backupSealMessage(uid, databaseId, backupId)));
-  const given = Buffer.from(recorded);
-  return expected.length === given.length && timingSafeEqual(expected, given);
-}
-
-const slotOf = (b: KubeObject) => {
-  const t = Date.parse(b.metadata.annotations?.[scheduledAtAnnotation] ?? "");
-  return Number.isNaN(t) ? Date.parse(b.metadata.creationTimestamp ?? "") || 0 : t;
-};
-
-/**
- * What retention removes: past the newest `keep` Succeeded ones, every older Succeeded one, and every Failed one
- * older than the newest Succeeded one (superseded). Pending and Running ones are never removed.
- */
-function toPrune(owned: Child[], keep: number): { prune: Child[]; kept: number } {
-  const newestFirst = [...owned].sort((a, b) => slotOf(b) - slotOf(a));
-  const succeeded = newestFirst.filter((b) => b.status?.phase === "Succeeded");
-  const newestOk = succeeded[0] === undefined ? undefined : slotOf(succeeded[0]);
-  const prune = [
-    ...succeeded.slice(keep),
-    ...newestFirst.filter((b) => b.status?.phase === "Failed" && newestOk !== undefined && slotOf(b) < newestOk),
-  ];
-  return { prune, kept: Math.min(succeeded.length, keep) };
-}
-
-const notSupportedMessage = (databaseId: string) =>
-  `the service does not take or delete backups on request (no POST or DELETE /v1/databases/${databaseId}/backups, as in the public API, whose provider takes backups itself); nothing is scheduled. Its backups are listed in the Database's status.latestBackup with spec.trackLatestBackup`;
 
 // eslint-disable-next-line max-lines-per-function -- closure factory: its step and helpers share the context
 export function scheduleHandler(
@@ -127,57 +60,27 @@ export function scheduleHandler(
     MdsControllerContext,
     "pool" | "defaultCredentials" | "cache" | "events" | "kube" | "pollIntervals" | "accepted"
   >,
-): OneShotHandler<ScheduleObject> {
-  const ready = (status: "True" | "False", reason: string, message: string): ConditionUpdate => ({
-    type: "Ready",
-    status,
-    reason,
-    message,
-  });
-
+): RecurringHandler<ScheduleObject> {
   /** Creates the slot's DatabaseBackup; an existing one of this schedule is the same slot (a restart, a lost answer). */
   async function createSlot(run: Run, slot: number): Promise<string> {
     const obj = run.obj;
     const name = slotBackupName(obj.metadata.name, slot);
-    const ns = obj.metadata.namespace ?? "default";
-    try {
-      await ctx.kube.create(DatabaseBackupType, {
-        apiVersion,
-        kind: "DatabaseBackup",
-        metadata: {
-          name,
-          namespace: ns,
-          labels: { [scheduleLabel]: obj.metadata.name },
-          annotations: { [scheduledAtAnnotation]: iso(slot) },
-          ownerReferences: [
-            {
-              apiVersion,
-              kind: "BackupSchedule",
-              name: obj.metadata.name,
-              uid: obj.metadata.uid ?? "",
-              controller: true,
-              blockOwnerDeletion: false,
-            },
-          ],
-        },
-        spec: {
-          databaseRef: { name: obj.spec.databaseRef.name },
-          idempotencyKey: slotKey(obj.metadata.uid ?? "", slot),
-        },
-      });
-      ctx.events.record(obj, "Normal", "BackupScheduled", `Created DatabaseBackup "${name}" for the slot ${iso(slot)}`);
-    } catch (err) {
-      if (!(err instanceof KubeAlreadyExistsError)) throw err;
-      const existing = await ctx.kube.get<KubeObject>(DatabaseBackupType, ns, name);
-      if (existing !== undefined && ownedBackups([existing], obj).length === 0) {
-        // Someone else's resource holds the name: not adopted (its backup is not this schedule's to delete).
-        ctx.events.record(
-          obj,
-          "Warning",
-          "SlotNameTaken",
-          `DatabaseBackup "${name}" exists and is not this schedule's; the slot ${iso(slot)} is skipped`,
-        );
-      }
+    const result = await createSlotBackup(ctx.kube, obj, slot);
+    if (result.created) {
+      ctx.events.record(
+        obj,
+        "Normal",
+        "BackupScheduled",
+        `Created DatabaseBackup "${name}" for the slot ${isoSeconds(slot)}`,
+      );
+    } else if (result.existing !== undefined && ownedBackups([result.existing], obj).length === 0) {
+      // Someone else's resource holds the name: not adopted (its backup is not this schedule's to delete).
+      ctx.events.record(
+        obj,
+        "Warning",
+        "SlotNameTaken",
+        `DatabaseBackup "${name}" exists and is not this schedule's; the slot ${isoSeconds(slot)} is skipped`,
+      );
     }
     return name;
   }
@@ -192,7 +95,6 @@ export function scheduleHandler(
     databaseId: string,
     children: Child[],
   ): Promise<number> {
-    const api = remote.api;
     let removed = 0;
     for (const child of children) {
       const backupId = child.status?.backupId;
@@ -210,27 +112,15 @@ export function scheduleHandler(
       // A backup is deleted only as the spec's database's; a status naming another database is not acted on.
       if (backupId !== undefined && child.status?.databaseId === databaseId) {
         try {
-          await api.deleteBackup(databaseId, backupId);
+          await deleteServiceBackup(remote.api, databaseId, backupId);
         } catch (err) {
-          if (errorCode(err) === "conflict") {
-            ctx.events.record(
-              run.obj,
-              "Warning",
-              "RetentionRefused",
-              `The service keeps backup "${backupId}": ${(err as Error).message}`,
-            );
-            continue;
-          }
-          if (!isApiNotFound(err)) throw err;
+          if (!(err instanceof Refused)) throw err;
+          const message = `The service keeps backup "${backupId}": ${err.message}`;
+          ctx.events.record(run.obj, "Warning", "RetentionRefused", message);
+          continue;
         }
       }
-      try {
-        await ctx.kube.delete(DatabaseBackupType, child.metadata.namespace, child.metadata.name, {
-          ...(child.metadata.uid === undefined ? {} : { uid: child.metadata.uid }),
-        });
-      } catch (err) {
-        if (!isKubeNotFound(err)) throw err;
-      }
+      await deleteSlotBackup(ctx.kube, child);
       removed++;
     }
     if (removed > 0) {
@@ -266,10 +156,10 @@ export function scheduleHandler(
     // The database comes from the spec's Database, by the id its own loop accepted (accepted.ts); never from a status.
     const databaseId = acceptedDatabaseId(ctx.accepted, db, { namespace: ns, name: obj.spec.databaseRef.name });
     const s: BackupScheduleStatus = obj.status ?? {};
-    const readyCondition = s.conditions?.find((c) => c.type === "Ready");
+    const lastReady = s.conditions?.find((c) => c.type === "Ready");
     if (
-      readyCondition?.reason === "NotSupported" &&
-      readyCondition.observedGeneration === obj.metadata.generation &&
+      lastReady?.reason === "NotSupported" &&
+      lastReady.observedGeneration === obj.metadata.generation &&
       s.databaseId === databaseId
     )
       return done(); // Nothing more to ask a server that takes no backups on request, until the spec changes.
@@ -291,19 +181,20 @@ export function scheduleHandler(
 
     if (s.nextScheduleTime === undefined || due !== undefined || s.databaseId !== databaseId) {
       // The read tells whether this server takes backups on request (it announces Idempotency-Key replay).
-      const remote = await api.getDatabase(databaseId);
-      if (!api.replaysIdempotencyKeys()) {
+      const { database: remote, onRequest } = await readOperationTarget(api, databaseId);
+      if (!onRequest) {
+        const message = notSupportedMessage(databaseId, notSupportedWhat);
         await run.writeStatus(
-          { databaseId, message: notSupportedMessage(databaseId), nextScheduleTime: undefined },
-          ready("False", "NotSupported", notSupportedMessage(databaseId)),
+          { databaseId, message, nextScheduleTime: undefined },
+          readyCondition(false, "NotSupported", message),
         );
-        ctx.events.record(obj, "Warning", "NotSupported", notSupportedMessage(databaseId));
+        ctx.events.record(obj, "Warning", "NotSupported", message);
         return done();
       }
       if (due !== undefined && remote.status !== "ready") {
         throw new WaitingError(
           "DatabaseNotReady",
-          `database "${databaseId}" is ${remote.status}; the slot ${iso(due)} is taken once it is ready`,
+          `database "${databaseId}" is ${remote.status}; the slot ${isoSeconds(due)} is taken once it is ready`,
         );
       }
     }
@@ -312,9 +203,9 @@ export function scheduleHandler(
     let lastScheduleTime = s.lastScheduleTime;
     if (due !== undefined) {
       lastBackup = await createSlot(run, due);
-      lastScheduleTime = iso(due);
+      lastScheduleTime = isoSeconds(due);
     } else if (lastTaken > 0) {
-      lastScheduleTime = iso(lastTaken);
+      lastScheduleTime = isoSeconds(lastTaken);
     }
 
     const { prune: old, kept } = toPrune(owned, obj.spec.keep);
@@ -326,17 +217,17 @@ export function scheduleHandler(
         ? "Suspended: no new backups are taken"
         : next === undefined
           ? `The schedule "${obj.spec.schedule}" has no slot in the next five years`
-          : `Next backup at ${iso(next)}`;
+          : `Next backup at ${isoSeconds(next)}`;
     await run.writeStatus(
       {
         databaseId,
         lastScheduleTime,
         lastBackup,
-        nextScheduleTime: next === undefined || obj.spec.suspend === true ? undefined : iso(next),
+        nextScheduleTime: next === undefined || obj.spec.suspend === true ? undefined : isoSeconds(next),
         kept,
         message,
       },
-      ready("True", obj.spec.suspend === true ? "Suspended" : "Scheduled", message),
+      readyCondition(true, obj.spec.suspend === true ? "Suspended" : "Scheduled", message),
     );
     // Woken at the next slot (and by its DatabaseBackups' changes); at most an hour apart, to notice a clock jump.
     return requeueAfter(Math.min(Math.max((next ?? now + 3600_000) - now, 1_000), 3600_000));
@@ -346,14 +237,13 @@ export function scheduleHandler(
     kind: "BackupSchedule",
     type: BackupScheduleType,
     parse: (raw) => parseOrTerminal(BackupSchedule, "BackupSchedule", raw) as ScheduleObject,
-    // A schedule never ends: the one-shot loop's status writing, conditions and errors, with no final phase.
-    finished: () => false,
     step,
   };
 }
 
+// A schedule never ends: the recurring loop (the one-shot loop's status writing, conditions and errors, no final phase).
 export function scheduleController() {
-  return oneShotController(
+  return recurringController(
     {
       kind: "BackupSchedule",
       type: BackupScheduleType,

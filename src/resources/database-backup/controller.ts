@@ -1,20 +1,20 @@
 import type { CrashPoint } from "../../operator/crash-points.ts";
-import { errorCode, mayHaveLanded } from "../../operator/api.ts";
+import { mayHaveLanded } from "../../operator/api.ts";
 import type { MdsApi } from "../remote/remote-api.ts";
-import type { ConditionUpdate } from "../../operator/status.ts";
 import { ReconcileError, TerminalError, WaitingError } from "../../operator/errors.ts";
-import { idempotencyKeyOf } from "../../operator/identity.ts";
+import { isoSeconds } from "../../operator/time.ts";
 import { acceptedDatabaseId } from "../remote/accepted-database.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
-import { resolveCredentials, oneShotController, parseOrTerminal, type ObjectGauge } from "../../operator/controller.ts";
-import { DatabaseType } from "../types.ts";
+import { resolveCredentials, oneShotController, parseOrTerminal } from "../../operator/controller.ts";
 import { remoteDatabaseStallingReasons } from "../remote/database.ts";
 import type { MdsControllerContext } from "../remote/remote-api.ts";
-import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
+import { operationReady, type OneShotHandler, type OneShotRun } from "../../operator/one-shot-reconciler.ts";
+import { notSupportedMessage, readOperationTarget, Refused } from "../remote/operations.ts";
+import { backupRequestKey, findBackup, requestBackup, type BackupRefusal } from "./operation.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { DatabaseBackup, DatabaseBackupType, terminalBackupPhases, type DatabaseBackupStatus } from "./schema.ts";
-import { backupAgesOf, backupAgeView, backupTracking, forgetLatestBackup, type BackupAgeView } from "./latest.ts";
+import { backupSealMessage, forgetLatestBackup } from "../remote/backups.ts";
 
 // One backup per resource, exactly once, against a service that takes backups on request (our service's
 // POST /v1/databases/{id}/backups). The order of writes is what makes it safe:
@@ -49,43 +49,21 @@ interface BackupSettings {
   replayWindowMs?: number | undefined;
 }
 
-const iso = (d: Date) => d.toISOString().replace(/\.\d+Z$/, "Z");
-
-/** The Idempotency-Key of the backup POST: one backup per database, namespace and key. */
-function backupRequestKey(databaseId: string, namespace: string, key: string): string {
-  return idempotencyKeyOf("backup", databaseId, namespace, key);
-}
-
-/**
- * What status.backupSeal seals: this resource (its uid), the database and the backup the service answered its POST
- * with. Written only from that answer, so a BackupSchedule's retention can tell a backup taken for its DatabaseBackup
- * from one whose id someone wrote into a status (backup-schedule/controller.ts).
- */
-export function backupSealMessage(uid: string, databaseId: string, backupId: string): string {
-  return ["backup", uid, databaseId, backupId].join("\u0000");
-}
-
 /** Ready follows the phase: True once it Succeeded. */
-function readyOf(status: DatabaseBackupStatus, reason: string | undefined): ConditionUpdate {
-  const phase = status.phase ?? "Pending";
-  const ok = phase === "Succeeded";
-  const fallback = phase === "Failed" ? "RemoteFailure" : phase === "Running" ? "BackingUp" : "DatabaseNotReady";
-  return {
-    type: "Ready",
-    status: ok ? "True" : "False",
-    reason: ok ? "Available" : (reason ?? fallback),
-    message: status.message ?? "",
-  };
-}
+const readyOf = (status: DatabaseBackupStatus, reason: string | undefined) =>
+  operationReady(status, reason, {
+    ok: ["Succeeded"],
+    Pending: "DatabaseNotReady",
+    Running: "BackingUp",
+    Failed: "RemoteFailure",
+  });
 
-const notSupportedMessage = (databaseId: string) =>
-  `the service does not take backups on request (no POST /v1/databases/${databaseId}/backups, as in the public API, whose provider takes backups itself); no backup was requested. Its backups are listed in the Database's status.latestBackup where available`;
-
-/** One series per Database with a backup configuration: an alert must say which database has gone without a backup. */
-const backupAgeGauge: ObjectGauge = {
-  name: "mds_database_backup_age_seconds",
-  help: "Seconds since the newest completed backup of a Database (status.latestBackup), or since its creation when it has none. One series per Database with a backup configuration: an alert must name the database whose backups stopped. A Database has one when it has a remote id and a BackupSchedule, a DatabaseBackup or spec.trackLatestBackup.",
-  labels: ["database_namespace", "database"],
+/** What a server that takes no backups on request is told of (remote/operations.ts). */
+const notSupportedWhat = {
+  verbs: "take",
+  methods: "POST",
+  outcome: "no backup was requested",
+  listed: "where available",
 };
 
 // eslint-disable-next-line max-lines-per-function -- closure factory: its step and helpers share the context
@@ -111,7 +89,7 @@ export function backupHandler(
     message: string,
     fields: Partial<DatabaseBackupStatus> = {},
   ): Promise<Outcome> {
-    const written = await write(run, { ...fields, phase, reason, message, completedAt: iso(run.now()) });
+    const written = await write(run, { ...fields, phase, reason, message, completedAt: isoSeconds(run.now()) });
     ctx.events.record(
       written,
       phase === "Succeeded" ? "Normal" : "Warning",
@@ -123,46 +101,41 @@ export function backupHandler(
   }
 
   /** The server takes backups on request only if it announced replay (our service); learned from any answer. */
-  const notSupported = (run: Run, databaseId: string) =>
-    finish(run, "Failed", "NotSupported", notSupportedMessage(databaseId), { databaseId });
+  const notSupportedFinish = (run: Run, databaseId: string) =>
+    finish(run, "Failed", "NotSupported", notSupportedMessage(databaseId, notSupportedWhat), { databaseId });
 
+  /** POSTs the backup and records its answer (sealed); a refusal ends the backup, or waits for its database. */
   async function post(
     run: Run,
     remote: { api: MdsApi; seal: (message: string) => string },
     databaseId: string,
     requestKey: string,
   ): Promise<Outcome | undefined> {
-    const api = remote.api;
+    let backup;
     try {
-      const backup = await api.createBackup(databaseId, { idempotencyKey: requestKey });
-      notSent.delete(requestKey);
-      await ctx.crashPoint(backupCrashPoints.afterPost.name);
-      const uid = run.obj.metadata.uid;
-      await write(run, {
-        backupId: backup.id,
-        ...(uid === undefined ? {} : { backupSeal: remote.seal(backupSealMessage(uid, databaseId, backup.id)) }),
-        takenAt: iso(new Date(backup.createdAt)),
-        message: `Backup "${backup.id}" of database "${databaseId}" requested`,
-      });
-      ctx.events.record(run.obj, "Normal", "BackupStarted", `Backing up database "${databaseId}" as "${backup.id}"`);
-      return undefined;
+      backup = await requestBackup(remote.api, databaseId, requestKey);
     } catch (err) {
-      if (mayHaveLanded(err)) notSent.delete(requestKey);
-      const status = (err as { status?: unknown }).status;
-      if (status === 404 || status === 405) {
-        // The database was read a moment ago: a 404 that is not about it is a route this server does not have.
-        const stillThere = await api.getDatabase(databaseId).then(
-          () => true,
-          () => false,
-        );
-        if (stillThere) return notSupported(run, databaseId);
+      if (!(err instanceof Refused)) {
+        if (mayHaveLanded(err)) notSent.delete(requestKey);
+        throw err;
+      }
+      const why = (err as Refused<BackupRefusal>).why;
+      if (why === "NotSupported") return notSupportedFinish(run, databaseId);
+      if (why === "DatabaseGone")
         throw new WaitingError("DatabaseNotReady", `database "${databaseId}" was not found when backing it up`);
-      }
-      if (errorCode(err) === "invalid_request" || errorCode(err) === "unprocessable") {
-        return finish(run, "Failed", "RemoteFailure", `The service refused the backup: ${(err as Error).message}`);
-      }
-      throw err;
+      return finish(run, "Failed", "RemoteFailure", `The service refused the backup: ${err.message}`);
     }
+    notSent.delete(requestKey);
+    await ctx.crashPoint(backupCrashPoints.afterPost.name);
+    const uid = run.obj.metadata.uid;
+    await write(run, {
+      backupId: backup.id,
+      ...(uid === undefined ? {} : { backupSeal: remote.seal(backupSealMessage(uid, databaseId, backup.id)) }),
+      takenAt: isoSeconds(backup.createdAt),
+      message: `Backup "${backup.id}" of database "${databaseId}" requested`,
+    });
+    ctx.events.record(run.obj, "Normal", "BackupStarted", `Backing up database "${databaseId}" as "${backup.id}"`);
+    return undefined;
   }
 
   // eslint-disable-next-line max-lines-per-function -- the backup's steps in the order the exactly-once argument needs (docs/design.md#restore-exactly-once, the same for backups): split, that order would be scattered
@@ -202,8 +175,8 @@ export function backupHandler(
 
     if (s.requestedAt === undefined) {
       // The read also tells whether this server replays Idempotency-Keys, i.e. whether it is our service.
-      const remote = await api.getDatabase(databaseId);
-      if (!api.replaysIdempotencyKeys()) return notSupported(run, databaseId);
+      const { database: remote, onRequest } = await readOperationTarget(api, databaseId);
+      if (!onRequest) return notSupportedFinish(run, databaseId);
       if (remote.status !== "ready") {
         await write(run, {
           phase: "Pending",
@@ -218,7 +191,7 @@ export function backupHandler(
         reason: "BackingUp",
         databaseId,
         idempotencyKey: key,
-        requestedAt: iso(run.now()),
+        requestedAt: isoSeconds(run.now()),
         message: `Backup of database "${databaseId}" requested`,
       });
       notSent.add(requestKey);
@@ -230,8 +203,8 @@ export function backupHandler(
     if (run.obj.status?.backupId === undefined) {
       if (!notSent.has(requestKey)) {
         // A POST may have acted without us seeing its answer. The read also tells whether this server replays.
-        await api.getDatabase(databaseId);
-        if (!api.replaysIdempotencyKeys() || run.now().getTime() - Date.parse(requestedAt) > replayWindowMs) {
+        const { onRequest } = await readOperationTarget(api, databaseId);
+        if (!onRequest || run.now().getTime() - Date.parse(requestedAt) > replayWindowMs) {
           return finish(
             run,
             "Failed",
@@ -247,20 +220,13 @@ export function backupHandler(
     const backupId = run.obj.status?.backupId;
     if (backupId === undefined) throw new ReconcileError("ReconcileError", "backup status lost its backupId");
     // Followed in the spec's database's list: a backup id written into status by anyone else is not found there.
-    const list = await api.listBackups(databaseId, { limit: 100 });
-    const backup = list.data.find((b) => b.id === backupId);
-    if (backup === undefined) {
-      throw new ReconcileError(
-        "RemoteNotFound",
-        `backup "${backupId}" is not among database "${databaseId}"'s backups; the operator does not take another`,
-      );
-    }
+    const backup = await findBackup(api, databaseId, backupId);
     if (backup.status === "running") return requeueAfter(ctx.pollIntervals.fastMs);
     if (backup.status === "completed") {
       forgetLatestBackup(databaseId);
       return finish(run, "Succeeded", "Available", `Backup "${backupId}" of database "${databaseId}" completed`, {
         ...(backup.size === undefined || backup.size === null ? {} : { sizeBytes: backup.size }),
-        takenAt: iso(new Date(backup.createdAt)),
+        takenAt: isoSeconds(backup.createdAt),
       });
     }
     return finish(
@@ -287,19 +253,6 @@ export function backupController(settings: BackupSettings = {}) {
       type: DatabaseBackupType,
       crashPoints: Object.values(backupCrashPoints),
       stallingReasons: ["ReferenceNotAllowed", "OutcomeUnknown", "NotSupported", ...remoteDatabaseStallingReasons],
-      // How long each Database has gone without a backup, for the alert (deploy/components/monitoring).
-      objectGauges: {
-        gauges: [backupAgeGauge],
-        of: DatabaseType.kind,
-        view: backupAgeView,
-        samples: (views: ReadonlyMap<string, BackupAgeView>, cache, now) =>
-          backupAgesOf(views, now, backupTracking(cache)).map((a) => ({
-            metric: backupAgeGauge.name,
-            namespace: a.namespace,
-            name: a.name,
-            value: a.seconds,
-          })),
-      },
       // Backups are few and each waits on the service: two workers at most.
       workers: (concurrency) => Math.max(1, Math.min(concurrency, 2)),
       // A Database that gets its remote id, or becomes ready, wakes the backups still waiting in its namespace.

@@ -1,19 +1,20 @@
 import type { CrashPoint } from "../../operator/crash-points.ts";
-import { errorCode, mayHaveLanded } from "../../operator/api.ts";
-import type { ConditionUpdate } from "../../operator/status.ts";
-import { ReconcileError, TerminalError, messageOf } from "../../operator/errors.ts";
+import { mayHaveLanded } from "../../operator/api.ts";
+import { ReconcileError, TerminalError } from "../../operator/errors.ts";
+import { isoSeconds } from "../../operator/time.ts";
 import { acceptedDatabaseId } from "../remote/accepted-database.ts";
 import { jsonEqual } from "../../operator/conditions.ts";
 import { credentialStatusOf } from "../../operator/credentials.ts";
 import { resolveCredentials, oneShotController, parseOrTerminal } from "../../operator/controller.ts";
-import type { OneShotHandler, OneShotRun } from "../../operator/one-shot-reconciler.ts";
+import { operationReady, type OneShotHandler, type OneShotRun } from "../../operator/one-shot-reconciler.ts";
+import { readOperationTarget, Refused } from "../remote/operations.ts";
 import { done, requeueAfter, type Outcome } from "../../operator/outcome.ts";
 import { remoteDatabaseStallingReasons, resolveBackup } from "../remote/database.ts";
 import { DatabaseRestoreType } from "./schema.ts";
 import { readDatabase } from "../database/read.ts";
 import { typedReader } from "../kit/read.ts";
 import { DatabaseType } from "../database/schema.ts";
-import { sourceKeyOf, startRestore } from "./external.ts";
+import { followRestore, sourceKeyOf, startRestore } from "./operation.ts";
 import { ledgerHas, recordLedger } from "./ledger.ts";
 import { DatabaseRestore, terminalRestorePhases, type DatabaseRestoreStatus } from "./schema.ts";
 import type { MdsControllerContext } from "../remote/remote-api.ts";
@@ -49,20 +50,14 @@ const restoreCrashPoints = {
 
 const readRestore = typedReader(DatabaseRestore).read;
 
-const iso = (d: Date) => d.toISOString().replace(/\.\d+Z$/, "Z");
-
 /** Ready follows the phase: True once it Succeeded or was Skipped. */
-function readyOf(status: DatabaseRestoreStatus, reason: string | undefined): ConditionUpdate {
-  const phase = status.phase ?? "Pending";
-  const ok = phase === "Succeeded" || phase === "Skipped";
-  const fallback = phase === "Failed" ? "RemoteFailure" : phase === "Running" ? "Restoring" : "DatabaseNotReady";
-  return {
-    type: "Ready",
-    status: ok ? "True" : "False",
-    reason: ok ? "Available" : (reason ?? fallback),
-    message: status.message ?? "",
-  };
-}
+const readyOf = (status: DatabaseRestoreStatus, reason: string | undefined) =>
+  operationReady(status, reason, {
+    ok: ["Succeeded", "Skipped"],
+    Pending: "DatabaseNotReady",
+    Running: "Restoring",
+    Failed: "RemoteFailure",
+  });
 
 // eslint-disable-next-line max-lines-per-function -- a factory: its closure holds what this process knows of each restore key (acknowledged, not sent, ledgered)
 export function restoreHandler(
@@ -115,7 +110,7 @@ export function restoreHandler(
     message: string,
   ): Promise<Outcome> {
     const s = run.obj.status ?? {};
-    const completedAt = iso(run.now());
+    const completedAt = isoSeconds(run.now());
     await recordLedger(ledger, target.ns, target.name, target.id, {
       key,
       phase,
@@ -192,7 +187,8 @@ export function restoreHandler(
     }
     const spec =
       obj.spec.credentials !== undefined ? { credentials: obj.spec.credentials } : (readDatabase(targetDb)?.spec ?? {});
-    const { api, mirror, use } = await resolveCredentials(ctx, ns, spec);
+    const remote = await resolveCredentials(ctx, ns, spec);
+    const { api, use } = remote;
     // Which token acts is recorded before it does anything (written only when it changes).
     if (!jsonEqual(obj.status?.credentials, credentialStatusOf(use)))
       await run.writeStatus({ credentials: credentialStatusOf(use) });
@@ -206,7 +202,7 @@ export function restoreHandler(
           idempotencyKey: restoreKey,
           targetDatabaseId: targetId,
           message,
-          completedAt: iso(run.now()),
+          completedAt: isoSeconds(run.now()),
         });
         ctx.events.record(
           written,
@@ -230,7 +226,7 @@ export function restoreHandler(
           message,
         });
       }
-      const db = await api.getDatabase(targetId);
+      const { database: db } = await readOperationTarget(api, targetId);
       if (db.status === "provisioning" || db.status === "recovering") {
         await write(run, {
           phase: "Pending",
@@ -238,7 +234,7 @@ export function restoreHandler(
         });
         return requeueAfter(ctx.pollIntervals.fastMs);
       }
-      const requestedAt = iso(run.now());
+      const requestedAt = isoSeconds(run.now());
       await write(run, {
         phase: "Running",
         requestedAt,
@@ -258,8 +254,8 @@ export function restoreHandler(
     const ackKey = `${targetId}|${restoreKey}`;
     if (!acknowledged.has(ackKey) && !notSent.has(ackKey)) {
       // A POST may have acted without us seeing its answer. The read also tells whether this server replays.
-      const current = await api.getDatabase(targetId);
-      if (!api.replaysIdempotencyKeys()) {
+      const { database: current, onRequest } = await readOperationTarget(api, targetId);
+      if (!onRequest) {
         const requested = sourceKeyOf({ type: "backup", databaseId: sourceId, backupId });
         if (
           current.status === "recovering" ||
@@ -281,20 +277,10 @@ export function restoreHandler(
       try {
         await startRestore(api, targetId, sourceId, backupId, restoreKey);
       } catch (err) {
-        if (mayHaveLanded(err)) notSent.delete(ackKey);
-        const code = errorCode(err);
-        if (code === "unprocessable" || code === "invalid_request" || code === "not_found") {
-          notSent.delete(ackKey);
-          return finish(
-            run,
-            target,
-            restoreKey,
-            "Failed",
-            "RemoteFailure",
-            `The service refused the restore: ${messageOf(err)}`,
-          );
-        }
-        throw err;
+        if (mayHaveLanded(err) || err instanceof Refused) notSent.delete(ackKey);
+        if (!(err instanceof Refused)) throw err;
+        const message = `The service refused the restore: ${err.message}`;
+        return finish(run, target, restoreKey, "Failed", "RemoteFailure", message);
       }
       notSent.delete(ackKey);
       acknowledged.add(ackKey);
@@ -307,8 +293,7 @@ export function restoreHandler(
         `Restoring backup "${backupId}" into database "${targetId}"`,
       );
     }
-    const db = await api.getDatabase(targetId);
-    mirror.putDatabase(db);
+    const db = await followRestore(remote, targetId);
     if (db.status === "recovering" || db.status === "provisioning") return requeueAfter(ctx.pollIntervals.fastMs);
     acknowledged.delete(ackKey);
     if (db.status === "failure") {

@@ -14,7 +14,7 @@ import { remoteDatabaseStallingReasons } from "../remote/database.ts";
 import { expiryOf } from "./expiry.ts";
 import { managerOtherThan, seenWithOwnCredentials, wakeOtherClaimants } from "../remote/adoption.ts";
 import type { MdsControllerContext } from "../remote/remote-api.ts";
-import { backupTracking } from "../database-backup/latest.ts";
+import { backupAgeGauges, backupTracking } from "./latest-backup.ts";
 
 // The Database kind: parsed by its schema, connected through its credentials and its project's remote id, woken when
 // its project changes (it waits for the project's id).
@@ -77,6 +77,8 @@ export const databaseController = managedController(
     stallingReasons: [...remoteDatabaseStallingReasons, "BranchRoleMismatch"],
     // Its own: spec.branch's branch was created; the database not yet (./branch.ts).
     crashPoints: [branchCreated],
+    // How long each Database has gone without a backup (status.latestBackup), for the alert.
+    objectGauges: backupAgeGauges,
     wakeOn: [
       {
         kind: ProjectType.kind,

@@ -8,7 +8,7 @@ import { absent, createdWith, pollDelayOf, stripSecrets } from "../remote/databa
 import { branchStatusOf, deleteBranchIfEmpty, specBranch } from "./branch.ts";
 import { createBodyOf } from "./create-body.ts";
 import { databaseConnections } from "./connections.ts";
-import { latestBackupStatus } from "../database-backup/latest.ts";
+import { latestBackupStatus } from "./latest-backup.ts";
 import { deleteDatabase } from "./deletion.ts";
 import { adoptedCreation, observationOf, statusOf } from "./observation.ts";
 import { cloneSourceOfSpec, sourceOf, sourceStatusOf } from "./source.ts";
@@ -31,7 +31,7 @@ interface DatabaseExternalDeps {
   crashPoint: (name: string) => void | Promise<void>;
   /** The id this Database's own loop accepted in this process (accepted.ts), if any. */
   acceptedIdOf?: ((obj: DatabaseObject) => string | undefined) | undefined;
-  /** Whether (and how often) this Database's backups are read for status.latestBackup (database-backup/latest.ts). */
+  /** Whether (and how often) this Database's backups are read for status.latestBackup (latest-backup.ts). */
   backupTracking?: ((obj: DatabaseObject) => { refreshMs: number } | undefined) | undefined;
 }
 

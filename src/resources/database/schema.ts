@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { LatestBackup } from "../database-backup/latest.ts";
 import type { ResourceType } from "../../kube/types.ts";
 import { apiVersion, group, version } from "../group.ts";
 import { Conditions } from "../conditions.ts";
@@ -236,6 +235,17 @@ const Endpoint = z
     port: z.number().int().min(1).max(65535).describe("TCP port."),
   })
   .describe("A network endpoint (no credentials).");
+
+/** status.latestBackup: the newest completed backup as the service lists it (latest-backup.ts reads it). */
+const LatestBackup = z
+  .object({
+    id: z.string().max(80).describe("The backup's id (bkp_…)."),
+    time: z.iso.datetime().describe("When the backup was taken (its createdAt at the service)."),
+    sizeBytes: z.number().int().min(0).optional().describe("Its size in bytes, where the service reports one."),
+  })
+  .describe(
+    "The newest completed backup of the database, from the service's list (read again as soon as a DatabaseBackup of it succeeds, otherwise at resyncs, at most once a minute).",
+  );
 
 // One entry per restore idempotencyKey ever applied to this database. It is mirrored on the connection Secret
 // (annotation mds.dev/restores), which outlives the Database resource, so a re-created Database still remembers.

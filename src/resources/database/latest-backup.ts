@@ -1,40 +1,13 @@
-import { z } from "zod";
 import type { KubeObject } from "../../kube/types.ts";
 import type { MdsApi } from "../remote/remote-api.ts";
-import type { ObjectCache } from "../../operator/controller.ts";
+import type { Controller, ObjectCache, ObjectGauge } from "../../operator/controller.ts";
+import { latestBackupOf } from "../remote/backups.ts";
+import { DatabaseType } from "./schema.ts";
 
 // A Database's status.latestBackup: its newest completed backup as the service lists it (whoever took it: the
-// provider's daily ones, a DatabaseBackup, a schedule), and the age of that backup per database for Prometheus
-// (mds_database_backup_age_seconds), so an alert can fire when a database has gone too long without one. Both
-// counterparts list backups, so this works against the public API too.
-
-export const LatestBackup = z
-  .object({
-    id: z.string().max(80).describe("The backup's id (bkp_…)."),
-    time: z.iso.datetime().describe("When the backup was taken (its createdAt at the service)."),
-    sizeBytes: z.number().int().min(0).optional().describe("Its size in bytes, where the service reports one."),
-  })
-  .describe(
-    "The newest completed backup of the database, from the service's list (read again as soon as a DatabaseBackup of it succeeds, otherwise at resyncs, at most once a minute).",
-  );
-export type LatestBackup = z.infer<typeof LatestBackup>;
-
-const iso = (t: string) => new Date(t).toISOString().replace(/\.\d+Z$/, "Z");
-
-/** The newest completed backup of a list (the service lists newest first; sorted here anyway). */
-export function newestCompleted(
-  backups: { id: string; status: string; createdAt: string; size?: number | null | undefined }[],
-): LatestBackup | undefined {
-  const newest = backups
-    .filter((b) => b.status === "completed" && !Number.isNaN(Date.parse(b.createdAt)))
-    .sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt))[0];
-  if (newest === undefined) return undefined;
-  return {
-    id: newest.id,
-    time: iso(newest.createdAt),
-    ...(typeof newest.size === "number" ? { sizeBytes: newest.size } : {}),
-  };
-}
+// provider's daily ones, a DatabaseBackup, a schedule; remote/backups.ts reads the list), and the age of that backup
+// per database for Prometheus (mds_database_backup_age_seconds), so an alert can fire when a database has gone too
+// long without one. Both counterparts list backups, so this works against the public API too.
 
 // Which databases have their backups read at all (a resync of N databases must cost about N/100 calls, or 10,000 live ones overrun the rate budget):
 // only a Database with a BackupSchedule or a DatabaseBackup of it in its namespace, or with spec.trackLatestBackup.
@@ -87,36 +60,6 @@ export function backupTracking(
   };
 }
 
-// One list call per database per refresh interval at most, whatever wakes its Database (events, resyncs, several
-// kinds). An entry serves only the client (token) that read it; a DatabaseBackup that completes forgets its database's.
-const readAt = new Map<string, { api: MdsApi; at: number; value: LatestBackup | undefined }>();
-
-/** The next read of this database's latest backup asks the service (a backup of it just completed). */
-export function forgetLatestBackup(databaseId: string): void {
-  readAt.delete(databaseId);
-}
-
-/**
- * The database's newest completed backup; `undefined` when it has none; `"unknown"` when the list could not be read
- * (the Database keeps the value it had: a failed read is not a missing backup, and never fails its reconcile).
- */
-export async function latestBackupOf(
-  api: MdsApi,
-  databaseId: string,
-  now = Date.now(),
-  refreshMs = 60_000,
-): Promise<LatestBackup | undefined | "unknown"> {
-  const hit = readAt.get(databaseId);
-  if (hit !== undefined && hit.api === api && now - hit.at < refreshMs) return hit.value;
-  try {
-    const value = newestCompleted((await api.listBackups(databaseId, { limit: 100 })).data);
-    readAt.set(databaseId, { api, at: now, value });
-    return value;
-  } catch {
-    return "unknown";
-  }
-}
-
 /** status.latestBackup as the Database's observation merges it: a field only when the list was read. */
 export async function latestBackupStatus(
   api: MdsApi,
@@ -134,14 +77,14 @@ export async function latestBackupStatus(
  * What the backup-age gauge reads of a Database, kept by the operator from its events (Controller.objectGauges): only
  * a Database with a remote id has one (one not yet created has nothing to lose).
  */
-export interface BackupAgeView {
+interface BackupAgeView {
   id: string;
   /** Its newest completed backup's time, or its creation's (ms). */
   since: number;
   optIn: boolean;
 }
 
-export function backupAgeView(db: KubeObject): BackupAgeView | undefined {
+function backupAgeView(db: KubeObject): BackupAgeView | undefined {
   const status = db["status"] as { id?: string; latestBackup?: { time?: string } } | undefined;
   if (status?.id === undefined) return undefined;
   const since = Date.parse(status.latestBackup?.time ?? db.metadata.creationTimestamp ?? "");
@@ -154,7 +97,7 @@ export function backupAgeView(db: KubeObject): BackupAgeView | undefined {
  * long it has been without a backup, from the views by `namespace/name`. Only those whose backups are read
  * (backupTracking): a plain Database has no series.
  */
-export function backupAgesOf(
+function backupAgesOf(
   views: ReadonlyMap<string, BackupAgeView>,
   now: number,
   tracked: (db: TrackingRef) => unknown = () => true,
@@ -183,3 +126,24 @@ export function backupAges(
   }
   return backupAgesOf(views, now, tracked);
 }
+
+/** One series per Database with a backup configuration: an alert must say which database has gone without a backup. */
+const backupAgeGauge: ObjectGauge = {
+  name: "mds_database_backup_age_seconds",
+  help: "Seconds since the newest completed backup of a Database (status.latestBackup), or since its creation when it has none. One series per Database with a backup configuration: an alert must name the database whose backups stopped. A Database has one when it has a remote id and a BackupSchedule, a DatabaseBackup or spec.trackLatestBackup.",
+  labels: ["database_namespace", "database"],
+};
+
+/** How long each Database has gone without a backup, for the alert (deploy/components/monitoring). */
+export const backupAgeGauges: NonNullable<Controller["objectGauges"]> = {
+  gauges: [backupAgeGauge],
+  of: DatabaseType.kind,
+  view: backupAgeView,
+  samples: (views, cache, now) =>
+    backupAgesOf(views as ReadonlyMap<string, BackupAgeView>, now, backupTracking(cache)).map((a) => ({
+      metric: backupAgeGauge.name,
+      namespace: a.namespace,
+      name: a.name,
+      value: a.seconds,
+    })),
+};

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createFakeApi } from "../../../test/support/fake-api.ts";
-import { backupAges, latestBackupOf, newestCompleted } from "./latest.ts";
+import { latestBackupOf, newestCompleted } from "../remote/backups.ts";
+import { backupAges } from "./latest-backup.ts";
 
 // status.latestBackup and mds_database_backup_age_seconds: the newest completed backup, whoever took it; a list that
 // cannot be read is "unknown" (the status keeps its value), never "no backup".
