@@ -191,6 +191,28 @@ describe("the harness kubelet", () => {
     expect(kubelet.errors).toEqual([]);
   });
 
+  it("finishes a pod's deletion with a delete of grace period 0 for its uid, as a kubelet once the containers are gone", async () => {
+    // devkube deletes a pod at once where a real API server keeps it Terminating for its grace period; a finalizer
+    // keeps it here, so that the harness's final delete runs against an API server and must be accepted.
+    await kubectl(
+      ["apply", "-f", "-"],
+      stringify({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "leaving", labels: { app: "leaving" }, finalizers: ["example.com/hold"] },
+        spec: template("leaving").spec,
+      }),
+    );
+    await eventually(async () => (await pods("app=leaving"))[0]?.status.phase === "Running", {
+      what: "the pod Running",
+    });
+    await kubectl(["delete", "pod", "leaving", "--wait=false"]);
+    await eventually(() => kubelet.finalized.includes("default/leaving"), { what: "the harness's final delete" });
+    expect(kubelet.errors).toEqual([]);
+    await kubectl(["patch", "pod", "leaving", "--type=merge", "-p", '{"metadata":{"finalizers":null}}']);
+    await eventually(async () => (await pods("app=leaving")).length === 0, { what: "the pod gone" });
+  });
+
   it("stops cleanly: its Node and Lease are gone", async () => {
     const other = await startHarnessKubelet({
       kubeConfig: parseKubeConfig(devkube.kubeconfig),

@@ -48,6 +48,8 @@ export interface HarnessKubelet {
   place<T extends { spec?: object }>(template: T): T;
   /** Ends a running pod's containers: phase Succeeded (exit 0) or Failed (exit 1), as a kubelet reports them. */
   finish(namespace: string, name: string, phase?: "Succeeded" | "Failed"): Promise<void>;
+  /** The pods ("namespace/name") whose deletion it finished, each once the API server accepted its final delete. */
+  finalized: string[];
   /** Unexpected API errors of its writes (conflicts, and pods gone meanwhile, are not errors: a watch event follows). */
   errors: string[];
   /** Stops its watches and timers, waits for its writes, and removes its Node and node Lease. */
@@ -98,6 +100,7 @@ export async function startHarnessKubelet(args: {
   const kube = createKubeClient(args.kubeConfig, { fieldManager: FIELD_MANAGER });
   const node = `mds-harness-${randomBytes(4).toString("hex")}`;
   const errors: string[] = [];
+  const finalized: string[] = [];
   const timers = new Set<NodeJS.Timeout>();
   const boundAt = new Map<string, number>(); // pod uid → when this kubelet first saw it on its Node
   const finishing = new Set<string>(); // uids of deleted pods whose final delete is under way
@@ -230,6 +233,7 @@ export async function startHarnessKubelet(args: {
           gracePeriodSeconds: 0,
           preconditions: { uid },
         })
+          .then(() => void finalized.push(`${ns}/${name}`))
           .catch((err: unknown) => note(`finish the deletion of pod ${ns}/${name}`, err))
           .finally(() => deletes.delete(done));
         deletes.add(done);
@@ -344,6 +348,7 @@ export async function startHarnessKubelet(args: {
     node,
     placement,
     errors,
+    finalized,
     place<T extends { spec?: object }>(template: T): T {
       const copy = structuredClone(template);
       const spec = (copy.spec ?? {}) as Obj;
