@@ -225,3 +225,54 @@ describe("the harness kubelet", () => {
     expect(other.errors).toEqual([]);
   });
 });
+
+describe("the harness kubelet on a cluster whose own scheduler and kubelet run (kind, k3d)", () => {
+  it("gets every placed pod, and the cluster's kubelet none: Running with the harness's container ids", async () => {
+    const other = await mkdtemp(path.join(tmpdir(), "harness-kubelet-full-"));
+    const cluster = await startDevkube({ dir: path.join(other, "kube"), port: 0, pods: { readyDelayMs: 10 } });
+    const kubeConfig = parseKubeConfig(cluster.kubeconfig);
+    const harness = await startHarnessKubelet({ kubeConfig, namespaces: ["default"] });
+    try {
+      const run = async (args: string[], input?: string) => {
+        const r = await runKubectl(cluster.kubeconfigPath, args, {
+          cacheDir: path.join(other, "cache"),
+          ...(input === undefined ? {} : { input }),
+        });
+        if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+        return r.stdout;
+      };
+      await run(
+        ["apply", "-f", "-"],
+        stringify({
+          apiVersion: "apps/v1",
+          kind: "Deployment",
+          metadata: { name: "web" },
+          spec: {
+            replicas: 3,
+            selector: { matchLabels: { app: "web" } },
+            template: harness.place({
+              metadata: { labels: { app: "web" } },
+              spec: { containers: [{ name: "app", image: "example/app:1" }] },
+            }),
+          },
+        }),
+      );
+      await run(["rollout", "status", "deployment/web", "--timeout=60s"]);
+      const items = (JSON.parse(await run(["get", "pods", "-l", "app=web", "-o", "json"])) as { items: Pod[] }).items;
+      expect(items).toHaveLength(3);
+      for (const pod of items) {
+        expect(pod.spec.nodeName).toBe(harness.node);
+        expect(
+          (pod.status.containerStatuses?.[0] as { containerID?: string } | undefined)?.containerID?.startsWith(
+            "mds-harness://",
+          ),
+        ).toBe(true);
+      }
+      expect(harness.errors).toEqual([]);
+    } finally {
+      await harness.stop();
+      await cluster.stop();
+      await rm(other, { recursive: true, force: true });
+    }
+  });
+});
