@@ -132,6 +132,11 @@ export interface StackOptions {
    * The conversion webhook runs all the same, waiting for CRDs that name it.
    */
   crdsDir?: string;
+  /**
+   * Run devkube's own kubelet (default true). false leaves pods scheduled but Pending, for a test harness to play the
+   * kubelet as it must on a real cluster (test/support/harness-kubelet.ts). No effect on a real cluster.
+   */
+  devkubeKubelet?: boolean;
 }
 
 export type Counterpart = "service" | "emulator";
@@ -208,7 +213,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   let webhook: WebhookProcess | undefined;
   const [devkubeStart, serviceStart] = await Promise.allSettled([
     real === undefined
-      ? startDevkube({ dir: path.join(dir, "kube"), port: 0, services: webhookAt!.services })
+      ? startDevkube({
+          dir: path.join(dir, "kube"),
+          port: 0,
+          services: webhookAt!.services,
+          pods: { kubelet: options.devkubeKubelet ?? true },
+        })
       : Promise.resolve(undefined),
     startTestService(),
   ]);

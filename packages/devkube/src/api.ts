@@ -415,6 +415,66 @@ export class Api {
     }
   }
 
+  // ---------------------------------------------------------------- binding subresource
+
+  /**
+   * POST pods/NAME/binding, the scheduler's way to put a pod on a Node (upstream BindingREST): sets spec.nodeName
+   * (once: a bound pod is a 409) and PodScheduled=True in one write, merges the Binding's annotations, answers a
+   * Status Success 201. The Node need not exist: the API server does not look (kube-controller-manager's pod GC
+   * deletes pods bound to a Node that never appears).
+   */
+  bind(rt: ResourceType, ns: string, name: string, body: unknown, opts: WriteOptions): WriteResult {
+    const binding = isObj(body) ? body : {};
+    const bmeta = isObj(binding["metadata"]) ? binding["metadata"] : {};
+    if (binding["kind"] !== undefined && binding["kind"] !== "Binding")
+      throw badRequest(`not a Binding object: ${String(binding["kind"])}`);
+    if (bmeta["name"] !== name) throw badRequest("name in URL does not match name in Binding object");
+    const target = isObj(binding["target"]) ? binding["target"] : {};
+    const errors: string[] = [];
+    const kind = str(target["kind"]) ?? "";
+    if (kind !== "" && kind !== "Node")
+      errors.push(`target.kind: Unsupported value: ${JSON.stringify(kind)}: supported values: "Node", "<empty>"`);
+    const node = str(target["name"]) ?? "";
+    if (node === "") errors.push("target.name: Required value");
+    // upstream returns the field errors as a plain error, which the API server answers as a 500
+    if (errors.length > 0) throw internal(errors.length === 1 ? errors[0]! : `[${errors.join(", ")}]`);
+    const stored = this.store.get(rt.storageKey, ns, name);
+    if (!stored) throw notFound(rt, name);
+    const meta = metaOf(stored);
+    const refuse = (why: string) => conflict({ group: "", plural: "pods/binding" }, name, why);
+    if (bmeta["uid"] && bmeta["uid"] !== meta["uid"])
+      throw refuse(
+        `Precondition failed: UID in precondition: ${String(bmeta["uid"])}, UID in object meta: ${String(meta["uid"])}`,
+      );
+    if (bmeta["resourceVersion"] && bmeta["resourceVersion"] !== meta["resourceVersion"])
+      throw refuse(
+        `Precondition failed: ResourceVersion in precondition: ${String(bmeta["resourceVersion"])}, ResourceVersion in meta: ${String(meta["resourceVersion"])}`,
+      );
+    if (meta["deletionTimestamp"]) throw refuse(`pod ${name} is being deleted, cannot be assigned to a host`);
+    const next = this.render(rt, stored);
+    const spec = isObj(next["spec"]) ? next["spec"] : {};
+    if (spec["nodeName"]) throw refuse(`pod ${name} is already assigned to node ${JSON.stringify(spec["nodeName"])}`);
+    if (Array.isArray(spec["schedulingGates"]) && spec["schedulingGates"].length > 0)
+      throw refuse(`pod ${name} has non-empty .spec.schedulingGates`);
+    spec["nodeName"] = node;
+    if (isObj(bmeta["annotations"])) {
+      const nmeta = metaOf(next);
+      nmeta["annotations"] = { ...(isObj(nmeta["annotations"]) ? nmeta["annotations"] : {}), ...bmeta["annotations"] };
+    }
+    const status = isObj(next["status"]) ? next["status"] : {};
+    const conditions = (Array.isArray(status["conditions"]) ? status["conditions"] : []).filter(
+      (c) => !(isObj(c) && c["type"] === "PodScheduled"),
+    );
+    conditions.push({ type: "PodScheduled", status: "True", lastProbeTime: null, lastTransitionTime: timeNow() });
+    next["status"] = { ...status, conditions };
+    this.commit(rt, stored, next, opts, { subresource: "binding", managed: "keep" });
+    return {
+      code: 201,
+      body: { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", code: 201 },
+      warnings: [],
+    };
+  }
+
   // ---------------------------------------------------------------- scale subresource
 
   /** autoscaling/v1 Scale view of a CR whose CRD declares subresources.scale. */
@@ -557,7 +617,8 @@ export class Api {
         else next["status"] = status;
         if (keepManaged !== undefined) metaOf(next)["managedFields"] = keepManaged;
         else delete metaOf(next)["managedFields"];
-      } else if (hasStatus) {
+      } else if (hasStatus && how.subresource !== "binding") {
+        // (a binding writes spec.nodeName and the PodScheduled condition at once, as upstream's BindingREST)
         if (old["status"] === undefined) delete next["status"];
         else next["status"] = clone(old["status"]);
       }

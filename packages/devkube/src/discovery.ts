@@ -97,11 +97,12 @@ export function apiResourceList(registry: Registry, group: string, version: stri
 function subresourceKind(t: ResourceType, sub: string): { group: string; version: string; kind: string } {
   if (sub === "token") return { group: "authentication.k8s.io", version: "v1", kind: "TokenRequest" };
   if (sub === "scale") return { group: "autoscaling", version: "v1", kind: "Scale" };
+  if (sub === "binding") return { group: "", version: "v1", kind: "Binding" };
   return { group: t.group, version: t.version, kind: t.kind };
 }
 
 function subresourceVerbs(sub: string): string[] {
-  return sub === "token" ? ["create"] : ["get", "patch", "update"];
+  return sub === "token" || sub === "binding" ? ["create"] : ["get", "patch", "update"];
 }
 
 function aggregatedResource(t: ResourceType): Obj {

@@ -129,7 +129,11 @@ function operations(rt: ResourceType): Obj {
     },
   };
   for (const sub of rt.subresources) {
-    paths[`${base}/{name}/${sub}`] = objectOps();
+    // pods/binding is created, never read
+    paths[`${base}/{name}/${sub}`] =
+      sub === "binding"
+        ? { post: op("post", { parameters: writeParams, requestBody: { content: { "*/*": { schema: ref } } } }) }
+        : objectOps();
   }
   return paths;
 }

@@ -309,7 +309,7 @@ export function podResourceTypes(): ResourceType[] {
     base("", "v1", "Pod", "pods", true, {
       shortNames: ["po"],
       categories: ["all"],
-      subresources: ["status"],
+      subresources: ["status", "binding"],
       knownFields: known("spec", "status"),
       nestedKnownFields: { spec: POD_SPEC, "spec.containers[]": CONTAINER, "spec.initContainers[]": CONTAINER },
       listTypes: listTypes(podTemplateListTypes("spec")),

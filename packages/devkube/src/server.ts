@@ -259,6 +259,11 @@ export function createApp(deps: AppDeps): (req: IncomingMessage, res: ServerResp
       // as the CRD handler does: every request to a deprecated version carries its warning
       if (rt.deprecationWarning) res.appendHeader("Warning", `299 - ${JSON.stringify(rt.deprecationWarning)}`);
       if (sub === "scale") return serveScale(rt, ns, name ?? "", who);
+      if (sub === "binding") {
+        if (req.method !== "POST") throw methodNotAllowed();
+        const body = decodeBody(await readBody(req), req.headers["content-type"]);
+        return sendWrite(deps.api.bind(rt, ns ?? "", name ?? "", body, writeOptions(url.searchParams, req, who)));
+      }
       return serveResource(rt, ns, name, sub, who);
     }
 
