@@ -15,7 +15,7 @@ import { counterparts, eventually, manifests, startStack, type Stack } from "./h
 // consumers: Restart and a gracePeriod far shorter than the rollout (minReadySeconds makes each pod take 2 s):
 // no query fails, and every replaced login is revoked, after its last pod left. The same app under Ignore fails
 // queries (the problem is real); a rollout that never finishes keeps the old login, says so, and rotate-force ends
-// it; a StatefulSet and a DaemonSet are rolled too; a Job's pod holds the revocation until it is over; another
+// it; a StatefulSet and a DaemonSet are rolled too; a CronJob's pod holds the revocation until it is over; another
 // namespace's workload that names a Secret of the same name is never touched and never waited for.
 //
 // The same test runs on devkube and on a real cluster (MDS_E2E_KUBECONFIG, docs/e2e.md): the workload controllers
@@ -446,37 +446,67 @@ describe.each(counterparts)("rotation that follows its consumers against %s", (a
     await stack.kubectl(["delete", "statefulset/ledger", "daemonset/agent"]);
   }, 180_000);
 
-  it("a Job's pod that started with the old login holds the revocation until it is over", async () => {
+  it("a CronJob's pod that started with the old login holds the revocation until it is over", async () => {
     await database("batch", { gracePeriod: "1s", consumers: "Wait" });
+    // Suspended, so no controller starts it on its own; its run is made as an operator makes one by hand.
     await stack.kubectl(
       ["apply", "-f", "-"],
       manifests({
         apiVersion: "batch/v1",
-        kind: "Job",
-        metadata: { name: "report" },
+        kind: "CronJob",
+        metadata: { name: "nightly" },
         spec: {
-          template: kubelet.place({
+          schedule: "0 3 * * *",
+          suspend: true,
+          jobTemplate: {
             spec: {
-              restartPolicy: "Never",
-              containers: [
-                {
-                  name: "app",
-                  image: "example/report:1",
-                  env: [
-                    { name: "DATABASE_URL", valueFrom: { secretKeyRef: { name: "batch-db", key: "DATABASE_URL" } } },
+              template: kubelet.place({
+                spec: {
+                  restartPolicy: "Never",
+                  containers: [
+                    {
+                      name: "app",
+                      image: "example/report:1",
+                      env: [
+                        {
+                          name: "DATABASE_URL",
+                          valueFrom: { secretKeyRef: { name: "batch-db", key: "DATABASE_URL" } },
+                        },
+                      ],
+                    },
                   ],
                 },
-              ],
+              }),
             },
-          }),
+          },
         },
+      }),
+    );
+    // Its run, as the CronJob controller (or `kubectl create job --from=cronjob/nightly`) makes one: a Job of its
+    // jobTemplate owned by the CronJob. Made here as JSON: devkube reads no protobuf Job, which kubectl would send.
+    const cronJob = JSON.parse(await stack.kubectl(["get", "cronjob/nightly", "-o", "json"])) as KubeObject & {
+      spec: { jobTemplate: { spec: unknown } };
+    };
+    await stack.kubectl(
+      ["create", "-f", "-"],
+      manifests({
+        apiVersion: "batch/v1",
+        kind: "Job",
+        metadata: {
+          name: "report",
+          annotations: { "cronjob.kubernetes.io/instantiate": "manual" },
+          ownerReferences: [
+            { apiVersion: "batch/v1", kind: "CronJob", name: "nightly", uid: cronJob.metadata.uid, controller: true },
+          ],
+        },
+        spec: cronJob.spec.jobTemplate.spec,
       }),
     );
     await eventually(
       async () => {
         if (appsOn("report").length !== 1) throw new Error("not running");
       },
-      { what: "the Job's app running" },
+      { what: "the CronJob's app running" },
     );
     await rotate("batch", "1");
     await eventually(
@@ -484,7 +514,7 @@ describe.each(counterparts)("rotation that follows its consumers against %s", (a
         const waiting = (await statusOf("batch")).rotation?.retiring?.waitingFor ?? [];
         if (!waiting.some((w) => w.includes("report-"))) throw new Error(JSON.stringify(waiting));
       },
-      { what: "the revocation waits for the Job's pod", timeoutMs: 30_000 },
+      { what: "the revocation waits for the CronJob's pod", timeoutMs: 30_000 },
     );
     // The Job's process ends: the kubelet reports its pod Succeeded.
     await kubelet.finish(stack.namespace, appsOn("report")[0]![0]);
