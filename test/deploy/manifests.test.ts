@@ -180,7 +180,7 @@ describe.each(Object.keys(installs) as Install[])("%s install", (install) => {
 // single-namespace Role) must grant exactly this; rbac-e2e.test.ts runs the operator with it and proves nothing is
 // missing and every rule is used.
 const operatorRules: PolicyRule[] = [
-  { apiGroups: ["mds.dev"], resources: ["projects"], verbs: ["list", "watch", "patch"] },
+  { apiGroups: ["mds.dev"], resources: ["projects"], verbs: ["get", "list", "watch", "patch"] },
   { apiGroups: ["mds.dev"], resources: ["databases"], verbs: ["get", "list", "watch", "patch"] },
   { apiGroups: ["mds.dev"], resources: ["databaserestores"], verbs: ["get", "list", "watch"] },
   { apiGroups: ["mds.dev"], resources: ["connections"], verbs: ["get", "list", "watch", "patch"] },

@@ -6,8 +6,8 @@ import { projectDefinition } from "./schema.ts";
 export const projectModule: MdsKindModule = {
   definition: projectDefinition,
   access: {
-    verbs: ["patch"],
-    why: "finalizer and annotations by merge patch",
+    verbs: ["get", "patch"],
+    why: "finalizer and annotations by merge patch; read by name when a write found it gone",
   },
   deletionProtection: true,
   api: { reads: ["listProjects", "listDatabases"], writes: ["createProject", "deleteProject", "deleteDatabase"] },
