@@ -225,6 +225,16 @@ describe.each(modes)("the operator under deploy/'s RBAC: $name", (mode) => {
     await apply(project(), database("orders", "Delete"), database("archive", "Retain"));
     const orders = await waitReady("orders");
     await waitReady("archive");
+    // A write that finds its object gone makes the loop read it live, to tell a deletion meanwhile from an error: the
+    // proxy answers one status write of the Project with 404, and the loop must be allowed to look.
+    proxy.goneOnce((a) => a.resource === "projects" && a.subresource === "status" && a.verb === "patch" && a.name === "shop");
+    await admin(["-n", ns, "annotate", "mdsproject", "shop", "mds.dev/reconcile-requested-at=gone-meanwhile", "--overwrite"]);
+    await eventually(
+      async () => {
+        if (!proxy.requests.some((r) => r.attrs.resource === "projects" && r.attrs.verb === "get" && r.attrs.name === "shop")) throw new Error("not read live yet");
+      },
+      { stopWhen: refused, what: "the Project read live after its status write found it gone" },
+    );
     const teamSecret = ns !== mode.namespace;
     if (teamSecret) {
       // The platform's own namespace may use the operator's token (the default fallback), read through its Role.

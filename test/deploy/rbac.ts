@@ -115,14 +115,25 @@ export interface RecordingProxy {
   requests: RecordedRequest[];
   /** The requests devkube refused with 403. */
   readonly denied: RequestAttributes[];
+  /** Answers the next request that `matches` with 404 NotFound itself, as if its object had gone meanwhile. */
+  goneOnce(matches: (attrs: RequestAttributes) => boolean): void;
   close(): Promise<void>;
 }
 
 export async function startRecordingProxy(options: { upstream: string; ca: string; cert: string; key: string }): Promise<RecordingProxy> {
   const upstream = new URL(options.upstream);
   const requests: RecordedRequest[] = [];
+  let gone: ((attrs: RequestAttributes) => boolean) | undefined;
   const server: Server = createServer({ cert: options.cert, key: options.key }, (req, res) => {
     const attrs = attributesOf(req.method ?? "GET", new URL(req.url ?? "/", upstream));
+    if (attrs !== undefined && gone?.(attrs) === true) {
+      gone = undefined;
+      requests.push({ attrs, status: 404 });
+      req.resume();
+      const status = { kind: "Status", apiVersion: "v1", status: "Failure", reason: "NotFound", code: 404, message: `${attrs.resource} "${attrs.name ?? ""}" not found` };
+      res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify(status));
+      return;
+    }
     const forward = httpsRequest(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host }, ca: options.ca },
       (upstreamRes) => {
@@ -142,6 +153,9 @@ export async function startRecordingProxy(options: { upstream: string; ca: strin
     requests,
     get denied() {
       return requests.filter((r) => r.status === 403).map((r) => r.attrs);
+    },
+    goneOnce(matches) {
+      gone = matches;
     },
     close: () =>
       new Promise<void>((resolve) => {
