@@ -1,4 +1,4 @@
-import type { PublicCreatedConnection, PublicDatabase } from "../contract/index.ts";
+import type { PublicConnectionRead, PublicCreatedConnection, PublicDatabase } from "../contract/index.ts";
 
 // The service as src/operator sees it. The operator builds and rate-limits one client per credential
 // (credentials.ts) without knowing its methods: each kind's calls are declared beside the kinds
@@ -18,6 +18,11 @@ export interface ConnectionApi {
   deleteConnection(id: string, options?: CallOptions): Promise<void>;
   /** Read for its connections (which of them are the resource's own). */
   getDatabase(id: string, options?: CallOptions): Promise<PublicDatabase>;
+  /**
+   * Read for `openSessions`, the client sessions of its login (our service's extension; absent at the public API,
+   * which cannot tell): a rotation revokes the old login only once none is left (secret/rotation.ts).
+   */
+  getConnection(id: string, options?: CallOptions): Promise<PublicConnectionRead>;
   /** Whether the server has announced that it replays Idempotency-Keys: only then may a POST be sent again. */
   replaysIdempotencyKeys(): boolean;
 }
