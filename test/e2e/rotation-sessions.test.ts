@@ -7,8 +7,9 @@ import { DatabaseType } from "../../src/resources/types.ts";
 import { startPodApps, type PodApps } from "../support/pod-apps.ts";
 import { counterparts, eventually, itNeedsDevkube, manifests, startStack, type Stack } from "./helpers.ts";
 
-// The last condition of a rotation that follows its consumers (docs/credentials.md, "When the old login goes"): once
-// the workloads rolled, the old login is revoked only when no client session of it is left, where the API can tell.
+// The last condition of a rotation that follows its consumers (docs/credentials.md, "Rotation that follows its
+// consumers"): once the workloads rolled, the old login is revoked only when no client session of it is left, where
+// the API can tell.
 // A client connected with the old Secret's DATABASE_URL (the pooled endpoint, through the service's PgBouncer) holds
 // the revocation back at our service until it disconnects, then the login goes promptly. The public API reports no
 // sessions: against its emulator the check is skipped and the login goes as the consumers moved.
