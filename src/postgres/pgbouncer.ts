@@ -244,8 +244,12 @@ export async function pooledUseOf(
   if (!consoles?.size) return undefined;
   const use = { clients: 0, serverPids: new Set<number>() };
   for (const console of consoles) {
-    // One that does not answer (it died) holds no clients, and its server connections are closing.
-    const admin = await console.connect().catch(() => undefined);
+    // One that refuses connections (it died) holds no clients, and its server connections are closing. Any other
+    // failure throws: a count that left out a live PgBouncer's clients could get a login revoked under them.
+    const admin = await console.connect().catch((err: unknown) => {
+      if ((err as { code?: unknown }).code === "ECONNREFUSED") return undefined;
+      throw err;
+    });
     if (!admin) continue;
     try {
       const clients = await admin.query<{ user: string }>("SHOW CLIENTS");
