@@ -375,8 +375,12 @@ describe.each([
     expect(reconciling).toMatchObject({ status: "True", reason: "ConsumersNotRolled" });
     expect(reconciling?.message).toContain("2 open sessions of the old login");
     expect(t.events).toContain("ConsumersNotRolled");
-    // The app lets go: the next read revokes the login.
+    // A read that fails (the service cannot ask the server) revokes nothing: the step fails, the next one reads again.
+    t.api.failNext("getConnection", Object.assign(new Error("unavailable"), { code: "unavailable", status: 503 }));
     t.api.sessions.set(first, 0);
+    await t.step(1_000, 1);
+    expect(t.api.passwords.has(first)).toBe(true);
+    // The app let go: the next read revokes the login.
     await t.step(1_000, 1);
     expect(t.api.passwords.has(first)).toBe(false);
     expect(t.status().rotation?.retiring).toBeUndefined();
