@@ -1,6 +1,11 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { ConnectionWithSessions, dataOf, newId } from "../../src/contract/index.ts";
+import { startPostgres, templateCluster } from "../../src/postgres/index.ts";
+import { openSessionsOf } from "../../src/service/placement/provisioner.ts";
 import { startTestService, type TestService } from "../support/test-service.ts";
 import { client, eventually, sql, type Json } from "./helpers.ts";
 
@@ -32,7 +37,7 @@ async function open(connectionString: string): Promise<pg.Client> {
   return c;
 }
 
-const sessionsOf = async (api: ReturnType<typeof client>, id: string): Promise<number> => {
+const sessionsOf = async (api: ReturnType<typeof client>, id: string): Promise<number | undefined> => {
   const res = await api("GET", `/v1/connections/${id}`);
   expect(res.status).toBe(200);
   return dataOf(ConnectionWithSessions).parse(res.body).data.openSessions;
@@ -72,6 +77,28 @@ describe("openSessions on GET /v1/connections/{id}", () => {
     // Lists never carry it (a query of the server per connection).
     const list = await a("GET", `/v1/databases/${connection.database.id}/connections`);
     expect(list.body.data[0]).not.toHaveProperty("openSessions");
+  });
+
+  it("behind a pooler this process does not run, no number is true: none is given; without a pooler, sessions are backends", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "mds-sessions-"));
+    const postgres = await startPostgres({ dir, template: await templateCluster(), settings: { fsync: "off" } });
+    const server = new pg.Pool({ connectionString: postgres.url, max: 1 });
+    try {
+      await server.query("CREATE ROLE mds_sessions_login LOGIN PASSWORD 'p'");
+      const url = new URL(postgres.url);
+      url.username = "mds_sessions_login";
+      url.password = "p";
+      url.pathname = "/postgres";
+      const session = await open(url.toString());
+      expect(await openSessionsOf(server, "mds_sessions_login", false)).toBe(1);
+      // Its clients between transactions hold no backend: a count of backends could miss every one of them.
+      expect(await openSessionsOf(server, "mds_sessions_login", true)).toBeUndefined();
+      await session.end();
+    } finally {
+      await server.end();
+      await postgres.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("another workspace's connection is a 404 like a missing one, sessions open or not; a bad id is a 400", async () => {

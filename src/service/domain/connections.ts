@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { newId } from "../../contract/index.ts";
-import { tenantLimitsOf } from "../config/config.ts";
+import { serverConfigOf, tenantLimitsOf } from "../config/config.ts";
 import { randomPassword, scramVerifier } from "../shared/crypto.ts";
 import { serverPool, type ServiceDeps } from "../runtime/deps.ts";
 import { conflict, notFound } from "../shared/errors.ts";
@@ -131,15 +131,20 @@ async function readConnection(deps: ServiceDeps, workspaceId: string, id: string
 
 /**
  * GET /v1/connections/{id}: the connection and how many client sessions use its login now, counted on its database's
- * server (provisioner.ts, openSessionsOf). Lists never carry the count: it costs a query of the server per connection.
+ * server (provisioner.ts, openSessionsOf); undefined when they cannot be seen (a pooler this process does not run).
+ * Lists never carry the count: it costs a query of the server per connection.
  */
 export async function readConnectionWithSessions(
   deps: ServiceDeps,
   workspaceId: string,
   id: string,
-): Promise<ConnectionView & { openSessions: number }> {
+): Promise<ConnectionView & { openSessions: number | undefined }> {
   const view = await readConnection(deps, workspaceId, id);
-  return { ...view, openSessions: await openSessionsOf(serverPool(deps, view.db), view.connection.role_name) };
+  const pooler = serverConfigOf(deps.config, view.db)?.pooler !== undefined;
+  return {
+    ...view,
+    openSessions: await openSessionsOf(serverPool(deps, view.db), view.connection.role_name, pooler),
+  };
 }
 
 /** The live connection and its database, both locked (database first, the order every writer takes); 404 otherwise. */

@@ -216,10 +216,12 @@ export async function rotateLoginRole(
  * PgBouncers in front of it. A backend PgBouncer holds for the login is its pool's, not an app's (pgbouncer.ts,
  * pooledUseOf), and is left out: one stays idle for a minute after the last client left. PgBouncer is asked first,
  * so a server connection it opens meanwhile is counted (once too many: a wait a little longer, never a revocation
- * under an app). Behind a PgBouncer this process does not run, that PgBouncer's backends count as sessions too.
+ * under an app). Undefined when the server has a pooler (`pooler`) that this process does not run: its clients cannot
+ * be seen (one between two transactions holds no backend), so no number would be true.
  */
-export async function openSessionsOf(pool: pg.Pool, roleName: string): Promise<number> {
+export async function openSessionsOf(pool: pg.Pool, roleName: string, pooler: boolean): Promise<number | undefined> {
   const pooled = await pooledUseOf(pool, roleName);
+  if (pooler && pooled === undefined) return undefined;
   const { rows } = await pool.query<{ pid: number }>(
     "SELECT pid FROM pg_stat_activity WHERE usename = $1 AND backend_type = 'client backend'",
     [roleName],

@@ -81,7 +81,12 @@ export function connectionRoutes(app: FastifyInstance, deps: ServiceDeps): void 
     const id = connectionIdOf(req.params);
     const { db, connection, openSessions } = await readConnectionWithSessions(deps, principalOf(req).workspaceId, id);
     // openSessions: our extension (docs/decisions.md#extensions), what a rotation waits for before revoking a login.
-    return { data: { ...renderConnection(deps.config, db, connection), openSessions } };
+    return {
+      data: {
+        ...renderConnection(deps.config, db, connection),
+        ...(openSessions === undefined ? {} : { openSessions }),
+      },
+    };
   });
 
   app.post("/v1/connections/:connectionId/rotate", async (req, reply) => {
