@@ -29,7 +29,7 @@ import {
 // Idempotency-Keys and the public API, which does not. Time is a fake Date; a crash point throws, as the process would
 // die there, and the next reconcile starts from what was written.
 
-const poll = { fastMs: 1_000, slowMs: 300_000 };
+const poll = { fastMs: 1_500, slowMs: 300_000 };
 type Status = {
   connection?: { id: string };
   rotation?: RotationStatus;
