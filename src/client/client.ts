@@ -14,6 +14,7 @@ import {
   PublicBackupList,
   PublicBranch,
   PublicConnection,
+  PublicConnectionRead,
   PublicCreatedConnection,
   PublicCreatedDatabase,
   PublicCreatedProject,
@@ -136,6 +137,11 @@ export interface MdsClient {
   deleteBackup(databaseId: string, backupId: string, opts?: RequestOptions): Promise<void>;
   createConnection(databaseId: string, body: CreateConnectionInput, opts?: RequestOptions): Promise<CreatedConnection>;
   listConnections(databaseId: string, opts?: RequestOptions): Promise<Page<Connection>>;
+  /**
+   * GET /v1/connections/{id}. `openSessions`, the client sessions that use its login now, is our service's extension:
+   * absent where the server cannot tell (the public API).
+   */
+  getConnection(id: string, opts?: RequestOptions): Promise<PublicConnectionRead>;
   deleteConnection(id: string, opts?: RequestOptions): Promise<void>;
   /** POST /v1/projects/{id}/branches: 409 when the project has a live branch of that git name. */
   createBranch(projectId: string, body: CreateBranchBody, opts?: RequestOptions): Promise<PublicBranch>;
@@ -167,6 +173,7 @@ const CreatedDatabaseEnvelope = dataOf(PublicCreatedDatabase);
 const BackupEnvelope = dataOf(PublicBackup);
 const BranchEnvelope = dataOf(PublicBranch);
 const CreatedConnectionEnvelope = dataOf(PublicCreatedConnection);
+const ConnectionReadEnvelope = dataOf(PublicConnectionRead);
 
 const defaultTimeoutMs = 30_000;
 
@@ -477,6 +484,18 @@ export function createClient(options: ClientOptions): MdsClient {
           path: `/v1/databases/${seg(databaseId)}/connections`,
         },
         PublicConnection,
+        opts,
+      );
+    },
+    getConnection(id, opts) {
+      return unwrap(
+        {
+          operation: "getConnection",
+          description: `get connection "${id}"`,
+          method: "GET",
+          path: `/v1/connections/${seg(id)}`,
+          response: { schema: ConnectionReadEnvelope },
+        },
         opts,
       );
     },

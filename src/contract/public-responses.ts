@@ -6,6 +6,7 @@ import {
   BackupList,
   BackupStatus,
   Connection,
+  ConnectionWithSessions,
   Database,
   DatabaseStatus,
   DirectConnection,
@@ -37,6 +38,15 @@ export const PublicConnection = Connection.extend({
   directConnection: DirectConnection.nullable().optional(),
 });
 export type PublicConnection = z.infer<typeof PublicConnection>;
+
+/**
+ * GET /v1/connections/{id}. `openSessions` is our service's extension: absent at the public API, which cannot tell;
+ * a value this client cannot read (a newer server's) reads as absent too.
+ */
+export const PublicConnectionRead = PublicConnection.extend({
+  openSessions: ConnectionWithSessions.shape.openSessions.optional().catch(undefined),
+});
+export type PublicConnectionRead = z.infer<typeof PublicConnectionRead>;
 
 const PublicEndpointWithSecret = Endpoint.extend({ connectionString: z.string().optional() });
 /** A connection in a creation response: the public API may leave out any endpoint or its connection string. */

@@ -48,6 +48,14 @@ export const Connection = z.object({
 });
 export type Connection = z.infer<typeof Connection>;
 
+/**
+ * GET /v1/connections/{id} at our service: the connection and `openSessions`, how many client sessions use its login
+ * now (an extension, docs/decisions.md#extensions; the public API has no such field, and no list carries it). Absent
+ * when the service cannot see them: behind a pooler it does not run itself.
+ */
+export const ConnectionWithSessions = Connection.extend({ openSessions: z.number().int().min(0).optional() });
+export type ConnectionWithSessions = z.infer<typeof ConnectionWithSessions>;
+
 /** A connection in a creation response: every endpoint carries its connection string. */
 export const CreatedConnection = Connection.extend({ endpoints: endpointsOf(EndpointWithSecret) });
 export type CreatedConnection = z.infer<typeof CreatedConnection>;

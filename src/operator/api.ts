@@ -26,6 +26,12 @@ export interface CreatedConnection {
   };
 }
 
+/** What the Secret component reads of one connection: how many clients use its login now (absent: cannot tell). */
+interface ConnectionSessions {
+  id: string;
+  openSessions?: number | undefined;
+}
+
 /** What the Secret component reads of a database: its connections (which of them are a resource's own) and its default one. */
 interface DatabaseConnections {
   createdAt: string;
@@ -39,6 +45,11 @@ export interface ConnectionApi {
   deleteConnection(id: string, options?: CallOptions): Promise<void>;
   /** Read for its connections (which of them are the resource's own). */
   getDatabase(id: string, options?: CallOptions): Promise<DatabaseConnections>;
+  /**
+   * Read for `openSessions`, the client sessions of its login (our service's extension; absent at the public API,
+   * which cannot tell): a rotation revokes the old login only once none is left (secret/rotation.ts).
+   */
+  getConnection(id: string, options?: CallOptions): Promise<ConnectionSessions>;
   /** Whether the server has announced that it replays Idempotency-Keys: only then may a POST be sent again. */
   replaysIdempotencyKeys(): boolean;
 }

@@ -37,7 +37,7 @@ export const loopReasons = {
   Rotating:
     "The operator is rotating the connection Secret's credentials (status.rotation.pending); the current ones keep working.",
   ConsumersNotRolled:
-    "A rotation's replaced credentials are kept past rotation.consumerTimeout: workloads or pods that use the Secret have not moved to the new ones (status.rotation.retiring.waitingFor names them). Fix the rollout, or set a new value of mds.dev/rotate-force to revoke them anyway.",
+    "A rotation's replaced credentials are kept past rotation.consumerTimeout: workloads or pods that use the Secret have not moved to the new ones, or clients still hold sessions of the old login (status.rotation.retiring.waitingFor names them). Fix the rollout (or end those sessions), or set a new value of mds.dev/rotate-force to revoke them anyway.",
   // Synced
   ReconcileSuccess: "The last reconcile completed without error.",
   ReconcileError: "The last reconcile failed; the message names the cause and the operator retries with backoff.",

@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -15,6 +15,8 @@ import {
   type RunningPostgres,
 } from "./index.ts";
 import { PostgresNotFoundError } from "./errors.ts";
+import { pooledUseOf } from "./pgbouncer.ts";
+import { eventually } from "../../test/support/eventually.ts";
 
 const run = promisify(execFile);
 
@@ -142,4 +144,41 @@ describe("pgbouncer in front of a TLS PostgreSQL", () => {
     await admin.end();
     await connect();
   });
+
+  // Last: it kills the PgBouncer.
+  it("pooledUseOf: a login's clients and the backends PgBouncer holds for it; one that is gone holds none", async () => {
+    const server = new pg.Pool({ connectionString: postgres.url, max: 1 });
+    const client = new pg.Client({
+      host: bouncer.host,
+      port: bouncer.port,
+      user: "mds_t1_login",
+      password,
+      database: "mds_t1",
+      ssl: { ca: postgres.tls!.caCert },
+    });
+    try {
+      await client.connect();
+      await client.query("SELECT 1");
+      const backends = async () =>
+        (
+          await server.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE usename = 'mds_t1_login'")
+        ).rows.map((r) => r.pid);
+      const using = await pooledUseOf(server, "mds_t1_login");
+      expect(using?.clients).toBe(1);
+      expect([...using!.serverPids]).toEqual(await backends());
+      expect((await pooledUseOf(server, "mds_t2_login"))?.clients).toBe(0);
+      await client.end();
+      // The client left; PgBouncer keeps its server connection idle in the pool: no client, the backend stays.
+      await eventually(async () => expect((await pooledUseOf(server, "mds_t1_login"))?.clients).toBe(0));
+      expect((await backends()).length).toBe(1);
+      const pid = Number((await readFile(path.join(dir, "pgbouncer", "pgbouncer.pid"), "utf8")).trim());
+      process.kill(pid, "SIGKILL");
+      await eventually(async () => expect(await pooledUseOf(server, "mds_t1_login")).toEqual(noUse));
+    } finally {
+      await client.end().catch(() => {});
+      await server.end();
+    }
+  });
 });
+
+const noUse = { clients: 0, serverPids: new Set<number>() };

@@ -226,6 +226,43 @@ export async function endPooledSessions(pool: pg.Pool, roleName: string): Promis
   }
 }
 
+/**
+ * What the PgBouncers in front of the server (those this process runs) know of a login: `clients`, its client
+ * connections (an app that holds one still uses the login, whether or not a server connection serves it now), and
+ * `serverPids`, the PostgreSQL backends PgBouncer holds for it. Those backends are PgBouncer's, not an app's: in
+ * transaction mode one stays in the pool, idle, for `server_idle_timeout` after every client has left, so a count of
+ * the login's sessions must leave them out and count the clients instead. Undefined when no PgBouncer of this process
+ * is in front of the server (its backends cannot be told apart then).
+ */
+export async function pooledUseOf(
+  pool: pg.Pool,
+  roleName: string,
+): Promise<{ clients: number; serverPids: Set<number> } | undefined> {
+  const url = (pool as unknown as { options?: { connectionString?: string } }).options?.connectionString;
+  const key = url ? serverKeyOf(url) : undefined;
+  const consoles = key ? poolers.get(key) : undefined;
+  if (!consoles?.size) return undefined;
+  const use = { clients: 0, serverPids: new Set<number>() };
+  for (const console of consoles) {
+    // One that refuses connections (it died) holds no clients, and its server connections are closing. Any other
+    // failure throws: a count that left out a live PgBouncer's clients could get a login revoked under them.
+    const admin = await console.connect().catch((err: unknown) => {
+      if ((err as { code?: unknown }).code === "ECONNREFUSED") return undefined;
+      throw err;
+    });
+    if (!admin) continue;
+    try {
+      const clients = await admin.query<{ user: string }>("SHOW CLIENTS");
+      use.clients += clients.rows.filter((c) => c.user === roleName).length;
+      const servers = await admin.query<{ user: string; remote_pid: string | number }>("SHOW SERVERS");
+      for (const s of servers.rows) if (s.user === roleName) use.serverPids.add(Number(s.remote_pid));
+    } finally {
+      await admin.end().catch(() => {});
+    }
+  }
+  return use;
+}
+
 export type StartPgBouncerOptions = {
   /** Holds pgbouncer.ini, the auth file (0600), the pid file and the last port used. */
   dir: string;

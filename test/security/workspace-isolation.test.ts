@@ -245,6 +245,13 @@ const operations: Operation[] = [
     expect: "404",
   },
   {
+    // Also what a rotation asks before revoking a login: how many sessions use it (openSessions).
+    name: "get connection",
+    method: "GET",
+    path: (_a, v, id) => `/v1/connections/${id(v.connectionId)}`,
+    expect: "404",
+  },
+  {
     name: "revoke connection",
     method: "DELETE",
     path: (_a, v, id) => `/v1/connections/${id(v.connectionId)}`,

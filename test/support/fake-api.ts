@@ -38,6 +38,11 @@ export interface FakeApi extends MdsApi {
   projects: Map<string, Project & { logicalId?: string | undefined }>;
   /** Connection id → password (what would still log in). */
   passwords: Map<string, string>;
+  /**
+   * Connection id → client sessions of its login (absent: none), as our service reports them on getConnection
+   * (`openSessions`); the public API reports none: it cannot tell.
+   */
+  sessions: Map<string, number>;
   /** Forget every Idempotency-Key record, as if the replay window had passed. */
   expireReplays(): void;
   /** The next call of `operation` fails with this error. */
@@ -251,6 +256,7 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
     databases,
     projects,
     passwords,
+    sessions: new Map(),
     outage: undefined,
     provisioningReads: 0,
     reportsLogicalId: true,
@@ -493,6 +499,12 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
         }),
       );
     },
+    async getConnection(cid) {
+      enter("getConnection");
+      const conn = connections.get(cid);
+      if (conn === undefined) throw new FakeApiError("not_found", 404, "not found");
+      return publicApi ? publicConnection(conn) : { ...conn, openSessions: api.sessions.get(cid) ?? 0 };
+    },
     async deleteConnection(cid) {
       enter("deleteConnection");
       const conn = connections.get(cid);
@@ -500,6 +512,7 @@ export function createFakeApi(options: { publicApi?: boolean } = {}): FakeApi {
       connections.delete(cid);
       connectionsOf.get(conn.database.id)?.delete(cid);
       passwords.delete(cid);
+      api.sessions.delete(cid); // a revocation ends the login's sessions
     },
   };
   return api;

@@ -24,6 +24,8 @@ export interface ConsumerGate {
   restart(): Promise<string[]>;
   /** What still may use the credentials the Secret held before `writtenAt` (ms); empty when nothing does. */
   waitingFor(writtenAt: number, restarted: boolean): Promise<string[]>;
+  /** Whether a workload or pod of the namespace uses the Secret (the index only: no call). */
+  inUse(): boolean;
 }
 
 export function consumerGate(args: {
@@ -47,6 +49,10 @@ export function consumerGate(args: {
   }
 
   return {
+    inUse() {
+      const { workloads, pods } = index.of(namespace, secretName);
+      return workloads.length > 0 || pods.length > 0;
+    },
     async restart() {
       const { workloads } = index.of(namespace, secretName);
       if (workloads.length === 0 || kube.apply === undefined) return [];

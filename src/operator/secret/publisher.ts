@@ -167,6 +167,7 @@ export function connectionSecrets<T extends SecretOwner>(deps: PublisherDeps, ob
                 namespace: ns ?? "default",
                 secretName: target.name,
               }),
+        sessionsRecheckMs: deps.pollIntervals?.fastMs,
       });
       return {
         fields: { ...publishedStatus(target, rotated.connectionId), rotation: rotated.rotation },

@@ -1,4 +1,4 @@
-import { errorCode, type ConnectionApi, type ConnectionMirror, type CreatedConnection } from "../api.ts";
+import { errorCode, isApiNotFound, type ConnectionApi, type ConnectionMirror, type CreatedConnection } from "../api.ts";
 import { ReconcileError } from "../errors.ts";
 import { incarnationKeyOf } from "../identity.ts";
 import { credentialsFromCreated, type ConnectionCredentials } from "./connection-credentials.ts";
@@ -183,6 +183,14 @@ export function connectionCalls<T extends { metadata: { uid?: string | undefined
         idempotencyKey: incarnationKeyOf(obj, "rotate", target.databaseId, name),
         keep: [],
       });
+    },
+    async openSessions(_obj, id) {
+      try {
+        return (await api.getConnection(id)).openSessions;
+      } catch (err) {
+        if (isApiNotFound(err)) return 0; // revoked already: no session of it is left
+        throw err;
+      }
     },
     revoke: (obj, databaseId, id) =>
       revokeOwnConnection({

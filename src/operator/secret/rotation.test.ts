@@ -29,7 +29,7 @@ import {
 // Idempotency-Keys and the public API, which does not. Time is a fake Date; a crash point throws, as the process would
 // die there, and the next reconcile starts from what was written.
 
-const poll = { fastMs: 1_000, slowMs: 300_000 };
+const poll = { fastMs: 1_500, slowMs: 300_000 };
 type Status = {
   connection?: { id: string };
   rotation?: RotationStatus;
@@ -333,6 +333,97 @@ describe.each([
     expect(t.kube.read<KubeObject>(PodType, "other", "web-old")).toBeDefined();
     // A rotation re-applies nothing once the template carries the hash: one apply in all.
     expect(t.kube.writes.filter((w) => w.verb.startsWith("apply"))).toHaveLength(1);
+  });
+
+  it("once the consumers rolled, the old login stays while the API reports open sessions of it (the public API cannot tell)", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setupWithConsumers();
+    const spec = { rotation: { gracePeriod: "10s", consumers: "Restart", consumerTimeout: "5m" } };
+    t.apply(spec);
+    await t.step(1_000, 6);
+    const first = t.status().connection!.id;
+    t.kube.put(DeploymentType, deployment("default", "web", "orders"));
+    t.kube.put(PodType, pod("default", "web-old", "orders"));
+    t.apply(spec, { [rotateAnnotation]: "1" });
+    await t.step(1_000, 2);
+    // An app still holds two sessions with the old login after its pods were replaced (a client outside them).
+    t.api.sessions.set(first, 2);
+    t.roll("default", "web");
+    const reads = () => t.api.calls["getConnection"] ?? 0;
+    await t.step(11_000, 1);
+    if (publicApi) {
+      // No openSessions in the public API's answer: the check is skipped, the login goes as the consumers moved.
+      expect(t.api.passwords.has(first)).toBe(false);
+      expect(t.status().rotation?.retiring).toBeUndefined();
+      return;
+    }
+    expect(t.api.passwords.has(first)).toBe(true);
+    expect(t.status().rotation?.retiring?.waitingFor).toEqual(["2 open sessions of the old login"]);
+    // Sessions send no event: the loop comes back on a poll, at least the fast interval, a tenth of the wait so far.
+    vi.setSystemTime(Date.now() + 1_000);
+    const outcome = await t.run();
+    expect(outcome).toEqual({ type: "requeueAfter", ms: poll.fastMs });
+    vi.setSystemTime(Date.now() + 60_000);
+    const waited = Date.now() - Date.parse(t.status().rotation!.retiring!.revokeAt);
+    expect(await t.run()).toEqual({ type: "requeueAfter", ms: Math.round(waited / 10) });
+    // Past consumerTimeout: kept, and said as for consumers that did not move.
+    const before = reads();
+    await t.step(240_000, 1);
+    expect(reads()).toBe(before + 1);
+    expect(t.api.passwords.has(first)).toBe(true);
+    const reconciling = t.status().conditions?.find((c) => c.type === "Reconciling");
+    expect(reconciling).toMatchObject({ status: "True", reason: "ConsumersNotRolled" });
+    expect(reconciling?.message).toContain("2 open sessions of the old login");
+    expect(t.events).toContain("ConsumersNotRolled");
+    // A read that fails (the service cannot ask the server) revokes nothing: the step fails, the next one reads again.
+    t.api.failNext("getConnection", Object.assign(new Error("unavailable"), { code: "unavailable", status: 503 }));
+    t.api.sessions.set(first, 0);
+    await t.step(1_000, 1);
+    expect(t.api.passwords.has(first)).toBe(true);
+    // The app let go: the next read revokes the login.
+    await t.step(1_000, 1);
+    expect(t.api.passwords.has(first)).toBe(false);
+    expect(t.status().rotation?.retiring).toBeUndefined();
+    expect(t.status().conditions?.find((c) => c.type === "Reconciling")?.status).toBe("False");
+  });
+
+  it("asks about the sessions of its own old login only, and never under Ignore", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = await setupWithConsumers();
+    const spec = { rotation: { gracePeriod: "10s", consumers: "Wait", consumerTimeout: "5m" } };
+    t.apply(spec);
+    await t.step(1_000, 6);
+    const databaseId = t.secretConnection() && [...t.api.databases.keys()][0]!;
+    // The attack: status (anyone's to write in the namespace) names another team's connection of the same database,
+    // whose app holds sessions, so that its count would show up in this resource's status.
+    const other = await t.api.createConnection(databaseId, { name: "other-team" });
+    t.api.sessions.set(other.id, 3);
+    t.kube.put(PodType, pod("default", "web", "orders"));
+    const current = t.kube.read<KubeObject>(DatabaseType, "default", "orders")!;
+    const past = new Date(Date.now() - 60_000).toISOString().replace(/\.\d+Z$/, "Z");
+    t.kube.put(DatabaseType, {
+      ...current,
+      status: {
+        ...(current["status"] as object),
+        rotation: { lastRotationTime: past, retiring: { id: other.id, name: "other-team", revokeAt: past } },
+      },
+    });
+    await t.step(1_000, 2);
+    expect(t.api.calls["getConnection"] ?? 0).toBe(0);
+    expect(JSON.stringify(t.status().rotation ?? {})).not.toContain("session");
+    expect(t.api.passwords.has(other.id)).toBe(true);
+    expect(t.events).toContain("RevokeRefused");
+    // Ignore: today's behaviour exactly, whatever the sessions.
+    const ignore = { rotation: { gracePeriod: "10s" } };
+    t.apply(ignore);
+    await t.step(1_000, 2);
+    const first = t.status().connection!.id;
+    t.api.sessions.set(first, 1);
+    t.apply(ignore, { [rotateAnnotation]: "1" });
+    await t.step(1_000, 2);
+    await t.step(11_000, 2);
+    expect(t.api.passwords.has(first)).toBe(false);
+    expect(t.api.calls["getConnection"] ?? 0).toBe(0);
   });
 
   it("Wait past consumerTimeout keeps the old login and says so; mds.dev/rotate-force revokes it", async () => {

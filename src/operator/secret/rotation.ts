@@ -17,8 +17,9 @@ import { isoSeconds } from "../time.ts";
 // - the retiring connection is revoked only while the live Secret holds another one;
 // - with consumers Restart or Wait, only once nothing that may hold it is left (consumer-gate.ts): the restart
 //   annotation is applied again on every step while a connection retires (idempotent), so a crash after the Secret
-//   write, or after some of the workloads, restarts the rest; past consumerTimeout the old connection is kept until
-//   the consumers move or mds.dev/rotate-force says otherwise.
+//   write, or after some of the workloads, restarts the rest; then, where the API can tell (our service's
+//   openSessions), only once no client session of the old login is left: a poll, the one remote state of the gate.
+//   Past consumerTimeout the old connection is kept until the consumers move or mds.dev/rotate-force says otherwise.
 
 /** A new value of this annotation asks for one rotation now. */
 export const rotateAnnotation = "mds.dev/rotate";
@@ -83,6 +84,14 @@ interface RotationContext<T extends SecretOwner> {
   record(reason: string, message: string, type?: "Normal" | "Warning"): void;
   /** The Secret's consumers; undefined when this operator does not follow them (--rotation-consumers off). */
   consumers?: ConsumerGate | undefined;
+  /** The shortest wait between two reads of the old login's open sessions (the operator's fast poll interval). */
+  sessionsRecheckMs?: number | undefined;
+}
+
+/** When the next scheduled rotation is due: none without `every`, else kept once computed (jittered per object). */
+function nextRotationTime(r: RotationStatus, everyMs: number | undefined, now: number, uid: string | undefined) {
+  if (everyMs === undefined) return undefined;
+  return r.nextRotationTime ?? isoSeconds(Date.parse(r.lastRotationTime ?? isoSeconds(now)) + jittered(everyMs, uid));
 }
 
 /**
@@ -139,16 +148,12 @@ export async function rotateStep<T extends SecretOwner>(
       `Published new credentials (connection "${ctx.published}"); connection "${replaced}" keeps working until ${r.retiring?.revokeAt}`,
     );
   }
-  let waiting = false;
+  let waiting: Waiting = undefined;
   if (r.retiring !== undefined && now >= Date.parse(r.retiring.revokeAt))
     ({ r, waiting } = await retireUnlessUsed(ctx, follow, r, force));
   // A force with nothing to force is taken as seen: it must not cut the next rotation's wait short.
   if (r.retiring === undefined && force !== undefined) r.forced = force;
-  if (policy.everyMs === undefined) r.nextRotationTime = undefined;
-  else
-    r.nextRotationTime ??= isoSeconds(
-      Date.parse(r.lastRotationTime ?? isoSeconds(now)) + jittered(policy.everyMs, obj.metadata.uid),
-    );
+  r.nextRotationTime = nextRotationTime(r, policy.everyMs, now, obj.metadata.uid);
 
   const requested = trigger !== undefined && trigger !== r.trigger;
   const scheduled = r.nextRotationTime !== undefined && now >= Date.parse(r.nextRotationTime);
@@ -177,14 +182,24 @@ export async function rotateStep<T extends SecretOwner>(
   if (r.retiring !== undefined && follow !== undefined && policy.consumers === "Restart")
     await restartConsumers(ctx, follow, r.retiring.id);
   const empty = Object.values(r).every((v) => v === undefined);
-  return { connectionId, rotation: empty ? undefined : r, wakeInMs: wakeOf(r, waiting, now) };
+  return {
+    connectionId,
+    rotation: empty ? undefined : r,
+    wakeInMs: wakeOf(r, waiting, now, ctx.sessionsRecheckMs ?? 1_000),
+  };
 }
+
+/** What a retiring connection past its grace period waits for: its consumers (events), or its sessions (a poll). */
+type Waiting = "consumers" | "sessions" | undefined;
 
 /**
  * When to look again: the grace period's end, the next rotation. While consumers hold the old credentials the grace
- * period's end is no wake-up (it passed): their events are (index.ts), and the deadline.
+ * period's end is no wake-up (it passed): their events are (index.ts), and the deadline. Open sessions send no
+ * event: they are read again after a tenth of the time waited since the grace period ended (at least `recheckMs`),
+ * so the login goes at most about 10 % later than its last session, and a session held for hours costs a few dozen
+ * reads, not one a second.
  */
-function wakeOf(r: RotationStatus, waiting: boolean, now: number): number | undefined {
+function wakeOf(r: RotationStatus, waiting: Waiting, now: number, recheckMs: number): number | undefined {
   const deadline = r.retiring?.consumersDeadline;
   const wakes = [
     waiting ? (deadline !== undefined && Date.parse(deadline) > now ? deadline : undefined) : r.retiring?.revokeAt,
@@ -192,6 +207,8 @@ function wakeOf(r: RotationStatus, waiting: boolean, now: number): number | unde
   ]
     .filter((t): t is string => t !== undefined)
     .map((t) => Math.max(0, Date.parse(t) - now));
+  if (waiting === "sessions")
+    wakes.push(Math.max(recheckMs, Math.round((now - Date.parse(r.retiring?.revokeAt ?? "")) / 10) || 0));
   return wakes.length === 0 ? undefined : Math.min(...wakes);
 }
 
@@ -214,7 +231,7 @@ async function retireUnlessUsed<T extends SecretOwner>(
   follow: ConsumerGate | undefined,
   rotation: RotationStatus,
   force: string | undefined,
-): Promise<{ r: RotationStatus; waiting: boolean }> {
+): Promise<{ r: RotationStatus; waiting: Waiting }> {
   // A rotation that began under Ignore and is followed now (the spec changed) gets its deadline from its own time.
   const written = Date.parse(rotation.lastRotationTime ?? "");
   const retiring = {
@@ -225,9 +242,9 @@ async function retireUnlessUsed<T extends SecretOwner>(
   };
   rotation = { ...rotation, retiring };
   const forced = force !== undefined && force !== rotation.forced;
-  const left = follow === undefined ? [] : await consumersLeft(ctx, follow, rotation, ctx.policy);
-  if (left.length > 0 && !forced)
-    return { r: { ...rotation, retiring: { ...retiring, waitingFor: left } }, waiting: true };
+  const { left, waiting } =
+    follow === undefined ? { left: [], waiting: undefined } : await consumersLeft(ctx, follow, rotation, ctx.policy);
+  if (left.length > 0 && !forced) return { r: { ...rotation, retiring: { ...retiring, waitingFor: left } }, waiting };
   if (left.length > 0)
     ctx.record(
       "RotationForced",
@@ -237,7 +254,7 @@ async function retireUnlessUsed<T extends SecretOwner>(
   await ctx.crashPoint("before-retire");
   // A failed revocation throws: `retiring` stays in status and the next reconcile tries again.
   if ((await ctx.liveConnectionId()) !== retiring.id) await ctx.retire(retiring.id);
-  return { r: { ...rotation, retiring: undefined, ...(forced ? { forced: force } : {}) }, waiting: false };
+  return { r: { ...rotation, retiring: undefined, ...(forced ? { forced: force } : {}) }, waiting: undefined };
 }
 
 /** Restart: the restart annotation on every consuming workload that lacks the Secret's current hash. */
@@ -255,15 +272,23 @@ async function restartConsumers<T extends SecretOwner>(
   await ctx.crashPoint("after-rotate-restart");
 }
 
-/** What may still use the retiring connection; past the deadline a Warning says so (the Event recorder dedupes it). */
+/**
+ * What may still use the retiring connection: consumers that have not moved, else its login's open sessions. Past
+ * the deadline a Warning says so (the Event recorder dedupes it).
+ */
 async function consumersLeft<T extends SecretOwner>(
   ctx: RotationContext<T>,
   follow: ConsumerGate,
   r: RotationStatus,
   policy: RotationPolicy,
-): Promise<string[]> {
+): Promise<{ left: string[]; waiting: Waiting }> {
   const written = Date.parse(r.lastRotationTime ?? "");
-  const left = await follow.waitingFor(Number.isNaN(written) ? ctx.now : written, policy.consumers === "Restart");
+  let left = await follow.waitingFor(Number.isNaN(written) ? ctx.now : written, policy.consumers === "Restart");
+  let waiting: Waiting = left.length > 0 ? "consumers" : undefined;
+  if (left.length === 0) {
+    left = await sessionsLeft(ctx, follow, r.retiring?.id);
+    if (left.length > 0) waiting = "sessions";
+  }
   const deadline = Date.parse(r.retiring?.consumersDeadline ?? "");
   if (left.length > 0 && !Number.isNaN(deadline) && ctx.now >= deadline)
     ctx.record(
@@ -271,5 +296,23 @@ async function consumersLeft<T extends SecretOwner>(
       `Keeping connection "${r.retiring?.id}": its consumers did not move within consumerTimeout: ${left.join("; ")}. Fix the rollout, or set a new value of the annotation ${rotateForceAnnotation} to revoke it anyway`,
       "Warning",
     );
-  return left;
+  return { left, waiting };
+}
+
+/**
+ * The consumers moved: are clients still logged in with the old login (an app that read the Secret once and kept
+ * its sessions, a pod the index does not see)? Only the API can tell, and only ours does (`openSessions`); the
+ * public API cannot, and then this check is skipped. Asked only when the Secret has consumers, so a rotation without
+ * any costs no call more than under Ignore, and only about an own connection: status is anyone's to write, and the
+ * count of another team's login must not end up in this one's status.
+ */
+async function sessionsLeft<T extends SecretOwner>(
+  ctx: RotationContext<T>,
+  follow: ConsumerGate,
+  id: string | undefined,
+): Promise<string[]> {
+  if (id === undefined || !follow.inUse() || !ctx.calls.owns(ctx.obj, ctx.target, id)) return [];
+  const open = await ctx.calls.openSessions(ctx.obj, id);
+  if (open === undefined || open === 0) return [];
+  return [`${open} open session${open === 1 ? "" : "s"} of the old login`];
 }

@@ -104,8 +104,9 @@ export const ConnectionSecret = z
           .describe(
             "What a rotation does with the workloads in this namespace whose pods use the Secret (env, envFrom, " +
               "volumes): Restart rolls each Deployment, StatefulSet and DaemonSet (a pod-template annotation, as " +
-              "kubectl rollout restart) and revokes the old credentials only once they rolled and no pod started " +
-              "before the rotation runs; Wait rolls nothing but waits alike; Ignore (default) revokes after " +
+              "kubectl rollout restart) and revokes the old credentials only once they rolled, no pod started " +
+              "before the rotation runs and, where the API reports it, no client session of the old login is " +
+              "left; Wait rolls nothing but waits alike; Ignore (default) revokes after " +
               "gracePeriod whatever uses them. Restart and Wait need the operator's --rotation-consumers.",
           ),
         consumerTimeout: duration
@@ -229,7 +230,7 @@ export const RotationStatus = z
           .optional()
           .describe(
             "The consumers the revocation still waits for, as Kind/name and why (at most 10 named), e.g. " +
-              "'Deployment/web: 2 of 3 replicas updated'.",
+              "'Deployment/web: 2 of 3 replicas updated', or '2 open sessions of the old login'.",
           ),
       })
       .optional()

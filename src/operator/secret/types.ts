@@ -62,6 +62,11 @@ export interface ConnectionCalls<T> {
    * read just before (whatever asked for it: an annotation, a label and a status are anyone's to write).
    */
   revoke(obj: T, databaseId: string, id: string): Promise<RevokeResult>;
+  /**
+   * How many client sessions use the login of connection `id` now; undefined where the API cannot tell (the public
+   * API), 0 for a connection that is gone. Ask only about an own connection (`owns`): the number is shown in status.
+   */
+  openSessions(obj: T, id: string): Promise<number | undefined>;
 }
 
 /**
@@ -88,4 +93,6 @@ export interface PublisherDeps {
   crashPoint: (name: string) => void | Promise<void>;
   /** Who uses which Secret, when the operator follows consumers (--rotation-consumers); else undefined. */
   consumers?: ConsumerIndex | undefined;
+  /** The operator's poll intervals: the fast one is the shortest wait between two reads of a login's sessions. */
+  pollIntervals?: { fastMs: number } | undefined;
 }

@@ -6,6 +6,7 @@ import type {
   Page,
   PublicBackup,
   PublicBranch,
+  PublicConnectionRead,
   PublicCreatedConnection,
   PublicCreatedProject,
   PublicDatabase,
@@ -24,6 +25,7 @@ export interface MdsApi extends ConnectionApi {
   /** The wire contract's shapes, of which the Secret component's (ConnectionApi) are a part. */
   createConnection(databaseId: string, body: { name: string }, options?: CallOptions): Promise<PublicCreatedConnection>;
   getDatabase(id: string, options?: CallOptions): Promise<PublicDatabase>;
+  getConnection(id: string, options?: CallOptions): Promise<PublicConnectionRead>;
   createProject(body: CreateProjectBody, options?: CallOptions): Promise<PublicCreatedProject>;
   getProject(id: string, options?: CallOptions): Promise<PublicProject>;
   listProjects(params?: ListProjectsParams, options?: CallOptions): Promise<Page<PublicProject>>;

@@ -5,6 +5,6 @@ import type { MdsApi } from "./mds-api.ts";
  * Secret component's mints and revocations (src/operator/secret). The kinds declare their own in their modules.
  */
 export const sharedApiCalls = {
-  reads: ["listProjects", "getProject", "listDatabases", "getDatabase"],
+  reads: ["listProjects", "getProject", "listDatabases", "getDatabase", "getConnection"],
   writes: ["createConnection", "deleteConnection"],
 } as const satisfies { reads: readonly (keyof MdsApi)[]; writes: readonly (keyof MdsApi)[] };

@@ -1,13 +1,19 @@
 import type pg from "pg";
 import { newId } from "../../contract/index.ts";
-import { tenantLimitsOf } from "../config/config.ts";
+import { serverConfigOf, tenantLimitsOf } from "../config/config.ts";
 import { randomPassword, scramVerifier } from "../shared/crypto.ts";
 import { serverPool, type ServiceDeps } from "../runtime/deps.ts";
 import { conflict, notFound } from "../shared/errors.ts";
 import { createOnce, type Creation, type CreationRequest, type StoredResponse } from "./idempotency.ts";
 import { decodeCursor, paginate } from "../store/pagination.ts";
 import { newPgName } from "../placement/pg-names.ts";
-import { ensureLoginRole, ensureOwnerRole, revokeLoginRole, rotateLoginRole } from "../placement/provisioner.ts";
+import {
+  ensureLoginRole,
+  ensureOwnerRole,
+  openSessionsOf,
+  revokeLoginRole,
+  rotateLoginRole,
+} from "../placement/provisioner.ts";
 import type { ConnectionRow, DatabaseRow } from "../store/rows.ts";
 import { databasesByIds, getConnection, getDatabase, listConnections } from "../store/queries.ts";
 import { inTransaction } from "../store/pool.ts";
@@ -116,11 +122,29 @@ export function mintConnection(
 }
 
 /** The live connection of a live database of the workspace, or 404. */
-export async function readConnection(deps: ServiceDeps, workspaceId: string, id: string): Promise<ConnectionView> {
+async function readConnection(deps: ServiceDeps, workspaceId: string, id: string): Promise<ConnectionView> {
   const connection = await getConnection(deps.pool, workspaceId, id);
   const db = connection && (await getDatabase(deps.pool, workspaceId, connection.database_id));
   if (!connection || !db) throw notFound("connection", id);
   return { connection, db };
+}
+
+/**
+ * GET /v1/connections/{id}: the connection and how many client sessions use its login now, counted on its database's
+ * server (provisioner.ts, openSessionsOf); undefined when they cannot be seen (a pooler this process does not run).
+ * Lists never carry the count: it costs a query of the server per connection.
+ */
+export async function readConnectionWithSessions(
+  deps: ServiceDeps,
+  workspaceId: string,
+  id: string,
+): Promise<ConnectionView & { openSessions: number | undefined }> {
+  const view = await readConnection(deps, workspaceId, id);
+  const pooler = serverConfigOf(deps.config, view.db)?.pooler !== undefined;
+  return {
+    ...view,
+    openSessions: await openSessionsOf(serverPool(deps, view.db), view.connection.role_name, pooler),
+  };
 }
 
 /** The live connection and its database, both locked (database first, the order every writer takes); 404 otherwise. */

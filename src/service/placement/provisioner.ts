@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { endPooledSessions, grantPoolerConnect } from "../../postgres/pgbouncer.ts";
+import { endPooledSessions, grantPoolerConnect, pooledUseOf } from "../../postgres/pgbouncer.ts";
 import type { TenantLimits } from "../config/config.ts";
 import { inTransaction, withClient } from "../store/pool.ts";
 
@@ -209,6 +209,25 @@ export async function rotateLoginRole(
 ): Promise<void> {
   await ensureLoginRole(pool, ownerRole, login, limits);
   await endSessions(pool, login.roleName);
+}
+
+/**
+ * How many client sessions use the login now: its sessions on the server opened directly, plus its clients of the
+ * PgBouncers in front of it. A backend PgBouncer holds for the login is its pool's, not an app's (pgbouncer.ts,
+ * pooledUseOf), and is left out: one stays idle for a minute after the last client left. PgBouncer is asked first,
+ * so a server connection it opens meanwhile is counted (once too many: a wait a little longer, never a revocation
+ * under an app). Undefined when the server has a pooler (`pooler`) that this process does not run: its clients cannot
+ * be seen (one between two transactions holds no backend), so no number would be true.
+ */
+export async function openSessionsOf(pool: pg.Pool, roleName: string, pooler: boolean): Promise<number | undefined> {
+  const pooled = await pooledUseOf(pool, roleName);
+  if (pooler && pooled === undefined) return undefined;
+  const { rows } = await pool.query<{ pid: number }>(
+    "SELECT pid FROM pg_stat_activity WHERE usename = $1 AND backend_type = 'client backend'",
+    [roleName],
+  );
+  const direct = rows.filter((r) => !pooled?.serverPids.has(r.pid)).length;
+  return direct + (pooled?.clients ?? 0);
 }
 
 /** After this, the role cannot log in and none of its sessions remain. */

@@ -13,7 +13,7 @@ import {
   connectionPage,
   databaseConnectionPage,
   mintConnection,
-  readConnection,
+  readConnectionWithSessions,
   revokeConnection,
   rotateConnection,
   type ConnectionView,
@@ -79,8 +79,14 @@ export function connectionRoutes(app: FastifyInstance, deps: ServiceDeps): void 
 
   app.get("/v1/connections/:connectionId", async (req) => {
     const id = connectionIdOf(req.params);
-    const { db, connection } = await readConnection(deps, principalOf(req).workspaceId, id);
-    return { data: renderConnection(deps.config, db, connection) };
+    const { db, connection, openSessions } = await readConnectionWithSessions(deps, principalOf(req).workspaceId, id);
+    // openSessions: our extension (docs/decisions.md#extensions), what a rotation waits for before revoking a login.
+    return {
+      data: {
+        ...renderConnection(deps.config, db, connection),
+        ...(openSessions === undefined ? {} : { openSessions }),
+      },
+    };
   });
 
   app.post("/v1/connections/:connectionId/rotate", async (req, reply) => {

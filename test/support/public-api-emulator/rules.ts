@@ -74,6 +74,16 @@ export function publicConnection(c: unknown): unknown {
   return isObject(c) ? { ...c, directConnection: null } : c;
 }
 
+/**
+ * `GET /v1/connections/{id}`: a connection, without our service's `openSessions` (the public API documents no count of
+ * a login's sessions: a client cannot tell there whether one is still open).
+ */
+export function publicReadConnection(c: unknown): unknown {
+  if (!isObject(c)) return c;
+  const { openSessions: _, ...rest } = publicConnection(c) as Json;
+  return rest;
+}
+
 /** `POST /v1/databases/{id}/connections`: the connection plus the deprecated top-level fields of that response. */
 export function publicCreatedConnection(c: unknown): unknown {
   if (!isObject(c)) return c;

@@ -10,6 +10,7 @@ import {
   publicDatabase,
   publicError,
   publicProject,
+  publicReadConnection,
   requestFields,
   withoutHint,
   type Json,
@@ -56,6 +57,7 @@ const routes = {
   deleteDatabase: route("DELETE", "/v1/databases/:id"),
   restore: route("POST", "/v1/databases/:id/restore"),
   createConnection: route("POST", "/v1/databases/:id/connections"),
+  connection: route("GET", "/v1/connections/:id"),
   listBackups: route("GET", "/v1/databases/:id/backups"),
   takeBackup: route("POST", "/v1/databases/:id/backups"),
   createBranch: route("POST", "/v1/projects/:id/branches"),
@@ -154,6 +156,11 @@ export async function startPublicApiEmulator(options: {
         const res = await forward(pick(raw, requestFields.createConnection));
         // The public API answers a created connection with 200 (SDK ~8543).
         return res.status === 201 ? { status: 200, body: mapData(res.body, publicCreatedConnection) } : res;
+      }
+      case "connection": {
+        const res = await forward();
+        if (res.status !== 200) return { status: res.status, body: withoutHint(res.body) };
+        return { status: 200, body: mapData(res.body, publicReadConnection) };
       }
       case "deleteDatabase": {
         const db = await upstream("GET", `/v1/databases/${pathId!}`, auth);
