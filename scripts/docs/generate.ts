@@ -4,7 +4,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { cliDoc, renderCli } from "./cli.ts";
-import { conditionsDoc, renderConditions } from "./conditions.ts";
+import { conditionsDoc, renderConditions, renderTroubleshooting, troubleshootingDoc } from "./conditions.ts";
 import { crashPointsDoc, renderCrashPoints } from "./crash-points.ts";
 import { referencePath, renderReference } from "./crd-reference.ts";
 import { metricsDocPath, renderMetricsDoc } from "./metrics.ts";
@@ -17,6 +17,7 @@ export async function generatedDocs(): Promise<{ path: string; text: string }[]>
     { path: relative(repoRoot, referencePath), text: await renderReference() },
     { path: relative(repoRoot, metricsDocPath), text: await renderMetricsDoc() },
     { path: conditionsDoc, text: renderConditions() },
+    { path: troubleshootingDoc, text: await renderTroubleshooting(repoRoot) },
     { path: crashPointsDoc, text: renderCrashPoints() },
     { path: cliDoc, text: renderCli() },
   ];

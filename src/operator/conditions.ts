@@ -17,51 +17,186 @@ export interface Condition {
   message: string;
 }
 
+/** The health Argo CD gives an object with a reason (deploy/argocd's scripts; test/deploy/docs.test.ts runs them). */
+type ArgoHealth = "Healthy" | "Progressing" | "Degraded" | "Suspended" | "(see Ready)";
+
 /**
- * The reasons the loops themselves write, with what the user should understand and do. A kind adds its own
- * (src/resources/conditions.ts joins both into the closed set the docs and the Argo CD health checks are built from).
+ * A condition reason as the user meets it: the condition it appears in, Argo CD's health, what it means and what
+ * to do. docs/conditions.md and the reasons table of docs/troubleshooting.md are rendered from these
+ * (`npm run docs:reference`).
+ */
+export interface ReasonDoc {
+  condition: string;
+  argo: ArgoHealth;
+  means: string;
+  fix: string;
+}
+
+/**
+ * The reasons the loops themselves write, whatever the kind. Reasons of the service's model that several kinds
+ * write are src/resources/conditions.ts's; a kind's own are in its module (`reasons`).
  */
 export const loopReasons = {
-  // Ready
-  Available: "The remote object is ready and its connection Secret is current.",
-  Creating: "The operator is creating the remote object (lookup by logicalId, then create).",
-  Deleting: "The resource is being deleted; the remote object is deleted or retained per deletionPolicy.",
-  RemoteNotFound:
-    "The remote object recorded in status.id no longer exists; the operator does not recreate it silently.",
-  SecretOutOfDate:
-    "The connection Secret is missing or was edited; the operator is rebuilding it with working credentials.",
-  // Reconciling
-  AwaitingOperator:
-    "No operator has reconciled the resource yet (the CRD's default status). If it stays, check that the operator runs, leads and watches this namespace.",
-  Progressing: "The operator has started on the resource; Ready and Synced say what it is doing.",
-  Rotating:
-    "The operator is rotating the connection Secret's credentials (status.rotation.pending); the current ones keep working.",
-  ConsumersNotRolled:
-    "A rotation's replaced credentials are kept past rotation.consumerTimeout: workloads or pods that use the Secret have not moved to the new ones, or clients still hold sessions of the old login (status.rotation.retiring.waitingFor names them). Fix the rollout (or end those sessions), or set a new value of mds.dev/rotate-force to revoke them anyway.",
-  // Synced
-  ReconcileSuccess: "The last reconcile completed without error.",
-  ReconcileError: "The last reconcile failed; the message names the cause and the operator retries with backoff.",
-  ReconcilePaused: "Reconciliation is paused by the mds.dev/paused annotation.",
-  ObserveOnly:
-    "managementPolicy is ObserveOnly: the operator mirrors the remote object and reports drift, and changes nothing.",
-  AdoptionRefused:
-    "spec.externalId names an object the resource's credentials cannot see (or, for a resource with a parent reference, one of another parent); nothing was changed or minted. Fix spec.externalId, spec.credentials or the reference.",
-  AdoptionConflict:
-    "Another resource of the same kind already manages this remote object (the message names it); this one updates, mints and deletes nothing remote, and deleting it deletes nothing remote. Delete it, or let the other one go (delete it with deletionPolicy Retain, or make it ObserveOnly).",
-  InvalidSpec: "The spec cannot be acted on (for example an unknown region or a reference to itself); fix the spec.",
-  CredentialsMissing:
-    "No credentials Secret for the resource (spec.credentials.secretRef, the namespace's mds-credentials, or the operator's where allowed), or it lacks the key.",
-  CredentialsInvalid: "The service refused the API token (401 or 403); replace the token in the credentials Secret.",
-  ApiUnavailable: "The service cannot be reached or answered 5xx; the operator retries with backoff.",
-  RateLimited: "The service answered 429; the operator waits for Retry-After before calling it again.",
-  Conflict: "The service refused the request as a conflict (409); the message says with what.",
-  RemoteIncomplete:
-    "The service's answer lacks something the operator needs (a connection string, an endpoint); the message names it.",
-  RemoteUnreadable:
-    "The service's answer about this object does not have a shape the operator can read; the message names the fields.",
-} as const;
-export type LoopReason = keyof typeof loopReasons;
-
+  Available: {
+    condition: "Ready=True",
+    argo: "Healthy",
+    means: "The remote object is ready and its connection Secret, if it has one, is current.",
+    fix: "Nothing.",
+  },
+  Creating: {
+    condition: "Ready=False",
+    argo: "Progressing",
+    means: "The operator is looking the object up by logicalId and creating it.",
+    fix: "Wait. If it lasts, look at `Synced`.",
+  },
+  Deleting: {
+    condition: "Ready=False",
+    argo: "Progressing",
+    means: "The resource is being deleted per its `deletionPolicy`.",
+    fix: "Wait; if stuck, see `WaitingForDatabases` and `CredentialsMissing`.",
+  },
+  RemoteNotFound: {
+    condition: "Ready=False",
+    argo: "Degraded",
+    means:
+      "The remote object in `status.id` was deleted outside Kubernetes; the operator does not silently create a new one.",
+    fix: "Delete the resource (with `Retain` nothing remote is touched) and apply it again.",
+  },
+  SecretOutOfDate: {
+    condition: "Ready=False",
+    argo: "Progressing",
+    means: "The connection Secret is missing or was edited; the operator is rebuilding it with working credentials.",
+    fix: "Wait; do not edit operator-owned Secrets (use `connectionSecret.template` for extra keys).",
+  },
+  AwaitingOperator: {
+    condition: "Reconciling=True",
+    argo: "Progressing",
+    means: "No operator has reconciled the resource yet: the CRDs' default status.",
+    fix: "Check that the operator runs, leads (`/readyz`) and watches this namespace (`--namespaces`).",
+  },
+  Progressing: {
+    condition: "Reconciling=True",
+    argo: "Progressing",
+    means: "The operator has started on the resource; Ready and Synced are not written yet.",
+    fix: "Wait.",
+  },
+  Rotating: {
+    condition: "Reconciling=True",
+    argo: "Progressing",
+    means:
+      "A credentials rotation is minting new credentials (`status.rotation.pending`); the current ones keep working.",
+    fix: "Wait; if it lasts, look at `Synced`.",
+  },
+  ConsumersNotRolled: {
+    condition: "Reconciling=True",
+    argo: "Progressing",
+    means:
+      "A rotation keeps the replaced credentials past `rotation.consumerTimeout`: workloads or pods that use the Secret have not moved, or clients still hold sessions of the old login (`status.rotation.retiring.waitingFor` names them); alert `MdsRotationConsumersNotRolled`.",
+    fix: '`kubectl rollout status` on each named workload and fix what holds it, or end the named sessions; or `kubectl annotate <kind>/<name> mds.dev/rotate-force="$(date +%s)" --overwrite` to revoke anyway ([credentials.md](credentials.md#rotation-that-follows-its-consumers)).',
+  },
+  ReconcileSuccess: {
+    condition: "Synced=True",
+    argo: "(see Ready)",
+    means: "The last reconcile succeeded.",
+    fix: "Nothing.",
+  },
+  ReconcileError: {
+    condition: "Synced=False",
+    argo: "Progressing",
+    means: "The last reconcile failed; the message names the cause; retried with backoff (1 s doubling to 5 min).",
+    fix: "Read the message; the operator's logs at `MDS_LOG_LEVEL=debug` have the details.",
+  },
+  ReconcilePaused: {
+    condition: "Synced=False",
+    argo: "Suspended",
+    means: 'The `mds.dev/paused: "true"` annotation stops reconciliation.',
+    fix: "`kubectl annotate mdsdb orders mds.dev/paused-` to resume.",
+  },
+  ObserveOnly: {
+    condition: "Synced=True",
+    argo: "(see Ready)",
+    means:
+      "`spec.managementPolicy: ObserveOnly`: the operator mirrors the remote object, reports differences in `status.drift` (and a `Drifted` Event), and changes nothing; no Secret, no finalizer.",
+    fix: "Nothing; set `managementPolicy: Full` to take the object over (it is adopted).",
+  },
+  AdoptionRefused: {
+    condition: "Synced=False, Stalled=True",
+    argo: "Degraded",
+    means:
+      "`spec.externalId` names an object the resource's credentials cannot see, or (a Database) one of another project. Nothing was written or minted.",
+    fix: "Fix `spec.externalId`, `spec.credentials` or `spec.projectRef`.",
+  },
+  AdoptionConflict: {
+    condition: "Synced=False, Stalled=True",
+    argo: "Degraded",
+    means:
+      "Another resource of the same kind (named in the message) already manages this remote object: one remote object, one managing resource. This one updates, mints and deletes nothing remote; deleting it only drops its finalizer.",
+    fix: "Delete this resource; or, to move management here, delete the other one with `deletionPolicy: Retain` (or set it `ObserveOnly`).",
+  },
+  InvalidSpec: {
+    condition: "Synced=False",
+    argo: "Degraded",
+    means:
+      "The spec cannot be acted on (unknown region, a reference to itself, …). Not retried until the spec changes.",
+    fix: "Fix the spec as the message says; immutable fields need a new resource.",
+  },
+  CredentialsMissing: {
+    condition: "Synced=False",
+    argo: "Progressing",
+    means:
+      "No token for the resource: `spec.credentials.secretRef`, else the namespace's own Secret `mds-credentials` (key `token`), else the operator's (`mds-system/mds-credentials`) only in namespaces `--credentials-fallback-namespaces` allows (default: `mds-system` only). The message names the Secret to create. While deleting a `Delete`-policy resource: its credentials Secret is gone.",
+    fix: "Create it: `kubectl -n <namespace> create secret generic mds-credentials --from-literal=token=…`; the operator notices. A stuck deletion: restore the Secret, or patch `deletionPolicy` to `Retain` (the message gives the command). See [many-teams.md](many-teams.md).",
+  },
+  CredentialsInvalid: {
+    condition: "Synced=False",
+    argo: "Degraded",
+    means: "The service refused the token (401/403).",
+    fix: "Replace the token in the credentials Secret.",
+  },
+  ApiUnavailable: {
+    condition: "Synced=False",
+    argo: "Progressing",
+    means: "The service is unreachable or answered 5xx; backoff, then convergence when it is back.",
+    fix: "Check `MDS_API_URL`, the service, and the operator's NetworkPolicy egress (below).",
+  },
+  RateLimited: {
+    condition: "Synced=False",
+    argo: "Progressing",
+    means: "The service answered 429; every caller of that token waits for `Retry-After`.",
+    fix: "Nothing, unless it persists: fewer resources per token, or a higher limit at the service.",
+  },
+  Conflict: {
+    condition: "Synced=False",
+    argo: "Degraded",
+    means: "The service refused the request as a conflict (409), e.g. a name already used.",
+    fix: "Read the message; change the conflicting field or adopt the existing object with `externalId`.",
+  },
+  RemoteIncomplete: {
+    condition: "Synced=False",
+    argo: "Progressing",
+    means: "The service's answer lacks what the operator needs (e.g. a connection without any connection string).",
+    fix: "Read the message; it is the service's answer that must change.",
+  },
+  RemoteUnreadable: {
+    condition: "Synced=False",
+    argo: "Progressing",
+    means:
+      "The service's answer about this object has a shape the operator cannot read, or a lookup met an unreadable item. Other resources are unaffected.",
+    fix: "Read the message (it names the fields); check `mds_client_unreadable_items_total` and the operator's log.",
+  },
+  DeletionProtected: {
+    condition: "Expired=True",
+    argo: "Healthy",
+    means: "The Database is past `status.expiresAt` but `spec.deletionProtection` is true, so it is kept.",
+    fix: "Set `deletionProtection: false` to let it be deleted, or remove the expiry.",
+  },
+  NotExpired: {
+    condition: "Expired=False",
+    argo: "Healthy",
+    means: "The expiry is ahead again: the spec changed after it had expired.",
+    fix: "Nothing.",
+  },
+} as const satisfies Record<string, ReasonDoc>;
 /**
  * The reasons after which the operator gets no further without a person (a spec edit, a new token, a look at the
  * service): a Ready or Synced False with one of them sets Stalled=True, so kstatus reads Failed and Argo CD Degraded.

@@ -128,6 +128,7 @@ const noteModule: KindModule<NoteRemote> = {
   api: { reads: ["getNote"], writes: ["createNote", "updateNote", "deleteNote"] },
   // A real kind's controller calls the service (MdsRemote); this one brings a remote of its own (below): the
   // operator builds whichever it is given.
+  reasons: {},
   controller: () => noteController,
   healthScript: conditionsHealthScript,
 };

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { loopReasons, type LoopReason } from "../operator/conditions.ts";
+import type { ReasonDoc } from "../operator/conditions.ts";
 
 // Conditions follow metav1.Condition so `kubectl wait --for=condition=Ready`, Argo CD and Flux understand them.
 // Ready says whether the remote object is usable and its Secret is current; Synced whether the last reconcile
@@ -13,75 +13,69 @@ export type ConditionType = z.infer<typeof ConditionType>;
 export const ConditionStatus = z.enum(["True", "False", "Unknown"]);
 export type ConditionStatus = z.infer<typeof ConditionStatus>;
 
-// The closed set of reasons the operator writes: the loops' own (src/operator/conditions.ts) and the kinds'. The CRD accepts any CamelCase reason (as metav1.Condition does),
-// so an older CRD never rejects a newer operator's status; TypeScript keeps the operator itself to this list.
-// Each entry's text is what the user should understand and do; the README's troubleshooting table is built from it.
-export const conditionReasons = {
-  // Ready
-  Available: loopReasons.Available,
-  Creating: loopReasons.Creating,
-  Provisioning: "The service is provisioning the database; the operator polls it fast until it is ready.",
-  Restoring: "A restore is replacing the database's data; it becomes Available again when the restore ends.",
-  BackingUp: "A DatabaseBackup's backup was requested; the operator follows it until it completes or fails.",
-  Scheduled: "A BackupSchedule is active: it creates a DatabaseBackup at each slot and keeps the newest `keep`.",
-  Suspended: "A BackupSchedule with spec.suspend: it takes no new backups (retention still runs).",
-  Deleting: loopReasons.Deleting,
-  RemoteFailure: "The service reports the database in status failure; see the message and the service's logs.",
-  RemoteNotFound: loopReasons.RemoteNotFound,
-  SecretOutOfDate: loopReasons.SecretOutOfDate,
-  WaitingForDatabases: "Deletion of a Project with deletionPolicy Delete waits until its databases are gone.",
-  DeletionBlocked:
-    "Deletion of a Project with deletionPolicy Delete waits: a Database with deletionProtection manages one of its databases (its default database would go with it); the message names it.",
-  WaitingForProject:
-    "The database is its project's default database, which the public API deletes only with its project; delete the Project.",
-  // Reconciling (besides the Ready and Synced reasons of what is in progress; False: Available, ReconcilePaused or the Stalled reason)
-  AwaitingOperator: loopReasons.AwaitingOperator,
-  Progressing: loopReasons.Progressing,
-  Rotating: loopReasons.Rotating,
-  ConsumersNotRolled: loopReasons.ConsumersNotRolled,
-  // Synced
-  ReconcileSuccess: loopReasons.ReconcileSuccess,
-  ReconcileError: loopReasons.ReconcileError,
-  ReconcilePaused: loopReasons.ReconcilePaused,
-  InvalidSpec: loopReasons.InvalidSpec,
-  CredentialsMissing: loopReasons.CredentialsMissing,
-  CredentialsInvalid: loopReasons.CredentialsInvalid,
-  ProjectNotReady: "The Database's project is missing or not ready yet; the operator waits for it.",
-  DatabaseNotReady: "A database this resource refers to is missing or not ready yet; the operator waits for it.",
-  DatabaseNotAccepted:
-    "The Database this resource refers to names a remote id in its status that its own reconcile has not accepted: it neither created that database nor adopted it (spec.externalId) under its own token without a conflict. Nothing is done through it until it has. Right after an operator start, until that Database's first reconcile, the wait is silent (no condition, no Event).",
-  SourceNotReady:
-    "A clone's source database is missing, has no remote id yet or is not ready; nothing is created until it is, and the operator retries.",
-  NoProductionBranch:
-    "A Database on a preview branch (spec.branch) waits until its project has a branch: the service makes a project's first branch its production branch, which can never be deleted. Create the production branch first (a Database with spec.branch role production).",
-  BranchRoleMismatch:
-    "The branch spec.branch names is (or would be created as) a production branch where the spec says preview, or the reverse; fix spec.branch.",
-  ApiUnavailable: loopReasons.ApiUnavailable,
-  RateLimited: loopReasons.RateLimited,
-  Conflict: loopReasons.Conflict,
-  RemoteIncomplete: loopReasons.RemoteIncomplete,
-  RemoteUnreadable: loopReasons.RemoteUnreadable,
-  // The loop's text, with what it means for the kinds that have a parent reference.
-  AdoptionRefused:
-    "spec.externalId names an object the resource's credentials cannot see, or (a Database) one of another project; nothing was changed or minted. Fix spec.externalId, spec.credentials or spec.projectRef.",
-  AdoptionConflict: loopReasons.AdoptionConflict,
-  ObserveOnly: loopReasons.ObserveOnly,
-  ReferenceNotAllowed:
-    "A Connection refers to a Database in another namespace that does not allow it (spec.connectionPolicy.allowedNamespaces); nothing was minted.",
-  // Expired
-  DeletionProtected:
-    "The Database is past its expiry (status.expiresAt) but spec.deletionProtection is true, so it is kept; set deletionProtection to false to let it be deleted, or remove the expiry.",
-  NotExpired: "The Database's expiry (status.expiresAt) is ahead again (the spec changed after it had expired).",
-  OutcomeUnknown:
-    "A restore or backup was requested but its outcome cannot be known; it is never repeated automatically.",
-  NotSupported:
-    "The service does not take backups on request (the public API: its provider takes backups itself); nothing was requested and nothing is retried. Delete the resource, or point the operator at a service that does.",
-} as const satisfies Record<LoopReason, string> & Record<string, string>;
-
-export const ConditionReason = z.enum(
-  Object.keys(conditionReasons) as [keyof typeof conditionReasons, ...(keyof typeof conditionReasons)[]],
-);
-export type ConditionReason = z.infer<typeof ConditionReason>;
+// The reasons of the service's model (remote/) and of references between kinds, which several kinds write. The
+// loops' own are src/operator/conditions.ts's, a kind's own its module's; the registry joins the three
+// (src/resources/index.ts `conditionReasons()`). The CRD accepts any CamelCase reason (as metav1.Condition does), so
+// an older CRD never rejects a newer operator's status.
+export const sharedReasons = {
+  Provisioning: {
+    condition: "Ready=False",
+    argo: "Progressing",
+    means: "The service is provisioning; the operator polls about every second.",
+    fix: "Wait; the service's provisioning time dominates.",
+  },
+  Restoring: {
+    condition: "Ready=False",
+    argo: "Progressing",
+    means: "A DatabaseRestore is replacing the data.",
+    fix: "Wait for the DatabaseRestore's phase.",
+  },
+  RemoteFailure: {
+    condition: "Ready=False",
+    argo: "Degraded",
+    means: "The service reports the database in status `failure`.",
+    fix: "Read the message and the service's logs; delete and re-create the resource (or restore a backup into a new Database).",
+  },
+  DatabaseNotReady: {
+    condition: "Synced=False",
+    argo: "Progressing",
+    means: "A Database this resource refers to (restore target or source, backup source) is missing or not Ready.",
+    fix: "Check the name; wait for it.",
+  },
+  DatabaseNotAccepted: {
+    condition: "Synced=False",
+    argo: "Progressing",
+    means:
+      "The Database this resource refers to (a Connection's, a clone's source, a backup's, a restore's target or source, a schedule's) names a remote id in its `status.id` that its own reconcile has not accepted: it neither created that database nor adopts it by `spec.externalId`. Right after an operator start (or a leader change), every reference waits so until its Database's first reconcile, a moment.",
+    fix: "Look at the Database: `AdoptionRefused` or `AdoptionConflict` there means its `status.id` names a database it does not own (written by hand): remove it (`kubectl patch … --subresource=status`) or adopt the database with `spec.externalId`.",
+  },
+  ReferenceNotAllowed: {
+    condition: "Connection `Ready=False`, `Synced=False`",
+    argo: "Degraded",
+    means: "A Connection refers to a Database in another namespace that does not allow it; nothing was minted.",
+    fix: "Add the Connection's namespace to the Database's `spec.connectionPolicy.allowedNamespaces`, or put the Connection in the Database's namespace.",
+  },
+  OutcomeUnknown: {
+    condition: "DatabaseRestore or DatabaseBackup `Failed`",
+    argo: "Degraded",
+    means: "A restore or backup was requested but its outcome cannot be known; it is never repeated automatically.",
+    fix: "Check the data (or list the database's backups); to try again create a new resource (new name or `idempotencyKey`).",
+  },
+  NotSupported: {
+    condition: "DatabaseBackup `Failed`",
+    argo: "Degraded",
+    means:
+      "The service does not take backups on request (the public API: its provider takes them); nothing was requested, nothing is retried.",
+    fix: "Delete the DatabaseBackup; rely on the provider's backups, or point the operator at a service that takes them ([backups.md](backups.md)).",
+  },
+  WaitingForDatabases: {
+    condition: "Ready=False",
+    argo: "Progressing",
+    means:
+      "A deletion waits for other databases to go first: a Project with `deletionPolicy: Delete` for its databases, or (our service) a project's default database for the project's other databases.",
+    fix: "Delete the other Databases, or set the Project's policy to `Retain`.",
+  },
+} as const satisfies Record<string, ReasonDoc>;
 
 // metav1.Condition, with the same limits so the CRD's validation matches what Kubernetes users expect.
 export const Condition = z

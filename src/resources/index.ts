@@ -1,5 +1,7 @@
 import type { Controller, ObjectGauge } from "../operator/controller.ts";
+import { loopReasons, type ReasonDoc } from "../operator/conditions.ts";
 import type { CrashPoint } from "../operator/crash-points.ts";
+import { sharedReasons } from "./conditions.ts";
 import { backupScheduleModule } from "./backup-schedule/index.ts";
 import { connectionModule } from "./connection/index.ts";
 import { databaseBackupModule } from "./database-backup/index.ts";
@@ -44,6 +46,36 @@ export function crashPointDeclarations(
 /** The name of every crash point (test-only; `MDS_CRASH_POINT` accepts exactly these), in registry order. */
 export function crashPoints(): string[] {
   return crashPointDeclarations().map((p) => p.name);
+}
+
+/** A condition reason the operator can write, with who declares it: the loops, the service's model, or one kind. */
+export interface DeclaredReason extends ReasonDoc {
+  reason: string;
+  declaredBy: "the loops" | "shared" | (string & {});
+}
+
+/**
+ * Every condition reason: the loops', the shared ones, then each kind's own in registry order (docs/conditions.md
+ * and docs/troubleshooting.md's table are rendered from it). A reason is declared once: a second declaration throws.
+ */
+export function conditionReasons(
+  kinds: readonly { definition: { kind: string }; reasons: Readonly<Record<string, ReasonDoc>> }[] = kindModules,
+): DeclaredReason[] {
+  const sources: [string, Readonly<Record<string, ReasonDoc>>][] = [
+    ["the loops", loopReasons],
+    ["shared", sharedReasons],
+    ...kinds.map((k): [string, Readonly<Record<string, ReasonDoc>>] => [k.definition.kind, k.reasons]),
+  ];
+  const seen = new Map<string, string>();
+  return sources.flatMap(([declaredBy, reasons]) =>
+    Object.entries(reasons).map(([reason, doc]) => {
+      const earlier = seen.get(reason);
+      if (earlier !== undefined)
+        throw new Error(`condition reason ${reason} is declared by ${earlier} and ${declaredBy}`);
+      seen.set(reason, declaredBy);
+      return { reason, declaredBy, ...doc };
+    }),
+  );
 }
 
 /** Every reason after which some kind's objects are Stalled (the Argo CD health script names the same). */

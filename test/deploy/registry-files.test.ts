@@ -8,14 +8,16 @@ import { managedController, parseOrTerminal } from "../../src/operator/controlle
 import type { CrashPoint } from "../../src/operator/crash-points.ts";
 import { Conditions } from "../../src/resources/conditions.ts";
 import { group, version } from "../../src/resources/group.ts";
-import { apiWrites, crashPointDeclarations, kindModules } from "../../src/resources/index.ts";
+import { apiWrites, conditionReasons, crashPointDeclarations, kindModules } from "../../src/resources/index.ts";
 import { mdsRemote } from "../../src/resources/mds-remote.ts";
 import type { KindModule } from "../../src/resources/kit/kind-module.ts";
 import { conditionsHealthScript } from "../../src/resources/kit/kind-module.ts";
 import { age, condition } from "../../src/resources/kit/printer-columns.ts";
 import type { MdsApi, MdsRemote } from "../../src/resources/remote/remote-api.ts";
 import { sharedApiCalls } from "../../src/resources/remote/shared-calls.ts";
+import { renderConditions, renderTroubleshooting } from "../../scripts/docs/conditions.ts";
 import { renderCrashPoints } from "../../scripts/docs/crash-points.ts";
+import { repoRoot } from "../../scripts/docs/generate.ts";
 import { renderRegistryFiles, staleRegistryFiles } from "../../scripts/registry.ts";
 import { createFakeApi } from "../support/fake-api.ts";
 import { customResourcesOf, mdsCustomResources } from "../support/secret-scan.ts";
@@ -62,6 +64,14 @@ const databaseUserModule: KindModule<UserRemote> = {
   access: { verbs: ["patch"], why: "finalizer by merge patch" },
   deletionProtection: true,
   api: { reads: ["getDatabase"], writes: ["createDatabaseUser", "deleteDatabaseUser"] },
+  reasons: {
+    GrantRefused: {
+      condition: "DatabaseUser `Synced=False`",
+      argo: "Degraded",
+      means: "The service refused a grant the spec names.",
+      fix: "Fix `spec.grants`.",
+    },
+  },
   controller: () =>
     managedController(
       {
@@ -137,6 +147,17 @@ describe("a DatabaseUser-shaped kind added by its module and one registry line",
     expect(doc).toMatch(/\| `after-create` \| `project`, `database`, `connection`, `databaseuser` \|/);
     expect(doc).not.toMatch(/\| `after-update` \|[^|]*databaseuser/);
     expect(doc).toContain(`${crashPointDeclarations().length + 5} named points`);
+  });
+
+  it("brings its condition reasons to docs/conditions.md and the troubleshooting table, after the others", async () => {
+    const row = "| `GrantRefused` | DatabaseUser `Synced=False` | Degraded | The service refused a grant the spec names. | Fix `spec.grants`. |";
+    const troubleshooting = await renderTroubleshooting(repoRoot, conditionReasons(withUser));
+    expect(troubleshooting).toContain(`| Fix the spec as the message says; immutable fields need a new resource. |`);
+    expect(troubleshooting).toContain(`${row}\n<!-- end of the generated reasons -->`);
+    expect(await renderTroubleshooting(repoRoot)).not.toContain("GrantRefused");
+    expect(renderConditions(conditionReasons(withUser))).toContain(
+      "| `GrantRefused` | DatabaseUser | DatabaseUser `Synced=False` |  | The service refused a grant the spec names. |",
+    );
   });
 
   it("has its writes refused by a replica that is not the leader, and its objects scanned for secrets", () => {

@@ -4,7 +4,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { basename, dirname, join, normalize, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { conditionReasons } from "../../src/resources/conditions.ts";
+import { conditionReasons } from "../../src/resources/index.ts";
 
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 const skippedDirs = new Set(["node_modules", ".git", "dist", ".mds", ".tmp", ".image", "coverage"]);
@@ -206,7 +206,8 @@ const srcText = files
   .filter((f) => f.startsWith("src/") && f.endsWith(".ts"))
   .map(read)
   .join("\n");
-const isReason = (name: string) => name in conditionReasons || srcText.includes(`"${name}"`);
+const declaredReasons = new Set(conditionReasons().map((r) => r.reason));
+const isReason = (name: string) => declaredReasons.has(name) || srcText.includes(`"${name}"`);
 
 /**
  * Condition (or Event) reasons named after the word "reason(s)" (`reason \`X\``, `reasons \`X\`, \`Y\``) or in the

@@ -8,13 +8,14 @@ import { generatedDocs, repoRoot } from "../../scripts/docs/generate.ts";
 describe("generated documentation (npm run docs:reference)", async () => {
   const docs = await generatedDocs();
 
-  it("covers the CRD reference, condition reasons, crash points, metrics and flags", () => {
+  it("covers the CRD reference, condition reasons and the troubleshooting table, crash points, metrics and flags", () => {
     expect(docs.map((d) => d.path).sort()).toEqual([
       "docs/cli.md",
       "docs/conditions.md",
       "docs/crash-points.md",
       "docs/metrics.md",
       "docs/reference.md",
+      "docs/troubleshooting.md",
     ]);
   });
 

@@ -11,6 +11,20 @@ export const backupScheduleModule: MdsKindModule = {
   },
   deletionProtection: false,
   api: { reads: ["getDatabase", "listBackups"], writes: ["deleteBackup"] },
+  reasons: {
+    Scheduled: {
+      condition: "BackupSchedule `Ready=True`",
+      argo: "Healthy",
+      means: "The schedule is active; `status.nextScheduleTime` is its next slot.",
+      fix: "Nothing.",
+    },
+    Suspended: {
+      condition: "BackupSchedule `Ready=True`",
+      argo: "Healthy",
+      means: "`spec.suspend` is true: no new backups; retention still runs.",
+      fix: "Set `suspend: false` to resume (a slot missed meanwhile is not taken).",
+    },
+  },
   controller: () => scheduleController(),
   healthScript: conditionsHealthScript,
 };

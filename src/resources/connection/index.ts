@@ -11,6 +11,7 @@ export const connectionModule: MdsKindModule = {
   },
   deletionProtection: true,
   api: { reads: ["getDatabase"], writes: [] },
+  reasons: {},
   controller: () => connectionController,
   healthScript: conditionsHealthScript,
 };

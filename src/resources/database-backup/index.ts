@@ -11,6 +11,14 @@ export const databaseBackupModule: MdsKindModule = {
   },
   deletionProtection: false,
   api: { reads: ["getDatabase", "listBackups"], writes: ["createBackup"] },
+  reasons: {
+    BackingUp: {
+      condition: "DatabaseBackup `Ready=False`",
+      argo: "Progressing",
+      means: "A DatabaseBackup's backup was requested; the operator follows it.",
+      fix: "Wait for its phase ([backups.md](backups.md)).",
+    },
+  },
   controller: () => backupController(),
   healthScript: oneShotHealthScript,
 };

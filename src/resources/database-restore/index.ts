@@ -11,6 +11,7 @@ export const databaseRestoreModule: MdsKindModule = {
   },
   deletionProtection: false,
   api: { reads: ["getDatabase", "listBackups"], writes: ["restoreDatabase"] },
+  reasons: {},
   controller: (settings) => restoreController(settings.restore),
   healthScript: oneShotHealthScript,
 };

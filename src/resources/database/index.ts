@@ -1,3 +1,4 @@
+import { databaseReasons } from "./reasons.ts";
 import type { MdsKindModule } from "../mds-kind.ts";
 import { conditionsHealthScript } from "../kit/kind-module.ts";
 import { databaseController } from "./controller.ts";
@@ -14,6 +15,7 @@ export const databaseModule: MdsKindModule = {
     reads: ["getDatabase", "listDatabases", "listBranches", "listBackups"],
     writes: ["createDatabase", "updateDatabase", "deleteDatabase", "createBranch", "deleteBranch"],
   },
+  reasons: databaseReasons,
   controller: () => databaseController,
   healthScript: conditionsHealthScript,
 };

@@ -1,4 +1,5 @@
 import type { Controller } from "../../operator/controller.ts";
+import type { ReasonDoc } from "../../operator/conditions.ts";
 import type { RemoteState } from "../../operator/credentials.ts";
 import type { CrdDefinition } from "./crd.ts";
 
@@ -23,6 +24,11 @@ export interface KindModule<R extends RemoteState, S = unknown> {
    * among them, the writes: a replica that is not the leader refuses those (src/operator/credentials.ts).
    */
   api: { reads: readonly ApiMethod<R>[]; writes: readonly ApiMethod<R>[] };
+  /**
+   * The condition reasons only its controller writes, as the user meets them (the loop's and the shared ones are
+   * src/operator/conditions.ts's and ../conditions.ts's): docs/conditions.md and docs/troubleshooting.md's table.
+   */
+  reasons: Readonly<Record<string, ReasonDoc>>;
   /** What the operator runs for it: the loop with the kind's handler, its crash points and stalling reasons. */
   controller(settings: S): Controller<R>;
   /**

@@ -11,6 +11,15 @@ export const projectModule: MdsKindModule = {
   },
   deletionProtection: true,
   api: { reads: ["listProjects", "listDatabases"], writes: ["createProject", "deleteProject", "deleteDatabase"] },
+  reasons: {
+    DeletionBlocked: {
+      condition: "Ready=False",
+      argo: "Progressing",
+      means:
+        "A Project with `deletionPolicy: Delete` is not deleted: a Database with `deletionProtection: true` manages one of its databases (typically its default database, adopted with `externalId`), which would go with the project. Nothing was deleted.",
+      fix: "Set that Database's `deletionProtection` to `false` (or delete it), or set the Project's `deletionPolicy` to `Retain`.",
+    },
+  },
   controller: () => projectController,
   healthScript: conditionsHealthScript,
 };
