@@ -1,31 +1,15 @@
 import { z } from "zod";
 import { parseArgs } from "node:util";
+import { kindModules, kindSettings, type DeclaredSetting } from "../resources/index.ts";
+import { duration } from "../resources/kit/settings.ts";
+import type { KindSettingValues } from "../resources/mds-kind.ts";
 
 // The one configuration schema of `mds operator`: every option is a flag and an environment variable
-// (flags win). Parsed once at start; a bad value stops the process with a message naming the flag and the variable.
+// (flags win). Its own options are below; a kind's settings are declared in its module (`settings`) and parsed
+// here beside them. Parsed once at start; a bad value stops the process with a message naming the flag and the
+// variable.
 
 const levels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
-
-/** "250ms", "2s", "5m", "1h" or a plain number of milliseconds. */
-export function parseDuration(text: string): number | undefined {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(text);
-  if (!m) return undefined;
-  const factor = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? "ms") as "ms" | "s" | "m" | "h"];
-  return Math.round(Number(m[1]) * factor);
-}
-
-const duration = (min: number, max: number) =>
-  z.string().transform((s, ctx) => {
-    const ms = parseDuration(s);
-    if (ms === undefined || ms < min || ms > max) {
-      ctx.addIssue({
-        code: "custom",
-        message: `expected a duration like 1s or 5m between ${min} ms and ${max / 1000} s, got "${s}"`,
-      });
-      return z.NEVER;
-    }
-    return ms;
-  });
 
 const bool = z.string().transform((s, ctx) => {
   const v = s.trim().toLowerCase();
@@ -44,7 +28,7 @@ const secretRef = z.string().transform((s, ctx) => {
   return { namespace: m[1]!, name: m[3]! };
 });
 
-export const OperatorConfig = z.object({
+const OperatorOptions = z.object({
   kubeconfig: z.string().min(1).optional(),
   context: z.string().min(1).optional(),
   apiUrl: z.url({ protocol: /^https?$/, error: "expected an http(s) URL of the service API" }),
@@ -116,17 +100,17 @@ export const OperatorConfig = z.object({
     .min(1)
     .max(10_000)
     .optional(),
-  // At most the service's 24 h replay: a re-send past it would run the restore a second time.
-  restoreReplayWindow: duration(0, 86_400_000).optional(),
   // Off: watching every Pod and workload costs memory and rights a cluster admin grants on purpose (deploy/components/rotation-consumers).
   rotationConsumers: bool.default(false),
 });
-export type OperatorConfig = z.infer<typeof OperatorConfig>;
+/** What `mds operator` runs with: its own options, and each kind's settings by kind. */
+export type OperatorConfig = z.infer<typeof OperatorOptions> & { kindSettings: KindSettingValues };
 
-type Key = keyof z.input<typeof OperatorConfig>;
+type Key = keyof z.input<typeof OperatorOptions>;
+type Option = { flag: string; env: string; help: string };
 
 // flag name, environment variable, help text
-export const operatorOptions: Record<Key, { flag: string; env: string; help: string }> = {
+export const operatorOptions: Record<Key, Option> = {
   kubeconfig: {
     flag: "kubeconfig",
     env: "KUBECONFIG",
@@ -222,11 +206,6 @@ export const operatorOptions: Record<Key, { flag: string; env: string; help: str
     env: "MDS_API_BURST",
     help: "API requests at once per credential after a quiet spell (default 20); raise it with --api-rate, never above the API's burst",
   },
-  restoreReplayWindow: {
-    flag: "restore-replay-window",
-    env: "MDS_RESTORE_REPLAY_WINDOW",
-    help: "how long after requestedAt a restore interrupted by a restart or a lost answer is re-sent with its Idempotency-Key, to an API that announced replay (default 23h, at most 24h, the service's replay window); past it the restore is Failed with reason OutcomeUnknown. Shorten it only for an API that replays for less time",
-  },
   rotationConsumers: {
     flag: "rotation-consumers",
     env: "MDS_ROTATION_CONSUMERS",
@@ -234,19 +213,25 @@ export const operatorOptions: Record<Key, { flag: string; env: string; help: str
   },
 };
 
-export function operatorHelp(): string {
+/** The kinds whose settings `mds operator` takes: the registry's (a test passes one more). */
+type Kinds = Parameters<typeof kindSettings>[0];
+
+export function operatorHelp(kinds: Kinds = kindModules): string {
   // Each flag on its own line, its help wrapped below it: the texts say what, the default and when to change it.
-  const rows = Object.values(operatorOptions).flatMap((o) => [
-    `  --${o.flag} (env ${o.env})`,
-    ...wrap(o.help, 6, 110),
-    "",
-  ]);
+  const rows = (options: Option[]) =>
+    options.flatMap((o) => [`  --${o.flag} (env ${o.env})`, ...wrap(o.help, 6, 110), ""]);
+  const settings = kindSettings(kinds);
   return [
     "usage: mds operator [options]",
     "",
     "Every option is a flag or an environment variable; the flag wins.",
     "",
-    ...rows,
+    ...rows(Object.values(operatorOptions)),
+    ...[...new Set(settings.map((d) => d.kind))].flatMap((kind) => [
+      `${kind} settings:`,
+      "",
+      ...rows(settings.filter((d) => d.kind === kind).map((d) => d.setting)),
+    ]),
   ]
     .join("\n")
     .trimEnd();
@@ -282,13 +267,19 @@ function normalizeArgv(argv: string[]): string[] {
 }
 
 /** Flags first, then the environment; throws ConfigError naming the flag and the variable. */
-export function parseOperatorConfig(argv: string[], env: Record<string, string | undefined>): OperatorConfig | "help" {
-  const entries = Object.entries(operatorOptions) as [Key, { flag: string; env: string }][];
+export function parseOperatorConfig(
+  argv: string[],
+  env: Record<string, string | undefined>,
+  kinds: Kinds = kindModules,
+): OperatorConfig | "help" {
+  const entries = Object.entries(operatorOptions) as [Key, Option][];
+  const settings = kindSettings(kinds);
   const options: Record<string, { type: "string" | "boolean"; short?: string }> = {
     help: { type: "boolean", short: "h" },
   };
   for (const [key, o] of entries)
     options[o.flag] = { type: key === "leaderElect" || key === "rotationConsumers" ? "boolean" : "string" };
+  for (const { setting } of settings) options[setting.flag] = { type: "string" };
   let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({
@@ -302,22 +293,45 @@ export function parseOperatorConfig(argv: string[], env: Record<string, string |
     throw new ConfigError(err instanceof Error ? err.message : String(err));
   }
   if (values.help === true) return "help";
-  const raw: Record<string, string> = {};
-  for (const [key, o] of entries) {
+  const valueOf = (o: { flag: string; env: string }) => {
     const flag = values[o.flag];
     const value = typeof flag === "boolean" ? String(flag) : (flag ?? env[o.env]);
-    if (value !== undefined && value !== "") raw[key] = value;
+    return value === "" ? undefined : value;
+  };
+  const raw: Record<string, string> = {};
+  for (const [key, o] of entries) {
+    const value = valueOf(o);
+    if (value !== undefined) raw[key] = value;
   }
-  const parsed = OperatorConfig.safeParse(raw);
+  const problems: string[] = [];
+  const parsed = OperatorOptions.safeParse(raw);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((issue) => {
+    for (const issue of parsed.error.issues) {
       const key = issue.path[0] as Key | undefined;
       const o = key === undefined ? undefined : operatorOptions[key];
       const where = o ? `--${o.flag} (${o.env})` : "configuration";
       const message = issue.code === "invalid_type" && raw[key ?? ""] === undefined ? "is required" : issue.message;
-      return `${where}: ${message}`;
-    });
-    throw new ConfigError(`invalid configuration: ${lines.join("; ")}`);
+      problems.push(`${where}: ${message}`);
+    }
   }
-  return parsed.data;
+  const kindValues = parseKindSettings(settings, valueOf, problems);
+  if (!parsed.success || problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join("; ")}`);
+  return { ...parsed.data, kindSettings: kindValues };
+}
+
+/** Each kind's settings that were given, by kind; a bad one's message goes to `problems`. */
+function parseKindSettings(
+  settings: DeclaredSetting[],
+  valueOf: (o: { flag: string; env: string }) => string | undefined,
+  problems: string[],
+): KindSettingValues {
+  const byKind: Record<string, Record<string, unknown>> = {};
+  for (const { kind, key, setting } of settings) {
+    const text = valueOf(setting);
+    if (text === undefined) continue;
+    const result = setting.parse.safeParse(text);
+    if (result.success) (byKind[kind] ??= {})[key] = result.data;
+    else for (const issue of result.error.issues) problems.push(`--${setting.flag} (${setting.env}): ${issue.message}`);
+  }
+  return byKind;
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from "vitest";
 import { Writable } from "node:stream";
 import { parseKubeConfig } from "../kube/kubeconfig.ts";
-import { parseOperatorConfig, parseDuration } from "./operator-config.ts";
+import { parseOperatorConfig } from "./operator-config.ts";
+import { parseOptionDuration } from "../resources/kit/settings.ts";
 import { createLogger, crashPointFromEnv, queueOrderFromEnv, startOperatorRuntime } from "./operator.ts";
 import type { RuntimeOperatorOptions } from "./operator.ts";
 import type { LeaseClient, LeaseRecord } from "../operator/leader-election.ts";
@@ -26,6 +27,7 @@ describe("mds operator configuration", () => {
       metricsAddress: ":8080",
       logLevel: "info",
       rotationConsumers: false,
+      kindSettings: {},
     });
   });
 
@@ -96,26 +98,32 @@ describe("mds operator configuration", () => {
     );
   });
 
-  it("reads the API rate budget and the restore replay window, leaving the defaults to the client and the operator", () => {
+  it("reads the API rate budget and the kinds' replay windows, leaving the defaults to the client and the kinds", () => {
     expect(
       parseOperatorConfig(["--api-rate", "50", "--api-burst", "100", "--restore-replay-window", "1h"], env),
     ).toMatchObject({
       apiRate: 50,
       apiBurst: 100,
-      restoreReplayWindow: 3_600_000,
+      kindSettings: { DatabaseRestore: { replayWindowMs: 3_600_000 } },
     });
     expect(
-      parseOperatorConfig([], { ...env, MDS_API_RATE: "2.5", MDS_API_BURST: "5", MDS_RESTORE_REPLAY_WINDOW: "0" }),
+      parseOperatorConfig([], {
+        ...env,
+        MDS_API_RATE: "2.5",
+        MDS_API_BURST: "5",
+        MDS_RESTORE_REPLAY_WINDOW: "0",
+        MDS_BACKUP_REPLAY_WINDOW: "1h30m",
+      }),
     ).toMatchObject({
       apiRate: 2.5,
       apiBurst: 5,
-      restoreReplayWindow: 0,
+      kindSettings: { DatabaseRestore: { replayWindowMs: 0 }, DatabaseBackup: { replayWindowMs: 5_400_000 } },
     });
     expect(parseOperatorConfig(["--api-rate", "30"], { ...env, MDS_API_RATE: "5" })).toMatchObject({ apiRate: 30 });
     const defaults = parseOperatorConfig([], env);
     expect(defaults).not.toHaveProperty("apiRate");
     expect(defaults).not.toHaveProperty("apiBurst");
-    expect(defaults).not.toHaveProperty("restoreReplayWindow");
+    expect(defaults).toMatchObject({ kindSettings: {} });
   });
 
   it("refuses a bad rate budget or a replay window beyond the service's 24 h", () => {
@@ -130,17 +138,22 @@ describe("mds operator configuration", () => {
     expect(() => parseOperatorConfig(["--restore-replay-window", "25h"], env)).toThrow(
       '--restore-replay-window (MDS_RESTORE_REPLAY_WINDOW): expected a duration like 1s or 5m between 0 ms and 86400 s, got "25h"',
     );
+    // A kind's bad setting and an option's are reported together.
+    expect(() => parseOperatorConfig(["--api-burst", "0"], { ...env, MDS_BACKUP_REPLAY_WINDOW: "soon" })).toThrow(
+      /--api-burst \(MDS_API_BURST\): .*; --backup-replay-window \(MDS_BACKUP_REPLAY_WINDOW\): expected a duration/,
+    );
   });
 
-  it("parses durations", () => {
-    expect([
-      parseDuration("250ms"),
-      parseDuration("2s"),
-      parseDuration("5m"),
-      parseDuration("1h"),
-      parseDuration("75"),
-    ]).toEqual([250, 2000, 300_000, 3_600_000, 75]);
-    expect(parseDuration("5 minutes")).toBeUndefined();
+  it("parses durations as the specs write them, or plain milliseconds", () => {
+    expect(["250ms", "2s", "5m", "1h", "1h30m", "75", " 3s "].map(parseOptionDuration)).toEqual([
+      250, 2000, 300_000, 3_600_000, 5_400_000, 75, 3000,
+    ]);
+    expect(["5 minutes", "", "-1s", "1d"].map(parseOptionDuration)).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
   });
 });
 
@@ -250,10 +263,10 @@ describe("operator runtime options", () => {
     await start([]);
     expect(received[0]).toMatchObject({
       apiRateLimit: { requestsPerSecond: 40, burst: 20 },
-      restoreReplayWindowMs: 7_200_000,
+      kindSettings: { DatabaseRestore: { replayWindowMs: 7_200_000 } },
     });
     expect(received[1]).toMatchObject({ apiRateLimit: { requestsPerSecond: 10, burst: 200 } });
-    expect(received[1]).not.toHaveProperty("restoreReplayWindowMs");
+    expect(received[1]).not.toHaveProperty("kindSettings");
     expect(received[2]).not.toHaveProperty("apiRateLimit");
   });
 });

@@ -18,6 +18,7 @@ import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
 import { controllers, crashPoints, objectGauges } from "../resources/index.ts";
 import { mdsRemote } from "../resources/mds-remote.ts";
+import type { KindSettingValues } from "../resources/mds-kind.ts";
 import type { MdsRemote } from "../resources/remote/remote-api.ts";
 import { mdsWireCodec } from "../resources/conversion/wire.ts";
 import { defaultRateLimit } from "../client/index.ts";
@@ -25,22 +26,15 @@ import { defaultRateLimit } from "../client/index.ts";
 // `mds operator`: configuration, logger, kubeconfig, leader election, health and metrics around the reconcilers
 // that src/operator's createOperator builds.
 
-/** The operator's options as the command builds them: every kind of the registry, with the restore's setting. */
+/** The operator's options as the command builds them: every kind of the registry, each with its settings. */
 export type RuntimeOperatorOptions = Omit<OperatorOptions<MdsRemote>, "controllers" | "remote"> & {
-  restoreReplayWindowMs?: number;
+  kindSettings?: KindSettingValues;
 };
 export type CreateOperator = (options: RuntimeOperatorOptions) => Operator;
 
 /** createOperator with the registry's controllers (src/resources/index.ts) and the service they call. */
-export const createOperatorWithKinds: CreateOperator = ({ restoreReplayWindowMs, ...options }) =>
-  createOperator({
-    ...options,
-    remote: mdsRemote,
-    codec: mdsWireCodec,
-    controllers: controllers(
-      restoreReplayWindowMs === undefined ? {} : { restore: { replayWindowMs: restoreReplayWindowMs } },
-    ),
-  });
+export const createOperatorWithKinds: CreateOperator = ({ kindSettings, ...options }) =>
+  createOperator({ ...options, remote: mdsRemote, codec: mdsWireCodec, controllers: controllers(kindSettings) });
 
 // Secrets must never reach a log line: pino removes these paths wherever a caller puts them.
 export const redactPaths = [
@@ -170,7 +164,7 @@ export async function startOperatorRuntime(config: OperatorConfig, deps: Runtime
             burst: config.apiBurst ?? defaultRateLimit.burst,
           },
         }),
-    ...(config.restoreReplayWindow === undefined ? {} : { restoreReplayWindowMs: config.restoreReplayWindow }),
+    ...(Object.keys(config.kindSettings).length === 0 ? {} : { kindSettings: config.kindSettings }),
     ...(config.rotationConsumers ? { followConsumers: true } : {}),
   });
 

@@ -7,7 +7,8 @@ import { connectionModule } from "./connection/index.ts";
 import { databaseBackupModule } from "./database-backup/index.ts";
 import { databaseRestoreModule } from "./database-restore/index.ts";
 import { databaseModule } from "./database/index.ts";
-import type { ControllerSettings, MdsKindModule } from "./mds-kind.ts";
+import type { KindSettingValues, MdsKindModule } from "./mds-kind.ts";
+import type { KindSetting } from "./kit/settings.ts";
 import { projectModule } from "./project/index.ts";
 import { sharedApiCalls } from "./remote/shared-calls.ts";
 import type { MdsRemote } from "./remote/remote-api.ts";
@@ -15,7 +16,10 @@ import type { MdsRemote } from "./remote/remote-api.ts";
 // The registry: every kind, one line each. From here come the CRDs (crd.ts), the operator's controllers, the crash
 // points MDS_CRASH_POINT accepts, the stalling reasons and the Argo CD health checks. A new kind is its own folder
 // plus one line below (src/resources/README.md, "Adding a kind").
-export const kindModules: MdsKindModule[] = [
+/** A kind of the registry, whatever settings it takes (each module is typed with its own). */
+type RegisteredKind = MdsKindModule<Record<string, unknown>>;
+
+export const kindModules: RegisteredKind[] = [
   projectModule,
   databaseModule,
   databaseRestoreModule,
@@ -32,13 +36,42 @@ export function apiWrites(kinds: readonly { api: { writes: readonly string[] } }
   return [...new Set([...sharedApiCalls.writes, ...kinds.flatMap((k) => k.api.writes)])];
 }
 
-export function controllers(settings: ControllerSettings = {}): Controller<MdsRemote>[] {
-  return kindModules.map((k) => k.controller(settings));
+/** Every kind's controller, each given its own settings (`mds operator` parsed them: `parseKindSettings`). */
+export function controllers(settings: KindSettingValues = {}): Controller<MdsRemote>[] {
+  return kindModules.map((k) => k.controller(settings[k.definition.kind] ?? {}));
+}
+
+/** A setting of one kind: the kind, its key in the kind's settings, and its declaration. */
+export interface DeclaredSetting {
+  kind: string;
+  key: string;
+  setting: KindSetting<unknown>;
+}
+
+/**
+ * Every kind's settings, in registry order (`mds operator` takes each as a flag and a variable; docs/cli.md lists
+ * them). A flag or variable declared twice throws: two kinds cannot share one.
+ */
+export function kindSettings(
+  kinds: readonly {
+    definition: { kind: string };
+    settings: Readonly<Record<string, KindSetting<unknown>>>;
+  }[] = kindModules,
+): DeclaredSetting[] {
+  const declared = kinds.flatMap((k) =>
+    Object.entries(k.settings).map(([key, setting]) => ({ kind: k.definition.kind, key, setting })),
+  );
+  for (const name of ["flag", "env"] as const) {
+    const values = declared.map((d) => d.setting[name]);
+    const twice = values.find((v, i) => values.indexOf(v) !== i);
+    if (twice !== undefined) throw new Error(`two kinds' settings are both ${twice}`);
+  }
+  return declared;
 }
 
 /** Every crash point of every kind, as data (docs/crash-points.md is generated from it), in registry order. */
 export function crashPointDeclarations(
-  kinds: readonly { controller(settings: ControllerSettings): { crashPoints: readonly CrashPoint[] } }[] = kindModules,
+  kinds: readonly { controller(settings: object): { crashPoints: readonly CrashPoint[] } }[] = kindModules,
 ): CrashPoint[] {
   return kinds.flatMap((k) => k.controller({}).crashPoints);
 }

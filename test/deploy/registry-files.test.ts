@@ -17,6 +17,9 @@ import type { MdsApi, MdsRemote } from "../../src/resources/remote/remote-api.ts
 import { sharedApiCalls } from "../../src/resources/remote/shared-calls.ts";
 import { renderConditions, renderTroubleshooting } from "../../scripts/docs/conditions.ts";
 import { renderCrashPoints } from "../../scripts/docs/crash-points.ts";
+import { renderCli } from "../../scripts/docs/cli.ts";
+import { operatorHelp, parseOperatorConfig } from "../../src/cli/operator-config.ts";
+import { duration } from "../../src/resources/kit/settings.ts";
 import { repoRoot } from "../../scripts/docs/generate.ts";
 import { renderRegistryFiles, staleRegistryFiles } from "../../scripts/registry.ts";
 import { createFakeApi } from "../support/fake-api.ts";
@@ -50,7 +53,11 @@ const userGrants: CrashPoint = {
   between: "the role created → its grants given",
   restart: "grant again (GRANT is idempotent)",
 };
-const databaseUserModule: KindModule<UserRemote> = {
+interface UserSettings {
+  /** How long a grant the service refused is retried before the user is Stalled. */
+  grantRetryMs?: number | undefined;
+}
+const databaseUserModule: KindModule<UserRemote, UserSettings> = {
   definition: {
     kind: "DatabaseUser",
     plural: "databaseusers",
@@ -72,12 +79,21 @@ const databaseUserModule: KindModule<UserRemote> = {
       fix: "Fix `spec.grants`.",
     },
   },
-  controller: () =>
+  settings: {
+    grantRetryMs: {
+      flag: "databaseuser-grant-retry",
+      env: "MDS_DATABASEUSER_GRANT_RETRY",
+      help: "how long a refused grant is retried (default 5m)",
+      parse: duration(0, 3_600_000),
+    },
+  },
+  controller: (settings) =>
     managedController(
       {
         kind: "DatabaseUser",
         type: { group, version, plural: "databaseusers", kind: "DatabaseUser", namespaced: true },
         steps: ["create", "delete"],
+        stallingReasons: settings.grantRetryMs === 0 ? ["GrantRefused"] : [],
         crashPoints: [userGrants],
       },
       () => ({
@@ -158,6 +174,23 @@ describe("a DatabaseUser-shaped kind added by its module and one registry line",
     expect(renderConditions(conditionReasons(withUser))).toContain(
       "| `GrantRefused` | DatabaseUser | DatabaseUser `Synced=False` |  | The service refused a grant the spec names. |",
     );
+  });
+
+  it("takes its settings from `mds operator`'s flags and variables, listed in --help and docs/cli.md", () => {
+    const env = { MDS_API_URL: "http://api.example" };
+    const parsed = (argv: string[], e: Record<string, string> = {}, kinds = withUser) =>
+      parseOperatorConfig(argv, { ...env, ...e }, kinds) as { kindSettings: unknown };
+    expect(parsed(["--databaseuser-grant-retry", "2m"]).kindSettings).toEqual({ DatabaseUser: { grantRetryMs: 120_000 } });
+    expect(parsed([], { MDS_DATABASEUSER_GRANT_RETRY: "0" }).kindSettings).toEqual({ DatabaseUser: { grantRetryMs: 0 } });
+    expect(() => parsed(["--databaseuser-grant-retry", "2h"])).toThrow(
+      "--databaseuser-grant-retry (MDS_DATABASEUSER_GRANT_RETRY): expected a duration",
+    );
+    expect(() => parsed(["--databaseuser-grant-retry", "2m"], {}, kindModules)).toThrow("databaseuser-grant-retry");
+    expect(operatorHelp(withUser)).toMatch(/DatabaseUser settings:\n\n {2}--databaseuser-grant-retry \(env MDS_DATABASEUSER_GRANT_RETRY\)/);
+    expect(operatorHelp()).not.toContain("databaseuser");
+    expect(renderCli(withUser)).toContain("| `--databaseuser-grant-retry` | `MDS_DATABASEUSER_GRANT_RETRY` | DatabaseUser | how long a refused grant");
+    const stalling = databaseUserModule.controller({ grantRetryMs: 0 }).stallingReasons;
+    expect(stalling).toContain("GrantRefused");
   });
 
   it("has its writes refused by a replica that is not the leader, and its objects scanned for secrets", () => {

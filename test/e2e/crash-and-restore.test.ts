@@ -278,7 +278,7 @@ describe.each(counterparts)("against %s", (counterpart) => {
         { what: "the crash" },
       );
       await crashing.operator.stop();
-      operator = await stack.startOperator({ restoreReplayWindowMs: 0 });
+      operator = await stack.startOperator({ kindSettings: { DatabaseRestore: { replayWindowMs: 0 } } });
       await eventually(
         async () => {
           const s = await status(DatabaseRestoreType as typeof DatabaseType, "unknowable");

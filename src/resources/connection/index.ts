@@ -12,6 +12,7 @@ export const connectionModule: MdsKindModule = {
   deletionProtection: true,
   api: { reads: ["getDatabase"], writes: [] },
   reasons: {},
+  settings: {},
   controller: () => connectionController,
   healthScript: conditionsHealthScript,
 };

@@ -1,4 +1,5 @@
 import type { CrashPoint } from "../../operator/crash-points.ts";
+import { defaultReplayWindowMs } from "../remote/replay-window.ts";
 import { mayHaveLanded } from "../../operator/api.ts";
 import type { MdsApi } from "../remote/remote-api.ts";
 import { ReconcileError, TerminalError, WaitingError } from "../../operator/errors.ts";
@@ -44,8 +45,8 @@ const backupCrashPoints = {
 type BackupObject = DatabaseBackup & { metadata: { name: string; namespace?: string | undefined } };
 type Run = OneShotRun<BackupObject>;
 
-interface BackupSettings {
-  /** How long the service replays a POST with the same Idempotency-Key (24 h; kept below it). */
+export interface BackupSettings {
+  /** How long after requestedAt an interrupted request is re-sent (remote/replay-window.ts). */
   replayWindowMs?: number | undefined;
 }
 
@@ -74,7 +75,7 @@ export function backupHandler(
   >,
   settings: BackupSettings = {},
 ): OneShotHandler<BackupObject> {
-  const replayWindowMs = settings.replayWindowMs ?? 23 * 3600_000;
+  const replayWindowMs = settings.replayWindowMs ?? defaultReplayWindowMs;
   // Request keys whose POST this process has not sent yet, or whose every POST the service refused (a 4xx): a POST
   // may be sent (again) without any doubt. After a restart the set is empty: only a replaying server is asked again.
   const notSent = new Set<string>();

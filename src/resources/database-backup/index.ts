@@ -1,9 +1,10 @@
 import type { MdsKindModule } from "../mds-kind.ts";
 import { oneShotHealthScript } from "../kit/kind-module.ts";
-import { backupController } from "./controller.ts";
+import { backupController, type BackupSettings } from "./controller.ts";
+import { replayWindowSetting } from "../remote/replay-window.ts";
 import { databaseBackupDefinition } from "./schema.ts";
 
-export const databaseBackupModule: MdsKindModule = {
+export const databaseBackupModule: MdsKindModule<BackupSettings> = {
   definition: databaseBackupDefinition,
   access: {
     verbs: ["get", "create", "delete"],
@@ -19,6 +20,7 @@ export const databaseBackupModule: MdsKindModule = {
       fix: "Wait for its phase ([backups.md](backups.md)).",
     },
   },
-  controller: () => backupController(),
+  settings: { replayWindowMs: replayWindowSetting("backup") },
+  controller: (settings) => backupController(settings),
   healthScript: oneShotHealthScript,
 };

@@ -1,4 +1,5 @@
 import type { CrashPoint } from "../../operator/crash-points.ts";
+import { defaultReplayWindowMs } from "../remote/replay-window.ts";
 import { mayHaveLanded } from "../../operator/api.ts";
 import { ReconcileError, TerminalError } from "../../operator/errors.ts";
 import { isoSeconds } from "../../operator/time.ts";
@@ -30,7 +31,7 @@ type RestoreObject = DatabaseRestore & { metadata: { name: string; namespace?: s
 type Run = OneShotRun<RestoreObject>;
 
 export interface RestoreSettings {
-  /** How long the service replays a POST with the same Idempotency-Key (24 h; kept below it). */
+  /** How long after requestedAt an interrupted request is re-sent (remote/replay-window.ts). */
   replayWindowMs?: number | undefined;
 }
 
@@ -75,7 +76,7 @@ export function restoreHandler(
   >,
   settings: RestoreSettings = {},
 ): OneShotHandler<RestoreObject> {
-  const replayWindowMs = settings.replayWindowMs ?? 23 * 3600_000;
+  const replayWindowMs = settings.replayWindowMs ?? defaultReplayWindowMs;
   const ledger = { kube: ctx.kube, databases: ctx.cache(DatabaseType.kind), secrets: ctx.secrets };
   // Keys whose POST the service has acknowledged in this process; after a restart one replay-safe re-POST confirms.
   const acknowledged = new Set<string>();

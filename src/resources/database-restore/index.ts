@@ -1,9 +1,10 @@
 import type { MdsKindModule } from "../mds-kind.ts";
 import { oneShotHealthScript } from "../kit/kind-module.ts";
-import { restoreController } from "./controller.ts";
+import { restoreController, type RestoreSettings } from "./controller.ts";
+import { replayWindowSetting } from "../remote/replay-window.ts";
 import { databaseRestoreDefinition } from "./schema.ts";
 
-export const databaseRestoreModule: MdsKindModule = {
+export const databaseRestoreModule: MdsKindModule<RestoreSettings> = {
   definition: databaseRestoreDefinition,
   access: {
     verbs: ["get"],
@@ -12,6 +13,7 @@ export const databaseRestoreModule: MdsKindModule = {
   deletionProtection: false,
   api: { reads: ["getDatabase", "listBackups"], writes: ["restoreDatabase"] },
   reasons: {},
-  controller: (settings) => restoreController(settings.restore),
+  settings: { replayWindowMs: replayWindowSetting("restore") },
+  controller: (settings) => restoreController(settings),
   healthScript: oneShotHealthScript,
 };

@@ -16,6 +16,7 @@ export const databaseModule: MdsKindModule = {
     writes: ["createDatabase", "updateDatabase", "deleteDatabase", "createBranch", "deleteBranch"],
   },
   reasons: databaseReasons,
+  settings: {},
   controller: () => databaseController,
   healthScript: conditionsHealthScript,
 };

@@ -2,13 +2,14 @@ import type { Controller } from "../../operator/controller.ts";
 import type { ReasonDoc } from "../../operator/conditions.ts";
 import type { RemoteState } from "../../operator/credentials.ts";
 import type { CrdDefinition } from "./crd.ts";
+import type { KindSettings } from "./settings.ts";
 
 /**
  * One kind, as its folder's index.ts exports it: everything the rest of the repository needs to know about it. `R`:
  * what its controller calls (for mds's kinds the service's MdsApi and mirror, ../mds-kind.ts); `S`: the settings its
- * controller takes from `mds operator` flags.
+ * controller takes from `mds operator` flags (none: the default).
  */
-export interface KindModule<R extends RemoteState, S = unknown> {
+export interface KindModule<R extends RemoteState, S = Record<string, never>> {
   /** Its CRD: names, schema, printer columns (`npm run crds`). */
   definition: CrdDefinition;
   /**
@@ -29,8 +30,13 @@ export interface KindModule<R extends RemoteState, S = unknown> {
    * src/operator/conditions.ts's and ../conditions.ts's): docs/conditions.md and docs/troubleshooting.md's table.
    */
   reasons: Readonly<Record<string, ReasonDoc>>;
+  /**
+   * The settings its controller takes, each a flag and an environment variable of `mds operator`
+   * (src/cli/operator-config.ts parses them, docs/cli.md lists them). Unset ones are absent from `controller`'s.
+   */
+  settings: KindSettings<S>;
   /** What the operator runs for it: the loop with the kind's handler, its crash points and stalling reasons. */
-  controller(settings: S): Controller<R>;
+  controller(settings: Partial<S>): Controller<R>;
   /**
    * Its Argo CD health check (Lua): `conditionsHealthScript` for a kind whose objects say Ready/Synced/Stalled, or
    * one of its own beside it. `npm run argocd-cm` copies it to deploy/argocd/resource_customizations/mds.dev/<Kind>/.
