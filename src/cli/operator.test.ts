@@ -196,6 +196,8 @@ describe("operator runtime", () => {
               .get(SecretType, "default", "x")
               .catch(() => undefined);
             options.logger.info({ token: "planted-api-token-1a2b", data: { PGPASSWORD: "x" } }, "reconciled");
+            // The accelerate URL carries its endpoint's secret; the registry declares it (connectionSecretKeys).
+            options.logger.info({ rendered: { ACCELERATE_URL: "planted-accelerate-url-7c6d" } }, "rendered");
           },
           stop: async () => {
             ready = false;
@@ -229,6 +231,8 @@ describe("operator runtime", () => {
     expect(out).toContain("reconciled");
     expect(out).not.toContain("planted-api-token-1a2b");
     expect(out).not.toContain("planted-kube-token-9f8e");
+    expect(out).toContain("rendered");
+    expect(out).not.toContain("planted-accelerate-url-7c6d");
     expect(out).not.toContain("PGPASSWORD");
   });
 });

@@ -16,7 +16,7 @@ import { createHealthApp, listenHealth } from "../operator/health-server.ts";
 import { buildInfo } from "../operator/build-info.ts";
 import { createMetricsRegistry, operatorMetrics } from "../operator/metrics.ts";
 import { createOperator, type Operator, type OperatorOptions } from "../operator/index.ts";
-import { controllers, crashPoints, objectGauges } from "../resources/index.ts";
+import { controllers, crashPoints, objectGauges, secretKeys } from "../resources/index.ts";
 import { mdsRemote } from "../resources/mds-remote.ts";
 import type { KindSettingValues } from "../resources/mds-kind.ts";
 import type { MdsRemote } from "../resources/remote/remote-api.ts";
@@ -36,29 +36,30 @@ export type CreateOperator = (options: RuntimeOperatorOptions) => Operator;
 export const createOperatorWithKinds: CreateOperator = ({ kindSettings, ...options }) =>
   createOperator({ ...options, remote: mdsRemote, codec: mdsWireCodec, controllers: controllers(kindSettings) });
 
-// Secrets must never reach a log line: pino removes these paths wherever a caller puts them.
-export const redactPaths = [
-  "token",
-  "*.token",
-  "password",
-  "*.password",
-  "connectionString",
-  "*.connectionString",
-  "*.DATABASE_URL",
-  "*.DIRECT_URL",
-  "*.PGPASSWORD",
-  "*.data",
-  "*.stringData",
-  "headers.authorization",
-  "*.headers.authorization",
-  "req.headers.authorization",
+// Secrets must never reach a log line: pino removes these paths wherever a caller puts them, and the keys of the
+// kinds' Secrets whose values are secrets (the registry's `secretKeys()`) under any object.
+export const redactPaths = (kinds?: Parameters<typeof secretKeys>[0]): string[] => [
+  ...new Set([
+    "token",
+    "*.token",
+    "password",
+    "*.password",
+    "connectionString",
+    "*.connectionString",
+    ...secretKeys(kinds).map((key) => `*.${key}`),
+    "*.data",
+    "*.stringData",
+    "headers.authorization",
+    "*.headers.authorization",
+    "req.headers.authorization",
+  ]),
 ];
 
 export function createLogger(level: OperatorConfig["logLevel"], destination?: DestinationStream): Logger {
   const options = {
     level,
     base: { name: "mds-operator", pid: process.pid },
-    redact: { paths: redactPaths, remove: true },
+    redact: { paths: redactPaths(), remove: true },
   };
   return destination ? pino(options, destination) : pino(options);
 }

@@ -129,6 +129,7 @@ const noteModule: KindModule<NoteRemote> = {
   // A real kind's controller calls the service (MdsRemote); this one brings a remote of its own (below): the
   // operator builds whichever it is given.
   reasons: {},
+  secretKeys: [],
   settings: {},
   controller: () => noteController,
   healthScript: conditionsHealthScript,

@@ -41,6 +41,11 @@ export function controllers(settings: KindSettingValues = {}): Controller<MdsRem
   return kindModules.map((k) => k.controller(settings[k.definition.kind] ?? {}));
 }
 
+/** Every data key, of every kind's Secrets, whose value is a secret (its module's `secretKeys`), each once. */
+export function secretKeys(kinds: readonly { secretKeys: readonly string[] }[] = kindModules): string[] {
+  return [...new Set(kinds.flatMap((k) => k.secretKeys))];
+}
+
 /** A setting of one kind: the kind, its key in the kind's settings, and its declaration. */
 export interface DeclaredSetting {
   kind: string;

@@ -8,7 +8,10 @@ import { managedController, parseOrTerminal } from "../../src/operator/controlle
 import type { CrashPoint } from "../../src/operator/crash-points.ts";
 import { Conditions } from "../../src/resources/conditions.ts";
 import { group, version } from "../../src/resources/group.ts";
-import { apiWrites, conditionReasons, crashPointDeclarations, kindModules } from "../../src/resources/index.ts";
+import { apiWrites, conditionReasons, crashPointDeclarations, kindModules, secretKeys } from "../../src/resources/index.ts";
+import { redactPaths } from "../../src/cli/operator.ts";
+import { connectionSecretValues } from "../support/chaos/invariants.ts";
+import pino from "pino";
 import { mdsRemote } from "../../src/resources/mds-remote.ts";
 import type { KindModule } from "../../src/resources/kit/kind-module.ts";
 import { conditionsHealthScript } from "../../src/resources/kit/kind-module.ts";
@@ -79,6 +82,7 @@ const databaseUserModule: KindModule<UserRemote, UserSettings> = {
       fix: "Fix `spec.grants`.",
     },
   },
+  secretKeys: ["USER_PASSWORD"],
   settings: {
     grantRetryMs: {
       flag: "databaseuser-grant-retry",
@@ -191,6 +195,22 @@ describe("a DatabaseUser-shaped kind added by its module and one registry line",
     expect(renderCli(withUser)).toContain("| `--databaseuser-grant-retry` | `MDS_DATABASEUSER_GRANT_RETRY` | DatabaseUser | how long a refused grant");
     const stalling = databaseUserModule.controller({ grantRetryMs: 0 }).stallingReasons;
     expect(stalling).toContain("GrantRefused");
+  });
+
+  it("has its Secret's secret values removed from the operator's logs and planted by the secret scan", () => {
+    expect(secretKeys(withUser)).toEqual([...secretKeys(), "USER_PASSWORD"]);
+    const lines: string[] = [];
+    const logger = pino({ redact: { paths: redactPaths(withUser), remove: true } }, { write: (l: string) => lines.push(l) });
+    logger.info({ rendered: { USER_PASSWORD: "planted-user-password-3d2c", PGPASSWORD: "planted-pg-password-1b0a" } }, "x");
+    expect(lines.join("")).not.toMatch(/planted-(user|pg)-password/);
+    const secret = {
+      metadata: { name: "u", namespace: "shop", labels: { "app.kubernetes.io/managed-by": "mds-operator" } },
+      data: { USER_PASSWORD: Buffer.from("planted-user-password-3d2c").toString("base64") },
+    };
+    expect(connectionSecretValues([secret], secretKeys(withUser))).toEqual([
+      { name: "shop/u.USER_PASSWORD", value: "planted-user-password-3d2c" },
+    ]);
+    expect(connectionSecretValues([secret])).toEqual([]);
   });
 
   it("has its writes refused by a replica that is not the leader, and its objects scanned for secrets", () => {

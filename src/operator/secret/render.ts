@@ -28,6 +28,14 @@ export const annotations = {
   revoke: "mds.dev/revoke",
 } as const;
 
+/**
+ * The keys of the connection Secret whose values are secrets: the password, and every URL that carries it (or, for
+ * accelerate, the endpoint's own secret). A kind that writes this Secret declares them (its module's `secretKeys`):
+ * the operator's log redaction and the tests' planted-secret scan take them from the registry. Template keys are
+ * named by the user and may hold them too; they are never logged, as no Secret data is.
+ */
+export const connectionSecretKeys = ["PGPASSWORD", "DATABASE_URL", "DIRECT_URL", "ACCELERATE_URL", "password"] as const;
+
 /** The Secret type of the servicebinding.io Provisioned Service contract for PostgreSQL. */
 export const serviceBindingType = "servicebinding.io/postgresql";
 

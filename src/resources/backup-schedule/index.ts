@@ -25,6 +25,7 @@ export const backupScheduleModule: MdsKindModule = {
       fix: "Set `suspend: false` to resume (a slot missed meanwhile is not taken).",
     },
   },
+  secretKeys: [],
   settings: {},
   controller: () => scheduleController(),
   healthScript: conditionsHealthScript,

@@ -1,3 +1,4 @@
+import { connectionSecretKeys } from "../../operator/secret/render.ts";
 import type { MdsKindModule } from "../mds-kind.ts";
 import { conditionsHealthScript } from "../kit/kind-module.ts";
 import { connectionController } from "./controller.ts";
@@ -12,6 +13,7 @@ export const connectionModule: MdsKindModule = {
   deletionProtection: true,
   api: { reads: ["getDatabase"], writes: [] },
   reasons: {},
+  secretKeys: connectionSecretKeys,
   settings: {},
   controller: () => connectionController,
   healthScript: conditionsHealthScript,

@@ -20,6 +20,7 @@ export const databaseBackupModule: MdsKindModule<BackupSettings> = {
       fix: "Wait for its phase ([backups.md](backups.md)).",
     },
   },
+  secretKeys: [],
   settings: { replayWindowMs: replayWindowSetting("backup") },
   controller: (settings) => backupController(settings),
   healthScript: oneShotHealthScript,

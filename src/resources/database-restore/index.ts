@@ -13,6 +13,7 @@ export const databaseRestoreModule: MdsKindModule<RestoreSettings> = {
   deletionProtection: false,
   api: { reads: ["getDatabase", "listBackups"], writes: ["restoreDatabase"] },
   reasons: {},
+  secretKeys: [],
   settings: { replayWindowMs: replayWindowSetting("restore") },
   controller: (settings) => restoreController(settings),
   healthScript: oneShotHealthScript,

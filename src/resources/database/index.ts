@@ -1,3 +1,4 @@
+import { connectionSecretKeys } from "../../operator/secret/render.ts";
 import { databaseReasons } from "./reasons.ts";
 import type { MdsKindModule } from "../mds-kind.ts";
 import { conditionsHealthScript } from "../kit/kind-module.ts";
@@ -16,6 +17,7 @@ export const databaseModule: MdsKindModule = {
     writes: ["createDatabase", "updateDatabase", "deleteDatabase", "createBranch", "deleteBranch"],
   },
   reasons: databaseReasons,
+  secretKeys: connectionSecretKeys,
   settings: {},
   controller: () => databaseController,
   healthScript: conditionsHealthScript,

@@ -31,6 +31,11 @@ export interface KindModule<R extends RemoteState, S = Record<string, never>> {
    */
   reasons: Readonly<Record<string, ReasonDoc>>;
   /**
+   * The data keys of the Secrets it writes whose values are secrets (a password, a URL that carries one): the
+   * operator's logger removes them wherever they appear, and the tests plant and look for their values everywhere.
+   */
+  secretKeys: readonly string[];
+  /**
    * The settings its controller takes, each a flag and an environment variable of `mds operator`
    * (src/cli/operator-config.ts parses them, docs/cli.md lists them). Unset ones are absent from `controller`'s.
    */

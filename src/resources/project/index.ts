@@ -20,6 +20,7 @@ export const projectModule: MdsKindModule = {
       fix: "Set that Database's `deletionProtection` to `false` (or delete it), or set the Project's `deletionPolicy` to `Retain`.",
     },
   },
+  secretKeys: [],
   settings: {},
   controller: () => projectController,
   healthScript: conditionsHealthScript,

@@ -1,5 +1,6 @@
 import pg from "pg";
 import { formatFindings, scanFiles, scanKubernetes, type PlantedSecret } from "../secret-scan.ts";
+import { secretKeys } from "../../../src/resources/index.ts";
 import { isReady, type KubeObject, type KubeObjects } from "../kube-objects.ts";
 
 // What must hold after every chaos iteration, checked from the outside: from the service's own
@@ -264,7 +265,10 @@ export async function collectSecretValues(kube: KubeObjects, namespaces: string[
   return out;
 }
 
-/** The passwords and URLs in those of `secrets` the operator manages (labelled `<namespace>/<name>.<key>`). */
+/**
+ * The secret values (the kinds' `secretKeys`: passwords and the URLs that carry them) in those of `secrets` the
+ * operator manages, labelled `<namespace>/<name>.<key>`.
+ */
 export function connectionSecretValues(
   secrets: ReadonlyArray<{
     metadata: {
@@ -274,11 +278,12 @@ export function connectionSecretValues(
     };
     data?: Record<string, string> | undefined;
   }>,
+  keys: readonly string[] = secretKeys(),
 ): PlantedSecret[] {
   const out: PlantedSecret[] = [];
   for (const s of secrets) {
     if (s.metadata.labels?.["app.kubernetes.io/managed-by"] !== "mds-operator") continue;
-    for (const key of ["PGPASSWORD", "DATABASE_URL", "DIRECT_URL"]) {
+    for (const key of keys) {
       const raw = s.data?.[key];
       if (raw === undefined) continue;
       const value = Buffer.from(raw, "base64").toString("utf8");
