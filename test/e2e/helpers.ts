@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { kindModules } from "../../src/resources/index.ts";
+import { group } from "../../src/resources/group.ts";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -144,7 +146,8 @@ export type Counterpart = "service" | "emulator";
 export const counterparts: Counterpart[] = ["service", "emulator"];
 
 const crdsDir = path.resolve(import.meta.dirname, "../../crds");
-const mdsKinds = "mdsdb,mdsproject,mdsrestore,mdsconn";
+// Every kind of the registry, by its full resource name (a short name could be another CRD's on a real cluster).
+const mdsKinds = kindModules.map((k) => `${k.definition.plural}.${group}`).join(",");
 const createdBy = { "app.kubernetes.io/created-by": "mds-e2e" };
 
 /**
