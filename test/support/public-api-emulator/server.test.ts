@@ -122,6 +122,10 @@ describe("public-API emulator", () => {
     const again = await create();
     expect(again.status).toBe(409);
     expect(((await again.json()) as { error: object }).error).not.toHaveProperty("hint");
+    // A connection read that fails is the service's error, without its hint, as every other answer.
+    const missing = await raw("/v1/connections/missing");
+    expect(missing.status).toBeGreaterThanOrEqual(400);
+    expect(((await missing.json()) as { error: object }).error).not.toHaveProperty("hint");
 
     const db = await sdk.POST("/v1/databases", { body: { projectId: project.id, name: "pr", branchGitName: "pr-1" } });
     expect(db.response.status).toBe(201);

@@ -125,7 +125,7 @@ export async function startPublicApiEmulator(options: {
     switch (name) {
       case undefined:
         if (!/^\/v1\//.test(path)) return publicError(404, "not_found", "Not found");
-        return withoutHint((await forward(raw)) as never) as { status: number; body: unknown };
+        return forward(raw); // its error's hint is dropped by send(), as every answer's
       case "takeBackup":
         // Backups are the service's business in the public API (no such endpoint).
         return publicError(404, "not_found", "Not found");
@@ -159,7 +159,7 @@ export async function startPublicApiEmulator(options: {
       }
       case "connection": {
         const res = await forward();
-        if (res.status !== 200) return { status: res.status, body: withoutHint(res.body) };
+        if (res.status !== 200) return res;
         return { status: 200, body: mapData(res.body, publicReadConnection) };
       }
       case "deleteDatabase": {
