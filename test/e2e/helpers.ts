@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { kindModules } from "../../src/resources/index.ts";
 import { group } from "../../src/resources/group.ts";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
-import { parseAllDocuments, stringify } from "yaml";
+import { parse, parseAllDocuments, stringify } from "yaml";
 import { pino, type Logger } from "pino";
 import { describe, it } from "vitest";
 import { Registry } from "prom-client";
@@ -109,6 +109,12 @@ export interface Stack {
    * of its input does (`metadata.namespace`): see `namespaceFlagNeeded`.
    */
   kubectl(args: string[], input?: string): Promise<string>;
+  /**
+   * Applies a release's CRDs as the stack applied its own (client-side on devkube, server-side on a real cluster)
+   * and drops kubectl's discovery cache: after CRDs change their versions, a cached preferred version may no longer
+   * be served, and kubectl does not notice by itself.
+   */
+  applyCrds(crdsDir: string): Promise<void>;
   startOperator(overrides?: Partial<RuntimeOperatorOptions>): Promise<Operator>;
   stop(): Promise<void>;
 }
@@ -149,6 +155,53 @@ const crdsDir = path.resolve(import.meta.dirname, "../../crds");
 // Every kind of the registry, by its full resource name (a short name could be another CRD's on a real cluster).
 const mdsKinds = kindModules.map((k) => `${k.definition.plural}.${group}`).join(",");
 const createdBy = { "app.kubernetes.io/created-by": "mds-e2e" };
+
+/**
+ * Deletes the mds CRDs of the cluster that store objects in a version the CRDs in `crdsDir` lack, and every object of
+ * theirs (finalizers dropped first: no operator is running to remove them), and waits until they are gone.
+ */
+async function removeCrdsStoringOtherVersions(
+  kubectlIn: (ns: string | undefined, args: string[]) => Promise<string>,
+  crdsDir: string,
+): Promise<void> {
+  const wanted = new Map<string, string[]>();
+  for (const file of (await readdir(crdsDir)).filter((f) => f.endsWith(".yaml"))) {
+    const crd = parse(await readFile(path.join(crdsDir, file), "utf8")) as Crd;
+    wanted.set(
+      crd.metadata.name,
+      crd.spec.versions.map((v) => v.name),
+    );
+  }
+  const current = JSON.parse(await kubectlIn(undefined, ["get", "crd", "-o", "json"])) as {
+    items: (Crd & { status?: { storedVersions?: string[] } })[];
+  };
+  const doomed = current.items.filter((crd) => {
+    const versions = wanted.get(crd.metadata.name);
+    return versions !== undefined && (crd.status?.storedVersions ?? []).some((v) => !versions.includes(v));
+  });
+  if (doomed.length === 0) return;
+  const dropFinalizers = JSON.stringify({ metadata: { finalizers: null } });
+  for (const crd of doomed) {
+    const objects = JSON.parse(await kubectlIn(undefined, ["get", crd.metadata.name, "-A", "-o", "json"])) as {
+      items: { metadata: { name: string; namespace?: string } }[];
+    };
+    for (const { metadata } of objects.items)
+      await kubectlIn(metadata.namespace, [
+        "patch",
+        crd.metadata.name,
+        metadata.name,
+        "--type=merge",
+        "-p",
+        dropFinalizers,
+      ]).catch(() => {});
+  }
+  await kubectlIn(undefined, ["delete", "crd", ...doomed.map((c) => c.metadata.name), "--wait=true", "--timeout=120s"]);
+}
+
+interface Crd {
+  metadata: { name: string };
+  spec: { versions: { name: string }[] };
+}
 
 /**
  * Whether `stack.kubectl` adds `--namespace=<stack.namespace>` on a real cluster. Not when the command names its
@@ -267,6 +320,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   }
   const kubectl = (args: string[], input?: string) =>
     kubectlIn(real !== undefined && namespaceFlagNeeded(args, input) ? namespace : undefined, args, input);
+  async function applyCrds(crds: string): Promise<void> {
+    await kubectl(
+      real === undefined
+        ? ["apply", "-f", crds]
+        : ["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crds],
+    );
+    await rm(cacheDir, { recursive: true, force: true });
+  }
 
   async function removeNamespace(ns: string): Promise<void> {
     // The operators are gone, so nothing would remove the finalizers (the mds resources' and the credentials
@@ -300,8 +361,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       await kubectl(["create", "namespace", "mds-system"]);
       webhook = await webhookAt!.start(kubeconfigPath, { caBundles: options.crdsDir === undefined });
     } else {
+      // Another release's CRDs (the CRD-replacing files, MDS_E2E_CRD_TESTS=1): a cluster's CRDs that stored objects
+      // in a version those lack cannot become them (the API server keeps a stored version in spec.versions), so
+      // they go first, with every object of theirs: the cluster is the test's, as docs/e2e.md says.
+      if (options.crdsDir !== undefined) await removeCrdsStoringOtherVersions(kubectlIn, crds);
       // Server-side, under our own field manager: a no-op when the cluster already has these CRDs; never deleted.
-      await kubectl(["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crds]);
+      await applyCrds(crds);
     }
     // On devkube "default" exists already; on a real cluster every namespace of the test is its own.
     for (const ns of real === undefined ? namespaces.slice(1) : namespaces) {
@@ -352,6 +417,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     },
     logs,
     kubectl,
+    applyCrds,
     async leaks() {
       const planted: PlantedSecret[] = [
         { name: "service token", value: service.token },

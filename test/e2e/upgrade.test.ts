@@ -168,12 +168,7 @@ describeChangingCrds.each(counterparts)("upgrade from %s and rollback" + changin
   }
 
   /** A release's CRDs, applied as the stack applied them (client-side on devkube, server-side on a real cluster). */
-  const applyCrds = (crdsDir: string) =>
-    stack.kubectl(
-      real === undefined
-        ? ["apply", "-f", crdsDir]
-        : ["apply", "--server-side", "--field-manager=mds-e2e", "--force-conflicts", "-f", crdsDir],
-    );
+  const applyCrds = (crdsDir: string) => stack.applyCrds(crdsDir);
 
   const storedVersions = async () =>
     Object.fromEntries(

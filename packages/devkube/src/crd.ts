@@ -216,6 +216,29 @@ function writtenStoredVersions(crd: Obj, written: unknown): string[] {
 }
 
 /**
+ * A spec write keeps the stored versions: kube-apiserver refuses a CRD whose spec.versions drops one of them (a
+ * storage migration must remove it from status.storedVersions first), so an older release's CRDs cannot replace
+ * newer ones that stored objects in a version they lack.
+ */
+function keptStoredVersions(crd: Obj, stored: string[]): string[] {
+  const versions = versionsOf(crd).map((v) => v.name);
+  const causes: FieldCause[] = stored.flatMap((v, i) =>
+    versions.includes(v)
+      ? []
+      : [
+          {
+            type: "FieldValueInvalid" as const,
+            field: `status.storedVersions[${i}]`,
+            message: `Invalid value: "${v}": missing from spec.versions; ${v} was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in ${v} and removes ${v} from status.storedVersions`,
+          },
+        ],
+  );
+  if (causes.length > 0)
+    throw invalid("CustomResourceDefinition", "apiextensions.k8s.io", String(metaOf(crd)["name"]), causes);
+  return stored;
+}
+
+/**
  * The status the API server's controllers settle on: names accepted, established (or terminating). storedVersions
  * only grows with the storage version, except through a /status write (`written`), which may drop versions.
  */
@@ -226,7 +249,7 @@ export function crdStatus(crd: Obj, old: Obj | undefined, written?: { storedVers
     written
       ? writtenStoredVersions(crd, written.storedVersions)
       : isObj(old?.["status"]) && Array.isArray(old["status"]["storedVersions"])
-        ? (old["status"]["storedVersions"] as string[])
+        ? keptStoredVersions(crd, old["status"]["storedVersions"] as string[])
         : [],
   );
   for (const v of versionsOf(crd)) if (v.storage) stored.add(v.name);

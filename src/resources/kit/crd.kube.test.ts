@@ -175,6 +175,24 @@ spec:
     expect(crd.stdout).toBe('["v1beta1"]');
   });
 
+  it("refuses CRDs that drop a stored version (0.1.0's, v1alpha1 alone), as kube-apiserver does", async () => {
+    const current = JSON.parse((await kubectl(["get", "crd", "databases.mds.dev", "-o", "json"])).stdout) as {
+      metadata: { resourceVersion?: string };
+      spec: { versions: { name: string; storage: boolean }[] };
+    };
+    const older = structuredClone(current);
+    older.spec.versions = older.spec.versions
+      .filter((v) => v.name === "v1alpha1")
+      .map((v) => ({ ...v, storage: true }));
+    const res = await kubectl(["replace", "-f", "-"], JSON.stringify(older));
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain(
+      'status.storedVersions[0]: Invalid value: "v1beta1": missing from spec.versions; v1beta1 was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in v1beta1 and removes v1beta1 from status.storedVersions',
+    );
+    const after = await kubectl(["get", "crd", "databases.mds.dev", "-o", "jsonpath={.spec.versions[*].name}"]);
+    expect(after.stdout).toBe("v1beta1 v1alpha1");
+  });
+
   it("kubectl get mds lists every kind with its printer columns", async () => {
     const res = await kubectl(["get", "mds"]);
     expect(res.stderr).toBe("");
