@@ -279,7 +279,12 @@ export function parseOperatorConfig(
   };
   for (const [key, o] of entries)
     options[o.flag] = { type: key === "leaderElect" || key === "rotationConsumers" ? "boolean" : "string" };
-  for (const { setting } of settings) options[setting.flag] = { type: "string" };
+  const envs = new Set(entries.map(([, o]) => o.env));
+  for (const { kind, setting } of settings) {
+    if (options[setting.flag] !== undefined || envs.has(setting.env))
+      throw new Error(`${kind}'s setting --${setting.flag} (${setting.env}) is one of mds operator's own options`);
+    options[setting.flag] = { type: "string" };
+  }
   let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({

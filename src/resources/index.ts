@@ -13,9 +13,10 @@ import { projectModule } from "./project/index.ts";
 import { sharedApiCalls } from "./remote/shared-calls.ts";
 import type { MdsRemote } from "./remote/remote-api.ts";
 
-// The registry: every kind, one line each. From here come the CRDs (crd.ts), the operator's controllers, the crash
-// points MDS_CRASH_POINT accepts, the stalling reasons and the Argo CD health checks. A new kind is its own folder
-// plus one line below (src/resources/README.md, "Adding a kind").
+// The registry: every kind, one line each. From here come the CRDs (crd.ts), the operator's controllers and their
+// settings (mds operator's flags), the crash points MDS_CRASH_POINT accepts, the condition and stalling reasons, the
+// secret keys the logger removes, the writes a non-leader refuses, the RBAC rules and the Argo CD health checks. A
+// new kind is its own folder plus one line below (src/resources/README.md, "Adding a kind").
 /** A kind of the registry, whatever settings it takes (each module is typed with its own). */
 type RegisteredKind = MdsKindModule<Record<string, unknown>>;
 

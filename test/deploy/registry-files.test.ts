@@ -190,6 +190,10 @@ describe("a DatabaseUser-shaped kind added by its module and one registry line",
       "--databaseuser-grant-retry (MDS_DATABASEUSER_GRANT_RETRY): expected a duration",
     );
     expect(() => parsed(["--databaseuser-grant-retry", "2m"], {}, kindModules)).toThrow("databaseuser-grant-retry");
+    const clash = { ...databaseUserModule, settings: { rate: { ...databaseUserModule.settings.grantRetryMs, flag: "api-rate" } } };
+    expect(() => parsed([], {}, [...kindModules, clash as unknown as (typeof kindModules)[number]])).toThrow(
+      "DatabaseUser's setting --api-rate (MDS_DATABASEUSER_GRANT_RETRY) is one of mds operator's own options",
+    );
     expect(operatorHelp(withUser)).toMatch(/DatabaseUser settings:\n\n {2}--databaseuser-grant-retry \(env MDS_DATABASEUSER_GRANT_RETRY\)/);
     expect(operatorHelp()).not.toContain("databaseuser");
     expect(renderCli(withUser)).toContain("| `--databaseuser-grant-retry` | `MDS_DATABASEUSER_GRANT_RETRY` | DatabaseUser | how long a refused grant");
