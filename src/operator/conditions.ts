@@ -123,7 +123,7 @@ export const loopReasons = {
     condition: "Synced=False, Stalled=True",
     argo: "Degraded",
     means:
-      "`spec.externalId` names an object the resource's credentials cannot see, or (a Database) one of another project. Nothing was written or minted.",
+      "`spec.externalId` names an object the resource's credentials cannot see, or (for a resource with a parent reference) one of another parent. Nothing was written or minted.",
     fix: "Fix `spec.externalId`, `spec.credentials` or `spec.projectRef`.",
   },
   AdoptionConflict: {
@@ -187,7 +187,7 @@ export const loopReasons = {
   DeletionProtected: {
     condition: "Expired=True",
     argo: "Healthy",
-    means: "The Database is past `status.expiresAt` but `spec.deletionProtection` is true, so it is kept.",
+    means: "The resource is past `status.expiresAt` but `spec.deletionProtection` is true, so it is kept.",
     fix: "Set `deletionProtection: false` to let it be deleted, or remove the expiry.",
   },
   NotExpired: {

@@ -63,6 +63,16 @@ export async function prepareReleases(dir: string, kubeconfigPath: string): Prom
     if (established.code !== 0)
       throw new Error(`${release.version}'s CRDs not established: ${established.stderr.trim()}`);
   };
+  // The stack installed this tree's CRDs, with nothing stored in them yet. A cluster before the upgrade has the
+  // previous release's instead, and the API server refuses those over CRDs whose stored version they lack: these go.
+  const removed = await runKubectl(kubeconfigPath, [
+    "delete",
+    "--wait=true",
+    "--ignore-not-found",
+    "-f",
+    current.crdsDir,
+  ]);
+  if (removed.code !== 0) throw new Error(`cannot remove this tree's CRDs: ${removed.stderr.trim()}`);
   await applyCrds(previous);
   let crds = previous;
   let queue: Promise<void> = Promise.resolve();
