@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { pino } from "pino";
+import { kubeletNodeStatus, nodeArch } from "@mds/devkube";
 import { createKubeClient, kubeFetch } from "../../src/kube/client.ts";
 import { KubeError, kubeErrorFor } from "../../src/kube/errors.ts";
 import { createInformer, type Informer } from "../../src/kube/informer.ts";
@@ -131,7 +132,6 @@ export async function startHarnessKubelet(args: {
   // The Node, Ready, and its Lease: kube-controller-manager's node lifecycle controller marks a Node whose Lease
   // stops being renewed NotReady (and its pods not Ready), then evicts them; its pod GC deletes pods bound to a Node
   // that does not exist. The status is written through /status: what a create carries there is not kept everywhere.
-  const arch = process.arch === "arm64" ? "arm64" : "amd64";
   const created = await kube.create<KubeObject>(NodeType, {
     apiVersion: "v1",
     kind: "Node",
@@ -140,44 +140,14 @@ export async function startHarnessKubelet(args: {
       labels: {
         "kubernetes.io/hostname": node,
         "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": arch,
+        "kubernetes.io/arch": nodeArch,
         [HARNESS_NODE_LABEL]: node,
       },
     },
     spec: { taints: [{ key: HARNESS_NODE_LABEL, value: node, effect: "NoSchedule" }] },
   });
-  const heartbeat = now();
   await kube.patchStatus(NodeType, undefined, node, {
-    status: {
-      capacity: { cpu: "32", memory: "256Gi", pods: "1000" },
-      allocatable: { cpu: "32", memory: "256Gi", pods: "1000" },
-      conditions: [
-        {
-          type: "Ready",
-          status: "True",
-          reason: "KubeletReady",
-          message: "kubelet is posting ready status",
-          lastHeartbeatTime: heartbeat,
-          lastTransitionTime: heartbeat,
-        },
-      ],
-      addresses: [
-        { type: "InternalIP", address: "127.0.0.1" },
-        { type: "Hostname", address: node },
-      ],
-      nodeInfo: {
-        kubeletVersion: "v1.32.0",
-        kubeProxyVersion: "",
-        containerRuntimeVersion: "mds-harness://1",
-        operatingSystem: "linux",
-        architecture: arch,
-        osImage: "mds harness kubelet",
-        kernelVersion: "",
-        machineID: "",
-        systemUUID: "",
-        bootID: "",
-      },
-    },
+    status: kubeletNodeStatus(node, { runtime: "mds-harness://1", osImage: "mds harness kubelet", now: now() }),
   });
   await kube.create<KubeObject>(LeaseType, {
     apiVersion: "coordination.k8s.io/v1",

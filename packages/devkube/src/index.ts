@@ -18,7 +18,7 @@ import { ensureTls } from "./tls.ts";
 import { WatchHub } from "./watch.ts";
 import { WorkloadControllers } from "./workload-controllers.ts";
 
-export { READY_ANNOTATION } from "./pod-lifecycle.ts";
+export { kubeletNodeStatus, nodeArch, READY_ANNOTATION } from "./pod-lifecycle.ts";
 
 export interface DevkubeOptions {
   dir: string;

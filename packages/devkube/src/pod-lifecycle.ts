@@ -57,7 +57,7 @@ export class PodLifecycle {
             labels: {
               "kubernetes.io/hostname": name,
               "kubernetes.io/os": "linux",
-              "kubernetes.io/arch": process.arch === "arm64" ? "arm64" : "amd64",
+              "kubernetes.io/arch": nodeArch,
               type: "devkube",
             },
           },
@@ -65,37 +65,7 @@ export class PodLifecycle {
         },
         KUBELET,
       );
-      const now = nowTime();
-      node["status"] = {
-        capacity: { cpu: "32", memory: "256Gi", pods: "1000" },
-        allocatable: { cpu: "32", memory: "256Gi", pods: "1000" },
-        conditions: [
-          {
-            type: "Ready",
-            status: "True",
-            reason: "KubeletReady",
-            message: "kubelet is posting ready status",
-            lastHeartbeatTime: now,
-            lastTransitionTime: now,
-          },
-        ],
-        addresses: [
-          { type: "InternalIP", address: "127.0.0.1" },
-          { type: "Hostname", address: name },
-        ],
-        nodeInfo: {
-          kubeletVersion: "v1.32.0",
-          kubeProxyVersion: "",
-          containerRuntimeVersion: "devkube://1",
-          operatingSystem: "linux",
-          architecture: process.arch === "arm64" ? "arm64" : "amd64",
-          osImage: "devkube",
-          kernelVersion: "",
-          machineID: "",
-          systemUUID: "",
-          bootID: "",
-        },
-      };
+      node["status"] = kubeletNodeStatus(name, { runtime: "devkube://1", osImage: "devkube", now: nowTime() });
       this.ctx.update(NODES, node, KUBELET, "status");
     }
   }
@@ -252,4 +222,44 @@ function orderless(v: unknown): unknown {
         .map((k) => [k, orderless((v as Record<string, unknown>)[k])]),
     );
   return v;
+}
+
+/** This machine's architecture as a Node's `kubernetes.io/arch` label and nodeInfo name it. */
+export const nodeArch = process.arch === "arm64" ? "arm64" : "amd64";
+
+/**
+ * The status a kubelet posts for a Ready Node of this machine: capacity, the Ready condition, its addresses and
+ * nodeInfo. devkube's own kubelet and the tests' harness kubelet (which plays one on any cluster) both write it.
+ */
+export function kubeletNodeStatus(name: string, who: { runtime: string; osImage: string; now: string }): Obj {
+  return {
+    capacity: { cpu: "32", memory: "256Gi", pods: "1000" },
+    allocatable: { cpu: "32", memory: "256Gi", pods: "1000" },
+    conditions: [
+      {
+        type: "Ready",
+        status: "True",
+        reason: "KubeletReady",
+        message: "kubelet is posting ready status",
+        lastHeartbeatTime: who.now,
+        lastTransitionTime: who.now,
+      },
+    ],
+    addresses: [
+      { type: "InternalIP", address: "127.0.0.1" },
+      { type: "Hostname", address: name },
+    ],
+    nodeInfo: {
+      kubeletVersion: "v1.32.0",
+      kubeProxyVersion: "",
+      containerRuntimeVersion: who.runtime,
+      operatingSystem: "linux",
+      architecture: nodeArch,
+      osImage: who.osImage,
+      kernelVersion: "",
+      machineID: "",
+      systemUUID: "",
+      bootID: "",
+    },
+  };
 }
